@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""One-command set-up: creates or reuses ./.venv, installs what the task needs, runs it.
+
+    python3 dev.py main     # FLOPs breakdown / report on the bundled sample run
+    python3 dev.py test     # the whole test suite (installs the test extra: CPU torch, transformers, ...)
+
+Needs nothing but Python >= 3.10. Re-installs only when pyproject.toml changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / ("python.exe" if os.name == "nt" else "python")
+
+MAIN_ARGS = ["flops", "--model", "qwen3-vl-30b-a3b", "--seq-len", "4096", "--grid", "1,64,64"]
+
+
+def ensure_env(extra: str) -> None:
+    if not PY.exists():
+        print(f"[dev] creating virtual environment {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extra.encode()).hexdigest()
+    stamp = VENV / f".installed-{extra or 'base'}"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    target = f".[{extra}]" if extra else "."
+    print(f"[dev] installing vlm-perf{f'[{extra}]' if extra else ''} into {VENV}", flush=True)
+    run([str(PY), "-m", "pip", "install", "--quiet", "--upgrade", "pip"])
+    run([str(PY), "-m", "pip", "install", "--quiet", "-e", target])
+    stamp.write_text(digest)
+
+
+def run(cmd: list[str]) -> None:
+    result = subprocess.run(cmd, cwd=ROOT)
+    if result.returncode:
+        sys.exit(result.returncode)
+
+
+def main() -> None:
+    task = sys.argv[1] if len(sys.argv) > 1 else "main"
+    rest = sys.argv[2:]
+    if task == "main":
+        ensure_env("")
+        run([str(BIN / "vlm-perf"), *(rest or MAIN_ARGS)])
+    elif task == "test":
+        ensure_env("test")
+        run([str(PY), "-m", "pytest", *rest])
+    else:
+        sys.exit(f"usage: python3 dev.py main|test [args...] (got {task!r})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""Typed architecture description: vision tower, merger/projector, language model.
+
+Everything here is a plain frozen dataclass of integers and flags: the FLOPs formulas read
+only these fields, never a raw config dict. `vlm_perf.arch.hf_config` builds them from a
+Hugging Face ``config.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class VisionSpec:
+    """A Qwen-style ViT: Conv3d patch embed, ``depth`` pre-norm blocks, bidirectional attention.
+
+    Attention sequences are per temporal slice (frame pair) of one image/video, as the
+    Hugging Face Qwen2/2.5/3-VL towers build ``cu_seqlens``; layers outside
+    ``fullatt_block_indexes`` use windows when ``window_size`` is set (Qwen2.5-VL).
+    """
+
+    family: str  # "qwen2_vl" | "qwen2_5_vl" | "qwen3_vl"
+    depth: int
+    hidden_size: int  # ViT width h_v (Qwen2-VL calls it embed_dim)
+    num_heads: int
+    head_dim: int
+    intermediate_size: int  # ViT MLP width i_v
+    mlp_gated: bool  # True: gate/up/down (3 matrices); False: fc1/fc2 (2 matrices)
+    patch_size: int
+    temporal_patch_size: int
+    in_channels: int
+    spatial_merge_size: int
+    out_hidden_size: int  # merger output width d_out (the LM hidden size)
+    window_size: int | None = None  # pixels (Qwen2.5-VL: 112)
+    fullatt_block_indexes: tuple[int, ...] = ()
+    deepstack_visual_indexes: tuple[int, ...] = ()
+    num_position_embeddings: int = 0  # learned absolute table (Qwen3-VL); looked up, not a matmul
+    patch_embed_bias: bool = False
+    norm: str = "layernorm"  # "layernorm" | "rmsnorm"
+
+    @property
+    def attn_width(self) -> int:
+        """q_v = heads x head_dim (equals hidden_size for all supported towers)."""
+        return self.num_heads * self.head_dim
+
+    @property
+    def patch_volume(self) -> int:
+        """Input values per patch: C x T_p x P_s^2 (the patch-embed GEMM's inner dimension)."""
+        return self.in_channels * self.temporal_patch_size * self.patch_size**2
+
+    @property
+    def merge_unit(self) -> int:
+        """Patches folded into one merged (LM) token: spatial_merge_size^2."""
+        return self.spatial_merge_size**2
+
+    @property
+    def merger_width(self) -> int:
+        """Merger input/hidden width m^2 * h_v."""
+        return self.merge_unit * self.hidden_size
+
+    @property
+    def window_side_merged(self) -> int | None:
+        """Window side in merged tokens (Qwen2.5-VL: 112 // 2 // 14 = 4), None without windows."""
+        if not self.window_size:
+            return None
+        return self.window_size // self.spatial_merge_size // self.patch_size
+
+    @property
+    def num_window_layers(self) -> int:
+        return self.depth - len(self.fullatt_block_indexes) if self.window_size else 0
+
+    @property
+    def num_full_layers(self) -> int:
+        return self.depth - self.num_window_layers
+
+    @property
+    def num_deepstack(self) -> int:
+        return len(self.deepstack_visual_indexes)
+
+
+@dataclass(frozen=True)
+class MLASpec:
+    """DeepSeek multi-head latent attention widths."""
+
+    q_lora_rank: int | None  # None: plain q_proj h -> H*(nope+rope)
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    """Routed experts (+ optional shared experts); every MoE layer has a linear router h -> E."""
+
+    num_experts: int
+    top_k: int
+    expert_intermediate_size: int
+    num_shared_experts: int = 0
+    shared_intermediate_size: int = 0  # width of ONE shared expert
+    router_bias: bool = False  # DeepSeek-V3 e_score_correction_bias (E params, not a matmul)
+
+
+@dataclass(frozen=True)
+class LMSpec:
+    """A decoder-only transformer LM with gated (SwiGLU) MLPs."""
+
+    family: str
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int  # dense MLP width (unused when every layer is MoE)
+    vocab_size: int
+    tie_word_embeddings: bool
+    moe: MoESpec | None = None
+    moe_layers: tuple[int, ...] = ()  # indexes of layers whose MLP is MoE
+    mla: MLASpec | None = None
+    num_mtp_layers: int = 0  # DeepSeek-V3 num_nextn_predict_layers
+    qkv_bias: bool = False
+    qk_norm: bool = False
+
+    @property
+    def q_width(self) -> int:
+        """Query projection width q = H x d (MLA: H x (nope + rope))."""
+        if self.mla:
+            return self.num_heads * self.mla.qk_head_dim
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        """Width of K (and of V) projections for GQA: G x d."""
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def num_dense_layers(self) -> int:
+        return self.num_layers - len(self.moe_layers)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return len(self.moe_layers)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A whole model: optional vision tower + merger, and a language model."""
+
+    name: str
+    model_type: str
+    lm: LMSpec
+    vision: VisionSpec | None = None
+    source: str = ""  # where the config came from (preset name or path)
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def is_vlm(self) -> bool:
+        return self.vision is not None

@@ -1,0 +1,29 @@
+"""Small helpers shared by CLI commands (argument parsing, number formatting)."""
+
+from __future__ import annotations
+
+
+def parse_int_list(text: str, option: str) -> list[int]:
+    """'1,2,3' -> [1, 2, 3]; a one-line ValueError naming the option otherwise."""
+    try:
+        values = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"{option}: expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise ValueError(f"{option}: expected comma-separated integers, got {text!r}")
+    return values
+
+
+def parse_grid(text: str, option: str) -> tuple[int, int, int]:
+    values = parse_int_list(text, option)
+    if len(values) != 3:
+        raise ValueError(f"{option}: expected T,H,W (three integers), got {text!r}")
+    return values[0], values[1], values[2]
+
+
+def human_flops(value: float) -> str:
+    """1.23e15 -> '1.230 PFLOP'."""
+    for unit, scale in (("EFLOP", 1e18), ("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3f} {unit}"
+    return f"{value:.0f} FLOP"

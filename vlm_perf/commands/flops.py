@@ -1,0 +1,114 @@
+"""``vlm-perf flops``: FLOPs breakdown of one batch, and ``vlm-perf conventions``."""
+
+from __future__ import annotations
+
+import json
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..arch import load_model
+from ..flops import CONVENTIONS, compute_flops
+from ..stats import BatchStats
+from ._common import human_flops, parse_grid, parse_int_list
+
+
+def flops(
+    model: str = typer.Option(..., "--model", "-m", help="Preset name or path to config.json (or its directory)."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Tokens per LM sequence (visual tokens included)."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Number of sequences of --seq-len tokens (default 1)."),
+    seq_lens: Optional[str] = typer.Option(None, "--seq-lens", help="Packed causal sub-sequence lengths L1,L2,..."),
+    grid: List[str] = typer.Option([], "--grid", help="Image grid T,H,W in patches before merging (repeatable)."),
+    video_grid: List[str] = typer.Option([], "--video-grid", help="Video grid T,H,W in patches (repeatable)."),
+    mode: str = typer.Option("training", "--mode", help="training | forward"),
+    causal: str = typer.Option("half", "--causal", help="half (flash-style) | full (square, as eager kernels)"),
+    convention: str = typer.Option("exact", "--convention", help=f"One of: {', '.join(CONVENTIONS)}, or 'all'."),
+    frozen: List[str] = typer.Option([], "--frozen", help="Frozen part: vision_tower, merger, vision, language_model."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
+    """FLOPs of one batch (one iteration's worth of media and tokens), by component."""
+    if seq_lens is not None and (seq_len is not None or samples is not None):
+        raise ValueError("--seq-lens lists packed sequences; do not combine it with --seq-len/--samples")
+    if seq_lens is None and seq_len is None:
+        raise ValueError("give the LM tokens: --seq-len S [--samples B] or --seq-lens L1,L2,...")
+    spec = load_model(model)
+    images = [parse_grid(g, "--grid") for g in grid]
+    videos = [parse_grid(g, "--video-grid") for g in video_grid]
+    stats = BatchStats.from_batch(
+        seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
+        seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec)
+    _check_visual_tokens(stats)
+    names = list(CONVENTIONS) if convention.strip().lower() == "all" else [convention]
+    results = [compute_flops(spec, stats, name, mode=mode, causal=causal, frozen=frozen) for name in names]
+    inputs = {"model": model, "model_name": spec.name, "seq_len": seq_len, "samples": samples,
+              "seq_lens": parse_int_list(seq_lens, "--seq-lens") if seq_lens else None,
+              "grids": [list(g) for g in images], "video_grids": [list(g) for g in videos],
+              "mode": mode, "causal": causal, "frozen": list(frozen)}
+    if as_json:
+        payload = _payload(results[0], inputs, stats) if len(results) == 1 else {
+            "inputs": inputs, "stats": stats.as_dict(),
+            "conventions": {r.convention: _payload(r, None, None) for r in results}}
+        print(json.dumps(payload))
+        return
+    console = Console()
+    for result in results:
+        _print_table(console, spec.name, result, stats)
+
+
+def _check_visual_tokens(stats: BatchStats) -> None:
+    if stats.vision_merged_tokens > stats.lm_tokens:
+        raise ValueError(f"the grids give {stats.vision_merged_tokens} merged visual tokens, more than the "
+                         f"{stats.lm_tokens} LM tokens; LM tokens must include the visual placeholder tokens")
+
+
+def _payload(result, inputs, stats) -> dict:
+    out = {"convention": result.convention, "total": result.total, "vision": result.vision,
+           "language": result.language, "components": dict(result.components), "notes": list(result.notes)}
+    if inputs is not None:
+        out["inputs"] = inputs
+    if stats is not None:
+        out["stats"] = stats.as_dict()
+        out["flops_per_lm_token"] = result.total / stats.lm_tokens if stats.lm_tokens else None
+    return out
+
+
+def _print_table(console: Console, model_name: str, result, stats: BatchStats) -> None:
+    opts = result.options
+    table = Table(title=f"{model_name} - {result.convention} - {opts.mode}, causal {opts.causal}"
+                        + (f", frozen {','.join(opts.frozen)}" if opts.frozen else ""))
+    table.add_column("component")
+    table.add_column("FLOPs", justify="right")
+    table.add_column("", justify="right")
+    table.add_column("share", justify="right")
+    total = result.total or 1
+    for name, value in result.components.items():
+        if value:
+            table.add_row(name, f"{value:.4e}", human_flops(value), f"{100 * value / total:.2f}%")
+    table.add_section()
+    for label, value in (("vision", result.vision), ("language", result.language), ("total", result.total)):
+        table.add_row(label, f"{value:.4e}", human_flops(value), f"{100 * value / total:.2f}%")
+    console.print(table)
+    console.print(f"LM tokens {stats.lm_tokens:,} in {stats.lm_sequences:,} sequences; vision patches "
+                  f"{stats.vision_patches:,} -> {stats.vision_merged_tokens:,} merged tokens")
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {note}")
+
+
+def conventions(name: Optional[str] = typer.Argument(None, help="Show one convention only.")) -> None:
+    """List the FLOPs conventions: formula, source and how each deviates from exact."""
+    console = Console()
+    for conv in CONVENTIONS.values():
+        if name and conv.name != name:
+            continue
+        console.print(f"[bold]{conv.name}[/]  ({conv.source})")
+        console.print(f"  formula: {conv.formula}")
+        for deviation in conv.deviations:
+            console.print(f"  - {deviation}")
+        console.print()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("flops")(flops)
+    app.command("conventions")(conventions)

@@ -1,0 +1,131 @@
+"""Megatron-family conventions: ``megatron-lm``, ``megatron-bridge``, ``mbridge-pr2575``.
+
+All three share Megatron's LM formula (training, x3 on every GEMM):
+  6*S*[sum_layers (attention projections) + MLP + experts + shared + h*V_pad*(1 + n_mtp)]
+  + 6*q*L*S2 (causal half; MLA: 3*H*(d_qk + d_v)*S2 per layer) + MTP eh-projection
+with no router GEMM and the vocabulary padded to a multiple of 128 (x TP; TP=1 assumed).
+They differ in the token statistics and the vision term.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...arch.spec import LMSpec, ModelSpec, VisionSpec
+from ...stats.batch import BatchStats
+from ..breakdown import Options
+from ..language import attn_core_per_token_sq, attn_proj_per_token, moe_per_token
+from .base import Convention
+
+VOCAB_MULTIPLE = 128  # Megatron's make_vocab_size_divisible_by default (x tensor-parallel size)
+
+
+def padded_vocab(vocab: int, multiple: int = VOCAB_MULTIPLE) -> int:
+    return -(-vocab // multiple) * multiple
+
+
+def megatron_lm_terms(lm: LMSpec, tokens: Any, tokens_sq: Any) -> dict[str, Any]:
+    """Megatron's LM formula, training FLOPs by component (3x forward, causal half)."""
+    h = lm.hidden_size
+    moe = moe_per_token(lm)
+    proj = attn_proj_per_token(lm)
+    if lm.mla is not None:  # Megatron also bills the q/kv LoRA norms as one multiply-add per rank
+        proj += 2 * ((lm.mla.q_lora_rank or 0) + lm.mla.kv_lora_rank)
+    core_per_layer = attn_core_per_token_sq(lm) * tokens_sq / 2
+    logits = 2 * h * padded_vocab(lm.vocab_size) * tokens
+    out = {
+        "lm.attn_proj": 3 * lm.num_layers * proj * tokens,
+        "lm.attn_core": 3 * lm.num_layers * core_per_layer,
+        "lm.dense_mlp": 3 * lm.num_dense_layers * 2 * 3 * h * lm.intermediate_size * tokens,
+        "lm.routed_experts": 3 * lm.num_moe_layers * moe["routed"] * tokens,
+        "lm.shared_experts": 3 * lm.num_moe_layers * moe["shared"] * tokens,
+        "lm.router": 0,
+        "lm.logits": 3 * logits,
+        "lm.mtp": 0,
+    }
+    if lm.num_mtp_layers:
+        last_is_moe = bool(lm.moe_layers) and lm.moe_layers[-1] == lm.num_layers - 1
+        mlp = moe["routed"] + moe["shared"] if last_is_moe else 2 * 3 * h * lm.intermediate_size
+        per_token = proj + mlp + 2 * (3 * h + 2 * h * h)  # layer + (eh norms, eh_proj) as Megatron bills them
+        out["lm.mtp"] = 3 * lm.num_mtp_layers * (per_token * tokens + core_per_layer + logits)
+    return out
+
+
+def bridge_vit_terms(v: VisionSpec, s: BatchStats, patch_embed: bool) -> dict[str, Any]:
+    """Megatron-Bridge's ViT term (x3): q_v = h_v, plain 2-matrix MLP, full per-frame attention."""
+    h = v.hidden_size
+    merger = s.vision_merged_tokens * (2 * v.merger_width**2 + 2 * v.merger_width * v.out_hidden_size)
+    return {
+        "vision.patch_embed": 3 * 2 * s.vision_patches * h * v.patch_volume if patch_embed else 0,
+        "vision.attn_proj": 3 * v.depth * 8 * h * h * s.vision_patches,
+        "vision.attn_core": 3 * v.depth * 4 * h * s.vision_patches_sq_frame,
+        "vision.mlp": 3 * v.depth * 4 * h * v.intermediate_size * s.vision_patches,
+        "vision.merger": 3 * merger,
+        "vision.deepstack_merger": 3 * v.num_deepstack * merger,
+    }
+
+
+def _configured_sq(s: BatchStats) -> Any:
+    """S * s_cfg with s_cfg = padded tokens per sample (the configured sequence length)."""
+    return s.lm_padded_tokens * s.lm_padded_tokens / s.lm_samples
+
+
+def _megatron_lm(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
+    return megatron_lm_terms(spec.lm, s.lm_tokens, s.lm_tokens_sq)
+
+
+def _megatron_bridge(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
+    out = megatron_lm_terms(spec.lm, s.lm_padded_tokens, s.lm_tokens_sq)
+    if spec.vision is not None:
+        out = {**bridge_vit_terms(spec.vision, s, patch_embed=False), **out}
+    return out
+
+
+def _pr2575(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
+    tokens_sq = _configured_sq(s) if spec.lm.mla is not None else s.lm_tokens_sq
+    out = megatron_lm_terms(spec.lm, s.lm_tokens, tokens_sq)
+    if spec.vision is not None:
+        out = {**bridge_vit_terms(spec.vision, s, patch_embed=True), **out}
+    return out
+
+
+_LM_DEVIATIONS = (
+    "no router GEMM (exact: 2*h*E per token per MoE layer)",
+    "logits on the vocabulary padded to a multiple of 128 (equal for all shipped presets)",
+    "always x3 per GEMM: frozen parts are billed as trainable; patch embed (if counted) x3, exact x2",
+    "causal half is fixed",
+)
+
+MEGATRON_LM = Convention(
+    name="megatron-lm",
+    source="NVIDIA/Megatron-LM megatron/training/training.py num_floating_point_operations (main)",
+    formula="Megatron LM formula on real tokens S = sum(s), S2 = sum(s^2); no vision term",
+    deviations=("vision tower and mergers not counted at all",) + _LM_DEVIATIONS,
+    training=_megatron_lm,
+    counts_vision=False,
+)
+
+MEGATRON_BRIDGE = Convention(
+    name="megatron-bridge",
+    source="NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/training/utils/flop_utils.py (main, 2026-08)",
+    formula=("Megatron LM formula on padded tokens (mbs x padded length) with S2 from cu_seqlens, plus "
+             "3*[L_v*((8h_v^2 + 4h_v*i_v)*P + 4h_v*P2_frame) + (1+n_ds)*M*(2(m^2h_v)^2 + 2m^2h_v*d_out)]"),
+    deviations=("linear LM terms on padded tokens (exact: real tokens)",
+                "ViT MLP always 2 matrices: Qwen2.5-VL's gated MLP under-counted by 1/3",
+                "Qwen2.5-VL window attention counted as full per-frame attention in every layer",
+                "patch-embed convolution not counted") + _LM_DEVIATIONS,
+    training=_megatron_bridge,
+)
+
+MBRIDGE_PR2575 = Convention(
+    name="mbridge-pr2575",
+    source="NVIDIA-NeMo/Megatron-Bridge PR #2575 'Add vision flops calculation for vlm' (closed, not merged)",
+    formula=("Megatron LM formula on runtime S = sum(s), S2 = sum(s^2) (MLA: configured length), plus "
+             "3*[2P*h_v*C*T_p*P_s^2 + L_v*(8P*h_v^2 + 4h_v*P2_frame + 4P*h_v*i_v) "
+             "+ (1+n_ds)*(2M*(m^2h_v)^2 + 2M*m^2h_v*d_out)] (per-sample averages x B = batch totals)"),
+    deviations=("ViT MLP always 2 matrices (Qwen2.5-VL gated MLP under-counted)",
+                "Qwen2.5-VL window attention counted as full per-frame attention",
+                "the PR stored the averages of the last microbatch only; vlm-perf uses the intended totals",
+                ) + _LM_DEVIATIONS,
+    training=_pr2575,
+)

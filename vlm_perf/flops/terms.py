@@ -1,0 +1,36 @@
+"""A FLOPs term: one GEMM family (or attention core) with what its backward pass needs.
+
+Formulas return lists of :class:`Term`; :mod:`vlm_perf.flops.training` turns them into
+training FLOPs. Values are forward FLOPs (2 per multiply-add) as Python numbers or polars
+expressions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Stages in data-flow order: a gradient reaching a stage flows back into every earlier one.
+VISION_TOWER, MERGER, LANGUAGE_MODEL = "vision_tower", "merger", "language_model"
+STAGES = (VISION_TOWER, MERGER, LANGUAGE_MODEL)
+
+# What a term's input is, for deciding whether backward needs its input gradient.
+INPUT_PIXELS = "pixels"  # patch embed: input is data, never needs a gradient
+INPUT_TOWER = "tower"  # first merger GEMM: input is the (possibly frozen) tower output
+INPUT_STAGE = "stage"  # anything else: input comes from earlier ops of its own stage (or upstream)
+
+
+@dataclass(frozen=True)
+class Term:
+    """Forward FLOPs of one GEMM family (``weights=True``) or an attention core (``weights=False``)."""
+
+    component: str  # e.g. "vision.mlp"
+    forward: Any  # FLOPs
+    stage: str  # one of STAGES
+    weights: bool = True
+    input_kind: str = INPUT_STAGE
+
+
+def matmul(rows: Any, inner: int, outer: int) -> Any:
+    """FLOPs of ``rows`` x ``inner`` times ``inner`` x ``outer``: 2 * rows * inner * outer."""
+    return 2 * rows * inner * outer

@@ -1,0 +1,61 @@
+"""Training FLOPs: which backward GEMMs a training step actually executes.
+
+Rule (what autograd runs; documented in docs/conventions.md):
+
+* every term runs forward once (x1);
+* a term with weights adds a weight-gradient GEMM (x1) if its stage is trainable;
+* a term adds its input-gradient work if a gradient must reach its input: x1 for a weight GEMM,
+  x2 for an attention core (dQ/dK from dS, and dV plus dP). A gradient reaches a term's input
+  when any parameter upstream of it requires grad: the patch embed never (its input is pixels);
+  the first merger GEMM when the tower is trainable; other tower / merger terms when their own
+  stage or an upstream stage is trainable; LM terms when the LM (its embedding table) or any
+  vision stage is trainable.
+
+With everything trainable this is the familiar forward + 2x backward (x3) for all terms except
+the patch embed (x2). A frozen vision tower is forward-only (x1); a frozen LM in front of a
+trainable vision part still pays its input gradients (x2, attention core x3).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .terms import INPUT_PIXELS, INPUT_TOWER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER, Term
+
+FROZEN_ALIASES = {
+    "vision_tower": (VISION_TOWER,),
+    "vit": (VISION_TOWER,),
+    "merger": (MERGER,),
+    "projector": (MERGER,),
+    "vision": (VISION_TOWER, MERGER),
+    "language_model": (LANGUAGE_MODEL,),
+    "lm": (LANGUAGE_MODEL,),
+}
+
+
+def frozen_stages(parts: Iterable[str]) -> frozenset[str]:
+    """Map user-facing part names (``vision_tower``, ``merger``, ``vision``, ``language_model``)."""
+    stages: set[str] = set()
+    for part in parts:
+        key = part.strip().lower().replace("-", "_")
+        if key not in FROZEN_ALIASES:
+            raise ValueError(f"unknown frozen part {part!r}; use one of: {', '.join(sorted(FROZEN_ALIASES))}")
+        stages.update(FROZEN_ALIASES[key])
+    return frozenset(stages)
+
+
+def _gradient_reaches_input(term: Term, trainable: frozenset[str]) -> bool:
+    if term.input_kind == INPUT_PIXELS:
+        return False
+    upstream = STAGES[: STAGES.index(term.stage)]
+    if term.input_kind == INPUT_TOWER:
+        return VISION_TOWER in trainable
+    return term.stage in trainable or any(stage in trainable for stage in upstream)
+
+
+def training_multiplier(term: Term, frozen: frozenset[str]) -> int:
+    """Forward + backward cost of ``term`` in units of its forward FLOPs."""
+    trainable = frozenset(STAGES) - frozen
+    weight_grad = 1 if term.weights and term.stage in trainable else 0
+    input_grad = (1 if term.weights else 2) if _gradient_reaches_input(term, trainable) else 0
+    return 1 + weight_grad + input_grad

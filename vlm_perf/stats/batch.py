@@ -1,0 +1,157 @@
+"""`BatchStats`: the additive sufficient statistics every FLOPs formula consumes.
+
+A `BatchStats` holds either Python numbers (one batch, one iteration) or polars expressions
+(one value per row of a frame of microbatches/iterations). All fields are additive, so
+statistics of microbatches sum to those of an iteration, of ranks to the global batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from .lm import seq_len_stats, uniform_stats
+from .vision import grid_row_stats, validate_grid
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..arch.spec import ModelSpec
+
+DEFAULT_MERGE_SIZE = 2
+DEFAULT_WINDOW_SIDE = 4  # Qwen2.5-VL: window_size 112 px // merge 2 // patch 14
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """Sufficient statistics of one batch (numbers) or of many rows (polars expressions).
+
+    LM (tokens are LM sequence positions, visual placeholder tokens included):
+      lm_tokens         sum of causal sub-sequence lengths, real tokens
+      lm_tokens_sq      sum of squared sub-sequence lengths
+      lm_sequences      number of causal sub-sequences (packed documents)
+      lm_samples        number of samples (rows of the token tensor)
+      lm_padded_tokens  tokens the framework computed on, padding included (>= lm_tokens)
+    Vision (all media; ``video_*`` repeat the share that came from video grids):
+      vision_patches, vision_patches_sq_frame, vision_patches_sq_item, vision_merged_tokens,
+      vision_window_sq (Qwen2.5-VL exact sum of window^2; equals the per-frame sum otherwise),
+      vision_frames, vision_items
+    """
+
+    lm_tokens: Any = 0
+    lm_tokens_sq: Any = 0
+    lm_sequences: Any = 0
+    lm_samples: Any = 0
+    lm_padded_tokens: Any = 0
+    vision_patches: Any = 0
+    vision_patches_sq_frame: Any = 0
+    vision_patches_sq_item: Any = 0
+    vision_merged_tokens: Any = 0
+    vision_window_sq: Any = 0
+    vision_frames: Any = 0
+    vision_items: Any = 0
+    video_patches: Any = 0
+    video_patches_sq_frame: Any = 0
+    video_merged_tokens: Any = 0
+
+    # --- construction -------------------------------------------------------------------
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def columns(cls, prefix: str = "") -> "BatchStats":
+        """Statistics as polars column expressions named ``prefix + field``."""
+        import polars as pl
+
+        return cls(**{name: pl.col(prefix + name) for name in cls.field_names()})
+
+    @classmethod
+    def from_batch(
+        cls,
+        seq_lens: Sequence[int] | None = None,
+        image_grids: Iterable[Sequence[int]] = (),
+        video_grids: Iterable[Sequence[int]] = (),
+        *,
+        seq_len: int | None = None,
+        samples: int | None = None,
+        padded_tokens: int | None = None,
+        spec: "ModelSpec | None" = None,
+        merge_size: int | None = None,
+        window_side: int | None = None,
+    ) -> "BatchStats":
+        """Statistics of one batch given explicitly (Python numbers; validates every value).
+
+        Give either ``seq_lens`` (packed causal sub-sequence lengths, one per document) or
+        ``seq_len`` and ``samples`` (B unpacked sequences of S tokens). Grids are rows of
+        ``image_grid_thw`` / ``video_grid_thw`` in patches before merging. The merge size and
+        window side come from ``spec`` when it has a vision tower.
+        """
+        if seq_lens is not None and seq_len is not None:
+            raise ValueError("give either seq_lens or seq_len/samples, not both")
+        if seq_lens is not None:
+            lm = seq_len_stats(seq_lens)
+            n_samples = samples if samples is not None else lm["sequences"]
+        elif seq_len is not None:
+            if int(seq_len) != seq_len or seq_len <= 0:
+                raise ValueError(f"seq_len must be a positive integer, got {seq_len!r}")
+            n_samples = 1 if samples is None else samples
+            if int(n_samples) != n_samples or n_samples <= 0:
+                raise ValueError(f"samples must be a positive integer, got {samples!r}")
+            lm = uniform_stats(int(seq_len), int(n_samples))
+        else:
+            lm = {"tokens": 0, "tokens_sq": 0, "sequences": 0}
+            n_samples = samples or 0
+        padded = lm["tokens"] if padded_tokens is None else padded_tokens
+        if padded < lm["tokens"]:
+            raise ValueError(f"padded_tokens ({padded}) is smaller than the real token count ({lm['tokens']})")
+
+        vision = spec.vision if spec is not None else None
+        m = merge_size or (vision.spatial_merge_size if vision else DEFAULT_MERGE_SIZE)
+        u = window_side if window_side is not None else (vision.window_side_merged if vision else None)
+        totals = dict.fromkeys(("patches", "patches_sq_per_frame", "patches_sq_per_item", "merged_tokens",
+                                "window_patches_sq", "frames"), 0)
+        video = dict.fromkeys(("patches", "patches_sq_per_frame", "merged_tokens"), 0)
+        items = 0
+        for kind, grids in (("image", image_grids), ("video", video_grids)):
+            for i, row in enumerate(grids):
+                t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
+                row_stats = grid_row_stats(t, h, w, m, u)
+                items += 1
+                for key in totals:
+                    totals[key] += row_stats[key]
+                if kind == "video":
+                    for key in video:
+                        video[key] += row_stats[key]
+        if totals["patches"] and vision is None and spec is not None:
+            raise ValueError(f"model {spec.name} has no vision tower, but image/video grids were given")
+        return cls(
+            lm_tokens=lm["tokens"], lm_tokens_sq=lm["tokens_sq"], lm_sequences=lm["sequences"],
+            lm_samples=n_samples, lm_padded_tokens=padded,
+            vision_patches=totals["patches"], vision_patches_sq_frame=totals["patches_sq_per_frame"],
+            vision_patches_sq_item=totals["patches_sq_per_item"], vision_merged_tokens=totals["merged_tokens"],
+            vision_window_sq=totals["window_patches_sq"], vision_frames=totals["frames"], vision_items=items,
+            video_patches=video["patches"], video_patches_sq_frame=video["patches_sq_per_frame"],
+            video_merged_tokens=video["merged_tokens"],
+        )
+
+    # --- algebra ------------------------------------------------------------------------
+    def __add__(self, other: "BatchStats") -> "BatchStats":
+        return BatchStats(**{n: getattr(self, n) + getattr(other, n) for n in self.field_names()})
+
+    def scaled(self, factor: Any) -> "BatchStats":
+        return BatchStats(**{n: getattr(self, n) * factor for n in self.field_names()})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {n: getattr(self, n) for n in self.field_names()}
+
+    def with_(self, **changes: Any) -> "BatchStats":
+        return replace(self, **changes)
+
+    # --- views --------------------------------------------------------------------------
+    def images_only(self) -> "BatchStats":
+        """The statistics with video grids removed (for conventions that ignore video)."""
+        return self.with_(
+            vision_patches=self.vision_patches - self.video_patches,
+            vision_patches_sq_frame=self.vision_patches_sq_frame - self.video_patches_sq_frame,
+            vision_merged_tokens=self.vision_merged_tokens - self.video_merged_tokens,
+            video_patches=0, video_patches_sq_frame=0, video_merged_tokens=0,
+        )
