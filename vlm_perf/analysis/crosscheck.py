@@ -1,0 +1,52 @@
+"""Cross-check the TFLOP/s/GPU a log printed against our recomputation of its own formula.
+
+For each window, logged = F_log / (t * N_log * 1e12). Recomputing F with the LM-only
+``megatron-lm`` formula from the metadata, the world size the log's number implies is
+N_implied = F / (t * logged * 1e12). A median ratio logged/recomputed off by more than 2% is
+flagged with the usual causes.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+TOLERANCE = 0.02
+
+
+def crosscheck_log(windows: pl.DataFrame, world_size: int | None, flops_column: str = "megatron-lm_total",
+                   convention: str = "megatron-lm") -> dict:
+    """``windows`` needs ``tflops_per_gpu_logged``, ``window_seconds`` and ``flops_column`` sums."""
+    if "tflops_per_gpu_logged" not in windows.columns:
+        return {"status": "no_logged_value", "message": "the log prints no TFLOP/s/GPU to compare with"}
+    usable = windows.filter(pl.col("tflops_per_gpu_logged").is_not_null() & (pl.col("tflops_per_gpu_logged") > 0)
+                            & (pl.col(flops_column) > 0) & ~pl.col("first_in_segment")
+                            & (pl.col("covered_iterations") == pl.col("window_iterations")))
+    if usable.height == 0:
+        return {"status": "no_overlap", "message": "no complete window has both a logged TFLOP/s/GPU and metadata"}
+    implied = usable.select((pl.col(flops_column) / (pl.col("window_seconds") * pl.col("tflops_per_gpu_logged")
+                                                      * 1e12)).alias("n"))["n"]
+    implied_world = float(implied.median())
+    result = {"convention": convention, "windows": usable.height, "implied_world_size": implied_world,
+              "implied_world_size_rounded": int(round(implied_world)), "world_size": world_size}
+    if world_size:
+        ratio = world_size / implied_world  # = logged / recomputed
+        result.update(ratio_logged_to_recomputed=ratio, status="ok" if abs(ratio - 1) <= TOLERANCE else "mismatch")
+        if result["status"] == "mismatch":
+            result["likely_causes"] = _causes(ratio, world_size, implied_world)
+    else:
+        result["status"] = "world_size_inferred"
+    return result
+
+
+def _causes(ratio: float, world: int, implied: float) -> list[str]:
+    causes = []
+    if abs(implied - round(implied)) < 0.05 * implied and round(implied) != world:
+        causes.append(f"wrong world size: the log's number fits {round(implied)} GPUs, not {world}")
+    if ratio > 1:
+        causes.append("the log counts padded tokens (or the configured sequence length) where the metadata has "
+                      "real tokens")
+        causes.append("the log uses a convention that counts more (e.g. vision included, no causal half)")
+    else:
+        causes.append("the log counts fewer FLOPs (e.g. real tokens vs padding in the metadata, LM only)")
+    causes.append("metadata incomplete (missing ranks or microbatches) or windows misaligned with the log")
+    return causes

@@ -1,0 +1,42 @@
+"""Per-iteration FLOPs under several conventions, vectorised over a frame of statistics."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import polars as pl
+
+from ..arch.spec import ModelSpec
+from ..flops import compute_flops
+from ..stats import BatchStats
+
+STAT_COLUMNS = BatchStats.field_names()
+
+
+def flops_columns(spec: ModelSpec, conventions: Iterable[str], frozen: Iterable[str] = (),
+                  components_of: str = "exact") -> list[pl.Expr]:
+    """Expressions adding ``<conv>_total|vision|language`` per convention, and
+    ``flops.<component>`` for ``components_of`` (training FLOPs, FLOPs units)."""
+    cols = BatchStats.columns()
+    exprs: list[pl.Expr] = []
+    for name in dict.fromkeys(conventions):
+        frozen_parts = tuple(frozen) if name == "exact" else ()
+        b = compute_flops(spec, cols, name, frozen=frozen_parts)
+        for part, value in (("total", b.total), ("vision", b.vision), ("language", b.language)):
+            exprs.append(_as_expr(value).cast(pl.Float64).alias(f"{name}_{part}"))
+        if name == components_of:
+            exprs += [_as_expr(v).cast(pl.Float64).alias(f"flops.{k}") for k, v in b.components.items()]
+    return exprs
+
+
+def _as_expr(value) -> pl.Expr:
+    return value if isinstance(value, pl.Expr) else pl.lit(value)
+
+
+def with_flops(stats: pl.DataFrame, spec: ModelSpec, conventions: Iterable[str],
+               frozen: Iterable[str] = ()) -> pl.DataFrame:
+    """``stats`` (columns = BatchStats fields, missing ones taken as 0) plus FLOPs columns."""
+    missing = [c for c in STAT_COLUMNS if c not in stats.columns]
+    frame = stats.with_columns([pl.lit(0).alias(c) for c in missing]) if missing else stats
+    frame = frame.with_columns([pl.col(c).cast(pl.Float64) for c in STAT_COLUMNS])
+    return frame.with_columns(flops_columns(spec, conventions, frozen))
