@@ -40,3 +40,11 @@ def with_flops(stats: pl.DataFrame, spec: ModelSpec, conventions: Iterable[str],
     frame = stats.with_columns([pl.lit(0).alias(c) for c in missing]) if missing else stats
     frame = frame.with_columns([pl.col(c).cast(pl.Float64) for c in STAT_COLUMNS])
     return frame.with_columns(flops_columns(spec, conventions, frozen))
+
+
+def vision_share(stats: pl.DataFrame, spec: ModelSpec, frozen: Iterable[str] = ()) -> pl.Series:
+    """Exact vision share of training FLOPs per row (microbatch or iteration); empty rows are null."""
+    frame = with_flops(stats, spec, ["exact"], frozen)
+    return frame.select(
+        pl.when(pl.col("exact_total") > 0).then(pl.col("exact_vision") / pl.col("exact_total")).alias("vision_share")
+    )["vision_share"]

@@ -1,0 +1,5 @@
+"""Report writing: summary.json, report.md, self-contained report.html and PNG figures."""
+
+from .document import ReportContext, build_summary, write_report
+
+__all__ = ["ReportContext", "build_summary", "write_report"]
