@@ -1,0 +1,89 @@
+"""CLI contract of `vlm-perf flops` / `explain` / `conventions`: JSON shape, errors as one line + exit 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *args], capture_output=True, text=True)
+
+
+def test_flops_json_contract():
+    r = cli("flops", "--model", "qwen3-vl-30b-a3b", "--seq-len", "4096", "--grid", "1,64,64", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for key in ("total", "vision", "language", "components", "inputs"):
+        assert key in out
+    assert out["total"] == pytest.approx(out["vision"] + out["language"])
+    assert out["inputs"]["grids"] == [[1, 64, 64]] and out["inputs"]["seq_len"] == 4096
+    assert out["vision"] > 0 and set(out["components"]) >= {"vision.patch_embed", "lm.logits", "lm.router"}
+    assert out["components"]["vision.patch_embed"] == 2 * 2 * 4096 * 1536 * 1152  # training x2 (pixels need no dgrad)
+
+
+def test_flops_table_and_all_conventions():
+    r = cli("flops", "--model", "qwen2.5-vl-7b", "--seq-lens", "3000,1096", "--video-grid", "4,36,64",
+            "--convention", "all")
+    assert r.returncode == 0, r.stderr
+    for name in ("exact", "megatron-lm", "megatron-bridge", "mbridge-pr2575", "torchtitan", "verl", "6nd"):
+        assert name in r.stdout
+
+
+def test_frozen_and_forward():
+    base = ["flops", "--model", "qwen3-vl-8b", "--seq-len", "2048", "--grid", "1,32,32", "--json"]
+    train = json.loads(cli(*base).stdout)
+    frozen = json.loads(cli(*base, "--frozen", "vision").stdout)
+    fwd = json.loads(cli(*base, "--mode", "forward").stdout)
+    assert frozen["language"] == train["language"]
+    assert frozen["vision"] == pytest.approx(fwd["vision"])  # frozen vision = forward only
+    assert train["components"]["vision.mlp"] == 3 * fwd["components"]["vision.mlp"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["flops", "--model", "qwen3-vl-30b", "--seq-len", "10"], "qwen3-vl-30b-a3b"),
+    (["flops", "--model", "qwen3-vl-8b", "--seq-len", "4096", "--grid", "1,63,64"], "divisible"),
+    (["flops", "--model", "qwen3-vl-8b", "--seq-len", "4096", "--grid", "0,64,64"], "positive"),
+    (["flops", "--model", "qwen3-vl-8b", "--seq-len", "4096", "--grid", "1,64"], "T,H,W"),
+    (["flops", "--model", "qwen3-vl-8b", "--seq-len", "100", "--grid", "1,64,64"], "placeholder"),
+    (["flops", "--model", "qwen3-vl-8b"], "--seq-len"),
+    (["flops", "--model", "qwen3-vl-8b", "--seq-len", "10", "--convention", "megatron"], "unknown convention"),
+    (["flops", "--model", "qwen3-vl-8b", "--seq-len", "10", "--frozen", "eyes"], "frozen part"),
+    (["flops", "--model", "qwen3-vl-8b", "--seq-len", "10", "--causal", "quarter"], "causal"),
+    (["flops", "--model", "/nonexistent/config.json", "--seq-len", "10"], "no such config"),
+    (["explain", "--model", "qwen3-30b-a3b", "--before", "494", "--after", "554"], "no vision tower"),
+])
+def test_bad_input_is_one_line(args, needle):
+    r = cli(*args)
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_unsupported_model_type(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gemma3", "hidden_size": 8}))
+    r = cli("flops", "--model", str(tmp_path), "--seq-len", "10")
+    assert r.returncode == 2 and "unsupported model_type 'gemma3'" in r.stderr
+
+
+def test_missing_field(tmp_path):
+    cfg = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+           "vocab_size": 100}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    r = cli("flops", "--model", str(tmp_path / "config.json"), "--seq-len", "10")
+    assert r.returncode == 2 and "intermediate_size" in r.stderr
+
+
+def test_explain_json():
+    r = cli("explain", "--model", "qwen3-vl-30b-a3b", "--before", "494", "--after", "554", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    share = {f["patches_per_frame"]: f["visual_token_share"] for f in out["frames"]}
+    assert 0.20 < share[1024] < 0.24
+
+
+def test_conventions_listing():
+    r = cli("conventions")
+    assert r.returncode == 0 and "PR #2575" in r.stdout and "4x" in r.stdout

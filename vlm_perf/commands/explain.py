@@ -1,0 +1,47 @@
+"""``vlm-perf explain``: which data mix turns TFLOP/s/GPU X into Y once vision is counted."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..analysis import explain_delta
+from ..arch import load_model
+
+
+def explain(
+    model: str = typer.Option(..., "--model", "-m", help="Preset name or config.json path."),
+    before: float = typer.Option(..., "--before", help="TFLOP/s/GPU printed before vision was counted."),
+    after: float = typer.Option(..., "--after", help="TFLOP/s/GPU printed after vision was counted."),
+    convention: str = typer.Option("mbridge-pr2575", "--convention", help="Convention of the 'after' number."),
+    before_convention: str = typer.Option("megatron-lm", "--before-convention", help="Convention of 'before'."),
+    seq_len: int = typer.Option(4096, "--seq-len", help="LM sequence length (tokens per sample)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Solve for the visual-token share that explains a before/after TFLOP/s/GPU pair."""
+    result = explain_delta(load_model(model), before, after, convention=convention, seq_len=seq_len,
+                           before_convention=before_convention)
+    if as_json:
+        print(json.dumps(result.to_dict()))
+        return
+    console = Console()
+    console.print(result.statement)
+    table = Table(title=f"solutions at {seq_len} LM tokens per sample (LM {result.lm_flops_per_token / 1e9:.3f} "
+                        f"GFLOP/token, {before_convention})")
+    for col in ("patches/frame", "vision GFLOP per visual token", "vision/LM per visual token (bound)",
+                "visual share of LM tokens", "ViT patches per LM token", "frames per sample"):
+        table.add_column(col, justify="right")
+    for f in result.frames:
+        table.add_row(str(f.patches_per_frame), f"{f.vision_flops_per_visual_token / 1e9:.2f}",
+                      f"{f.vision_to_lm_per_visual_token:.3f}",
+                      "exceeds bound" if f.visual_token_share is None else f"{100 * f.visual_token_share:.1f}%",
+                      "—" if f.patches_per_lm_token is None else f"{f.patches_per_lm_token:.2f}",
+                      "—" if f.frames_per_sample is None else f"{f.frames_per_sample:.2f}")
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("explain")(explain)
