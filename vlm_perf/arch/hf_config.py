@@ -119,7 +119,8 @@ def _vision_spec(f: _Fields, model_type: str, lm: LMSpec) -> VisionSpec:
         out = f.int("out_hidden_size")
         gated = family == "qwen2_5_vl"
     heads = f.int("num_heads")
-    window = f.opt("window_size") if family == "qwen2_5_vl" else None
+    # Switches whose absence would silently change the count are required, not defaulted.
+    window = f.int("window_size") if family == "qwen2_5_vl" else None
     fullatt = tuple(f.opt("fullatt_block_indexes", ())) if window else ()
     if window and not fullatt:
         f.req("fullatt_block_indexes")
@@ -138,8 +139,8 @@ def _vision_spec(f: _Fields, model_type: str, lm: LMSpec) -> VisionSpec:
         out_hidden_size=out,
         window_size=int(window) if window else None,
         fullatt_block_indexes=fullatt,
-        deepstack_visual_indexes=tuple(f.opt("deepstack_visual_indexes", ())) if family == "qwen3_vl" else (),
-        num_position_embeddings=int(f.opt("num_position_embeddings", 0)) if family == "qwen3_vl" else 0,
+        deepstack_visual_indexes=tuple(f.req("deepstack_visual_indexes")) if family == "qwen3_vl" else (),
+        num_position_embeddings=f.int("num_position_embeddings") if family == "qwen3_vl" else 0,
         patch_embed_bias=family == "qwen3_vl",
         norm="rmsnorm" if family == "qwen2_5_vl" else "layernorm",
     )
@@ -163,12 +164,12 @@ def _lm_spec(f: _Fields, model_type: str) -> LMSpec:
         dense_only = set(f.opt("mlp_only_layers", ()))
         moe_layers = tuple(i for i in range(layers) if i not in dense_only and experts > 0 and (i + 1) % step == 0)
     elif family == "deepseek_v3":
-        shared = int(f.opt("n_shared_experts", 0))
+        shared = f.int("n_shared_experts")
         moe = MoESpec(num_experts=f.int("n_routed_experts"), top_k=f.int("num_experts_per_tok"),
                       expert_intermediate_size=f.int("moe_intermediate_size"), num_shared_experts=shared,
                       shared_intermediate_size=f.int("moe_intermediate_size") if shared else 0,
                       router_bias=f.opt("topk_method", "noaux_tc") == "noaux_tc")
-        first_dense = int(f.opt("first_k_dense_replace", 0))
+        first_dense = f.int("first_k_dense_replace")
         freq = int(f.opt("moe_layer_freq", 1))
         moe_layers = tuple(i for i in range(layers) if i >= first_dense and i % freq == 0)
         q_lora = f.opt("q_lora_rank")
@@ -176,7 +177,7 @@ def _lm_spec(f: _Fields, model_type: str) -> LMSpec:
                       qk_nope_head_dim=f.int("qk_nope_head_dim"), qk_rope_head_dim=f.int("qk_rope_head_dim"),
                       v_head_dim=f.int("v_head_dim"))
         head_dim = mla.v_head_dim
-        mtp = int(f.opt("num_nextn_predict_layers", 0))
+        mtp = f.int("num_nextn_predict_layers")
     needs_dense = len(moe_layers) < layers
     return LMSpec(
         family=family,

@@ -1,0 +1,168 @@
+"""Shipped presets: names, hub layout (keys and nesting as published), and the parsed dimensions."""
+
+from __future__ import annotations
+
+import pytest
+
+from vlm_perf.arch import load_model, preset_config, preset_names
+
+EXPECTED = [
+    "qwen2-vl-7b", "qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b", "qwen2.5-vl-72b",
+    "qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b",
+    "qwen3-30b-a3b", "qwen3-235b-a22b", "llama3-8b", "llama3-70b", "llama3.1-405b", "deepseek-v3",
+]
+FLAT_VL = ["qwen2-vl-7b", "qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b", "qwen2.5-vl-72b"]
+NESTED_VL = ["qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b"]
+
+
+def test_preset_names_exact():
+    assert sorted(preset_names()) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_every_preset_loads(name):
+    spec = load_model(name)
+    assert spec.name == name
+    assert spec.source == f"preset:{name}"
+    assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
+    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL)
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_preset_provenance_and_core_keys(name):
+    cfg = preset_config(name)
+    src = cfg["_vlm_perf_source"]
+    assert src.startswith("https://huggingface.co/") and src.endswith("/blob/main/config.json")
+    assert isinstance(cfg["_vlm_perf_note"], str) and cfg["_vlm_perf_note"]
+    assert isinstance(cfg["architectures"], list) and cfg["architectures"]
+    assert "model_type" in cfg
+    lm = cfg.get("text_config", cfg)
+    # Qwen3-VL configs carry the dtype as text_config.dtype (transformers >= 4.56); others torch_dtype.
+    assert lm.get("torch_dtype", lm.get("dtype")) == "bfloat16"
+    assert "vocab_size" in lm
+    assert "tie_word_embeddings" in cfg
+
+
+def test_case_and_whitespace_insensitive_names():
+    assert load_model(" Qwen3-VL-30B-A3B ").lm == load_model("qwen3-vl-30b-a3b").lm
+
+
+@pytest.mark.parametrize("name", FLAT_VL)
+def test_qwen2_family_layout_is_flat(name):
+    cfg = preset_config(name)
+    assert "text_config" not in cfg
+    assert "hidden_size" in cfg and "num_hidden_layers" in cfg
+    assert cfg["vision_config"]["in_chans"] == 3 and "in_channels" not in cfg["vision_config"]
+
+
+def test_qwen2_vl_uses_embed_dim_and_mlp_ratio():
+    vc = preset_config("qwen2-vl-7b")["vision_config"]
+    assert vc["embed_dim"] == 1280 and vc["mlp_ratio"] == 4 and vc["hidden_size"] == 3584
+    assert "intermediate_size" not in vc and "out_hidden_size" not in vc
+
+
+@pytest.mark.parametrize("name", NESTED_VL)
+def test_qwen3_vl_layout_is_nested(name):
+    cfg = preset_config(name)
+    assert "hidden_size" not in cfg and "num_hidden_layers" in cfg["text_config"]
+    assert cfg["vision_config"]["in_channels"] == 3 and "in_chans" not in cfg["vision_config"]
+    assert cfg["text_config"]["head_dim"] == 128
+
+
+@pytest.mark.parametrize("name", ["qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b"])
+def test_qwen3_vl_moe_tie_flag_lives_at_top_level(name):
+    cfg = preset_config(name)
+    assert cfg["tie_word_embeddings"] is False
+    assert "tie_word_embeddings" not in cfg["text_config"]  # as released
+    assert cfg["model_type"] == "qwen3_vl_moe"
+
+
+# name: (layers, hidden, heads, kv, head_dim, intermediate, vocab, tied)
+LM_DIMS = {
+    "qwen2-vl-7b": (28, 3584, 28, 4, 128, 18944, 152064, False),
+    "qwen2.5-vl-3b": (36, 2048, 16, 2, 128, 11008, 151936, True),
+    "qwen2.5-vl-7b": (28, 3584, 28, 4, 128, 18944, 152064, False),
+    "qwen2.5-vl-32b": (64, 5120, 40, 8, 128, 27648, 152064, False),
+    "qwen2.5-vl-72b": (80, 8192, 64, 8, 128, 29568, 152064, False),
+    "qwen3-vl-2b": (28, 2048, 16, 8, 128, 6144, 151936, True),
+    "qwen3-vl-4b": (36, 2560, 32, 8, 128, 9728, 151936, True),
+    "qwen3-vl-8b": (36, 4096, 32, 8, 128, 12288, 151936, False),
+    "qwen3-vl-32b": (64, 5120, 64, 8, 128, 25600, 151936, False),
+    "qwen3-vl-30b-a3b": (48, 2048, 32, 4, 128, 6144, 151936, False),
+    "qwen3-vl-235b-a22b": (94, 4096, 64, 4, 128, 12288, 151936, False),
+    "qwen3-30b-a3b": (48, 2048, 32, 4, 128, 6144, 151936, False),
+    "qwen3-235b-a22b": (94, 4096, 64, 4, 128, 12288, 151936, False),
+    "llama3-8b": (32, 4096, 32, 8, 128, 14336, 128256, False),
+    "llama3-70b": (80, 8192, 64, 8, 128, 28672, 128256, False),
+    "llama3.1-405b": (126, 16384, 128, 8, 128, 53248, 128256, False),
+    "deepseek-v3": (61, 7168, 128, 128, 128, 18432, 129280, False),
+}
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_lm_dims(name):
+    lm = load_model(name).lm
+    got = (lm.num_layers, lm.hidden_size, lm.num_heads, lm.num_kv_heads, lm.head_dim, lm.intermediate_size,
+           lm.vocab_size, lm.tie_word_embeddings)
+    assert got == LM_DIMS[name]
+
+
+# name: (depth, h_v, i_v, gated, patch, out, norm, window, deepstack, pos_table, conv_bias)
+VISION_DIMS = {
+    "qwen2-vl-7b": (32, 1280, 5120, False, 14, 3584, "layernorm", None, (), 0, False),
+    "qwen2.5-vl-3b": (32, 1280, 3420, True, 14, 2048, "rmsnorm", 112, (), 0, False),
+    "qwen2.5-vl-7b": (32, 1280, 3420, True, 14, 3584, "rmsnorm", 112, (), 0, False),
+    "qwen2.5-vl-32b": (32, 1280, 3456, True, 14, 5120, "rmsnorm", 112, (), 0, False),
+    "qwen2.5-vl-72b": (32, 1280, 3456, True, 14, 8192, "rmsnorm", 112, (), 0, False),
+    "qwen3-vl-2b": (24, 1024, 4096, False, 16, 2048, "layernorm", None, (5, 11, 17), 2304, True),
+    "qwen3-vl-4b": (24, 1024, 4096, False, 16, 2560, "layernorm", None, (5, 11, 17), 2304, True),
+    "qwen3-vl-8b": (27, 1152, 4304, False, 16, 4096, "layernorm", None, (8, 16, 24), 2304, True),
+    "qwen3-vl-32b": (27, 1152, 4304, False, 16, 5120, "layernorm", None, (8, 16, 24), 2304, True),
+    "qwen3-vl-30b-a3b": (27, 1152, 4304, False, 16, 2048, "layernorm", None, (8, 16, 24), 2304, True),
+    "qwen3-vl-235b-a22b": (27, 1152, 4304, False, 16, 4096, "layernorm", None, (8, 16, 24), 2304, True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VISION_DIMS))
+def test_vision_dims(name):
+    v = load_model(name).vision
+    got = (v.depth, v.hidden_size, v.intermediate_size, v.mlp_gated, v.patch_size, v.out_hidden_size, v.norm,
+           v.window_size, v.deepstack_visual_indexes, v.num_position_embeddings, v.patch_embed_bias)
+    assert got == VISION_DIMS[name]
+    assert v.num_heads == 16 and v.in_channels == 3 and v.temporal_patch_size == 2 and v.spatial_merge_size == 2
+    assert v.out_hidden_size == load_model(name).lm.hidden_size
+    if v.window_size:
+        assert v.fullatt_block_indexes == (7, 15, 23, 31) and v.window_side_merged == 4
+
+
+@pytest.mark.parametrize("name,experts,top_k,width,moe_layers", [
+    ("qwen3-vl-30b-a3b", 128, 8, 768, 48),
+    ("qwen3-vl-235b-a22b", 128, 8, 1536, 94),
+    ("qwen3-30b-a3b", 128, 8, 768, 48),
+    ("qwen3-235b-a22b", 128, 8, 1536, 94),
+    ("deepseek-v3", 256, 8, 2048, 58),
+])
+def test_moe_fields(name, experts, top_k, width, moe_layers):
+    lm = load_model(name).lm
+    assert (lm.moe.num_experts, lm.moe.top_k, lm.moe.expert_intermediate_size) == (experts, top_k, width)
+    assert lm.num_moe_layers == moe_layers
+
+
+def test_deepseek_v3_mla_mtp_and_router():
+    lm = load_model("deepseek-v3").lm
+    assert lm.moe_layers == tuple(range(3, 61))
+    assert (lm.moe.num_shared_experts, lm.moe.shared_intermediate_size, lm.moe.router_bias) == (1, 2048, True)
+    m = lm.mla
+    assert (m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim) == (
+        1536, 512, 128, 64, 128)
+    assert lm.num_mtp_layers == 1
+    assert lm.q_width == 128 * 192
+
+
+@pytest.mark.parametrize("name,qkv_bias,qk_norm", [
+    ("qwen2-vl-7b", True, False), ("qwen2.5-vl-7b", True, False), ("qwen3-vl-8b", False, True),
+    ("qwen3-30b-a3b", False, True), ("llama3-8b", False, False), ("deepseek-v3", False, False),
+])
+def test_attention_flags(name, qkv_bias, qk_norm):
+    lm = load_model(name).lm
+    assert (lm.qkv_bias, lm.qk_norm) == (qkv_bias, qk_norm)
