@@ -7,7 +7,8 @@ Rule (what autograd runs; documented in docs/conventions.md):
 * a term adds its input-gradient work if a gradient must reach its input: x1 for a weight GEMM,
   x2 for an attention core (dQ/dK from dS, and dV plus dP). A gradient reaches a term's input
   when any parameter upstream of it requires grad: the patch embed never (its input is pixels);
-  the first merger GEMM when the tower is trainable; other tower / merger terms when their own
+  the first merger GEMM when the tower is trainable or the merger is (every Qwen merger starts
+  with a norm whose weights need that input gradient); other tower / merger terms when their own
   stage or an upstream stage is trainable; LM terms when the LM (its embedding table) or any
   vision stage is trainable.
 
@@ -49,7 +50,8 @@ def _gradient_reaches_input(term: Term, trainable: frozenset[str]) -> bool:
         return False
     upstream = STAGES[: STAGES.index(term.stage)]
     if term.input_kind == INPUT_TOWER:
-        return VISION_TOWER in trainable
+        # the merger's pre-GEMM norm has weights: a trainable merger needs fc1's input gradient
+        return VISION_TOWER in trainable or term.stage in trainable
     return term.stage in trainable or any(stage in trainable for stage in upstream)
 
 
