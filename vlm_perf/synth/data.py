@@ -1,0 +1,132 @@
+"""Synthetic SFT samples: text lengths, image sizes (Qwen smart-resize), video clips.
+
+A sample is its LM length (text tokens + merged visual tokens + vision start/end tokens) and its
+``[t, h, w]`` grids in patches before merging, exactly what the metadata schema v1 records.
+
+Images: the source side sqrt(H*W) follows a log-normal mixture (``ResolutionMode``), the aspect
+ratio a log-normal around the mode's ratio; the image is then resized as Qwen's processors do
+(``smart_resize``): each side rounded to a multiple of ``factor`` = patch x merge px (28 for
+Qwen2/2.5-VL, 32 for Qwen3-VL), scaled down/up to stay within [min_pixels, max_pixels]. An image
+is one temporal slice (t = 1: the processor repeats the frame to fill the temporal patch of 2).
+
+Videos: duration log-normal, frames = duration x fps rounded to an even count (temporal patch 2),
+t = frames / 2; each frame resized with a per-frame budget min(frame_max_pixels, total_pixels /
+frames), never below frame_min_pixels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .spec import DataMix, ImageDist, TextDist, VideoDist
+
+MAX_ASPECT = 200  # Qwen processors reject more extreme aspect ratios
+
+
+def smart_resize(height: float, width: float, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """(height, width) in px, both multiples of ``factor``, area within [min_pixels, max_pixels].
+
+    Same rule as the Qwen-VL image processors: round each side to the nearest multiple, then if
+    the area is too large shrink both sides by sqrt(area / max_pixels) rounding down, if too small
+    grow them by sqrt(min_pixels / area) rounding up.
+    """
+    if max(height, width) / min(height, width) > MAX_ASPECT:
+        raise ValueError(f"aspect ratio above {MAX_ASPECT}: {height}x{width}")
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    if h * w > max_pixels:
+        scale = math.sqrt(height * width / max_pixels)
+        h = max(factor, math.floor(height / scale / factor) * factor)
+        w = max(factor, math.floor(width / scale / factor) * factor)
+    elif h * w < min_pixels:
+        scale = math.sqrt(min_pixels / (height * width))
+        h = math.ceil(height * scale / factor) * factor
+        w = math.ceil(width * scale / factor) * factor
+    return int(h), int(w)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One training sample: LM length and its media grids (patches before merging)."""
+
+    tokens: int
+    text_tokens: int
+    image_grids: tuple[tuple[int, int, int], ...] = ()
+    video_grids: tuple[tuple[int, int, int], ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return "video" if self.video_grids else "image" if self.image_grids else "text"
+
+
+def _lognormal_int(rng: np.random.Generator, dist: TextDist) -> int:
+    value = rng.lognormal(math.log(dist.median_tokens), dist.sigma)
+    return int(min(max(round(value), dist.min_tokens), dist.max_tokens))
+
+
+def image_grid(rng: np.random.Generator, dist: ImageDist, patch: int, merge: int) -> tuple[int, int, int]:
+    weights = np.array([m.weight for m in dist.modes], dtype=float)
+    mode = dist.modes[int(rng.choice(len(dist.modes), p=weights / weights.sum()))]
+    side = rng.lognormal(math.log(mode.median_side), mode.sigma)
+    aspect = min(max(rng.lognormal(math.log(mode.aspect), mode.aspect_sigma), 1 / 8), 8)
+    height, width = side / math.sqrt(aspect), side * math.sqrt(aspect)
+    h, w = smart_resize(height, width, patch * merge, dist.min_pixels, dist.max_pixels)
+    return (1, h // patch, w // patch)
+
+
+def video_grid(rng: np.random.Generator, dist: VideoDist, patch: int, merge: int,
+               temporal_patch: int = 2) -> tuple[int, int, int]:
+    seconds = rng.lognormal(math.log(dist.median_seconds), dist.sigma)
+    frames = int(round(seconds * dist.fps / temporal_patch)) * temporal_patch
+    frames = min(max(frames, dist.min_frames), dist.max_frames)
+    budget = max(min(dist.frame_max_pixels, dist.total_pixels / frames), dist.frame_min_pixels)
+    h, w = smart_resize(dist.height, dist.width, patch * merge, dist.frame_min_pixels, int(budget))
+    return (frames // temporal_patch, h // patch, w // patch)
+
+
+def merged_tokens(grid: tuple[int, int, int], merge: int) -> int:
+    t, h, w = grid
+    return t * (h // merge) * (w // merge)
+
+
+class SampleStream:
+    """Endless seeded stream of samples that fit in ``seq_length`` (longer ones are dropped, as SFT
+    pipelines drop over-long examples; ``dropped`` counts them)."""
+
+    def __init__(self, mix: DataMix, rng: np.random.Generator, seq_length: int, patch: int, merge: int):
+        if (mix.image and mix.images is None) or (mix.video and mix.videos is None):
+            raise ValueError("data mix has image/video samples but no image/video distribution")
+        self.mix, self.rng, self.seq_length, self.patch, self.merge = mix, rng, seq_length, patch, merge
+        probs = np.array([mix.text_only, mix.image, mix.video], dtype=float)
+        self.probs = probs / probs.sum()
+        self.dropped = 0
+
+    def _draw(self) -> Sample:
+        mix, rng = self.mix, self.rng
+        kind = int(rng.choice(3, p=self.probs))
+        if kind == 0:
+            text = _lognormal_int(rng, mix.text)
+            return Sample(tokens=text, text_tokens=text)
+        text = _lognormal_int(rng, mix.media_text)
+        images: list[tuple[int, int, int]] = []
+        videos: list[tuple[int, int, int]] = []
+        if kind == 1:
+            count = min(1 + int(rng.poisson(mix.images.extra_images_mean)), mix.images.max_images)
+            images = [image_grid(rng, mix.images, self.patch, self.merge) for _ in range(count)]
+        else:
+            videos = [video_grid(rng, mix.videos, self.patch, self.merge)]
+        visual = sum(merged_tokens(g, self.merge) + mix.media_wrap_tokens for g in images + videos)
+        return Sample(tokens=text + visual, text_tokens=text, image_grids=tuple(images), video_grids=tuple(videos))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> Sample:
+        while True:
+            sample = self._draw()
+            if sample.tokens <= self.seq_length:
+                return sample
+            self.dropped += 1
