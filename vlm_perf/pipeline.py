@@ -87,9 +87,12 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     if not config.model:
         raise ValueError("model unknown: pass --model NAME_OR_CONFIG or set 'model' in run.yaml")
     spec = load_model(config.model)
-    peak = peak_tflops
+    peak, notes = peak_tflops, []
     if peak is None and config.gpu:
-        peak = device_peak(config.gpu).flops(config.dtype or "bf16") / 1e12
+        try:
+            peak = device_peak(config.gpu).flops(config.dtype or "bf16") / 1e12
+        except ValueError as exc:  # partial results beat none: MFU stays empty, the gap is stated
+            notes.append(f"{exc}; MFU left empty")
     frozen = tuple(config.frozen or ())
     stats_frame, micro_share, meta_diag, estimate = None, None, {}, None
     if meta_paths:
@@ -104,6 +107,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     analysis = analyze_run(parsed.iterations, spec, stats_frame, world_size=config.num_gpus, peak_tflops=peak,
                            conventions=conventions, frozen=frozen, estimate=estimate,
                            log_interval=config.log_interval)
+    analysis.messages.extend(notes)
     for conflict in getattr(config, "conflicts", []) or []:
         analysis.messages.append(f"configuration conflict: {conflict}")
     context = ReportContext(

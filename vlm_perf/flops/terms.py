@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# Stages in data-flow order: a gradient reaching a stage flows back into every earlier one.
-VISION_TOWER, MERGER, LANGUAGE_MODEL = "vision_tower", "merger", "language_model"
-STAGES = (VISION_TOWER, MERGER, LANGUAGE_MODEL)
+from ..arch.parts import LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER  # noqa: F401  (stages in data-flow order)
 
 # What a term's input is, for deciding whether backward needs its input gradient.
 INPUT_PIXELS = "pixels"  # patch embed: input is data, never needs a gradient

@@ -19,30 +19,8 @@ trainable vision part still pays its input gradients (x2, attention core x3).
 
 from __future__ import annotations
 
-from typing import Iterable
-
-from .terms import INPUT_PIXELS, INPUT_TOWER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER, Term
-
-FROZEN_ALIASES = {
-    "vision_tower": (VISION_TOWER,),
-    "vit": (VISION_TOWER,),
-    "merger": (MERGER,),
-    "projector": (MERGER,),
-    "vision": (VISION_TOWER, MERGER),
-    "language_model": (LANGUAGE_MODEL,),
-    "lm": (LANGUAGE_MODEL,),
-}
-
-
-def frozen_stages(parts: Iterable[str]) -> frozenset[str]:
-    """Map user-facing part names (``vision_tower``, ``merger``, ``vision``, ``language_model``)."""
-    stages: set[str] = set()
-    for part in parts:
-        key = part.strip().lower().replace("-", "_")
-        if key not in FROZEN_ALIASES:
-            raise ValueError(f"unknown frozen part {part!r}; use one of: {', '.join(sorted(FROZEN_ALIASES))}")
-        stages.update(FROZEN_ALIASES[key])
-    return frozenset(stages)
+from ..arch.parts import frozen_stages  # noqa: F401  (re-exported: flops.training.frozen_stages)
+from .terms import INPUT_PIXELS, INPUT_TOWER, STAGES, VISION_TOWER, Term
 
 
 def _gradient_reaches_input(term: Term, trainable: frozenset[str]) -> bool:
