@@ -1,0 +1,52 @@
+"""Every notebook runs top to bottom headless, and each .ipynb is in sync with its paired .py script."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+jupytext = pytest.importorskip("jupytext")
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+IPYNBS = sorted(NOTEBOOKS.glob("*.ipynb"))
+IDS = [p.stem for p in IPYNBS]
+
+
+def test_notebooks_exist():
+    names = {p.stem for p in IPYNBS}
+    assert {"01-quickstart", "02-reproduce-pr-comparison", "03-vision-lm-explorer", "04-conventions"} <= names
+
+
+def _cells(nb) -> list[tuple[str, str]]:
+    return [(c.cell_type, c.source.strip()) for c in nb.cells]
+
+
+@pytest.mark.parametrize("path", IPYNBS, ids=IDS)
+def test_paired_and_in_sync(path: Path):
+    script = path.with_suffix(".py")
+    assert script.exists(), f"{path.name} has no paired script {script.name}"
+    nb = jupytext.read(path)
+    py = jupytext.read(script)
+    formats = nb.metadata.get("jupytext", {}).get("formats", "")
+    assert "ipynb" in formats and "py:percent" in formats, f"{path.name}: not paired as ipynb,py:percent"
+    assert _cells(nb) == _cells(py), f"{path.name} and {script.name} differ: run `jupytext --sync {script}`"
+    raw = nbformat.read(path, as_version=4)
+    assert all(not c.get("outputs") for c in raw.cells if c.cell_type == "code"), \
+        f"{path.name} is committed with outputs: clear them (keep the .ipynb output-free)"
+    assert raw.metadata.get("kernelspec", {}).get("name") == "python3"
+
+
+@pytest.mark.parametrize("path", IPYNBS, ids=IDS)
+def test_notebook_executes(path: Path):
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client.execute()  # raises CellExecutionError on the first failing cell
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors
+    images = sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+    assert images >= 1, f"{path.name} rendered no figure"
