@@ -4,7 +4,9 @@ Model: seconds per iteration = overhead + F_lm / R_lm + F_vision / R_vision, fit
 squares over logging windows (per-iteration means). R is the achieved FLOP/s of the whole job on
 that part; divided by the GPU count it is comparable to the headline TFLOP/s/GPU. The fit needs
 variation in the vision share between windows; without it the coefficients are not identifiable
-and the result says so instead of inventing numbers.
+and the result says so instead of inventing numbers. A fit is also rejected when it explains
+little of the variance (R^2 < MIN_R2) or implies a negative fixed overhead: then the step-time
+noise (stragglers, hiccups, the slowest rank setting the pace) dominates the FLOPs signal.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
+MIN_R2 = 0.3
 
 
 @dataclass(frozen=True)
@@ -47,5 +51,14 @@ def fit_step_time(seconds: np.ndarray, lm_flops: np.ndarray, vision_flops: np.nd
     r2 = 1 - float(((seconds - fitted) ** 2).sum()) / ss_tot if ss_tot > 0 else None
     lm_rate = 1 / coef[1] / gpus if coef[1] > 0 else None  # TFLOP/s/GPU
     vis_rate = (1 / coef[2] / gpus if coef[2] > 0 else None) if has_vision else None
-    reason = "ok" if lm_rate and (vis_rate or not has_vision) else "a fitted coefficient is not positive"
-    return Attribution(bool(lm_rate), reason, float(coef[0]), lm_rate, vis_rate, r2, n)
+    spread = float(np.ptp(lm_flops + vision_flops) / np.mean(lm_flops + vision_flops))
+    if not (lm_rate and (vis_rate or not has_vision)):
+        reason = "a fitted coefficient is not positive"
+    elif r2 is None or r2 < MIN_R2:
+        reason = (f"weak fit (R^2 = {r2 if r2 is not None else float('nan'):.2f} < {MIN_R2}): FLOPs per iteration vary "
+                  f"by only {100 * spread:.1f}% across windows, less than the step-time noise")
+    elif coef[0] < 0:
+        reason = f"unphysical fit: negative fixed overhead ({coef[0]:.3f} s)"
+    else:
+        reason = "ok"
+    return Attribution(reason == "ok", reason, float(coef[0]), lm_rate, vis_rate, r2, n)

@@ -24,9 +24,17 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+def _skipped_note(ax, run: RunAnalysis) -> None:
+    skipped = run.windows.filter(pl.col("first_in_segment") | ~pl.col("complete")).height
+    if skipped:
+        ax.text(0.01, 0.02, f"{skipped} window(s) not shown: first after a (re)start, or metadata incomplete",
+                transform=ax.transAxes, fontsize=7, color="#555")
+
+
 def tflops_over_time(run: RunAnalysis, path: Path) -> Path:
-    w = run.windows.filter(pl.col("complete")).sort("iteration")
-    fig, ax = plt.subplots(figsize=(9, 4.2))
+    w = run.reliable_windows().sort("iteration")
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    _skipped_note(ax, run)
     x = w["iteration"].to_numpy()
     if "tflops_per_gpu_logged" in w.columns and w["tflops_per_gpu_logged"].drop_nulls().len():
         ax.scatter(x, w["tflops_per_gpu_logged"].to_numpy(), s=10, color="black", label="logged by the framework",
@@ -40,13 +48,14 @@ def tflops_over_time(run: RunAnalysis, path: Path) -> Path:
     ax.set_ylabel("TFLOP/s per GPU")
     ax.set_title(f"{run.model}: TFLOP/s/GPU per logging window" + (" (ESTIMATE)" if run.estimated else ""))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
 
 
 def mfu_over_time(run: RunAnalysis, path: Path) -> Path:
-    w = run.windows.filter(pl.col("complete")).sort("iteration")
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    w = run.reliable_windows().sort("iteration")
+    fig, ax = plt.subplots(figsize=(11, 3.6))
+    _skipped_note(ax, run)
     x = w["iteration"].to_numpy()
     for conv, label in ((BEFORE, "before (LM only)"), (AFTER, "after (exact, vision counted)")):
         ax.plot(x, 100 * w[f"{conv}_mfu"].to_numpy(), label=label, **STYLE[conv])
@@ -55,7 +64,7 @@ def mfu_over_time(run: RunAnalysis, path: Path) -> Path:
     peak = f"{run.peak_tflops:g} TFLOP/s" if run.peak_tflops else "unknown peak"
     ax.set_title(f"MFU before / after vision accounting ({peak} per GPU)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
 
 
@@ -76,16 +85,21 @@ def component_stack(run: RunAnalysis, path: Path) -> Path:
 
 
 def vision_share_hist(per_microbatch: pl.Series | None, per_iteration: pl.Series, path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    bins = np.linspace(0, 1, 41)
-    if per_microbatch is not None and per_microbatch.drop_nulls().len():
-        ax.hist(100 * per_microbatch.drop_nulls().to_numpy(), bins=100 * bins, alpha=0.6, label="per microbatch")
-    ax.hist(100 * per_iteration.drop_nulls().to_numpy(), bins=100 * bins, alpha=0.8, label="per iteration")
-    ax.set_xlabel("vision share of training FLOPs (%, exact)")
-    ax.set_ylabel("count")
-    ax.set_title("Vision share of compute")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    panels = (("per microbatch", per_microbatch, "microbatches"), ("per iteration", per_iteration, "iterations"))
+    for ax, (title, values, unit) in zip(axes, panels):
+        data = 100 * values.drop_nulls().to_numpy() if values is not None else np.array([])
+        if data.size:
+            top = max(5.0, float(np.ceil(data.max() / 5) * 5))
+            ax.hist(data, bins=np.linspace(0, top, 41), color="#1f77b4" if unit == "microbatches" else "#ff7f0e")
+            ax.axvline(float(np.mean(data)), color="black", lw=1, ls="--", label=f"mean {np.mean(data):.1f}%")
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "no per-microbatch metadata", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xlabel("vision share of training FLOPs (%, exact)")
+        ax.set_ylabel(f"number of {unit}")
+        ax.set_title(f"Vision share {title}")
+        ax.grid(alpha=0.3)
     return _save(fig, path)
 
 
@@ -98,6 +112,8 @@ def step_time_fit(run: RunAnalysis, path: Path) -> Path:
     sc = ax.scatter(lm + vis, per_iter, c=100 * vis / np.maximum(lm + vis, 1e-30), cmap="viridis", s=14)
     fig.colorbar(sc, ax=ax, label="vision share (%)")
     a = run.attribution
+    if not a.ok:
+        ax.text(0.01, 0.98, f"no attribution: {a.reason}", transform=ax.transAxes, fontsize=7, va="top", wrap=True)
     if a.ok and run.world_size:
         gpus = run.world_size
         pred = a.overhead_s + lm * 1e3 / (a.lm_tflops_per_gpu * gpus) + (

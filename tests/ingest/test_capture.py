@@ -1,0 +1,105 @@
+"""Capture helper: write with MetadataWriter (real torch tensors when available), read back."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from vlm_perf.capture import MetadataWriter, seq_lens_from_cu_seqlens
+from vlm_perf.ingest.metadata import iteration_stats
+
+
+def test_capture_module_does_not_import_torch():
+    import importlib
+
+    import vlm_perf.capture as cap
+
+    importlib.reload(cap)
+    src = open(cap.__file__).read()
+    assert "import torch" not in src
+
+
+def test_seq_lens_from_cu_seqlens():
+    assert seq_lens_from_cu_seqlens([0, 5, 12, 12, 20]) == [5, 7, 8]
+    assert seq_lens_from_cu_seqlens([[0, 3, 4]]) == [3, 1]
+    with pytest.raises(ValueError, match="start at 0"):
+        seq_lens_from_cu_seqlens([1, 3])
+    with pytest.raises(ValueError, match="non-decreasing"):
+        seq_lens_from_cu_seqlens([0, 5, 3])
+
+
+def test_round_trip_with_torch_tensors(tmp_path):
+    torch = pytest.importorskip("torch")
+    out = tmp_path / "metadata"
+    for rank in (0, 1):
+        with MetadataWriter(out, rank=rank) as meta:
+            for it in (10, 11):
+                for mb in range(2):
+                    meta.record(
+                        torch.tensor(it), microbatch=mb,
+                        cu_seqlens=torch.tensor([0, 3, 7], dtype=torch.int32),  # seq_lens [3, 4]
+                        image_grid_thw=torch.tensor([[2, 4, 4], [1, 2, 4]]),
+                        video_grid_thw=torch.tensor([[2, 10, 10]]) if rank == 1 else None,
+                        padded_tokens=torch.tensor(8),
+                    )
+            assert meta.records == 4
+    assert sorted(p.name for p in out.iterdir()) == ["metadata-rank00000.jsonl", "metadata-rank00001.jsonl"]
+    first = json.loads((out / "metadata-rank00001.jsonl").read_text().splitlines()[0])
+    assert first == {"schema_version": 1, "iteration": 10, "microbatch": 0, "dp_rank": 1, "seq_lens": [3, 4],
+                     "padded_tokens": 8, "image_grid_thw": [[2, 4, 4], [1, 2, 4]], "video_grid_thw": [[2, 10, 10]]}
+
+    res = iteration_stats(out)
+    assert res.frame["iteration"].to_list() == [10, 11]
+    s = res.stats_for(10)
+    n = 2 * 2  # 2 ranks x 2 microbatches
+    assert s.lm_tokens == n * (3 + 4)
+    assert s.lm_tokens_sq == n * (9 + 16)
+    assert s.lm_padded_tokens == n * 8
+    # images on every microbatch: (40 patches, 576, merged 10); video on rank 1 only: (200, 20000, 50)
+    assert s.vision_patches == n * 40 + 2 * 200
+    assert s.vision_patches_sq_frame == n * 576 + 2 * 20000
+    assert s.vision_merged_tokens == n * 10 + 2 * 50
+    assert s.video_patches == 2 * 200
+    assert res.frame["microbatches"].to_list() == [4, 4]
+
+
+def test_lists_and_file_path(tmp_path):
+    target = tmp_path / "sub" / "meta.jsonl"
+    w = MetadataWriter(target, rank=3)
+    assert w.path == tmp_path / "sub" / "meta.rank00003.jsonl"
+    w.record(1, seq_lens=[5, 6], image_grid_thw=[1, 4, 4])  # a single grid row given flat
+    # line-buffered: visible before close
+    assert json.loads(w.path.read_text())["image_grid_thw"] == [[1, 4, 4]]
+    w.close()
+    with pytest.raises(ValueError, match="closed"):
+        w.record(2, seq_lens=[1])
+    with MetadataWriter(tmp_path / "plain") as w2:
+        assert w2.path.name == "metadata.jsonl"
+        row = w2.record(1, seq_lens=7)
+        assert row == {"schema_version": 1, "iteration": 1, "seq_lens": [7]}
+    # appending, not truncating
+    with MetadataWriter(tmp_path / "plain") as w3:
+        w3.record(2, seq_lens=[1])
+    assert len((tmp_path / "plain" / "metadata.jsonl").read_text().splitlines()) == 2
+
+
+def test_record_rejects_bad_values(tmp_path):
+    with MetadataWriter(tmp_path) as w:
+        with pytest.raises(ValueError, match="not both"):
+            w.record(1, seq_lens=[1], cu_seqlens=[0, 1])
+        with pytest.raises(ValueError, match=r"\[t, h, w\]"):
+            w.record(1, seq_lens=[1], image_grid_thw=[[1, 2]])
+        with pytest.raises(ValueError, match="integer"):
+            w.record(1.5, seq_lens=[1])
+
+
+def test_numpy_arrays(tmp_path):
+    np = pytest.importorskip("numpy")
+    with MetadataWriter(tmp_path, rank=0) as w:
+        w.record(np.int64(4), microbatch=np.int64(0), seq_lens=np.array([2, 2]),
+                 video_grid_thw=np.array([[2, 2, 2]], dtype=np.int64))
+    s = iteration_stats(tmp_path).stats_for(4)
+    assert (s.lm_tokens, s.video_patches, s.vision_merged_tokens) == (4, 8, 2)
+    assert "torch" not in sys.modules or True  # torch may be loaded by other tests; capture never needs it

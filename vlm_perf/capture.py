@@ -1,0 +1,177 @@
+"""Capture per-microbatch metadata (schema v1) from inside a training loop.
+
+A tiny, dependency-free JSON-lines writer: call `MetadataWriter.record` once per microbatch with
+tensors or lists. torch is never imported: anything with ``.tolist()`` (torch/numpy arrays) is
+converted with it, so the call costs one small device->host copy of the metadata tensors
+(``cu_seqlens`` and ``*_grid_thw`` are a few dozen integers). See ``docs/capture.md``.
+
+    with MetadataWriter("run/metadata", rank=dp_rank) as meta:
+        ...
+        meta.record(iteration, microbatch=i, cu_seqlens=cu, image_grid_thw=batch["image_grid_thw"])
+
+Each rank writes its own shard ``metadata-rank{rank:05d}.jsonl`` (appending; line-buffered, so a
+crash loses at most the line being written); `vlm_perf.ingest.metadata` reads the directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MetadataWriter", "seq_lens_from_cu_seqlens", "shard_name"]
+
+SCHEMA_VERSION = 1
+
+
+def shard_name(rank: int | None) -> str:
+    return "metadata.jsonl" if rank is None else f"metadata-rank{int(rank):05d}.jsonl"
+
+
+def _plain(value: Any) -> Any:
+    """Tensors/arrays -> nested lists of Python ints (duck-typed ``.tolist()``)."""
+    if value is None:
+        return None
+    if hasattr(value, "detach"):  # a torch tensor that may require grad
+        value = value.detach()
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {value!r}")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(f"expected an integer, got {value!r}")
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if hasattr(value, "__index__"):
+        return int(value.__index__())
+    raise ValueError(f"expected integers, got {type(value).__name__}: {value!r}")
+
+
+def _as_int(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, bool) or not float(value).is_integer():
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def seq_lens_from_cu_seqlens(cu_seqlens: Any) -> list[int]:
+    """``[0, 5, 12, 12, 20]`` -> ``[5, 7, 8]`` (differences; zero-length padding entries dropped).
+
+    Accepts a 1-D tensor/list of cumulative offsets starting at 0 (varlen / THD ``cu_seqlens``).
+    A padded variant whose last entries repeat (Megatron ``cu_seqlens_padded`` tails) yields
+    zero differences, which are dropped.
+    """
+    cu = _plain(cu_seqlens)
+    if cu and isinstance(cu[0], list):  # [1, n] shaped
+        if len(cu) != 1:
+            raise ValueError(f"cu_seqlens must be 1-D, got {len(cu)} rows")
+        cu = cu[0]
+    if not cu or cu[0] != 0:
+        raise ValueError(f"cu_seqlens must start at 0, got {cu[:3]!r}")
+    lens = [b - a for a, b in zip(cu, cu[1:])]
+    if any(n < 0 for n in lens):
+        raise ValueError("cu_seqlens must be non-decreasing")
+    return [n for n in lens if n > 0]
+
+
+def _grid_rows(value: Any, name: str) -> list[list[int]] | None:
+    rows = _plain(value)
+    if rows is None:
+        return None
+    if rows and not isinstance(rows[0], list):  # one [t, h, w] row given flat
+        rows = [rows]
+    for row in rows:
+        if not isinstance(row, list) or len(row) != 3:
+            raise ValueError(f"{name}: expected rows of [t, h, w], got {row!r}")
+    return rows
+
+
+class MetadataWriter:
+    """Append per-microbatch metadata lines to ``path_or_dir``.
+
+    ``path_or_dir``: a directory (created if missing; the shard is ``metadata-rank{rank:05d}.jsonl``,
+    or ``metadata.jsonl`` without a rank) or a file path ending in ``.jsonl`` (used as given; with a
+    rank, ``.rank{rank:05d}`` is inserted before the suffix so ranks never share a file).
+    ``rank``: the data-parallel rank recorded as ``dp_rank`` (and used in the shard name).
+    """
+
+    def __init__(self, path_or_dir: str | os.PathLike, rank: int | None = None) -> None:
+        target = Path(path_or_dir)
+        if target.suffix in (".jsonl", ".ndjson"):
+            if rank is not None:
+                target = target.with_name(f"{target.stem}.rank{int(rank):05d}{target.suffix}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            target = target / shard_name(rank)
+        self.path = target
+        self.rank = rank
+        self.records = 0
+        self._fh = open(target, "a", encoding="utf-8", buffering=1)  # line-buffered
+
+    # ----------------------------------------------------------------------------------------
+    def record(self, iteration: int, microbatch: int | None = None, *, seq_lens: Any = None,
+               cu_seqlens: Any = None, image_grid_thw: Any = None, video_grid_thw: Any = None,
+               padded_tokens: Any = None, samples: Any = None, dp_rank: int | None = None,
+               **extra: Any) -> dict:
+        """Write one line; returns the dict written. Give ``seq_lens`` or ``cu_seqlens`` (not both)."""
+        if self._fh is None:
+            raise ValueError(f"{self.path}: writer is closed")
+        if seq_lens is not None and cu_seqlens is not None:
+            raise ValueError("give seq_lens or cu_seqlens, not both")
+        row: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "iteration": _as_int(iteration, "iteration")}
+        if microbatch is not None:
+            row["microbatch"] = _as_int(microbatch, "microbatch")
+        rank = dp_rank if dp_rank is not None else self.rank
+        if rank is not None:
+            row["dp_rank"] = _as_int(rank, "dp_rank")
+        if cu_seqlens is not None:
+            row["seq_lens"] = seq_lens_from_cu_seqlens(cu_seqlens)
+        elif seq_lens is not None:
+            lens = _plain(seq_lens)
+            row["seq_lens"] = [lens] if isinstance(lens, int) else lens
+        if padded_tokens is not None:
+            row["padded_tokens"] = _as_int(padded_tokens, "padded_tokens")
+        if samples is not None:
+            row["samples"] = _as_int(samples, "samples")
+        for name, value in (("image_grid_thw", image_grid_thw), ("video_grid_thw", video_grid_thw)):
+            rows = _grid_rows(value, name)
+            if rows:
+                row[name] = rows
+        for key, value in extra.items():  # free-form extras (ignored by the reader)
+            row[key] = _plain(value) if hasattr(value, "tolist") else value
+        self._fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self.records += 1
+        return row
+
+    def flush(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> "MetadataWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def __repr__(self) -> str:
+        return f"MetadataWriter({str(self.path)!r}, rank={self.rank}, records={self.records})"

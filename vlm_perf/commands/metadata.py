@@ -1,0 +1,82 @@
+"""``vlm-perf metadata PATH... [--out FILE] [--skip-bad] [--model M]``: per-iteration statistics.
+
+Reads per-microbatch metadata shards (schema v1, ``docs/metadata-schema.md``) and writes one row
+per iteration with the `BatchStats` sufficient statistics (``.parquet``, ``.csv`` or ``.jsonl``).
+Diagnostics go to stderr; without ``--out`` a short summary is printed instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+OUT_SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson")
+
+
+def _write(frame, out: Path) -> None:
+    suffix = out.suffix.lower()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".parquet":
+        frame.write_parquet(out)
+    elif suffix == ".csv":
+        frame.write_csv(out)
+    else:
+        frame.write_ndjson(out)
+
+
+def _summary(frame, diag) -> str:
+    if frame.height == 0:
+        return "no valid iterations"
+    its = frame["iteration"]
+    total = {name: int(frame[name].sum()) for name in ("lm_tokens", "lm_padded_tokens", "vision_patches",
+                                                       "vision_merged_tokens", "video_patches", "microbatches")}
+    share = total["vision_merged_tokens"] / total["lm_tokens"] if total["lm_tokens"] else 0.0
+    lines = [
+        f"iterations      {frame.height} ({its.min()}..{its.max()})",
+        f"microbatches    {total['microbatches']} (mean {total['microbatches'] / frame.height:.1f} per iteration)",
+        f"lm tokens       {total['lm_tokens']} (padded {total['lm_padded_tokens']}); "
+        f"mean {total['lm_tokens'] / frame.height:,.0f} per iteration",
+        f"vision patches  {total['vision_patches']} (video {total['video_patches']}); "
+        f"merged tokens {total['vision_merged_tokens']} = {share:.1%} of lm tokens",
+    ]
+    return "\n".join(lines)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("metadata")
+    def metadata(
+        paths: List[str] = typer.Argument(..., help="metadata .jsonl/.jsonl.gz files, directories of shards, or globs"),
+        out: Optional[Path] = typer.Option(None, "--out", "-o", help="write per-iteration stats (.parquet|.csv|.jsonl)"),
+        skip_bad: bool = typer.Option(False, "--skip-bad", help="skip invalid lines (counted in the diagnostics)"),
+        model: Optional[str] = typer.Option(None, "--model", "-m",
+                                            help="model preset or config.json (merge size, window size)"),
+    ) -> None:
+        """Per-iteration sufficient statistics from per-microbatch metadata."""
+        from ..ingest.metadata import iteration_stats
+
+        if out is not None and out.suffix.lower() not in OUT_SUFFIXES:
+            raise ValueError(f"--out {out}: unsupported format (use {', '.join(OUT_SUFFIXES)})")
+        spec = None
+        if model:
+            from ..arch import load_model
+
+            spec = load_model(model)
+        result = iteration_stats(paths, spec=spec, skip_bad=skip_bad)
+        diag = result.diagnostics
+        print(f"metadata: {diag.rows_used}/{diag.rows_read} rows used from {len(diag.files)} file(s), "
+              f"{diag.iterations} iterations, merge={diag.merge_size}, window={diag.window_side}", file=sys.stderr)
+        if diag.rows_skipped:
+            print("skipped: " + json.dumps(diag.rows_skipped), file=sys.stderr)
+            for line in diag.bad_lines:
+                print(f"  {line}", file=sys.stderr)
+        for note in diag.notes:
+            print(f"note: {note}", file=sys.stderr)
+        if out is not None:
+            _write(result.frame, out)
+            print(f"wrote {out} ({result.frame.height} rows)", file=sys.stderr)
+        else:
+            print(_summary(result.frame, diag))

@@ -1,0 +1,217 @@
+"""Per-microbatch metadata, schema v1: the explicit polars schema and the row expressions.
+
+Everything here builds polars *expressions* (no I/O, no Python loop per row): the validity code of
+a row and its `BatchStats` sufficient statistics. The grid arithmetic is
+`vlm_perf.stats.vision.grid_row_stats`, evaluated on list columns (polars list arithmetic applies
+it element-wise to every grid row of a microbatch at once); see ``docs/metadata-schema.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from ..stats import BatchStats, grid_row_stats
+
+SCHEMA_VERSION = 1
+
+_INT = pl.Int64
+_INTS = pl.List(pl.Int64)
+_GRIDS = pl.List(pl.List(pl.Int64))
+
+#: The explicit schema handed to ``pl.scan_ndjson``. Keys not listed here are ignored.
+SCHEMA: dict[str, pl.DataType] = {
+    "schema_version": _INT,
+    "iteration": _INT,
+    "microbatch": _INT,
+    "dp_rank": _INT,
+    # raw per-microbatch fields
+    "seq_lens": _INTS,
+    "padded_tokens": _INT,
+    "samples": _INT,
+    "image_grid_thw": _GRIDS,
+    "video_grid_thw": _GRIDS,
+    # pre-aggregated fields (lossy; see the schema document)
+    "lm_tokens": _INT,
+    "lm_tokens_sq": _INT,
+    "lm_sequences": _INT,
+    "vision_patches": _INT,
+    "vision_patches_sq": _INT,
+    "vision_merged_tokens": _INT,
+    "vision_frames": _INT,
+    "vision_items": _INT,
+}
+
+INT_FIELDS = tuple(k for k, v in SCHEMA.items() if v == _INT)
+INT_LIST_FIELDS = ("seq_lens",)
+GRID_FIELDS = ("image_grid_thw", "video_grid_thw")
+
+#: Row codes: 0 = valid; every other code names the first rule a row breaks (field, message).
+REASONS: dict[int, tuple[str, str]] = {
+    1: ("iteration", "missing or negative"),
+    2: ("microbatch", "negative"),
+    3: ("dp_rank", "negative"),
+    4: ("schema_version", f"unsupported (this reader understands {SCHEMA_VERSION})"),
+    5: ("seq_lens", "must be a non-empty list of positive integers"),
+    6: ("samples", "must be a positive integer"),
+    7: ("padded_tokens", "must be positive and >= sum(seq_lens) / lm_tokens"),
+    8: ("image_grid_thw", "a grid row is not 3 integers [t, h, w]"),
+    9: ("image_grid_thw", "t, h, w must be positive"),
+    10: ("image_grid_thw", "h and w must be divisible by spatial_merge_size"),
+    11: ("video_grid_thw", "a grid row is not 3 integers [t, h, w]"),
+    12: ("video_grid_thw", "t, h, w must be positive"),
+    13: ("video_grid_thw", "h and w must be divisible by spatial_merge_size"),
+    14: ("lm_tokens", "need seq_lens, padded_tokens or lm_tokens+lm_tokens_sq (not seq_lens and lm_tokens both);"
+                      " pre-aggregated values must be non-negative"),
+    15: ("vision_patches", "pre-aggregated vision needs vision_patches, vision_patches_sq and vision_merged_tokens"
+                           " together, non-negative, and no grids in the same row"),
+}
+#: Code for lines polars cannot parse against the schema (not JSON, not an object, wrong types).
+JSON_CODE = 99
+REASON_JSON = ("json", "not a JSON object matching schema v1 types")
+
+
+def reason_key(code: int, merge_size: int | None = None) -> str:
+    """``"field: message"`` for a row code (used as the diagnostics key)."""
+    field, message = REASON_JSON if code == JSON_CODE else REASONS[code]
+    if merge_size is not None and "merge_size" in message:
+        message = f"{message}={merge_size}"
+    return f"{field}: {message}"
+
+
+@dataclass(frozen=True)
+class RowExprs:
+    """Per-row expressions: validity code, BatchStats fields and provenance flags."""
+
+    code: pl.Expr
+    stats: BatchStats
+    pre_lm: pl.Expr
+    pre_vision: pl.Expr
+    padded_only: pl.Expr
+    stage1: tuple[pl.Expr, ...] = ()  # intermediate columns (``__*``) the other expressions refer to
+    checks: tuple[tuple[pl.Expr, int], ...] = ()
+
+    def apply(self, lf: pl.LazyFrame) -> pl.LazyFrame:
+        """``lf`` with the intermediate columns added (select the other expressions from it)."""
+        return lf.with_columns(self.stage1)
+
+
+# per-grid-row problem codes, ordered so that the max over a row's grids is the first rule broken
+_GRID_OK, _GRID_MERGE, _GRID_NONPOS, _GRID_SHAPE = 0, 1, 2, 3
+
+
+def _grid_parts(col: str, merge_size: int, window_side: int | None) -> tuple[dict[str, pl.Expr], pl.Expr]:
+    """Summed per-row vision statistics of one grid column, and its worst grid-row problem code.
+
+    Inside ``list.eval`` the element is one ``[t, h, w]`` row; `grid_row_stats` runs on the flat
+    t/h/w columns of all grid rows at once and ``list.sum`` folds the result back per microbatch.
+    """
+    grids = pl.col(col)
+    el = pl.element()
+    t, h, w = (el.list.get(i, null_on_oob=True) for i in range(3))
+    row = grid_row_stats(t, h, w, merge_size, window_side)
+    if not window_side:  # grid_row_stats's window statistic is then the per-frame sum: evaluate it once
+        row.pop("window_patches_sq")
+    sums = {key: grids.list.eval(expr).list.sum().fill_null(0) for key, expr in row.items()}
+    sums.setdefault("window_patches_sq", sums["patches_sq_per_frame"])
+    sums["items"] = grids.list.len().fill_null(0)
+    shape = (el.list.len() != 3).fill_null(True) | t.is_null() | h.is_null() | w.is_null()
+    problem = (pl.when(shape).then(_GRID_SHAPE)
+               .when((t <= 0) | (h <= 0) | (w <= 0)).then(_GRID_NONPOS)
+               .when((h % merge_size != 0) | (w % merge_size != 0)).then(_GRID_MERGE)
+               .otherwise(_GRID_OK))
+    worst = grids.list.eval(problem).list.max().fill_null(_GRID_OK)
+    return sums, worst
+
+
+def row_exprs(merge_size: int, window_side: int | None) -> RowExprs:
+    """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line)."""
+    c = pl.col
+    # stage 1: every list traversal once, into named intermediate columns (polars does not reliably
+    # share a list.eval between a when/then chain and the statistics)
+    seq = c("seq_lens")
+    stage1: dict[str, pl.Expr] = {
+        "__seq_tokens": seq.list.sum(),
+        "__seq_sq": (seq * seq).list.sum(),
+        "__seq_count": seq.list.len(),
+        "__seq_bad": seq.list.eval(pl.element().is_null() | (pl.element() <= 0)).list.any(),
+    }
+    for prefix, col in (("__img_", "image_grid_thw"), ("__vid_", "video_grid_thw")):
+        sums, worst = _grid_parts(col, merge_size, window_side)
+        stage1.update({prefix + key: expr for key, expr in sums.items()})
+        stage1[prefix + "worst"] = worst
+    img = {key[len("__img_"):]: c(key) for key in stage1 if key.startswith("__img_")}
+    vid = {key[len("__vid_"):]: c(key) for key in stage1 if key.startswith("__vid_")}
+    img_worst, vid_worst = img.pop("worst"), vid.pop("worst")
+
+    has_seq = seq.is_not_null()
+    seq_tokens, seq_sq, seq_count = c("__seq_tokens"), c("__seq_sq"), c("__seq_count")
+    seq_bad = has_seq & ((seq_count == 0) | c("__seq_bad"))
+
+    has_pre_lm = c("lm_tokens").is_not_null() | c("lm_tokens_sq").is_not_null() | c("lm_sequences").is_not_null()
+    pre_lm_ok = (c("lm_tokens").is_not_null() & c("lm_tokens_sq").is_not_null()
+                 & (c("lm_tokens") >= 0) & (c("lm_tokens_sq") >= 0) & (c("lm_sequences").fill_null(0) >= 0))
+    padded = c("padded_tokens")
+    samples = c("samples")
+    padded_only = ~has_seq & ~has_pre_lm & padded.is_not_null()
+
+    lm_tokens = pl.coalesce(seq_tokens, c("lm_tokens"), padded)
+    # padded_tokens only: `samples` (default 1) unpacked sequences of padded/samples tokens each
+    n_uniform = samples.fill_null(1)
+    lm_tokens_sq = pl.coalesce(seq_sq, c("lm_tokens_sq"), (padded * padded) // n_uniform)
+    lm_sequences = pl.coalesce(seq_count, c("lm_sequences"), samples, pl.lit(1, _INT))
+    lm_samples = pl.coalesce(samples, seq_count, c("lm_sequences"), pl.lit(1, _INT))
+    lm_padded = pl.coalesce(padded, lm_tokens)
+
+    lm_bad = (~has_seq & ~has_pre_lm & padded.is_null()) | (has_seq & has_pre_lm) | (has_pre_lm & ~pre_lm_ok)
+    padded_bad = padded.is_not_null() & ((padded <= 0) | (padded < lm_tokens))
+
+    pre_vis_cols = ("vision_patches", "vision_patches_sq", "vision_merged_tokens", "vision_frames", "vision_items")
+    has_pre_vis = pl.any_horizontal(*(c(k).is_not_null() for k in pre_vis_cols))
+    has_grids = (img["items"] + vid["items"]) > 0
+    pre_vis_ok = (pl.all_horizontal(*(c(k).is_not_null() for k in pre_vis_cols[:3]))
+                  & pl.all_horizontal(*(c(k).fill_null(0) >= 0 for k in pre_vis_cols)))
+    vis_bad = has_pre_vis & (has_grids | ~pre_vis_ok)
+
+    def pick(pre: str | None, key: str) -> pl.Expr:
+        grid_sum = img[key] + vid[key]
+        if pre is None:
+            return pl.when(has_pre_vis).then(0).otherwise(grid_sum)
+        return pl.coalesce(c(pre), grid_sum)
+
+    stats = BatchStats(
+        lm_tokens=lm_tokens, lm_tokens_sq=lm_tokens_sq, lm_sequences=lm_sequences, lm_samples=lm_samples,
+        lm_padded_tokens=lm_padded,
+        vision_patches=pick("vision_patches", "patches"),
+        vision_patches_sq_frame=pick("vision_patches_sq", "patches_sq_per_frame"),
+        # per-item sums are unknown for pre-aggregated rows: per-frame value (exact for images, a lower bound)
+        vision_patches_sq_item=pl.coalesce(c("vision_patches_sq"), img["patches_sq_per_item"] + vid["patches_sq_per_item"]),
+        vision_merged_tokens=pick("vision_merged_tokens", "merged_tokens"),
+        # window sums need grids: pre-aggregated rows fall back to the per-frame sum (an upper bound)
+        vision_window_sq=pl.coalesce(c("vision_patches_sq"), img["window_patches_sq"] + vid["window_patches_sq"]),
+        vision_frames=pl.coalesce(c("vision_frames"), pick(None, "frames")),
+        vision_items=pl.coalesce(c("vision_items"), pick(None, "items")),
+        video_patches=vid["patches"], video_patches_sq_frame=vid["patches_sq_per_frame"],
+        video_merged_tokens=vid["merged_tokens"],
+    )
+    it = c("iteration")
+    checks = [
+        (it.is_null() | (it < 0), 1),
+        (c("microbatch").fill_null(0) < 0, 2),
+        (c("schema_version").fill_null(SCHEMA_VERSION) != SCHEMA_VERSION, 4),
+        (c("dp_rank").fill_null(0) < 0, 3),
+        (seq_bad, 5),
+        (samples.fill_null(1) <= 0, 6),
+        (lm_bad, 14),
+        (padded_bad, 7),
+        (img_worst == _GRID_SHAPE, 8), (img_worst == _GRID_NONPOS, 9), (img_worst == _GRID_MERGE, 10),
+        (vid_worst == _GRID_SHAPE, 11), (vid_worst == _GRID_NONPOS, 12), (vid_worst == _GRID_MERGE, 13),
+        (vis_bad, 15),
+    ]
+    code = pl.when(checks[0][0]).then(pl.lit(checks[0][1], pl.UInt8))
+    for cond, value in checks[1:]:
+        code = code.when(cond.fill_null(False)).then(pl.lit(value, pl.UInt8))
+    code = code.otherwise(pl.lit(0, pl.UInt8))
+    return RowExprs(code=code, stats=stats, pre_lm=has_pre_lm, pre_vision=has_pre_vis, padded_only=padded_only,
+                    stage1=tuple(expr.alias(name) for name, expr in stage1.items()), checks=tuple(checks))

@@ -1,0 +1,242 @@
+"""Run configuration: merge what the log states, an optional manifest and CLI overrides.
+
+Precedence (``docs/run-config.md``): **CLI override > manifest (run.yaml / run.json) > log**.
+A value stated differently by two sources is still resolved by that precedence, but the
+disagreement is recorded in ``RunConfig.conflicts`` (each entry names every source and its value)
+so a report can show it; nothing is silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..arch.parts import PART_ALIASES
+
+__all__ = ["MANIFEST_KEYS", "MANIFEST_NAMES", "RunConfig", "find_manifest", "load_manifest", "resolve_run_config"]
+
+MANIFEST_NAMES = ("run.yaml", "run.yml", "run.json")
+MANIFEST_KEYS = ("model", "num_gpus", "gpu", "dtype", "frozen", "log_interval", "seq_length", "image_grid",
+                 "global_batch_size", "synthetic", "generator", "seed", "notes")
+FROZEN_PARTS = tuple(PART_ALIASES)  # one vocabulary with the FLOPs library (vlm_perf.arch.parts)
+
+# log parser keys (ParseResult.run_config) that map onto RunConfig fields
+_LOG_KEYS = {
+    "num_gpus": "num_gpus", "world_size": "num_gpus",
+    "seq_length": "seq_length", "micro_batch_size": "micro_batch_size", "global_batch_size": "global_batch_size",
+    "tensor_model_parallel_size": "tensor_parallel", "pipeline_model_parallel_size": "pipeline_parallel",
+    "context_parallel_size": "context_parallel", "expert_model_parallel_size": "expert_parallel",
+    "data_parallel_size": "data_parallel", "log_interval": "log_interval", "dtype": "dtype", "model": "model",
+    "gpu": "gpu",
+}
+_INT_FIELDS = ("num_gpus", "seq_length", "micro_batch_size", "global_batch_size", "tensor_parallel",
+               "pipeline_parallel", "context_parallel", "expert_parallel", "data_parallel", "log_interval")
+
+
+@dataclass
+class RunConfig:
+    """The resolved run configuration. ``sources`` says where each set field came from."""
+
+    model: str | None = None  # preset name or config path (manifest-relative paths made absolute)
+    num_gpus: int | None = None
+    gpu: str | None = None
+    dtype: str | None = None
+    frozen: tuple[str, ...] = ()
+    log_interval: int | None = None
+    seq_length: int | None = None
+    micro_batch_size: int | None = None
+    global_batch_size: int | None = None
+    tensor_parallel: int | None = None
+    pipeline_parallel: int | None = None
+    context_parallel: int | None = None
+    expert_parallel: int | None = None
+    data_parallel: int | None = None
+    image_grid: tuple[int, int, int] | None = None
+    synthetic: bool | None = None
+    generator: str | None = None  # provenance of synthetic runs (e.g. vlm_perf.synth)
+    seed: int | None = None
+    notes: str | None = None
+    manifest_path: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)  # field -> "cli" | "manifest" | "log"
+    conflicts: list[dict[str, Any]] = field(default_factory=list)  # {"field", "used", "values": {source: v}}
+    unused_log_keys: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["frozen"] = list(self.frozen)
+        out["image_grid"] = list(self.image_grid) if self.image_grid else None
+        return out
+
+    def conflict_messages(self) -> list[str]:
+        return [f"{c['field']}: " + ", ".join(f"{src} says {val!r}" for src, val in c["values"].items())
+                + f" (using {c['used']})" for c in self.conflicts]
+
+
+# ------------------------------------------------------------------------------------------------
+def find_manifest(run_dir_or_log: str | Path) -> Path | None:
+    """``run.yaml`` / ``run.yml`` / ``run.json`` in the directory (or next to the log file)."""
+    path = Path(run_dir_or_log)
+    folder = path if path.is_dir() else path.parent
+    found = [folder / name for name in MANIFEST_NAMES if (folder / name).is_file()]
+    if len(found) > 1:
+        raise ValueError(f"{folder}: several manifests ({', '.join(p.name for p in found)}); keep one")
+    return found[0] if found else None
+
+
+def load_manifest(path: str | Path) -> dict[str, Any]:
+    """Read and validate a manifest; ``model`` paths are resolved relative to the manifest."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".json":
+            data = json.loads(text) if text.strip() else {}
+        else:
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+    except Exception as exc:  # noqa: BLE001 - yaml/json errors become one-line ValueErrors
+        raise ValueError(f"{path}: cannot parse manifest: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a manifest must be a mapping of keys to values")
+    for key in data:
+        if key not in MANIFEST_KEYS:
+            raise ValueError(f"{path}: unknown manifest key {key!r} (known: {', '.join(MANIFEST_KEYS)})")
+    out = {k: v for k, v in data.items() if v is not None}
+    try:
+        out = _normalise(out)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    model = out.get("model")
+    if model is not None:
+        candidate = (path.parent / model)
+        looks_like_path = "/" in model or model.endswith((".json", ".yaml", ".yml")) or candidate.exists()
+        if looks_like_path and not Path(model).is_absolute():
+            out["model"] = str(candidate.resolve())
+    return out
+
+
+def _int(value: Any, name: str) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive integer, got {value!r}") from None
+    if not number.is_integer() or number <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(number)
+
+
+def _normalise(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Type-check and canonicalise RunConfig field values (raises ValueError naming the key)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        if key in _INT_FIELDS:
+            out[key] = _int(value, key)
+        elif key == "frozen":
+            parts = [value] if isinstance(value, str) else value
+            if not isinstance(parts, (list, tuple)):
+                raise ValueError(f"frozen must be a list of parts ({', '.join(FROZEN_PARTS)}), got {value!r}")
+            parts = [str(p).strip().lower().replace("-", "_") for p in parts]
+            unknown = [p for p in parts if p not in FROZEN_PARTS]
+            if unknown:
+                raise ValueError(f"frozen: unknown part(s) {unknown} (known: {', '.join(FROZEN_PARTS)})")
+            out[key] = tuple(dict.fromkeys(parts))
+        elif key == "image_grid":
+            grid = value.replace("x", ",").split(",") if isinstance(value, str) else value
+            if not isinstance(grid, (list, tuple)) or len(grid) != 3:
+                raise ValueError(f"image_grid must be [t, h, w], got {value!r}")
+            out[key] = tuple(_int(v, "image_grid") for v in grid)
+        elif key == "synthetic":
+            if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+                value = value.lower() in ("true", "yes", "1")
+            if not isinstance(value, bool):
+                raise ValueError(f"synthetic must be true or false, got {value!r}")
+            out[key] = value
+        elif key == "seed":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"seed must be an integer, got {value!r}")
+            out[key] = value
+        elif key in ("model", "gpu", "dtype", "notes", "generator"):
+            out[key] = str(value)
+        else:
+            raise ValueError(f"unknown run configuration key {key!r}")
+    return out
+
+
+def _from_log(log_config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """Log-parser dict -> RunConfig fields (+ keys we do not use, + internal log disagreements)."""
+    values: dict[str, Any] = {}
+    unused: dict[str, Any] = {}
+    conflicts: list[dict[str, Any]] = []
+    seen_from: dict[str, str] = {}
+    for key, value in log_config.items():
+        target = _LOG_KEYS.get(key)
+        if target is None or value is None:
+            unused[key] = value
+            continue
+        try:
+            value = _normalise({target: value})[target]
+        except ValueError as exc:
+            raise ValueError(f"log run_config: {exc}") from None
+        if target in values and values[target] != value:  # e.g. world_size vs num_gpus in the log
+            conflicts.append({"field": target, "used": values[target],
+                              "values": {f"log:{seen_from[target]}": values[target], f"log:{key}": value}})
+            continue
+        values[target] = value
+        seen_from[target] = key
+    return values, unused, conflicts
+
+
+def resolve_run_config(log_config: Mapping[str, Any] | None = None, manifest_path: str | Path | None = None,
+                       overrides: Mapping[str, Any] | None = None) -> RunConfig:
+    """Merge ``log_config`` (the log parser's ``run_config`` dict), the manifest and ``overrides``.
+
+    Precedence CLI (``overrides``) > manifest > log. Every field stated by two or more sources with
+    different values is listed in ``conflicts`` with all source values. ``overrides`` use RunConfig
+    field names (``None`` values are ignored, so unset CLI options can be passed straight through).
+    """
+    log_values, unused, conflicts = _from_log(log_config or {})
+    manifest: dict[str, Any] = {}
+    if manifest_path is not None:
+        manifest = load_manifest(manifest_path)
+    known = {f.name for f in fields(RunConfig)} - {"sources", "conflicts", "unused_log_keys", "manifest_path"}
+    cli_raw = {k: v for k, v in (overrides or {}).items() if v is not None}
+    for key in cli_raw:
+        if key not in known:
+            raise ValueError(f"unknown override {key!r} (known: {', '.join(sorted(known))})")
+    try:
+        cli = _normalise(cli_raw)
+    except ValueError as exc:
+        raise ValueError(f"override {exc}") from None
+
+    layers = (("cli", cli), ("manifest", manifest), ("log", log_values))
+    cfg = RunConfig(manifest_path=str(manifest_path) if manifest_path is not None else None,
+                    conflicts=conflicts, unused_log_keys=unused)
+    for name in sorted(known):
+        stated = [(src, vals[name]) for src, vals in layers if name in vals]
+        if not stated:
+            continue
+        src, value = stated[0]
+        setattr(cfg, name, value)
+        cfg.sources[name] = src
+        if len({repr(v) for _, v in stated}) > 1:
+            cfg.conflicts.append({"field": name, "used": src, "values": {s: v for s, v in stated}})
+    _check_consistency(cfg)
+    return cfg
+
+
+def _check_consistency(cfg: RunConfig) -> None:
+    """Derived disagreements: parallel sizes that do not multiply to the GPU count."""
+    if cfg.num_gpus and cfg.tensor_parallel and cfg.pipeline_parallel and cfg.context_parallel is not None:
+        model_parallel = cfg.tensor_parallel * cfg.pipeline_parallel * (cfg.context_parallel or 1)
+        if cfg.num_gpus % model_parallel:
+            cfg.conflicts.append({
+                "field": "num_gpus", "used": cfg.sources.get("num_gpus"),
+                "values": {cfg.sources.get("num_gpus", "?"): cfg.num_gpus,
+                           "derived:tp*pp*cp": model_parallel},
+                "note": "num_gpus is not a multiple of tensor x pipeline x context parallel sizes"})
