@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One-command set-up: creates or reuses ./.venv, installs what the task needs, runs it.
 
-    python3 dev.py main     # FLOPs breakdown / report on the bundled sample run
+    python3 dev.py main     # report on the bundled (synthetic) sample run -> out/qwen3-vl-30b-a3b-sft/
     python3 dev.py test     # the whole test suite (installs the test extra: CPU torch, transformers, ...)
 
 Needs nothing but Python >= 3.10. Re-installs only when pyproject.toml changes.
@@ -21,7 +21,8 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / ("python.exe" if os.name == "nt" else "python")
 
-MAIN_ARGS = ["flops", "--model", "qwen3-vl-30b-a3b", "--seq-len", "4096", "--grid", "1,64,64"]
+SAMPLE = "sample_logs/qwen3-vl-30b-a3b-sft"
+MAIN_ARGS = ["report", SAMPLE, "-o", "out/qwen3-vl-30b-a3b-sft"]
 
 
 def ensure_env(extra: str) -> None:

@@ -37,11 +37,16 @@ def report(
                           on_step=lambda text: progress.update(task, description=text))
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)
-    figures = len([p for p in paths if p.endswith(".png")])
-    console.print(f"report written to {out}/ (report.html, report.md, summary.json, {figures} figures)")
+    console.print(f"report written to {out}/")
     for message in loaded.analysis.messages:
         console.print(f"[yellow]warning:[/] {message}")
-    print(out / "report.html")
+    summary = loaded.analysis.convention_summary()
+    print(f"report:  {out / 'report.html'}  (also report.md, summary.json)")
+    print(f"figures: {', '.join(str(out / name) for name in paths if name.endswith('.png'))}")
+    for name, entry in summary.items():
+        tf, mfu = entry["tflops_per_gpu_mean"], entry["mfu_mean"]
+        if tf is not None:
+            print(f"  {name:16s} {tf:8.1f} TFLOP/s/GPU" + (f"   MFU {100 * mfu:5.1f}%" if mfu is not None else ""))
 
 
 def register(app: typer.Typer) -> None:
