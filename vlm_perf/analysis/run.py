@@ -67,9 +67,9 @@ def _sum(frame: pl.DataFrame, column: str) -> float:
 
 def estimate_stats(iterations: pl.DataFrame, per_iteration: BatchStats) -> pl.DataFrame:
     """Per-iteration statistics from the run configuration (one constant row per logged iteration range)."""
-    first, last = int(iterations["iteration"].min()), int(iterations["iteration"].max())
+    last = int(iterations["iteration"].max())
     values = per_iteration.as_dict()
-    return pl.DataFrame({"iteration": np.arange(max(first - 1, 0) + 1, last + 1)}).with_columns(
+    return pl.DataFrame({"iteration": np.arange(1, last + 1)}).with_columns(
         [pl.lit(v).alias(k) for k, v in values.items()])
 
 

@@ -1,0 +1,93 @@
+"""`vlm-perf report` end to end on the bundled sample runs, and its bad-input behaviour."""
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE_A = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
+SAMPLE_B = ROOT / "sample_logs" / "qwen3-30b-a3b-text"
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def report_a(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report_a")
+    r = cli("report", SAMPLE_A, "-o", out)
+    assert r.returncode == 0, r.stderr
+    return out, json.loads((out / "summary.json").read_text())
+
+
+def test_four_outputs_and_contract(report_a):
+    out, summary = report_a
+    for name in ("summary.json", "report.md", "report.html", "tflops.png"):
+        assert (out / name).stat().st_size > 0
+    assert summary["iterations"] == 200 and summary["world_size"] == 64 and summary["gpu"] == "GB200"
+    assert summary["peak_tflops"] == 2500.0 and summary["synthetic"] is True
+    assert set(summary["conventions"]) >= {"megatron-lm", "exact", "megatron-bridge", "mbridge-pr2575"}
+    assert summary["diagnostics"]["log"]["records"] > 0
+
+
+def test_sample_a_reproduces_the_pr_case(report_a):
+    _, s = report_a
+    before = s["conventions"]["megatron-lm"]["tflops_per_gpu_mean"]
+    after = s["conventions"]["mbridge-pr2575"]["tflops_per_gpu_mean"]
+    assert 485 < before < 500 and 545 < after < 560  # the generator targets 494 -> 554
+    # the log's own number is the megatron-lm formula on 64 GPUs: the cross-check recovers both
+    cc = s["log_crosscheck"]
+    assert cc["status"] == "ok" and cc["implied_world_size_rounded"] == 64
+    assert abs(s["logged_tflops_per_gpu_mean"] / before - 1) < 0.01
+
+
+def test_text_only_control_does_not_move(tmp_path):
+    r = cli("report", SAMPLE_B, "-o", tmp_path)
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "summary.json").read_text())
+    conv = s["conventions"]
+    assert conv["mbridge-pr2575"]["tflops_per_gpu_mean"] == pytest.approx(conv["megatron-lm"]["tflops_per_gpu_mean"])
+    assert s["vision_share_mean"] == 0
+
+
+def test_missing_run_is_one_line_error(tmp_path):
+    r = cli("report", tmp_path / "nope", "-o", tmp_path / "out")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "no such log file" in r.stderr
+
+
+def test_unknown_gpu_and_gaps_still_write_partial_report(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_A, run)
+    # drop iterations 50..59 from the metadata: their windows must be marked, not silently averaged
+    src = run / "metadata.jsonl.gz"
+    lines = gzip.decompress(src.read_bytes()).decode().splitlines()
+    kept = [ln for ln in lines if not 50 <= json.loads(ln)["iteration"] <= 59]
+    src.write_bytes(gzip.compress(("\n".join(kept) + "\n").encode()))
+    r = cli("report", run, "--gpu", "Z9000", "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["peak_tflops"] is None and s["conventions"]["exact"]["mfu_mean"] is None
+    assert any("Z9000" in m for m in s["messages"])
+    assert s["gaps"]["log_iterations_without_metadata"] >= 2
+    assert any("lack metadata" in m for m in s["messages"])
+
+
+def test_world_size_unknown_is_stated(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    log = [ln for ln in (SAMPLE_A / "train.log").read_text().splitlines() if "world" not in ln.lower()]
+    (run / "train.log").write_text("\n".join(log) + "\n")
+    shutil.copy(SAMPLE_A / "metadata.jsonl.gz", run)
+    (run / "run.yaml").write_text("model: qwen3-vl-30b-a3b\ngpu: GB200\n")
+    r = cli("report", run, "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    if s["world_size"] is None:  # the log still states it via data/tensor parallel sizes otherwise
+        assert any("world size unknown" in m for m in s["messages"])
+        assert s["log_crosscheck"]["implied_world_size_rounded"] == 64
