@@ -81,13 +81,27 @@ def test_unknown_gpu_and_gaps_still_write_partial_report(tmp_path):
 def test_world_size_unknown_is_stated(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    log = [ln for ln in (SAMPLE_A / "train.log").read_text().splitlines() if "world" not in ln.lower()]
+    log = [ln for ln in (SAMPLE_A / "train.log").read_text().splitlines()
+           if "world" not in ln.lower() and "parallel" not in ln.lower()]
     (run / "train.log").write_text("\n".join(log) + "\n")
     shutil.copy(SAMPLE_A / "metadata.jsonl.gz", run)
     (run / "run.yaml").write_text("model: qwen3-vl-30b-a3b\ngpu: GB200\n")
     r = cli("report", run, "-o", tmp_path / "out")
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    if s["world_size"] is None:  # the log still states it via data/tensor parallel sizes otherwise
-        assert any("world size unknown" in m for m in s["messages"])
-        assert s["log_crosscheck"]["implied_world_size_rounded"] == 64
+    assert s["world_size"] is None and s["conventions"]["exact"]["tflops_per_gpu_mean"] is None
+    assert any("world size unknown" in m for m in s["messages"])
+    assert s["log_crosscheck"]["implied_world_size_rounded"] == 64  # recovered from the log's own number
+
+
+def test_world_size_derived_from_parallel_sizes(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    log = [ln for ln in (SAMPLE_A / "train.log").read_text().splitlines() if "world" not in ln.lower()]
+    (run / "train.log").write_text("\n".join(log) + "\n")
+    shutil.copy(SAMPLE_A / "metadata.jsonl.gz", run)
+    (run / "run.yaml").write_text("model: qwen3-vl-30b-a3b\ngpu: GB200\n")
+    r = cli("report", run, "-o", tmp_path / "out")
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["world_size"] == 8 * 4 * 2  # data x tensor x pipeline parallel sizes from the arguments block
+    assert s["run_config"]["sources"]["num_gpus"] == "derived:dp*tp*pp*cp"

@@ -226,8 +226,16 @@ def resolve_run_config(log_config: Mapping[str, Any] | None = None, manifest_pat
         cfg.sources[name] = src
         if len({repr(v) for _, v in stated}) > 1:
             cfg.conflicts.append({"field": name, "used": src, "values": {s: v for s, v in stated}})
+    _derive_world_size(cfg)
     _check_consistency(cfg)
     return cfg
+
+
+def _derive_world_size(cfg: RunConfig) -> None:
+    """No source states the GPU count, but the log gives every parallel size: dp x tp x pp x cp."""
+    if cfg.num_gpus is None and cfg.data_parallel and cfg.tensor_parallel and cfg.pipeline_parallel:
+        cfg.num_gpus = cfg.data_parallel * cfg.tensor_parallel * cfg.pipeline_parallel * (cfg.context_parallel or 1)
+        cfg.sources["num_gpus"] = "derived:dp*tp*pp*cp"
 
 
 def _check_consistency(cfg: RunConfig) -> None:
