@@ -108,7 +108,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
                            conventions=conventions, frozen=frozen, estimate=estimate,
                            log_interval=config.log_interval)
     analysis.messages.extend(notes)
-    for conflict in getattr(config, "conflicts", []) or []:
+    for conflict in config.conflict_messages():
         analysis.messages.append(f"configuration conflict: {conflict}")
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),
