@@ -28,6 +28,7 @@ from typing import Iterable, Sequence
 
 import polars as pl
 
+from ..stats.resize import MAX_ASPECT, smart_resize  # noqa: F401  (re-exported)
 from ..arch.spec import ModelSpec
 from ..flops import COMPONENTS, CONVENTIONS, Breakdown, compute_flops, get_convention
 from ..stats import BatchStats
@@ -48,38 +49,9 @@ DEFAULT_VIDEO_PIXEL_BOUNDS: dict[str, tuple[int, int]] = {
     "qwen2_5_vl": (128 * 28 * 28, 768 * 28 * 28),
     "qwen3_vl": (128 * 32 * 32, 768 * 32 * 32),
 }
-MAX_ASPECT = 200  # the processors refuse more extreme aspect ratios
 
 
 # ------------------------------------------------------------------------------------ resize
-def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
-    """Resized (height, width) in pixels, both multiples of ``factor`` (= patch * merge).
-
-    Rule of the Qwen2-VL family image processors: round each side to the nearest multiple of
-    ``factor`` (Python ``round``: halves go to even). If the result has more than ``max_pixels``,
-    scale both sides by ``sqrt(h*w / max_pixels)`` and round DOWN to multiples (never below one
-    ``factor``); if fewer than ``min_pixels``, scale up by ``sqrt(min_pixels / (h*w))`` and round UP.
-    """
-    if height <= 0 or width <= 0:
-        raise ValueError(f"image size must be positive, got {height}x{width} px")
-    if max(height, width) / min(height, width) > MAX_ASPECT:
-        raise ValueError(f"aspect ratio {max(height, width) / min(height, width):.0f} exceeds {MAX_ASPECT} "
-                         "(the Qwen processors reject it)")
-    if min_pixels > max_pixels:
-        raise ValueError(f"min_pixels ({min_pixels}) > max_pixels ({max_pixels})")
-    h = round(height / factor) * factor
-    w = round(width / factor) * factor
-    if h * w > max_pixels:
-        scale = math.sqrt(height * width / max_pixels)
-        h = max(factor, math.floor(height / scale / factor) * factor)
-        w = max(factor, math.floor(width / scale / factor) * factor)
-    elif h * w < min_pixels:
-        scale = math.sqrt(min_pixels / (height * width))
-        h = math.ceil(height * scale / factor) * factor
-        w = math.ceil(width * scale / factor) * factor
-    return h, w
-
-
 def _vision(spec: ModelSpec):
     if spec.vision is None:
         raise ValueError(f"{spec.name} has no vision tower: it takes no images")

@@ -27,3 +27,25 @@ def human_flops(value: float) -> str:
         if abs(value) >= scale:
             return f"{value / scale:.3f} {unit}"
     return f"{value:.0f} FLOP"
+
+
+OUT_SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson")
+
+
+def check_out_suffix(out) -> None:
+    """Fail before any work when ``--out`` names a format we cannot write."""
+    if out is not None and out.suffix.lower() not in OUT_SUFFIXES:
+        raise ValueError(f"--out {out}: unsupported format (use {', '.join(OUT_SUFFIXES)})")
+
+
+def write_frame(frame, out) -> None:
+    """Write a polars frame as parquet, CSV (scalar columns only) or JSON lines, by suffix."""
+    check_out_suffix(out)
+    suffix = out.suffix.lower()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".parquet":
+        frame.write_parquet(out)
+    elif suffix == ".csv":
+        frame.write_csv(out)
+    else:
+        frame.write_ndjson(out)

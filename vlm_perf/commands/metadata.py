@@ -14,18 +14,7 @@ from typing import List, Optional
 
 import typer
 
-OUT_SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson")
-
-
-def _write(frame, out: Path) -> None:
-    suffix = out.suffix.lower()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".parquet":
-        frame.write_parquet(out)
-    elif suffix == ".csv":
-        frame.write_csv(out)
-    else:
-        frame.write_ndjson(out)
+from ._common import check_out_suffix, write_frame
 
 
 def _summary(frame, diag) -> str:
@@ -58,8 +47,7 @@ def register(app: typer.Typer) -> None:
         """Per-iteration sufficient statistics from per-microbatch metadata."""
         from ..ingest.metadata import iteration_stats
 
-        if out is not None and out.suffix.lower() not in OUT_SUFFIXES:
-            raise ValueError(f"--out {out}: unsupported format (use {', '.join(OUT_SUFFIXES)})")
+        check_out_suffix(out)
         spec = None
         if model:
             from ..arch import load_model
@@ -76,7 +64,7 @@ def register(app: typer.Typer) -> None:
         for note in diag.notes:
             print(f"note: {note}", file=sys.stderr)
         if out is not None:
-            _write(result.frame, out)
+            write_frame(result.frame, out)
             print(f"wrote {out} ({result.frame.height} rows)", file=sys.stderr)
         else:
             print(_summary(result.frame, diag))

@@ -21,31 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..stats.resize import MAX_ASPECT, smart_resize  # noqa: F401  (re-exported)
 from .spec import DataMix, ImageDist, TextDist, VideoDist
 
-MAX_ASPECT = 200  # Qwen processors reject more extreme aspect ratios
-
-
-def smart_resize(height: float, width: float, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
-    """(height, width) in px, both multiples of ``factor``, area within [min_pixels, max_pixels].
-
-    Same rule as the Qwen-VL image processors: round each side to the nearest multiple, then if
-    the area is too large shrink both sides by sqrt(area / max_pixels) rounding down, if too small
-    grow them by sqrt(min_pixels / area) rounding up.
-    """
-    if max(height, width) / min(height, width) > MAX_ASPECT:
-        raise ValueError(f"aspect ratio above {MAX_ASPECT}: {height}x{width}")
-    h = max(factor, round(height / factor) * factor)
-    w = max(factor, round(width / factor) * factor)
-    if h * w > max_pixels:
-        scale = math.sqrt(height * width / max_pixels)
-        h = max(factor, math.floor(height / scale / factor) * factor)
-        w = max(factor, math.floor(width / scale / factor) * factor)
-    elif h * w < min_pixels:
-        scale = math.sqrt(min_pixels / (height * width))
-        h = math.ceil(height * scale / factor) * factor
-        w = math.ceil(width * scale / factor) * factor
-    return int(h), int(w)
 
 
 @dataclass(frozen=True)
