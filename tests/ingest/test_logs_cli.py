@@ -1,0 +1,58 @@
+"""`vlm-perf parse` command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+from typer.testing import CliRunner
+
+from vlm_perf.cli import app
+from vlm_perf.ingest.logs import CORE_COLUMNS
+
+LINE = (" [2024-05-01 12:00:{s:02d}] iteration {it:8d}/     100 | consumed samples: {cs:12d} |"
+        " elapsed time per iteration (ms): 1500.0 | learning rate: 1.000000E-04 | global batch size:     8 |"
+        " lm loss: 2.000000E+00 | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 |"
+        " number of nan iterations:   0 |")
+
+
+def _log(tmp_path: Path) -> Path:
+    p = tmp_path / "run.log"
+    p.write_text("\n".join(LINE.format(s=i, it=i, cs=8 * i) for i in range(1, 6)) + "\nnoise\n")
+    return p
+
+
+def test_cli_writes_parquet_and_reports_diagnostics(tmp_path):
+    out = tmp_path / "it.parquet"
+    res = CliRunner().invoke(app, ["parse", str(_log(tmp_path)), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    df = pl.read_parquet(out)
+    assert df.columns[: len(CORE_COLUMNS)] == list(CORE_COLUMNS)
+    assert df.get_column("iteration").to_list() == [1, 2, 3, 4, 5]
+    assert df.get_column("elapsed_s").to_list() == [1.5] * 5
+    assert "lines read 6, records 5" in res.stderr
+
+
+def test_cli_summary_csv_and_format(tmp_path):
+    log = _log(tmp_path)
+    res = CliRunner().invoke(app, ["parse", str(log), "--format", "megatron"])
+    assert res.exit_code == 0
+    assert "megatron" in res.stdout and "1.5" in res.stdout
+    out = tmp_path / "x.csv"
+    res = CliRunner().invoke(app, ["parse", str(log), "-o", str(out)])
+    assert res.exit_code == 0 and pl.read_csv(out).height == 5
+
+
+def test_cli_errors_are_one_line_exit_2(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    for args in (["parse", str(tmp_path / "nope.log")],
+                 ["parse", str(_log(tmp_path)), "--out", str(tmp_path / "x.xlsx")],
+                 ["parse", str(_log(tmp_path)), "--format", "bogus"]):
+        proc = subprocess.run([sys.executable, "-m", "vlm_perf.cli", *args], capture_output=True, text=True,
+                              cwd=root, env=env)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1

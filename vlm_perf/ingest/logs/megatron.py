@@ -1,0 +1,307 @@
+"""Megatron-family iteration lines, vectorised (the hot path of big logs).
+
+Covers Megatron-LM (all layouts: with/without ``[timestamp]``, with microseconds, throughput,
+energy/power, decoupled lr), Megatron-Bridge (same iteration layout), Megatron-DeepSpeed forks
+(``consumed tokens``, ``tokens per gpu per second (tgs)``, ``TFLOPs``) and FlagScale.
+
+Layout: ``[ts] iteration <it>/<N> | <key>: <value> | ... |``. Every field is optional.
+
+Two extraction paths share KNOWN_KEYS and semantics (tested against a per-line regex loop):
+
+* ``fast_plan`` (lazy, streaming; the bulk of big logs): complete ASCII lines ending in ``|``.
+  For each key probed on a sample it does one literal ``str.find`` of ``"| key:"`` and one
+  ``str.slice`` up to the next present key; no regex, no split. Rows it cannot vouch for (more
+  fields than keys found, an unparsable value, a launcher prefix when the sample had none) keep
+  their text and are redone by ``extract``.
+* ``extract`` (eager, checked): each value must be terminated by ``|`` within a short window, so
+  a line truncated mid-number yields null for that field (reported as partial) instead of a
+  wrong number.
+
+Byte offsets (``find``) and char offsets (``slice``) only agree on ASCII text; the caller
+routes non-ASCII rows through the cleaning path, which masks non-ASCII characters.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from .preprocess import PREFIX_RE, prefix_label_expr
+from .schema import snake_case
+
+FORMAT = "megatron"
+
+#: Pre-filter for the fast path (applied to raw text): ``iteration 12/ 5000 |``.
+DETECT_RE = r"iteration\s+\d+\s*/\s*\d+\s*\|"
+#: Same-looking NeMo 2 line, handled by the NeMo parser (quirk 29).
+NEMO2_COLLISION_RE = r"epoch \d+, iteration"
+
+# key as printed -> (output column, multiplier). Unknown keys become snake_case extras.
+KNOWN_KEYS: dict[str, tuple[str, float]] = {
+    "consumed samples": ("consumed_samples", 1.0),
+    "skipped samples": ("skipped_samples", 1.0),
+    "consumed tokens": ("consumed_tokens", 1.0),
+    "elapsed time per iteration (ms)": ("elapsed_s", 1e-3),
+    "throughput per GPU (TFLOP/s/GPU)": ("tflops_per_gpu_logged", 1.0),
+    "energy per GPU (J/iter/GPU)": ("energy_per_gpu_j_per_iter", 1.0),
+    "power per GPU (W/GPU)": ("power_per_gpu_w", 1.0),
+    "learning rate": ("lr", 1.0),
+    "decoupled learning rate": ("decoupled_lr", 1.0),
+    "global batch size": ("global_batch_size", 1.0),
+    "lm loss": ("loss", 1.0),
+    "loss scale": ("loss_scale", 1.0),
+    "grad norm": ("grad_norm", 1.0),
+    "num zeros": ("num_zeros", 1.0),
+    "params norm": ("params_norm", 1.0),
+    "actual seqlen": ("actual_seqlen", 1.0),
+    "number of skipped iterations": ("skipped_iterations", 1.0),
+    "number of nan iterations": ("nan_iterations", 1.0),
+    "samples per second": ("samples_per_s", 1.0),
+    "tokens per gpu per second (tgs)": ("tokens_per_s", 1.0),
+    "TFLOPs": ("_tflops_ds", 1.0),  # Megatron-DeepSpeed per-GPU TFLOP/s; coalesced below
+}
+
+#: Window after ``key:`` that must contain the value and its terminating ``|``.
+_WINDOW = 48
+_TS_RE = r"\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\]"
+_KEY_DISCOVERY_RE = r"\|\s*([^|:]+?):"
+
+
+def _probe_keys(df: pl.DataFrame, text_col: str, keys: dict[str, tuple[str, float]], n: int = 2000) -> dict:
+    """Keys present in the first/last ``n`` rows. Cheap way to skip ``find`` for absent keys; rows
+    holding any other key are caught by the field count and re-extracted with every key."""
+    sample = pl.concat([df.head(n), df.tail(n)]) if df.height > 2 * n else df
+    text = pl.col(text_col)
+    hits = sample.select([text.str.contains(f"| {k}:", literal=True).any().alias(f"k{i}")
+                          for i, k in enumerate(keys)]).row(0)
+    return {k: v for (k, v), hit in zip(keys.items(), hits) if hit}
+
+
+def probe_keys(texts: pl.Series) -> dict[str, tuple[str, float]]:
+    """Known keys that occur in a sample of iteration lines (e.g. the first few thousand)."""
+    return _probe_keys(texts.to_frame("text"), "text", KNOWN_KEYS, n=len(texts))
+
+
+def _is_plain(text: pl.Expr) -> pl.Expr:
+    """No launcher prefix possible: the line starts like a bare Megatron line."""
+    return (text.str.starts_with(" [") | text.str.starts_with(" iteration") | text.str.starts_with("[2")
+            | text.str.starts_with("iteration"))
+
+
+def key_order(texts: pl.Series, keys: dict[str, tuple[str, float]]) -> dict[str, tuple[str, float]]:
+    """Probed keys sorted by where they usually appear in the line (Megatron prints a fixed order)."""
+    df = texts.to_frame("text")
+    med = df.select([pl.col("text").str.find(f"| {k}:", literal=True).median().alias(f"k{i}")
+                     for i, k in enumerate(keys)]).row(0) if keys else ()
+    return dict(sorted(keys.items(), key=lambda kv: med[list(keys).index(kv[0])]))
+
+
+def has_fraction(texts: pl.Series) -> bool:
+    """Whether sampled timestamps carry fractional seconds (Megatron-LM >= 2026-01)."""
+    return bool(texts.to_frame("t").select(pl.col("t").str.contains(r"\[\d{4}-\d\d-\d\d[ T][\d:]{8}[.,]\d").any()).item())
+
+
+def fast_plan(lf: pl.LazyFrame, keys: dict[str, tuple[str, float]], *, label: bool = True,
+              fraction: bool = True, text_col: str = "text") -> pl.LazyFrame:
+    """Lazy (streamable) extraction for complete, ASCII Megatron lines (ending in ``|``).
+
+    ``keys``: the probed keys in print order (``key_order``). A value ends where the next
+    present key (in that order) starts, or at the final ``|``: one ``find`` and one ``slice``
+    per key, no regex. Rows where that assumption can fail keep their ``text`` for the checked
+    path: ``_unknown_keys`` (more ``|`` fields than keys found), ``_partial`` (a value did not
+    parse, e.g. an unusual key order) and, with ``label=False``, rows that may carry a launcher
+    prefix (``_prefixed``). ``fraction=False`` skips fractional seconds (none in the sample) and
+    flags timestamps that do have them as ``_partial`` so they are redone.
+    """
+    text = pl.col(text_col)
+    items = list(keys.items())
+    markers = [f"| {k}:" for k, _ in items]
+    pcols = [f"_p{i}" for i in range(len(items))]
+    lf = lf.with_columns(
+        *[text.str.find(m, literal=True).cast(pl.Int64).alias(c) for m, c in zip(markers, pcols)],
+        text.str.find("iteration", literal=True).cast(pl.Int64).alias("_pit"),
+    )
+    last_bar = text.str.len_bytes().cast(pl.Int64) - 1
+    vals = []
+    for i, (c, m) in enumerate(zip(pcols, markers)):
+        start = pl.col(c) + len(m)
+        end = pl.coalesce(*[pl.col(o) for o in pcols[i + 1:]], last_bar)
+        name, mult = items[i][1]
+        # an unusual key order gives end < start: empty -> null -> _partial -> checked redo
+        v = text.str.slice(start, (end - start).clip(lower_bound=0)).str.strip_chars().cast(pl.Float64, strict=False)
+        vals.append((v * mult if mult != 1.0 else v).alias(name))
+    head = text.str.slice(0, pl.col("_pit"))
+    it = text.str.slice(pl.col("_pit") + 9, 40).str.split_exact("/", 1)
+    ts = head.str.slice(head.str.find(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d"), 26)
+    when_ = ts.str.slice(0, 19).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+    if fraction:
+        micros = ts.str.slice(20, 6).str.pad_end(6, "0").cast(pl.Int64, strict=False).fill_null(0)
+        stamp = when_ + pl.duration(microseconds=micros)
+        odd_ts = None
+    else:
+        stamp = when_
+        odd_ts = ts.str.slice(19, 1).is_in([".", ","]).fill_null(False)
+    found = pl.sum_horizontal([pl.col(c).is_not_null().cast(pl.Int32) for c in pcols]) if pcols else pl.lit(0)
+    n_fields = text.str.count_matches("|", literal=True).cast(pl.Int32) - 1
+    lf = lf.with_columns(
+        *vals,
+        (prefix_label_expr(head) if label else pl.lit(None, pl.Utf8)).alias("rank_label"),
+        stamp.alias("timestamp"),
+        it.struct.field("field_0").str.strip_chars().cast(pl.Int64, strict=False).alias("iteration"),
+        it.struct.field("field_1").str.split_exact("|", 1).struct.field("field_0").str.strip_chars()
+        .cast(pl.Int64, strict=False).alias("train_iters"),
+        (n_fields > found).alias("_unknown_keys"),
+        (pl.lit(False) if label else ~_is_plain(text)).alias("_prefixed"),
+    )
+    bad = [pl.col(c).is_not_null() & pl.col(items[i][1][0]).is_null() for i, c in enumerate(pcols)]
+    checks = bad + ([odd_ts] if odd_ts is not None else [])
+    # (never pass a bare literal to any_horizontal: it can broadcast the frame to one row)
+    partial = pl.any_horizontal(*checks) if checks else pl.col("_unknown_keys") & False
+    lf = lf.with_columns(partial.alias("_partial"))
+    keep = pl.col("_unknown_keys") | pl.col("_partial") | pl.col("_prefixed")
+    return lf.with_columns(pl.when(keep).then(text).alias(text_col)).drop(*pcols, "_pit")
+
+
+def extract(df: pl.DataFrame, text_col: str = "text", keys: dict[str, tuple[str, float]] | None = None) -> pl.DataFrame:
+    """Checked eager extraction for the few rows the fast plan cannot take (truncated, prefixed,
+    non-ASCII, unknown keys, garbled values).
+
+    Adds: rank_label, timestamp, iteration, train_iters, one Float64 column per key present,
+    ``_partial`` (a key present but its value unparsable or not terminated by ``|``) and
+    ``_unknown_keys`` (``|`` fields that no key accounts for). Thousands separators are accepted.
+    """
+    keys = KNOWN_KEYS if keys is None else keys
+    text = pl.col(text_col)
+    items = list(keys.items())
+    markers = [f"| {k}:" for k, _ in items]
+    df = df.with_columns([text.str.find(m, literal=True).alias(f"_p{i}") for i, m in enumerate(markers)])
+    present_any = df.select([pl.col(f"_p{i}").is_not_null().any() for i in range(len(items))]).row(0) if df.height else ()
+    live = [i for i, ok in enumerate(present_any) if ok]
+    # value = text up to the next "|" inside a short window; null when no "|" follows (truncated)
+    windows = [text.str.slice(pl.col(f"_p{i}") + len(markers[i]), _WINDOW).str.split_exact("|", 1).alias(f"_w{i}")
+               for i in live]
+    df = df.with_columns(*windows, text.str.find("iteration", literal=True).alias("_pit"))
+    vals = []
+    for i in live:
+        name, mult = items[i][1]
+        raw = pl.col(f"_w{i}").struct.field("field_0").str.strip_chars()
+        raw = pl.when(pl.col(f"_w{i}").struct.field("field_1").is_not_null()).then(
+            raw.str.replace_all(",", "", literal=True))
+        v = raw.cast(pl.Float64, strict=False)
+        vals.append((v * mult if mult != 1.0 else v).alias(name))
+    head = text.str.slice(0, pl.col("_pit"))
+    it = text.str.slice(pl.col("_pit"), 40).str.extract_groups(r"^iteration\s+(\d+)\s*/\s*(\d+)")
+    ts = head.str.extract(_TS_RE, 1).str.replace(",", ".", literal=True)
+    found = [pl.col(f"_p{i}").is_not_null() for i in live]
+    bad = [pl.col(f"_p{i}").is_not_null() & pl.col(items[i][1][0]).is_null() for i in live]
+    n_fields = text.str.count_matches("|", literal=True) - 1
+    df = df.with_columns(*vals).with_columns(
+        prefix_label_expr(head).alias("rank_label"),
+        ts.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us").alias("timestamp"),
+        it.struct.field("1").cast(pl.Int64, strict=False).alias("iteration"),
+        it.struct.field("2").cast(pl.Int64, strict=False).alias("train_iters"),
+        (pl.any_horizontal(bad) if bad else pl.col("_pit").is_null() & False).alias("_partial"),
+        (n_fields > (pl.sum_horizontal(found) if found else 0)).alias("_unknown_keys"),
+    )
+    return df.drop([c for c in df.columns if c.startswith(("_p", "_w")) and c != "_partial"])
+
+
+def finish(df: pl.DataFrame) -> pl.DataFrame:
+    """Post-process extracted rows: Megatron-DeepSpeed ``TFLOPs`` -> ``tflops_per_gpu_logged``,
+    drop all-null extras, framework label."""
+    if "_tflops_ds" in df.columns:
+        cols = [c for c in ("tflops_per_gpu_logged", "_tflops_ds") if c in df.columns]
+        df = df.with_columns(pl.coalesce(cols).alias("tflops_per_gpu_logged")).drop("_tflops_ds")
+    keep_always = {"consumed_samples", "elapsed_s", "tflops_per_gpu_logged", "lr", "global_batch_size",
+                   "loss", "grad_norm", "skipped_iterations", "nan_iterations", "tokens_per_s"}
+    drop = [c for c, (name, _) in ((k, v) for k, v in KNOWN_KEYS.items())
+            for c in [name] if c in df.columns and c not in keep_always and df.get_column(c).null_count() == df.height]
+    if "train_iters" in df.columns and df.get_column("train_iters").null_count() == df.height:
+        drop.append("train_iters")
+    return df.drop(drop).with_columns(pl.lit(FORMAT).alias("framework"))
+
+
+def discover_unknown(df: pl.DataFrame, text_col: str = "text") -> pl.DataFrame:
+    """Extract fields whose keys are not in KNOWN_KEYS (MoE/MTP losses, new fields).
+
+    Runs only on rows flagged ``_unknown_keys``. The key set is found with ``extract_all`` and the
+    values with the same find/slice extraction as the known keys.
+    """
+    keys = (
+        df.select(pl.col(text_col).str.extract_all(_KEY_DISCOVERY_RE).explode().unique())
+        .to_series().drop_nulls().to_list()
+    )
+    unknown: dict[str, tuple[str, float]] = {}
+    for raw in keys:
+        m = re.match(_KEY_DISCOVERY_RE, raw)
+        key = m.group(1).strip() if m else None
+        if not key or key in KNOWN_KEYS or key.startswith("iteration"):
+            continue
+        unknown[key] = (snake_case(key), 1.0)
+    if not unknown:
+        return df
+    partial = df.get_column("_partial")
+    base = df.drop([c for c in ("rank_label", "timestamp", "iteration", "train_iters", "_partial", "_unknown_keys") if c in df.columns])
+    out = extract(base.select(text_col, "line"), text_col, unknown)
+    new_cols = [name for name, _ in unknown.values() if name in out.columns]
+    return df.with_columns(out.select(new_cols)).with_columns((partial | out.get_column("_partial")).alias("_partial"))
+
+
+# ---- Megatron-Bridge Step Time line (slow path; one per log interval) ---------------------------
+
+STEP_TIME_RE = re.compile(
+    r"Step Time\s*:\s*(?P<s>[-+\d.eE]+)\s*s\s+GPU utilization:\s*(?P<tf>[-+\d.eE,]+)\s*(?:MODEL_)?TFLOP/s/GPU"
+)
+
+
+def parse_step_time(text: str) -> dict | None:
+    """``Step Time : 2.50s GPU utilization: 401.2MODEL_TFLOP/s/GPU`` (no iteration number: the
+    caller attaches the iteration of the nearest Megatron iteration line)."""
+    m = STEP_TIME_RE.search(text)
+    if not m:
+        return None
+    try:
+        return {"step_time_s": float(m.group("s")),
+                "model_tflops_per_gpu": float(m.group("tf").replace(",", ""))}
+    except ValueError:
+        return None
+
+
+# ---- arguments block -> run_config --------------------------------------------------------------
+
+ARG_RE = re.compile(r"^\s*([A-Za-z_][\w]*)\s\.{3,}\s(.*?)\s*$")
+RUN_CONFIG_KEYS = {
+    "world_size": "world_size",
+    "seq_length": "seq_length",
+    "micro_batch_size": "micro_batch_size",
+    "global_batch_size": "global_batch_size",
+    "tensor_model_parallel_size": "tensor_model_parallel_size",
+    "pipeline_model_parallel_size": "pipeline_model_parallel_size",
+    "context_parallel_size": "context_parallel_size",
+    "expert_model_parallel_size": "expert_model_parallel_size",
+    "data_parallel_size": "data_parallel_size",
+    "num_layers": "num_layers",
+    "hidden_size": "hidden_size",
+    "train_iters": "train_iters",
+}
+
+
+def parse_argument(text: str) -> tuple[str, object] | None:
+    """``  world_size ........................ 8`` -> ("world_size", 8) for the keys we keep."""
+    m = ARG_RE.match(text)
+    if not m or m.group(1) not in RUN_CONFIG_KEYS:
+        return None
+    raw = m.group(2)
+    try:
+        value: object = int(raw)
+    except ValueError:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = raw
+    return RUN_CONFIG_KEYS[m.group(1)], value
+
+
+__all__ = ["DETECT_RE", "NEMO2_COLLISION_RE", "KNOWN_KEYS", "fast_plan", "extract", "finish",
+           "discover_unknown", "parse_step_time", "parse_argument", "PREFIX_RE"]

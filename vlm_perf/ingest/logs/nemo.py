@@ -1,0 +1,85 @@
+"""NeMo progress lines (slow path: NeMo logs are small compared with Megatron ones).
+
+* NeMo 2 ``ProgressPrinter``: ``Training epoch 0, iteration 12/100 | lr: 1e-05 | reduced_train_loss: 2.3``
+  (no trailing ``|``; values ``{:.4}`` so large ones are e-notation; ``max_memory_*`` in bytes).
+* NeMo 1 Lightning bar postfix: ``Epoch 0: 10%|#| 12/120 [00:24<03:36, 2.00s/it, reduced_train_loss=2.35,
+  global_step=11.00, consumed_samples=2.56e+5, v_num=1]``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .preprocess import to_float
+from .schema import snake_case
+
+NEMO2_RE = re.compile(r"(?P<kind>Training|Validation|Testing) epoch (?P<epoch>\d+), iteration (?P<it>\d+)/(?P<total>\d+)(?P<rest>.*)$")
+NEMO1_RE = re.compile(
+    r"Epoch (?P<epoch>\d+):\s*\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<post>[^\]]*)\]?"
+)
+_RATE_RE = re.compile(r"([\d.]+)\s*(s/it|it/s)")
+_KV1_RE = re.compile(r"(\w+)=([^,\]\s]+)")
+
+# key -> core column (seconds and TFLOP/s already in core units)
+_MAP = {
+    "reduced_train_loss": "loss",
+    "train_loss": "loss",
+    "loss": "loss",
+    "lr": "lr",
+    "global_step": "iteration",
+    "consumed_samples": "consumed_samples",
+    "global_batch_size": "global_batch_size",
+    "train_step_timing in s": "elapsed_s",
+    "train_step_timing": "elapsed_s",
+    "TFLOPS_per_GPU": "tflops_per_gpu_logged",
+    "tflops_per_sec_per_gpu": "tflops_per_gpu_logged",
+    "grad_norm": "grad_norm",
+}
+
+
+def _put(rec: dict, key: str, value: float | None) -> None:
+    if value is None:
+        return
+    name = _MAP.get(key) or snake_case(key)
+    rec.setdefault(name, value)
+
+
+def parse_nemo2(text: str) -> tuple[str, dict | None] | None:
+    """Return None if not a NeMo 2 line, ('ignore', None) for validation/testing lines,
+    ('nemo2', record) for training lines (record None when no field parsed)."""
+    m = NEMO2_RE.search(text)
+    if not m:
+        return None
+    if m.group("kind") != "Training":
+        return "validation", None
+    rec: dict = {"epoch": float(m.group("epoch"))}
+    for field in m.group("rest").split("|"):
+        if ":" not in field:
+            continue
+        key, _, raw = field.rpartition(":")
+        _put(rec, key.strip(), to_float(raw))
+    rec["iteration"] = int(rec["iteration"]) if "iteration" in rec else int(m.group("it"))
+    if len(rec) <= 2:
+        return "nemo2", None
+    return "nemo2", rec
+
+
+def parse_nemo1(text: str) -> dict | None:
+    m = NEMO1_RE.search(text)
+    if not m:
+        return None
+    post = m.group("post")
+    rec: dict = {"epoch": float(m.group("epoch"))}
+    r = _RATE_RE.search(post)
+    if r:
+        v = float(r.group(1))
+        rec["elapsed_s"] = v if r.group(2) == "s/it" else (1.0 / v if v else None)
+    for key, raw in _KV1_RE.findall(post):
+        if key == "v_num":
+            continue
+        _put(rec, key, to_float(raw))
+    if "iteration" not in rec:  # no global_step in the postfix: fall back to the bar position
+        rec["iteration"] = int(m.group("n"))
+    else:
+        rec["iteration"] = int(rec["iteration"])
+    return rec

@@ -1,0 +1,292 @@
+"""``parse_logs``: files -> one tidy iteration table + diagnostics.
+
+Per text file (or per 64 MB chunk of a compressed one), two polars passes:
+
+1. clean, complete Megatron iteration lines (``_fast_mask``: the bulk of big logs) go through
+   ``megatron.fast_plan`` on the streaming engine; only records come back;
+2. all other lines are classified vectorised (``_plan``): candidates for another format or
+   needing cleaning (``{``, ``step:``, ``\r``, ANSI, non-ASCII, ...) go to the per-line Python
+   ``Router``; the rest are counted by ignore reason, vectorised, in bounded batches.
+
+Memory is bounded by the batch size and the records, not by the file size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from . import dicts, megatron
+from .diagnostics import Diagnostics
+from .reader import head_text, lazy_line_frames, read_text
+from .router import REASON_RULES, Router
+from .schema import CORE_COLUMNS, FORMATS, PARTIAL_FLAG, concat_records, conform, empty_frame
+from .segments import ORD, assign_segments, dedup_view, last_write_wins
+
+#: Rows per streaming batch handed back to Python (slow path / ignored lines only).
+BATCH_ROWS = 1 << 20
+#: Fast-path lines used to probe which Megatron keys a file uses.
+PROBE_ROWS = 5000
+
+# Candidate pre-filter for the slow path (raw text, before cleaning). Deliberately broad: a false
+# positive costs one Python call, a false negative loses a record.
+CANDIDATE_RE = (
+    r"[\r\x1b{]"                                   # tqdm redraws, colours, dicts
+    r"|step:\s*\d|Step Time|epoch \d+, iteration|Epoch \d+:|iteration\s+\d+\s*/"
+    r"|\tJob ID:|^\s*\w+ \.{3,} "                  # progress.txt, Megatron arguments block
+    r"|successfully loaded checkpoint|Restoring states|Running training|Resuming training|Loading checkpoint from"
+    r"|\d+%\|"                                     # tqdm bars (HF step numbers)
+    r"|^[^\s{}\[\]]*:[^\s{}\[\]]*(?: - [^\s{}\[\]]+)*\s*$"  # hard-wrapped veRL continuation
+)
+_FAST_EXCLUDE_RE = r"[\x1b\r]|" + megatron.NEMO2_COLLISION_RE
+_SUB_SCALE = 1000          # ordering key: (file, line, \r-piece)
+_FILE_SCALE = 1 << 50
+
+
+@dataclass
+class ParseResult:
+    """``raw``: every record (core columns first). ``iterations``: one row per iteration, latest
+    segment wins. ``deduplicated``: one row per (segment, iteration)."""
+
+    raw: pl.DataFrame
+    diagnostics: Diagnostics
+    run_config: dict = field(default_factory=dict)
+    _dedup: pl.DataFrame | None = None
+    _iterations: pl.DataFrame | None = None
+
+    @property
+    def deduplicated(self) -> pl.DataFrame:
+        if self._dedup is None:
+            self._dedup = dedup_view(self.raw)
+        return self._dedup
+
+    @property
+    def iterations(self) -> pl.DataFrame:
+        if self._iterations is None:
+            self._iterations = last_write_wins(self.deduplicated)
+        return self._iterations
+
+
+# ---- text files ---------------------------------------------------------------------------------
+
+def _fast_mask() -> pl.Expr:
+    """Clean, complete Megatron iteration line: handled entirely by ``megatron.fast_plan``."""
+    text = pl.col("text")
+    return (
+        text.str.contains(megatron.DETECT_RE)
+        & text.str.ends_with("|")  # complete line; truncated ones take the checked slow path
+        & (text.str.len_bytes() == text.str.len_chars())  # ASCII: byte (find) == char (slice) offsets
+        & ~text.str.contains(_FAST_EXCLUDE_RE)
+    )
+
+
+def _plan(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Rows NOT on the fast path, classified: 1 = slow path (Python router), 2 = ignore."""
+    text = pl.col("text")
+    cand = (text.str.len_bytes() != text.str.len_chars()) | text.str.contains(CANDIDATE_RE)
+    return lf.filter(~_fast_mask()).with_columns(
+        pl.when(cand).then(pl.lit(1, pl.UInt8)).otherwise(pl.lit(2, pl.UInt8)).alias("_kind")
+    )
+
+
+def _fast_records(lf: pl.LazyFrame) -> pl.DataFrame | None:
+    """Pass 1: vectorised Megatron extraction on the streaming engine (output = records only)."""
+    fast = lf.filter(_fast_mask())
+    sample = fast.head(PROBE_ROWS).collect()
+    if sample.height == 0:
+        return None
+    texts = sample.get_column("text")
+    keys = megatron.key_order(texts, megatron.probe_keys(texts))
+    # prefix extraction costs a regex per row: only in the plan if the sample shows prefixes
+    with_label = not sample.select(megatron._is_plain(pl.col("text")).all()).item()
+    out = megatron.fast_plan(fast, keys, label=with_label,
+                             fraction=megatron.has_fraction(texts)).collect(engine="streaming")
+    redo_mask = (out.get_column("_unknown_keys") | out.get_column("_partial") | out.get_column("_prefixed")).fill_null(True)
+    if redo_mask.any():
+        # keys outside the probed set, an unusual key order, a garbled value or a launcher prefix:
+        # redo those rows with the checked extraction over every known key (unknown keys are
+        # discovered later from the kept text)
+        redo = megatron.extract(out.filter(redo_mask).select("line", "text"))
+        out = pl.concat([out.filter(~redo_mask), redo], how="diagonal_relaxed").sort("line")
+    return out.drop("_prefixed").with_columns(pl.lit(0, pl.Int64).alias("_sub"))
+
+
+def _reasons_expr(text: pl.Expr) -> pl.Expr:
+    # blank includes a bare `srun -l` label such as " 3: "
+    expr = pl.when(text.str.contains(r"^(?:\s*\d+:)?\s*$")).then(pl.lit("blank"))
+    for name, rx in REASON_RULES:
+        expr = expr.when(text.str.contains(rx)).then(pl.lit(name))
+    return expr.otherwise(pl.lit("other"))
+
+
+def _megatron_frame(rows: pl.DataFrame) -> pl.DataFrame:
+    """Vectorised extraction for (already cleaned) rows from the slow path: columns line, _sub,
+    rank_label, text. Non-ASCII characters are masked so byte and char offsets agree; values must
+    be terminated by ``|`` (these rows may be truncated)."""
+    masked = rows.with_columns(pl.col("text").str.replace_all(r"[^\x00-\x7F]", "?").str.strip_chars_end())
+    out = megatron.extract(masked.rename({"rank_label": "_label"}))
+    return out.with_columns(pl.coalesce("_label", "rank_label").alias("rank_label")).drop("_label")
+
+
+def _finish_mega(df: pl.DataFrame) -> pl.DataFrame:
+    if df.height and df.get_column("_unknown_keys").any():
+        unk = megatron.discover_unknown(df.filter(pl.col("_unknown_keys")))
+        df = pl.concat([df.filter(~pl.col("_unknown_keys")), unk], how="diagonal_relaxed")
+    df = df.drop([c for c in ("text", "_unknown_keys", "_kind") if c in df.columns])
+    return megatron.finish(df)
+
+
+def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) -> tuple[pl.DataFrame, list[int], dict]:
+    router = Router(file=str(path), only=only)
+    mega_frames: list[pl.DataFrame] = []
+    for lf in lazy_line_frames(path):
+        # pass 1: clean Megatron lines (the bulk of big logs), fully vectorised and streaming
+        fast = _fast_records(lf)
+        if fast is not None:
+            diag.lines_read += fast.height
+            if only not in (None, "megatron"):
+                diag.ignore("other_format", fast.height)
+            else:
+                mega_frames.append(fast)
+        # pass 2: everything else, in bounded batches
+        for batch in _plan(lf).collect_batches(chunk_size=BATCH_ROWS):
+            diag.lines_read += batch.height
+            kinds = batch.get_column("_kind")
+            cand = batch.filter(kinds == 1).select("line", "text")
+            for line, text in cand.iter_rows():
+                if "\ufffd" in text:  # only non-ASCII rows can hold replacement characters
+                    diag.decode_errors += text.count("\ufffd")
+                router.feed(line, text)
+            ign = batch.filter(kinds == 2)
+            if ign.height:
+                counts = ign.select(_reasons_expr(pl.col("text")).alias("r")).get_column("r").value_counts()
+                diag.ignore_counts(dict(counts.iter_rows()))
+    router.close()
+
+    if router.mega_rows:
+        slow = pl.DataFrame(router.mega_rows, schema={"line": pl.Int64, "_sub": pl.Int64, "rank_label": pl.Utf8, "text": pl.Utf8}, orient="row")
+        mega_frames.append(_megatron_frame(slow))
+    frames: list[pl.DataFrame] = []
+    if mega_frames:
+        mega = _finish_mega(pl.concat(mega_frames, how="diagonal_relaxed"))
+        bad = mega.filter(pl.col("iteration").is_null())
+        router.failed.extend(bad.get_column("line").to_list())
+        mega = mega.filter(pl.col("iteration").is_not_null())
+        for line in sorted(mega.filter(pl.col(PARTIAL_FLAG)).get_column("line").to_list()):
+            diag.mark_partial(f"{path}:{line}")
+        diag.saw("megatron", mega.height)
+        frames.append(mega.drop(PARTIAL_FLAG))
+    if router.records:
+        frames.append(_records_frame(router.records))
+    for fmt, n in router.seen.items():
+        diag.saw(fmt, n)
+    diag.ignore_counts(router.ignored)
+    for line in sorted(router.failed):
+        diag.fail(f"{path}:{line}")
+    df = concat_records(frames) if frames else empty_frame()
+    df = df.with_columns(pl.lit(str(path)).alias("file"))
+    sub = pl.col("_sub") if "_sub" in df.columns else pl.lit(0, pl.Int64)
+    df = df.with_columns(
+        (pl.lit(file_idx * _FILE_SCALE, pl.Int64) + pl.col("line") * _SUB_SCALE + sub.fill_null(0)).alias(ORD)
+    )
+    df = _attach_step_time(df)
+    banners = [file_idx * _FILE_SCALE + line * _SUB_SCALE + sub for line, sub in router.banners]
+    return df, banners, router.run_config
+
+
+def _records_frame(records: list[dict]) -> pl.DataFrame:
+    df = pl.from_dicts(records, infer_schema_length=None)
+    if "timestamp" in df.columns and df.schema["timestamp"] == pl.Utf8:
+        df = df.with_columns(pl.col("timestamp").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"))
+    return conform(df)
+
+
+def _attach_step_time(df: pl.DataFrame) -> pl.DataFrame:
+    """Megatron-Bridge Step Time lines carry no iteration: use the next Megatron iteration line of
+    the same file (rank 0 prints it just before the last rank's line), else the previous one."""
+    is_st = (pl.col("framework") == "megatron-bridge") & pl.col("iteration").is_null()
+    if not df.height or not df.select(is_st.any()).item():
+        return df.sort(ORD)
+    df = df.sort(ORD)
+    mega_it = pl.when(pl.col("framework") == "megatron").then(pl.col("iteration"))
+    guess = pl.coalesce(mega_it.backward_fill(), mega_it.forward_fill())
+    return df.with_columns(pl.when(is_st).then(guess).otherwise(pl.col("iteration")).alias("iteration"))
+
+
+# ---- structured files ----------------------------------------------------------------------------
+
+def _is_tensorboard(path: Path) -> bool:
+    if path.is_dir():
+        return any(p.name.startswith("events.out.tfevents") for p in path.rglob("events.out.tfevents*"))
+    return "tfevents" in path.name
+
+
+def _parse_trainer_state(path: Path, file_idx: int, diag: Diagnostics) -> pl.DataFrame:
+    text, bad = read_text(path)
+    diag.decode_errors += bad
+    diag.lines_read += text.count("\n") + (0 if text.endswith("\n") else 1)
+    rows = []
+    for line, rec in dicts.parse_trainer_state(text):
+        rec.update(framework="hf", line=line, _sub=0, rank_label=None)
+        rows.append(rec)
+    diag.saw("hf", len(rows))
+    df = _records_frame(rows) if rows else empty_frame()
+    return df.with_columns((pl.lit(file_idx * _FILE_SCALE, pl.Int64) + pl.col("line") * _SUB_SCALE).alias(ORD))
+
+
+# ---- public entry point ---------------------------------------------------------------------------
+
+def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> ParseResult:
+    """Parse training logs into one iteration table.
+
+    ``paths``: log files (plain, .gz, .zst), ``trainer_state.json``, JSONL sidecars, or TensorBoard
+    event files/directories. ``format``: ``"auto"`` (detect per line) or one of ``FORMATS`` (lines
+    of other formats are counted as ignored ``other_format``).
+    Raises ValueError for a missing file or a file without any recognisable record.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    if format != "auto" and format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}; expected 'auto' or one of: {', '.join(FORMATS)}")
+    only = None if format == "auto" else format
+    diag = Diagnostics()
+    frames: list[pl.DataFrame] = []
+    banners: list[int] = []
+    run_config: dict = {}
+    for file_idx, p in enumerate(paths):
+        path = Path(p)
+        if not path.exists():
+            raise ValueError(f"log file not found: {path}")
+        diag.files.append(str(path))
+        before = diag.records
+        if _is_tensorboard(path) and only in (None, "tensorboard"):
+            from .tensorboard import parse_tensorboard
+
+            df = parse_tensorboard(path, file_idx * _FILE_SCALE, diag)
+        elif path.is_dir():
+            raise ValueError(f"{path} is a directory without TensorBoard event files")
+        elif only in (None, "hf") and head_text(path).lstrip().startswith("{") and '"log_history"' in head_text(path, 1 << 16):
+            df = _parse_trainer_state(path, file_idx, diag)
+        else:
+            df, file_banners, cfg = _parse_text(path, file_idx, only, diag)
+            banners.extend(file_banners)
+            for k, v in cfg.items():
+                run_config.setdefault(k, v)
+        diag.records = before + df.height
+        if df.height == 0:
+            tried = ", ".join(FORMATS) if only is None else only
+            raise ValueError(f"{path}: no recognisable training-log record (formats tried: {tried})")
+        frames.append(df)
+    raw = concat_records(frames) if len(frames) > 1 or not frames else frames[0]
+    raw = raw.select([*CORE_COLUMNS, *sorted(c for c in raw.columns if c not in CORE_COLUMNS)])
+    raw = raw.sort(ORD)
+    raw = assign_segments(raw, banners)
+    diag.segments = int(raw.get_column("segment").max() or 0) + 1 if raw.height else 0
+    keyed = raw.filter(pl.col("iteration").is_not_null())
+    diag.duplicates = keyed.height - keyed.select(pl.struct("segment", "iteration", "framework").n_unique()).item()
+    raw = raw.drop([c for c in (ORD, "_sub") if c in raw.columns])
+    extras = sorted(c for c in raw.columns if c not in CORE_COLUMNS)
+    raw = raw.select([*CORE_COLUMNS, *extras])
+    return ParseResult(raw=raw, diagnostics=diag, run_config=run_config)

@@ -1,0 +1,131 @@
+"""Column schema of the tidy iteration table and helpers to conform frames to it.
+
+Units of the core columns (see docs/log-formats.md):
+
+* ``elapsed_s``            seconds per iteration (interval mean where the framework averages)
+* ``tflops_per_gpu_logged`` TFLOP/s per GPU exactly as the framework reported it (not recomputed)
+* ``mfu_logged``           fraction 0..1 (percentages are divided by 100)
+* ``tokens_per_s``         tokens per second per GPU as the framework reported it
+* ``lr``                   learning rate; ``loss``/``grad_norm`` are unitless
+* ``global_batch_size``, ``consumed_samples`` in samples; ``skipped_iterations``,
+  ``nan_iterations`` are counts within the logging interval
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+CORE_COLUMNS: tuple[str, ...] = (
+    "framework",
+    "file",
+    "line",
+    "rank_label",
+    "segment",
+    "iteration",
+    "timestamp",
+    "elapsed_s",
+    "tflops_per_gpu_logged",
+    "mfu_logged",
+    "tokens_per_s",
+    "loss",
+    "lr",
+    "grad_norm",
+    "global_batch_size",
+    "consumed_samples",
+    "skipped_iterations",
+    "nan_iterations",
+)
+
+CORE_SCHEMA: dict[str, pl.DataType] = {
+    "framework": pl.Utf8(),
+    "file": pl.Utf8(),
+    "line": pl.Int64(),
+    "rank_label": pl.Utf8(),
+    "segment": pl.Int64(),
+    "iteration": pl.Int64(),
+    "timestamp": pl.Datetime("us"),
+    "elapsed_s": pl.Float64(),
+    "tflops_per_gpu_logged": pl.Float64(),
+    "mfu_logged": pl.Float64(),
+    "tokens_per_s": pl.Float64(),
+    "loss": pl.Float64(),
+    "lr": pl.Float64(),
+    "grad_norm": pl.Float64(),
+    "global_batch_size": pl.Int64(),
+    "consumed_samples": pl.Int64(),
+    "skipped_iterations": pl.Int64(),
+    "nan_iterations": pl.Int64(),
+}
+
+#: Format names accepted by ``parse_logs(format=...)``; they also fill the ``framework`` column.
+FORMATS: tuple[str, ...] = (
+    "megatron",           # Megatron-LM / Megatron-Bridge / Megatron-DeepSpeed / FlagScale iteration line
+    "megatron-bridge",    # Megatron-Bridge "Step Time : ... MODEL_TFLOP/s/GPU" line
+    "megatron-progress",  # Megatron progress.txt (--log-progress)
+    "nemo2",              # NeMo 2 ProgressPrinter "Training epoch E, iteration n/N | k: v"
+    "nemo1",              # NeMo 1 Lightning progress bar postfix "k=v"
+    "torchtitan",
+    "hf",                 # HF Trainer / accelerate dict lines and trainer_state.json
+    "llamafactory",       # trainer_log.jsonl
+    "swift",              # ms-swift logging.jsonl
+    "verl",               # veRL console "step:N - k:v"
+    "verl-jsonl",         # veRL file logger {"step": N, "data": {...}}
+    "tensorboard",        # event files, via the optional tbparse dependency
+)
+
+#: Internal column carrying per-record parse problems (e.g. truncated field); dropped before output.
+PARTIAL_FLAG = "_partial"
+
+_SNAKE_RE = re.compile(r"[^0-9a-zA-Z]+")
+
+
+def snake_case(key: str) -> str:
+    """``'energy per GPU (J/iter/GPU)'`` -> ``'energy_per_gpu_j_iter_gpu'``; ``'memory(GiB)'`` -> ``'memory_gib'``."""
+    out = _SNAKE_RE.sub("_", key.strip()).strip("_").lower()
+    if not out:
+        return "field"
+    if out[0].isdigit():
+        out = "f_" + out
+    return out
+
+
+def empty_frame() -> pl.DataFrame:
+    return pl.DataFrame(schema=CORE_SCHEMA)
+
+
+def conform(df: pl.DataFrame) -> pl.DataFrame:
+    """Add missing core columns as nulls, cast them to the core dtypes, core columns first.
+
+    Extra columns (everything not in CORE_COLUMNS) are cast to Float64 when numeric so that
+    frames from different formats concatenate with ``how="diagonal_relaxed"``.
+    """
+    exprs = []
+    for name in CORE_COLUMNS:
+        dtype = CORE_SCHEMA[name]
+        if name in df.columns:
+            col = pl.col(name)
+            if df.schema[name] != dtype:
+                col = col.cast(dtype, strict=False)
+            exprs.append(col.alias(name))
+        else:
+            exprs.append(pl.lit(None, dtype=dtype).alias(name))
+    extras = [c for c in df.columns if c not in CORE_SCHEMA]
+    for name in extras:
+        dt = df.schema[name]
+        if dt.is_numeric() and dt != pl.Float64:
+            exprs.append(pl.col(name).cast(pl.Float64))
+        else:
+            exprs.append(pl.col(name))
+    return df.select(exprs)
+
+
+def concat_records(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Concatenate conformed frames (different extra columns allowed), keeping core order."""
+    frames = [f for f in frames if f.height]
+    if not frames:
+        return empty_frame()
+    out = pl.concat([conform(f) for f in frames], how="diagonal_relaxed")
+    extras = sorted(c for c in out.columns if c not in CORE_SCHEMA)
+    return out.select([*CORE_COLUMNS, *extras])

@@ -1,0 +1,91 @@
+"""Restart segments and the deduplicated views.
+
+Rules (docs/log-formats.md):
+
+* Records are ordered by (file order, line, position inside a ``\\r``-split line).
+* A new segment starts at a record whose iteration is *lower* than the previous record printed by
+  the same ``rank_label`` (a restart from an earlier checkpoint), or at the first record after a
+  restart banner (progress.txt ``Starting job``, checkpoint-load messages, HF "Running training").
+  Equal iterations are duplicates (every rank printing, tqdm redraws), never a restart.
+* After a restart every rank label steps back once; those belong to the same restart. A label's
+  step-back opens a new segment only if that label already printed in the current segment.
+* Dedup view: one row per (segment, iteration); columns take the first non-null value in order,
+  ``copies`` counts merged raw rows and ``rank_labels`` lists the labels seen.
+* ``iterations`` view: last write wins per iteration across segments.
+
+Only boundary *candidates* (a handful per restart) go through Python; everything else is polars.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+ORD = "_ord"
+
+
+def assign_segments(df: pl.DataFrame, banner_ords: list[int]) -> pl.DataFrame:
+    """Add ``segment`` (Int64, 0-based) and ``first_in_segment`` to records sorted by ``_ord``."""
+    n = df.height
+    if n == 0:
+        return df.with_columns(pl.lit(0, pl.Int64).alias("segment"), pl.lit(False).alias("first_in_segment"))
+    idx = pl.int_range(0, pl.len(), dtype=pl.Int64)
+    has_it = pl.col("iteration").is_not_null()
+    lab = pl.col("rank_label").fill_null("")
+    work = df.select(
+        idx.alias("_i"), pl.col(ORD), pl.col("iteration"), lab.alias("_lab"), has_it.alias("_has")
+    ).filter(pl.col("_has"))
+    work = work.with_columns(
+        pl.col("iteration").shift(1).over("_lab").alias("_prev_it"),
+        pl.col("_i").shift(1).over("_lab").alias("_prev_i"),
+    )
+    cand = work.filter(pl.col("iteration") < pl.col("_prev_it")).select("_i", "_prev_i")
+    cand_i = cand.get_column("_i").to_numpy()
+    cand_prev = cand.get_column("_prev_i").to_numpy()
+
+    # banner -> boundary at the first record (with an iteration) after the banner
+    banner_bounds: set[int] = set()
+    if banner_ords:
+        ords = work.get_column(ORD).to_numpy()
+        rec_i = work.get_column("_i").to_numpy()
+        pos = np.searchsorted(ords, np.asarray(sorted(banner_ords), dtype=np.int64), side="right")
+        for p in pos:
+            if 0 < p < len(ords):  # a banner before the first record opens nothing
+                banner_bounds.add(int(rec_i[p]))
+    events = sorted({(int(i), int(pv), False) for i, pv in zip(cand_i, cand_prev)} |
+                    {(i, -1, True) for i in banner_bounds})
+    accepted: list[int] = []
+    last = 0
+    for i, prev_i, is_banner in events:  # few: one per label per restart
+        if is_banner or prev_i >= last:
+            if not accepted or accepted[-1] != i:
+                accepted.append(i)
+            last = i
+    bounds = np.asarray(accepted, dtype=np.int64)
+    seg = np.searchsorted(bounds, np.arange(n, dtype=np.int64), side="right")
+    out = df.with_columns(pl.Series("segment", seg, dtype=pl.Int64))
+    has = pl.col("iteration").is_not_null()
+    first = has & (has.cast(pl.Int64).cum_sum().over("segment") == 1)
+    return out.with_columns(first.alias("first_in_segment"))
+
+
+def dedup_view(raw: pl.DataFrame) -> pl.DataFrame:
+    """One row per (segment, iteration): first non-null per column, plus ``copies``/``rank_labels``."""
+    rows = raw.filter(pl.col("iteration").is_not_null())
+    keys = ["segment", "iteration"]
+    others = [c for c in rows.columns if c not in keys]
+    return (
+        rows.group_by(keys, maintain_order=True)
+        .agg(
+            *[pl.col(c).drop_nulls().first().alias(c) for c in others],
+            pl.len().cast(pl.Int64).alias("copies"),
+            pl.col("rank_label").drop_nulls().unique(maintain_order=True).str.join(",").alias("rank_labels"),
+        )
+        .select(raw.columns + ["copies", "rank_labels"])
+    )
+
+
+def last_write_wins(dedup: pl.DataFrame) -> pl.DataFrame:
+    """One row per iteration, from the latest segment that logged it, sorted by iteration."""
+    # dedup rows are in log order and segments only grow along it, so "last" = latest segment
+    return dedup.unique(subset=["iteration"], keep="last", maintain_order=True).sort("iteration")

@@ -1,0 +1,74 @@
+"""TensorBoard event files through the optional ``tensorboard`` extra (tbparse, imported lazily).
+
+Tags are mapped to the core columns; duplicates from restarts are resolved by keeping the latest
+``wall_time`` per (tag, step), as NVIDIA/cloudai does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from .diagnostics import Diagnostics
+from .schema import conform, snake_case
+
+TAG_MAP = {
+    "iteration-time": ("elapsed_s", 1.0),
+    "lm loss": ("loss", 1.0),
+    "throughput": ("tflops_per_gpu_logged", 1.0),
+    "throughput/tflops/device": ("tflops_per_gpu_logged", 1.0),
+    "learning-rate": ("lr", 1.0),
+    "grad-norm": ("grad_norm", 1.0),
+    "batch-size": ("global_batch_size", 1.0),
+    "reduced_train_loss": ("loss", 1.0),
+    "train_step_timing in s": ("elapsed_s", 1.0),
+    "TFLOPS_per_GPU": ("tflops_per_gpu_logged", 1.0),
+    "lr": ("lr", 1.0),
+    "loss_metrics/global_avg_loss": ("loss", 1.0),
+    "grad_norm": ("grad_norm", 1.0),
+    "throughput(tps)": ("tokens_per_s", 1.0),
+    "tflops": ("tflops_per_gpu_logged", 1.0),
+    "mfu(%)": ("mfu_logged", 0.01),
+    "time_metrics/end_to_end(s)": ("elapsed_s", 1.0),
+    "train/loss": ("loss", 1.0),
+    "train/learning_rate": ("lr", 1.0),
+    "train/grad_norm": ("grad_norm", 1.0),
+}
+
+
+def parse_tensorboard(path: Path, ord_base: int, diag: Diagnostics) -> pl.DataFrame:
+    try:
+        from tbparse import SummaryReader
+    except ImportError as exc:  # optional extra
+        raise ValueError(
+            f"{path}: reading TensorBoard event files needs the optional extra: pip install 'vlm-perf[tensorboard]'"
+        ) from exc
+    reader = SummaryReader(str(path), pivot=False, extra_columns={"wall_time"})
+    scalars = reader.scalars
+    if scalars is None or len(scalars) == 0:
+        return conform(pl.DataFrame({"iteration": pl.Series([], dtype=pl.Int64)}))
+    long = pl.from_pandas(scalars[["step", "tag", "value", "wall_time"]])
+    diag.lines_read += long.height
+    before = long.height
+    long = long.sort("wall_time").unique(subset=["tag", "step"], keep="last")
+    diag.duplicates += before - long.height
+    names = {tag: TAG_MAP.get(tag, (snake_case(tag), 1.0)) for tag in long.get_column("tag").unique().to_list()}
+    long = long.with_columns(
+        pl.col("tag").replace_strict({t: n for t, (n, _) in names.items()}).alias("name"),
+        (pl.col("value") * pl.col("tag").replace_strict({t: m for t, (_, m) in names.items()}, return_dtype=pl.Float64)).alias("value"),
+    )
+    wide = long.pivot(on="name", index="step", values="value", aggregate_function="first").sort("step")
+    times = long.group_by("step").agg(pl.col("wall_time").max().alias("_wt"))
+    wide = wide.join(times, on="step", how="left").sort("step")
+    wide = wide.with_columns(
+        pl.col("step").cast(pl.Int64).alias("iteration"),
+        pl.from_epoch((pl.col("_wt") * 1e6).cast(pl.Int64), time_unit="us").alias("timestamp"),
+        pl.lit("tensorboard").alias("framework"),
+        pl.lit(str(path)).alias("file"),
+        pl.lit(None, pl.Utf8).alias("rank_label"),
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line"),
+    ).drop("step", "_wt")
+    diag.saw("tensorboard", wide.height)
+    out = conform(wide)
+    return out.with_columns((pl.lit(ord_base, pl.Int64) + pl.col("line") * 1000).alias("_ord"))

@@ -1,0 +1,46 @@
+"""torchtitan console metrics line (fields separated by two spaces, thousands separators,
+``mfu`` in percent -> fraction, ``memory`` in GiB)."""
+
+from __future__ import annotations
+
+import re
+
+from .preprocess import to_float
+from .schema import snake_case
+
+DETECT_RE = re.compile(r"(?<![\w/])(?P<val>validate )?step:\s*(?P<step>\d+)\s{2,}(?:loss|wps|tps)")
+_TS_RE = re.compile(r"\[titan\]\s+(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)?)")
+_FIELD_RE = re.compile(r"([A-Za-z_][\w()%/]*):\s*(\S+)")
+_MEM_RE = re.compile(r"([\d.,]+)GiB\(([\d.,]+)%\)")
+
+_MAP = {"loss": "loss", "grad_norm": "grad_norm", "tps": "tokens_per_s", "wps": "tokens_per_s",
+        "tflops": "tflops_per_gpu_logged", "lr": "lr"}
+
+
+def parse(text: str) -> tuple[str, dict | None] | None:
+    m = DETECT_RE.search(text)
+    if not m:
+        return None
+    if m.group("val"):
+        return "validation", None
+    rec: dict = {"iteration": int(m.group("step"))}
+    ts = _TS_RE.search(text)
+    if ts:
+        rec["timestamp"] = ts.group(1).replace(",", ".")
+    body = text[m.start():]
+    for key, raw in _FIELD_RE.findall(body[m.end("step") - m.start():]):
+        if key == "memory":
+            mm = _MEM_RE.match(raw)
+            if mm:
+                rec["memory_gib"] = to_float(mm.group(1))
+                rec["memory_pct"] = to_float(mm.group(2))
+            continue
+        if key == "mfu":
+            v = to_float(raw)  # 'N/A' with FP8/MX -> None
+            if v is not None:
+                rec["mfu_logged"] = v / 100.0
+            continue
+        v = to_float(raw)
+        if v is not None:
+            rec[_MAP.get(key) or snake_case(key)] = v
+    return "torchtitan", rec
