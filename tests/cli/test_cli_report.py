@@ -102,6 +102,7 @@ def test_world_size_derived_from_parallel_sizes(tmp_path):
     shutil.copy(SAMPLE_A / "metadata.jsonl.gz", run)
     (run / "run.yaml").write_text("model: qwen3-vl-30b-a3b\ngpu: GB200\n")
     r = cli("report", run, "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert s["world_size"] == 8 * 4 * 2  # data x tensor x pipeline parallel sizes from the arguments block
     assert s["run_config"]["sources"]["num_gpus"] == "derived:dp*tp*pp*cp"
