@@ -69,9 +69,21 @@ def assign_segments(df: pl.DataFrame, banner_ords: list[int]) -> pl.DataFrame:
     return out.with_columns(first.alias("first_in_segment"))
 
 
+def strictly_increasing(s: pl.Series) -> bool:
+    """No nulls and each value greater than the previous one (O(n), no hashing)."""
+    return s.null_count() == 0 and (s.len() < 2 or bool((s.diff().slice(1) > 0).all()))
+
+
 def dedup_view(raw: pl.DataFrame) -> pl.DataFrame:
     """One row per (segment, iteration): first non-null per column, plus ``copies``/``rank_labels``."""
-    rows = raw.filter(pl.col("iteration").is_not_null())
+    rows = raw.filter(pl.col("iteration").is_not_null()) if raw.get_column("iteration").null_count() else raw
+    if strictly_increasing(rows.get_column("iteration")):
+        # the common case (one line per iteration, no restart): every group is one row, so the
+        # group-by below is the identity; same values and dtypes without hashing
+        return rows.with_columns(
+            pl.lit(1, pl.Int64).alias("copies"),
+            pl.col("rank_label").fill_null("").alias("rank_labels"),
+        ).select(raw.columns + ["copies", "rank_labels"])
     keys = ["segment", "iteration"]
     others = [c for c in rows.columns if c not in keys]
     return (
@@ -88,4 +100,6 @@ def dedup_view(raw: pl.DataFrame) -> pl.DataFrame:
 def last_write_wins(dedup: pl.DataFrame) -> pl.DataFrame:
     """One row per iteration, from the latest segment that logged it, sorted by iteration."""
     # dedup rows are in log order and segments only grow along it, so "last" = latest segment
+    if strictly_increasing(dedup.get_column("iteration")):
+        return dedup.clone()  # already unique and sorted
     return dedup.unique(subset=["iteration"], keep="last", maintain_order=True).sort("iteration")
