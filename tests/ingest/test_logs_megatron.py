@@ -255,3 +255,31 @@ def test_rare_keys_in_a_large_batch_are_not_lost(tmp_path):
     assert raw.get_column("skipped_samples").null_count() == 5999
     assert raw.filter(pl.col("iteration") == 5800).row(0, named=True)["load_balancing_loss"] == 0.05
     assert raw.get_column("elapsed_s").null_count() == 0
+
+
+def test_yaml_config_dump_feeds_run_config(tmp_path):
+    # an indented YAML dump of the run configuration (the shape Megatron-Bridge prints its config in)
+    dump = (
+        "------- Task Configuration -------\n"
+        "model:\n"
+        "  tensor_model_parallel_size: 4\n"
+        "  pipeline_model_parallel_size: 2\n"
+        "  context_parallel_size: 1\n"
+        "  expert_model_parallel_size: 8\n"
+        "train:\n"
+        "  micro_batch_size: 1\n"
+        "  global_batch_size: 128\n"
+        "dataset:\n"
+        "  sequence_length: 4096\n"
+        "  num_workers: 8\n"
+    )
+    p = write(tmp_path, dump + MLM_TS + "\n")
+    result = parse_logs([p])
+    cfg = result.run_config
+    assert cfg["tensor_model_parallel_size"] == 4 and cfg["pipeline_model_parallel_size"] == 2
+    assert cfg["expert_model_parallel_size"] == 8 and cfg["context_parallel_size"] == 1
+    assert cfg["micro_batch_size"] == 1 and cfg["global_batch_size"] == 128 and cfg["seq_length"] == 4096
+    assert "num_workers" not in cfg
+    assert result.raw.height == 1
+    d = result.diagnostics.to_dict()
+    assert d["ignored"].get("arguments", 0) == 7  # every kept key counted, nothing silently dropped

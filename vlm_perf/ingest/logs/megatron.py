@@ -346,6 +346,9 @@ def parse_step_time(text: str) -> dict | None:
 # ---- arguments block -> run_config --------------------------------------------------------------
 
 ARG_RE = re.compile(r"^\s*([A-Za-z_][\w]*)\s\.{3,}\s(.*?)\s*$")
+# YAML-style config dumps (e.g. Megatron-Bridge printing its ConfigContainer): "  key: value",
+# indented, for the keys we keep only.
+YAML_ARG_RE = re.compile(r"^\s+([a-z_]+):\s+([0-9][\d_]*)\s*$")
 RUN_CONFIG_KEYS = {
     "world_size": "world_size",
     "seq_length": "seq_length",
@@ -356,6 +359,7 @@ RUN_CONFIG_KEYS = {
     "context_parallel_size": "context_parallel_size",
     "expert_model_parallel_size": "expert_model_parallel_size",
     "data_parallel_size": "data_parallel_size",
+    "sequence_length": "seq_length",  # Megatron-Bridge dataset config
     "num_layers": "num_layers",
     "hidden_size": "hidden_size",
     "train_iters": "train_iters",
@@ -363,8 +367,9 @@ RUN_CONFIG_KEYS = {
 
 
 def parse_argument(text: str) -> tuple[str, object] | None:
-    """``  world_size ........................ 8`` -> ("world_size", 8) for the keys we keep."""
-    m = ARG_RE.match(text)
+    """``  world_size ........................ 8`` (Megatron arguments block) or ``  world_size: 8``
+    (an indented YAML config dump) -> ("world_size", 8), for the keys we keep."""
+    m = ARG_RE.match(text) or YAML_ARG_RE.match(text)
     if not m or m.group(1) not in RUN_CONFIG_KEYS:
         return None
     raw = m.group(2)

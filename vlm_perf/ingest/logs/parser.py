@@ -51,6 +51,7 @@ CANDIDATE_RE = (
     r"[\r\x1b{]"                                   # tqdm redraws, colours, dicts
     r"|step:\s*\d|Step Time|epoch \d+, iteration|Epoch \d+:|iteration\s+\d+\s*/"
     r"|\tJob ID:|^\s*\w+ \.{3,} "                  # progress.txt, Megatron arguments block
+    r"|^\s+(?:world_size|seq_length|sequence_length|micro_batch_size|global_batch_size|\w+_parallel_size):\s+\d"
     r"|successfully loaded checkpoint|Restoring states|Running training|Resuming training|Loading checkpoint from"
     r"|\d+%\|"                                     # tqdm bars (HF step numbers)
     r"|^[^\s{}\[\]]*:[^\s{}\[\]]*(?: - [^\s{}\[\]]+)*\s*$"  # hard-wrapped veRL continuation
