@@ -1,0 +1,233 @@
+"""Dask backend: per-partition single-machine code + tree reduction == the single-machine path, exactly."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import polars as pl
+import pytest
+
+pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+
+from vlm_perf.ingest.logs import parse_logs
+from vlm_perf.ingest.metadata import iteration_stats
+from vlm_perf.scale import aggregate_metadata_dask, parse_logs_dask, plan_partitions
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None,
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def _row(rng: random.Random, it: int, mb: int, rank: int) -> dict:
+    row: dict = {"iteration": it, "microbatch": mb, "dp_rank": rank}
+    kind = rng.random()
+    if kind < 0.1:  # pre-aggregated LM and vision
+        row.update(lm_tokens=rng.randint(10, 4000), lm_tokens_sq=rng.randint(10**4, 10**7), lm_sequences=3,
+                   vision_patches=64, vision_patches_sq=2048, vision_merged_tokens=16, vision_items=1)
+    elif kind < 0.15:  # padded_tokens only
+        row.update(padded_tokens=rng.randint(1, 8) * 1024, samples=rng.randint(1, 4))
+    else:
+        seq = [rng.randint(1, 3000) for _ in range(rng.randint(1, 6))]
+        row.update(seq_lens=seq, padded_tokens=(sum(seq) // 1024 + 1) * 1024)
+        if rng.random() < 0.5:
+            row["image_grid_thw"] = [[1, 2 * rng.randint(1, 40), 2 * rng.randint(1, 40)]
+                                     for _ in range(rng.randint(1, 3))]
+        if rng.random() < 0.2:
+            row["video_grid_thw"] = [[rng.randint(1, 16), 2 * rng.randint(1, 20), 2 * rng.randint(1, 20)]]
+    return row
+
+
+def write_shards(root: Path, ranks: int = 6, iterations: int = 40, mbs: int = 3, seed: int = 0,
+                 gz_every: int = 3) -> Path:
+    """Per-rank shards (every rank has every iteration, so partitions overlap in iterations)."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    for rank in range(ranks):
+        lines = [json.dumps(_row(rng, it, mb, rank)) for it in range(iterations) for mb in range(mbs)]
+        text = "\n".join(lines) + "\n"
+        if gz_every and rank % gz_every == gz_every - 1:
+            with gzip.open(root / f"metadata-rank{rank:05d}.jsonl.gz", "wt") as fh:
+                fh.write(text)
+        else:
+            (root / f"metadata-rank{rank:05d}.jsonl").write_text(text)
+    return root
+
+
+def _same(a, b) -> None:
+    assert a.frame.equals(b.frame)
+    assert a.frame.schema == b.frame.schema
+    assert a.diagnostics.to_dict() == b.diagnostics.to_dict()
+
+
+@pytest.mark.parametrize("fpp,split_every", [(1, 2), (2, 3), (None, 8)])
+def test_metadata_bit_identical(tmp_path, client, fpp, split_every):
+    d = write_shards(tmp_path / "md")
+    spec = SimpleNamespace(vision=SimpleNamespace(spatial_merge_size=2, window_side_merged=4))
+    ref = iteration_stats(d, spec=spec)
+    got = aggregate_metadata_dask(d, spec=spec, client=client, files_per_partition=fpp, split_every=split_every)
+    _same(got, ref)
+    assert got.frame["iteration"].is_sorted() and got.diagnostics.rows_used == 6 * 40 * 3
+    assert all(dt == pl.Int64 for dt in got.frame.schema.values())
+    assert got.diagnostics.decompressed and got.diagnostics.notes == ref.diagnostics.notes != []
+
+
+def test_metadata_glob_and_default_scheduler(tmp_path):
+    d = write_shards(tmp_path / "md", ranks=3, gz_every=0)
+    pattern = str(d / "*.jsonl")
+    _same(aggregate_metadata_dask(pattern, files_per_partition=1), iteration_stats(pattern))
+
+
+def _with_bad_lines(tmp_path: Path) -> Path:
+    d = write_shards(tmp_path / "bad", ranks=5, iterations=10, mbs=2, gz_every=0)
+    f1 = d / "metadata-rank00001.jsonl"
+    lines = f1.read_text().splitlines()
+    lines[3] = json.dumps({"iteration": 2, "seq_lens": [10], "image_grid_thw": [[1, 3, 4]]})  # h not divisible
+    f1.write_text("\n".join(lines) + "\n")
+    f3 = d / "metadata-rank00003.jsonl"
+    lines = f3.read_text().splitlines()
+    lines[0] = "{not json"  # polars cannot parse: repair (slow) path
+    lines[5] = json.dumps({"iteration": "seven", "seq_lens": [1]})
+    lines[7] = json.dumps({"iteration": -1, "seq_lens": [1]})
+    f3.write_text("\n".join(lines) + "\n")
+    return d
+
+
+def test_metadata_bad_lines_consistent(tmp_path, client):
+    d = _with_bad_lines(tmp_path)
+    with pytest.raises(ValueError) as ref_err:
+        iteration_stats(d)
+    for fpp in (1, 2, 5):
+        with pytest.raises(ValueError) as err:
+            aggregate_metadata_dask(d, client=client, files_per_partition=fpp)
+        assert str(err.value) == str(ref_err.value)
+        assert "rank00001.jsonl:4" in str(err.value)
+        got = aggregate_metadata_dask(d, client=client, skip_bad=True, files_per_partition=fpp, split_every=2)
+        ref = iteration_stats(d, skip_bad=True)
+        _same(got, ref)
+        assert got.diagnostics.rows_skipped_total == 4 and len(got.diagnostics.bad_lines) == 4
+
+
+def test_metadata_missing_input_and_partition_plan(tmp_path):
+    with pytest.raises(ValueError, match="no such file"):
+        aggregate_metadata_dask(tmp_path / "nope.jsonl")
+    d = write_shards(tmp_path / "md", ranks=5, gz_every=0)
+    files = sorted(str(p) for p in d.iterdir())
+    assert plan_partitions(files, 2) == [files[0:2], files[2:4], files[4:]]
+    assert plan_partitions(files, partition_bytes=1) == [[f] for f in files]
+    assert plan_partitions(files, partition_bytes=1 << 40) == [files]
+
+
+# ------------------------------------------------------------------------------------- logs
+def mline(it: int, loss: float, prefix: str = "[default0]:") -> str:
+    return (f"{prefix} [2024-05-01 12:00:00] iteration {it:8d}/    1000 | consumed samples: {it * 8:12d} |"
+            f" elapsed time per iteration (ms): 1000.0 | learning rate: 1.000000E-04 | global batch size:     8 |"
+            f" lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 |"
+            f" number of nan iterations:   0 |")
+
+
+BANNER = "successfully loaded checkpoint from /ckpt [ t 1/1, p 1/1 ] at iteration {}"
+
+
+def _log_files(tmp_path: Path) -> list[Path]:
+    files = {
+        # two ranks print every iteration; a restart inside the file (banner, steps back)
+        "a.log": ["[default0]:  log_interval .................................... 10", "noise line"]
+        + [mline(i, 3.0 - i / 100, p) for i in (10, 20, 30) for p in ("[default0]:", "[default1]:")]
+        + [BANNER.format(20)] + [mline(i, 2.0 - i / 100) for i in (30, 40)],
+        # new attempt in a new file, banner before the first record, no step back (resumed at 40)
+        "b.log": ["[launcher] restart", BANNER.format(40), mline(50, 1.5), mline(60, 1.4), "Traceback (most recent call last):"],
+        # steps back across files without a banner; ends with a banner (next file: new segment)
+        "c.log": [mline(55, 1.3), mline(60, 1.2), mline(70, 1.1), BANNER.format(70)],
+        "d.log": [mline(80, 1.0), "{'loss': 1.5, 'learning_rate': 1e-05, 'epoch'"],
+    }
+    out = []
+    for name, lines in files.items():
+        p = tmp_path / name
+        p.write_text("\n".join(lines) + "\n")
+        out.append(p)
+    gz = tmp_path / "e.log.gz"
+    with gzip.open(gz, "wt") as fh:
+        fh.write("\n".join([mline(80, 0.9), mline(90, 0.8)]) + "\n")
+    out.append(gz)
+    return out
+
+
+def test_logs_same_as_parse_logs(tmp_path, client):
+    files = _log_files(tmp_path)
+    ref = parse_logs(files)
+    got = parse_logs_dask(files, client=client)
+    assert got.raw.equals(ref.raw)
+    assert got.raw.columns == ref.raw.columns
+    assert got.iterations.equals(ref.iterations)
+    assert got.deduplicated.equals(ref.deduplicated)
+    assert got.diagnostics.to_dict() == ref.diagnostics.to_dict()
+    assert got.run_config == ref.run_config
+    assert ref.diagnostics.segments == 5  # the case is not trivial: in-file, head, cross-file, tail restarts
+
+
+def test_logs_sample_run_split_per_attempt(tmp_path, client):
+    src = Path(__file__).resolve().parents[2] / "sample_logs" / "qwen3-vl-30b-a3b-sft" / "train.log"
+    lines = src.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if "(attempt 2)" in line)
+    a, b = tmp_path / "attempt1.log", tmp_path / "attempt2.log"
+    a.write_text("".join(lines[:cut]))
+    b.write_text("".join(lines[cut:]))
+    ref = parse_logs([a, b])
+    got = parse_logs_dask([a, b], client=client)
+    assert got.raw.equals(ref.raw) and got.iterations.equals(ref.iterations)
+    assert got.diagnostics.to_dict() == ref.diagnostics.to_dict()
+
+
+def test_logs_errors_in_file_order(tmp_path, client):
+    empty = tmp_path / "empty.log"
+    empty.write_text("nothing here\n")
+    good = _log_files(tmp_path)[0]
+    with pytest.raises(ValueError) as ref:
+        parse_logs([good, empty])
+    with pytest.raises(ValueError) as err:
+        parse_logs_dask([good, empty], client=client)
+    assert str(err.value) == str(ref.value)
+    with pytest.raises(ValueError, match="not found"):
+        parse_logs_dask([tmp_path / "missing.log"], client=client)
+
+
+def test_metadata_from_fsspec_urls(tmp_path, client):
+    """Object-store style input: shards behind URLs are staged per task; names stay the URLs."""
+    fsspec = pytest.importorskip("fsspec")
+    d = _with_bad_lines(tmp_path)
+    fs = fsspec.filesystem("memory")
+    for p in sorted(d.iterdir()):
+        fs.pipe(f"/vlm-perf-test/md/{p.name}", p.read_bytes())
+    try:
+        with pytest.raises(ValueError, match=r"^memory:///?vlm-perf-test/md/metadata-rank00001.jsonl:4: "):
+            aggregate_metadata_dask("memory://vlm-perf-test/md/*.jsonl", client=client, files_per_partition=2)
+        got = aggregate_metadata_dask("memory://vlm-perf-test/md", client=client, skip_bad=True, files_per_partition=2)
+        ref = iteration_stats(d, skip_bad=True)
+        assert got.frame.equals(ref.frame)
+        assert got.diagnostics.rows_skipped == ref.diagnostics.rows_skipped
+        assert [s.split("md/", 1)[1] for s in got.diagnostics.bad_lines] == \
+               [s.rsplit("/", 1)[1] for s in ref.diagnostics.bad_lines]
+        assert all(f.startswith("memory://") for f in got.diagnostics.files + got.diagnostics.cleaned)
+    finally:
+        fs.rm("/vlm-perf-test", recursive=True)
+
+
+def test_auto_partition_size_keeps_workers_busy():
+    from vlm_perf.scale.dask_backend import DEFAULT_PARTITION_BYTES, MIN_PARTITION_BYTES, _auto_partition_bytes
+
+    class FakeClient:
+        def nthreads(self):
+            return {"w1": 2, "w2": 2}
+
+    gb = 1 << 30
+    assert _auto_partition_bytes([gb] * 4, FakeClient()) == gb * 4 // 16  # 4 threads x 4 tasks
+    assert _auto_partition_bytes([100 << 30], FakeClient()) == DEFAULT_PARTITION_BYTES
+    assert _auto_partition_bytes([1 << 20], FakeClient()) == MIN_PARTITION_BYTES
