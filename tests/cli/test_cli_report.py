@@ -78,31 +78,28 @@ def test_unknown_gpu_and_gaps_still_write_partial_report(tmp_path):
     assert any("lack metadata" in m for m in s["messages"])
 
 
-def test_world_size_unknown_is_stated(tmp_path):
+def _report_without(tmp_path, *dropped: str) -> dict:
+    """Report on sample (a) with log lines mentioning any of ``dropped`` removed, no num_gpus in run.yaml."""
     run = tmp_path / "run"
     run.mkdir()
     log = [ln for ln in (SAMPLE_A / "train.log").read_text().splitlines()
-           if "world" not in ln.lower() and "parallel" not in ln.lower()]
+           if not any(word in ln.lower() for word in dropped)]
     (run / "train.log").write_text("\n".join(log) + "\n")
     shutil.copy(SAMPLE_A / "metadata.jsonl.gz", run)
     (run / "run.yaml").write_text("model: qwen3-vl-30b-a3b\ngpu: GB200\n")
     r = cli("report", run, "-o", tmp_path / "out")
     assert r.returncode == 0, r.stderr
-    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    return json.loads((tmp_path / "out" / "summary.json").read_text())
+
+
+def test_world_size_unknown_is_stated(tmp_path):
+    s = _report_without(tmp_path, "world", "parallel")
     assert s["world_size"] is None and s["conventions"]["exact"]["tflops_per_gpu_mean"] is None
     assert any("world size unknown" in m for m in s["messages"])
     assert s["log_crosscheck"]["implied_world_size_rounded"] == 64  # recovered from the log's own number
 
 
 def test_world_size_derived_from_parallel_sizes(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    log = [ln for ln in (SAMPLE_A / "train.log").read_text().splitlines() if "world" not in ln.lower()]
-    (run / "train.log").write_text("\n".join(log) + "\n")
-    shutil.copy(SAMPLE_A / "metadata.jsonl.gz", run)
-    (run / "run.yaml").write_text("model: qwen3-vl-30b-a3b\ngpu: GB200\n")
-    r = cli("report", run, "-o", tmp_path / "out")
-    assert r.returncode == 0, r.stderr
-    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    s = _report_without(tmp_path, "world")
     assert s["world_size"] == 8 * 4 * 2  # data x tensor x pipeline parallel sizes from the arguments block
     assert s["run_config"]["sources"]["num_gpus"] == "derived:dp*tp*pp*cp"

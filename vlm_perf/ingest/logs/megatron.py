@@ -102,6 +102,16 @@ def has_fraction(texts: pl.Series) -> bool:
     return bool(texts.to_frame("t").select(pl.col("t").str.contains(r"\[\d{4}-\d\d-\d\d[ T][\d:]{8}[.,]\d").any()).item())
 
 
+def _marker_positions(text: pl.Expr, keys: dict[str, tuple[str, float]]):
+    """Byte offsets of every ``| key:`` marker (``_p<i>``) and of ``iteration`` (``_pit``)."""
+    items = list(keys.items())
+    markers = [f"| {k}:" for k, _ in items]
+    pcols = [f"_p{i}" for i in range(len(items))]
+    positions = [text.str.find(m, literal=True).cast(pl.Int64).alias(c) for m, c in zip(markers, pcols)]
+    positions.append(text.str.find("iteration", literal=True).cast(pl.Int64).alias("_pit"))
+    return items, markers, pcols, positions
+
+
 def fast_plan(lf: pl.LazyFrame, keys: dict[str, tuple[str, float]], *, label: bool = True,
               fraction: bool = True, text_col: str = "text") -> pl.LazyFrame:
     """Lazy (streamable) extraction for complete, ASCII Megatron lines (ending in ``|``).
@@ -115,13 +125,8 @@ def fast_plan(lf: pl.LazyFrame, keys: dict[str, tuple[str, float]], *, label: bo
     flags timestamps that do have them as ``_partial`` so they are redone.
     """
     text = pl.col(text_col)
-    items = list(keys.items())
-    markers = [f"| {k}:" for k, _ in items]
-    pcols = [f"_p{i}" for i in range(len(items))]
-    lf = lf.with_columns(
-        *[text.str.find(m, literal=True).cast(pl.Int64).alias(c) for m, c in zip(markers, pcols)],
-        text.str.find("iteration", literal=True).cast(pl.Int64).alias("_pit"),
-    )
+    items, markers, pcols, positions = _marker_positions(text, keys)
+    lf = lf.with_columns(*positions)
     last_bar = text.str.len_bytes().cast(pl.Int64) - 1
     vals = _value_exprs(text, items, pcols, markers, last_bar)
     head = text.str.slice(0, pl.col("_pit"))
@@ -186,12 +191,9 @@ def canonical_plan(lf: pl.LazyFrame, keys: dict[str, tuple[str, float]], *, frac
     line up to the final ``|``, so there are no unaccounted fields.
     """
     text = pl.col(text_col)
-    items = list(keys.items())
-    markers = [f"| {k}:" for k, _ in items]
-    pcols = [f"_p{i}" for i in range(len(items))]
+    items, markers, pcols, positions = _marker_positions(text, keys)
     lf = lf.with_columns(
-        *[text.str.find(m, literal=True).cast(pl.Int64).alias(c) for m, c in zip(markers, pcols)],
-        text.str.find("iteration", literal=True).cast(pl.Int64).alias("_pit"),
+        *positions,
         text.str.find("|", literal=True).cast(pl.Int64).alias("_b0"),
         text.str.find("/", literal=True).cast(pl.Int64).alias("_sl"),
         text.str.find("]", literal=True).cast(pl.Int64).alias("_rb"),
