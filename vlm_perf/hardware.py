@@ -19,7 +19,7 @@ Conventions
 
 Every entry records its ``source``; ``uncertain`` lists the dtypes whose value is vendor-only,
 not cross-checked against a code table, or disputed between sources
-(see /work/shared/reference/peak-flops.md and docs/hardware.md).
+(sources per entry; see docs/hardware.md).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ Sources of the published figures (each row says which):
   also cross-checked against transformers' own modules below (``test_matches_transformers_modules``).
 * "card": the model card's prose figure (e.g. Qwen3 "30.5B total / 3.3B activated").
 * "tabulation": a third-party sum of the released checkpoint's tensor shapes, quoted in
-  /work/shared/reference/vlm-architectures.md section 0/2 (exact, not publicly attributable).
+  the project's shared reference notes (vlm-architectures.md sections 0 and 2; exact, not publicly
+  attributable).
 * "torchinfo": the public per-module torchinfo dump of Qwen2.5-VL-3B next to a copy of its config.json.
 """
 

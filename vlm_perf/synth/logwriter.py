@@ -1,4 +1,4 @@
-"""Megatron-Bridge style training log text (layouts per /work/shared/reference/log-formats.md §3.1-3.2).
+"""Megatron-Bridge style training log text (layouts as documented in docs/log-formats.md).
 
 Lines written:
 
