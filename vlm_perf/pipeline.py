@@ -5,6 +5,7 @@ This is the top layer: it wires ingest (logs, metadata, run configuration) to an
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ from .stats import BatchStats
 
 LOG_NAME = re.compile(r"(\.log(\.gz|\.zst)?|^progress\.txt|^trainer_state\.json|^trainer_log\.jsonl|^logging\.jsonl"
                       r"|events\.out\.tfevents.*)$")
-METADATA_NAME = re.compile(r"^metadata.*\.jsonl(\.gz)?$")
+METADATA_NAME = re.compile(r"^metadata.*\.(jsonl|ndjson)(\.gz|\.zst)?$")
 
 
 @dataclass
@@ -36,12 +37,13 @@ def discover(run: Path) -> tuple[list[Path], list[Path], Path]:
     """(log files, metadata paths, run directory) of a log file or a run directory."""
     if not run.exists():
         raise ValueError(f"{run}: no such log file or run directory")
-    if run.is_file():
-        return [run], [], run.parent
+    folder = run.parent if run.is_file() else run
+    metadata = sorted(p for p in folder.iterdir() if p.is_file() and METADATA_NAME.match(p.name))
+    if (folder / "metadata").is_dir():
+        metadata.append(folder / "metadata")
+    if run.is_file():  # a log file: the metadata and manifest next to it belong to the same run
+        return [run], metadata, folder
     logs = sorted(p for p in run.iterdir() if p.is_file() and LOG_NAME.search(p.name))
-    metadata = sorted(p for p in run.iterdir() if p.is_file() and METADATA_NAME.match(p.name))
-    if (run / "metadata").is_dir():
-        metadata.append(run / "metadata")
     if not logs:
         raise ValueError(f"{run}: no training log found (looked for *.log[.gz|.zst], progress.txt, "
                          f"trainer_state.json, TensorBoard events)")
@@ -58,6 +60,21 @@ def estimate_from_config(config, spec: ModelSpec) -> BatchStats:
     grid = getattr(config, "image_grid", None)
     grids = [tuple(grid)] * int(batch) if grid and spec.vision is not None else []
     return BatchStats.from_batch(seq_len=int(seq), samples=int(batch), image_grids=grids, spec=spec)
+
+
+def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: bool) -> list[str]:
+    """Messages when a VLM's vision would silently count as zero."""
+    if spec.vision is None:
+        return []
+    patches = stats.vision_patches if estimated and stats is not None else (
+        float(frame["vision_patches"].sum()) if frame is not None and frame.height else 0)
+    if patches:
+        return []
+    if estimated:
+        return [f"{spec.name} has a vision tower but no image grid is stated: vision FLOPs are counted as ZERO in "
+                "this estimate; set image_grid: [t, h, w] (one image per sample) in run.yaml, or pass --metadata"]
+    return [f"{spec.name} has a vision tower but the metadata carries no image/video grids: vision FLOPs are "
+            "ZERO; check the keys are image_grid_thw / video_grid_thw (docs/metadata-schema.md)"]
 
 
 def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | None = None,
@@ -87,6 +104,10 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     if not config.model:
         raise ValueError("model unknown: pass --model NAME_OR_CONFIG or set 'model' in run.yaml")
     spec = load_model(config.model)
+    if peak_tflops is not None and not (math.isfinite(peak_tflops) and peak_tflops > 0):
+        raise ValueError(f"--peak-tflops must be a positive number of TFLOP/s per GPU, got {peak_tflops!r}")
+    if gpus is not None and gpus <= 0:
+        raise ValueError(f"--gpus must be a positive integer, got {gpus!r}")
     peak, notes = peak_tflops, []
     if peak is None and config.gpu:
         try:
@@ -107,7 +128,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     analysis = analyze_run(parsed.iterations, spec, stats_frame, world_size=config.num_gpus, peak_tflops=peak,
                            conventions=conventions, frozen=frozen, estimate=estimate,
                            log_interval=config.log_interval)
-    analysis.messages.extend(notes)
+    analysis.messages.extend(notes + vision_gaps(spec, estimate, stats_frame, stats_frame is None))
     for conflict in config.conflict_messages():
         analysis.messages.append(f"configuration conflict: {conflict}")
     context = ReportContext(

@@ -105,3 +105,48 @@ def test_explain_494_to_554():
 def test_explain_text_model_rejected():
     with pytest.raises(ValueError, match="no vision tower"):
         explain_delta(load_model("qwen3-30b-a3b"), 494, 554)
+
+
+def test_crosscheck_names_the_convention_a_log_used():
+    # every sequence padded from 3000 to 4096 tokens; the log bills the LM on padded tokens
+    # (as Megatron-Bridge does): megatron-lm (real tokens) mismatches, Bridge's LM-only term matches
+    spec = load_model("qwen3-30b-a3b")
+    stats = pl.DataFrame({"iteration": list(range(1, 31))}).with_columns(
+        lm_tokens=pl.lit(8 * 3000), lm_tokens_sq=pl.lit(8 * 3000**2), lm_sequences=pl.lit(8), lm_samples=pl.lit(8),
+        lm_padded_tokens=pl.lit(8 * 4096))
+    h, L, q, kv, fe, k, V = 2048, 48, 4096, 512, 768, 8, 151936
+    linear_per_token = 6 * h * 3 * fe * k * L + 6 * L * (h * (q + 2 * kv) + q * h) + 6 * h * V
+    bridge_lm = linear_per_token * 8 * 4096 + 6 * q * L * 8 * 3000**2  # padded linear terms, real S2
+    log = pl.DataFrame({"segment": [0, 0, 0], "iteration": [10, 20, 30], "elapsed_s": [2.0, 2.0, 2.0],
+                        "tflops_per_gpu_logged": [bridge_lm / (2.0 * 8 * 1e12)] * 3})
+    run = analyze_run(log, spec, stats, world_size=8, log_interval=10)
+    cc = run.crosscheck
+    assert cc["status"] == "mismatch"
+    # a text-only model: Bridge's total is its LM-only term
+    assert cc["candidates"]["megatron-bridge"] == pytest.approx(1.0, rel=1e-12)
+    assert cc["candidates"]["megatron-lm"] == pytest.approx(bridge_lm / (linear_per_token * 8 * 3000
+                                                                          + 6 * q * L * 8 * 3000**2), rel=1e-12)
+    assert any("megatron-bridge" in cause for cause in cc["likely_causes"])
+
+
+def test_window_boundaries_are_exclusive_start_inclusive_end():
+    # per-iteration statistics that differ, so an off-by-one window boundary changes the sums
+    spec = load_model("qwen3-30b-a3b")
+    its = list(range(1, 31))
+    stats = pl.DataFrame({"iteration": its, "lm_tokens": [1000 * i for i in its],
+                          "lm_tokens_sq": [(1000 * i) ** 2 for i in its], "lm_sequences": 1, "lm_samples": 1,
+                          "lm_padded_tokens": [1000 * i for i in its]})
+    log = pl.DataFrame({"segment": [0, 0, 0], "iteration": [10, 20, 30], "elapsed_s": [2.0, 3.0, 4.0]})
+    run = analyze_run(log, spec, stats, world_size=8, log_interval=10)
+    h, L, q, kv, fe, k, V = 2048, 48, 4096, 512, 768, 8, 151936
+    linear_per_token = 6 * h * 3 * fe * k * L + 6 * L * (h * (q + 2 * kv) + q * h) + 6 * h * V
+
+    def megatron(i):  # one sequence of 1000*i tokens
+        return linear_per_token * 1000 * i + 6 * q * L * (1000 * i) ** 2
+
+    w = run.windows.sort("iteration")
+    assert w["megatron-lm_total"][1] == pytest.approx(sum(megatron(i) for i in range(11, 21)), rel=1e-12)
+    assert w["megatron-lm_total"][2] == pytest.approx(sum(megatron(i) for i in range(21, 31)), rel=1e-12)
+    assert w["window_seconds"].to_list() == [20.0, 30.0, 40.0]
+    assert w["megatron-lm_tflops_per_gpu"][2] == pytest.approx(
+        sum(megatron(i) for i in range(21, 31)) / (40.0 * 8 * 1e12), rel=1e-12)

@@ -87,3 +87,27 @@ def test_explain_json():
 def test_conventions_listing():
     r = cli("conventions")
     assert r.returncode == 0 and "PR #2575" in r.stdout and "4x" in r.stdout
+
+
+def test_packed_rows_with_samples():
+    # four 1024-token documents packed into ONE 4096-token row: torchtitan bills its configured length
+    packed = json.loads(cli("flops", "--model", "qwen3-30b-a3b", "--seq-lens", "1024,1024,1024,1024",
+                            "--samples", "1", "--convention", "torchtitan", "--json").stdout)
+    full = json.loads(cli("flops", "--model", "qwen3-30b-a3b", "--seq-len", "4096", "--convention", "torchtitan",
+                          "--json").stdout)
+    assert packed["total"] == full["total"]
+    exact = json.loads(cli("flops", "--model", "qwen3-30b-a3b", "--seq-lens", "1024,1024,1024,1024",
+                           "--samples", "1", "--json").stdout)
+    assert exact["stats"]["lm_tokens_sq"] == 4 * 1024**2  # exact still attends per document
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["explain", "--model", "qwen3-vl-30b-a3b", "--before", "554", "--after", "494"], "below --before"),
+    (["conventions", "nosuch"], "unknown convention"),
+    (["flops", "--model", "qwen3-vl-8b", "--seq-len", "10", "--convention", "verl", "--frozen", "bogus"],
+     "frozen part"),
+    (["flops", "--model", "qwen3-vl-8b", "--seq-lens", "10,20", "--samples", "3"], "samples"),
+])
+def test_more_bad_input(args, needle):
+    r = cli(*args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and needle in r.stderr, r.stderr

@@ -103,3 +103,43 @@ def test_world_size_derived_from_parallel_sizes(tmp_path):
     s = _report_without(tmp_path, "world")
     assert s["world_size"] == 8 * 4 * 2  # data x tensor x pipeline parallel sizes from the arguments block
     assert s["run_config"]["sources"]["num_gpus"] == "derived:dp*tp*pp*cp"
+
+
+def test_log_file_finds_zst_metadata_next_to_it(tmp_path):
+    import zstandard
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(SAMPLE_A / "train.log", run)
+    shutil.copy(SAMPLE_A / "run.yaml", run)
+    raw = gzip.decompress((SAMPLE_A / "metadata.jsonl.gz").read_bytes())
+    (run / "metadata.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(raw))
+    r = cli("report", run / "train.log", "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["estimated"] is False and s["inputs"]["metadata"][0].endswith("metadata.jsonl.zst")
+    assert 485 < s["conventions"]["megatron-lm"]["tflops_per_gpu_mean"] < 500
+
+
+def test_vlm_estimate_without_grid_says_vision_is_zero(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(SAMPLE_A / "train.log", run)
+    shutil.copy(SAMPLE_A / "run.yaml", run)
+    r = cli("report", run, "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["estimated"] is True
+    assert any("counted as ZERO" in m for m in s["messages"])
+    assert "No artists" not in r.stderr  # no matplotlib noise
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--peak-tflops", "-5"], "--peak-tflops"),
+    (["--peak-tflops", "nan"], "--peak-tflops"),
+    (["--gpus", "0"], "num_gpus must be a positive integer"),
+    (["--convention", "titan"], "unknown convention"),
+])
+def test_report_bad_options(tmp_path, args, needle):
+    r = cli("report", SAMPLE_A, "-o", tmp_path / "out", *args)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and needle in r.stderr, r.stderr

@@ -3,7 +3,9 @@
 For each window, logged = F_log / (t * N_log * 1e12). Recomputing F with the LM-only
 ``megatron-lm`` formula from the metadata, the world size the log's number implies is
 N_implied = F / (t * logged * 1e12). A median ratio logged/recomputed off by more than 2% is
-flagged with the usual causes.
+flagged with the usual causes. The same ratio is reported for every other FLOPs column the
+analysis computed (each convention's total, and its LM-only part), so a log that uses another
+convention (e.g. Megatron-Bridge's padded-token LM term) is recognised instead of just flagged.
 """
 
 from __future__ import annotations
@@ -23,23 +25,45 @@ def crosscheck_log(windows: pl.DataFrame, world_size: int | None, flops_column: 
                             & (pl.col("covered_iterations") == pl.col("window_iterations")))
     if usable.height == 0:
         return {"status": "no_overlap", "message": "no complete window has both a logged TFLOP/s/GPU and metadata"}
-    implied = usable.select((pl.col(flops_column) / (pl.col("window_seconds") * pl.col("tflops_per_gpu_logged")
-                                                      * 1e12)).alias("n"))["n"]
-    implied_world = float(implied.median())
+    implied_world = _implied_world(usable, flops_column)
     result = {"convention": convention, "windows": usable.height, "implied_world_size": implied_world,
               "implied_world_size_rounded": int(round(implied_world)), "world_size": world_size}
     if world_size:
         ratio = world_size / implied_world  # = logged / recomputed
         result.update(ratio_logged_to_recomputed=ratio, status="ok" if abs(ratio - 1) <= TOLERANCE else "mismatch")
+        result["candidates"] = _candidates(usable, world_size)
         if result["status"] == "mismatch":
-            result["likely_causes"] = _causes(ratio, world_size, implied_world)
+            result["likely_causes"] = _causes(ratio, world_size, implied_world, result["candidates"])
     else:
         result["status"] = "world_size_inferred"
     return result
 
 
-def _causes(ratio: float, world: int, implied: float) -> list[str]:
+def _implied_world(windows: pl.DataFrame, flops_column: str) -> float:
+    implied = windows.select((pl.col(flops_column) / (pl.col("window_seconds") * pl.col("tflops_per_gpu_logged")
+                                                      * 1e12)).alias("n"))["n"]
+    return float(implied.median())
+
+
+def _candidates(windows: pl.DataFrame, world_size: int) -> dict[str, float]:
+    """logged / recomputed for every convention total and LM-only part the analysis computed."""
+    out = {}
+    for column in windows.columns:
+        if not column.endswith(("_total", "_language")) or windows[column].sum() <= 0:
+            continue
+        if column.endswith("_language") and windows[column].sum() == windows[column[:-9] + "_total"].sum():
+            continue  # an LM-only convention: its LM part is its total
+        name = column.removesuffix("_total") if column.endswith("_total") else \
+            column.removesuffix("_language") + " (LM only)"
+        out[name] = world_size / _implied_world(windows, column)
+    return out
+
+
+def _causes(ratio: float, world: int, implied: float, candidates: dict[str, float]) -> list[str]:
     causes = []
+    matching = [name for name, r in candidates.items() if abs(r - 1) <= TOLERANCE]
+    if matching:
+        causes.append(f"the log's number matches the {' / '.join(matching)} convention instead")
     if abs(implied - round(implied)) < 0.05 * implied and round(implied) != world:
         causes.append(f"wrong world size: the log's number fits {round(implied)} GPUs, not {world}")
     if ratio > 1:

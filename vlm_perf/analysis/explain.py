@@ -59,8 +59,11 @@ def explain_delta(spec: ModelSpec, before: float, after: float, convention: str 
     """Solve for the visual-token share that moves TFLOP/s/GPU from ``before`` to ``after``."""
     if spec.vision is None:
         raise ValueError(f"{spec.name} has no vision tower: counting vision cannot change its TFLOP/s/GPU")
-    if before <= 0 or after <= 0:
+    if not (math.isfinite(before) and math.isfinite(after)) or before <= 0 or after <= 0:
         raise ValueError("--before and --after must be positive TFLOP/s/GPU values")
+    if after < before:
+        raise ValueError(f"--after ({after:g}) is below --before ({before:g}): counting vision FLOPs can only raise "
+                         "TFLOP/s/GPU at an unchanged step time")
     ratio = after / before
     lm_per_token = compute_flops(spec, BatchStats.from_batch(seq_len=seq_len, spec=spec), before_convention).total / seq_len
     m2 = spec.vision.merge_unit

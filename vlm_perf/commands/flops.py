@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..arch import load_model
-from ..flops import CONVENTIONS, compute_flops
+from ..flops import CONVENTIONS, compute_flops, get_convention
 from ..stats import BatchStats
 from ._common import human_flops, parse_grid, parse_int_list
 
@@ -18,7 +18,8 @@ from ._common import human_flops, parse_grid, parse_int_list
 def flops(
     model: str = typer.Option(..., "--model", "-m", help="Preset name or path to config.json (or its directory)."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Tokens per LM sequence (visual tokens included)."),
-    samples: Optional[int] = typer.Option(None, "--samples", help="Number of sequences of --seq-len tokens (default 1)."),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Samples: sequences of --seq-len tokens (default 1), "
+                                          "or rows the --seq-lens documents are packed into (default: one per document)."),
     seq_lens: Optional[str] = typer.Option(None, "--seq-lens", help="Packed causal sub-sequence lengths L1,L2,..."),
     grid: List[str] = typer.Option([], "--grid", help="Image grid T,H,W in patches before merging (repeatable)."),
     video_grid: List[str] = typer.Option([], "--video-grid", help="Video grid T,H,W in patches (repeatable)."),
@@ -29,8 +30,8 @@ def flops(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """FLOPs of one batch (one iteration's worth of media and tokens), by component."""
-    if seq_lens is not None and (seq_len is not None or samples is not None):
-        raise ValueError("--seq-lens lists packed sequences; do not combine it with --seq-len/--samples")
+    if seq_lens is not None and seq_len is not None:
+        raise ValueError("--seq-lens lists packed sequences; do not combine it with --seq-len")
     if seq_lens is None and seq_len is None:
         raise ValueError("give the LM tokens: --seq-len S [--samples B] or --seq-lens L1,L2,...")
     spec = load_model(model)
@@ -99,9 +100,8 @@ def _print_table(console: Console, model_name: str, result, stats: BatchStats) -
 def conventions(name: Optional[str] = typer.Argument(None, help="Show one convention only.")) -> None:
     """List the FLOPs conventions: formula, source and how each deviates from exact."""
     console = Console()
-    for conv in CONVENTIONS.values():
-        if name and conv.name != name:
-            continue
+    selected = [get_convention(name)] if name else list(CONVENTIONS.values())
+    for conv in selected:
         console.print(f"[bold]{conv.name}[/]  ({conv.source})")
         console.print(f"  formula: {conv.formula}")
         for deviation in conv.deviations:

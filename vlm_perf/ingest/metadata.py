@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 import polars as pl
 
 from ..stats import DEFAULT_MERGE_SIZE, BatchStats
-from .metadata_io import (Source, TempArea, clean_source, expand_paths, line_numbers, prepare_sources)
+from .metadata_io import (Source, TempArea, clean_source, expand_paths, iter_nonblank_lines, line_numbers,
+                          prepare_sources)
 from .metadata_schema import SCHEMA, SCHEMA_VERSION, reason_key, row_exprs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,6 +56,7 @@ class MetadataDiagnostics:
     rows_preaggregated_lm: int = 0
     rows_preaggregated_vision: int = 0
     rows_padded_tokens_only: int = 0
+    rows_duplicate: int = 0  # repeated (iteration, microbatch, dp_rank) rows dropped (last one kept)
     decompressed: list[str] = field(default_factory=list)
     cleaned: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -112,6 +114,27 @@ def _rows(lf: pl.LazyFrame, merge_size: int, window_side: int | None, flags: boo
     if flags:
         cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
     return ex.apply(lf).select(cols)
+
+
+_KEY = ("iteration", "microbatch", "dp_rank")
+
+
+def _may_have_duplicates(rows_per_iteration: pl.Series) -> bool:
+    """Cheap test for re-recorded rows: a resumed job that appends to its shard writes the replayed
+    iterations again, so some iteration has more rows than the usual (most common) count. Only then
+    is the exact (memory-hungry) deduplication run."""
+    if rows_per_iteration.len() == 0:
+        return False
+    usual = rows_per_iteration.mode().min()
+    return bool(rows_per_iteration.max() > usual)
+
+
+def _dedup(rows: pl.LazyFrame) -> pl.LazyFrame:
+    """Keep the LAST row (file order) of every repeated (iteration, microbatch, dp_rank) key;
+    rows without both keys cannot be told apart and are all kept."""
+    keyed = pl.col("microbatch").is_not_null() & pl.col("dp_rank").is_not_null()
+    return pl.concat([rows.filter(keyed).unique(subset=list(_KEY), keep="last", maintain_order=True),
+                      rows.filter(~keyed)])
 
 
 def _collect(lf: pl.LazyFrame) -> pl.DataFrame:
@@ -202,6 +225,41 @@ def _report_bad(sources: list[Source], codes: dict[int, int], skip_bad: bool, me
     diag.bad_lines = lines
 
 
+SAMPLE_LINES = 200  # lines per shard (first 4 shards) checked for keys outside schema v1
+
+
+def _unknown_keys(sources: list[Source]) -> dict[str, int]:
+    """Top-level keys outside schema v1 in the first lines of the first shards (free-form extras are
+    allowed, but a misspelled key such as ``image_grids`` would otherwise drop data silently)."""
+    import json
+
+    seen: dict[str, int] = {}
+    for source in sources[:4]:
+        for count, (_, raw) in enumerate(iter_nonblank_lines(source)):
+            if count >= SAMPLE_LINES:
+                break
+            try:
+                row = json.loads(raw)
+            except ValueError:
+                continue
+            for key in row if isinstance(row, dict) else ():
+                if key not in SCHEMA:
+                    seen[key] = seen.get(key, 0) + 1
+    return seen
+
+
+def _unknown_key_note(unknown: dict[str, int]) -> str | None:
+    import difflib
+
+    if not unknown:
+        return None
+    parts = []
+    for key in sorted(unknown):
+        close = difflib.get_close_matches(key, list(SCHEMA), n=1, cutoff=0.6)
+        parts.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"keys outside schema v1 are ignored: {', '.join(parts)}"
+
+
 def _finish_notes(diag: MetadataDiagnostics) -> None:
     if diag.rows_preaggregated_vision:
         diag.notes.append(
@@ -214,6 +272,10 @@ def _finish_notes(diag: MetadataDiagnostics) -> None:
         diag.notes.append(
             f"{diag.rows_padded_tokens_only} row(s) give padded_tokens only: each is taken as `samples` (default 1) "
             "unpacked sequences of equal length (real-token and per-document statistics unknown)")
+    if diag.rows_duplicate:
+        diag.notes.append(
+            f"{diag.rows_duplicate} repeated (iteration, microbatch, dp_rank) row(s) dropped, the last one kept "
+            "(a resumed job re-recording replayed iterations); they are not counted twice")
     if diag.rows_preaggregated_lm:
         diag.notes.append(f"{diag.rows_preaggregated_lm} row(s) carry pre-aggregated LM statistics")
 
@@ -230,22 +292,23 @@ def scan_microbatches(paths: PathsLike, spec: "ModelSpec | None" = None, skip_ba
     temp = TempArea()
     diag = MetadataDiagnostics(merge_size=merge_size, window_side=window_side)
 
-    def probe(sources: list[Source]) -> dict[int, int]:
+    def probe(sources: list[Source]) -> pl.DataFrame:
         ex = row_exprs(merge_size, window_side)
-        codes = _collect(ex.apply(_scan(sources)).select(ex.code.alias(_CODE))
-                         .group_by(_CODE).agg(pl.len()))
-        return dict(codes.iter_rows())
+        return _collect(ex.apply(_scan(sources)).select("iteration", ex.code.alias(_CODE))
+                        .group_by("iteration", _CODE).agg(pl.len().alias("_rows")))
 
     try:
         bad: list[Bad] = []
-        sources, codes = _prepare(paths, temp, diag, bad, probe)
+        sources, grouped = _prepare(paths, temp, diag, bad, probe)
+        codes = dict(grouped.group_by(_CODE).agg(pl.col("_rows").sum()).iter_rows())
         _report_bad(sources, codes, skip_bad, merge_size, window_side, diag, bad)
     except BaseException:
         temp.cleanup()
         raise
     temp.keep_until_exit()
-    return (_rows(_scan(sources), merge_size, window_side)
-            .filter(pl.col(_CODE) == 0).drop(_CODE))
+    good = grouped.filter(pl.col(_CODE) == 0)
+    rows = _rows(_scan(sources), merge_size, window_side).filter(pl.col(_CODE) == 0).drop(_CODE)
+    return _dedup(rows) if _may_have_duplicates(good["_rows"]) else rows
 
 
 def iteration_stats(paths: PathsLike, spec: "ModelSpec | None" = None, skip_bad: bool = False) -> MetadataResult:
@@ -263,11 +326,19 @@ def iteration_stats(paths: PathsLike, spec: "ModelSpec | None" = None, skip_bad:
     try:
         bad: list[Bad] = []
         sources, grouped = _prepare(paths, temp, diag, bad, probe)
+        note = _unknown_key_note(_unknown_keys(sources))
+        if note:
+            diag.notes.append(note)
         codes = dict(grouped.group_by(_CODE).agg(pl.col("microbatches").sum()).iter_rows())
         _report_bad(sources, codes, skip_bad, merge_size, window_side, diag, bad)
+        good = grouped.filter(pl.col(_CODE) == 0)
+        if _may_have_duplicates(good["microbatches"]):  # rare: redo the good rows, deduplicated
+            rows = _rows(_scan(sources), merge_size, window_side, flags=True).filter(pl.col(_CODE) == 0)
+            before = int(good["microbatches"].sum())
+            good = _dedup(rows).group_by("iteration", _CODE).agg(sums).collect()
+            diag.rows_duplicate = before - int(good["microbatches"].sum())
     finally:
         temp.cleanup()
-    good = grouped.filter(pl.col(_CODE) == 0)
     flag_totals = good.select(pl.col(f).sum() for f in _FLAGS).row(0) if good.height else (0, 0, 0)
     diag.rows_preaggregated_lm, diag.rows_preaggregated_vision, diag.rows_padded_tokens_only = map(int, flag_totals)
     frame = (good.select("iteration", *STAT_FIELDS, "microbatches")

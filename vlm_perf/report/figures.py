@@ -17,6 +17,12 @@ AFTER = "exact"
 STYLE = {BEFORE: dict(color="#7f7f7f", lw=1.8), AFTER: dict(color="#d62728", lw=2.2)}
 
 
+def _legend(ax, **kwargs) -> None:
+    """A legend only when something is labelled (matplotlib warns on an empty one)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
+
+
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -48,7 +54,7 @@ def tflops_over_time(run: RunAnalysis, path: Path) -> Path:
     ax.set_ylabel("TFLOP/s per GPU")
     ax.set_title(f"{run.model}: TFLOP/s/GPU per logging window" + (" (ESTIMATE)" if run.estimated else ""))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
 
 
@@ -64,7 +70,7 @@ def mfu_over_time(run: RunAnalysis, path: Path) -> Path:
     peak = f"{run.peak_tflops:g} TFLOP/s" if run.peak_tflops else "unknown peak"
     ax.set_title(f"MFU before / after vision accounting ({peak} per GPU)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
 
 
@@ -79,7 +85,7 @@ def component_stack(run: RunAnalysis, path: Path) -> Path:
     ax.set_xlabel("iteration")
     ax.set_ylabel("training PFLOP per iteration (exact)")
     ax.set_title("Where the FLOPs go: components per iteration")
-    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _legend(ax, fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(alpha=0.3)
     return _save(fig, path)
 
@@ -93,7 +99,7 @@ def vision_share_hist(per_microbatch: pl.Series | None, per_iteration: pl.Series
             top = max(5.0, float(np.ceil(data.max() / 5) * 5))
             ax.hist(data, bins=np.linspace(0, top, 41), color="#1f77b4" if unit == "microbatches" else "#ff7f0e")
             ax.axvline(float(np.mean(data)), color="black", lw=1, ls="--", label=f"mean {np.mean(data):.1f}%")
-            ax.legend(fontsize=8)
+            _legend(ax, fontsize=8)
         else:
             ax.text(0.5, 0.5, "no per-microbatch metadata", ha="center", va="center", transform=ax.transAxes)
         ax.set_xlabel("vision share of training FLOPs (%, exact)")
@@ -122,7 +128,7 @@ def step_time_fit(run: RunAnalysis, path: Path) -> Path:
         ax.plot((lm + vis)[order], pred[order], color="red", lw=1,
                 label=f"fit: LM {a.lm_tflops_per_gpu:.0f}, vision "
                       f"{a.vision_tflops_per_gpu or float('nan'):.0f} TFLOP/s/GPU, overhead {a.overhead_s:.2f} s")
-        ax.legend(fontsize=8)
+        _legend(ax, fontsize=8)
     ax.set_xlabel("exact training PFLOP per iteration")
     ax.set_ylabel("seconds per iteration")
     ax.set_title("Step time vs FLOPs (attribution fit)")

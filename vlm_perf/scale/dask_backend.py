@@ -193,7 +193,8 @@ def _metadata_partial(files: Sequence[str], spec: "ModelSpec | None") -> _Partia
             ren = staged.rename
             diag = replace(diag, files=[ren(s) for s in diag.files], bad_lines=[ren(s) for s in diag.bad_lines],
                            decompressed=[ren(s) for s in diag.decompressed], cleaned=[ren(s) for s in diag.cleaned])
-    diag.notes = []  # recomputed from the merged counts
+    # count-based notes are recomputed from the merged counts; the schema-key note is kept as is
+    diag.notes = [n for n in diag.notes if n.startswith("keys outside schema v1")]
     return _Partial(res.frame.select(FRAME_COLUMNS), diag)
 
 
@@ -210,8 +211,11 @@ def _merge_diag(diags: Sequence[MetadataDiagnostics]) -> MetadataDiagnostics:
         out.rows_preaggregated_lm += d.rows_preaggregated_lm
         out.rows_preaggregated_vision += d.rows_preaggregated_vision
         out.rows_padded_tokens_only += d.rows_padded_tokens_only
+        out.rows_duplicate += d.rows_duplicate
         out.decompressed += d.decompressed
         out.cleaned += d.cleaned
+        if d.notes and not out.notes:  # the first partition's shards are the ones the single path samples
+            out.notes = list(d.notes)
     return out
 
 

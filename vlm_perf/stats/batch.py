@@ -89,6 +89,9 @@ class BatchStats:
             raise ValueError("give either seq_lens or seq_len/samples, not both")
         if seq_lens is not None:
             lm = seq_len_stats(seq_lens)
+            if samples is not None and (int(samples) != samples or not 0 < samples <= lm["sequences"]):
+                raise ValueError(f"samples must be an integer from 1 to the number of sequences ({lm['sequences']}), "
+                                 f"got {samples!r}")
             n_samples = samples if samples is not None else lm["sequences"]
         elif seq_len is not None:
             if int(seq_len) != seq_len or seq_len <= 0:

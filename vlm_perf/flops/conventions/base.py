@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ...arch.parts import frozen_stages
 from ...arch.spec import ModelSpec
 from ...stats.batch import BatchStats
 from ..breakdown import Breakdown, Options
@@ -38,6 +39,7 @@ class Convention:
 
     def compute(self, spec: ModelSpec, stats: BatchStats, options: Options) -> Breakdown:
         self.check(spec)
+        frozen_stages(options.frozen)  # a misspelled part is an error under every convention
         components = self.training(spec, stats, options)
         notes = []
         if options.causal != "half":
