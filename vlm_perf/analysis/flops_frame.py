@@ -33,18 +33,24 @@ def _as_expr(value) -> pl.Expr:
     return value if isinstance(value, pl.Expr) else pl.lit(value)
 
 
-def with_flops(stats: pl.DataFrame, spec: ModelSpec, conventions: Iterable[str],
-               frozen: Iterable[str] = ()) -> pl.DataFrame:
+def with_flops(stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, conventions: Iterable[str],
+               frozen: Iterable[str] = ()) -> pl.DataFrame | pl.LazyFrame:
     """``stats`` (columns = BatchStats fields, missing ones taken as 0) plus FLOPs columns."""
-    missing = [c for c in STAT_COLUMNS if c not in stats.columns]
+    names = stats.collect_schema().names() if isinstance(stats, pl.LazyFrame) else stats.columns
+    missing = [c for c in STAT_COLUMNS if c not in names]
     frame = stats.with_columns([pl.lit(0).alias(c) for c in missing]) if missing else stats
     frame = frame.with_columns([pl.col(c).cast(pl.Float64) for c in STAT_COLUMNS])
     return frame.with_columns(flops_columns(spec, conventions, frozen))
 
 
-def vision_share(stats: pl.DataFrame, spec: ModelSpec, frozen: Iterable[str] = ()) -> pl.Series:
-    """Exact vision share of training FLOPs per row (microbatch or iteration); empty rows are null."""
-    frame = with_flops(stats, spec, ["exact"], frozen)
-    return frame.select(
-        pl.when(pl.col("exact_total") > 0).then(pl.col("exact_vision") / pl.col("exact_total")).alias("vision_share")
-    )["vision_share"]
+def vision_share(stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, frozen: Iterable[str] = ()) -> pl.Series:
+    """Exact vision share of training FLOPs per row (microbatch or iteration); empty rows are null.
+
+    A LazyFrame is evaluated by the streaming engine and only the share column is materialised
+    (8 bytes per row), so millions of microbatches fit.
+    """
+    share = with_flops(stats, spec, ["exact"], frozen).select(
+        pl.when(pl.col("exact_total") > 0).then(pl.col("exact_vision") / pl.col("exact_total")).alias("vision_share"))
+    if isinstance(share, pl.LazyFrame):
+        share = share.collect(engine="streaming")
+    return share["vision_share"]
