@@ -159,9 +159,15 @@ def _attribution_lines(a: dict) -> list[str]:
     if not a.get("ok"):
         return [f"not fitted: {a.get('reason')}"]
     vis = a.get("vision_tflops_per_gpu")
-    return [f"seconds/iteration ≈ {a['overhead_s']:.3f} + LM FLOPs at **{a['lm_tflops_per_gpu']:.0f}** TFLOP/s/GPU"
-            + (f" + vision FLOPs at **{vis:.0f}** TFLOP/s/GPU" if vis else "")
-            + f" (R² {a['r2']:.3f}, {a['windows']} windows)."]
+    overhead = f"{a['overhead_s']:.3f} s + " if a.get("model") != "no_overhead" else ""
+    lines = [f"seconds/iteration ≈ {overhead}LM FLOPs at **{a['lm_tflops_per_gpu']:.0f}** TFLOP/s/GPU"
+             + (f" + vision FLOPs at **{vis:.0f}** TFLOP/s/GPU" if vis else "")
+             + f" (R² {a['r2']:.3f}, {a['windows']} windows)."]
+    if a.get("model") == "no_overhead":
+        lines.append(a["reason"])
+    if vis and a["lm_tflops_per_gpu"]:
+        lines.append(f"The vision part runs at {100 * vis / a['lm_tflops_per_gpu']:.0f}% of the LM's achieved rate.")
+    return lines
 
 
 def render_markdown(summary: dict, run: RunAnalysis) -> str:

@@ -126,8 +126,9 @@ def step_time_fit(run: RunAnalysis, path: Path) -> Path:
             vis * 1e3 / (a.vision_tflops_per_gpu * gpus) if a.vision_tflops_per_gpu else 0)
         order = np.argsort(lm + vis)
         ax.plot((lm + vis)[order], pred[order], color="red", lw=1,
-                label=f"fit: LM {a.lm_tflops_per_gpu:.0f}, vision "
-                      f"{a.vision_tflops_per_gpu or float('nan'):.0f} TFLOP/s/GPU, overhead {a.overhead_s:.2f} s")
+                label=f"fit: LM {a.lm_tflops_per_gpu:.0f}, vision {a.vision_tflops_per_gpu or float('nan'):.0f} "
+                      "TFLOP/s/GPU" + (f", overhead {a.overhead_s:.2f} s" if a.model != "no_overhead"
+                                       else " (effective, overhead included)"))
         _legend(ax, fontsize=8)
     ax.set_xlabel("exact training PFLOP per iteration")
     ax.set_ylabel("seconds per iteration")

@@ -75,12 +75,17 @@ class SampleStream:
     pipelines drop over-long examples; ``dropped`` counts them)."""
 
     def __init__(self, mix: DataMix, rng: np.random.Generator, seq_length: int, patch: int, merge: int):
+        self.rng, self.seq_length, self.patch, self.merge = rng, seq_length, patch, merge
+        self.set_mix(mix)
+        self.dropped = 0
+
+    def set_mix(self, mix: DataMix) -> None:
+        """Draw from ``mix`` from now on (samples already in open packs stay)."""
         if (mix.image and mix.images is None) or (mix.video and mix.videos is None):
             raise ValueError("data mix has image/video samples but no image/video distribution")
-        self.mix, self.rng, self.seq_length, self.patch, self.merge = mix, rng, seq_length, patch, merge
+        self.mix = mix
         probs = np.array([mix.text_only, mix.image, mix.video], dtype=float)
         self.probs = probs / probs.sum()
-        self.dropped = 0
 
     def _draw(self) -> Sample:
         mix, rng = self.mix, self.rng

@@ -19,6 +19,8 @@ Assumptions (also in sample_logs/README.md):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .spec import (DataMix, ImageDist, Parallelism, Quirks, ResolutionMode, RunSpec, StepTimeModel, TextDist,
                    VideoDist)
 
@@ -73,14 +75,19 @@ QWEN25_VL_VIDEO = VideoDist(median_seconds=14.0, sigma=0.6, fps=2.0, min_frames=
 H100_DENSE = StepTimeModel(peak_tflops=989.0, eff_lm_gemm=0.55, eff_lm_moe=0.45, eff_lm_attn=0.42,
                            eff_vit_gemm=0.36, eff_vit_attn=0.18, overhead_ms=35.0, noise_sigma=0.025)
 
+QWEN25_VL_MIX = DataMix(text_only=0.25, image=0.45, video=0.30, text=SFT_TEXT,
+                        media_text=TextDist(median_tokens=500, sigma=0.8, min_tokens=16, max_tokens=3000),
+                        images=QWEN25_VL_HIRES, videos=QWEN25_VL_VIDEO)
+QWEN25_VL_TEXT_HEAVY = replace(QWEN25_VL_MIX, text_only=0.80, image=0.15, video=0.05)
+
 QWEN25_VL_7B_VIDEO = RunSpec(
     name="qwen2.5-vl-7b-video",
     model="qwen2.5-vl-7b",
     description=("Qwen2.5-VL-7B SFT on video clips (2 fps) and high-resolution documents with a frozen vision "
-                 "tower and merger; logged TFLOP/s/GPU counts the LM only."),
-    data=DataMix(text_only=0.25, image=0.45, video=0.30, text=SFT_TEXT,
-                 media_text=TextDist(median_tokens=500, sigma=0.8, min_tokens=16, max_tokens=3000),
-                 images=QWEN25_VL_HIRES, videos=QWEN25_VL_VIDEO),
+                 "tower and merger, the blend alternating every 20 iterations between a media-heavy and a "
+                 "text-heavy mix; logged TFLOP/s/GPU counts the LM only."),
+    data=QWEN25_VL_MIX,
+    phases=tuple((start, QWEN25_VL_TEXT_HEAVY if (start // 20) % 2 else QWEN25_VL_MIX) for start in range(21, 150, 20)),
     parallel=Parallelism(tp=4, pp=2, cp=1, ep=1, dp=8), timing=H100_DENSE, gpu="H100-SXM", seq_length=8192,
     micro_batch_size=1, num_microbatches=8, iterations=150, log_interval=5, frozen=("vision",), seed=2505,
     lr=2e-5, quirks=Quirks(crash_after=112, save_interval=50, nan_iteration=41, prefixes=("torchrun", "none")),

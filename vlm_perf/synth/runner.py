@@ -97,7 +97,7 @@ def _build_iterations(run: RunSpec, spec) -> tuple[dict[int, Iteration], int]:
     vision = spec.vision
     patch = vision.patch_size if vision else 14
     merge = vision.spatial_merge_size if vision else 2
-    if vision is None and (run.data.image or run.data.video):
+    if vision is None and any(m.image or m.video for m in (run.data, *(mix for _, mix in run.phases))):
         raise ValueError(f"{run.model} has no vision tower but the data mix has media")
     stream = SampleStream(run.data, _rng(run.seed, _DATA), run.seq_length, patch, merge)
     packer = FirstFitPacker(stream, run.seq_length)
@@ -105,7 +105,10 @@ def _build_iterations(run: RunSpec, spec) -> tuple[dict[int, Iteration], int]:
     mbs, nmb, dp = run.micro_batch_size, run.num_microbatches, run.parallel.dp
     out: dict[int, Iteration] = {}
     tau = max(1.0, run.iterations / 3)
+    phases = dict(run.phases)
     for it in range(1, run.iterations + 1):
+        if it in phases:
+            stream.set_mix(phases[it])
         rows, rank_stats = [], []
         for rank in range(dp):
             total = BatchStats()

@@ -167,6 +167,9 @@ class RunSpec:
     moe_aux_loss: bool = False
     start_time: str = "2025-09-14 08:00:00"
     notes: str = ""
+    # data-mix schedule: (first iteration, mix) pairs switching ``data`` from that iteration on, as a
+    # curriculum or a dataset blend that changes over the run; step-time attribution needs such variation
+    phases: tuple[tuple[int, DataMix], ...] = ()
 
     @property
     def global_batch_size(self) -> int:
