@@ -128,6 +128,12 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
                            conventions=conventions, frozen=frozen, estimate=estimate,
                            log_interval=config.log_interval)
     analysis.messages.extend(notes + vision_gaps(spec, estimate, stats_frame, stats_frame is None))
+    if meta_diag:  # what the metadata reader noticed belongs in the report, not only in diagnostics
+        skipped = meta_diag.get("rows_skipped_total", 0)
+        if skipped:
+            analysis.messages.append(f"metadata: {skipped} bad row(s) skipped (--skip-bad); first: "
+                                     + "; ".join(meta_diag.get("bad_lines", [])[:3]))
+        analysis.messages.extend(f"metadata: {note}" for note in meta_diag.get("notes", []))
     for conflict in config.conflict_messages():
         analysis.messages.append(f"configuration conflict: {conflict}")
     context = ReportContext(

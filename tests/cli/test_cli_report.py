@@ -143,3 +143,20 @@ def test_vlm_estimate_without_grid_says_vision_is_zero(tmp_path):
 def test_report_bad_options(tmp_path, args, needle):
     r = cli("report", SAMPLE_A, "-o", tmp_path / "out", *args)
     assert r.returncode == 2 and "Traceback" not in r.stderr and needle in r.stderr, r.stderr
+
+
+def test_bad_metadata_line_errors_or_is_counted(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_A, run)
+    src = run / "metadata.jsonl.gz"
+    lines = gzip.decompress(src.read_bytes()).decode().splitlines()
+    lines.insert(3, '{"iteration": 1, "microbatch": 99, "dp_rank": 0, "seq_lens": [64], "image_grid_thw": [[1, 3, 4]]}')
+    src.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    r = cli("report", run, "-o", tmp_path / "out")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "metadata.jsonl.gz:4" in r.stderr and "divisible" in r.stderr
+    r = cli("report", run, "--skip-bad", "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert any("1 bad row(s) skipped" in m and "metadata.jsonl.gz:4" in m for m in s["messages"])
+    assert s["diagnostics"]["metadata"]["rows_skipped_total"] == 1
