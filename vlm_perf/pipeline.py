@@ -64,6 +64,9 @@ def estimate_from_config(config, spec: ModelSpec) -> BatchStats:
 
 def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: bool) -> list[str]:
     """Messages when a VLM's vision would silently count as zero."""
+    if not estimated and (frame is None or frame.height == 0):
+        return ["the metadata has no usable rows: every window lacks statistics (check the files, or drop them "
+                "to get an estimate from the run configuration)"]
     if spec.vision is None:
         return []
     patches = stats.vision_patches if estimated and stats is not None else (

@@ -45,10 +45,14 @@ def test_the_last_copy_wins(tmp_path):
 
 
 def test_rows_without_keys_are_all_kept(tmp_path):
+    # keyed rows with a replay (so deduplication runs) next to rows lacking microbatch/dp_rank
     shard = tmp_path / "m.jsonl"
-    shard.write_text('{"iteration": 1, "seq_lens": [10]}\n{"iteration": 1, "seq_lens": [10]}\n')
+    keyed = [{"iteration": i, "microbatch": 0, "dp_rank": 0, "seq_lens": [10]} for i in (1, 2, 3, 2)]
+    keyless = [{"iteration": 2, "seq_lens": [7]}, {"iteration": 2, "seq_lens": [7]}]
+    shard.write_text("".join(json.dumps(r) + "\n" for r in keyed + keyless))
     result = iteration_stats(shard)
-    assert result.stats_for(1).lm_tokens == 20 and result.diagnostics.rows_duplicate == 0
+    assert result.diagnostics.rows_duplicate == 1
+    assert result.stats_for(2).lm_tokens == 10 + 7 + 7
 
 
 def test_misspelled_key_is_named_in_the_notes(tmp_path):
@@ -57,4 +61,36 @@ def test_misspelled_key_is_named_in_the_notes(tmp_path):
     result = iteration_stats(shard)
     assert result.stats_for(1).vision_patches == 0  # the misspelled key carries no data ...
     note = next(n for n in result.diagnostics.notes if "outside schema v1" in n)
-    assert "'image_grids' (did you mean 'image_grid_thw'?)" in note and "'loss'" in note  # ... but is named
+    assert "'image_grids' (did you mean 'image_grid_thw'?)" in note and "loss" not in note  # ... but is named
+    assert result.diagnostics.extra_keys == ["image_grids", "loss"]  # free-form extras are listed, not warned
+
+
+def test_constant_microbatch_field_is_not_used_to_drop_rows(tmp_path):
+    # a loop that always writes microbatch=0: 4 real microbatches per iteration, then a resume at 8
+    with MetadataWriter(tmp_path / "m", rank=0) as w:
+        for it in list(range(1, 11)) + list(range(8, 11)):
+            for _ in range(4):
+                w.record(it, microbatch=0, seq_lens=[1000])
+    result = iteration_stats(tmp_path / "m")
+    assert result.stats_for(3).lm_tokens == 4000  # nothing collapsed
+    assert result.diagnostics.rows_duplicate == 0
+    assert any("does not number the microbatches" in n for n in result.diagnostics.notes)
+
+
+def test_replays_that_are_the_majority_are_found(tmp_path):
+    # iterations 1-10, then a resume from an old checkpoint replays 3-10: most iterations doubled
+    with MetadataWriter(tmp_path / "m", rank=0) as w:
+        for it in list(range(1, 11)) + list(range(3, 11)):
+            for mb in range(2):
+                w.record(it, microbatch=mb, seq_lens=[1000])
+    result = iteration_stats(tmp_path / "m")
+    assert result.frame["lm_tokens"].to_list() == [2000] * 10
+    assert result.diagnostics.rows_duplicate == 16
+
+
+def test_single_iteration_recorded_twice(tmp_path):
+    with MetadataWriter(tmp_path / "m", rank=3) as w:
+        for _ in range(2):
+            for mb in range(4):
+                w.record(1, microbatch=mb, seq_lens=[500])
+    assert iteration_stats(tmp_path / "m").stats_for(1).lm_tokens == 2000

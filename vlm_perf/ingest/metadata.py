@@ -56,6 +56,7 @@ class MetadataDiagnostics:
     rows_preaggregated_lm: int = 0
     rows_preaggregated_vision: int = 0
     rows_padded_tokens_only: int = 0
+    extra_keys: list[str] = field(default_factory=list)  # top-level keys outside schema v1 (first lines)
     rows_duplicate: int = 0  # repeated (iteration, microbatch, dp_rank) rows dropped (last one kept)
     decompressed: list[str] = field(default_factory=list)
     cleaned: list[str] = field(default_factory=list)
@@ -119,14 +120,30 @@ def _rows(lf: pl.LazyFrame, merge_size: int, window_side: int | None, flags: boo
 _KEY = ("iteration", "microbatch", "dp_rank")
 
 
-def _may_have_duplicates(rows_per_iteration: pl.Series) -> bool:
-    """Cheap test for re-recorded rows: a resumed job that appends to its shard writes the replayed
-    iterations again, so some iteration has more rows than the usual (most common) count. Only then
-    is the exact (memory-hungry) deduplication run."""
-    if rows_per_iteration.len() == 0:
-        return False
-    usual = rows_per_iteration.mode().min()
-    return bool(rows_per_iteration.max() > usual)
+# cheap per-(iteration, dp_rank) facts about the microbatch index (no hash sets: O(groups) memory)
+_MB_CHECK = [pl.col("microbatch").min().alias("_mb_min"), pl.col("microbatch").max().alias("_mb_max"),
+             pl.col("microbatch").null_count().alias("_mb_null")]
+
+
+def _replays(per_rank: pl.DataFrame, rows: str) -> tuple[int, str | None]:
+    """Rows re-recorded by a resumed job, from per-(iteration, dp_rank) counts. A group with more rows
+    than the span of its microbatch indexes (max - min + 1) must repeat an index (pigeonhole), which
+    is what re-recording a replayed iteration does. Returns (rows beyond the span, note or None).
+
+    Groups without ``dp_rank`` or with a null ``microbatch`` are not checked (their rows are kept).
+    When ``microbatch`` does not number the microbatches (one value for several rows in most
+    groups), nothing is dropped and the note says so.
+    """
+    keyed = per_rank.filter(pl.col("dp_rank").is_not_null() & (pl.col("_mb_null") == 0))
+    multi = keyed.filter(pl.col(rows) > 1)
+    # most groups hold several rows sharing one index: the field is not a microbatch number (a replay
+    # only repeats the replayed iterations, a minority)
+    if multi.height * 2 > keyed.height and (multi["_mb_min"] == multi["_mb_max"]).sum() * 2 > multi.height:
+        return 0, ("microbatch does not number the microbatches of an iteration (one value for several rows), so "
+                   "rows a resumed job recorded twice cannot be told apart: none dropped")
+    span = keyed["_mb_max"] - keyed["_mb_min"] + 1 if keyed.height else None
+    excess = (keyed[rows].cast(pl.Int64) - span).clip(lower_bound=0).sum() if keyed.height else 0
+    return int(excess), None
 
 
 def _dedup(rows: pl.LazyFrame) -> pl.LazyFrame:
@@ -251,13 +268,12 @@ def _unknown_keys(sources: list[Source]) -> dict[str, int]:
 def _unknown_key_note(unknown: dict[str, int]) -> str | None:
     import difflib
 
-    if not unknown:
-        return None
-    parts = []
+    suspects = []
     for key in sorted(unknown):
         close = difflib.get_close_matches(key, list(SCHEMA), n=1, cutoff=0.6)
-        parts.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    return f"keys outside schema v1 are ignored: {', '.join(parts)}"
+        if close:  # free-form extras (loss, sample ids, ...) are fine; a near-miss of a schema key is not
+            suspects.append(f"{key!r} (did you mean {close[0]!r}?)")
+    return f"keys outside schema v1 are ignored: {', '.join(suspects)}" if suspects else None
 
 
 def _finish_notes(diag: MetadataDiagnostics) -> None:
@@ -294,8 +310,8 @@ def scan_microbatches(paths: PathsLike, spec: "ModelSpec | None" = None, skip_ba
 
     def probe(sources: list[Source]) -> pl.DataFrame:
         ex = row_exprs(merge_size, window_side)
-        return _collect(ex.apply(_scan(sources)).select("iteration", ex.code.alias(_CODE))
-                        .group_by("iteration", _CODE).agg(pl.len().alias("_rows")))
+        return _collect(ex.apply(_scan(sources)).select("iteration", "dp_rank", "microbatch", ex.code.alias(_CODE))
+                        .group_by("iteration", "dp_rank", _CODE).agg(pl.len().alias("_rows"), *_MB_CHECK))
 
     try:
         bad: list[Bad] = []
@@ -308,7 +324,8 @@ def scan_microbatches(paths: PathsLike, spec: "ModelSpec | None" = None, skip_ba
     temp.keep_until_exit()
     good = grouped.filter(pl.col(_CODE) == 0)
     rows = _rows(_scan(sources), merge_size, window_side).filter(pl.col(_CODE) == 0).drop(_CODE)
-    return _dedup(rows) if _may_have_duplicates(good["_rows"]) else rows
+    repeated, _ = _replays(good, "_rows")
+    return _dedup(rows) if repeated else rows
 
 
 def iteration_stats(paths: PathsLike, spec: "ModelSpec | None" = None, skip_bad: bool = False) -> MetadataResult:
@@ -321,22 +338,29 @@ def iteration_stats(paths: PathsLike, spec: "ModelSpec | None" = None, skip_bad:
 
     def probe(sources: list[Source]) -> pl.DataFrame:
         return _collect(_rows(_scan(sources), merge_size, window_side, flags=True)
-                        .group_by("iteration", _CODE).agg(sums))
+                        .group_by("iteration", "dp_rank", _CODE).agg(sums + _MB_CHECK))
 
     try:
         bad: list[Bad] = []
         sources, grouped = _prepare(paths, temp, diag, bad, probe)
-        note = _unknown_key_note(_unknown_keys(sources))
+        unknown = _unknown_keys(sources)
+        diag.extra_keys = sorted(unknown)
+        note = _unknown_key_note(unknown)
         if note:
             diag.notes.append(note)
         codes = dict(grouped.group_by(_CODE).agg(pl.col("microbatches").sum()).iter_rows())
         _report_bad(sources, codes, skip_bad, merge_size, window_side, diag, bad)
-        good = grouped.filter(pl.col(_CODE) == 0)
-        if _may_have_duplicates(good["microbatches"]):  # rare: redo the good rows, deduplicated
+        per_rank = grouped.filter(pl.col(_CODE) == 0)
+        repeated, note = _replays(per_rank, "microbatches")
+        if note:
+            diag.notes.append(note)
+        if repeated:  # rare: redo the good rows, deduplicated
+            per_rank_before = per_rank["microbatches"].sum()
             rows = _rows(_scan(sources), merge_size, window_side, flags=True).filter(pl.col(_CODE) == 0)
-            before = int(good["microbatches"].sum())
-            good = _dedup(rows).group_by("iteration", _CODE).agg(sums).collect()
-            diag.rows_duplicate = before - int(good["microbatches"].sum())
+            per_rank = _dedup(rows).group_by("iteration", _CODE).agg(sums).collect()
+            diag.rows_duplicate = int(per_rank_before) - int(per_rank["microbatches"].sum())
+        stat_cols = [*STAT_FIELDS, "microbatches", *_FLAGS]
+        good = per_rank.group_by("iteration").agg(pl.col(c).sum() for c in stat_cols)
     finally:
         temp.cleanup()
     flag_totals = good.select(pl.col(f).sum() for f in _FLAGS).row(0) if good.height else (0, 0, 0)

@@ -216,6 +216,8 @@ def _merge_diag(diags: Sequence[MetadataDiagnostics]) -> MetadataDiagnostics:
         out.cleaned += d.cleaned
         if d.notes and not out.notes:  # the first partition's shards are the ones the single path samples
             out.notes = list(d.notes)
+        if d.extra_keys and not out.extra_keys:
+            out.extra_keys = list(d.extra_keys)
     return out
 
 
