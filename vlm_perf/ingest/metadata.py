@@ -120,30 +120,36 @@ def _rows(lf: pl.LazyFrame, merge_size: int, window_side: int | None, flags: boo
 _KEY = ("iteration", "microbatch", "dp_rank")
 
 
-# cheap per-(iteration, dp_rank) facts about the microbatch index (no hash sets: O(groups) memory)
-_MB_CHECK = [pl.col("microbatch").min().alias("_mb_min"), pl.col("microbatch").max().alias("_mb_max"),
-             pl.col("microbatch").null_count().alias("_mb_null")]
+# Per-iteration facts for finding rows a resumed job recorded twice, over rows carrying both keys.
+# Only min / max / count: O(iterations) memory whatever the number of ranks and rows.
+_KEYED = pl.col("microbatch").is_not_null() & pl.col("dp_rank").is_not_null()
+_KEY_CHECK = [_KEYED.sum().alias("_keyed"),
+              pl.col("microbatch").filter(_KEYED).min().alias("_mb_min"),
+              pl.col("microbatch").filter(_KEYED).max().alias("_mb_max"),
+              pl.col("dp_rank").filter(_KEYED).min().alias("_rank_min"),
+              pl.col("dp_rank").filter(_KEYED).max().alias("_rank_max")]
 
 
-def _replays(per_rank: pl.DataFrame, rows: str) -> tuple[int, str | None]:
-    """Rows re-recorded by a resumed job, from per-(iteration, dp_rank) counts. A group with more rows
-    than the span of its microbatch indexes (max - min + 1) must repeat an index (pigeonhole), which
-    is what re-recording a replayed iteration does. Returns (rows beyond the span, note or None).
+def _replayed_iterations(per_iteration: pl.DataFrame) -> tuple[list[int], str | None]:
+    """Iterations whose keyed rows must repeat an (microbatch, dp_rank) key, and a note.
 
-    Groups without ``dp_rank`` or with a null ``microbatch`` are not checked (their rows are kept).
-    When ``microbatch`` does not number the microbatches (one value for several rows in most
-    groups), nothing is dropped and the note says so.
+    Pigeonhole: an iteration with more keyed rows than (rank span) x (microbatch-index span) holds a
+    key twice, which is what re-recording a replayed iteration does. When ``microbatch`` does not
+    number the microbatches (one value for several rows per rank in most iterations), nothing is
+    flagged and the note says so. Rows missing either key are never dropped.
     """
-    keyed = per_rank.filter(pl.col("dp_rank").is_not_null() & (pl.col("_mb_null") == 0))
-    multi = keyed.filter(pl.col(rows) > 1)
-    # most groups hold several rows sharing one index: the field is not a microbatch number (a replay
-    # only repeats the replayed iterations, a minority)
-    if multi.height * 2 > keyed.height and (multi["_mb_min"] == multi["_mb_max"]).sum() * 2 > multi.height:
-        return 0, ("microbatch does not number the microbatches of an iteration (one value for several rows), so "
-                   "rows a resumed job recorded twice cannot be told apart: none dropped")
-    span = keyed["_mb_max"] - keyed["_mb_min"] + 1 if keyed.height else None
-    excess = (keyed[rows].cast(pl.Int64) - span).clip(lower_bound=0).sum() if keyed.height else 0
-    return int(excess), None
+    keyed = per_iteration.filter(pl.col("_keyed") > 0)
+    if keyed.height == 0:
+        return [], None
+    ranks = keyed["_rank_max"] - keyed["_rank_min"] + 1
+    indexes = keyed["_mb_max"] - keyed["_mb_min"] + 1
+    several_per_rank = keyed["_keyed"].cast(pl.Int64) > ranks
+    constant_index = several_per_rank & (indexes == 1)
+    if several_per_rank.sum() * 2 > keyed.height and constant_index.sum() * 2 > several_per_rank.sum():
+        return [], ("microbatch does not number the microbatches of an iteration (one value for several rows), so "
+                    "rows a resumed job recorded twice cannot be told apart: none dropped")
+    flagged = keyed.filter(keyed["_keyed"].cast(pl.Int64) > ranks * indexes)["iteration"]
+    return sorted(flagged.unique().to_list()), None
 
 
 def _dedup(rows: pl.LazyFrame) -> pl.LazyFrame:
@@ -311,7 +317,7 @@ def scan_microbatches(paths: PathsLike, spec: "ModelSpec | None" = None, skip_ba
     def probe(sources: list[Source]) -> pl.DataFrame:
         ex = row_exprs(merge_size, window_side)
         return _collect(ex.apply(_scan(sources)).select("iteration", "dp_rank", "microbatch", ex.code.alias(_CODE))
-                        .group_by("iteration", "dp_rank", _CODE).agg(pl.len().alias("_rows"), *_MB_CHECK))
+                        .group_by("iteration", _CODE).agg(pl.len().alias("_rows"), *_KEY_CHECK))
 
     try:
         bad: list[Bad] = []
@@ -324,8 +330,11 @@ def scan_microbatches(paths: PathsLike, spec: "ModelSpec | None" = None, skip_ba
     temp.keep_until_exit()
     good = grouped.filter(pl.col(_CODE) == 0)
     rows = _rows(_scan(sources), merge_size, window_side).filter(pl.col(_CODE) == 0).drop(_CODE)
-    repeated, _ = _replays(good, "_rows")
-    return _dedup(rows) if repeated else rows
+    replayed, _ = _replayed_iterations(good)
+    if not replayed:
+        return rows
+    in_replayed = pl.col("iteration").is_in(replayed)
+    return pl.concat([rows.filter(~in_replayed), _dedup(rows.filter(in_replayed))])
 
 
 def iteration_stats(paths: PathsLike, spec: "ModelSpec | None" = None, skip_bad: bool = False) -> MetadataResult:
@@ -338,7 +347,7 @@ def iteration_stats(paths: PathsLike, spec: "ModelSpec | None" = None, skip_bad:
 
     def probe(sources: list[Source]) -> pl.DataFrame:
         return _collect(_rows(_scan(sources), merge_size, window_side, flags=True)
-                        .group_by("iteration", "dp_rank", _CODE).agg(sums + _MB_CHECK))
+                        .group_by("iteration", _CODE).agg(sums + _KEY_CHECK))
 
     try:
         bad: list[Bad] = []
@@ -350,17 +359,17 @@ def iteration_stats(paths: PathsLike, spec: "ModelSpec | None" = None, skip_bad:
             diag.notes.append(note)
         codes = dict(grouped.group_by(_CODE).agg(pl.col("microbatches").sum()).iter_rows())
         _report_bad(sources, codes, skip_bad, merge_size, window_side, diag, bad)
-        per_rank = grouped.filter(pl.col(_CODE) == 0)
-        repeated, note = _replays(per_rank, "microbatches")
+        good = grouped.filter(pl.col(_CODE) == 0)
+        replayed, note = _replayed_iterations(good)
         if note:
             diag.notes.append(note)
-        if repeated:  # rare: redo the good rows, deduplicated
-            per_rank_before = per_rank["microbatches"].sum()
-            rows = _rows(_scan(sources), merge_size, window_side, flags=True).filter(pl.col(_CODE) == 0)
-            per_rank = _dedup(rows).group_by("iteration", _CODE).agg(sums).collect()
-            diag.rows_duplicate = int(per_rank_before) - int(per_rank["microbatches"].sum())
-        stat_cols = [*STAT_FIELDS, "microbatches", *_FLAGS]
-        good = per_rank.group_by("iteration").agg(pl.col(c).sum() for c in stat_cols)
+        if replayed:  # rare: redo only the replayed iterations, deduplicated
+            in_replayed = pl.col("iteration").is_in(replayed)
+            rows = _rows(_scan(sources), merge_size, window_side, flags=True).filter((pl.col(_CODE) == 0) & in_replayed)
+            redone = _dedup(rows).group_by("iteration", _CODE).agg(sums).collect()
+            before = int(good.filter(in_replayed)["microbatches"].sum())
+            diag.rows_duplicate = before - int(redone["microbatches"].sum())
+            good = pl.concat([good.filter(~in_replayed).select(redone.columns), redone], how="vertical_relaxed")
     finally:
         temp.cleanup()
     flag_totals = good.select(pl.col(f).sum() for f in _FLAGS).row(0) if good.height else (0, 0, 0)
