@@ -45,7 +45,7 @@ class Explanation:
     before_convention: str
     after_convention: str
     lm_flops_per_token: float
-    param_ratio: float | None  # vision params / active LM params (the "1/6" intuition)
+    param_ratio: float  # vision params / active LM params (the "1/6" intuition)
     frames: list[FrameSolution] = field(default_factory=list)
     statement: str = ""
 
@@ -65,13 +65,12 @@ def explain_delta(spec: ModelSpec, before: float, after: float, convention: str 
         raise ValueError(f"--after ({after:g}) is below --before ({before:g}): counting vision FLOPs can only raise "
                          "TFLOP/s/GPU at an unchanged step time")
     ratio = after / before
-    lm_per_token = compute_flops(spec, BatchStats.from_batch(seq_len=seq_len, spec=spec), before_convention).total / seq_len
+    lm_per_token = lm_flops_per_token(spec, seq_len, before_convention)
     m2 = spec.vision.merge_unit
     solutions = []
     for patches in frames:
-        side = _frame_side(patches, spec.vision.spatial_merge_size)
-        frame = BatchStats.from_batch(seq_len=max(seq_len, side * side // m2), image_grids=[(1, side, side)], spec=spec)
-        v = compute_flops(spec, frame, convention).vision / frame.vision_merged_tokens
+        side = frame_side(patches, spec.vision.spatial_merge_size)
+        v = vision_flops_per_visual_token(spec, side, convention, seq_len)
         bound = v / lm_per_token
         phi = (ratio - 1) / bound if 0 <= ratio - 1 <= bound else None
         tokens = phi * seq_len if phi is not None else None
@@ -80,7 +79,7 @@ def explain_delta(spec: ModelSpec, before: float, after: float, convention: str 
             visual_token_share=phi, patches_per_lm_token=phi * m2 if phi is not None else None,
             visual_tokens_per_sample=tokens,
             frames_per_sample=tokens / (side * side / m2) if tokens is not None else None))
-    param_ratio = _param_ratio(spec)
+    param_ratio = vision_param_ratio(spec)
     mid = solutions[len(solutions) // 2]
     statement = (
         f"{spec.name}: {before:g} -> {after:g} TFLOP/s/GPU is +{100 * (ratio - 1):.1f}%, i.e. vision FLOPs = "
@@ -95,15 +94,25 @@ def explain_delta(spec: ModelSpec, before: float, after: float, convention: str 
                        param_ratio, solutions, statement)
 
 
-def _frame_side(patches: int, merge: int) -> int:
-    side = max(merge, int(round(math.sqrt(patches) / merge)) * merge)
-    return side
+def frame_side(patches: int, merge: int) -> int:
+    """Side (in patches) of the square frame closest to ``patches``, a multiple of the merge size."""
+    return max(merge, int(round(math.sqrt(patches) / merge)) * merge)
 
 
-def _param_ratio(spec: ModelSpec) -> float | None:
-    try:
-        from ..arch import params
-    except ImportError:  # pragma: no cover
-        return None
-    vision = params.vision_tower_params(spec) + params.merger_params(spec)
-    return vision / params.lm_active_params(spec)
+def lm_flops_per_token(spec: ModelSpec, seq_len: int, convention: str) -> float:
+    """LM training FLOPs per token of one unpacked sequence of ``seq_len`` tokens."""
+    return compute_flops(spec, BatchStats.from_batch(seq_len=seq_len, spec=spec), convention).total / seq_len
+
+
+def vision_flops_per_visual_token(spec: ModelSpec, side: int, convention: str, seq_len: int) -> float:
+    """Vision training FLOPs of one ``side x side``-patch image per merged (LM) token it becomes."""
+    frame = BatchStats.from_batch(seq_len=max(seq_len, side * side // spec.vision.merge_unit),
+                                  image_grids=[(1, side, side)], spec=spec)
+    return compute_flops(spec, frame, convention).vision / frame.vision_merged_tokens
+
+
+def vision_param_ratio(spec: ModelSpec) -> float:
+    """(vision tower + mergers) / active LM parameters: the "about 1/6" intuition."""
+    from ..arch import params
+
+    return (params.vision_tower_params(spec) + params.merger_params(spec)) / params.lm_active_params(spec)

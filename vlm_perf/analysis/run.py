@@ -108,7 +108,7 @@ def analyze_run(
     windows = build_windows(iterations, interval)
     sums = [c for c in per_iteration.columns if c.endswith(("_total", "_vision", "_language")) or c.startswith("flops.")]
     windows = window_sums(windows, per_iteration, sums)
-    gaps = _gaps(iterations, per_iteration, windows)
+    gaps = _gaps(iterations, per_iteration, windows, interval)
     if gaps["log_iterations_without_metadata"]:
         messages.append(f"{gaps['log_iterations_without_metadata']} logged windows lack metadata for some iterations; "
                         "their rates are marked incomplete and excluded from means")
@@ -138,10 +138,10 @@ def analyze_run(
                        attribution, gaps, messages)
 
 
-def _gaps(iterations: pl.DataFrame, per_iteration: pl.DataFrame, windows: pl.DataFrame) -> dict:
+def _gaps(iterations: pl.DataFrame, per_iteration: pl.DataFrame, windows: pl.DataFrame, interval: int) -> dict:
     lo, hi = int(iterations["iteration"].min()), int(iterations["iteration"].max())
     meta = per_iteration["iteration"]
-    outside = int(((meta < lo - infer_log_interval(iterations)) | (meta > hi)).sum())
+    outside = int(((meta < lo - interval) | (meta > hi)).sum())
     incomplete = windows.filter(pl.col("covered_iterations") < pl.col("window_iterations"))
     return {"log_iterations": iterations.height, "metadata_iterations": per_iteration.height,
             "log_iterations_without_metadata": incomplete.height,

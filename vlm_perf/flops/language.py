@@ -55,28 +55,38 @@ def moe_per_token(lm: LMSpec) -> dict[str, int]:
     }
 
 
+def linear_per_token(lm: LMSpec) -> dict[str, int]:
+    """Forward FLOPs per token of the main stack's weight GEMMs and the logits, by component
+    (= 2 x the active matmul parameters; the conventions start from this too)."""
+    h, moe = lm.hidden_size, moe_per_token(lm)
+    return {
+        "lm.attn_proj": lm.num_layers * attn_proj_per_token(lm),
+        "lm.dense_mlp": lm.num_dense_layers * 2 * 3 * h * lm.intermediate_size,
+        "lm.routed_experts": lm.num_moe_layers * moe["routed"],
+        "lm.shared_experts": lm.num_moe_layers * moe["shared"],
+        "lm.router": lm.num_moe_layers * moe["router"],
+        "lm.logits": 2 * h * lm.vocab_size,
+    }
+
+
+def mtp_mlp_per_token(lm: LMSpec, router: bool = True) -> int:
+    """Forward FLOPs per token of an MTP module's MLP: the type of the last main decoder layer."""
+    if bool(lm.moe_layers) and lm.moe_layers[-1] == lm.num_layers - 1:
+        moe = moe_per_token(lm)
+        return moe["routed"] + moe["shared"] + (moe["router"] if router else 0)
+    return 2 * 3 * lm.hidden_size * lm.intermediate_size
+
+
 def language_terms(lm: LMSpec, s: BatchStats, causal_factor: Any = 0.5) -> list[Term]:
     tokens, tokens_sq, h = s.lm_tokens, s.lm_tokens_sq, lm.hidden_size
-    moe = moe_per_token(lm)
-    n_moe, n_dense = lm.num_moe_layers, lm.num_dense_layers
     core_per_layer = attn_core_per_token_sq(lm) * tokens_sq * causal_factor
-    logits = 2 * h * lm.vocab_size * tokens
-    terms = [
-        Term("lm.attn_proj", lm.num_layers * attn_proj_per_token(lm) * tokens, LANGUAGE_MODEL),
-        Term("lm.attn_core", lm.num_layers * core_per_layer, LANGUAGE_MODEL, weights=False),
-        Term("lm.dense_mlp", n_dense * 2 * 3 * h * lm.intermediate_size * tokens, LANGUAGE_MODEL),
-        Term("lm.routed_experts", n_moe * moe["routed"] * tokens, LANGUAGE_MODEL),
-        Term("lm.shared_experts", n_moe * moe["shared"] * tokens, LANGUAGE_MODEL),
-        Term("lm.router", n_moe * moe["router"] * tokens, LANGUAGE_MODEL),
-        Term("lm.logits", logits, LANGUAGE_MODEL),
-    ]
+    terms = [Term(name, per_token * tokens, LANGUAGE_MODEL) for name, per_token in linear_per_token(lm).items()]
+    terms.append(Term("lm.attn_core", lm.num_layers * core_per_layer, LANGUAGE_MODEL, weights=False))
     if lm.num_mtp_layers:
         # each MTP module: eh_proj (2h -> h), one decoder layer of the last layer's type, its own logits
-        last_is_moe = bool(lm.moe_layers) and lm.moe_layers[-1] == lm.num_layers - 1
-        mlp = (moe["routed"] + moe["shared"] + moe["router"]) if last_is_moe else 2 * 3 * h * lm.intermediate_size
-        per_token = 2 * 2 * h * h + attn_proj_per_token(lm) + mlp
+        per_token = 2 * 2 * h * h + attn_proj_per_token(lm) + mtp_mlp_per_token(lm) + 2 * h * lm.vocab_size
         terms += [
-            Term("lm.mtp", lm.num_mtp_layers * (per_token * tokens + logits), LANGUAGE_MODEL),
+            Term("lm.mtp", lm.num_mtp_layers * per_token * tokens, LANGUAGE_MODEL),
             Term("lm.mtp", lm.num_mtp_layers * core_per_layer, LANGUAGE_MODEL, weights=False),
         ]
     return terms

@@ -155,9 +155,8 @@ def _replayed_iterations(per_iteration: pl.DataFrame) -> tuple[list[int], str | 
 def _dedup(rows: pl.LazyFrame) -> pl.LazyFrame:
     """Keep the LAST row (file order) of every repeated (iteration, microbatch, dp_rank) key;
     rows without both keys cannot be told apart and are all kept."""
-    keyed = pl.col("microbatch").is_not_null() & pl.col("dp_rank").is_not_null()
-    return pl.concat([rows.filter(keyed).unique(subset=list(_KEY), keep="last", maintain_order=True),
-                      rows.filter(~keyed)])
+    return pl.concat([rows.filter(_KEYED).unique(subset=list(_KEY), keep="last", maintain_order=True),
+                      rows.filter(~_KEYED)])
 
 
 def _collect(lf: pl.LazyFrame) -> pl.DataFrame:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import math
 from typing import Iterable
 
 import polars as pl
 
 from ...arch.spec import ModelSpec
-from ...flops import compute_flops
-from ...stats import BatchStats
+from ..explain import (
+    frame_side,
+    lm_flops_per_token,
+    vision_flops_per_visual_token,
+    vision_param_ratio,
+)
 from .media import _vision
 
 
@@ -23,18 +26,13 @@ def ratio_table(spec: ModelSpec, seq_len: int = 4096, patches_per_frame: Iterabl
     ``cost_ratio`` = their quotient, the most counting vision can add (every token visual);
     ``param_ratio`` = (vision tower + mergers) / active LM parameters: the "about 1/6" figure.
     """
-    from ...arch import params
-
     v = _vision(spec)
-    m = v.spatial_merge_size
-    lm_per_token = compute_flops(spec, BatchStats.from_batch(seq_len=seq_len, spec=spec), lm_convention).total / seq_len
-    param_ratio = (params.vision_tower_params(spec) + params.merger_params(spec)) / params.lm_active_params(spec)
+    lm_per_token = lm_flops_per_token(spec, seq_len, lm_convention)
+    param_ratio = vision_param_ratio(spec)
     rows = []
     for p in patches_per_frame:
-        side = max(m, round(math.sqrt(p) / m) * m)
-        frame = BatchStats.from_batch(seq_len=max(seq_len, side * side // v.merge_unit), image_grids=[(1, side, side)],
-                                      spec=spec)
-        per_visual = compute_flops(spec, frame, convention).vision / frame.vision_merged_tokens
+        side = frame_side(p, v.spatial_merge_size)
+        per_visual = vision_flops_per_visual_token(spec, side, convention, seq_len)
         rows.append({"patches_per_frame": side * side, "frame_px": side * v.patch_size,
                      "vision_flops_per_visual_token": float(per_visual), "lm_flops_per_token": float(lm_per_token),
                      "cost_ratio": float(per_visual / lm_per_token), "param_ratio": float(param_ratio),

@@ -14,7 +14,7 @@ from typing import Any
 from ...arch.spec import LMSpec, ModelSpec, VisionSpec
 from ...stats.batch import BatchStats
 from ..breakdown import Options
-from ..language import attn_core_per_token_sq, attn_proj_per_token, moe_per_token
+from ..language import attn_core_per_token_sq, linear_per_token, mtp_mlp_per_token
 from .base import Convention
 
 VOCAB_MULTIPLE = 128  # Megatron's make_vocab_size_divisible_by default (x tensor-parallel size)
@@ -25,29 +25,25 @@ def padded_vocab(vocab: int, multiple: int = VOCAB_MULTIPLE) -> int:
 
 
 def megatron_lm_terms(lm: LMSpec, tokens: Any, tokens_sq: Any) -> dict[str, Any]:
-    """Megatron's LM formula, training FLOPs by component (3x forward, causal half)."""
+    """Megatron's LM formula, training FLOPs by component (3x forward, causal half).
+
+    Starts from the exact per-token GEMMs and applies Megatron's differences: no router, the padded
+    vocabulary, and MLA's q/kv LoRA norms billed as one multiply-add per rank.
+    """
     h = lm.hidden_size
-    moe = moe_per_token(lm)
-    proj = attn_proj_per_token(lm)
-    if lm.mla is not None:  # Megatron also bills the q/kv LoRA norms as one multiply-add per rank
-        proj += 2 * ((lm.mla.q_lora_rank or 0) + lm.mla.kv_lora_rank)
+    per_token = linear_per_token(lm)
+    per_token["lm.router"] = 0
+    per_token["lm.logits"] = 2 * h * padded_vocab(lm.vocab_size)
+    if lm.mla is not None:
+        per_token["lm.attn_proj"] += lm.num_layers * 2 * ((lm.mla.q_lora_rank or 0) + lm.mla.kv_lora_rank)
     core_per_layer = attn_core_per_token_sq(lm) * tokens_sq / 2
-    logits = 2 * h * padded_vocab(lm.vocab_size) * tokens
-    out = {
-        "lm.attn_proj": 3 * lm.num_layers * proj * tokens,
-        "lm.attn_core": 3 * lm.num_layers * core_per_layer,
-        "lm.dense_mlp": 3 * lm.num_dense_layers * 2 * 3 * h * lm.intermediate_size * tokens,
-        "lm.routed_experts": 3 * lm.num_moe_layers * moe["routed"] * tokens,
-        "lm.shared_experts": 3 * lm.num_moe_layers * moe["shared"] * tokens,
-        "lm.router": 0,
-        "lm.logits": 3 * logits,
-        "lm.mtp": 0,
-    }
+    out = {name: 3 * value * tokens for name, value in per_token.items()}
+    out["lm.attn_core"] = 3 * lm.num_layers * core_per_layer
+    out["lm.mtp"] = 0
     if lm.num_mtp_layers:
-        last_is_moe = bool(lm.moe_layers) and lm.moe_layers[-1] == lm.num_layers - 1
-        mlp = moe["routed"] + moe["shared"] if last_is_moe else 2 * 3 * h * lm.intermediate_size
-        per_token = proj + mlp + 2 * (3 * h + 2 * h * h)  # layer + (eh norms, eh_proj) as Megatron bills them
-        out["lm.mtp"] = 3 * lm.num_mtp_layers * (per_token * tokens + core_per_layer + logits)
+        proj = per_token["lm.attn_proj"] // lm.num_layers
+        layer = proj + mtp_mlp_per_token(lm, router=False) + 2 * (3 * h + 2 * h * h)  # + eh norms, eh_proj
+        out["lm.mtp"] = 3 * lm.num_mtp_layers * ((layer + per_token["lm.logits"]) * tokens + core_per_layer)
     return out
 
 

@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from ...arch.spec import ModelSpec
 from ...stats.batch import BatchStats
 from ..breakdown import Options
-from ..language import attn_core_per_token_sq, attn_proj_per_token, moe_per_token
+from ..language import attn_core_per_token_sq, linear_per_token
 from .base import Convention
-
-
-def _linear_per_token(spec: ModelSpec, include_router: bool = True) -> dict[str, Any]:
-    """Forward FLOPs per token of the LM's weight GEMMs = 2 x active matmul parameters."""
-    lm, h = spec.lm, spec.lm.hidden_size
-    moe = moe_per_token(lm)
-    return {
-        "lm.attn_proj": lm.num_layers * attn_proj_per_token(lm),
-        "lm.dense_mlp": lm.num_dense_layers * 2 * 3 * h * lm.intermediate_size,
-        "lm.routed_experts": lm.num_moe_layers * moe["routed"],
-        "lm.shared_experts": lm.num_moe_layers * moe["shared"],
-        "lm.router": lm.num_moe_layers * moe["router"] if include_router else 0,
-        "lm.logits": 2 * h * lm.vocab_size,
-    }
 
 
 def _torchtitan(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
     tokens = s.lm_padded_tokens  # labels.numel(): padding included
     seq_cfg = s.lm_padded_tokens / s.lm_samples
-    out = {k: 3 * v * tokens for k, v in _linear_per_token(spec).items()}
+    out = {k: 3 * v * tokens for k, v in linear_per_token(spec.lm).items()}
     out["lm.attn_core"] = 3 * spec.lm.num_layers * attn_core_per_token_sq(spec.lm) * seq_cfg * tokens
     return out
 
@@ -36,7 +21,7 @@ def _torchtitan(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
 def _verl(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
     lm, h = spec.lm, spec.lm.hidden_size
     tokens = s.lm_tokens
-    out = {k: 3 * v * tokens for k, v in _linear_per_token(spec).items()}
+    out = {k: 3 * v * tokens for k, v in linear_per_token(spec.lm).items()}
     out["lm.logits"] = 3 * 2 * (2 * h * lm.vocab_size) * tokens  # input embedding billed as a GEMM too
     out["lm.attn_core"] = 6 * s.lm_tokens_sq * lm.head_dim * lm.num_heads * lm.num_layers
     v = spec.vision
@@ -55,7 +40,7 @@ def _verl(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
 
 
 def _six_nd(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
-    return {k: 3 * v * s.lm_tokens for k, v in _linear_per_token(spec).items()}
+    return {k: 3 * v * s.lm_tokens for k, v in linear_per_token(spec.lm).items()}
 
 
 TORCHTITAN = Convention(

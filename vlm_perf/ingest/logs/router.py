@@ -98,6 +98,19 @@ class Router:
         if self._allowed("verl"):
             self._emit("verl", line, sub, label, verl.parse(text))
 
+    def _train_or_validation(self, fmt: str, parsed: tuple[str, dict] | None, line: int, sub: int,
+                             label: str | None) -> bool:
+        """Emit a (kind, record) parse of ``fmt``; validation lines are counted, not emitted.
+        False when the line is not of this format."""
+        if parsed is None:
+            return False
+        kind, rec = parsed
+        if kind == "validation":
+            self.ignored["validation"] += 1
+        elif self._allowed(fmt):
+            self._emit(fmt, line, sub, label, rec)
+        return True
+
     def _handle(self, line: int, sub: int, raw: str) -> None:
         label, text = clean_line(raw)
         s = text.strip()
@@ -117,13 +130,7 @@ class Router:
             if self._allowed("megatron"):
                 self.mega_rows.append((line, sub, label, text))
             return
-        n2 = nemo.parse_nemo2(text)
-        if n2 is not None:
-            fmt, rec = n2
-            if fmt == "validation":
-                self.ignored["validation"] += 1
-            elif self._allowed("nemo2"):
-                self._emit("nemo2", line, sub, label, rec)
+        if self._train_or_validation("nemo2", nemo.parse_nemo2(text), line, sub, label):
             return
         if "Step Time" in text:
             rec = megatron.parse_step_time(text)
@@ -148,13 +155,7 @@ class Router:
         if verl.DETECT_RE.match(s):
             self._pending_verl = [line, sub, label, s, line]
             return
-        tt = torchtitan.parse(text)
-        if tt is not None:
-            fmt, rec = tt
-            if fmt == "validation":
-                self.ignored["validation"] += 1
-            elif self._allowed("torchtitan"):
-                self._emit("torchtitan", line, sub, label, rec)
+        if self._train_or_validation("torchtitan", torchtitan.parse(text), line, sub, label):
             return
         if "Epoch" in text:
             rec = nemo.parse_nemo1(text)
