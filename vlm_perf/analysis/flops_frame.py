@@ -30,7 +30,8 @@ def flops_columns(spec: ModelSpec, conventions: Iterable[str], frozen: Iterable[
 
 
 def _as_expr(value) -> pl.Expr:
-    return value if isinstance(value, pl.Expr) else pl.lit(value)
+    # a Python number (a component the formula does not use) as a Float64 literal of any size
+    return value if isinstance(value, pl.Expr) else pl.lit(float(value), dtype=pl.Float64)
 
 
 def with_flops(stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, conventions: Iterable[str],

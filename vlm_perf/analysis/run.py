@@ -70,7 +70,7 @@ def estimate_stats(iterations: pl.DataFrame, per_iteration: BatchStats) -> pl.Da
     last = int(iterations["iteration"].max())
     values = per_iteration.as_dict()
     return pl.DataFrame({"iteration": np.arange(1, last + 1)}).with_columns(
-        [pl.lit(v).alias(k) for k, v in values.items()])
+        [pl.lit(float(v), dtype=pl.Float64).alias(k) for k, v in values.items()])
 
 
 def analyze_run(

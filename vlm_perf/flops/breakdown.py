@@ -56,20 +56,33 @@ class Breakdown:
         return _sum(self.components.values())
 
     def as_exprs(self, prefix: str = "flops_") -> list:
-        """polars expressions named ``prefix + component`` plus total/vision/language."""
+        """polars expressions named ``prefix + component`` plus total/vision/language, all Float64.
+
+        Always Float64, never an integer dtype: training FLOPs of one step can exceed the Int64
+        range (integer polars arithmetic wraps silently) and a Python-int component above 2^63 is
+        not a valid Int64 literal. Build the breakdown from ``BatchStats.columns()`` (which casts
+        the statistics to Float64) so the arithmetic itself is done in Float64 too.
+        """
         import polars as pl
 
-        out = [pl.lit(v).alias(prefix + k) if not isinstance(v, pl.Expr) else v.alias(prefix + k)
-               for k, v in self.components.items()]
-        for name, value in (("vision", self.vision), ("language", self.language), ("total", self.total)):
-            out.append((value if isinstance(value, pl.Expr) else pl.lit(value)).alias(prefix + name))
-        return out
+        items = [*self.components.items(), ("vision", self.vision), ("language", self.language),
+                 ("total", self.total)]
+        return [_float_expr(value).alias(prefix + name) for name, value in items]
 
     def to_dict(self) -> dict[str, Any]:
         return {"convention": self.convention, "total": self.total, "vision": self.vision,
                 "language": self.language, "components": dict(self.components),
                 "options": {"mode": self.options.mode, "causal": self.options.causal,
                             "frozen": list(self.options.frozen)}, "notes": list(self.notes)}
+
+
+def _float_expr(value: Any) -> Any:
+    """A polars Float64 expression of ``value`` (an expression, or a Python number of any size)."""
+    import polars as pl
+
+    if isinstance(value, pl.Expr):
+        return value.cast(pl.Float64)
+    return pl.lit(float(value), dtype=pl.Float64)
 
 
 def _sum(values: Iterable[Any]) -> Any:
