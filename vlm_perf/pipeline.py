@@ -83,16 +83,21 @@ def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: boo
 def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | None = None,
              gpus: int | None = None, gpu: str | None = None, peak_tflops: float | None = None,
              dtype: str | None = None, conventions: Iterable[str] = (), log_format: str = "auto",
-             skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None) -> LoadedRun:
+             skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None,
+             causal: str = "half") -> LoadedRun:
     """Parse, resolve the configuration, aggregate metadata and analyse one run.
 
     Arguments override the manifest (run.yaml / run.json), which overrides what the log states.
     Without metadata every number is an estimate from the run configuration (and labelled so).
+    ``causal``: how ``exact`` counts the LM attention core, ``half`` (flash-style causal kernels,
+    the default) or ``full`` (the whole square, as eager/masked attention computes it).
     """
     from .ingest.logs import parse_logs
     from .ingest.metadata import iteration_stats, scan_microbatches
     from .ingest.runconfig import find_manifest, resolve_run_config
 
+    if causal not in ("half", "full"):
+        raise ValueError(f"--causal must be half or full, got {causal!r}")
     conventions = list(conventions) or list(DEFAULT_CONVENTIONS)
     for name in conventions:
         get_convention(name)  # fail fast on a typo
@@ -129,7 +134,10 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     on_step("recomputing FLOPs per window")
     analysis = analyze_run(parsed.iterations, spec, stats_frame, world_size=config.num_gpus, peak_tflops=peak,
                            conventions=conventions, frozen=frozen, estimate=estimate,
-                           log_interval=config.log_interval)
+                           log_interval=config.log_interval, causal=causal)
+    if causal == "full":
+        notes.append("exact counts the LM attention core as the full square (--causal full, as eager/masked "
+                     "attention computes it), not the causal half")
     analysis.messages.extend(notes + vision_gaps(spec, estimate, stats_frame, stats_frame is None))
     if meta_diag:  # what the metadata reader noticed belongs in the report, not only in diagnostics
         skipped = meta_diag.get("rows_skipped_total", 0)
@@ -141,7 +149,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         analysis.messages.append(f"configuration conflict: {conflict}")
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),
-        inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model},
+        inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model,
+                "causal": causal},
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
         microbatch_vision_share=micro_share)
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw)
