@@ -108,3 +108,11 @@ def test_exact_per_step_and_per_part_equal_measured():
     half = load_run(RUN).analysis.per_iteration
     core = per_it["flops.lm.attn_core"].sum()
     assert half["exact_total"].sum() == pytest.approx(per_it["exact_total"].sum() - core / 2, rel=1e-12)
+
+
+def test_report_rejects_a_bad_causal_rule(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(RUN), "-o", str(tmp_path / "o"),
+                        "--causal", "fulll"], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "--causal must be half or full, got 'fulll'" in r.stderr
+    assert not (tmp_path / "o").exists()

@@ -171,3 +171,37 @@ def test_trl_sft_trainer_padding_free(tmp_path):
     assert all(r["samples"] == 1 for r in rows)  # one packed row per microbatch
     assert Counter(n for r in rows for n in r["seq_lens"]) == Counter(lengths)
     assert all(r["padded_tokens"] == sum(r["seq_lens"]) for r in rows)
+
+
+def test_short_last_accumulation_and_resume_from_checkpoint(tmp_path):
+    """10 samples, GA 4, one epoch: steps of 4, 4 and 2 microbatches. Then a resumed job (checkpoint at
+    step 2, a fresh Trainer with resume_from_checkpoint) continues the numbering from the Trainer's
+    restored global_step and appends to the same shard."""
+    from vlm_perf.capture import MetadataCallback
+
+    torch.set_num_threads(1)
+    data = _vlm_samples(10, seed=5)
+    shard = tmp_path / "meta" / "metadata-rank00000.jsonl"
+    model = build_model("qwen2_vl", dtype=torch.float32)
+    args = _args(tmp_path, per_device_train_batch_size=1, gradient_accumulation_steps=4, max_steps=-1,
+                 num_train_epochs=1)
+    transformers.Trainer(model=model, args=args, train_dataset=data, data_collator=_collate,
+                         callbacks=[MetadataCallback(tmp_path / "meta", rank=0)]).train()
+    rows = _rows(shard)
+    assert [(r["iteration"], r["microbatch"]) for r in rows] == [(1, m) for m in range(4)] + [
+        (2, m) for m in range(4)] + [(3, 0), (3, 1)]
+    assert Counter(n for r in rows for n in r["seq_lens"]) == Counter(len(d["input_ids"]) for d in data)
+
+    shard2 = tmp_path / "meta2" / "metadata-rank00000.jsonl"
+    args = _args(tmp_path / "ckpt", per_device_train_batch_size=1, gradient_accumulation_steps=2, max_steps=2,
+                 save_strategy="steps", save_steps=2)
+    transformers.Trainer(model=build_model("qwen2_vl", dtype=torch.float32), args=args, train_dataset=data,
+                         data_collator=_collate, callbacks=[MetadataCallback(tmp_path / "meta2", rank=0)]).train()
+    checkpoint = tmp_path / "ckpt" / "out" / "checkpoint-2"
+    assert checkpoint.is_dir()
+    args = _args(tmp_path / "ckpt", per_device_train_batch_size=1, gradient_accumulation_steps=2, max_steps=4)
+    transformers.Trainer(model=build_model("qwen2_vl", dtype=torch.float32), args=args, train_dataset=data,
+                         data_collator=_collate, callbacks=[MetadataCallback(tmp_path / "meta2", rank=0)]).train(
+        resume_from_checkpoint=str(checkpoint))
+    rows = _rows(shard2)
+    assert [(r["iteration"], r["microbatch"]) for r in rows] == [(i, m) for i in range(1, 5) for m in range(2)]
