@@ -220,6 +220,10 @@ def train(out: Path, steps: int, accumulation: int, seed: int) -> None:
         "attention": "eager (full square attention score and value matmuls: compare with --causal full)",
         "gradient_accumulation_steps": accumulation, "micro_batch_size": 1, "steps": steps, "seed": seed,
         "total_flops": total, "by_part": parts, "per_step": measure.steps,
+        "hf_trainer_total_flos": {"value": float(trainer.state.total_flos),
+                                  "what": ("the Trainer's own estimate (state.total_flos: 6 x non-embedding "
+                                           "parameters x input tokens, vision parameters included), for comparison; "
+                                           "not a measurement")},
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "transformers": transformers.__version__, "accelerate": accelerate.__version__},
     }

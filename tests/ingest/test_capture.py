@@ -140,5 +140,8 @@ def test_batch_metadata_cu_seqlens_wins_and_unpacked_positions_fall_back():
     out = batch_metadata({"input_ids": np.zeros((1, 4)), "position_ids": np.zeros((3, 1, 4), dtype=int),
                           "attention_mask": np.array([[1, 1, 1, 0]])})
     assert out["seq_lens"] == [3]
+    out = batch_metadata({"input_ids": np.zeros((1, 4)), "video_grid_thw": np.array([[2, 4, 4]]),
+                          "image_grid_thw": None})
+    assert out["video_grid_thw"].tolist() == [[2, 4, 4]] and "image_grid_thw" not in out
     out = batch_metadata({"inputs_embeds": np.zeros((2, 7, 16))})
     assert out == {"samples": 2, "padded_tokens": 14, "seq_lens": [7, 7]}
