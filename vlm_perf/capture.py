@@ -20,15 +20,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MetadataCallback", "MetadataWriter", "batch_metadata", "seq_lens_from_cu_seqlens", "shard_name"]
+# MetadataCallback is deliberately not in __all__: a star import must not pull in torch/transformers.
+__all__ = ["MetadataWriter", "batch_metadata", "seq_lens_from_cu_seqlens", "shard_name"]
 
 
 def __getattr__(name: str) -> Any:
     """``MetadataCallback`` (a transformers ``TrainerCallback``) is loaded on first use only, so this
     module never imports torch or transformers (see ``vlm_perf.capture_trainer``)."""
     if name == "MetadataCallback":
-        from .capture_trainer import MetadataCallback
-
+        try:
+            from .capture_trainer import MetadataCallback
+        except ImportError as exc:
+            raise ImportError(f"vlm_perf.capture.MetadataCallback needs torch and transformers (and accelerate for "
+                              f"the Trainer): {exc}") from exc
         return MetadataCallback
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

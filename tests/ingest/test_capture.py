@@ -145,3 +145,15 @@ def test_batch_metadata_cu_seqlens_wins_and_unpacked_positions_fall_back():
     assert out["video_grid_thw"].tolist() == [[2, 4, 4]] and "image_grid_thw" not in out
     out = batch_metadata({"inputs_embeds": np.zeros((2, 7, 16))})
     assert out == {"samples": 2, "padded_tokens": 14, "seq_lens": [7, 7]}
+
+
+def test_metadata_callback_without_transformers_is_a_clear_import_error(monkeypatch):
+    import vlm_perf.capture as cap
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "vlm_perf.capture_trainer", raising=False)
+    with pytest.raises(ImportError, match="MetadataCallback needs torch and transformers"):
+        cap.MetadataCallback  # noqa: B018
+    assert "MetadataCallback" not in cap.__all__  # a star import never pulls in torch
+    with pytest.raises(AttributeError):
+        cap.NoSuchThing  # noqa: B018
