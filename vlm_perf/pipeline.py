@@ -128,7 +128,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         on_step(f"aggregating metadata ({len(meta_paths)} path(s))")
         result = iteration_stats(meta_paths, spec=spec, skip_bad=skip_bad)
         stats_frame, meta_diag = result.frame, result.diagnostics.to_dict()
-        micro_share = vision_share(scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad), spec, frozen)
+        micro_share = vision_share(scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad), spec, frozen,
+                                   causal=causal)
     else:
         estimate = estimate_from_config(config, spec)
     on_step("recomputing FLOPs per window")

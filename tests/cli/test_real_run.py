@@ -116,3 +116,14 @@ def test_report_rejects_a_bad_causal_rule(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "--causal must be half or full, got 'fulll'" in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_causal_full_reaches_the_microbatch_vision_share():
+    """--causal full changes the LM attention core, so the per-microbatch vision share moves too."""
+    from vlm_perf.pipeline import load_run
+
+    full, half = load_run(RUN, causal="full").context, load_run(RUN).context
+    a, b = full.microbatch_vision_share, half.microbatch_vision_share
+    assert len(a) == len(b) == 80
+    assert all(x <= y for x, y in zip(a.to_list(), b.to_list()))  # more LM FLOPs -> smaller vision share
+    assert any(x < y for x, y in zip(a.to_list(), b.to_list()))

@@ -45,13 +45,14 @@ def with_flops(stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, conventions:
     return frame.with_columns(flops_columns(spec, conventions, frozen, causal=causal))
 
 
-def vision_share(stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, frozen: Iterable[str] = ()) -> pl.Series:
+def vision_share(stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, frozen: Iterable[str] = (),
+                 causal: str = "half") -> pl.Series:
     """Exact vision share of training FLOPs per row (microbatch or iteration); empty rows are null.
 
     A LazyFrame is evaluated by the streaming engine and only the share column is materialised
     (8 bytes per row), so millions of microbatches fit.
     """
-    share = with_flops(stats, spec, ["exact"], frozen).select(
+    share = with_flops(stats, spec, ["exact"], frozen, causal=causal).select(
         pl.when(pl.col("exact_total") > 0).then(pl.col("exact_vision") / pl.col("exact_total")).alias("vision_share"))
     if isinstance(share, pl.LazyFrame):
         share = share.collect(engine="streaming")
