@@ -148,9 +148,10 @@ def batch_metadata(inputs: dict) -> dict:
         positions, mask = inputs.get("position_ids"), inputs.get("attention_mask")
         pos_shape, mask_shape = _shape(positions), _shape(mask)
         lens: list[int] | None = None
-        if pos_shape is not None and len(pos_shape) == 2:
-            pos_rows = _plain(positions)
-            if any(p == 0 for row in pos_rows for p in row[1:]):
+        if pos_shape is not None and len(pos_shape) == 2 and pos_shape[1] > 1:
+            # one reduction on the tensor decides; only packed rows are copied to the host as lists
+            if bool((positions[:, 1:] == 0).any()):
+                pos_rows = _plain(positions)
                 if mask_shape == pos_shape:  # padding inside a packed batch: keep real tokens only
                     pos_rows = [[p for p, m in zip(row, keep) if m] for row, keep in zip(pos_rows, _plain(mask))]
                 lens = [n for row in pos_rows if row for n in _segments(row)]
