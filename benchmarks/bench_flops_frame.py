@@ -6,9 +6,9 @@ One frame of ``--rows`` per-iteration statistics (Int64 columns, as the metadata
 numpy ``default_rng(0)``), Qwen3-VL-30B-A3B. Measurements, interleaved round-robin ``--reps`` times
 in the same process (medians, min-max in brackets), with the load average before and during:
 
-* ``int64``  ``compute_flops(spec, BatchStats(pl.col(f) ...)).as_exprs()`` with raw Int64 columns,
-  the arithmetic before the fix (it wraps above 9.2e18 FLOPs per row; here rows stay below, so it
-  is a valid speed baseline);
+* ``int64``  the exact convention on raw Int64 ``pl.col(f)`` expressions without any cast, i.e. the
+  arithmetic before the fix (it wraps above 9.2e18 FLOPs per row; here rows stay below, so it is a
+  valid speed baseline);
 * ``float64``  ``compute_flops(spec, BatchStats.columns()).as_exprs()`` (cast to Float64 first);
 * ``with_flops``  ``vlm_perf.analysis.with_flops`` with the four report conventions.
 
@@ -59,13 +59,16 @@ def main() -> None:
 
     from vlm_perf.analysis import with_flops
     from vlm_perf.arch import load_model
-    from vlm_perf.flops import compute_flops
+    from vlm_perf.flops import compute_flops, get_convention
+    from vlm_perf.flops.breakdown import Options
     from vlm_perf.stats import BatchStats
 
     spec = load_model("qwen3-vl-30b-a3b")
     frame = make_frame(a.rows)
     raw = BatchStats(**{f: pl.col(f) for f in BatchStats.field_names()})
-    unsafe = compute_flops(spec, raw)  # the same expressions, integer arithmetic (no cast)
+    # the same expressions in integer arithmetic: the convention object called directly, as
+    # compute_flops did before it cast expression statistics to Float64
+    unsafe = get_convention("exact").compute(spec, raw, Options())
     cases = {
         "int64": lambda: frame.select(  # the same outputs as as_exprs(): components, vision, language, total
             [(v if isinstance(v, pl.Expr) else pl.lit(v)).alias(k) for k, v in unsafe.components.items()]

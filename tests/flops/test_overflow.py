@@ -107,14 +107,30 @@ def test_reference_rows_are_beyond_int64(name):
 
 
 def test_int64_arithmetic_would_wrap():
-    """What the cast prevents: the same formula on raw Int64 columns silently goes wrong."""
+    """What the casts prevent: the same formula evaluated in Int64 (the convention object called
+    directly, bypassing compute_flops' cast) silently goes wrong on these rows."""
+    from vlm_perf.flops.breakdown import Options
+    from vlm_perf.flops.conventions import get_convention
+
     spec = load_model("llama3.1-405b")
     stats = _stats(spec, LM_ROWS[0])
     raw = BatchStats(**{f: pl.col(f) for f in FIELDS})  # no cast: integer arithmetic
-    b = compute_flops(spec, raw, "6nd")
+    b = get_convention("6nd").compute(spec, raw, Options())
     wrapped = _frame([stats]).select(b.components["lm.dense_mlp"].alias("x"))["x"][0]
     exact = _reference(spec, stats, "6nd")["lm.dense_mlp"]
     assert abs(Fraction(wrapped) - exact) / exact > 0.1  # wrapped (it is even negative here)
+
+
+def test_compute_flops_casts_any_expression_stats():
+    """BatchStats built from raw Int64 / Int32 expressions (not BatchStats.columns()) is safe too:
+    compute_flops casts every expression field to Float64 before any formula runs."""
+    spec = load_model("llama3.1-405b")
+    stats = _stats(spec, LM_ROWS[0])
+    raw = BatchStats(**{f: pl.col(f) for f in FIELDS})
+    for dtype in (pl.Int64, pl.UInt64):
+        out = _frame([stats], dtype).select(compute_flops(spec, raw, "exact").as_exprs())
+        for key, want in _reference(spec, stats, "exact").items():
+            _close(out[f"flops_{key}"][0], want, f"raw {dtype} {key}")
 
 
 @pytest.mark.parametrize("name", sorted(PRESET_ROWS))

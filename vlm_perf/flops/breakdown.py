@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from functools import reduce
 from operator import add
@@ -94,9 +95,24 @@ def compute_flops(spec: ModelSpec, stats: BatchStats, convention: str = "exact",
     """FLOPs of one batch (or, with polars stats, of every row) under a named convention.
 
     ``stats`` may hold Python numbers or polars expressions (``BatchStats.columns()``); the
-    result's values are of the same kind. ``causal``/``frozen`` apply to ``exact``; named
-    conventions count the way their tool does and say in ``notes`` what they ignored.
+    result's values are of the same kind. Polars expressions are cast to Float64 first, whatever
+    their dtype, so no formula runs in (silently wrapping) integer arithmetic; Python ints stay
+    exact. ``causal``/``frozen`` apply to ``exact``; named conventions count the way their tool
+    does and say in ``notes`` what they ignored.
     """
     from .conventions import get_convention
 
-    return get_convention(convention).compute(spec, stats, Options(mode=mode, causal=causal, frozen=tuple(frozen)))
+    options = Options(mode=mode, causal=causal, frozen=tuple(frozen))
+    return get_convention(convention).compute(spec, _float64_exprs(stats), options)
+
+
+def _float64_exprs(stats: BatchStats) -> BatchStats:
+    """``stats`` with every polars-expression field cast to Float64 (numbers untouched).
+
+    polars is looked up, not imported: if it was never imported, no field can be an expression.
+    """
+    pl = sys.modules.get("polars")
+    if pl is None:
+        return stats
+    casts = {name: value.cast(pl.Float64) for name, value in stats.as_dict().items() if isinstance(value, pl.Expr)}
+    return stats.with_(**casts) if casts else stats
