@@ -205,3 +205,28 @@ def test_short_last_accumulation_and_resume_from_checkpoint(tmp_path):
         resume_from_checkpoint=str(checkpoint))
     rows = _rows(shard2)
     assert [(r["iteration"], r["microbatch"]) for r in rows] == [(i, m) for i in range(1, 5) for m in range(2)]
+
+
+@pytest.mark.slow
+def test_two_process_ddp(tmp_path):
+    """Two DDP processes (torch.distributed.run, gloo, CPU): one shard per rank, dp_rank from
+    args.process_index, the same iterations on both, and together every sample exactly once."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    worker = Path(__file__).with_name("ddp_capture_worker.py")
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                        str(worker), str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    if r.returncode and ("gloo" in r.stderr.lower() and "not available" in r.stderr.lower()):
+        pytest.skip("torch without gloo")
+    assert r.returncode == 0, r.stderr[-3000:]
+    shards = sorted((tmp_path / "out" / "metadata").iterdir())
+    assert [p.name for p in shards] == ["metadata-rank00000.jsonl", "metadata-rank00001.jsonl"]
+    rows = [_rows(p) for p in shards]
+    for rank, shard in enumerate(rows):
+        assert [(r["iteration"], r["microbatch"], r["dp_rank"]) for r in shard] == [
+            (i, m, rank) for i in (1, 2) for m in (0, 1)]
+    data = _vlm_samples(16)
+    assert Counter(n for shard in rows for r in shard for n in r["seq_lens"]) == Counter(
+        len(d["input_ids"]) for d in data)
