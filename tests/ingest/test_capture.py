@@ -157,3 +157,35 @@ def test_metadata_callback_without_transformers_is_a_clear_import_error(monkeypa
     assert "MetadataCallback" not in cap.__all__  # a star import never pulls in torch
     with pytest.raises(AttributeError):
         cap.NoSuchThing  # noqa: B018
+
+
+def test_batch_metadata_fuzz_packed_and_padded_rows():
+    """Random packed rows (position ids restarting per document, right padding masked out) and plain
+    padded rows: the recorded lengths are exactly the documents / real tokens that were put in."""
+    np = pytest.importorskip("numpy")
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    docs_rows = st.lists(st.lists(st.integers(1, 50), min_size=1, max_size=5), min_size=1, max_size=4)
+
+    @settings(derandomize=True, deadline=None, max_examples=80)
+    @given(docs_rows, st.integers(0, 7), st.booleans())
+    def check(rows, pad, packed):
+        length = max(sum(r) for r in rows) + pad
+        pos = np.zeros((len(rows), length), dtype=np.int64)
+        mask = np.zeros((len(rows), length), dtype=np.int64)
+        for i, docs in enumerate(rows):
+            if not packed:
+                docs = [sum(docs)]
+            seq = np.concatenate([np.arange(n) for n in docs])
+            pos[i, :len(seq)] = seq
+            mask[i, :len(seq)] = 1
+        inputs = {"input_ids": np.zeros((len(rows), length)), "attention_mask": mask}
+        if packed:
+            inputs["position_ids"] = pos
+        out = batch_metadata(inputs)
+        expected = [n for docs in rows for n in docs] if packed else [sum(docs) for docs in rows]
+        assert out["seq_lens"] == expected
+        assert (out["samples"], out["padded_tokens"]) == (len(rows), len(rows) * length)
+
+    check()
