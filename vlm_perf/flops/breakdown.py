@@ -64,8 +64,6 @@ class Breakdown:
         not a valid Int64 literal. Build the breakdown from ``BatchStats.columns()`` (which casts
         the statistics to Float64) so the arithmetic itself is done in Float64 too.
         """
-        import polars as pl
-
         items = [*self.components.items(), ("vision", self.vision), ("language", self.language),
                  ("total", self.total)]
         return [_float_expr(value).alias(prefix + name) for name, value in items]
