@@ -61,8 +61,8 @@ class Breakdown:
 
         Always Float64, never an integer dtype: training FLOPs of one step can exceed the Int64
         range (integer polars arithmetic wraps silently) and a Python-int component above 2^63 is
-        not a valid Int64 literal. Build the breakdown from ``BatchStats.columns()`` (which casts
-        the statistics to Float64) so the arithmetic itself is done in Float64 too.
+        not a valid Int64 literal. The arithmetic before this point is Float64 too:
+        ``compute_flops`` casts expression statistics (e.g. ``BatchStats.columns()``) first.
         """
         items = [*self.components.items(), ("vision", self.vision), ("language", self.language),
                  ("total", self.total)]
