@@ -1,4 +1,4 @@
-"""Exact forward FLOPs of a decoder-only LM from token statistics.
+"""Per-token LM GEMM tables the named conventions start from (exact FLOPs: :mod:`vlm_perf.flops.blocks`).
 
 S = tokens (sum of causal sub-sequence lengths), S2 = sum of squared lengths. Per token:
   GQA projections   2*(h*(q + 2*G*d) + q*h)
@@ -17,11 +17,7 @@ The input-embedding lookup is not a matmul and is not counted.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..arch.spec import LMSpec
-from ..stats.batch import BatchStats
-from .terms import LANGUAGE_MODEL, Term
 
 
 def attn_proj_per_token(lm: LMSpec) -> int:
@@ -75,18 +71,3 @@ def mtp_mlp_per_token(lm: LMSpec, router: bool = True) -> int:
         moe = moe_per_token(lm)
         return moe["routed"] + moe["shared"] + (moe["router"] if router else 0)
     return 2 * 3 * lm.hidden_size * lm.intermediate_size
-
-
-def language_terms(lm: LMSpec, s: BatchStats, causal_factor: Any = 0.5) -> list[Term]:
-    tokens, tokens_sq, h = s.lm_tokens, s.lm_tokens_sq, lm.hidden_size
-    core_per_layer = attn_core_per_token_sq(lm) * tokens_sq * causal_factor
-    terms = [Term(name, per_token * tokens, LANGUAGE_MODEL) for name, per_token in linear_per_token(lm).items()]
-    terms.append(Term("lm.attn_core", lm.num_layers * core_per_layer, LANGUAGE_MODEL, weights=False))
-    if lm.num_mtp_layers:
-        # each MTP module: eh_proj (2h -> h), one decoder layer of the last layer's type, its own logits
-        per_token = 2 * 2 * h * h + attn_proj_per_token(lm) + mtp_mlp_per_token(lm) + 2 * h * lm.vocab_size
-        terms += [
-            Term("lm.mtp", lm.num_mtp_layers * per_token * tokens, LANGUAGE_MODEL),
-            Term("lm.mtp", lm.num_mtp_layers * core_per_layer, LANGUAGE_MODEL, weights=False),
-        ]
-    return terms

@@ -33,7 +33,12 @@ class BatchStats:
     Vision (all media; ``video_*`` repeat the share that came from video grids):
       vision_patches, vision_patches_sq_frame, vision_patches_sq_item, vision_merged_tokens,
       vision_window_sq (Qwen2.5-VL exact sum of window^2; equals the per-frame sum otherwise),
-      vision_frames, vision_items
+      vision_frames, vision_items,
+      vision_cls_tokens (CLS positions the tower adds, one per tile/frame for InternViT; 0 for Qwen towers;
+      the squared sums above then count each tile's sequence with its CLS token)
+
+    Adding a statistic: a field here (default 0) and its per-row formula in ``stats/vision.py``; frames,
+    metadata aggregation, Dask and the FLOPs columns all iterate :meth:`field_names`.
     """
 
     lm_tokens: Any = 0
@@ -51,6 +56,7 @@ class BatchStats:
     video_patches: Any = 0
     video_patches_sq_frame: Any = 0
     video_merged_tokens: Any = 0
+    vision_cls_tokens: Any = 0
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -110,14 +116,15 @@ class BatchStats:
         vision = spec.vision if spec is not None else None
         m = merge_size or (vision.spatial_merge_size if vision else DEFAULT_MERGE_SIZE)
         u = window_side if window_side is not None else (vision.window_side_merged if vision else None)
+        cls_per_frame = vision.cls_per_frame if vision else 0
         totals = dict.fromkeys(("patches", "patches_sq_per_frame", "patches_sq_per_item", "merged_tokens",
-                                "window_patches_sq", "frames"), 0)
+                                "window_patches_sq", "frames", "cls_tokens"), 0)
         video = dict.fromkeys(("patches", "patches_sq_per_frame", "merged_tokens"), 0)
         items = 0
         for kind, grids in (("image", image_grids), ("video", video_grids)):
             for i, row in enumerate(grids):
                 t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
-                row_stats = grid_row_stats(t, h, w, m, u)
+                row_stats = grid_row_stats(t, h, w, m, u, cls_per_frame=cls_per_frame)
                 items += 1
                 for key in totals:
                     totals[key] += row_stats[key]
@@ -133,7 +140,7 @@ class BatchStats:
             vision_patches_sq_item=totals["patches_sq_per_item"], vision_merged_tokens=totals["merged_tokens"],
             vision_window_sq=totals["window_patches_sq"], vision_frames=totals["frames"], vision_items=items,
             video_patches=video["patches"], video_patches_sq_frame=video["patches_sq_per_frame"],
-            video_merged_tokens=video["merged_tokens"],
+            video_merged_tokens=video["merged_tokens"], vision_cls_tokens=totals["cls_tokens"],
         )
 
     # --- algebra ------------------------------------------------------------------------

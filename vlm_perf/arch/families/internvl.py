@@ -1,0 +1,1 @@
+"""InternVL3 / InternVL3.5 (``internvl``): filled in below."""
