@@ -27,9 +27,18 @@ from .terms import INPUT_PIXELS, INPUT_TOWER, Term, matmul
 
 @dataclass(frozen=True)
 class FlopsContext:
-    """How to count what the statistics alone do not say: the LM causal factor (0.5 or 1)."""
+    """How to count what the statistics alone do not say: the LM causal rule.
 
-    causal_factor: Any = 0.5
+    ``causal="half"`` (factor 0.5): a causal flash kernel, which also skips what a sliding window masks
+    (``lm_tokens_sq - lm_tokens_sq_beyond_window``); ``"full"`` (factor 1): the eager square, which
+    computes every score entry whatever the mask.
+    """
+
+    causal: str = "half"
+
+    @property
+    def causal_factor(self) -> Any:
+        return 0.5 if self.causal == "half" else 1
 
 
 BlockFlopsFn = Callable[[Any, BatchStats, FlopsContext], list]
@@ -102,15 +111,18 @@ def _mlp_projector(b: MlpProjector, s: BatchStats, ctx: FlopsContext) -> list[Te
 # --------------------------------------------------------------------------- language model
 
 
-def _core(per_sq: int, s: BatchStats, ctx: FlopsContext) -> Any:
+def _core(per_sq: int, s: BatchStats, ctx: FlopsContext, window: int | None = None) -> Any:
+    if window and ctx.causal == "half":
+        return per_sq * (s.lm_tokens_sq - s.lm_tokens_sq_beyond_window) * ctx.causal_factor
     return per_sq * s.lm_tokens_sq * ctx.causal_factor
 
 
 @block_flops(DecoderAttention)
 @block_flops(MLAttention)
 def _attention(b: DecoderAttention | MLAttention, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    window = getattr(b, "window", None)
     return [Term("lm.attn_proj", b.count * b.proj_per_token() * s.lm_tokens, b.part),
-            Term("lm.attn_core", b.count * _core(b.core_per_token_sq(), s, ctx), b.part, weights=False)]
+            Term("lm.attn_core", b.count * _core(b.core_per_token_sq(), s, ctx, window), b.part, weights=False)]
 
 
 @block_flops(DenseMLP)

@@ -14,7 +14,7 @@ from .base import Convention
 
 def exact_terms(spec: ModelSpec, stats: BatchStats, options: Options):
     """Forward terms of every block of ``spec.blocks`` (vision first, then the LM)."""
-    ctx = FlopsContext(causal_factor=0.5 if options.causal == "half" else 1)
+    ctx = FlopsContext(causal=options.causal)
     return inventory_terms(spec.blocks, stats, ctx)
 
 
@@ -48,6 +48,10 @@ class _Exact(Convention):
         notes = []
         if options.mode == "forward" and options.frozen:
             notes.append("frozen parts do not change forward-only FLOPs")
+        if spec.lm.sliding_window and options.causal == "half":
+            notes.append(f"{len(spec.lm.sliding_layers)} sliding-window layers (window {spec.lm.sliding_window}) "
+                         "counted as a windowed causal kernel computes them, from lm_tokens_sq_beyond_window "
+                         "(statistics without it count them as full causal)")
         return Breakdown(self.name, _exact_components(spec, stats, options), options, tuple(notes))
 
 
