@@ -79,7 +79,7 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
     media: dict = {"tiles": [], "visual_tokens": 0}
     inputs: dict = {}
     if image_sizes:
-        out = proc(random_images(image_sizes, seed), return_tensors="pt",
+        out = proc(random_images(image_sizes, seed), return_tensors="pt", input_data_format="channels_last",
                    **processor_images_kwargs(InternVLProcessor))
         tiles = [int(n) for n in out["num_patches"]]
         media["tiles"] = tiles
