@@ -170,6 +170,7 @@ def _make_counter_class():
                     #  grad-weight formula, which ignores groups
                     self.grouped_conv_bw.append(dict(part=part, groups=args[9], weight_shape=tuple(args[2].shape),
                                                      grad_out_shape=tuple(args[0].shape),
+                                                     input_shape=tuple(args[1].shape), transposed=args[7],
                                                      output_mask=tuple(args[10]), flops=flops))
             return super()._count_flops(func_packet, out, args, kwargs)
 
@@ -187,13 +188,36 @@ class PartMeasurement:
     media: dict = field(default_factory=dict)
     grouped_conv_bw: list = field(default_factory=list)
 
-    def training(self) -> dict[str, int]:
-        keys = set(self.forward) | set(self.backward)
-        return {k: self.forward.get(k, 0) + self.backward.get(k, 0) for k in keys}
+    def grouped_conv_overcount(self) -> dict[str, int]:
+        """Per part, what torch's ``conv_backward_flop`` over-counts for grouped convolutions.
 
-    def parts(self, mode: str = "forward") -> dict[str, int]:
+        Its grad-weight term treats the batch as channels and ignores ``groups``: for a depthwise conv
+        (groups = channels) it is ``groups`` times the real 2*N*C*L*k. The real term is the counted one
+        divided by ``groups``; the difference is returned (0 for every family without a grouped conv).
+        """
+        from torch.utils.flop_counter import conv_flop_count
+
+        def t(shape):
+            return [shape[1], shape[0]] + list(shape[2:])
+
+        over: dict[str, int] = defaultdict(int)
+        for ev in self.grouped_conv_bw:
+            if not ev["output_mask"][1] or ev["transposed"]:
+                continue
+            counted = conv_flop_count(t(ev["input_shape"]), t(ev["grad_out_shape"]), t(ev["weight_shape"]),
+                                      transposed=False)
+            over[ev["part"]] += counted - counted // ev["groups"]
+        return dict(over)
+
+    def training(self, corrected: bool = True) -> dict[str, int]:
+        """forward + backward per part; ``corrected`` removes :meth:`grouped_conv_overcount`."""
+        keys = set(self.forward) | set(self.backward)
+        over = self.grouped_conv_overcount() if corrected else {}
+        return {k: self.forward.get(k, 0) + self.backward.get(k, 0) - over.get(k, 0) for k in keys}
+
+    def parts(self, mode: str = "forward", corrected: bool = True) -> dict[str, int]:
         """{vision_tower, projector, language_model} for ``mode`` = "forward" or "training"."""
-        src = self.forward if mode == "forward" else self.training()
+        src = self.forward if mode == "forward" else self.training(corrected)
         return {p: src.get(p, 0) for p in PARTS}
 
     def check(self) -> None:
