@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..arch.blocks import (Block, ClsToken, DecoderAttention, DenseMLP, FinalNorm, LMHead, LMLayerNorms,
+from ..arch.blocks import (Block, ClsToken, ExtraParams, DecoderAttention, DenseMLP, FinalNorm, LMHead, LMLayerNorms,
                            MLAttention, MlpProjector, MoEMLP, MTPModules, PatchEmbed, PositionTable,
                            StoredOnly, TokenEmbedding, VisionLayers)
 from ..stats.batch import BatchStats
@@ -72,7 +72,7 @@ def _no_flops(block: Block, stats: BatchStats, ctx: FlopsContext) -> list[Term]:
     return []
 
 
-for _kind in (PositionTable, ClsToken, TokenEmbedding, LMLayerNorms, FinalNorm, StoredOnly):
+for _kind in (PositionTable, ClsToken, TokenEmbedding, LMLayerNorms, FinalNorm, StoredOnly, ExtraParams):
     block_flops(_kind)(_no_flops)
 
 
