@@ -1,4 +1,8 @@
-"""Exact parameter counts from a :class:`~vlm_perf.arch.spec.ModelSpec` (pure functions, no I/O).
+"""Exact parameter counts, derived from a model's block inventory (pure functions, no I/O).
+
+Every whole-model count sums ``count x params()`` over ``ModelSpec.blocks`` (:mod:`vlm_perf.arch.blocks`),
+the same inventory the exact FLOPs are computed from. The per-module helpers below (``vision_block_params``,
+``lm_layer_params``, ...) read the same blocks.
 
 Conventions (they match how the released Hugging Face checkpoints store tensors):
 
@@ -35,6 +39,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .blocks import (DecoderAttention, DenseMLP, LMHead, LMLayerNorms, MLAttention, MlpProjector, MoEMLP,
+                     MTPModules, PatchEmbed, PositionTable, TokenEmbedding, VisionLayers, inventory_params)
+from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, VISION_TOWER
 from .spec import LMSpec, ModelSpec, VisionSpec
 
 __all__ = [
@@ -53,20 +60,33 @@ __all__ = [
 ]
 
 
-# --------------------------------------------------------------------------- primitives
+def _vision_blocks(v: VisionSpec) -> tuple:
+    from .families.qwen_vl import vision_blocks
+
+    return vision_blocks(v)
 
 
-def _linear(n_in: int, n_out: int, bias: bool) -> int:
-    return n_in * n_out + (n_out if bias else 0)
+def _lm_blocks(lm: LMSpec) -> tuple:
+    from .families.decoder import lm_blocks
+
+    return lm_blocks(lm)
 
 
-def _norm(width: int, kind: str) -> int:
-    """LayerNorm: weight + bias; RMSNorm: weight."""
-    if kind == "layernorm":
-        return 2 * width
-    if kind == "rmsnorm":
-        return width
-    raise ValueError(f"unknown norm kind {kind!r}")
+def _blocks(spec) -> tuple:
+    if isinstance(spec, ModelSpec):
+        return spec.blocks
+    if isinstance(spec, VisionSpec):
+        return _vision_blocks(spec)
+    if isinstance(spec, LMSpec):
+        return _lm_blocks(spec)
+    raise TypeError(f"expected a ModelSpec, VisionSpec or LMSpec, got {type(spec).__name__}")
+
+
+def _first(blocks, kind, **match):
+    for b in blocks:
+        if isinstance(b, kind) and all(getattr(b, k) == v for k, v in match.items()):
+            return b
+    return None
 
 
 # --------------------------------------------------------------------------- vision
@@ -74,137 +94,73 @@ def _norm(width: int, kind: str) -> int:
 
 def vision_patch_embed_params(v: VisionSpec) -> int:
     """Conv3d(C, h_v, kernel=(T_p, P, P)) (+ bias for Qwen3-VL)."""
-    return v.patch_volume * v.hidden_size + (v.hidden_size if v.patch_embed_bias else 0)
+    return _first(_vision_blocks(v), PatchEmbed).params()
 
 
 def vision_pos_embed_params(v: VisionSpec) -> int:
     """Learned absolute position table (Qwen3-VL: 2304 x h_v); 0 for RoPE-only towers."""
-    return v.num_position_embeddings * v.hidden_size
+    table = _first(_vision_blocks(v), PositionTable)
+    return table.params() if table else 0
 
 
 def vision_block_params(v: VisionSpec) -> int:
     """One ViT block: norm1, norm2, qkv (+b), proj (+b), MLP (+b)."""
-    h, q, i = v.hidden_size, v.attn_width, v.intermediate_size
-    attn = _linear(h, 3 * q, True) + _linear(q, h, True)
-    if v.mlp_gated:
-        mlp = 2 * _linear(h, i, True) + _linear(i, h, True)
-    else:
-        mlp = _linear(h, i, True) + _linear(i, h, True)
-    return 2 * _norm(h, v.norm) + attn + mlp
+    return _first(_vision_blocks(v), VisionLayers).params()
 
 
 def vision_tower_params(spec: ModelSpec | VisionSpec) -> int:
-    """Patch embed + position table + ``depth`` blocks (mergers excluded: see :func:`merger_params`)."""
-    v = spec.vision if isinstance(spec, ModelSpec) else spec
-    if v is None:
+    """Everything in the tower stage: patch embed, position table, CLS token, layers (0 without a tower)."""
+    if isinstance(spec, ModelSpec) and spec.vision is None and not any(b.part == VISION_TOWER for b in spec.blocks):
         return 0
-    return vision_patch_embed_params(v) + vision_pos_embed_params(v) + v.depth * vision_block_params(v)
-
-
-def _merger_mlp(v: VisionSpec) -> int:
-    w = v.merger_width
-    return _linear(w, w, True) + _linear(w, v.out_hidden_size, True)
+    return inventory_params(_blocks(spec), VISION_TOWER)
 
 
 def main_merger_params(v: VisionSpec) -> int:
     """``ln_q`` over h_v (pre-shuffle) + the two merger Linears."""
-    return _norm(v.hidden_size, v.norm) + _merger_mlp(v)
+    return _first(_vision_blocks(v), MlpProjector, part=MERGER).params()
 
 
 def deepstack_merger_params(v: VisionSpec) -> int:
     """ONE deepstack merger: post-shuffle LayerNorm over m^2 h_v + the two Linears."""
-    return _norm(v.merger_width, "layernorm") + _merger_mlp(v)
+    from .families.qwen_vl import vision_blocks
+
+    probe = VisionSpec(**{**v.__dict__, "deepstack_visual_indexes": (0,)})
+    return _first(vision_blocks(probe), MlpProjector, part=DEEPSTACK_MERGER).params()
 
 
 def merger_params(spec: ModelSpec | VisionSpec) -> int:
-    """Main merger + all deepstack mergers (0 for a text-only model)."""
-    v = spec.vision if isinstance(spec, ModelSpec) else spec
-    if v is None:
-        return 0
-    return main_merger_params(v) + v.num_deepstack * deepstack_merger_params(v)
+    """The projector part: main merger / projector + every stored deepstack merger (0 for a text-only model)."""
+    blocks = _blocks(spec)
+    return inventory_params(blocks, MERGER) + inventory_params(blocks, DEEPSTACK_MERGER)
 
 
 # --------------------------------------------------------------------------- language model
 
 
-def _attn_biases(lm: LMSpec) -> tuple[bool, bool]:
-    """(q/k/v bias, o bias) by family: Qwen2 q/k/v only; Llama/Qwen3 ``attention_bias`` covers all four."""
-    if lm.family == "qwen2":
-        return lm.qkv_bias, False
-    return lm.qkv_bias, lm.qkv_bias
-
-
 def lm_attention_params(lm: LMSpec) -> int:
     """Self-attention of one decoder layer (GQA or MLA), incl. q/k-norm and MLA's latent layernorms."""
-    h, H = lm.hidden_size, lm.num_heads
-    if lm.mla is not None:
-        m = lm.mla
-        if m.q_lora_rank:
-            q = _linear(h, m.q_lora_rank, False) + m.q_lora_rank + _linear(m.q_lora_rank, H * m.qk_head_dim, False)
-        else:
-            q = _linear(h, H * m.qk_head_dim, False)
-        kv = (_linear(h, m.kv_lora_rank + m.qk_rope_head_dim, False) + m.kv_lora_rank
-              + _linear(m.kv_lora_rank, H * (m.qk_nope_head_dim + m.v_head_dim), False))
-        return q + kv + _linear(H * m.v_head_dim, h, False)
-    qkv_b, o_b = _attn_biases(lm)
-    p = _linear(h, lm.q_width, qkv_b) + 2 * _linear(h, lm.kv_width, qkv_b) + _linear(lm.q_width, h, o_b)
-    if lm.qk_norm:
-        p += 2 * lm.head_dim  # RMSNorm over head_dim, shared across heads
-    return p
-
-
-def _dense_mlp(h: int, i: int) -> int:
-    return 3 * h * i  # gate, up, down; no bias
-
-
-def _router_params(lm: LMSpec) -> int:
-    moe = lm.moe
-    assert moe is not None
-    return moe.num_experts * lm.hidden_size + (moe.num_experts if moe.router_bias else 0)
-
-
-def _shared_expert_params(lm: LMSpec) -> int:
-    moe = lm.moe
-    assert moe is not None
-    return moe.num_shared_experts * _dense_mlp(lm.hidden_size, moe.shared_intermediate_size)
-
-
-def lm_mlp_params(lm: LMSpec, moe_layer: bool) -> int:
-    """MLP of one layer: dense SwiGLU, or routed experts + shared experts + router."""
-    if not moe_layer:
-        return _dense_mlp(lm.hidden_size, lm.intermediate_size)
-    moe = lm.moe
-    assert moe is not None
-    routed = moe.num_experts * _dense_mlp(lm.hidden_size, moe.expert_intermediate_size)
-    return routed + _shared_expert_params(lm) + _router_params(lm)
+    for b in _lm_blocks(lm):
+        if isinstance(b, (DecoderAttention, MLAttention)):
+            return b.params()
+    raise ValueError(f"{lm.family}: no attention block")
 
 
 def lm_layer_params(lm: LMSpec, moe_layer: bool) -> int:
     """One decoder layer: attention + MLP + input/post-attention RMSNorms."""
-    return lm_attention_params(lm) + lm_mlp_params(lm, moe_layer) + 2 * lm.hidden_size
+    blocks = _lm_blocks(lm)
+    mlp = _first(blocks, MoEMLP) if moe_layer else _first(blocks, DenseMLP)
+    if mlp is None:  # a layer kind this LM does not have: build it from the spec's widths
+        mlp = DenseMLP(part=LANGUAGE_MODEL, count=1, hidden=lm.hidden_size, width=lm.intermediate_size)
+    return lm_attention_params(lm) + mlp.params() + _first(blocks, LMLayerNorms).params()
 
 
 def lm_embedding_params(lm: LMSpec) -> int:
-    return lm.vocab_size * lm.hidden_size
+    return _first(_lm_blocks(lm), TokenEmbedding).params()
 
 
 def lm_head_params(lm: LMSpec) -> int:
     """Stored lm_head parameters: 0 when tied to the embedding."""
-    return 0 if lm.tie_word_embeddings else lm.vocab_size * lm.hidden_size
-
-
-def _mtp_layer_is_moe(lm: LMSpec, k: int) -> bool:
-    """Whether MTP module k's decoder layer (HF index ``num_layers + k``) is an MoE layer.
-
-    HF DeepSeek-V3 rule: ``idx >= first_k_dense_replace and idx % moe_layer_freq == 0``. The spec keeps
-    only the resulting ``moe_layers``, so the frequency is inferred from their spacing (1 when contiguous).
-    """
-    if lm.moe is None or not lm.moe_layers:
-        return False
-    idx = lm.num_layers + k
-    gaps = {b - a for a, b in zip(lm.moe_layers, lm.moe_layers[1:])}
-    freq = gaps.pop() if len(gaps) == 1 else 1
-    return idx % freq == 0
+    return _first(_lm_blocks(lm), LMHead).params()
 
 
 def mtp_params(lm: LMSpec) -> int:
@@ -212,11 +168,8 @@ def mtp_params(lm: LMSpec) -> int:
 
     Excludes the embedding and output head, which the MTP modules share with the main model.
     """
-    h = lm.hidden_size
-    total = 0
-    for k in range(lm.num_mtp_layers):
-        total += 2 * h + _linear(2 * h, h, False) + lm_layer_params(lm, _mtp_layer_is_moe(lm, k)) + h
-    return total
+    mtp = _first(_lm_blocks(lm), MTPModules)
+    return mtp.count * mtp.params() if mtp else 0
 
 
 def mtp_checkpoint_params(lm: LMSpec) -> int:
@@ -238,9 +191,18 @@ def _mtp_term(lm: LMSpec, include_mtp: bool | str) -> int:
 def lm_params(spec: ModelSpec | LMSpec, include_mtp: bool | str = False) -> int:
     """Total LM parameters: embedding + layers + final norm + untied lm_head (+ MTP if asked)."""
     lm = spec.lm if isinstance(spec, ModelSpec) else spec
-    moe = set(lm.moe_layers)
-    layers = sum(lm_layer_params(lm, i in moe) for i in range(lm.num_layers))
-    return lm_embedding_params(lm) + layers + lm.hidden_size + lm_head_params(lm) + _mtp_term(lm, include_mtp)
+    return inventory_params(_blocks(spec), LANGUAGE_MODEL) + _mtp_term(lm, include_mtp)
+
+
+def _active(block) -> int:
+    """Parameters one token touches in a block's forward pass (0 for lookups)."""
+    if isinstance(block, TokenEmbedding):
+        return 0
+    if isinstance(block, MoEMLP):
+        return block.active_params()
+    if isinstance(block, LMHead):
+        return block.hidden * block.vocab  # a matmul, tied or not
+    return block.params()
 
 
 def lm_active_params(spec: ModelSpec | LMSpec, include_embedding: bool = False) -> int:
@@ -250,21 +212,10 @@ def lm_active_params(spec: ModelSpec | LMSpec, include_embedding: bool = False) 
     router. Plus the final norm and the lm_head (counted even when tied: it is a matmul). The input
     embedding is a table lookup, added only with ``include_embedding=True``.
     """
-    lm = spec.lm if isinstance(spec, ModelSpec) else spec
-    h = lm.hidden_size
-    moe = set(lm.moe_layers)
-    total = 0
-    for i in range(lm.num_layers):
-        total += lm_attention_params(lm) + 2 * h
-        if i in moe:
-            assert lm.moe is not None
-            total += (lm.moe.top_k * _dense_mlp(h, lm.moe.expert_intermediate_size)
-                      + _shared_expert_params(lm) + _router_params(lm))
-        else:
-            total += _dense_mlp(h, lm.intermediate_size)
-    total += h + lm.vocab_size * h
+    blocks = [b for b in _blocks(spec) if b.part == LANGUAGE_MODEL and not isinstance(b, MTPModules)]
+    total = sum(b.count * _active(b) for b in blocks)
     if include_embedding:
-        total += lm_embedding_params(lm)
+        total += sum(b.params() for b in blocks if isinstance(b, TokenEmbedding))
     return total
 
 
@@ -306,22 +257,26 @@ class ParamCount:
 
 
 def count_params(spec: ModelSpec) -> ParamCount:
-    """Full :class:`ParamCount` breakdown of ``spec``."""
-    lm = spec.lm
-    moe = set(lm.moe_layers)
+    """Full :class:`ParamCount` breakdown of ``spec``, from its inventory."""
+    from .blocks import FinalNorm
+
+    lm = [b for b in spec.blocks if b.part == LANGUAGE_MODEL and not isinstance(b, MTPModules)]
+    embedding = sum(b.count * b.params() for b in lm if isinstance(b, TokenEmbedding))
+    final = sum(b.count * b.params() for b in lm if isinstance(b, FinalNorm))
+    head = sum(b.count * b.params() for b in lm if isinstance(b, LMHead))
     return ParamCount(
         vision_tower=vision_tower_params(spec),
         merger=merger_params(spec),
-        lm_embedding=lm_embedding_params(lm),
-        lm_layers=sum(lm_layer_params(lm, i in moe) for i in range(lm.num_layers)),
-        lm_final_norm=lm.hidden_size,
-        lm_head=lm_head_params(lm),
-        lm_active=lm_active_params(lm),
-        mtp=mtp_params(lm),
-        mtp_checkpoint=mtp_checkpoint_params(lm),
+        lm_embedding=embedding,
+        lm_layers=inventory_params(lm) - embedding - final - head,
+        lm_final_norm=final,
+        lm_head=head,
+        lm_active=lm_active_params(spec),
+        mtp=mtp_params(spec.lm),
+        mtp_checkpoint=mtp_checkpoint_params(spec.lm),
     )
 
 
 def total_params(spec: ModelSpec, include_mtp: bool | str = False) -> int:
-    """Vision tower + mergers + LM (+ MTP: ``True`` unique part, ``"checkpoint"`` as stored)."""
-    return vision_tower_params(spec) + merger_params(spec) + lm_params(spec, include_mtp=include_mtp)
+    """Vision tower + projector + LM (+ MTP: ``True`` unique part, ``"checkpoint"`` as stored)."""
+    return inventory_params(spec.blocks) + _mtp_term(spec.lm, include_mtp)

@@ -1,19 +1,50 @@
-"""Trainable parts of a VLM, in data-flow order, and the names users may give them (``--frozen``)."""
+"""Trainable parts of a VLM, how gradients flow between them, and the names users may give them.
+
+Stages (what ``--frozen`` freezes, what every block and FLOPs term belongs to):
+
+* ``vision_tower``: patch embed, position table, CLS token, ViT layers;
+* ``merger``: the main projector (Qwen ``visual.merger``, InternVL ``multi_modal_projector``, GLM's
+  downsample conv + merger) -- reported as ``projector`` in ``parts``;
+* ``deepstack_merger``: Qwen3-VL's deepstack mergers (``visual.deepstack_merger_list``), fed by
+  intermediate tower layers and added into early LM layers -- reported under ``projector`` too;
+* ``language_model``: embedding, decoder layers, final norm, lm_head.
+
+Gradient flow is a small DAG (:data:`UPSTREAM`), not a chain: the main merger and the deepstack
+mergers both read the tower and both feed the LM, but neither feeds the other.
+"""
 
 from __future__ import annotations
 
 from typing import Iterable
 
-VISION_TOWER, MERGER, LANGUAGE_MODEL = "vision_tower", "merger", "language_model"
-STAGES = (VISION_TOWER, MERGER, LANGUAGE_MODEL)  # a gradient reaching a stage flows into every earlier one
+VISION_TOWER, MERGER, DEEPSTACK_MERGER, LANGUAGE_MODEL = "vision_tower", "merger", "deepstack_merger", "language_model"
+STAGES = (VISION_TOWER, MERGER, DEEPSTACK_MERGER, LANGUAGE_MODEL)  # data-flow order
+PROJECTOR = "projector"  # the user-facing name of merger + deepstack mergers (``parts`` in JSON)
+
+# stage -> the stages whose outputs (transitively) flow into it
+UPSTREAM: dict[str, tuple[str, ...]] = {
+    VISION_TOWER: (),
+    MERGER: (VISION_TOWER,),
+    DEEPSTACK_MERGER: (VISION_TOWER,),
+    LANGUAGE_MODEL: (VISION_TOWER, MERGER, DEEPSTACK_MERGER),
+}
+
+# stage -> the user-facing part it is reported under
+PART_OF_STAGE = {VISION_TOWER: VISION_TOWER, MERGER: PROJECTOR, DEEPSTACK_MERGER: PROJECTOR,
+                 LANGUAGE_MODEL: LANGUAGE_MODEL}
+PARTS = (VISION_TOWER, PROJECTOR, LANGUAGE_MODEL)
 
 PART_ALIASES = {
     "vision_tower": (VISION_TOWER,),
     "vit": (VISION_TOWER,),
     "visual": (VISION_TOWER,),
-    "merger": (MERGER,),
-    "projector": (MERGER,),
-    "vision": (VISION_TOWER, MERGER),
+    # the projector part: main merger and deepstack mergers (old meaning of "merger" kept)
+    "projector": (MERGER, DEEPSTACK_MERGER),
+    "merger": (MERGER, DEEPSTACK_MERGER),
+    "main_merger": (MERGER,),
+    "deepstack_merger": (DEEPSTACK_MERGER,),
+    "deepstack": (DEEPSTACK_MERGER,),
+    "vision": (VISION_TOWER, MERGER, DEEPSTACK_MERGER),
     "language_model": (LANGUAGE_MODEL,),
     "lm": (LANGUAGE_MODEL,),
     "llm": (LANGUAGE_MODEL,),

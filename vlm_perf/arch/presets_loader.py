@@ -7,7 +7,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from .hf_config import load_config_file, spec_from_config
+from .hf_config import load_config_file, load_processor_files, spec_from_config
 from .spec import ModelSpec
 
 _PRESET_DIR = "presets"
@@ -39,7 +39,9 @@ def load_model(name_or_config: str | Path | dict) -> ModelSpec:
     text = str(name_or_config)
     path = Path(text)
     if path.exists() or text.endswith(".json") or "/" in text:
+        # a checkpoint directory may also ship processor files (preprocessor_config.json, ...)
+        processor = load_processor_files(path if path.is_dir() else path.parent) if path.exists() else {}
         return spec_from_config(load_config_file(path), name=path.stem if path.is_file() else path.name,
-                                source=text)
+                                source=text, processor=processor)
     config = preset_config(text)
     return spec_from_config(config, name=text.strip().lower(), source=f"preset:{text.strip().lower()}")

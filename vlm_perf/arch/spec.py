@@ -33,10 +33,11 @@ class VisionSpec:
     out_hidden_size: int  # merger output width d_out (the LM hidden size)
     window_size: int | None = None  # pixels (Qwen2.5-VL: 112)
     fullatt_block_indexes: tuple[int, ...] = ()
-    deepstack_visual_indexes: tuple[int, ...] = ()
+    deepstack_visual_indexes: tuple[int, ...] = ()  # as configured (one merger module stored per entry)
     num_position_embeddings: int = 0  # learned absolute table (Qwen3-VL); looked up, not a matmul
     patch_embed_bias: bool = False
     norm: str = "layernorm"  # "layernorm" | "rmsnorm"
+    cls_per_frame: int = 0  # CLS tokens prepended to each tile/frame's tower sequence (InternViT: 1)
 
     @property
     def attn_width(self) -> int:
@@ -66,8 +67,14 @@ class VisionSpec:
         return self.window_size // self.spatial_merge_size // self.patch_size
 
     @property
+    def full_attention_layers(self) -> tuple[int, ...]:
+        """Distinct ``fullatt_block_indexes`` inside the tower: transformers tests ``layer_num in
+        fullatt_block_indexes`` for each layer, so duplicates and indexes >= depth change nothing."""
+        return tuple(sorted({i for i in self.fullatt_block_indexes if 0 <= i < self.depth}))
+
+    @property
     def num_window_layers(self) -> int:
-        return self.depth - len(self.fullatt_block_indexes) if self.window_size else 0
+        return self.depth - len(self.full_attention_layers) if self.window_size else 0
 
     @property
     def num_full_layers(self) -> int:
@@ -75,7 +82,15 @@ class VisionSpec:
 
     @property
     def num_deepstack(self) -> int:
+        """Deepstack mergers that RUN: distinct indexes inside the tower (transformers calls
+        ``deepstack_merger_list[indexes.index(layer)]`` only when ``layer in indexes``)."""
+        return len({i for i in self.deepstack_visual_indexes if 0 <= i < self.depth})
+
+    @property
+    def num_deepstack_stored(self) -> int:
+        """Deepstack merger modules stored: one per configured entry (``len(deepstack_visual_indexes)``)."""
         return len(self.deepstack_visual_indexes)
+
 
 
 @dataclass(frozen=True)
@@ -124,6 +139,8 @@ class LMSpec:
     num_mtp_layers: int = 0  # DeepSeek-V3 num_nextn_predict_layers
     qkv_bias: bool = False
     qk_norm: bool = False
+    sliding_window: int | None = None  # tokens a sliding-window layer attends (query included)
+    sliding_layers: tuple[int, ...] = ()  # indexes of sliding-window layers (the rest are full causal)
 
     @property
     def q_width(self) -> int:
@@ -156,6 +173,9 @@ class ModelSpec:
     vision: VisionSpec | None = None
     source: str = ""  # where the config came from (preset name or path)
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+    family: str = ""  # the registered family (vlm_perf.arch.families) that built it
+    blocks: tuple = ()  # the typed block inventory (vlm_perf.arch.blocks): params and FLOPs derive from it
+    processor: dict = field(default_factory=dict, compare=False, hash=False)  # processor files' settings
 
     @property
     def is_vlm(self) -> bool:

@@ -9,7 +9,8 @@ Rule (what autograd runs; documented in docs/conventions.md):
   when any parameter upstream of it requires grad: the patch embed never (its input is pixels);
   the first merger GEMM when the tower is trainable or the merger is (every Qwen merger starts
   with a norm whose weights need that input gradient); other tower / merger terms when their own
-  stage or an upstream stage is trainable; LM terms when the LM (its embedding table) or any
+  stage or an upstream stage is trainable (``arch.parts.UPSTREAM``: main and deepstack mergers both
+  read the tower, neither feeds the other); LM terms when the LM (its embedding table) or any
   vision stage is trainable.
 
 With everything trainable this is the familiar forward + 2x backward (x3) for all terms except
@@ -19,14 +20,14 @@ trainable vision part still pays its input gradients (x2, attention core x3).
 
 from __future__ import annotations
 
-from ..arch.parts import frozen_stages  # noqa: F401  (re-exported: flops.training.frozen_stages)
+from ..arch.parts import UPSTREAM, frozen_stages  # noqa: F401  (re-exported: flops.training.frozen_stages)
 from .terms import INPUT_PIXELS, INPUT_TOWER, STAGES, VISION_TOWER, Term
 
 
 def _gradient_reaches_input(term: Term, trainable: frozenset[str]) -> bool:
     if term.input_kind == INPUT_PIXELS:
         return False
-    upstream = STAGES[: STAGES.index(term.stage)]
+    upstream = UPSTREAM[term.stage]
     if term.input_kind == INPUT_TOWER:
         # the merger's pre-GEMM norm has weights: a trainable merger needs fc1's input gradient
         return VISION_TOWER in trainable or term.stage in trainable

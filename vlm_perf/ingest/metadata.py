@@ -100,6 +100,11 @@ def _geometry(spec: "ModelSpec | None") -> tuple[int, int | None]:
     vision = spec.vision if spec is not None else None
     if vision is None:
         return DEFAULT_MERGE_SIZE, None
+    if getattr(vision, "cls_per_frame", 0):
+        from ..errors import UnsupportedModelError
+
+        raise UnsupportedModelError(f"{spec.name}: metadata for a tower with CLS tokens per tile ({spec.family}) "
+                                    "is not read yet; use vlm-perf flops with --image-size")
     return int(vision.spatial_merge_size), vision.window_side_merged
 
 
@@ -111,7 +116,8 @@ def _scan(sources: list[Source], row_index: str | None = None) -> pl.LazyFrame:
 def _rows(lf: pl.LazyFrame, merge_size: int, window_side: int | None, flags: bool = False) -> pl.LazyFrame:
     ex = row_exprs(merge_size, window_side)
     cols = [pl.col("iteration"), pl.col("microbatch"), pl.col("dp_rank"), ex.code.alias(_CODE)]
-    cols += [expr.alias(name) for name, expr in ex.stats.as_dict().items()]
+    cols += [(expr if isinstance(expr, pl.Expr) else pl.lit(expr, pl.Int64)).alias(name)
+             for name, expr in ex.stats.as_dict().items()]
     if flags:
         cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
     return ex.apply(lf).select(cols)

@@ -30,10 +30,19 @@ class BatchStats:
       lm_sequences      number of causal sub-sequences (packed documents)
       lm_samples        number of samples (rows of the token tensor)
       lm_padded_tokens  tokens the framework computed on, padding included (>= lm_tokens)
+      lm_tokens_sq_beyond_window  sum over sequences of max(s - W, 0)^2 for the model's sliding window W
+                        (0 without one); a windowed causal kernel computes (s^2 - that)/2 score entries of
+                        a sliding-window layer. 0 when unknown: the layer is then counted as full causal
+                        (an upper bound, never an under-count)
     Vision (all media; ``video_*`` repeat the share that came from video grids):
       vision_patches, vision_patches_sq_frame, vision_patches_sq_item, vision_merged_tokens,
       vision_window_sq (Qwen2.5-VL exact sum of window^2; equals the per-frame sum otherwise),
-      vision_frames, vision_items
+      vision_frames, vision_items,
+      vision_cls_tokens (CLS positions the tower adds, one per tile/frame for InternViT; 0 for Qwen towers;
+      the squared sums above then count each tile's sequence with its CLS token)
+
+    Adding a statistic: a field here (default 0) and its per-row formula in ``stats/vision.py``; frames,
+    metadata aggregation, Dask and the FLOPs columns all iterate :meth:`field_names`.
     """
 
     lm_tokens: Any = 0
@@ -51,6 +60,8 @@ class BatchStats:
     video_patches: Any = 0
     video_patches_sq_frame: Any = 0
     video_merged_tokens: Any = 0
+    vision_cls_tokens: Any = 0
+    lm_tokens_sq_beyond_window: Any = 0
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -94,8 +105,9 @@ class BatchStats:
         """
         if seq_lens is not None and seq_len is not None:
             raise ValueError("give either seq_lens or seq_len/samples, not both")
+        lm_window = getattr(getattr(spec, "lm", None), "sliding_window", None)
         if seq_lens is not None:
-            lm = seq_len_stats(seq_lens)
+            lm = seq_len_stats(seq_lens, window=lm_window)
             if samples is not None and (int(samples) != samples or not 0 < samples <= lm["sequences"]):
                 raise ValueError(f"samples must be an integer from 1 to the number of sequences ({lm['sequences']}), "
                                  f"got {samples!r}")
@@ -106,9 +118,9 @@ class BatchStats:
             n_samples = 1 if samples is None else samples
             if int(n_samples) != n_samples or n_samples <= 0:
                 raise ValueError(f"samples must be a positive integer, got {samples!r}")
-            lm = uniform_stats(int(seq_len), int(n_samples))
+            lm = uniform_stats(int(seq_len), int(n_samples), window=lm_window)
         else:
-            lm = {"tokens": 0, "tokens_sq": 0, "sequences": 0}
+            lm = {"tokens": 0, "tokens_sq": 0, "sequences": 0, "tokens_sq_beyond_window": 0}
             n_samples = samples or 0
         padded = lm["tokens"] if padded_tokens is None else padded_tokens
         if padded < lm["tokens"]:
@@ -117,14 +129,15 @@ class BatchStats:
         vision = spec.vision if spec is not None else None
         m = merge_size or (vision.spatial_merge_size if vision else DEFAULT_MERGE_SIZE)
         u = window_side if window_side is not None else (vision.window_side_merged if vision else None)
+        cls_per_frame = vision.cls_per_frame if vision else 0
         totals = dict.fromkeys(("patches", "patches_sq_per_frame", "patches_sq_per_item", "merged_tokens",
-                                "window_patches_sq", "frames"), 0)
+                                "window_patches_sq", "frames", "cls_tokens"), 0)
         video = dict.fromkeys(("patches", "patches_sq_per_frame", "merged_tokens"), 0)
         items = 0
         for kind, grids in (("image", image_grids), ("video", video_grids)):
             for i, row in enumerate(grids):
                 t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
-                row_stats = grid_row_stats(t, h, w, m, u)
+                row_stats = grid_row_stats(t, h, w, m, u, cls_per_frame=cls_per_frame)
                 items += 1
                 for key in totals:
                     totals[key] += row_stats[key]
@@ -140,7 +153,8 @@ class BatchStats:
             vision_patches_sq_item=totals["patches_sq_per_item"], vision_merged_tokens=totals["merged_tokens"],
             vision_window_sq=totals["window_patches_sq"], vision_frames=totals["frames"], vision_items=items,
             video_patches=video["patches"], video_patches_sq_frame=video["patches_sq_per_frame"],
-            video_merged_tokens=video["merged_tokens"],
+            video_merged_tokens=video["merged_tokens"], vision_cls_tokens=totals["cls_tokens"],
+            lm_tokens_sq_beyond_window=lm["tokens_sq_beyond_window"],
         )
 
     # --- algebra ------------------------------------------------------------------------

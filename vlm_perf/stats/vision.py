@@ -13,6 +13,11 @@ Statistics (all additive over rows, hence over microbatches, ranks and iteration
 * ``merged_tokens``         M  = t*(h/m)*(w/m)              (LM visual tokens)
 * ``window_patches_sq``     sum over Qwen2.5-VL windows of (patches in window)^2
 * ``frames``                t
+* ``cls_tokens``            c*t                             (CLS positions, c per frame/tile; InternViT c = 1)
+
+With ``c`` CLS tokens per frame (tiles of InternVL are the frames of a (tiles, h, w) grid), every
+attention sequence is ``h*w + c`` long: the squared sums use that length; ``patches`` stays the
+patch-embed rows ``t*h*w`` (a CLS token is a learned vector, not a convolution output).
 """
 
 from __future__ import annotations
@@ -31,16 +36,19 @@ def sum_sq_of_window_sides(merged_side: Any, window_side: int) -> Any:
     return full * window_side * window_side + rest * rest
 
 
-def grid_row_stats(t: Any, h: Any, w: Any, merge_size: int = 2, window_side: int | None = None) -> dict[str, Any]:
+def grid_row_stats(t: Any, h: Any, w: Any, merge_size: int = 2, window_side: int | None = None,
+                   cls_per_frame: int = 0) -> dict[str, Any]:
     """Per-row vision statistics (see module docstring); ``window_side`` in merged tokens."""
     per_frame = h * w
+    seq = per_frame + cls_per_frame if cls_per_frame else per_frame
     merged_h, merged_w = h // merge_size, w // merge_size
     stats = {
         "patches": t * per_frame,
-        "patches_sq_per_frame": t * per_frame * per_frame,
-        "patches_sq_per_item": (t * per_frame) * (t * per_frame),
+        "patches_sq_per_frame": t * seq * seq,
+        "patches_sq_per_item": (t * seq) * (t * seq),
         "merged_tokens": t * merged_h * merged_w,
         "frames": t,
+        "cls_tokens": t * cls_per_frame,
     }
     if window_side:
         merge_unit = merge_size * merge_size
@@ -49,7 +57,7 @@ def grid_row_stats(t: Any, h: Any, w: Any, merge_size: int = 2, window_side: int
                                       * sum_sq_of_window_sides(merged_h, window_side)
                                       * sum_sq_of_window_sides(merged_w, window_side))
     else:
-        stats["window_patches_sq"] = t * per_frame * per_frame  # no windows: a window is the frame
+        stats["window_patches_sq"] = t * seq * seq  # no windows: a window is the frame
     return stats
 
 

@@ -8,7 +8,12 @@ from typing import Any, Callable
 from ...arch.parts import frozen_stages
 from ...arch.spec import ModelSpec
 from ...stats.batch import BatchStats
+from ...errors import ConventionNotDefined
 from ..breakdown import Breakdown, Options
+
+# the families every named convention covered before the family registry (Qwen-VL + decoder-only LMs)
+QWEN_AND_DECODER_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen2", "qwen3", "qwen3_moe",
+                             "llama", "mistral", "deepseek_v3")
 
 # (spec, stats, options) -> training FLOPs by component
 ComponentFn = Callable[[ModelSpec, BatchStats, Options], dict[str, Any]]
@@ -31,11 +36,20 @@ class Convention:
     training: ComponentFn
     counts_vision: bool = True
     unsupported: tuple[str, ...] = ()  # LM families this convention has no formula for
+    # model families (vlm_perf.arch.families names) the convention defines a number for; None = every family
+    families: tuple[str, ...] | None = QWEN_AND_DECODER_FAMILIES
+
+    def covers(self, family: str) -> bool:
+        return self.families is None or family in self.families
 
     def check(self, spec: ModelSpec) -> None:
+        family = spec.family or spec.model_type
+        if not self.covers(family):
+            raise ConventionNotDefined(f"convention {self.name!r} is not defined for {family} ({spec.name}): "
+                                       f"{self.name} has no formula for that family; use 'exact'")
         if spec.lm.family in self.unsupported:
-            raise ValueError(f"convention {self.name!r} has no formula for {spec.lm.family} models "
-                             f"({spec.name}); use 'exact' or another convention")
+            raise ConventionNotDefined(f"convention {self.name!r} has no formula for {spec.lm.family} models "
+                                       f"({spec.name}); use 'exact' or another convention")
 
     def compute(self, spec: ModelSpec, stats: BatchStats, options: Options) -> Breakdown:
         self.check(spec)

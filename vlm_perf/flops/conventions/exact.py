@@ -1,26 +1,40 @@
-"""``exact``: every matmul of the architecture, counted the way autograd executes it."""
+"""``exact``: every matmul of the model's block inventory, counted the way autograd executes it."""
 
 from __future__ import annotations
 
+from ...arch.parts import STAGES
 from ...arch.spec import ModelSpec
+from ...errors import ConfigError
 from ...stats.batch import BatchStats
+from ..blocks import FlopsContext, inventory_terms
 from ..breakdown import COMPONENTS, Breakdown, Options
-from ..language import language_terms
 from ..training import frozen_stages, training_multiplier
-from ..vision import vision_terms
 from .base import Convention
 
 
 def exact_terms(spec: ModelSpec, stats: BatchStats, options: Options):
-    causal_factor = 0.5 if options.causal == "half" else 1
-    terms = language_terms(spec.lm, stats, causal_factor)
-    if spec.vision is not None:
-        terms = vision_terms(spec.vision, stats) + terms
-    return terms
+    """Forward terms of every block of ``spec.blocks`` (vision first, then the LM)."""
+    ctx = FlopsContext(causal=options.causal)
+    return inventory_terms(spec.blocks, stats, ctx)
+
+
+def model_stages(spec: ModelSpec) -> frozenset[str]:
+    """The stages the model has parameters in."""
+    return frozenset(b.part for b in spec.blocks)
+
+
+def check_trainable(spec: ModelSpec, frozen: frozenset[str]) -> None:
+    """Training with nothing trainable is a contradiction: refuse it (forward-only FLOPs are --mode forward)."""
+    if not (model_stages(spec) - frozen):
+        parts = ", ".join(s for s in STAGES if s in model_stages(spec))
+        raise ConfigError(f"{spec.name}: every part it has ({parts}) is frozen, so a training step has no "
+                          "backward pass; count it with mode 'forward' instead")
 
 
 def _exact_components(spec: ModelSpec, stats: BatchStats, options: Options) -> dict:
     frozen = frozen_stages(options.frozen)
+    if options.mode == "training":
+        check_trainable(spec, frozen)
     components = {name: 0 for name in COMPONENTS if spec.is_vlm or not name.startswith("vision.")}
     for term in exact_terms(spec, stats, options):
         factor = training_multiplier(term, frozen) if options.mode == "training" else 1
@@ -30,20 +44,27 @@ def _exact_components(spec: ModelSpec, stats: BatchStats, options: Options) -> d
 
 class _Exact(Convention):
     def compute(self, spec: ModelSpec, stats: BatchStats, options: Options) -> Breakdown:
+        self.check(spec)
         notes = []
         if options.mode == "forward" and options.frozen:
             notes.append("frozen parts do not change forward-only FLOPs")
+        if spec.lm.sliding_window and options.causal == "half":
+            notes.append(f"{len(spec.lm.sliding_layers)} sliding-window layers (window {spec.lm.sliding_window}) "
+                         "counted as a windowed causal kernel computes them, from lm_tokens_sq_beyond_window "
+                         "(statistics without it count them as full causal)")
         return Breakdown(self.name, _exact_components(spec, stats, options), options, tuple(notes))
 
 
 EXACT = _Exact(
     name="exact",
     source="vlm-perf; verified against torch.utils.flop_counter.FlopCounterMode on transformers' models",
-    formula=("sum over every GEMM of 2*m*n*k: patch-embed conv, ViT qkv/proj/MLP (gated or plain from the "
-             "config), ViT attention per frame (4*q_v*sum t*(h*w)^2) and per Qwen2.5-VL window (exact edge "
-             "windows), merger and deepstack mergers on merged tokens, LM projections, attention core "
-             "(causal half by default), dense MLP, routed/shared experts, router, logits on the real "
-             "vocabulary, MTP; training multiplies each GEMM by what autograd runs (see training.py)"),
+    formula=("sum over every GEMM of the model's block inventory, 2*m*n*k: patch-embed conv, ViT qkv/proj/MLP "
+             "(gated or plain from the config, CLS positions included), ViT attention per frame/tile "
+             "(4*q_v*sum len^2) and per Qwen2.5-VL window (exact edge windows), projector/merger and deepstack "
+             "mergers on merged tokens, LM projections, attention core (causal half by default), dense MLP, "
+             "routed/shared experts, router, logits on the real vocabulary, MTP; training multiplies each GEMM "
+             "by what autograd runs (see training.py)"),
     deviations=(),
     training=lambda spec, stats, options: _exact_components(spec, stats, options),
+    families=None,
 )

@@ -80,4 +80,5 @@ SIX_ND = Convention(
                 "MTP not counted", "always x3"),
     training=_six_nd,
     counts_vision=False,
+    families=None,  # a rule of thumb over the LM's active parameters: defined for every family
 )

@@ -1,0 +1,65 @@
+"""Independent FlopCounterMode references for the VLM families (one harness module per family).
+
+Library entry point::
+
+    from tests.verify.families import measure_family
+    m = measure_family("internvl", image_sizes=[(48, 80)], text_len=8, mode="training", frozen=("vision_tower",))
+    m.parts("training")   # {"vision_tower": F, "projector": F, "language_model": F}
+    m.media               # tiles / patches / visual tokens the HF processor produced, seq_len
+
+Each family module registers a :class:`common.FamilyHarness` in :data:`common.REGISTRY` when imported.
+torch / transformers are imported lazily (inside the functions), so importing this package is cheap.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from . import common
+from .common import PARTS, REGISTRY, PartMeasurement
+
+_FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3")
+
+
+def _load_all() -> None:
+    import importlib
+
+    for name in _FAMILY_MODULES:
+        try:
+            importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:  # a family module not written yet
+            if exc.name != f"{__name__}.{name}":
+                raise
+
+
+def harness(family: str) -> common.FamilyHarness:
+    _load_all()
+    if family not in REGISTRY:
+        raise KeyError(f"no measurement harness for {family!r}; have {sorted(REGISTRY)}")
+    return REGISTRY[family]
+
+
+def measure_family(family: str, config: Any = None, image_sizes: Sequence[tuple[int, int]] = (),
+                   video_sizes: Sequence[tuple[int, int, int]] = (), text_len: int = 8, mode: str = "forward",
+                   frozen: Sequence[str] = (), seed: int = 0, model: Any = None, **input_kw: Any) -> PartMeasurement:
+    """FlopCounterMode FLOPs per part of one tiny ``family`` model on HF-processed media.
+
+    ``config``: a transformers config (default: the family's tiny config); ``model``: reuse a built model.
+    ``image_sizes``: (height, width) pixels; ``video_sizes``: (frames, height, width); ``text_len``: plain
+    text tokens besides the media runs. ``mode``: "forward" (no grad) or "training" (forward + backward of
+    ``logits.mean()``), ``frozen``: parts without gradients. Returns the measurement with ``media`` filled.
+    """
+    if mode not in ("forward", "training"):
+        raise ValueError(f"mode must be 'forward' or 'training', not {mode!r}")
+    h = harness(family)
+    if model is None:
+        model = h.build_model(config if config is not None else h.tiny_config(), seed)
+    inputs, media = h.make_inputs(model, image_sizes=image_sizes, video_sizes=video_sizes, text_len=text_len,
+                                  seed=seed + 1, **input_kw)
+    m = common.count(model, inputs, h.part_modules(model), training=mode == "training", frozen=frozen)
+    m.media = media
+    m.check()
+    return m
+
+
+__all__ = ["PARTS", "REGISTRY", "harness", "measure_family"]

@@ -1,0 +1,270 @@
+"""Generic FlopCounterMode harness for any transformers VLM, FLOPs split by part.
+
+A family harness (``tests/verify/families/<family>.py``) says which *sibling* modules of the model make
+up each part::
+
+    vision_tower    the vision encoder (patch embed, positions, layers, post norm)
+    projector       merger / multimodal projector / pixel-shuffle MLP / downsample conv / connector
+    language_model  the LM decoder + lm_head (logits over every position)
+    rope            every ``*Rotary*`` module (position tables; must be attributable, never a part's FLOPs)
+
+and this module counts a forward (and, for training, ``logits.mean().backward()``) under
+:class:`PartCounter`, a :class:`torch.utils.flop_counter.FlopCounterMode` (same op registry and per-op
+formulas) that attributes every counted op to a part exactly as ``tests/verify/measure.py`` does for the
+Qwen families: forward ops by a stack of module pre/post hooks (innermost wins), backward ops by the
+part tag that the part's forward post-hook put on every autograd node its forward created (walk from the
+part's outputs, stopping at nodes already tagged, i.e. created by an earlier part; helpers reused from
+``measure``). Ops outside every listed module land in ``other``; :meth:`PartMeasurement.check` asserts
+``other`` is 0 and that the parts sum to FlopCounterMode's own ``Global`` total, so a harness that forgot
+a module fails loudly instead of mis-attributing.
+
+``frozen`` names parts whose parameters get ``requires_grad_(False)`` for the training measurement; the
+rest stays trainable. Units: FLOPs (one multiply-add = 2 FLOPs, FlopCounterMode's convention).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..measure import TAG, _tag_graph
+
+PARTS = ("vision_tower", "projector", "language_model")
+ALL_PARTS = PARTS + ("rope",)
+
+# Token ids shared by the tiny configs (vocab 1000; plain text is drawn from [0, 900)).
+VOCAB = 1000
+TEXT_MAX = 900
+
+
+@dataclass
+class FamilyHarness:
+    """How to build, feed and split one transformers VLM family (one object per family, registered)."""
+
+    name: str
+    tiny_config: Callable[..., Any]  # (**overrides) -> transformers config
+    build_model: Callable[[Any, int], Any]  # (config, seed) -> model in eval mode, float64, eager
+    part_modules: Callable[[Any], dict]  # model -> {part: [modules]}
+    make_inputs: Callable[..., tuple[dict, dict]]  # (model, image_sizes, video_sizes, text_len, seed, **kw)
+    notes: str = ""
+
+
+REGISTRY: dict[str, FamilyHarness] = {}
+
+
+def register(harness: FamilyHarness) -> FamilyHarness:
+    """Add ``harness`` to :data:`REGISTRY`; a second harness with the same name is an error."""
+    if harness.name in REGISTRY:
+        raise ValueError(f"family harness {harness.name!r} registered twice")
+    REGISTRY[harness.name] = harness
+    return harness
+
+
+def processor_images_kwargs(processor_cls) -> dict:
+    """The ``images_kwargs`` class defaults a ProcessorMixin subclass forces on every image-processor call.
+
+    ``ProcessorMixin._merge_kwargs`` (processing_utils.py) passes them as call kwargs, so they beat the
+    image processor's own (saved) settings; this harness applies them the same way.
+    """
+    return dict(getattr(processor_cls, "images_kwargs", None) or {})
+
+
+def random_images(sizes: Sequence[tuple[int, int]], seed: int = 0):
+    """RGB uint8 numpy images of the given (height, width) pixels (random content; the FLOPs do not depend on it)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8) for h, w in sizes]
+
+
+def text_ids(n: int, gen) -> list[int]:
+    import torch
+
+    return torch.randint(0, TEXT_MAX, (n,), generator=gen).tolist()
+
+
+def eager(config, experts: bool = False) -> None:
+    """Eager attention (and eager experts) on the config and every sub-config."""
+    config._attn_implementation = "eager"
+    for sub in ("text_config", "vision_config"):
+        if hasattr(config, sub) and getattr(config, sub) is not None:
+            getattr(config, sub)._attn_implementation = "eager"
+    if experts:
+        config._experts_implementation = "eager"
+        if getattr(config, "text_config", None) is not None:
+            config.text_config._experts_implementation = "eager"
+
+
+def finish_model(model):
+    """float64, eval mode (no dropout; gradients still flow)."""
+    import torch
+
+    model.to(torch.float64)
+    model.eval()
+    return model
+
+
+def rotary_modules(model) -> list:
+    return [m for _, m in model.named_modules() if "Rotary" in type(m).__name__]
+
+
+# --------------------------------------------------------------------------- counter
+def _make_counter_class():
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class PartCounter(FlopCounterMode):
+        """FlopCounterMode that also splits FLOPs by (phase, part); see the module docstring."""
+
+        def __init__(self, parts: dict[str, list], **kwargs):
+            super().__init__(display=False, **kwargs)
+            self.parts = parts
+            self.part_stack: list[str] = []
+            self.counts: dict[tuple[str, str], int] = defaultdict(int)
+            self.by_op: dict[tuple[str, str, str], int] = defaultdict(int)
+            self.grouped_conv_bw: list[dict] = []
+            self._handles: list = []
+
+        def __enter__(self):
+            for part, mods in self.parts.items():
+                for mod in mods:
+                    self._handles.append(mod.register_forward_pre_hook(self._pre(part)))
+                    self._handles.append(mod.register_forward_hook(self._post(part), always_call=True))
+            return super().__enter__()
+
+        def __exit__(self, *args):
+            try:
+                return super().__exit__(*args)
+            finally:
+                for h in self._handles:
+                    h.remove()
+                self._handles.clear()
+
+        def _pre(self, part):
+            def hook(mod, args):
+                self.part_stack.append(part)
+            return hook
+
+        def _post(self, part):
+            def hook(mod, args, out):
+                self.part_stack.pop()
+                if torch.is_grad_enabled():
+                    _tag_graph(out, part)
+            return hook
+
+        def _count_flops(self, func_packet, out, args, kwargs):
+            if func_packet in self.flop_registry:
+                flops = self.flop_registry[func_packet](*args, **kwargs, out_val=out)
+                node = torch._C._current_autograd_node()
+                if node is not None:
+                    phase, part = "backward", node.metadata.get(TAG, "other")
+                else:
+                    phase, part = "forward", self.part_stack[-1] if self.part_stack else "other"
+                self.counts[(phase, part)] += flops
+                self.by_op[(phase, part, str(func_packet))] += flops
+                if str(func_packet) == "aten.convolution_backward" and args[9] != 1:
+                    # (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+                    #  output_padding, groups, output_mask): kept so a harness can correct torch's
+                    #  grad-weight formula, which ignores groups
+                    self.grouped_conv_bw.append(dict(part=part, groups=args[9], weight_shape=tuple(args[2].shape),
+                                                     grad_out_shape=tuple(args[0].shape),
+                                                     input_shape=tuple(args[1].shape), transposed=args[7],
+                                                     output_mask=tuple(args[10]), flops=flops))
+            return super()._count_flops(func_packet, out, args, kwargs)
+
+    return PartCounter
+
+
+@dataclass
+class PartMeasurement:
+    """FlopCounterMode FLOPs of one run, per phase and part, plus the media the processor produced."""
+
+    forward: dict[str, int]
+    backward: dict[str, int]
+    total: int  # FlopCounterMode's own Global count
+    by_op: dict
+    media: dict = field(default_factory=dict)
+    grouped_conv_bw: list = field(default_factory=list)
+
+    def grouped_conv_overcount(self) -> dict[str, int]:
+        """Per part, what torch's ``conv_backward_flop`` over-counts for grouped convolutions.
+
+        Its grad-weight term treats the batch as channels and ignores ``groups``: for a depthwise conv
+        (groups = channels) it is ``groups`` times the real 2*N*C*L*k. The real term is the counted one
+        divided by ``groups``; the difference is returned (0 for every family without a grouped conv).
+        """
+        from torch.utils.flop_counter import conv_flop_count
+
+        def t(shape):
+            return [shape[1], shape[0]] + list(shape[2:])
+
+        over: dict[str, int] = defaultdict(int)
+        for ev in self.grouped_conv_bw:
+            if not ev["output_mask"][1] or ev["transposed"]:
+                continue
+            counted = conv_flop_count(t(ev["input_shape"]), t(ev["grad_out_shape"]), t(ev["weight_shape"]),
+                                      transposed=False)
+            over[ev["part"]] += counted - counted // ev["groups"]
+        return dict(over)
+
+    def training(self, corrected: bool = True) -> dict[str, int]:
+        """forward + backward per part; ``corrected`` removes :meth:`grouped_conv_overcount`."""
+        keys = set(self.forward) | set(self.backward)
+        over = self.grouped_conv_overcount() if corrected else {}
+        return {k: self.forward.get(k, 0) + self.backward.get(k, 0) - over.get(k, 0) for k in keys}
+
+    def parts(self, mode: str = "forward", corrected: bool = True) -> dict[str, int]:
+        """{vision_tower, projector, language_model} for ``mode`` = "forward" or "training"."""
+        src = self.forward if mode == "forward" else self.training(corrected)
+        return {p: src.get(p, 0) for p in PARTS}
+
+    def check(self) -> None:
+        """Parts (incl. rope) sum to Global, and nothing is left unattributed."""
+        parts_sum = sum(self.forward.values()) + sum(self.backward.values())
+        assert parts_sum == self.total, (parts_sum, self.total)
+        assert self.forward.get("other", 0) == 0 and self.backward.get("other", 0) == 0, (
+            {k: v for k, v in self.by_op.items() if k[1] == "other"})
+
+
+def freeze_parts(model, parts: dict[str, list], frozen: Sequence[str]) -> None:
+    """Everything trainable, then ``requires_grad_(False)`` on the modules of each named part."""
+    model.requires_grad_(True)
+    for name in frozen:
+        if name not in PARTS:
+            raise ValueError(f"unknown part {name!r}; expected one of {PARTS}")
+        for mod in parts[name]:
+            mod.requires_grad_(False)
+
+
+def count(model, inputs: dict, parts: dict[str, list], training: bool = False,
+          frozen: Sequence[str] = ()) -> PartMeasurement:
+    """Run ``model(**inputs)`` (and ``logits.mean().backward()`` if ``training``) under :class:`PartCounter`."""
+    import torch
+
+    counter_cls = _make_counter_class()
+    freeze_parts(model, parts, frozen)
+    for p in model.parameters():
+        p.grad = None
+    grad_ctx = contextlib.nullcontext() if training else torch.no_grad()
+    counter = counter_cls(parts)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny GEMMs: intra-op threading only adds overhead
+    try:
+        with grad_ctx, counter:
+            out = model(**inputs)
+            if training:
+                out.logits.mean().backward()
+    finally:
+        torch.set_num_threads(threads)
+        model.requires_grad_(True)
+    fw = {p: n for (ph, p), n in counter.counts.items() if ph == "forward"}
+    bw = {p: n for (ph, p), n in counter.counts.items() if ph == "backward"}
+    return PartMeasurement(forward=fw, backward=bw, total=counter.get_total_flops(), by_op=dict(counter.by_op),
+                           grouped_conv_bw=list(counter.grouped_conv_bw))
+
+
+def linear_flops_by_hand(tokens: int, shapes: Sequence[tuple[int, int]]) -> int:
+    """2 * tokens * in * out summed over Linear layers (in, out): the forward GEMM FLOPs."""
+    return sum(2 * tokens * i * o for i, o in shapes)

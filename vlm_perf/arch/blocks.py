@@ -1,0 +1,494 @@
+"""Block kinds: the typed inventory a model family's description is made of (pure, no I/O).
+
+A family (``vlm_perf.arch.families``) turns a config into a tuple of blocks; each block says which
+trainable part it belongs to (``part``: one of :data:`vlm_perf.arch.parts.STAGES`), how many identical
+copies the model has (``count``) and the shapes of its weights. Two things derive from the same
+inventory:
+
+* **parameters**: every block's :meth:`Block.params` (stored tensors of ONE copy, times ``count`` in
+  :func:`inventory_params`);
+* **FLOPs**: ``vlm_perf.flops.blocks`` registers one FLOPs function per block kind (a block kind without
+  one is an error, not a silent 0).
+
+Parameter conventions (they match how released Hugging Face checkpoints store tensors): every weight,
+bias and norm scale is counted; ``LayerNorm`` = weight + bias (2 x width), ``RMSNorm`` = weight only;
+rotary embeddings have none; a tied ``lm_head`` is the embedding matrix, stored once (0 here).
+
+Widths are in elements, counts in layers or modules. A block never reads a config dict: the family does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
+
+__all__ = [
+    "Block", "ClsToken", "ExtraParams", "DecoderAttention", "DenseMLP", "FinalNorm", "LMHead", "LMLayerNorms", "MLAttention",
+    "MoEMLP", "MTPModules", "MlpProjector", "PatchEmbed", "PositionTable", "StoredOnly", "TokenEmbedding",
+    "VisionLayers",
+    "inventory_params", "linear_params", "norm_params",
+]
+
+
+def linear_params(n_in: int, n_out: int, bias: bool) -> int:
+    """nn.Linear(n_in, n_out): weight (+ bias)."""
+    return n_in * n_out + (n_out if bias else 0)
+
+
+def norm_params(width: int, kind: str) -> int:
+    """``layernorm``: weight + bias; ``rmsnorm``: weight; ``none``: 0."""
+    if kind == "layernorm":
+        return 2 * width
+    if kind == "rmsnorm":
+        return width
+    if kind == "none":
+        return 0
+    raise ValueError(f"unknown norm kind {kind!r}")
+
+
+@dataclass(frozen=True)
+class Block:
+    """Base class of every block kind: ``part`` (stage) and ``count`` identical copies."""
+
+    kind: ClassVar[str] = "block"
+    part: str
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.part not in STAGES:
+            raise ValueError(f"{type(self).__name__}: part must be one of {', '.join(STAGES)}, got {self.part!r}")
+        if self.count < 0:
+            raise ValueError(f"{type(self).__name__}: count must be >= 0, got {self.count}")
+
+    def params(self) -> int:
+        """Stored parameters of ONE copy."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """One line for docs/families.md (generated from the inventory)."""
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------- vision tower
+
+
+@dataclass(frozen=True)
+class PatchEmbed(Block):
+    """Patch embedding: a Conv2d/Conv3d with kernel = stride = patch, i.e. a GEMM on ``vision_patches``
+    rows of ``in_volume`` (C x T_p x P^2) values to ``width``. Its input is pixels: no input gradient."""
+
+    kind: ClassVar[str] = "patch_embed"
+    in_volume: int
+    width: int
+    bias: bool
+
+    def params(self) -> int:
+        return linear_params(self.in_volume, self.width, self.bias)
+
+    def describe(self) -> str:
+        return f"patch embed conv {self.in_volume} -> {self.width}{' (+bias)' if self.bias else ''}"
+
+
+@dataclass(frozen=True)
+class PositionTable(Block):
+    """Learned absolute position table (looked up/interpolated, not a matmul: parameters only)."""
+
+    kind: ClassVar[str] = "position_table"
+    entries: int
+    width: int
+
+    def params(self) -> int:
+        return self.entries * self.width
+
+    def describe(self) -> str:
+        return f"learned position table {self.entries} x {self.width} (interpolation not counted)"
+
+
+@dataclass(frozen=True)
+class ClsToken(Block):
+    """A learned CLS token prepended to every tile/frame (parameters only; its positions are carried by
+    the ``vision_cls_tokens`` statistic and counted in every :class:`VisionLayers`)."""
+
+    kind: ClassVar[str] = "cls_token"
+    width: int
+
+    def params(self) -> int:
+        return self.width
+
+    def describe(self) -> str:
+        return f"CLS token ({self.width}) prepended to each tile"
+
+
+@dataclass(frozen=True)
+class VisionLayers(Block):
+    """``count`` identical pre-norm ViT layers (bidirectional attention).
+
+    ``attention``: ``"frame"`` = full attention per image / tile / temporal slice (statistic
+    ``vision_patches_sq_frame``), ``"window"`` = Qwen2.5-VL windows (``vision_window_sq``).
+    ``cls``: the sequence carries one CLS token per frame/tile (rows ``vision_patches + vision_cls_tokens``).
+    ``mlp_gated``: gate/up/down (3 matrices) vs fc1/fc2 (2).
+    ``layer_scale``: two learned per-channel scales (InternViT ``lambda_1``/``lambda_2``).
+    """
+
+    kind: ClassVar[str] = "vision_layers"
+    width: int
+    num_heads: int
+    head_dim: int
+    mlp_width: int
+    mlp_gated: bool
+    attention: str = "frame"
+    cls: bool = False
+    qkv_bias: bool = True
+    proj_bias: bool = True
+    mlp_bias: bool = True
+    norm: str = "layernorm"
+    qk_norm: str = "none"  # norm kind over the full q/k width (InternViT use_qk_norm: rmsnorm)
+    layer_scale: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.attention not in ("frame", "window"):
+            raise ValueError(f"VisionLayers.attention must be 'frame' or 'window', got {self.attention!r}")
+
+    @property
+    def attn_width(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.mlp_gated else 2
+
+    def params(self) -> int:
+        h, q, i = self.width, self.attn_width, self.mlp_width
+        attn = linear_params(h, 3 * q, self.qkv_bias) + linear_params(q, h, self.proj_bias)
+        if self.mlp_gated:
+            mlp = 2 * linear_params(h, i, self.mlp_bias) + linear_params(i, h, self.mlp_bias)
+        else:
+            mlp = linear_params(h, i, self.mlp_bias) + linear_params(i, h, self.mlp_bias)
+        extra = 2 * norm_params(q, self.qk_norm) + (2 * h if self.layer_scale else 0)
+        return 2 * norm_params(h, self.norm) + attn + mlp + extra
+
+    def describe(self) -> str:
+        where = {"frame": "full attention per image/tile/frame", "window": "windowed attention"}[self.attention]
+        mlp = f"{'gated' if self.mlp_gated else 'plain'} MLP {self.width}->{self.mlp_width}->{self.width}"
+        cls = " + CLS" if self.cls else ""
+        return (f"{self.count} ViT layers, width {self.width}, {self.num_heads}x{self.head_dim} heads, "
+                f"{where}{cls}, {mlp}, {self.norm}")
+
+
+# --------------------------------------------------------------------------- projector / merger
+
+
+@dataclass(frozen=True)
+class MlpProjector(Block):
+    """Norm -> Linear(in -> hidden) -> act -> Linear(hidden -> out) on ``vision_merged_tokens`` rows.
+
+    Covers the Qwen patch merger (``in`` = m^2 h_v after the 2x2 fold; ``norm_width`` h_v pre-fold or
+    m^2 h_v post-fold for deepstack mergers) and InternVL's pixel-shuffle MLP (LayerNorm(4d) -> Linear ->
+    GELU -> Linear). The first GEMM's input is the tower output; the norm in front of it has weights,
+    so a trainable projector needs that GEMM's input gradient even when the tower is frozen.
+    ``component``: the FLOPs component it is reported under.
+    """
+
+    kind: ClassVar[str] = "mlp_projector"
+    in_width: int
+    hidden_width: int
+    out_width: int
+    norm_width: int
+    norm: str = "layernorm"
+    bias: bool = True
+    component: str = "vision.merger"
+
+    def params(self) -> int:
+        return (norm_params(self.norm_width, self.norm) + linear_params(self.in_width, self.hidden_width, self.bias)
+                + linear_params(self.hidden_width, self.out_width, self.bias))
+
+    def describe(self) -> str:
+        name = "deepstack merger" if self.component == "vision.deepstack_merger" else "projector"
+        return (f"{self.count} {name}: {self.norm}({self.norm_width}) -> {self.in_width} -> {self.hidden_width} "
+                f"-> {self.out_width} on merged tokens")
+
+
+# --------------------------------------------------------------------------- language model
+
+
+@dataclass(frozen=True)
+class TokenEmbedding(Block):
+    """Input embedding table (a lookup: parameters only)."""
+
+    kind: ClassVar[str] = "token_embedding"
+    vocab: int
+    width: int
+
+    def params(self) -> int:
+        return self.vocab * self.width
+
+    def describe(self) -> str:
+        return f"token embedding {self.vocab} x {self.width} (lookup, not counted as FLOPs)"
+
+
+@dataclass(frozen=True)
+class DecoderAttention(Block):
+    """``count`` GQA self-attention sublayers: q/k/v/o projections (+ q/k RMSNorm over head_dim).
+
+    ``window``: sliding-window size in tokens (None = full causal attention); ``q_bias`` covers q/k/v.
+    """
+
+    kind: ClassVar[str] = "decoder_attention"
+    hidden: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    qkv_bias: bool
+    o_bias: bool
+    qk_norm: bool
+    window: int | None = None
+
+    @property
+    def q_width(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def proj_per_token(self) -> int:
+        """Forward FLOPs per token of one sublayer's projections."""
+        h, q = self.hidden, self.q_width
+        return 2 * (h * (q + 2 * self.kv_width) + q * h)
+
+    def core_per_token_sq(self) -> int:
+        """Forward FLOPs of one sublayer's attention core per unit of S^2 (full square)."""
+        return 2 * self.num_heads * 2 * self.head_dim
+
+    def params(self) -> int:
+        h = self.hidden
+        p = (linear_params(h, self.q_width, self.qkv_bias) + 2 * linear_params(h, self.kv_width, self.qkv_bias)
+             + linear_params(self.q_width, h, self.o_bias))
+        return p + (2 * self.head_dim if self.qk_norm else 0)
+
+    def describe(self) -> str:
+        kind = f"sliding-window ({self.window})" if self.window else "full causal"
+        return (f"{self.count} {kind} GQA attention, {self.num_heads} q / {self.num_kv_heads} kv heads x "
+                f"{self.head_dim}{', q/k norm' if self.qk_norm else ''}")
+
+
+@dataclass(frozen=True)
+class MLAttention(Block):
+    """``count`` DeepSeek multi-head latent attention sublayers (q LoRA optional, kv LoRA)."""
+
+    kind: ClassVar[str] = "mla_attention"
+    hidden: int
+    num_heads: int
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    def proj_per_token(self) -> int:
+        h, heads = self.hidden, self.num_heads
+        if self.q_lora_rank is None:
+            q_proj = h * heads * self.qk_head_dim
+        else:
+            q_proj = h * self.q_lora_rank + self.q_lora_rank * heads * self.qk_head_dim
+        kv_proj = (h * (self.kv_lora_rank + self.qk_rope_head_dim)
+                   + self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim))
+        return 2 * (q_proj + kv_proj + heads * self.v_head_dim * h)
+
+    def core_per_token_sq(self) -> int:
+        return 2 * self.num_heads * (self.qk_head_dim + self.v_head_dim)
+
+    def params(self) -> int:
+        h, heads = self.hidden, self.num_heads
+        if self.q_lora_rank:
+            q = (linear_params(h, self.q_lora_rank, False) + self.q_lora_rank
+                 + linear_params(self.q_lora_rank, heads * self.qk_head_dim, False))
+        else:
+            q = linear_params(h, heads * self.qk_head_dim, False)
+        kv = (linear_params(h, self.kv_lora_rank + self.qk_rope_head_dim, False) + self.kv_lora_rank
+              + linear_params(self.kv_lora_rank, heads * (self.qk_nope_head_dim + self.v_head_dim), False))
+        return q + kv + linear_params(heads * self.v_head_dim, h, False)
+
+    def describe(self) -> str:
+        return (f"{self.count} MLA attention, {self.num_heads} heads, q LoRA {self.q_lora_rank}, "
+                f"kv LoRA {self.kv_lora_rank}")
+
+
+@dataclass(frozen=True)
+class LMLayerNorms(Block):
+    """The two RMSNorms of each decoder layer (input / post-attention): parameters only."""
+
+    kind: ClassVar[str] = "lm_layer_norms"
+    hidden: int
+    norms_per_layer: int = 2
+
+    def params(self) -> int:
+        return self.norms_per_layer * self.hidden
+
+    def describe(self) -> str:
+        return f"{self.count} x {self.norms_per_layer} RMSNorm({self.hidden}) per layer"
+
+
+@dataclass(frozen=True)
+class DenseMLP(Block):
+    """``count`` dense gated (SwiGLU) MLPs h -> F -> h, no bias."""
+
+    kind: ClassVar[str] = "dense_mlp"
+    hidden: int
+    width: int
+
+    def per_token(self) -> int:
+        return 2 * 3 * self.hidden * self.width
+
+    def params(self) -> int:
+        return 3 * self.hidden * self.width
+
+    def describe(self) -> str:
+        return f"{self.count} dense gated MLP {self.hidden} -> {self.width}"
+
+
+@dataclass(frozen=True)
+class MoEMLP(Block):
+    """``count`` MoE MLPs: router h -> E (+ DeepSeek correction bias), top-k routed experts of width F_e,
+    ``num_shared`` shared experts of width F_sh (all gated, no bias)."""
+
+    kind: ClassVar[str] = "moe_mlp"
+    hidden: int
+    num_experts: int
+    top_k: int
+    expert_width: int
+    num_shared: int = 0
+    shared_width: int = 0
+    router_bias: bool = False
+
+    def per_token(self) -> dict[str, int]:
+        h = self.hidden
+        return {"routed": 2 * 3 * h * self.expert_width * self.top_k,
+                "shared": 2 * 3 * h * self.shared_width * self.num_shared,
+                "router": 2 * h * self.num_experts}
+
+    def params(self) -> int:
+        h = self.hidden
+        routed = self.num_experts * 3 * h * self.expert_width
+        shared = self.num_shared * 3 * h * self.shared_width
+        router = self.num_experts * h + (self.num_experts if self.router_bias else 0)
+        return routed + shared + router
+
+    def active_params(self) -> int:
+        """What one token touches: top-k routed + shared experts + router."""
+        h = self.hidden
+        router = self.num_experts * h + (self.num_experts if self.router_bias else 0)
+        return self.top_k * 3 * h * self.expert_width + self.num_shared * 3 * h * self.shared_width + router
+
+    def describe(self) -> str:
+        shared = f" + {self.num_shared} shared ({self.shared_width})" if self.num_shared else ""
+        return (f"{self.count} MoE MLP: {self.num_experts} experts top-{self.top_k} of width {self.expert_width}"
+                f"{shared}, router {self.hidden} -> {self.num_experts}")
+
+
+@dataclass(frozen=True)
+class FinalNorm(Block):
+    kind: ClassVar[str] = "final_norm"
+    hidden: int
+
+    def params(self) -> int:
+        return self.hidden
+
+    def describe(self) -> str:
+        return f"final RMSNorm({self.hidden})"
+
+
+@dataclass(frozen=True)
+class LMHead(Block):
+    """Output projection h -> V on every position (the logits GEMM); 0 stored params when tied."""
+
+    kind: ClassVar[str] = "lm_head"
+    hidden: int
+    vocab: int
+    tied: bool
+
+    def per_token(self) -> int:
+        return 2 * self.hidden * self.vocab
+
+    def params(self) -> int:
+        return 0 if self.tied else self.vocab * self.hidden
+
+    def describe(self) -> str:
+        return f"lm_head {self.hidden} -> {self.vocab}{' (tied to the embedding)' if self.tied else ''}"
+
+
+@dataclass(frozen=True)
+class MTPModules(Block):
+    """DeepSeek-V3 multi-token prediction: ``count`` modules of enorm + hnorm + eh_proj (2h -> h) + one
+    decoder layer (``attention`` + ``mlp``) + shared_head.norm, each with its own logits on the shared head.
+
+    Not part of the model's stored-parameter total (released checkpoints keep them separately)."""
+
+    kind: ClassVar[str] = "mtp_modules"
+    hidden: int
+    vocab: int
+    attention: Block
+    mlp: Block
+
+    def per_token(self, router: bool = True) -> int:
+        """Forward FLOPs per token of one module (eh_proj, decoder layer GEMMs, logits)."""
+        mlp = self.mlp.per_token()
+        mlp_flops = (mlp["routed"] + mlp["shared"] + (mlp["router"] if router else 0)) if isinstance(mlp, dict) \
+            else mlp
+        return 2 * 2 * self.hidden * self.hidden + self.attention.proj_per_token() + mlp_flops \
+            + 2 * self.hidden * self.vocab
+
+    def params(self) -> int:
+        h = self.hidden
+        return 2 * h + linear_params(2 * h, h, False) + self.attention.params() + self.mlp.params() + 2 * h + h
+
+    def describe(self) -> str:
+        return f"{self.count} MTP modules (eh_proj 2h -> h, one decoder layer, logits); not in the total"
+
+
+@dataclass(frozen=True)
+class ExtraParams(Block):
+    """Parameters outside any matmul the inventory counts (a mask token, a final tower norm): ``numel``
+    per copy, described by ``label``."""
+
+    kind: ClassVar[str] = "extra_params"
+    label: str
+    numel: int
+
+    def params(self) -> int:
+        return self.numel
+
+    def describe(self) -> str:
+        return f"{self.label} ({self.numel} params, no matmul)"
+
+
+@dataclass(frozen=True)
+class StoredOnly(Block):
+    """Modules a checkpoint stores but the forward pass never runs (e.g. a deepstack merger whose index is
+    duplicated or beyond the tower depth): their parameters count, their FLOPs do not."""
+
+    kind: ClassVar[str] = "stored_only"
+    module: Block
+
+    def params(self) -> int:
+        return self.module.params()
+
+    def describe(self) -> str:
+        return f"{self.count} stored but never run: {self.module.describe()}"
+
+
+def inventory_params(blocks, part: str | None = None) -> int:
+    """Stored parameters of an inventory (optionally of one part): sum of count x params()."""
+    return sum(b.count * b.params() for b in blocks if part is None or b.part == part
+               if not isinstance(b, MTPModules))
+
+
+# every stage a block may belong to, re-exported for family modules
+PARTS = (VISION_TOWER, MERGER, DEEPSTACK_MERGER, LANGUAGE_MODEL)

@@ -1,0 +1,58 @@
+"""Config field reader that names the missing or bad key (with its config section) in the error."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..errors import ConfigError
+
+
+class Fields:
+    """Read required / optional fields of one config section (``""`` top level, ``vision_config``, ...)."""
+
+    def __init__(self, data: Mapping[str, Any], section: str, source: str):
+        self.data, self.section, self.source = data, section, source
+
+    def name_of(self, key: str) -> str:
+        """``section.key`` as error messages name it."""
+        return f"{self.section}.{key}" if self.section else key
+
+    def req(self, *keys: str) -> Any:
+        for key in keys:
+            value = self.data.get(key)
+            if value is not None:
+                return value
+        raise ConfigError(f"{self.source}: config lacks required field {' or '.join(self.name_of(k) for k in keys)}")
+
+    def opt(self, key: str, default: Any = None) -> Any:
+        value = self.data.get(key)
+        return default if value is None else value
+
+    def int(self, *keys: str) -> int:
+        value = self.req(*keys)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 0:
+            raise ConfigError(f"{self.source}: field {self.name_of(keys[0])} must be a non-negative integer, "
+                              f"got {value!r}")
+        return int(value)
+
+    def int_list(self, key: str, default: Any = None) -> tuple[int, ...]:
+        value = self.opt(key, default)
+        if value is None:
+            value = self.req(key)
+        if not isinstance(value, (list, tuple)) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+            raise ConfigError(f"{self.source}: field {self.name_of(key)} must be a list of integers, got {value!r}")
+        return tuple(value)
+
+
+def text_section(config: Mapping[str, Any]) -> tuple[dict, str]:
+    """The LM fields: flat at the top level (released Qwen2/2.5-VL) or nested under ``text_config``
+    (top-level keys fill gaps only); the top-level ``tie_word_embeddings`` is authoritative."""
+    text = {k: v for k, v in config.items() if k != "vision_config"}
+    section = ""
+    if isinstance(config.get("text_config"), dict):
+        text = {**{k: v for k, v in config.items() if k not in ("text_config", "vision_config")},
+                **config["text_config"]}
+        section = "text_config"
+    if "tie_word_embeddings" in config:
+        text["tie_word_embeddings"] = config["tie_word_embeddings"]
+    return text, section

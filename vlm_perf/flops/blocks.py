@@ -1,0 +1,158 @@
+"""Exact forward FLOPs of each block kind, registered beside its formula (pure, no I/O).
+
+``@block_flops(Kind)`` registers the function that turns one :class:`~vlm_perf.arch.blocks.Block` of that
+kind (all ``count`` copies) and the batch statistics into :class:`~vlm_perf.flops.terms.Term` s; a second
+registration for the same kind is rejected, and :func:`inventory_terms` refuses a block kind without one
+(never a silent 0). Every matmul is counted (2 FLOPs per multiply-add), nothing else: norms,
+activations, RoPE, interpolation, pooling, pixel shuffle and embedding lookups are not matmuls.
+
+Statistics used (see :class:`vlm_perf.stats.BatchStats`): ``vision_patches`` (patch-embed rows),
+``vision_cls_tokens`` (extra tower positions), ``vision_patches_sq_frame`` / ``vision_window_sq`` (sums of
+squared attention-sequence lengths), ``vision_merged_tokens`` (projector rows), ``lm_tokens`` and
+``lm_tokens_sq``. Attention cores are ``4 * q * sum(len^2)`` (Q K^T and A V); vision attention is
+bidirectional (never halved), LM attention is multiplied by the causal factor (0.5 flash-style, 1 eager).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from ..arch.blocks import (Block, ClsToken, ExtraParams, DecoderAttention, DenseMLP, FinalNorm, LMHead, LMLayerNorms,
+                           MLAttention, MlpProjector, MoEMLP, MTPModules, PatchEmbed, PositionTable,
+                           StoredOnly, TokenEmbedding, VisionLayers)
+from ..stats.batch import BatchStats
+from .terms import INPUT_PIXELS, INPUT_TOWER, Term, matmul
+
+
+@dataclass(frozen=True)
+class FlopsContext:
+    """How to count what the statistics alone do not say: the LM causal rule.
+
+    ``causal="half"`` (factor 0.5): a causal flash kernel, which also skips what a sliding window masks
+    (``lm_tokens_sq - lm_tokens_sq_beyond_window``); ``"full"`` (factor 1): the eager square, which
+    computes every score entry whatever the mask.
+    """
+
+    causal: str = "half"
+
+    @property
+    def causal_factor(self) -> Any:
+        return 0.5 if self.causal == "half" else 1
+
+
+BlockFlopsFn = Callable[[Any, BatchStats, FlopsContext], list]
+BLOCK_FLOPS: dict[type, BlockFlopsFn] = {}
+
+
+def block_flops(kind: type) -> Callable[[BlockFlopsFn], BlockFlopsFn]:
+    """Register the FLOPs function of a block kind (duplicates rejected)."""
+    def register(fn: BlockFlopsFn) -> BlockFlopsFn:
+        if kind in BLOCK_FLOPS:
+            raise ValueError(f"FLOPs of block kind {kind.__name__} already registered ({BLOCK_FLOPS[kind].__name__})")
+        BLOCK_FLOPS[kind] = fn
+        return fn
+    return register
+
+
+def inventory_terms(blocks: Iterable[Block], stats: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """Terms of every block, in inventory order."""
+    terms: list[Term] = []
+    for block in blocks:
+        fn = BLOCK_FLOPS.get(type(block))
+        if fn is None:
+            raise NotImplementedError(f"no FLOPs function registered for block kind {type(block).__name__}")
+        if block.count:
+            terms += fn(block, stats, ctx)
+    return terms
+
+
+def _no_flops(block: Block, stats: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """0 (no matmul)"""
+    return []
+
+
+for _kind in (PositionTable, ClsToken, TokenEmbedding, LMLayerNorms, FinalNorm, StoredOnly, ExtraParams):
+    block_flops(_kind)(_no_flops)
+
+
+# --------------------------------------------------------------------------- vision
+
+
+@block_flops(PatchEmbed)
+def _patch_embed(b: PatchEmbed, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·P·in·width (P = vision_patches)"""
+    return [Term("vision.patch_embed", b.count * matmul(s.vision_patches, b.in_volume, b.width), b.part,
+                 input_kind=INPUT_PIXELS)]
+
+
+@block_flops(VisionLayers)
+def _vision_layers(b: VisionLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·R·(4·h·q + f·h·i) + 4·q·Σlen² (R = patches [+ CLS], f = 2 or 3; per frame/tile or window)"""
+    rows = s.vision_patches + s.vision_cls_tokens if b.cls else s.vision_patches
+    squares = s.vision_window_sq if b.attention == "window" else s.vision_patches_sq_frame
+    width, attn_width = b.width, b.attn_width
+    return [
+        Term("vision.attn_proj", b.count * (matmul(rows, width, 3 * attn_width) + matmul(rows, attn_width, width)),
+             b.part),
+        Term("vision.attn_core", 4 * attn_width * (b.count * squares), b.part, weights=False),
+        Term("vision.mlp", b.count * b.mlp_matrices * matmul(rows, width, b.mlp_width), b.part),
+    ]
+
+
+@block_flops(MlpProjector)
+def _mlp_projector(b: MlpProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·M·(in·hidden + hidden·out) (M = vision_merged_tokens)"""
+    rows = s.vision_merged_tokens
+    fc1 = matmul(rows, b.in_width, b.hidden_width)
+    fc2 = matmul(rows, b.hidden_width, b.out_width)
+    if b.count != 1:
+        fc1, fc2 = b.count * fc1, b.count * fc2
+    return [Term(b.component, fc1, b.part, input_kind=INPUT_TOWER), Term(b.component, fc2, b.part)]
+
+
+# --------------------------------------------------------------------------- language model
+
+
+def _core(per_sq: int, s: BatchStats, ctx: FlopsContext, window: int | None = None) -> Any:
+    if window and ctx.causal == "half":
+        return per_sq * (s.lm_tokens_sq - s.lm_tokens_sq_beyond_window) * ctx.causal_factor
+    return per_sq * s.lm_tokens_sq * ctx.causal_factor
+
+
+@block_flops(DecoderAttention)
+@block_flops(MLAttention)
+def _attention(b: DecoderAttention | MLAttention, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer projections·S + 2·H·(d_qk + d_v)·Σs²·(½ causal half, windowed if sliding | 1 eager)"""
+    window = getattr(b, "window", None)
+    return [Term("lm.attn_proj", b.count * b.proj_per_token() * s.lm_tokens, b.part),
+            Term("lm.attn_core", b.count * _core(b.core_per_token_sq(), s, ctx, window), b.part, weights=False)]
+
+
+@block_flops(DenseMLP)
+def _dense_mlp(b: DenseMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·3·h·F"""
+    return [Term("lm.dense_mlp", b.count * b.per_token() * s.lm_tokens, b.part)]
+
+
+@block_flops(MoEMLP)
+def _moe_mlp(b: MoEMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·(3·h·(k·F_e + n_sh·F_sh) + h·E)"""
+    per = b.per_token()
+    return [Term("lm.routed_experts", b.count * per["routed"] * s.lm_tokens, b.part),
+            Term("lm.shared_experts", b.count * per["shared"] * s.lm_tokens, b.part),
+            Term("lm.router", b.count * per["router"] * s.lm_tokens, b.part)]
+
+
+@block_flops(LMHead)
+def _lm_head(b: LMHead, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·S·h·V (every position, real vocabulary)"""
+    return [Term("lm.logits", b.per_token() * s.lm_tokens, b.part)]
+
+
+@block_flops(MTPModules)
+def _mtp(b: MTPModules, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per module 2·S·(2h·h + layer + h·V) + its attention core"""
+    core = _core(b.attention.core_per_token_sq(), s, ctx)
+    return [Term("lm.mtp", b.count * b.per_token() * s.lm_tokens, b.part),
+            Term("lm.mtp", b.count * core, b.part, weights=False)]
