@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run, vision_share
+from .analysis.checks import run_checks
 from .arch import load_model
 from .arch.spec import ModelSpec
 from .flops import get_convention
@@ -129,7 +130,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     on_step("recomputing FLOPs per window")
     analysis = analyze_run(parsed.iterations, spec, stats_frame, world_size=config.num_gpus, peak_tflops=peak,
                            conventions=conventions, frozen=frozen, estimate=estimate,
-                           log_interval=config.log_interval)
+                           log_interval=config.log_interval, global_batch_size=config.global_batch_size)
     analysis.messages.extend(notes + vision_gaps(spec, estimate, stats_frame, stats_frame is None))
     if meta_diag:  # what the metadata reader noticed belongs in the report, not only in diagnostics
         skipped = meta_diag.get("rows_skipped_total", 0)
@@ -139,6 +140,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         analysis.messages.extend(f"metadata: {note}" for note in meta_diag.get("notes", []))
     for conflict in config.conflict_messages():
         analysis.messages.append(f"configuration conflict: {conflict}")
+    analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag)
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),
         inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model},

@@ -20,9 +20,11 @@ def crosscheck_log(windows: pl.DataFrame, world_size: int | None, flops_column: 
     """``windows`` needs ``tflops_per_gpu_logged``, ``window_seconds`` and ``flops_column`` sums."""
     if "tflops_per_gpu_logged" not in windows.columns:
         return {"status": "no_logged_value", "message": "the log prints no TFLOP/s/GPU to compare with"}
-    usable = windows.filter(pl.col("tflops_per_gpu_logged").is_not_null() & (pl.col("tflops_per_gpu_logged") > 0)
-                            & (pl.col(flops_column) > 0) & ~pl.col("first_in_segment")
-                            & (pl.col("covered_iterations") == pl.col("window_iterations")))
+    good = pl.col("reliable") if "reliable" in windows.columns else (
+        ~pl.col("first_in_segment") & (pl.col("covered_iterations") == pl.col("window_iterations")))
+    logged = pl.col("tflops_per_gpu_logged")
+    usable = windows.filter(logged.is_not_null() & logged.is_finite() & (logged > 0) & (pl.col(flops_column) > 0)
+                            & good)
     if usable.height == 0:
         return {"status": "no_overlap", "message": "no complete window has both a logged TFLOP/s/GPU and metadata"}
     implied_world = _implied_world(usable, flops_column)

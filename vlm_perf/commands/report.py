@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 
@@ -23,12 +24,18 @@ def report(
     convention: List[str] = typer.Option([], "--convention", help="Conventions to show (repeatable)."),
     log_format: str = typer.Option("auto", "--format", help="Log format (auto-detected per line by default)."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip (and count) bad metadata lines."),
+    strict: bool = typer.Option(False, "--strict", help="Exit with status 4 when any check fails (the report is "
+                                "still written)."),
 ) -> None:
-    """Recompute TFLOP/s/GPU and MFU of a finished run before/after vision accounting."""
+    """Recompute TFLOP/s/GPU and MFU of a finished run before/after vision accounting.
+
+    Exit status: 0 report written; 2 bad input (one error line); 3 internal error; 4 with --strict,
+    report written but at least one check failed (the checks head the report and the terminal summary).
+    """
     from ..pipeline import load_run
     from ..report import write_report
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                   transient=True, disable=not sys.stderr.isatty()) as progress:
         task = progress.add_task("loading run")
@@ -37,9 +44,13 @@ def report(
                           on_step=lambda text: progress.update(task, description=text))
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)
+    checks = loaded.analysis.checks
+    mark = {"fail": "[red]FAIL[/]", "warn": "[yellow]WARN[/]", "ok": "[green]ok[/]  ", "skip": "[dim]skip[/]"}
+    for check in checks:
+        console.print(f"{mark[check.status]} {escape(check.summary)}")
     console.print(f"report written to {out}/")
     for message in loaded.analysis.messages:
-        console.print(f"[yellow]warning:[/] {message}")
+        console.print(f"[yellow]warning:[/] {escape(message)}")
     summary = loaded.analysis.convention_summary()
     print(f"report:  {out / 'report.html'}  (also report.md, summary.json)")
     print(f"figures: {', '.join(str(out / name) for name in paths if name.endswith('.png'))}")
@@ -47,6 +58,15 @@ def report(
         tf, mfu = entry["tflops_per_gpu_mean"], entry["mfu_mean"]
         if tf is not None:
             print(f"  {name:16s} {tf:8.1f} TFLOP/s/GPU" + (f"   MFU {100 * mfu:5.1f}%" if mfu is not None else ""))
+    bad = [c for c in checks if c.status == "fail"]
+    if bad:
+        print(f"checks: {len(bad)} FAILED ({', '.join(c.name for c in bad)}); see the top of report.md")
+        if strict:
+            raise typer.Exit(STRICT_FAILURE)
+
+
+#: exit status of ``vlm-perf report --strict`` when a check failed (2: bad input, 3: internal error)
+STRICT_FAILURE = 4
 
 
 def register(app: typer.Typer) -> None:
