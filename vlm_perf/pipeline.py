@@ -130,7 +130,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     on_step("recomputing FLOPs per window")
     analysis = analyze_run(parsed.iterations, spec, stats_frame, world_size=config.num_gpus, peak_tflops=peak,
                            conventions=conventions, frozen=frozen, estimate=estimate,
-                           log_interval=config.log_interval, global_batch_size=config.global_batch_size)
+                           log_interval=config.log_interval, global_batch_size=config.global_batch_size,
+                           log_segments=parsed.deduplicated)
     analysis.messages.extend(notes + vision_gaps(spec, estimate, stats_frame, stats_frame is None))
     if meta_diag:  # what the metadata reader noticed belongs in the report, not only in diagnostics
         skipped = meta_diag.get("rows_skipped_total", 0)
@@ -140,6 +141,9 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         analysis.messages.extend(f"metadata: {note}" for note in meta_diag.get("notes", []))
     for conflict in config.conflict_messages():
         analysis.messages.append(f"configuration conflict: {conflict}")
+    ignored = parsed.diagnostics.ignored
+    analysis.health["log_events"] = {kind: int(ignored.get(kind, 0)) for kind in ("checkpoint", "validation",
+                                                                                  "restart_banner")}
     analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag)
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),

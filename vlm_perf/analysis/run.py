@@ -12,6 +12,8 @@ from ..arch.spec import ModelSpec
 from ..stats import BatchStats
 from .attribution import Attribution, fit_step_time
 from .crosscheck import crosscheck_log
+from .differences import convention_differences
+from .health import run_health
 from .flops_frame import with_flops
 from .windows import build_windows, infer_log_interval, window_sums
 
@@ -36,6 +38,8 @@ class RunAnalysis:
     messages: list[str] = field(default_factory=list)
     coverage: dict = field(default_factory=dict)  # metadata samples per iteration vs the global batch size
     checks: list = field(default_factory=list)  # vlm_perf.analysis.checks.Check, filled by run_checks
+    differences: dict = field(default_factory=dict)  # differences.convention_differences: per-component vs exact
+    health: dict = field(default_factory=dict)  # health.run_health: wall-clock, goodput, step-time percentiles
 
     def convention_summary(self) -> dict:
         """Mean TFLOP/s/GPU and MFU per convention over complete windows (time-weighted)."""
@@ -88,6 +92,7 @@ def analyze_run(
     estimate: BatchStats | None = None,
     log_interval: int | None = None,
     global_batch_size: int | None = None,
+    log_segments: pl.DataFrame | None = None,
 ) -> RunAnalysis:
     """Recompute FLOPs per iteration under each convention and aggregate over logged windows.
 
@@ -99,7 +104,8 @@ def analyze_run(
     ``global_batch_size`` (samples per iteration, used where the log's lines do not print
     ``global_batch_size``) is what the metadata's ``lm_samples`` per iteration is checked against:
     iterations with fewer samples (e.g. a DP rank's metadata missing) count as not covered, so their
-    windows are excluded from means like windows with missing iterations.
+    windows are excluded from means like windows with missing iterations. ``log_segments``: the
+    per-(segment, iteration) log table (iterations a restart redid included) for the run-health block.
     """
     messages: list[str] = []
     convs = list(dict.fromkeys([BEFORE, *conventions]))
@@ -153,8 +159,11 @@ def analyze_run(
         world_size or 1)
     crosscheck = crosscheck_log(windows, world_size)
     crosscheck["basis"] = "estimate from the run configuration" if estimated else "metadata"
+    differences = convention_differences(per_iteration, spec, convs, frozen)
+    segments = log_segments if log_segments is not None else iterations
+    health = run_health(build_windows(segments, interval), windows, world_size)
     return RunAnalysis(spec.name, convs, world_size, peak_tflops, estimated, per_iteration, windows, crosscheck,
-                       attribution, gaps, messages, coverage)
+                       attribution, gaps, messages, coverage, differences=differences, health=health)
 
 
 def metadata_coverage(per_iteration: pl.DataFrame, iterations: pl.DataFrame,
