@@ -157,7 +157,7 @@ def analyze_run(
         (reliable["exact_language"] / reliable["window_iterations"]).to_numpy() if n else np.array([]),
         (reliable["exact_vision"] / reliable["window_iterations"]).to_numpy() if n else np.array([]),
         world_size or 1)
-    crosscheck = crosscheck_log(windows, world_size)
+    crosscheck = crosscheck_log(windows, world_size, estimated=estimated)
     crosscheck["basis"] = "estimate from the run configuration" if estimated else "metadata"
     differences = convention_differences(per_iteration, spec, convs, frozen)
     segments = log_segments if log_segments is not None else iterations

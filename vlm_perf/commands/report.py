@@ -24,6 +24,16 @@ def report(
     convention: List[str] = typer.Option([], "--convention", help="Conventions to show (repeatable)."),
     log_format: str = typer.Option("auto", "--format", help="Log format (auto-detected per line by default)."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip (and count) bad metadata lines."),
+    seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Estimate mode: LM tokens per sample "
+                                             "(run.yaml seq_length)."),
+    global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size", help="Estimate mode: samples per "
+                                                    "iteration (run.yaml global_batch_size; else what the log prints)."),
+    image_size: Optional[str] = typer.Option(None, "--image-size", help="Estimate mode: H,W pixels of each sample's "
+                                             "image (run.yaml image_size)."),
+    grid: Optional[str] = typer.Option(None, "--grid", help="Estimate mode: T,H,W patches of each sample's image, "
+                                       "as image_grid_thw (run.yaml image_grid)."),
+    images_per_sample: Optional[int] = typer.Option(None, "--images-per-sample", help="Estimate mode: images per "
+                                                    "sample (default 1; run.yaml images_per_sample)."),
     strict: bool = typer.Option(False, "--strict", help="Exit with status 4 when any check fails (the report is "
                                 "still written)."),
 ) -> None:
@@ -41,7 +51,9 @@ def report(
         task = progress.add_task("loading run")
         loaded = load_run(run, metadata=metadata, model=model, gpus=gpus, gpu=gpu, peak_tflops=peak_tflops,
                           dtype=dtype, conventions=convention, log_format=log_format, skip_bad=skip_bad,
-                          on_step=lambda text: progress.update(task, description=text))
+                          on_step=lambda text: progress.update(task, description=text), seq_length=seq_length,
+                          global_batch_size=global_batch_size, image_size=image_size, image_grid=grid,
+                          images_per_sample=images_per_sample)
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)
     checks = loaded.analysis.checks
