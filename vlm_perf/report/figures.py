@@ -151,11 +151,10 @@ def vision_share_hist(run: RunAnalysis, per_microbatch: pl.Series | None, path: 
         data = 100 * values.drop_nulls().to_numpy()
         top = max(5.0, float(np.ceil(data.max() / 5) * 5)) if data.size else 5.0
         ax.hist(data, bins=np.linspace(0, top, 41), color="#1f77b4" if unit == "microbatches" else "#ff7f0e")
-        ax.axvline(float(np.mean(data)), color="black", lw=1, ls="--", label=f"mean {np.mean(data):.1f}%")
-        _legend(ax, fontsize=8, loc="upper right")
+        ax.axvline(float(np.mean(data)), color="black", lw=1, ls="--")
         ax.set_xlabel("vision share of training FLOPs (%, exact)")
         ax.set_ylabel(f"number of {unit}")
-        ax.set_title(f"Vision share {title}")
+        ax.set_title(f"Vision share {title} (dashed: mean {np.mean(data):.1f}%)")
         ax.grid(alpha=0.3)
     return _save(fig, path)
 
