@@ -64,13 +64,17 @@ def report(
     for message in loaded.analysis.messages:
         console.print(f"[yellow]warning:[/] {escape(message)}")
     summary = loaded.analysis.convention_summary()
+    bad = [c for c in checks if c.status == "fail"]
+    warned = [c for c in checks if c.status == "warn"]
+    print(f"checks:  {len(bad)} FAILED ({', '.join(c.name for c in bad)}), {len(warned)} warning(s)" if bad else
+          f"checks:  none failed, {len(warned)} warning(s)" + (f" ({', '.join(c.name for c in warned)})" if warned
+                                                                else ""))
     print(f"report:  {out / 'report.html'}  (also report.md, summary.json)")
     print(f"figures: {', '.join(str(out / name) for name in paths if name.endswith('.png'))}")
     for name, entry in summary.items():
         tf, mfu = entry["tflops_per_gpu_mean"], entry["mfu_mean"]
         if tf is not None:
             print(f"  {name:16s} {tf:8.1f} TFLOP/s/GPU" + (f"   MFU {100 * mfu:5.1f}%" if mfu is not None else ""))
-    bad = [c for c in checks if c.status == "fail"]
     if bad:
         print(f"checks: {len(bad)} FAILED ({', '.join(c.name for c in bad)}); see the top of report.md")
         if strict:
