@@ -187,8 +187,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     for conflict in config.conflict_messages():
         analysis.messages.append(f"configuration conflict: {conflict}")
     ignored = parsed.diagnostics.ignored
-    analysis.health["log_events"] = {kind: int(ignored.get(kind, 0)) for kind in ("checkpoint", "validation",
-                                                                                  "restart_banner")}
+    events = ("checkpoint", "validation", "traceback", "restart_banner")
+    analysis.health["log_events"] = {kind: int(ignored.get(kind, 0)) for kind in events}
     analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag)
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),

@@ -199,6 +199,7 @@ def health_timeline(run: RunAnalysis, path: Path) -> Path:
     if not spans:
         raise Skip("the log prints no timestamps: no wall-clock timeline")
     fig, ax = plt.subplots(figsize=(11, 2.6))
+    wall_min = (h.get("wall_clock_s") or 0) / 60
     for s in spans:
         ax.broken_barh([(s["start_min"], s["end_min"] - s["start_min"])], (1.1, 0.8), color="#2ca02c")
         ax.text(s["start_min"], 2.0, f"segment {s['segment']}", fontsize=7, va="bottom")
@@ -212,6 +213,9 @@ def health_timeline(run: RunAnalysis, path: Path) -> Path:
         seen.add(e["kind"])
         ax.broken_barh([(e["at_min"], max(e["minutes"], 1e-3))], (0.1, 0.8), color=TIMELINE_COLORS[e["kind"]],
                        label=label)
+        if e["minutes"] > 0.12 * wall_min:  # name the big losses inside their own bar (never over another)
+            ax.text(e["at_min"] + e["minutes"] / 2, 0.5, f"{e['kind']} {e['minutes']:.1f} min", ha="center",
+                    va="center", fontsize=8, color="white")
     ax.set_yticks([0.5, 1.5], ["lost", "training"])
     ax.set_ylim(0, 2.6)
     ax.set_xlabel("wall-clock minutes from the first window")

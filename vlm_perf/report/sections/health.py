@@ -32,8 +32,8 @@ def health(inputs: SectionInputs) -> SectionContent | None:
     events = h.get("log_events") or {}
     if events:
         items.append(T(f"Log lines: {events.get('checkpoint', 0)} about checkpoints, {events.get('validation', 0)} "
-                       f"validation, {events.get('restart_banner', 0)} restart banner(s); {h.get('segments', 0)} "
-                       "segment(s)."))
+                       f"validation, {events.get('traceback', 0)} traceback, {events.get('restart_banner', 0)} restart "
+                       f"banner(s); {h.get('segments', 0)} segment(s)."))
     if h.get("tokens_per_s_per_gpu") is not None:
         items.append(T("LM tokens/s/GPU over usable windows: ", B(f"{h['tokens_per_s_per_gpu']:,.0f}"), "."))
     blocks = [Bullets(items)]
