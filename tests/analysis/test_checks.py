@@ -45,6 +45,14 @@ def test_excess_samples_flag_undeduplicated_replay():
     assert _check(run, "metadata_coverage").status == "ok"
 
 
+def test_samples_counted_differently_is_not_a_replay():
+    run = analyze_run(_log(40, 1.0), SPEC, _stats([48] * 40), world_size=8, log_interval=5)  # 3 docs per pack
+    assert _check(run, "metadata_replay").status == "ok"
+    cov = _check(run, "metadata_coverage")
+    assert cov.status == "warn" and "counted differently" in cov.summary
+    assert run.reliable_windows().height == 7  # nothing excluded for it (8 windows, the first one aside)
+
+
 def test_undecidable_replay_note_warns():
     run = analyze_run(_log(40, 1.0), SPEC, _stats([16] * 40), world_size=8, log_interval=5)
     note = "microbatch does not number the microbatches of an iteration (one value for several rows), so rows a " \

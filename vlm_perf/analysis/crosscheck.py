@@ -74,7 +74,8 @@ def _plausible_world(implied: float, world: int) -> bool:
     return n % world == 0 or world % n == 0 or n % 8 == 0
 
 
-def _causes(ratio: float, world: int, implied: float, candidates: dict[str, float], estimated: bool = False) -> list[str]:
+def _causes(ratio: float, world: int, implied: float, candidates: dict[str, float],
+            estimated: bool = False) -> list[str]:
     causes = []
     if estimated:
         causes.append("the ESTIMATE assumes every sample is seq_length tokens with the stated media; the log counts "

@@ -26,8 +26,9 @@ def report(
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip (and count) bad metadata lines."),
     seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Estimate mode: LM tokens per sample "
                                              "(run.yaml seq_length)."),
-    global_batch_size: Optional[int] = typer.Option(None, "--global-batch-size", help="Estimate mode: samples per "
-                                                    "iteration (run.yaml global_batch_size; else what the log prints)."),
+    global_batch_size: Optional[int] = typer.Option(
+        None, "--global-batch-size", help="Estimate mode: samples per iteration (run.yaml global_batch_size; else "
+        "what the log prints); also what metadata coverage is checked against."),
     image_size: Optional[str] = typer.Option(None, "--image-size", help="Estimate mode: H,W pixels of each sample's "
                                              "image (run.yaml image_size)."),
     grid: Optional[str] = typer.Option(None, "--grid", help="Estimate mode: T,H,W patches of each sample's image, "

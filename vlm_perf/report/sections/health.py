@@ -43,7 +43,8 @@ def health(inputs: SectionInputs) -> SectionContent | None:
                             [[T(KIND[e["kind"]]), T(f"{e['minutes']:.2f}"),
                               T("—" if e["at_min"] is None else f"{e['at_min']:.1f}"), T(e["what"])] for e in top]))
     rows = [[T(str(r["segment"])), T(f"{r['iterations'][0]}..{r['iterations'][1]}"), T(str(r["windows"])),
-             T(fmt(r["p50_s"], 3)), T(fmt(r["p90_s"], 3)), T(fmt(r["p99_s"], 3))] for r in h.get("step_time_by_segment", [])]
+             T(fmt(r["p50_s"], 3)), T(fmt(r["p90_s"], 3)), T(fmt(r["p99_s"], 3))]
+            for r in h.get("step_time_by_segment", [])]
     if rows:
         blocks.append(Paragraph(T("Seconds per iteration by segment (window means, first window of each segment "
                                   "left out):")))
