@@ -147,6 +147,10 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     config = resolve_run_config(parsed.run_config, find_manifest(run), overrides)
     if not config.model:
         raise ValueError("model unknown: pass --model NAME_OR_CONFIG or set 'model' in run.yaml")
+    if not config.global_batch_size:  # the iteration lines may print it where the arguments block did not
+        config.global_batch_size = logged_global_batch_size(parsed.iterations)
+        if config.global_batch_size:
+            config.sources["global_batch_size"] = "log:iteration lines"
     spec = load_model(config.model)
     if peak_tflops is not None and not (math.isfinite(peak_tflops) and peak_tflops > 0):
         raise ValueError(f"--peak-tflops must be a positive number of TFLOP/s per GPU, got {peak_tflops!r}")
@@ -166,10 +170,6 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         stats_frame, meta_diag = result.frame, result.diagnostics.to_dict()
         micro_share = vision_share(scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad), spec, frozen)
     else:
-        if not config.global_batch_size:  # the iteration lines may print it where the arguments block did not
-            config.global_batch_size = logged_global_batch_size(parsed.iterations)
-            if config.global_batch_size:
-                config.sources["global_batch_size"] = "log:iteration lines"
         estimate = estimate_from_config(config, spec, run)
     on_step("recomputing FLOPs per window")
     analysis = analyze_run(parsed.iterations, spec, stats_frame, world_size=config.num_gpus, peak_tflops=peak,
