@@ -19,6 +19,7 @@ class Span:
     text: str
     bold: bool = False
     code: bool = False
+    tone: str = ""  # "fail" | "warn": coloured in HTML (a CSS class), plain in Markdown
 
 
 Inline = tuple[Span, ...]

@@ -19,6 +19,8 @@ def _html_inline(inline) -> Markup:
             text = Markup(f"<code>{text}</code>")
         if span.bold:
             text = Markup(f"<b>{text}</b>")
+        if span.tone in ("fail", "warn"):
+            text = Markup(f'<span class="{span.tone}">{text}</span>')
         out.append(text)
     return Markup("").join(out)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...analysis.run import BEFORE
-from ..content import B, Bullets, Paragraph, SectionContent, T, fmt
+from ..content import B, Bullets, Paragraph, SectionContent, Span, T, fmt
 from . import SectionInputs, register_section
 
 MARK = {"fail": "FAIL", "warn": "WARN", "ok": "ok", "skip": "skip"}
@@ -16,14 +16,14 @@ def headline(inputs: SectionInputs) -> SectionContent:
     failed = [c for c in checks if c["status"] == "fail"]
     warned = [c for c in checks if c["status"] == "warn"]
     if failed:
-        verdict = T(B(f"Checks: {len(failed)} FAILED"), f", {len(warned)} warning(s): the numbers below are not "
+        verdict = T(Span(f"Checks: {len(failed)} FAILED", bold=True, tone="fail"), f", {len(warned)} warning(s): the numbers below are not "
                     "trustworthy as they stand; read the failed checks first.")
     elif warned:
         verdict = T(B(f"Checks: {len(warned)} warning(s)"), ", nothing failed.")
     else:
         verdict = T(B("Checks: all passed."))
     blocks = [Paragraph(verdict),
-              Bullets([T(B(MARK[c["status"]]), " ", c["summary"]) for c in checks])]
+              Bullets([T(Span(MARK[c["status"]], bold=True, tone=c["status"]), " ", c["summary"]) for c in checks])]
     lines = []
     if s.get("synthetic"):
         lines.append(T(B("SYNTHETIC RUN"), " — generated data, not a real training job."))
