@@ -3,6 +3,7 @@
 import json
 import os
 import threading
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -114,3 +115,16 @@ def test_atomic_dir_cleans_up_on_error(tmp_path):
             (tmp / "half.json").write_text("{")
             raise KeyError("interrupted")
     assert not (tmp_path / "r").exists() and os.listdir(tmp_path) == []
+
+
+def test_current_directory_is_refused(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    for out in (Path("."), Path(".."), empty):
+        with pytest.raises(VlmPerfError, match="current directory"):
+            with atomic_report_dir(out):
+                pass
+    with atomic_report_dir(Path("sub")) as tmp:  # a relative subfolder is fine
+        (tmp / "summary.json").write_text("{}")
+    assert (empty / "sub" / "summary.json").exists() and _leftovers(empty) == []

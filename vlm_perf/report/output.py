@@ -52,7 +52,11 @@ def _locked(folder: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def atomic_report_dir(out: Path) -> Iterator[Path]:
-    out = Path(out)
+    out = Path(os.path.abspath(out))  # "." or "out/" -> a named folder with a parent (symlinks kept as links)
+    cwd = Path.cwd()
+    if out == cwd or out in cwd.parents:
+        raise VlmPerfError(f"{out}: the output folder would replace the current directory (or one above it); give a "
+                           "subfolder, e.g. -o report/")
     if out.is_symlink():
         raise VlmPerfError(f"{out}: the output folder is a symlink; give the real folder (reports are not "
                            "written through symlinks)")
