@@ -175,7 +175,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     analysis = analyze_run(parsed.iterations, spec, stats_frame, world_size=config.num_gpus, peak_tflops=peak,
                            conventions=conventions, frozen=frozen, estimate=estimate,
                            log_interval=config.log_interval, global_batch_size=config.global_batch_size,
-                           log_segments=parsed.deduplicated)
+                           log_segments=parsed.deduplicated, micro_batch_size=config.micro_batch_size)
     analysis.messages.extend(notes + vision_gaps(spec, estimate, stats_frame, stats_frame is None))
     analysis.messages.extend(links_outside([*logs, *meta_paths], run_dir))
     if meta_diag:  # what the metadata reader noticed belongs in the report, not only in diagnostics

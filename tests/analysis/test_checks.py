@@ -53,6 +53,17 @@ def test_samples_counted_differently_is_not_a_replay():
     assert run.reliable_windows().height == 7  # nothing excluded for it (8 windows, the first one aside)
 
 
+def test_microbatch_rows_count_when_the_micro_batch_size_is_known():
+    stats = _stats([48] * 40).with_columns(pl.lit(16).alias("microbatches"))  # 16 rows of 3 packed documents
+    stats = stats.with_columns(pl.when(pl.col("iteration").is_between(11, 20)).then(8).otherwise(16)
+                               .alias("microbatches"))  # iterations 11..20 lost half their rows
+    run = analyze_run(_log(40, 1.0), SPEC, stats, world_size=8, log_interval=5, micro_batch_size=1)
+    cov = _check(run, "metadata_coverage")
+    assert cov.status == "fail" and "10 iterations (11..20)" in cov.summary and "50% of the 16 samples" in cov.summary
+    assert run.coverage["counted_as"] == "microbatches x micro_batch_size"
+    assert run.reliable_windows().height == 7 - 2  # windows 15 and 20 excluded
+
+
 def test_undecidable_replay_note_warns():
     run = analyze_run(_log(40, 1.0), SPEC, _stats([16] * 40), world_size=8, log_interval=5)
     note = "microbatch does not number the microbatches of an iteration (one value for several rows), so rows a " \

@@ -93,6 +93,7 @@ def analyze_run(
     log_interval: int | None = None,
     global_batch_size: int | None = None,
     log_segments: pl.DataFrame | None = None,
+    micro_batch_size: int | None = None,
 ) -> RunAnalysis:
     """Recompute FLOPs per iteration under each convention and aggregate over logged windows.
 
@@ -121,7 +122,7 @@ def analyze_run(
     per_iteration = with_flops(stats.sort("iteration"), spec, convs, frozen)
     coverage = {"status": "estimate", "message": "no metadata: coverage cannot be checked"} if estimated else {}
     if not estimated:
-        per_iteration, coverage = metadata_coverage(per_iteration, iterations, global_batch_size)
+        per_iteration, coverage = metadata_coverage(per_iteration, iterations, global_batch_size, micro_batch_size)
     interval = log_interval or infer_log_interval(iterations)
     windows = build_windows(iterations, interval)
     sums = [c for c in per_iteration.columns if c.endswith(("_total", "_vision", "_language")) or c.startswith("flops.")]
@@ -166,8 +167,8 @@ def analyze_run(
                        attribution, gaps, messages, coverage, differences=differences, health=health)
 
 
-def metadata_coverage(per_iteration: pl.DataFrame, iterations: pl.DataFrame,
-                      global_batch_size: int | None) -> tuple[pl.DataFrame, dict]:
+def metadata_coverage(per_iteration: pl.DataFrame, iterations: pl.DataFrame, global_batch_size: int | None,
+                      micro_batch_size: int | None = None) -> tuple[pl.DataFrame, dict]:
     """Samples per iteration in the metadata vs the global batch size (the log's, else the configured one).
 
     Adds ``_covered`` (1.0 when the iteration's metadata is complete) and returns a summary. An
@@ -175,7 +176,9 @@ def metadata_coverage(per_iteration: pl.DataFrame, iterations: pl.DataFrame,
     a DP rank's file) and counts as not covered; one with more suggests replayed rows the reader could
     not deduplicate (counted, not excluded). When every iteration is short by the same factor, or most
     have more, the metadata may count samples differently (e.g. packed documents without ``samples``,
-    which then defaults to ``len(seq_lens)``): stated, nothing excluded for it.
+    which then defaults to ``len(seq_lens)``): stated, nothing excluded for it. With a known
+    ``micro_batch_size`` the count is metadata rows (microbatches) x micro_batch_size instead of
+    ``lm_samples``: one row per microbatch holds whatever the samples field says.
     """
     expected = None
     source = None
@@ -192,7 +195,12 @@ def metadata_coverage(per_iteration: pl.DataFrame, iterations: pl.DataFrame,
     elif global_batch_size:
         expected = pl.Series("_expected", [float(global_batch_size)] * per_iteration.height)
         source = "run configuration"
-    samples = per_iteration["lm_samples"]
+    if micro_batch_size and "microbatches" in per_iteration.columns:
+        samples = (per_iteration["microbatches"] * micro_batch_size).cast(pl.Float64)
+        basis = "microbatches x micro_batch_size"
+    else:
+        samples = per_iteration["lm_samples"]
+        basis = "samples"
     if expected is None or samples.sum() == 0:
         return per_iteration.with_columns(pl.lit(1.0).alias("_covered")), {
             "status": "unknown",
@@ -203,7 +211,7 @@ def metadata_coverage(per_iteration: pl.DataFrame, iterations: pl.DataFrame,
     n_short, n_excess = int(short.sum()), int(excess.sum())
     ratio = (samples / expected)
     uniform = n_short == per_iteration.height and ratio.n_unique() == 1
-    out = {"source": source, "iterations": per_iteration.height, "iterations_short": n_short,
+    out = {"source": source, "counted_as": basis, "iterations": per_iteration.height, "iterations_short": n_short,
            "iterations_excess": n_excess, "global_batch_size": _mode(expected),
            "samples_median": float(samples.median())}
     if n_short:
