@@ -133,7 +133,7 @@ def _step_times(inputs: CheckInputs) -> Check:
     named = {"nan": "NaN", "inf": "inf", "non_positive": "non-positive",
              "outlier": f"outlier (> {OUTLIER_FACTOR:g}x from the median)"}
     listed = ", ".join(f"{n} {named[r]}" for r, n in counts.items())
-    usable = int(w["reliable"].sum())
+    usable = int(w["step_time_excluded"].is_null().sum())  # other exclusions belong to their own checks
     status = "fail" if usable == 0 else "warn"
     return Check("step_times", status, f"step times: {sum(counts.values())} of {total} windows excluded from means "
                  f"({listed}; first at iteration {details['excluded_iterations'][0]})", details)
