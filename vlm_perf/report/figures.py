@@ -95,7 +95,7 @@ def tflops_over_time(run: RunAnalysis, path: Path) -> Path:
 def mfu_over_time(run: RunAnalysis, path: Path) -> Path:
     w = run.reliable_windows()
     if not run.peak_tflops:
-        raise Skip("GPU peak unknown: MFU is not drawn (pass --gpu TYPE or --peak-tflops X)")
+        raise Skip("GPU peak unknown; pass --gpu TYPE or --peak-tflops X")
     if w.height == 0 or not run.world_size:
         raise Skip("no usable window" if w.height == 0 else "world size unknown: no MFU")
     d = _with_breaks(w, [f"{BEFORE}_mfu", f"{AFTER}_mfu"])
@@ -140,7 +140,7 @@ def component_shares(run: RunAnalysis, path: Path) -> Path:
 
 def vision_share_hist(run: RunAnalysis, per_microbatch: pl.Series | None, path: Path) -> Path:
     if "exact_vision" not in run.per_iteration.columns or run.per_iteration["exact_vision"].sum() <= 0:
-        raise Skip("no vision FLOPs in this run (text only, or no image/video grids)")
+        raise Skip("no vision FLOPs in this run: text only, or no image/video grids")
     per_iteration = run.per_iteration.select(
         pl.when(pl.col("exact_total") > 0).then(pl.col("exact_vision") / pl.col("exact_total")))[:, 0]
     panels = [("per iteration", per_iteration, "iterations")]
