@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run, vision_share
+from .analysis.checks import run_checks
 from .arch import load_model
 from .arch.spec import ModelSpec
 from .flops import get_convention
@@ -50,16 +51,50 @@ def discover(run: Path) -> tuple[list[Path], list[Path], Path]:
     return logs, metadata, run
 
 
-def estimate_from_config(config, spec: ModelSpec) -> BatchStats:
-    """Per-iteration statistics from seq_length x global_batch_size (+ one stated image grid per sample)."""
+ESTIMATE_HELP = ("set seq_length and global_batch_size in run.yaml (or pass --seq-length N --global-batch-size B), "
+                 "with the media of each sample as image_grid: [t, h, w] / --grid T,H,W or image_size: [h, w] / "
+                 "--image-size H,W (images_per_sample for several); or pass --metadata PATH for exact numbers")
+
+
+def estimate_from_config(config, spec: ModelSpec, run: str | Path = "") -> BatchStats:
+    """Per-iteration statistics from seq_length x global_batch_size (+ the stated media of each sample)."""
     seq = config.seq_length
     batch = getattr(config, "global_batch_size", None)
-    if not seq or not batch:
-        raise ValueError("no metadata, and the log / run.yaml state no seq_length and global_batch_size to "
-                         "estimate from; pass --metadata PATH")
+    missing = [name for name, value in (("seq_length", seq), ("global_batch_size", batch)) if not value]
+    if missing:
+        raise ValueError(f"{run}: no metadata, and neither the log nor run.yaml states {' and '.join(missing)} to "
+                         f"estimate from: {ESTIMATE_HELP}")
     grid = getattr(config, "image_grid", None)
-    grids = [tuple(grid)] * int(batch) if grid and spec.vision is not None else []
+    size = getattr(config, "image_size", None)
+    if grid and size:
+        raise ValueError(f"{run}: both image_grid {list(grid)} and image_size {list(size)} are set; keep one")
+    if size and spec.vision is not None:
+        from .ingest.runconfig import image_grid_from_size
+
+        grid = image_grid_from_size(size[0], size[1], spec.vision.patch_size, spec.vision.spatial_merge_size)
+    per_sample = getattr(config, "images_per_sample", None) or 1
+    grids = [tuple(grid)] * (int(batch) * per_sample) if grid and spec.vision is not None else []
     return BatchStats.from_batch(seq_len=int(seq), samples=int(batch), image_grids=grids, spec=spec)
+
+
+def logged_global_batch_size(iterations) -> int | None:
+    """The global batch size the log's iteration lines print (their most common value)."""
+    if "global_batch_size" not in iterations.columns:
+        return None
+    values = iterations["global_batch_size"].drop_nulls()
+    return int(values.mode().sort()[0]) if values.len() else None
+
+
+def links_outside(paths: Iterable[Path], run_dir: Path) -> list[str]:
+    """Messages for inputs that are symlinks leading outside the run folder (read, but noted)."""
+    root = run_dir.resolve()
+    out = []
+    for path in paths:
+        if path.is_symlink():
+            target = path.resolve()
+            if root != target and root not in target.parents:
+                out.append(f"input {path.name} is a symlink to {target}, outside the run folder {run_dir}")
+    return out
 
 
 def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: bool) -> list[str]:
@@ -75,7 +110,8 @@ def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: boo
         return []
     if estimated:
         return [f"{spec.name} has a vision tower but no image grid is stated: vision FLOPs are counted as ZERO in "
-                "this estimate; set image_grid: [t, h, w] (one image per sample) in run.yaml, or pass --metadata"]
+                "this estimate; set image_grid: [t, h, w] or image_size: [h, w] (one image per sample) in run.yaml, "
+                "or pass --grid T,H,W / --image-size H,W, or --metadata"]
     return [f"{spec.name} has a vision tower but the metadata carries no image/video grids: vision FLOPs are "
             "ZERO; check the keys are image_grid_thw / video_grid_thw (docs/metadata-schema.md)"]
 
@@ -84,7 +120,9 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
              gpus: int | None = None, gpu: str | None = None, peak_tflops: float | None = None,
              dtype: str | None = None, conventions: Iterable[str] = (), log_format: str = "auto",
              skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None,
-             causal: str = "half") -> LoadedRun:
+             seq_length: int | None = None, global_batch_size: int | None = None,
+             image_size: Sequence[int] | str | None = None, image_grid: Sequence[int] | str | None = None,
+             images_per_sample: int | None = None, causal: str = "half") -> LoadedRun:
     """Parse, resolve the configuration, aggregate metadata and analyse one run.
 
     Arguments override the manifest (run.yaml / run.json), which overrides what the log states.
@@ -108,11 +146,17 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     meta_paths = [Path(p) for p in metadata] or found_metadata
     on_step(f"parsing {len(logs)} log file(s)")
     parsed = parse_logs(logs, format=log_format)
-    overrides = {k: v for k, v in {"model": model, "num_gpus": gpus, "gpu": gpu, "dtype": dtype}.items()
-                 if v is not None}
+    overrides = {k: v for k, v in {"model": model, "num_gpus": gpus, "gpu": gpu, "dtype": dtype,
+                                   "seq_length": seq_length, "global_batch_size": global_batch_size,
+                                   "image_size": image_size, "image_grid": image_grid,
+                                   "images_per_sample": images_per_sample}.items() if v is not None}
     config = resolve_run_config(parsed.run_config, find_manifest(run), overrides)
     if not config.model:
         raise ValueError("model unknown: pass --model NAME_OR_CONFIG or set 'model' in run.yaml")
+    if not config.global_batch_size:  # the iteration lines may print it where the arguments block did not
+        config.global_batch_size = logged_global_batch_size(parsed.iterations)
+        if config.global_batch_size:
+            config.sources["global_batch_size"] = "log:iteration lines"
     spec = load_model(config.model)
     if defaults:  # the default set keeps only conventions defined for this family (asked-for ones still refuse)
         conventions = [c for c in conventions if get_convention(c).covers(spec.family)]
@@ -135,15 +179,17 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         micro_share = vision_share(scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad), spec, frozen,
                                    causal=causal)
     else:
-        estimate = estimate_from_config(config, spec)
+        estimate = estimate_from_config(config, spec, run)
     on_step("recomputing FLOPs per window")
     analysis = analyze_run(parsed.iterations, spec, stats_frame, world_size=config.num_gpus, peak_tflops=peak,
                            conventions=conventions, frozen=frozen, estimate=estimate,
-                           log_interval=config.log_interval, causal=causal)
+                           log_interval=config.log_interval, global_batch_size=config.global_batch_size,
+                           log_segments=parsed.deduplicated, micro_batch_size=config.micro_batch_size, causal=causal)
     if causal == "full":
         notes.append("exact counts the LM attention core as the full square (--causal full, as eager/masked "
                      "attention computes it), not the causal half")
     analysis.messages.extend(notes + vision_gaps(spec, estimate, stats_frame, stats_frame is None))
+    analysis.messages.extend(links_outside([*logs, *meta_paths], run_dir))
     if meta_diag:  # what the metadata reader noticed belongs in the report, not only in diagnostics
         skipped = meta_diag.get("rows_skipped_total", 0)
         if skipped:
@@ -152,6 +198,10 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         analysis.messages.extend(f"metadata: {note}" for note in meta_diag.get("notes", []))
     for conflict in config.conflict_messages():
         analysis.messages.append(f"configuration conflict: {conflict}")
+    ignored = parsed.diagnostics.ignored
+    events = ("checkpoint", "validation", "traceback", "restart_banner")
+    analysis.health["log_events"] = {kind: int(ignored.get(kind, 0)) for kind in events}
+    analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag)
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),
         inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model,

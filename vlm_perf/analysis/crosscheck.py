@@ -16,13 +16,19 @@ TOLERANCE = 0.02
 
 
 def crosscheck_log(windows: pl.DataFrame, world_size: int | None, flops_column: str = "megatron-lm_total",
-                   convention: str = "megatron-lm") -> dict:
-    """``windows`` needs ``tflops_per_gpu_logged``, ``window_seconds`` and ``flops_column`` sums."""
+                   convention: str = "megatron-lm", estimated: bool = False) -> dict:
+    """``windows`` needs ``tflops_per_gpu_logged``, ``window_seconds`` and ``flops_column`` sums.
+
+    ``estimated``: the FLOPs come from the run configuration (no metadata); a mismatch then names the
+    estimate's assumptions first.
+    """
     if "tflops_per_gpu_logged" not in windows.columns:
         return {"status": "no_logged_value", "message": "the log prints no TFLOP/s/GPU to compare with"}
-    usable = windows.filter(pl.col("tflops_per_gpu_logged").is_not_null() & (pl.col("tflops_per_gpu_logged") > 0)
-                            & (pl.col(flops_column) > 0) & ~pl.col("first_in_segment")
-                            & (pl.col("covered_iterations") == pl.col("window_iterations")))
+    good = pl.col("reliable") if "reliable" in windows.columns else (
+        ~pl.col("first_in_segment") & (pl.col("covered_iterations") == pl.col("window_iterations")))
+    logged = pl.col("tflops_per_gpu_logged")
+    usable = windows.filter(logged.is_not_null() & logged.is_finite() & (logged > 0) & (pl.col(flops_column) > 0)
+                            & good)
     if usable.height == 0:
         return {"status": "no_overlap", "message": "no complete window has both a logged TFLOP/s/GPU and metadata"}
     implied_world = _implied_world(usable, flops_column)
@@ -33,7 +39,7 @@ def crosscheck_log(windows: pl.DataFrame, world_size: int | None, flops_column: 
         result.update(ratio_logged_to_recomputed=ratio, status="ok" if abs(ratio - 1) <= TOLERANCE else "mismatch")
         result["candidates"] = _candidates(usable, world_size)
         if result["status"] == "mismatch":
-            result["likely_causes"] = _causes(ratio, world_size, implied_world, result["candidates"])
+            result["likely_causes"] = _causes(ratio, world_size, implied_world, result["candidates"], estimated)
     else:
         result["status"] = "world_size_inferred"
     return result
@@ -59,12 +65,25 @@ def _candidates(windows: pl.DataFrame, world_size: int) -> dict[str, float]:
     return out
 
 
-def _causes(ratio: float, world: int, implied: float, candidates: dict[str, float]) -> list[str]:
+def _plausible_world(implied: float, world: int) -> bool:
+    """``implied`` is (within 1%) a GPU count a misconfigured world size would give: a whole multiple or
+    fraction of the stated one, or a multiple of 8 GPUs (a node count off)."""
+    n = round(implied)
+    if n < 1 or n == world or abs(implied - n) > 0.01 * implied:
+        return False
+    return n % world == 0 or world % n == 0 or n % 8 == 0
+
+
+def _causes(ratio: float, world: int, implied: float, candidates: dict[str, float],
+            estimated: bool = False) -> list[str]:
     causes = []
+    if estimated:
+        causes.append("the ESTIMATE assumes every sample is seq_length tokens with the stated media; the log counts "
+                      "what was really trained (real tokens, other media): pass --metadata for exact numbers")
     matching = [name for name, r in candidates.items() if abs(r - 1) <= TOLERANCE]
     if matching:
         causes.append(f"the log's number matches the {' / '.join(matching)} convention instead")
-    if abs(implied - round(implied)) < 0.05 * implied and round(implied) != world:
+    if _plausible_world(implied, world):
         causes.append(f"wrong world size: the log's number fits {round(implied)} GPUs, not {world}")
     if ratio > 1:
         causes.append("the log counts padded tokens (or the configured sequence length) where the metadata has "

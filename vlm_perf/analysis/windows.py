@@ -5,11 +5,22 @@ over the interval. Window k covers iterations (previous logged iteration, this i
 same segment; its TFLOP/s/GPU = sum of those iterations' FLOPs / (window seconds x GPUs x 1e12),
 as Megatron-Bridge does. The first window of each segment (after a (re)start) has no previous
 line: it is assumed to span ``log_interval`` iterations and flagged ``first_in_segment``.
+
+Step-time values that cannot be averaged are kept as windows but flagged in
+``step_time_excluded`` (``nan``, ``inf``, ``non_positive`` or ``outlier``) and left out of every
+mean, so one bad value cannot poison a headline. An outlier is a window whose seconds per
+iteration are more than ``OUTLIER_FACTOR`` times the run's median (or less than the median
+divided by it), the median taken over the finite, positive, non-first windows: a hang, a clock
+jump or a logging glitch, not a slow batch.
 """
 
 from __future__ import annotations
 
 import polars as pl
+
+#: a window more than this many times slower (or faster) than the median window is an outlier
+OUTLIER_FACTOR = 5.0
+EXCLUSION_REASONS = ("nan", "inf", "non_positive", "outlier")
 
 
 def infer_log_interval(iterations: pl.DataFrame) -> int:
@@ -24,12 +35,14 @@ def build_windows(iterations: pl.DataFrame, log_interval: int | None = None) -> 
     """Windows from the (deduplicated) iteration table: start (exclusive), end, seconds.
 
     Needs columns ``segment``, ``iteration``, ``elapsed_s`` (seconds per iteration, window mean).
+    Rows without a step time are not windows; rows with an unusable one are windows flagged in
+    ``step_time_excluded`` (null when the value is usable).
     """
     interval = log_interval or infer_log_interval(iterations)
-    frame = iterations.filter(pl.col("elapsed_s").is_not_null() & (pl.col("elapsed_s") > 0))
+    frame = iterations.filter(pl.col("elapsed_s").is_not_null())
     frame = frame.sort("segment", "iteration").with_columns(
         pl.col("iteration").shift(1).over("segment").alias("_prev"))
-    return frame.with_columns(
+    frame = frame.with_columns(
         pl.col("_prev").is_null().alias("first_in_segment"),
         pl.coalesce(pl.col("_prev"), pl.col("iteration") - interval).clip(lower_bound=0).alias("window_start"),
     ).with_columns(
@@ -37,6 +50,25 @@ def build_windows(iterations: pl.DataFrame, log_interval: int | None = None) -> 
     ).with_columns(
         (pl.col("elapsed_s") * pl.col("window_iterations")).alias("window_seconds"),
     ).drop("_prev")
+    return frame.with_columns(step_time_exclusions(frame))
+
+
+def step_time_exclusions(windows: pl.DataFrame) -> pl.Expr:
+    """``step_time_excluded`` reason per window (see the module docstring), null when usable."""
+    step = pl.col("elapsed_s")
+    finite = step.is_finite() & (step > 0)
+    usable = windows.filter(finite & ~pl.col("first_in_segment"))["elapsed_s"]
+    if usable.len() == 0:
+        usable = windows.filter(finite)["elapsed_s"]
+    median = float(usable.median()) if usable.len() else None
+    reason = (pl.when(step.is_nan()).then(pl.lit("nan"))
+              .when(step.is_infinite()).then(pl.lit("inf"))
+              .when(step <= 0).then(pl.lit("non_positive")))
+    if median:
+        far = (step > median * OUTLIER_FACTOR) | (step < median / OUTLIER_FACTOR)
+        reason = reason.when(far & ~pl.col("first_in_segment")).then(
+            pl.lit("outlier"))
+    return reason.otherwise(pl.lit(None, pl.Utf8)).alias("step_time_excluded")
 
 
 def window_sums(windows: pl.DataFrame, per_iteration: pl.DataFrame, value_columns: list[str]) -> pl.DataFrame:

@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 
@@ -25,31 +26,67 @@ def report(
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip (and count) bad metadata lines."),
     causal: str = typer.Option("half", "--causal",
                                help="exact's LM attention core: half (causal kernels) or full (eager/masked)."),
+    seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Estimate mode: LM tokens per sample "
+                                             "(run.yaml seq_length)."),
+    global_batch_size: Optional[int] = typer.Option(
+        None, "--global-batch-size", help="Estimate mode: samples per iteration (run.yaml global_batch_size; else "
+        "what the log prints); also what metadata coverage is checked against."),
+    image_size: Optional[str] = typer.Option(None, "--image-size", help="Estimate mode: H,W pixels of each sample's "
+                                             "image (run.yaml image_size)."),
+    grid: Optional[str] = typer.Option(None, "--grid", help="Estimate mode: T,H,W patches of each sample's image, "
+                                       "as image_grid_thw (run.yaml image_grid)."),
+    images_per_sample: Optional[int] = typer.Option(None, "--images-per-sample", help="Estimate mode: images per "
+                                                    "sample (default 1; run.yaml images_per_sample)."),
+    strict: bool = typer.Option(False, "--strict", help="Exit with status 4 when any check fails (the report is "
+                                "still written)."),
 ) -> None:
-    """Recompute TFLOP/s/GPU and MFU of a finished run before/after vision accounting."""
+    """Recompute TFLOP/s/GPU and MFU of a finished run before/after vision accounting.
+
+    Exit status: 0 report written; 2 bad input (one error line); 3 internal error; 4 with --strict,
+    report written but at least one check failed (the checks head the report and the terminal summary).
+    """
     from ..pipeline import load_run
     from ..report import write_report
 
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
                   transient=True, disable=not sys.stderr.isatty()) as progress:
         task = progress.add_task("loading run")
         loaded = load_run(run, metadata=metadata, model=model, gpus=gpus, gpu=gpu, peak_tflops=peak_tflops,
                           dtype=dtype, conventions=convention, log_format=log_format, skip_bad=skip_bad,
                           causal=causal,
-                          on_step=lambda text: progress.update(task, description=text))
+                          on_step=lambda text: progress.update(task, description=text), seq_length=seq_length,
+                          global_batch_size=global_batch_size, image_size=image_size, image_grid=grid,
+                          images_per_sample=images_per_sample)
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)
+    checks = loaded.analysis.checks
+    mark = {"fail": "[red]FAIL[/]", "warn": "[yellow]WARN[/]", "ok": "[green]ok[/]  ", "skip": "[dim]skip[/]"}
+    for check in checks:
+        console.print(f"{mark[check.status]} {escape(check.summary)}")
     console.print(f"report written to {out}/")
     for message in loaded.analysis.messages:
-        console.print(f"[yellow]warning:[/] {message}")
+        console.print(f"[yellow]warning:[/] {escape(message)}")
     summary = loaded.analysis.convention_summary()
+    bad = [c for c in checks if c.status == "fail"]
+    warned = [c for c in checks if c.status == "warn"]
+    print(f"checks:  {len(bad)} FAILED ({', '.join(c.name for c in bad)}), {len(warned)} warning(s)" if bad else
+          f"checks:  none failed, {len(warned)} warning(s)" + (f" ({', '.join(c.name for c in warned)})" if warned
+                                                                else ""))
     print(f"report:  {out / 'report.html'}  (also report.md, summary.json)")
     print(f"figures: {', '.join(str(out / name) for name in paths if name.endswith('.png'))}")
     for name, entry in summary.items():
         tf, mfu = entry["tflops_per_gpu_mean"], entry["mfu_mean"]
         if tf is not None:
             print(f"  {name:16s} {tf:8.1f} TFLOP/s/GPU" + (f"   MFU {100 * mfu:5.1f}%" if mfu is not None else ""))
+    if bad:
+        print(f"checks: {len(bad)} FAILED ({', '.join(c.name for c in bad)}); see the top of report.md")
+        if strict:
+            raise typer.Exit(STRICT_FAILURE)
+
+
+#: exit status of ``vlm-perf report --strict`` when a check failed (2: bad input, 3: internal error)
+STRICT_FAILURE = 4
 
 
 def register(app: typer.Typer) -> None:

@@ -15,11 +15,13 @@ from typing import Any, Mapping
 
 from ..arch.parts import PART_ALIASES
 
-__all__ = ["MANIFEST_KEYS", "MANIFEST_NAMES", "RunConfig", "find_manifest", "load_manifest", "resolve_run_config"]
+__all__ = ["MANIFEST_KEYS", "MANIFEST_NAMES", "RunConfig", "find_manifest", "image_grid_from_size", "load_manifest",
+           "resolve_run_config"]
 
 MANIFEST_NAMES = ("run.yaml", "run.yml", "run.json")
 MANIFEST_KEYS = ("model", "num_gpus", "gpu", "dtype", "frozen", "log_interval", "seq_length", "image_grid",
-                 "global_batch_size", "synthetic", "generator", "seed", "notes")
+                 "image_size", "images_per_sample", "global_batch_size", "micro_batch_size", "synthetic", "generator",
+                 "seed", "notes")
 FROZEN_PARTS = tuple(PART_ALIASES)  # one vocabulary with the FLOPs library (vlm_perf.arch.parts)
 
 # log parser keys (ParseResult.run_config) that map onto RunConfig fields
@@ -32,7 +34,8 @@ _LOG_KEYS = {
     "gpu": "gpu",
 }
 _INT_FIELDS = ("num_gpus", "seq_length", "micro_batch_size", "global_batch_size", "tensor_parallel",
-               "pipeline_parallel", "context_parallel", "expert_parallel", "data_parallel", "log_interval")
+               "pipeline_parallel", "context_parallel", "expert_parallel", "data_parallel", "log_interval",
+               "images_per_sample")
 
 
 @dataclass
@@ -53,7 +56,9 @@ class RunConfig:
     context_parallel: int | None = None
     expert_parallel: int | None = None
     data_parallel: int | None = None
-    image_grid: tuple[int, int, int] | None = None
+    image_grid: tuple[int, int, int] | None = None  # [t, h, w] patches of each sample's image (estimates)
+    image_size: tuple[int, int] | None = None  # [height, width] pixels of each sample's image (estimates)
+    images_per_sample: int | None = None  # images per sample for estimates (default 1 when a grid/size is set)
     synthetic: bool | None = None
     generator: str | None = None  # provenance of synthetic runs (e.g. vlm_perf.synth)
     seed: int | None = None
@@ -67,6 +72,7 @@ class RunConfig:
         out = asdict(self)
         out["frozen"] = list(self.frozen)
         out["image_grid"] = list(self.image_grid) if self.image_grid else None
+        out["image_size"] = list(self.image_size) if self.image_size else None
         return out
 
     def conflict_messages(self) -> list[str]:
@@ -151,6 +157,11 @@ def _normalise(values: Mapping[str, Any]) -> dict[str, Any]:
             if not isinstance(grid, (list, tuple)) or len(grid) != 3:
                 raise ValueError(f"image_grid must be [t, h, w], got {value!r}")
             out[key] = tuple(_int(v, "image_grid") for v in grid)
+        elif key == "image_size":
+            size = value.replace("x", ",").split(",") if isinstance(value, str) else value
+            if not isinstance(size, (list, tuple)) or len(size) != 2:
+                raise ValueError(f"image_size must be [height, width] in pixels, got {value!r}")
+            out[key] = tuple(_int(v, "image_size") for v in size)
         elif key == "synthetic":
             if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
                 value = value.lower() in ("true", "yes", "1")
@@ -248,3 +259,17 @@ def _check_consistency(cfg: RunConfig) -> None:
                 "values": {cfg.sources.get("num_gpus", "?"): cfg.num_gpus,
                            "derived:tp*pp*cp": model_parallel},
                 "note": "num_gpus is not a multiple of tensor x pipeline x context parallel sizes"})
+
+
+def image_grid_from_size(height: int, width: int, patch_size: int, merge_size: int) -> tuple[int, int, int]:
+    """``image_grid_thw`` of one still image of ``height`` x ``width`` pixels, as Qwen-VL processors build it.
+
+    The processors resize each side to the nearest multiple of ``patch_size * merge_size`` (at least
+    one such factor) and cut it into patches; a still image is one temporal patch (t = 1). The
+    processors' min/max pixel limits are NOT applied: when an image would be resized by them,
+    state the grid (``image_grid`` / ``--grid``) instead.
+    """
+    factor = patch_size * merge_size
+    h = max(factor, round(height / factor) * factor)
+    w = max(factor, round(width / factor) * factor)
+    return 1, h // patch_size, w // patch_size

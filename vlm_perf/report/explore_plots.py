@@ -41,9 +41,9 @@ def component_colors() -> dict[str, tuple]:
 
 # ------------------------------------------------------------------------------------ runs
 def run_rates_figure(run: RunAnalysis, conventions: Sequence[str] | None = None) -> Figure:
-    """TFLOP/s/GPU (top) and MFU (bottom) per complete logging window, one line per convention."""
+    """TFLOP/s/GPU (top) and MFU (bottom) per usable logging window (the report's), one line per convention."""
     convs = list(conventions or run.conventions)
-    w = run.windows.filter(pl.col("complete") & ~pl.col("first_in_segment")).sort("iteration")
+    w = run.reliable_windows().sort("iteration")
     x = w["iteration"].to_numpy()
     fig = Figure(figsize=(12, 6.4))
     ax1, ax2 = fig.subplots(2, 1, sharex=True)

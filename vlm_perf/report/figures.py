@@ -1,8 +1,15 @@
-"""Report figures (matplotlib, Agg backend). Each function draws one PNG and returns its path."""
+"""Report figures (matplotlib, Agg backend). Each function draws one PNG, or returns why it did not.
+
+Rules every figure follows: a line never joins windows across missing ones (a gap is a gap); a
+figure with nothing to show is not drawn and the report says why; MFU is drawn only when a peak
+is known; legends and notes sit outside the axes, so no text covers data; every string from the
+input goes through `mathtext_safe` (a ``$`` in a model name cannot switch on mathtext).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import matplotlib
 
@@ -12,9 +19,14 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from ..analysis.run import BEFORE, RunAnalysis  # noqa: E402
+from .content import mathtext_safe as safe  # noqa: E402
 
 AFTER = "exact"
 STYLE = {BEFORE: dict(color="#7f7f7f", lw=1.8), AFTER: dict(color="#d62728", lw=2.2)}
+
+
+class Skip(Exception):
+    """Raised by a figure function with the reason it has nothing to draw."""
 
 
 def _legend(ax, **kwargs) -> None:
@@ -24,93 +36,133 @@ def _legend(ax, **kwargs) -> None:
 
 
 def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 
 
-def _skipped_note(ax, run: RunAnalysis) -> None:
-    skipped = run.windows.filter(pl.col("first_in_segment") | ~pl.col("complete")).height
-    if skipped:
-        ax.text(0.01, 0.02, f"{skipped} window(s) not shown: first after a (re)start, or metadata incomplete",
-                transform=ax.transAxes, fontsize=7, color="#555")
+def _note(fig, text: str) -> None:
+    """A note under the axes (never over data)."""
+    fig.text(0.01, -0.02, text, fontsize=7, color="#555", ha="left", va="top")
+
+
+def _skipped_text(run: RunAnalysis) -> str | None:
+    skipped = run.windows.filter(~pl.col("reliable")).height
+    return (f"{skipped} window(s) not shown: first after a (re)start, metadata incomplete, or step time excluded"
+            if skipped else None)
+
+
+def _with_breaks(w: pl.DataFrame, columns: list[str]) -> dict[str, np.ndarray]:
+    """x (window end) and ``columns`` with a NaN inserted wherever the previous window is missing."""
+    w = w.sort("iteration")
+    x = w["iteration"].to_numpy().astype(float)
+    start = w["window_start"].to_numpy().astype(float)
+    gap = np.zeros(len(x), dtype=bool)
+    gap[1:] = start[1:] != x[:-1]
+    idx = np.flatnonzero(gap)
+    out = {"x": np.insert(x, idx, np.nan)}
+    for c in columns:
+        out[c] = np.insert(w[c].to_numpy().astype(float), idx, np.nan)
+    return out
 
 
 def tflops_over_time(run: RunAnalysis, path: Path) -> Path:
-    w = run.reliable_windows().sort("iteration")
+    w = run.reliable_windows()
+    if w.height == 0 or not run.world_size:
+        raise Skip("no usable window" if w.height == 0 else "world size unknown: no TFLOP/s/GPU")
+    logged = "tflops_per_gpu_logged" in w.columns and w["tflops_per_gpu_logged"].drop_nulls().len() > 0
+    cols = [f"{c}_tflops_per_gpu" for c in run.conventions] + (["tflops_per_gpu_logged"] if logged else [])
+    d = _with_breaks(w, cols)
     fig, ax = plt.subplots(figsize=(11, 4.2))
-    _skipped_note(ax, run)
-    x = w["iteration"].to_numpy()
-    if "tflops_per_gpu_logged" in w.columns and w["tflops_per_gpu_logged"].drop_nulls().len():
-        ax.scatter(x, w["tflops_per_gpu_logged"].to_numpy(), s=10, color="black", label="logged by the framework",
-                   zorder=3)
+    if logged:
+        ax.scatter(d["x"], d["tflops_per_gpu_logged"], s=10, color="black", label="logged by the framework", zorder=3)
     for conv in run.conventions:
         style = STYLE.get(conv, dict(lw=1.0, ls="--"))
         label = {BEFORE: f"{BEFORE} (LM only: before vision accounting)",
                  AFTER: f"{AFTER} (vision + LM: after)"}.get(conv, conv)
-        ax.plot(x, w[f"{conv}_tflops_per_gpu"].to_numpy(), label=label, **style)
+        ax.plot(d["x"], d[f"{conv}_tflops_per_gpu"], label=safe(label), **style)
     ax.set_xlabel("iteration (end of logging window)")
     ax.set_ylabel("TFLOP/s per GPU")
-    ax.set_title(f"{run.model}: TFLOP/s/GPU per logging window" + (" (ESTIMATE)" if run.estimated else ""))
+    ax.set_title(safe(f"{run.model}: TFLOP/s/GPU per logging window" + (" (ESTIMATE)" if run.estimated else "")))
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    note = _skipped_text(run)
+    if note:
+        _note(fig, note)
     return _save(fig, path)
 
 
 def mfu_over_time(run: RunAnalysis, path: Path) -> Path:
-    w = run.reliable_windows().sort("iteration")
+    w = run.reliable_windows()
+    if not run.peak_tflops:
+        raise Skip("GPU peak unknown; pass --gpu TYPE or --peak-tflops X")
+    if w.height == 0 or not run.world_size:
+        raise Skip("no usable window" if w.height == 0 else "world size unknown: no MFU")
+    d = _with_breaks(w, [f"{BEFORE}_mfu", f"{AFTER}_mfu"])
     fig, ax = plt.subplots(figsize=(11, 3.6))
-    _skipped_note(ax, run)
-    x = w["iteration"].to_numpy()
     for conv, label in ((BEFORE, "before (LM only)"), (AFTER, "after (exact, vision counted)")):
-        ax.plot(x, 100 * w[f"{conv}_mfu"].to_numpy(), label=label, **STYLE[conv])
+        ax.plot(d["x"], 100 * d[f"{conv}_mfu"], label=label, **STYLE[conv])
     ax.set_xlabel("iteration (end of logging window)")
     ax.set_ylabel("MFU (% of dense peak)")
-    peak = f"{run.peak_tflops:g} TFLOP/s" if run.peak_tflops else "unknown peak"
-    ax.set_title(f"MFU before / after vision accounting ({peak} per GPU)")
+    ax.set_title(safe(f"MFU before / after vision accounting ({run.peak_tflops:g} TFLOP/s per GPU)"))
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    note = _skipped_text(run)
+    if note:
+        _note(fig, note)
     return _save(fig, path)
 
 
-def component_stack(run: RunAnalysis, path: Path) -> Path:
-    frame = run.per_iteration.sort("iteration")
+def component_shares(run: RunAnalysis, path: Path) -> Path:
+    """Horizontal bars: each component's share of the run's exact training FLOPs (small parts stay visible)."""
+    frame = run.per_iteration
     cols = [c for c in frame.columns if c.startswith("flops.") and frame[c].sum() > 0]
-    fig, ax = plt.subplots(figsize=(9, 4.2))
-    x = frame["iteration"].to_numpy()
-    ys = [frame[c].to_numpy() / 1e15 for c in cols]
-    colors = plt.get_cmap("tab20")(np.linspace(0, 1, max(len(cols), 2)))
-    ax.stackplot(x, ys, labels=[c.removeprefix("flops.") for c in cols], colors=colors, linewidth=0)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("training PFLOP per iteration (exact)")
-    ax.set_title("Where the FLOPs go: components per iteration")
-    _legend(ax, fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.grid(alpha=0.3)
+    if not cols:
+        raise Skip("no FLOPs components (empty statistics)")
+    totals = np.array([float(frame[c].sum()) for c in cols])
+    order = np.argsort(totals)
+    names = [cols[i].removeprefix("flops.") for i in order]
+    shares = 100 * totals[order] / totals.sum()
+    colors = ["#1f77b4" if n.startswith("vision") else "#ff7f0e" for n in names]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(names) + 1.4))
+    bars = ax.barh(range(len(names)), shares, color=colors)
+    ax.set_yticks(range(len(names)), [safe(n) for n in names], fontsize=8)
+    top = float(shares.max())
+    ax.set_xlim(0, top * 1.18)
+    for bar, share in zip(bars, shares):
+        ax.text(bar.get_width() + top * 0.01, bar.get_y() + bar.get_height() / 2, f"{share:.2f}%", va="center",
+                fontsize=7)
+    ax.set_xlabel("share of exact training FLOPs over the run (%); blue: vision, orange: language model")
+    ax.set_title("Where the FLOPs go: components (exact)")
+    ax.grid(alpha=0.3, axis="x")
     return _save(fig, path)
 
 
-def vision_share_hist(per_microbatch: pl.Series | None, per_iteration: pl.Series, path: Path) -> Path:
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    panels = (("per microbatch", per_microbatch, "microbatches"), ("per iteration", per_iteration, "iterations"))
-    for ax, (title, values, unit) in zip(axes, panels):
-        data = 100 * values.drop_nulls().to_numpy() if values is not None else np.array([])
-        if data.size:
-            top = max(5.0, float(np.ceil(data.max() / 5) * 5))
-            ax.hist(data, bins=np.linspace(0, top, 41), color="#1f77b4" if unit == "microbatches" else "#ff7f0e")
-            ax.axvline(float(np.mean(data)), color="black", lw=1, ls="--", label=f"mean {np.mean(data):.1f}%")
-            _legend(ax, fontsize=8)
-        else:
-            ax.text(0.5, 0.5, "no per-microbatch metadata", ha="center", va="center", transform=ax.transAxes)
+def vision_share_hist(run: RunAnalysis, per_microbatch: pl.Series | None, path: Path) -> Path:
+    if "exact_vision" not in run.per_iteration.columns or run.per_iteration["exact_vision"].sum() <= 0:
+        raise Skip("no vision FLOPs in this run: text only, or no image/video grids")
+    per_iteration = run.per_iteration.select(
+        pl.when(pl.col("exact_total") > 0).then(pl.col("exact_vision") / pl.col("exact_total")))[:, 0]
+    panels = [("per iteration", per_iteration, "iterations")]
+    if per_microbatch is not None and per_microbatch.drop_nulls().len():
+        panels.insert(0, ("per microbatch", per_microbatch, "microbatches"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
+    for ax, (title, values, unit) in zip(axes[0], panels):
+        data = 100 * values.drop_nulls().to_numpy()
+        top = max(5.0, float(np.ceil(data.max() / 5) * 5)) if data.size else 5.0
+        ax.hist(data, bins=np.linspace(0, top, 41), color="#1f77b4" if unit == "microbatches" else "#ff7f0e")
+        ax.axvline(float(np.mean(data)), color="black", lw=1, ls="--")
         ax.set_xlabel("vision share of training FLOPs (%, exact)")
         ax.set_ylabel(f"number of {unit}")
-        ax.set_title(f"Vision share {title}")
+        ax.set_title(f"Vision share {title} (dashed: mean {np.mean(data):.1f}%)")
         ax.grid(alpha=0.3)
     return _save(fig, path)
 
 
 def step_time_fit(run: RunAnalysis, path: Path) -> Path:
     w = run.reliable_windows()
+    if w.height < 2:
+        raise Skip("fewer than two usable windows")
     fig, ax = plt.subplots(figsize=(7, 4.2))
     per_iter = (w["window_seconds"] / w["window_iterations"]).to_numpy()
     lm = (w["exact_language"] / w["window_iterations"]).to_numpy() / 1e15
@@ -119,7 +171,7 @@ def step_time_fit(run: RunAnalysis, path: Path) -> Path:
     fig.colorbar(sc, ax=ax, label="vision share (%)")
     a = run.attribution
     if not a.ok:
-        ax.text(0.01, 0.98, f"no attribution: {a.reason}", transform=ax.transAxes, fontsize=7, va="top", wrap=True)
+        _note(fig, safe(f"no attribution: {a.reason}"))
     if a.ok and run.world_size:
         gpus = run.world_size
         pred = a.overhead_s + lm * 1e3 / (a.lm_tflops_per_gpu * gpus) + (
@@ -129,9 +181,76 @@ def step_time_fit(run: RunAnalysis, path: Path) -> Path:
                 label=f"fit: LM {a.lm_tflops_per_gpu:.0f}, vision {a.vision_tflops_per_gpu or float('nan'):.0f} "
                       "TFLOP/s/GPU" + (f", overhead {a.overhead_s:.2f} s" if a.model != "no_overhead"
                                        else " (effective, overhead included)"))
-        _legend(ax, fontsize=8)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.18))
     ax.set_xlabel("exact training PFLOP per iteration")
     ax.set_ylabel("seconds per iteration")
     ax.set_title("Step time vs FLOPs (attribution fit)")
     ax.grid(alpha=0.3)
     return _save(fig, path)
+
+
+TIMELINE_COLORS = {"restart": "#d62728", "untimed": "#ff7f0e", "replayed": "#9467bd", "stall": "#8c564b"}
+
+
+def health_timeline(run: RunAnalysis, path: Path) -> Path:
+    """Wall-clock timeline: training segments as bars, lost time as coloured spans on the row below."""
+    h = run.health
+    spans = h.get("segment_spans") or []
+    if not spans:
+        raise Skip("the log prints no timestamps: no wall-clock timeline")
+    fig, ax = plt.subplots(figsize=(11, 2.6))
+    wall_min = (h.get("wall_clock_s") or 0) / 60
+    for s in spans:
+        ax.broken_barh([(s["start_min"], s["end_min"] - s["start_min"])], (1.1, 0.8), color="#2ca02c")
+        ax.text(s["start_min"], 2.0, f"segment {s['segment']}", fontsize=7, va="bottom")
+    seen = set()
+    for e in h.get("lost", []):
+        if e.get("at_min") is None or e["seconds"] <= 0:
+            continue
+        label = None if e["kind"] in seen else {"restart": "restart downtime", "untimed": "untimed (checkpoint / "
+                                                "validation / stall)", "replayed": "replayed work",
+                                                "stall": "stall (outlier step)"}[e["kind"]]
+        seen.add(e["kind"])
+        ax.broken_barh([(e["at_min"], max(e["minutes"], 1e-3))], (0.1, 0.8), color=TIMELINE_COLORS[e["kind"]],
+                       label=label)
+        if e["minutes"] > 0.12 * wall_min:  # name the big losses inside their own bar (never over another)
+            ax.text(e["at_min"] + e["minutes"] / 2, 0.5, f"{e['kind']} {e['minutes']:.1f} min", ha="center",
+                    va="center", fontsize=8, color="white")
+    ax.set_yticks([0.5, 1.5], ["lost", "training"])
+    ax.set_ylim(0, 2.6)
+    ax.set_xlabel("wall-clock minutes from the first window")
+    good = h.get("goodput")
+    ax.set_title("Run timeline" + (f": goodput {100 * good:.1f}% of {h['wall_clock_s'] / 60:.1f} min" if good
+                                   is not None else ""))
+    ax.grid(alpha=0.3, axis="x")
+    _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, path)
+
+
+FigureFn = Callable[[RunAnalysis, object, Path], Path]
+#: (file, caption, draw(run, ctx, path)): what the figures section shows, in order
+FIGURES: list[tuple[str, str, FigureFn]] = [
+    ("tflops.png", "TFLOP/s/GPU over iterations, before vs after vision accounting",
+     lambda run, ctx, path: tflops_over_time(run, path)),
+    ("mfu.png", "MFU before/after vision accounting", lambda run, ctx, path: mfu_over_time(run, path)),
+    ("components.png", "Share of each component in the exact training FLOPs",
+     lambda run, ctx, path: component_shares(run, path)),
+    ("vision_share.png", "Vision share of FLOPs per microbatch and per iteration",
+     lambda run, ctx, path: vision_share_hist(run, ctx.microbatch_vision_share, path)),
+    ("step_time.png", "Step time vs FLOPs with the attribution fit", lambda run, ctx, path: step_time_fit(run, path)),
+    ("timeline.png", "Run timeline: training segments and the time lost", lambda run, ctx, path: health_timeline(
+        run, path)),
+]
+
+
+def draw_all(run: RunAnalysis, ctx, folder: Path) -> dict[str, str | None]:
+    """Draw every figure into ``folder``: name -> None when drawn, else why it was skipped."""
+    out: dict[str, str | None] = {}
+    for name, _, draw in FIGURES:
+        try:
+            draw(run, ctx, folder / name)
+            out[name] = None
+        except Skip as why:
+            plt.close("all")
+            out[name] = str(why)
+    return out

@@ -1,0 +1,110 @@
+"""Strings from the input cannot become Markdown syntax, live HTML or matplotlib mathtext.
+
+The Markdown side is checked with an independent CommonMark renderer (markdown-it-py, the parser
+rich uses) with raw HTML enabled: whatever the text, it must render as that text and nothing else.
+"""
+
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from markdown_it import MarkdownIt  # noqa: E402
+
+from vlm_perf.report.content import B, T, md_escape, md_inline, mathtext_safe  # noqa: E402
+from vlm_perf.report.render import _html_inline  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE_A = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
+MD = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+
+HOSTILE = ["<script>alert(1)</script>", "**bold** _it_ `code`", "[link](http://x)", "![img](x.png)", "# heading",
+           "- item", "1. one", "> quote", "a | b | c", "$x^2$", "~~gone~~", "&amp; &lt;", "line\n# two", "\\*",
+           "<img src=x onerror=alert(1)>", "H100 (SXM) 80GB", "---", "==="]
+
+
+def _rendered_text(markdown: str) -> str:
+    """Rendered HTML of ``markdown`` as one paragraph's text (asserting no other element appeared)."""
+    out = MD.render(markdown).strip()
+    assert out.startswith("<p>") and out.endswith("</p>"), out
+    inner = out[3:-4]
+    assert "<" not in inner.replace("&lt;", ""), out  # no element: not even <em>, <a>, <img>, <script>
+    return html.unescape(inner)
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_md_escape_renders_as_the_text(text):
+    assert _rendered_text(md_escape(text, line_start=True)) == " ".join(text.splitlines())
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")) | st.sampled_from(
+    list("<>&*_`[]()#!|~$-+.=\\ 0123456789")), min_size=1, max_size=40))
+def test_md_escape_fuzz(text):
+    expected = " ".join(text.splitlines())
+    if not expected.strip():
+        return
+    # CommonMark strips leading/trailing spaces of a paragraph and normalises some characters
+    assert _rendered_text(md_escape(text, line_start=True)) == expected.strip().replace("\x00", "\ufffd")
+
+
+def test_bold_spans_keep_their_text():
+    md = md_inline(T("gpu ", B("<b>x</b>*"), " done"))
+    assert MD.render(md).strip() == "<p>gpu <strong>&lt;b&gt;x&lt;/b&gt;*</strong> done</p>"
+    assert str(_html_inline(T("gpu ", B("<script>")))) == "gpu <b>&lt;script&gt;</b>"
+
+
+def test_script_in_run_yaml_is_not_live(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_A, run)
+    manifest = (run / "run.yaml").read_text().replace("gpu: GB200", 'gpu: "<script>alert(1)</script>GB200"')
+    (run / "run.yaml").write_text(manifest.split("\nnotes:")[0] + "\nnotes: '**bold** [x](javascript:alert(1)) "
+                                  "<img src=x onerror=alert(1)> $x$'\n")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", run, "-o", out], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    page = (out / "report.html").read_text()
+    assert "<script" not in page.lower() and "<img src=x" not in page and "&lt;script&gt;" in page
+    md = (out / "report.md").read_text()
+    rendered = MD.render(md)
+    assert "<script" not in rendered.lower() and "<img src=x" not in rendered and 'href="javascript' not in rendered
+    prose = re.sub(r"(`{3,})json\n.*?\n\1", "", md, flags=re.S)  # the appendix's JSON block renders as code
+    assert "<script" not in prose and "<img" not in prose and "&lt;script>" in prose
+    s = json.loads((out / "summary.json").read_text())
+    assert s["gpu"] == "<script>alert(1)</script>GB200"  # the JSON keeps the raw value
+
+
+@pytest.mark.parametrize("title", ["cost $5 and $\\undefinedcommand{$ $", "$\\frac{1}{$", "a $x$ b \\$ c $"])
+def test_titles_cannot_trigger_mathtext(title, tmp_path):
+    fig, ax = plt.subplots()
+    ax.set_title(mathtext_safe(title))
+    fig.savefig(tmp_path / "t.png")  # raw, these titles raise a mathtext ParseException when drawn
+    assert ax.title.get_text() == title.replace("$", "\\$")
+    assert ax.title._preprocess_math(ax.title.get_text())[1] is False  # matplotlib's own math detection
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    ax.set_title(title)
+    if (title.count("$") - title.count("\\$")) % 2 == 0 and "frac" in title or "undefined" in title:
+        with pytest.raises(ValueError):
+            fig.savefig(tmp_path / "raw.png")
+    plt.close(fig)
+
+
+def test_code_block_cannot_be_closed_by_its_content():
+    from vlm_perf.report.content import md_fence
+
+    text = 'x ``` y ```` z'
+    fence = md_fence(text)
+    md = f"{fence}json\n{text}\n{fence}\n"
+    assert re.fullmatch(r"<pre><code class=\"language-json\">.*</code></pre>", MD.render(md).strip(), re.S)

@@ -1,0 +1,78 @@
+"""Estimate mode (no metadata) set up from flags or run.yaml; image sizes become grids as HF's processor makes them."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vlm_perf.arch import load_model
+from vlm_perf.flops import compute_flops
+from vlm_perf.ingest.runconfig import image_grid_from_size
+from vlm_perf.stats import BatchStats
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE_A = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.mark.parametrize("size", [(500, 700), (224, 224), (333, 901), (28, 1000), (640, 480)])
+def test_image_grid_from_size_matches_the_hf_processor(size):
+    pil = pytest.importorskip("PIL.Image")
+    proc_mod = pytest.importorskip("transformers.models.qwen2_vl.image_processing_pil_qwen2_vl")
+    processor = proc_mod.Qwen2VLImageProcessorPil()
+    image = pil.fromarray(np.zeros((*size, 3), dtype=np.uint8))
+    grid = tuple(int(x) for x in processor(images=[image], return_tensors="np")["image_grid_thw"][0])
+    spec = load_model("qwen2.5-vl-7b").vision
+    assert image_grid_from_size(*size, spec.patch_size, spec.spatial_merge_size) == grid
+
+
+def _log_only_run(tmp_path, drop=("global_batch_size", "seq_length")):
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [ln for ln in (SAMPLE_A / "train.log").read_text().splitlines() if not any(d in ln for d in drop)]
+    (run / "train.log").write_text("\n".join(lines) + "\n")
+    (run / "run.yaml").write_text("model: qwen3-vl-30b-a3b\nnum_gpus: 64\ngpu: GB200\n")
+    return run
+
+
+def test_missing_value_error_names_keys_and_flags(tmp_path):
+    run = _log_only_run(tmp_path)
+    r = cli("report", run, "-o", tmp_path / "out")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    for needle in (str(run), "seq_length", "--seq-length", "global_batch_size", "--global-batch-size", "--grid",
+                   "--image-size", "image_grid", "image_size"):
+        assert needle in r.stderr, needle
+
+
+def test_flags_and_the_logged_batch_size_feed_the_estimate(tmp_path):
+    run = _log_only_run(tmp_path)  # the arguments block no longer states the batch size; iteration lines do
+    out = tmp_path / "out"
+    r = cli("report", run, "-o", out, "--seq-length", "4096", "--grid", "1,32,32")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["estimated"] and s["run_config"]["global_batch_size"] == 128
+    assert s["run_config"]["sources"]["global_batch_size"] == "log:iteration lines"
+    spec = load_model("qwen3-vl-30b-a3b")
+    per_iteration = compute_flops(spec, BatchStats.from_batch(seq_len=4096, samples=128,
+                                                              image_grids=[(1, 32, 32)] * 128, spec=spec))
+    assert s["conventions"]["exact"]["flops_total"] == pytest.approx(per_iteration.total * s["iterations"], rel=1e-9)
+    # the image size giving the same grid gives the same numbers (512 px = 32 patches of 16 px, merge 2)
+    r2 = cli("report", run, "-o", tmp_path / "out2", "--seq-length", "4096", "--image-size", "512,512")
+    assert r2.returncode == 0, r2.stderr
+    s2 = json.loads((tmp_path / "out2" / "summary.json").read_text())
+    assert s2["conventions"]["exact"]["flops_total"] == s["conventions"]["exact"]["flops_total"]
+
+
+def test_grid_and_size_together_is_an_error(tmp_path):
+    run = _log_only_run(tmp_path)
+    r = cli("report", run, "-o", tmp_path / "out", "--seq-length", "4096", "--grid", "1,32,32",
+            "--image-size", "512,512")
+    assert r.returncode == 2 and "keep one" in r.stderr

@@ -1,0 +1,151 @@
+"""Typed report content: what a section says, independent of Markdown or HTML.
+
+A section builds a list of blocks (`Paragraph`, `Bullets`, `Table`, `FigureRef`, `Code`) whose text is
+made of `Span`s. One Jinja template per output format renders the same blocks, and every span is
+escaped for that format when rendered, so a string from the input (a model name, a GPU string, a
+file name) can never become Markdown syntax or live HTML. Emphasis is a property of a span, never
+markup inside its text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Union
+
+
+@dataclass(frozen=True)
+class Span:
+    text: str
+    bold: bool = False
+    code: bool = False
+    tone: str = ""  # "fail" | "warn": coloured in HTML (a CSS class), plain in Markdown
+
+
+Inline = tuple[Span, ...]
+Part = Union[str, Span, int, float, None]
+
+
+def B(value: object) -> Span:
+    """A bold span."""
+    return Span(str(value), bold=True)
+
+
+def C(value: object) -> Span:
+    """A code span (file names, keys, flags)."""
+    return Span(str(value), code=True)
+
+
+def T(*parts: Part) -> Inline:
+    """Inline text from plain strings and spans (``None`` parts are dropped)."""
+    return tuple(p if isinstance(p, Span) else Span(str(p)) for p in parts if p is not None)
+
+
+@dataclass
+class Paragraph:
+    text: Inline
+    kind: str = "paragraph"
+
+
+@dataclass
+class Bullets:
+    items: list[Inline]
+    kind: str = "bullets"
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[Inline]]
+    kind: str = "table"
+
+
+@dataclass
+class FigureRef:
+    file: str  # PNG name inside the report folder
+    caption: str
+    kind: str = "figure"
+
+
+@dataclass
+class Code:
+    text: str
+    language: str = ""
+    kind: str = "code"
+
+
+Block = Union[Paragraph, Bullets, Table, FigureRef, Code]
+
+
+@dataclass
+class SectionContent:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+    anchor: str = ""
+
+
+# ---- escaping -----------------------------------------------------------------------------------
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]#|~$])")
+_MD_LINE_START = re.compile(r"^(\s*)([-+>=]|\d+(?=[.)]))")
+
+
+def md_escape(text: str, line_start: bool = False) -> str:
+    """Neutralise Markdown (CommonMark + GFM tables + math) syntax in one line of plain text.
+
+    Backslash-escapes the marks that open syntax anywhere in a line (emphasis, code, links, tables,
+    strikethrough, math, headings), writes ``<`` and ``&`` as entities (so no raw HTML or entity
+    survives), escapes a list / quote / heading-underline marker at the start, and folds line breaks
+    into spaces (a newline could open a block). Parentheses need no escape once ``[``/``]`` are.
+    """
+    text = " ".join(str(text).splitlines())
+    text = text.replace("&", "&amp;").replace("<", "&lt;")
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    start = _MD_LINE_START.match(text) if line_start else None
+    if start is None:
+        return text
+    marker = start.group(2)
+    cut = start.end()
+    if marker[0].isdigit():  # "1." / "1)": the escape goes before the punctuation
+        return text[:cut] + "\\" + text[cut:]
+    return text[:start.start(2)] + "\\" + text[start.start(2):]
+
+
+def md_inline(inline: Iterable[Span], line_start: bool = True) -> str:
+    """Markdown of inline spans; ``line_start``: the text opens a line (a list marker there is escaped)."""
+    out = []
+    for i, span in enumerate(inline):
+        if span.code:
+            text = " ".join(span.text.splitlines())
+            ticks = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+            out.append(f"{ticks} {text} {ticks}" if "`" in text else f"{ticks}{text}{ticks}")
+        elif span.bold:
+            out.append(f"**{md_escape(span.text)}**")
+        else:
+            out.append(md_escape(span.text, line_start=line_start and i == 0))
+    return "".join(out)
+
+
+def md_fence(text: str) -> str:
+    """A fence longer than any backtick run inside ``text`` (so the text cannot close it)."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def plain(inline: Iterable[Span]) -> str:
+    return "".join(span.text for span in inline)
+
+
+def mathtext_safe(text: object) -> str:
+    """A string for a matplotlib title/label/legend: ``$`` cannot open mathtext.
+
+    matplotlib treats text as math when it holds an unescaped ``$`` (count of ``$`` minus count of
+    ``\\$`` is positive); escaping every ``$`` makes that count zero.
+    """
+    return str(text).replace("$", r"\$")
+
+
+def fmt(value, digits: int = 1, pct: bool = False) -> str:
+    """A number for a report cell: ``—`` when unknown, a percentage of a fraction when ``pct``."""
+    if value is None:
+        return "—"
+    return f"{100 * value:.{digits}f}%" if pct else f"{value:,.{digits}f}"

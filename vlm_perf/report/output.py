@@ -1,0 +1,90 @@
+"""Atomic report folders: a report is complete or absent, never a mix of two runs.
+
+`atomic_report_dir(out)` yields a fresh temporary folder next to ``out`` (same file system);
+when the block finishes, the previous ``out`` (if any) is renamed aside and the temporary folder
+renamed to ``out`` under an exclusive lock, then the old one is deleted. If the block raises, the
+temporary folder is removed and ``out`` is left as it was. Nothing is ever written through a
+symlink: files are created new in the temporary folder, ``out`` itself may not be a symlink,
+and a folder that exists but does not look like a report (other files in it) is refused rather
+than replaced, so a mistyped ``-o`` cannot delete unrelated data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import VlmPerfError
+
+MARKER = ".vlm-perf-report"  # written into every report folder; what makes a folder replaceable
+REPORT_FILES = {"summary.json", "report.md", "report.html", MARKER}
+
+
+def _is_replaceable(folder: Path) -> bool:
+    entries = {p.name for p in folder.iterdir()}
+    if not entries:
+        return True
+    if MARKER in entries or {"summary.json", "report.md"} <= entries:  # ours (older reports had no marker)
+        return all(name in REPORT_FILES or name.endswith(".png") for name in entries)
+    return False
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder`` itself (no lock file left behind)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: the renames alone are still atomic per folder
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_report_dir(out: Path) -> Iterator[Path]:
+    out = Path(os.path.abspath(out))  # "." or "out/" -> a named folder with a parent (symlinks kept as links)
+    cwd = Path.cwd()
+    if out == cwd or out in cwd.parents:
+        raise VlmPerfError(f"{out}: the output folder would replace the current directory (or one above it); give a "
+                           "subfolder, e.g. -o report/")
+    if out.is_symlink():
+        raise VlmPerfError(f"{out}: the output folder is a symlink; give the real folder (reports are not "
+                           "written through symlinks)")
+    if out.exists() and not out.is_dir():
+        raise VlmPerfError(f"{out}: exists and is not a folder")
+    if out.is_dir() and not _is_replaceable(out):
+        raise VlmPerfError(f"{out}: exists and holds files that are not a vlm-perf report; choose a new or empty "
+                           "output folder")
+    parent = out.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
+    try:
+        yield tmp
+        (tmp / MARKER).write_text("written by vlm-perf report; this folder is replaced as a whole on the next run\n")
+        os.chmod(tmp, 0o755)
+        with _locked(parent):
+            old = None
+            if out.is_symlink():
+                raise VlmPerfError(f"{out}: became a symlink while the report was written; not replaced")
+            if out.exists():
+                if not _is_replaceable(out):
+                    raise VlmPerfError(f"{out}: files that are not a vlm-perf report appeared while the report was "
+                                       "written; not replaced")
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=parent))
+                os.replace(out, old / "report")
+            os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

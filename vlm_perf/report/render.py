@@ -1,0 +1,50 @@
+"""Render the typed report (title + sections of blocks) to Markdown and HTML through Jinja templates."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup, escape
+
+from .content import SectionContent, md_escape, md_fence, md_inline
+
+
+def _html_inline(inline) -> Markup:
+    out = []
+    for span in inline:
+        text = escape(span.text)
+        if span.code:
+            text = Markup(f"<code>{text}</code>")
+        if span.bold:
+            text = Markup(f"<b>{text}</b>")
+        if span.tone in ("fail", "warn"):
+            text = Markup(f'<span class="{span.tone}">{text}</span>')
+        out.append(text)
+    return Markup("").join(out)
+
+
+def _environment(autoescape: bool) -> Environment:
+    env = Environment(loader=PackageLoader("vlm_perf.report", "templates"), autoescape=autoescape,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters.update(md=md_escape, md_inline=md_inline, md_fence=md_fence, html_inline=_html_inline,
+                       md_cell=lambda inline: md_inline(inline, line_start=False))
+    return env
+
+
+_MD = _environment(autoescape=False)
+_HTML = _environment(autoescape=True)
+
+
+def render_markdown(title: str, sections: list[SectionContent]) -> str:
+    text = _MD.get_template("report.md.j2").render(title=title, sections=sections)
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text
+
+
+def render_html(title: str, sections: list[SectionContent], figure_dir: Path) -> str:
+    files = {b.file for s in sections for b in s.blocks if b.kind == "figure"}
+    images = {name: base64.b64encode((figure_dir / name).read_bytes()).decode() for name in files}
+    return _HTML.get_template("report.html.j2").render(title=title, sections=sections, images=images)

@@ -1,0 +1,45 @@
+"""The first lines of a report: every check's state, then the headline numbers."""
+
+from __future__ import annotations
+
+from ...analysis.run import BEFORE
+from ..content import B, Bullets, Paragraph, SectionContent, Span, T, fmt
+from . import SectionInputs, register_section
+
+MARK = {"fail": "FAIL", "warn": "WARN", "ok": "ok", "skip": "skip"}
+
+
+@register_section("headline", order=0)
+def headline(inputs: SectionInputs) -> SectionContent:
+    s = inputs.summary
+    checks = s["checks"]
+    failed = [c for c in checks if c["status"] == "fail"]
+    warned = [c for c in checks if c["status"] == "warn"]
+    if failed:
+        verdict = T(Span(f"Checks: {len(failed)} FAILED", bold=True, tone="fail"), f", {len(warned)} warning(s): the numbers below are not "
+                    "trustworthy as they stand; read the failed checks first.")
+    elif warned:
+        verdict = T(B(f"Checks: {len(warned)} warning(s)"), ", nothing failed.")
+    else:
+        verdict = T(B("Checks: all passed."))
+    blocks = [Paragraph(verdict),
+              Bullets([T(Span(MARK[c["status"]], bold=True, tone=c["status"]), " ", c["summary"]) for c in checks])]
+    lines = []
+    if s.get("synthetic"):
+        lines.append(T(B("SYNTHETIC RUN"), " — generated data, not a real training job."))
+    if s.get("estimated"):
+        lines.append(T(B("ESTIMATE"), " — no per-microbatch metadata; statistics come from the run configuration."))
+    conv = s["conventions"]
+    b, a = conv.get(BEFORE, {}).get("tflops_per_gpu_mean"), conv.get("exact", {}).get("tflops_per_gpu_mean")
+    if b and a:
+        lines.append(T(f"LM-only ({BEFORE}) ", B(fmt(b)), " TFLOP/s/GPU → exact with vision ", B(fmt(a)),
+                       f" TFLOP/s/GPU ({100 * (a / b - 1):+.1f}%); MFU {fmt(conv[BEFORE]['mfu_mean'], 1, True)} → "
+                       f"{fmt(conv['exact']['mfu_mean'], 1, True)} on {s['world_size']} × ", s["gpu"] or "unknown GPU",
+                       f" ({fmt(s['peak_tflops'], 0)} TFLOP/s peak, ", s["dtype"], ")."))
+    if s.get("logged_tflops_per_gpu_mean"):
+        lines.append(T("The log printed ", B(fmt(s["logged_tflops_per_gpu_mean"])), " TFLOP/s/GPU on average."))
+    if s.get("vision_share_mean") is not None:
+        lines.append(T("Vision share of exact training FLOPs: ", B(fmt(s["vision_share_mean"], 1, True)), "."))
+    if lines:
+        blocks.append(Bullets(lines))
+    return SectionContent("", blocks)
