@@ -17,6 +17,7 @@ from .arch.spec import ModelSpec
 from .flops import get_convention
 from .hardware import device_peak
 from .report import ReportContext
+from .report.sections import balance_provider
 from .stats import BatchStats
 
 LOG_NAME = re.compile(r"(\.log(\.gz|\.zst)?|^progress\.txt|^trainer_state\.json|^trainer_log\.jsonl|^logging\.jsonl"
@@ -80,6 +81,25 @@ def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: boo
             "ZERO; check the keys are image_grid_thw / video_grid_thw (docs/metadata-schema.md)"]
 
 
+def balance_of(micro_lazy, spec: ModelSpec, frozen, analysis: RunAnalysis):
+    """DP load balance from the per-microbatch rows (`vlm_perf.analysis.balance`), over the iterations
+    the report's means use; the step-time model comes from the attribution when it was fitted."""
+    from .analysis.balance import (TimeModel, analyze_balance, microbatch_costs, rank_flops, ranks_from_microbatches,
+                                   reliable_iterations)
+    from .ingest.rank_stats import rank_frames
+
+    frames = rank_frames(micro_lazy)
+    if frames.per_rank.height == 0:
+        return None
+    costs = microbatch_costs(frames.per_microbatch, spec, frozen)
+    ranks = ranks_from_microbatches(costs) if costs.height else rank_flops(frames.per_rank, spec, frozen)
+    att, dp = analysis.attribution, frames.per_rank["dp_rank"].n_unique()
+    model = (TimeModel(att.lm_tflops_per_gpu, att.vision_tflops_per_gpu, analysis.world_size / dp)
+             if att.ok and att.lm_tflops_per_gpu and att.vision_tflops_per_gpu and analysis.world_size else None)
+    return analyze_balance(ranks, costs=costs, iterations=reliable_iterations(analysis.windows), time_model=model,
+                           rows_without_rank=frames.rows_without_rank)
+
+
 def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | None = None,
              gpus: int | None = None, gpu: str | None = None, peak_tflops: float | None = None,
              dtype: str | None = None, conventions: Iterable[str] = (), log_format: str = "auto",
@@ -118,12 +138,13 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         except ValueError as exc:  # partial results beat none: MFU stays empty, the gap is stated
             notes.append(f"{exc}; MFU left empty")
     frozen = tuple(config.frozen or ())
-    stats_frame, micro_share, meta_diag, estimate = None, None, {}, None
+    stats_frame, micro_share, meta_diag, estimate, micro_lazy = None, None, {}, None, None
     if meta_paths:
         on_step(f"aggregating metadata ({len(meta_paths)} path(s))")
         result = iteration_stats(meta_paths, spec=spec, skip_bad=skip_bad)
         stats_frame, meta_diag = result.frame, result.diagnostics.to_dict()
-        micro_share = vision_share(scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad), spec, frozen)
+        micro_lazy = scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad)
+        micro_share = vision_share(micro_lazy, spec, frozen)
     else:
         estimate = estimate_from_config(config, spec)
     on_step("recomputing FLOPs per window")
@@ -139,9 +160,10 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         analysis.messages.extend(f"metadata: {note}" for note in meta_diag.get("notes", []))
     for conflict in config.conflict_messages():
         analysis.messages.append(f"configuration conflict: {conflict}")
+    balance = balance_of(micro_lazy, spec, frozen, analysis) if micro_lazy is not None else None
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),
         inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model},
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
-        microbatch_vision_share=micro_share)
+        microbatch_vision_share=micro_share, sections=[balance_provider(balance)])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw)

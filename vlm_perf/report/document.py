@@ -36,6 +36,7 @@ class ReportContext:
     diagnostics: dict = field(default_factory=dict)
     synthetic: bool = False
     microbatch_vision_share: pl.Series | None = None
+    sections: list = field(default_factory=list)  # report.sections.SectionProvider: own summary block + section
 
 
 def _clean(value: Any) -> Any:
@@ -74,6 +75,7 @@ def build_summary(run: RunAnalysis, ctx: ReportContext) -> dict:
         "run_config": ctx.run_config,
         "inputs": ctx.inputs,
         "diagnostics": ctx.diagnostics,
+        **{p.key: p.summary for p in ctx.sections},
     })
 
 
@@ -99,9 +101,12 @@ def write_report(run: RunAnalysis, out_dir: Path, ctx: ReportContext) -> dict[st
     }
     summary = build_summary(run, ctx)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    markdown = render_markdown(summary, run)
+    sections = [provider.render(out_dir) for provider in ctx.sections]
+    for section in sections:
+        paths.update({name: out_dir / name for name, _ in section.figures})
+    markdown = render_markdown(summary, run, sections)
     (out_dir / "report.md").write_text(markdown)
-    (out_dir / "report.html").write_text(render_html(summary, run, out_dir))
+    (out_dir / "report.html").write_text(render_html(summary, run, out_dir, sections))
     paths.update({"summary.json": out_dir / "summary.json", "report.md": out_dir / "report.md",
                   "report.html": out_dir / "report.html"})
     return paths
@@ -170,7 +175,7 @@ def _attribution_lines(a: dict) -> list[str]:
     return lines
 
 
-def render_markdown(summary: dict, run: RunAnalysis) -> str:
+def render_markdown(summary: dict, run: RunAnalysis, sections: list = ()) -> str:
     out = [f"# vlm-perf report: {summary['model']}", ""]
     out += [f"- {line}" for line in _headline(summary)] + [""]
     out += ["## TFLOP/s/GPU and MFU by convention", "",
@@ -180,6 +185,7 @@ def render_markdown(summary: dict, run: RunAnalysis) -> str:
     out += ["## Log cross-check", ""] + [f"- {line}" for line in _crosscheck_lines(summary["log_crosscheck"])] + [""]
     out += ["## Step-time attribution", ""] + [f"- {line}" for line in _attribution_lines(summary["attribution"])]
     out += [""]
+    out += [section.markdown() for section in sections]
     if summary["messages"]:
         out += ["## Gaps and warnings", ""] + [f"- {m}" for m in summary["messages"]] + [""]
     out += ["## Figures", ""]
@@ -192,7 +198,7 @@ def render_markdown(summary: dict, run: RunAnalysis) -> str:
     return "\n".join(out)
 
 
-def render_html(summary: dict, run: RunAnalysis, out_dir: Path) -> str:
+def render_html(summary: dict, run: RunAnalysis, out_dir: Path, sections: list = ()) -> str:
     esc = html.escape
 
     def md_inline(text: str) -> str:
@@ -208,6 +214,17 @@ def render_html(summary: dict, run: RunAnalysis, out_dir: Path) -> str:
     lists = {title: "".join(f"<li>{md_inline(x)}</li>" for x in items) for title, items in (
         ("head", _headline(summary)), ("cc", _crosscheck_lines(summary["log_crosscheck"])),
         ("attr", _attribution_lines(summary["attribution"])), ("msg", summary["messages"]))}
+    extra = ""
+    for section in sections:
+        extra += f"<h2>{esc(section.title)}</h2><ul>" + "".join(f"<li>{md_inline(x)}</li>" for x in section.lines) + "</ul>"
+        if section.table:
+            headers, rows_ = section.table
+            extra += ("<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr>"
+                      + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows_) + "</table>")
+        for name, caption in section.figures:
+            data = base64.b64encode((out_dir / name).read_bytes()).decode()
+            extra += f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}"><figcaption>' \
+                     f"{esc(caption)}</figcaption></figure>"
     details = esc(json.dumps({"inputs": summary["inputs"], "run_config": summary["run_config"],
                               "diagnostics": summary["diagnostics"]}, indent=2, default=str))
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>vlm-perf: {esc(summary['model'])}</title>
@@ -220,6 +237,7 @@ overflow:auto}}</style></head><body>
 <th>vs LM-only</th><th>FLOPs (run total)</th></tr>{rows}</table>
 <p>Means are time-weighted over complete windows (first window after each (re)start excluded).</p>
 <h2>Log cross-check</h2><ul>{lists['cc']}</ul><h2>Step-time attribution</h2><ul>{lists['attr']}</ul>
+{extra}
 {('<h2>Gaps and warnings</h2><ul>' + lists['msg'] + '</ul>') if summary['messages'] else ''}
 <h2>Figures</h2>{figs}<h2>Inputs and diagnostics</h2><pre>{details}</pre></body></html>
 """
