@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from ..analysis.compare import step_facts
 from ..analysis.run import BEFORE, RunAnalysis
 from . import figures
 
@@ -68,6 +69,7 @@ def build_summary(run: RunAnalysis, ctx: ReportContext) -> dict:
         "vision_share_mean": run.vision_share_mean(),
         "conventions": conventions,
         "logged_tflops_per_gpu_mean": _logged_mean(run),
+        "step": step_facts(run),
         "log_crosscheck": run.crosscheck,
         "attribution": run.attribution.to_dict(),
         "gaps": run.gaps,
