@@ -15,9 +15,9 @@ from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run, vision_shar
 from .arch import load_model
 from .arch.spec import ModelSpec
 from .flops import get_convention
-from .hardware import device_peak
+from .hardware import device_peak, peak_used
 from .report import ReportContext
-from .report.sections import balance_provider
+from .report.sections import balance_provider, peak_provider
 from .stats import BatchStats
 
 LOG_NAME = re.compile(r"(\.log(\.gz|\.zst)?|^progress\.txt|^trainer_state\.json|^trainer_log\.jsonl|^logging\.jsonl"
@@ -165,5 +165,6 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),
         inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model},
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
-        microbatch_vision_share=micro_share, sections=[balance_provider(balance)])
+        microbatch_vision_share=micro_share, sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
+                  balance_provider(balance)])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw)

@@ -43,6 +43,11 @@ def report(
     summary = loaded.analysis.convention_summary()
     print(f"report:  {out / 'report.html'}  (also report.md, summary.json)")
     print(f"figures: {', '.join(str(out / name) for name in paths if name.endswith('.png'))}")
+    peak = next((p.summary for p in loaded.context.sections if p.key == "peak"), None)
+    if peak:
+        print(f"peak:    {peak['tflops']:,.1f} TFLOP/s/GPU {peak['dtype']} dense, {peak['device']} "
+              f"({peak['source_short']})" if not peak["override"] else f"peak:    {peak['tflops']:,.1f} TFLOP/s/GPU "
+              "(--peak-tflops override)")
     for name, entry in summary.items():
         tf, mfu = entry["tflops_per_gpu_mean"], entry["mfu_mean"]
         if tf is not None:

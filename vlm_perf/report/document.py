@@ -143,7 +143,8 @@ def _headline(summary: dict) -> list[str]:
         lines.append(f"LM-only ({BEFORE}) **{b:,.1f}** TFLOP/s/GPU → exact with vision **{a:,.1f}** TFLOP/s/GPU "
                      f"({100 * (a / b - 1):+.1f}%); MFU {_fmt(conv[BEFORE]['mfu_mean'], 1, True)} → "
                      f"{_fmt(conv['exact']['mfu_mean'], 1, True)} on {summary['world_size']} × {summary['gpu']} "
-                     f"({_fmt(summary['peak_tflops'], 0)} TFLOP/s peak, {summary['dtype']}).")
+                     f"({_fmt(summary['peak_tflops'], 0)} TFLOP/s dense peak, {summary['dtype']}; clock and source under "
+                     "'Peak used for MFU').")
     if summary.get("logged_tflops_per_gpu_mean"):
         lines.append(f"The log printed **{summary['logged_tflops_per_gpu_mean']:,.1f}** TFLOP/s/GPU on average.")
     if summary.get("vision_share_mean") is not None:

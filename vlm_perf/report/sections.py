@@ -137,3 +137,27 @@ def balance_provider(result) -> SectionProvider:
         return Section("DP load balance", balance_lines(result.summary),
                        figures=[("balance.png", "Per-rank load over iterations and the max/mean distribution")])
     return SectionProvider("balance", result.summary, render)
+
+
+# --- peak behind every MFU ---------------------------------------------------------------------
+def peak_lines(peak: dict | None) -> list[str]:
+    if not peak:
+        return ["no peak: GPU type unknown or not tabulated (pass --gpu or --peak-tflops); MFU left empty"]
+    if peak.get("override"):
+        table = peak.get("table_tflops")
+        return [f"**{peak['tflops']:,.1f}** TFLOP/s per GPU from --peak-tflops (user override)"
+                + (f"; the table's dense {peak['dtype']} value for {peak['device']} is {table:,.1f}" if table else "")
+                + "."]
+    lines = [f"**{peak['tflops']:,.1f}** TFLOP/s per device: {peak['device']}, {peak['dtype']}, dense "
+             f"(2:4 sparsity never counted){' — UNCERTAIN value' if peak.get('uncertain') else ''}.",
+             f"Clock / derivation: {peak['clock']}. Source: {peak['source']}."]
+    if peak.get("note"):
+        lines.append(f"Note: {peak['note']}.")
+    for label, value in peak.get("alternatives", {}).items():
+        lines.append(f"Also in circulation: {value:,.1f} ({label}): MFU against it is ×{peak['tflops'] / value:.3f} "
+                     "of the MFU shown.")
+    return lines
+
+
+def peak_provider(peak: dict | None) -> SectionProvider:
+    return SectionProvider("peak", peak, lambda out: Section("Peak used for MFU", peak_lines(peak)))
