@@ -17,7 +17,7 @@ from .arch.spec import ModelSpec
 from .flops import get_convention
 from .hardware import device_peak, peak_used
 from .report import ReportContext
-from .report.sections import balance_provider, peak_provider
+from .report.sections import balance_provider, hfu_provider, peak_provider
 from .stats import BatchStats
 
 LOG_NAME = re.compile(r"(\.log(\.gz|\.zst)?|^progress\.txt|^trainer_state\.json|^trainer_log\.jsonl|^logging\.jsonl"
@@ -100,20 +100,37 @@ def balance_of(micro_lazy, spec: ModelSpec, frozen, analysis: RunAnalysis):
                            rows_without_rank=frames.rows_without_rank)
 
 
+def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None) -> dict:
+    """HFU block: the --recompute override, else what run.yaml / the log state, else no recompute."""
+    from .analysis.hfu import Recompute, hfu_summary, recompute_from_config
+
+    sources = {config.sources.get(k) for k in ("recompute_granularity", "gradient_checkpointing")} - {None}
+    policy = override or recompute_from_config(
+        config.recompute_granularity, config.recompute_method, config.recompute_num_layers,
+        config.gradient_checkpointing, config.pipeline_parallel,
+        source="/".join(sorted(sources)) or "run configuration") or Recompute()
+    return hfu_summary(analysis, spec, policy, frozen)
+
+
 def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | None = None,
              gpus: int | None = None, gpu: str | None = None, peak_tflops: float | None = None,
              dtype: str | None = None, conventions: Iterable[str] = (), log_format: str = "auto",
-             skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None) -> LoadedRun:
+             skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None,
+             recompute: str | None = None) -> LoadedRun:
     """Parse, resolve the configuration, aggregate metadata and analyse one run.
 
     Arguments override the manifest (run.yaml / run.json), which overrides what the log states.
     Without metadata every number is an estimate from the run configuration (and labelled so).
+    ``recompute`` (none|selective|full[:N]) overrides the recompute settings the log / run.yaml state (HFU).
     """
     from .ingest.logs import parse_logs
     from .ingest.metadata import iteration_stats, scan_microbatches
     from .ingest.runconfig import find_manifest, resolve_run_config
 
+    from .analysis.hfu import parse_recompute
+
     conventions = list(conventions) or list(DEFAULT_CONVENTIONS)
+    recompute_cli = parse_recompute(recompute) if recompute is not None else None  # fail fast on a typo
     for name in conventions:
         get_convention(name)  # fail fast on a typo
     run = Path(run)
@@ -166,5 +183,5 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model},
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
         microbatch_vision_share=micro_share, sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
-                  balance_provider(balance)])
+                  hfu_provider(hfu_of(analysis, spec, config, frozen, recompute_cli)), balance_provider(balance)])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw)

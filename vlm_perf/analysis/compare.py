@@ -83,9 +83,6 @@ def convention_table(a: dict, b: dict) -> dict:
         ea, eb = a["conventions"][name], b["conventions"][name]
         entry = _pair(ea["tflops_per_gpu_mean"], eb["tflops_per_gpu_mean"])
         entry["mfu"] = _pair(ea["mfu_mean"], eb["mfu_mean"])
-        for key in ("hfu_mean",):
-            if key in ea or key in eb:
-                entry["hfu"] = _pair(ea.get(key), eb.get(key))
         out[name] = entry
     return out
 
@@ -114,6 +111,11 @@ def compare_summaries(a: dict, b: dict) -> dict:
                        "dtype": s.get("dtype"), "peak_tflops": s.get("peak_tflops"), "peak": s.get("peak"),
                        "iterations_in_means": (s.get("step") or {}).get("iterations"),
                        "logged": logged_convention(s), "logged_tflops_per_gpu_mean": s.get("logged_tflops_per_gpu_mean")}
-    return {"runs": runs, "conventions": convention_table(a, b), "step": facts,
+    ha, hb = a.get("hfu") or {}, b.get("hfu") or {}
+    hfu = {"a": {k: ha.get(k) for k in ("recompute", "rule", "source")},
+           "b": {k: hb.get(k) for k in ("recompute", "rule", "source")},
+           "hfu": _pair(ha.get("hfu_mean"), hb.get("hfu_mean")),
+           "hardware_tflops_per_gpu": _pair(ha.get("hardware_tflops_per_gpu_mean"), hb.get("hardware_tflops_per_gpu_mean"))}
+    return {"runs": runs, "conventions": convention_table(a, b), "step": facts, "hfu": hfu,
             "decomposition": _decompose(sa, sb, a.get("world_size"), b.get("world_size")),
             "messages": [f"A: {m}" for m in a.get("messages", [])] + [f"B: {m}" for m in b.get("messages", [])]}

@@ -22,6 +22,9 @@ def compare(
     peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Dense peak TFLOP/s per GPU (both)."),
     convention: List[str] = typer.Option([], "--convention", help="Conventions to show (repeatable)."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip (and count) bad metadata lines."),
+    recompute_a: Optional[str] = typer.Option(None, "--recompute-a", help="Recompute of run A for HFU: none, "
+                                              "selective, full or full:N (default: what its log / run.yaml state)."),
+    recompute_b: Optional[str] = typer.Option(None, "--recompute-b", help="Recompute of run B (as --recompute-a)."),
 ) -> None:
     """Compare two runs: TFLOP/s/GPU and MFU per convention, step time, tokens, and the exact-FLOPs change
     split into "the data changed" and "the system changed"."""
@@ -31,9 +34,9 @@ def compare(
     from ..report.compare_page import fact_rows, headline, write_compare
 
     summaries = []
-    for run, model, gpus in ((run_a, model_a, gpus_a), (run_b, model_b, gpus_b)):
+    for run, model, gpus, recompute in ((run_a, model_a, gpus_a, recompute_a), (run_b, model_b, gpus_b, recompute_b)):
         loaded = load_run(run, model=model, gpus=gpus, peak_tflops=peak_tflops, conventions=convention,
-                          skip_bad=skip_bad)
+                          skip_bad=skip_bad, recompute=recompute)
         summaries.append(build_summary(loaded.analysis, loaded.context))
     cmp = compare_summaries(*summaries)
     if out is not None:

@@ -23,6 +23,8 @@ def report(
     convention: List[str] = typer.Option([], "--convention", help="Conventions to show (repeatable)."),
     log_format: str = typer.Option("auto", "--format", help="Log format (auto-detected per line by default)."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip (and count) bad metadata lines."),
+    recompute: Optional[str] = typer.Option(None, "--recompute", help="Activation recompute for HFU: none, selective, "
+                                            "full or full:N layers (default: what the log / run.yaml state)."),
 ) -> None:
     """Recompute TFLOP/s/GPU and MFU of a finished run before/after vision accounting."""
     from ..pipeline import load_run
@@ -34,7 +36,7 @@ def report(
         task = progress.add_task("loading run")
         loaded = load_run(run, metadata=metadata, model=model, gpus=gpus, gpu=gpu, peak_tflops=peak_tflops,
                           dtype=dtype, conventions=convention, log_format=log_format, skip_bad=skip_bad,
-                          on_step=lambda text: progress.update(task, description=text))
+                          on_step=lambda text: progress.update(task, description=text), recompute=recompute)
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)
     console.print(f"report written to {out}/")
@@ -52,6 +54,10 @@ def report(
         tf, mfu = entry["tflops_per_gpu_mean"], entry["mfu_mean"]
         if tf is not None:
             print(f"  {name:16s} {tf:8.1f} TFLOP/s/GPU" + (f"   MFU {100 * mfu:5.1f}%" if mfu is not None else ""))
+    hfu = next((p.summary for p in loaded.context.sections if p.key == "hfu"), None)
+    if hfu and hfu.get("hfu_mean") is not None:
+        print(f"  HFU (exact + recompute {hfu['recompute']}) {100 * hfu['hfu_mean']:5.1f}%   "
+              f"hardware/model FLOPs {hfu['hardware_over_model']:.4f}")
 
 
 def register(app: typer.Typer) -> None:

@@ -68,6 +68,10 @@ def headline(cmp: dict) -> list[str]:
                      f"(peak {_f(r['peak_tflops'], 0)} TFLOP/s dense {r['dtype']}{src})"
                      + (" — **SYNTHETIC**" if r.get("synthetic") else "") + (" — **ESTIMATE**" if r.get("estimated") else "")
                      + f"; the log printed {_f(r.get('logged_tflops_per_gpu_mean'))} TFLOP/s/GPU: {r['logged']['note']}.")
+    h = cmp.get("hfu") or {}
+    if h.get("hfu", {}).get("a") is not None or h.get("hfu", {}).get("b") is not None:
+        lines.append(f"HFU (exact + recompute): A {_f(h['hfu']['a'], '%')} (recompute {h['a']['recompute']}), "
+                     f"B {_f(h['hfu']['b'], '%')} (recompute {h['b']['recompute']}).")
     d = cmp.get("decomposition")
     if d:
         lines.append(f"Step time {d['step_time_delta_s']:+.3f} s ({100 * (d['step_time_ratio'] - 1):+.1f}%) = "

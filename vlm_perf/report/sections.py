@@ -161,3 +161,22 @@ def peak_lines(peak: dict | None) -> list[str]:
 
 def peak_provider(peak: dict | None) -> SectionProvider:
     return SectionProvider("peak", peak, lambda out: Section("Peak used for MFU", peak_lines(peak)))
+
+
+# --- HFU next to MFU ---------------------------------------------------------------------------
+def hfu_lines(h: dict) -> list[str]:
+    lines = [f"Recompute **{h['recompute']}** ({h['source']}): {h['rule']}."]
+    if h.get("hfu_mean") is not None:
+        lines.append(f"MFU (exact) **{_pct(h['mfu_mean'])}** → HFU **{_pct(h['hfu_mean'])}**; hardware FLOPs = model "
+                     f"FLOPs × {h['hardware_over_model']:.4f} ({h['hardware_tflops_per_gpu_mean']:,.1f} vs "
+                     f"{h['model_tflops_per_gpu_mean']:,.1f} TFLOP/s/GPU).")
+    elif h.get("hardware_over_model") is not None:
+        lines.append(f"hardware FLOPs = model FLOPs × {h['hardware_over_model']:.4f}; HFU needs the GPU count and peak.")
+    lines.append("HFU counts what the GPUs executed (recomputed forward included), MFU what the model needs; only MFU "
+                 "compares runs with different recompute settings.")
+    return lines
+
+
+def hfu_provider(h: dict | None) -> SectionProvider:
+    return SectionProvider("hfu", h, lambda out: Section("HFU and activation recompute", hfu_lines(h) if h else
+                                                          ["HFU not computed"]))
