@@ -17,7 +17,7 @@ from .arch.spec import ModelSpec
 from .flops import get_convention
 from .hardware import device_peak, peak_used
 from .report import ReportContext
-from .report.sections import balance_provider, hfu_provider, peak_provider
+from .report.sections import balance_provider, hfu_provider, peak_provider, straggler_provider
 from .stats import BatchStats
 
 LOG_NAME = re.compile(r"(\.log(\.gz|\.zst)?|^progress\.txt|^trainer_state\.json|^trainer_log\.jsonl|^logging\.jsonl"
@@ -112,6 +112,19 @@ def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None
     return hfu_summary(analysis, spec, policy, frozen)
 
 
+def stragglers_of(logs, config, balance, analysis: RunAnalysis) -> dict:
+    """Per-rank timing lines of the logs, correlated with the DP load balance when metadata exists."""
+    from .analysis.stragglers import straggler_summary
+    from .analysis.windows import infer_log_interval
+    from .ingest.logs.timers import read_rank_timing
+
+    timing = read_rank_timing(logs)
+    interval = config.log_interval or infer_log_interval(analysis.windows.select("segment", "iteration"))
+    return straggler_summary(timing, ranks=balance.ranks if balance is not None else None,
+                             tp=config.tensor_parallel, cp=config.context_parallel, dp=config.data_parallel,
+                             interval=interval)
+
+
 def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | None = None,
              gpus: int | None = None, gpu: str | None = None, peak_tflops: float | None = None,
              dtype: str | None = None, conventions: Iterable[str] = (), log_format: str = "auto",
@@ -183,5 +196,6 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model},
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
         microbatch_vision_share=micro_share, sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
-                  hfu_provider(hfu_of(analysis, spec, config, frozen, recompute_cli)), balance_provider(balance)])
+                  hfu_provider(hfu_of(analysis, spec, config, frozen, recompute_cli)), balance_provider(balance),
+                  straggler_provider(stragglers_of(logs, config, balance, analysis))])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw)

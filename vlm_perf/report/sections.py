@@ -180,3 +180,51 @@ def hfu_lines(h: dict) -> list[str]:
 def hfu_provider(h: dict | None) -> SectionProvider:
     return SectionProvider("hfu", h, lambda out: Section("HFU and activation recompute", hfu_lines(h) if h else
                                                           ["HFU not computed"]))
+
+
+# --- stragglers ------------------------------------------------------------------------------
+def straggler_lines(s: dict) -> list[str]:
+    lines: list[str] = []
+    t = s.get("timers")
+    if t:
+        lines.append(f"Megatron timers over {t['logged_iterations']} logged iterations (min, max across ranks, ms per "
+                     "iteration); relative spread = (max − min) / max:")
+        for e in t["timers"][:6]:
+            lines.append(f"`{e['timer']}`: max {e['max_ms_median']:,.1f} ms, spread {e['spread_ms_median']:,.1f} ms "
+                         f"({_pct(e['relative_spread_median'])} median, worst {_pct(e['relative_spread_max'])} at "
+                         f"iteration {e['worst_iteration']})")
+    d = s.get("detector")
+    if d:
+        slow = ", ".join(f"rank {r['rank']} ({r['reports']}×)" for r in d["slowest_ranks_rtt"][:3])
+        lines.append(f"Straggler detector, {d['reports']} reports: round-trip spread {_pct(d['rtt_relative_spread_median'])} "
+                     f"(median); slowest: {slow or '—'}.")
+    n = s.get("nvrx")
+    if n:
+        worst = ", ".join(f"rank {w['rank']} {w['score']:.2f} ({w['kind']})" for w in n["worst"][:3])
+        lines.append(f"NVRx scores: stragglers below {n['threshold']}: {n['stragglers'] or 'none'}; worst {worst}.")
+    r = s.get("rank_steps")
+    if r:
+        lines.append(f"Per-rank step time ({r['ranks']} {r['rank_kind']} ranks, {r['iterations']} iterations): spread "
+                     f"{_pct(r['relative_spread_median'])} (median); slowest rank {r['slowest_rank']} at "
+                     f"{r['slowest_median_ms']:,.1f} ms, ×{_num(r['slowest_over_median_rank'])} the median rank.")
+    c = s.get("vision_correlation")
+    if c:
+        for key, label in (("straggler_detector", "detector's slowest rank"), ("rank_steps", "slowest rank's step")):
+            if key in c:
+                lines.append(f"Is the slow rank the one with the heavy vision load? the {label} is on the DP rank with "
+                             f"the most FLOPs in that window in **{_pct(c[key]['slow_is_heaviest_fraction'], 0)}** of "
+                             f"{c[key]['reports']} reports (chance {_pct(c['chance'], 0)}; rank order {c['rank_order']}, "
+                             f"tp {c['tp']}, cp {c['cp']}).")
+        for e in c.get("timer_vs_flops_spread", []):
+            lines.append(f"`{e['timer']}` spread {_pct(e['observed_median'])} vs {_pct(e['predicted_from_flops_median'])} "
+                         f"predicted by the per-rank FLOPs (correlation {_num(e['correlation'], 2)}, {e['windows']} "
+                         "windows); with PP > 1 part of a compute timer's spread is the stages' different layers.")
+    if not lines:
+        lines.append("no per-rank timing lines in the logs (Megatron timers `(min, max) time across ranks`, "
+                     "--log-straggler reports, NVRx scores or rank-prefixed iteration lines)")
+    return lines + s.get("notes", [])
+
+
+def straggler_provider(s: dict | None) -> SectionProvider:
+    return SectionProvider("stragglers", s, lambda out: Section("Stragglers", straggler_lines(s) if s else
+                                                                 ["not computed"]))
