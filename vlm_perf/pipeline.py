@@ -84,15 +84,14 @@ def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: boo
 def balance_of(micro_lazy, spec: ModelSpec, frozen, analysis: RunAnalysis):
     """DP load balance from the per-microbatch rows (`vlm_perf.analysis.balance`), over the iterations
     the report's means use; the step-time model comes from the attribution when it was fitted."""
-    from .analysis.balance import (TimeModel, analyze_balance, microbatch_costs, rank_flops, ranks_from_microbatches,
-                                   reliable_iterations)
+    from .analysis.balance import TimeModel, analyze_balance, microbatch_costs, rank_flops, reliable_iterations
     from .ingest.rank_stats import rank_frames
 
     frames = rank_frames(micro_lazy)
     if frames.per_rank.height == 0:
         return None
-    costs = microbatch_costs(frames.per_microbatch, spec, frozen)
-    ranks = ranks_from_microbatches(costs) if costs.height else rank_flops(frames.per_rank, spec, frozen)
+    ranks = rank_flops(frames.per_rank, spec, frozen)
+    costs = microbatch_costs(frames.per_microbatch, spec, frozen)  # five columns per microbatch, for the LPT what-if
     att, dp = analysis.attribution, frames.per_rank["dp_rank"].n_unique()
     model = (TimeModel(att.lm_tflops_per_gpu, att.vision_tflops_per_gpu, analysis.world_size / dp)
              if att.ok and att.lm_tflops_per_gpu and att.vision_tflops_per_gpu and analysis.world_size else None)

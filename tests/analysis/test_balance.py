@@ -155,3 +155,35 @@ def test_vectorised_lpt_matches_reference_and_bounds(iterations):
         assert got["lower_bound"] <= got["lpt_max"] + 1e-9
         if opt is not None:
             assert got["lower_bound"] <= opt + 1e-9 and got["lpt_max"] <= 4 / 3 * opt + 1e-9
+
+
+def test_adapter_rank_sums_equal_the_iteration_reader(tmp_path):
+    """The per-(iteration, dp_rank) frames sum back to what the per-iteration reader aggregates."""
+    from pathlib import Path
+
+    from vlm_perf.ingest.metadata import iteration_stats, scan_microbatches
+    from vlm_perf.ingest.rank_stats import STAT_FIELDS, rank_frames
+
+    meta = Path(__file__).parents[2] / "sample_logs" / "qwen3-vl-30b-a3b-sft" / "metadata.jsonl.gz"
+    spec = load_model(MODEL)
+    frames = rank_frames(scan_microbatches([meta], spec=spec))
+    summed = frames.per_rank.group_by("iteration").agg(pl.col(c).sum() for c in (*STAT_FIELDS, "microbatches"))
+    reader = iteration_stats([meta], spec=spec).frame
+    joined = reader.join(summed.sort("iteration"), on="iteration", suffix="_ranks")
+    assert joined.height == reader.height == 200 and frames.rows_without_rank == 0
+    for c in (*STAT_FIELDS, "microbatches"):
+        assert (joined[c] == joined[f"{c}_ranks"]).all(), c
+
+
+def test_time_model_weights_vision_by_its_rate():
+    from vlm_perf.analysis.balance import TimeModel
+
+    # rank 0: LM 10, vision 0; rank 1: LM 6, vision 4 (TFLOP). Rates: LM 2, vision 1 TFLOP/s/GPU, 1 GPU/replica
+    ranks = pl.DataFrame({"iteration": [1, 1], "dp_rank": [0, 1], "lm_flops": [10e12, 6e12],
+                          "vision_flops": [0.0, 4e12]})
+    ranks = ranks.with_columns((pl.col("lm_flops") + pl.col("vision_flops")).alias("flops"))
+    row = balance_by_iteration(ranks, TimeModel(2.0, 1.0, 1.0)).row(0, named=True)
+    assert row["flops_max_over_mean"] == 1.0  # equal FLOPs ...
+    t0, t1 = 10 / 2, 6 / 2 + 4 / 1  # ... but 5 s vs 7 s
+    assert row["time_max_over_mean"] == pytest.approx(t1 / ((t0 + t1) / 2))
+    assert row["time_idle_fraction"] == pytest.approx(1 - ((t0 + t1) / 2) / t1)
