@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run, vision_share
+import polars as pl
+
+from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run
+from .analysis.balance import microbatch_costs
 from .arch import load_model
 from .arch.spec import ModelSpec
 from .flops import get_convention
@@ -81,22 +84,21 @@ def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: boo
             "ZERO; check the keys are image_grid_thw / video_grid_thw (docs/metadata-schema.md)"]
 
 
-def balance_of(micro_lazy, spec: ModelSpec, frozen, analysis: RunAnalysis):
-    """DP load balance from the per-microbatch rows (`vlm_perf.analysis.balance`), over the iterations
-    the report's means use; the step-time model comes from the attribution when it was fitted."""
-    from .analysis.balance import TimeModel, analyze_balance, microbatch_costs, rank_flops, reliable_iterations
-    from .ingest.rank_stats import rank_frames
+def balance_of(costs, spec: ModelSpec, frozen, analysis: RunAnalysis):
+    """DP load balance from the per-microbatch exact FLOPs (`vlm_perf.analysis.balance`), over the
+    iterations the report's means use; the step-time model comes from the attribution when it was fitted."""
+    from .analysis.balance import TimeModel, analyze_balance, ranks_from_microbatches, reliable_iterations
 
-    frames = rank_frames(micro_lazy)
-    if frames.per_rank.height == 0:
+    unranked = int(costs["dp_rank"].null_count())
+    costs = costs.filter(costs["dp_rank"].is_not_null())
+    if costs.height == 0:
         return None
-    ranks = rank_flops(frames.per_rank, spec, frozen)
-    costs = microbatch_costs(frames.per_microbatch, spec, frozen)  # five columns per microbatch, for the LPT what-if
-    att, dp = analysis.attribution, frames.per_rank["dp_rank"].n_unique()
+    ranks = ranks_from_microbatches(costs)
+    att, dp = analysis.attribution, ranks["dp_rank"].n_unique()
     model = (TimeModel(att.lm_tflops_per_gpu, att.vision_tflops_per_gpu, analysis.world_size / dp)
              if att.ok and att.lm_tflops_per_gpu and att.vision_tflops_per_gpu and analysis.world_size else None)
     return analyze_balance(ranks, costs=costs, iterations=reliable_iterations(analysis.windows), time_model=model,
-                           rows_without_rank=frames.rows_without_rank)
+                           rows_without_rank=unranked)
 
 
 def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None) -> dict:
@@ -167,13 +169,16 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         except ValueError as exc:  # partial results beat none: MFU stays empty, the gap is stated
             notes.append(f"{exc}; MFU left empty")
     frozen = tuple(config.frozen or ())
-    stats_frame, micro_share, meta_diag, estimate, micro_lazy = None, None, {}, None, None
+    stats_frame, micro_share, meta_diag, estimate, costs = None, None, {}, None, None
     if meta_paths:
         on_step(f"aggregating metadata ({len(meta_paths)} path(s))")
         result = iteration_stats(meta_paths, spec=spec, skip_bad=skip_bad)
         stats_frame, meta_diag = result.frame, result.diagnostics.to_dict()
-        micro_lazy = scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad)
-        micro_share = vision_share(micro_lazy, spec, frozen)
+        # one streaming pass: exact FLOPs per microbatch (32 bytes a row) feed the vision-share figure and the balance
+        costs = microbatch_costs(scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad), spec, frozen,
+                                 keep_unranked=True)
+        micro_share = costs.select(pl.when(pl.col("flops") > 0).then(pl.col("vision_flops") / pl.col("flops"))
+                                   .alias("vision_share"))["vision_share"]
     else:
         estimate = estimate_from_config(config, spec)
     on_step("recomputing FLOPs per window")
@@ -189,7 +194,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         analysis.messages.extend(f"metadata: {note}" for note in meta_diag.get("notes", []))
     for conflict in config.conflict_messages():
         analysis.messages.append(f"configuration conflict: {conflict}")
-    balance = balance_of(micro_lazy, spec, frozen, analysis) if micro_lazy is not None else None
+    balance = balance_of(costs, spec, frozen, analysis) if costs is not None else None
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),
         inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model},
