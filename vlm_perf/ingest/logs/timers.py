@@ -44,18 +44,15 @@ __all__ = ["RankTiming", "extract_rank_timing", "read_rank_timing"]
 _PREFIX = r"^\s*(?:(?P<srun>\d+): |\[(?:[A-Za-z_]*?)(?P<torchrun>\d+)\]:)?"
 _ITER = r"\biteration\s+(\d+)\s*/\s*\d+"
 _ELAPSED = r"elapsed time per iteration \(ms\):\s*([\d.]+)"
-_MINMAX_HEADER = r"\(min, max\) time across ranks \(ms\):"
-_MAX_HEADER = r"(?:^|\s)max time across ranks \(ms\):"
 _NAME = r"([A-Za-z0-9_][\w/\-.]*(?: [\w/\-.]+)*?) \.{2,}: "
 _TIMER_MINMAX = _NAME + r"\(\s*(-?[\d.]+),\s*(-?[\d.]+)\)\s*$"
 _TIMER_MAX = _NAME + r"(-?[\d.]+)\s*$"
-_DETECTOR = r"\|\s*MnRtt/Rnk:"
 _DETECTOR_FIELD = r"(Mn|Mx)(\w+)/Rnk:\s*(-?[\d.]+)([A-Za-z%]*)/(\d+)"
 _NVRX_KIND = r"GPU (relative|individual) performance:"
 _NVRX_GROUP = r"(Worst|Best) performing \d+/\d+ ranks:"
 _NVRX_RANK = r"Rank=(\d+)\s+Node=(\S+)\s+Score=(-?[\d.]+)"
-_ANY = "|".join(f"(?:{p})" for p in (_ITER, _MINMAX_HEADER, _MAX_HEADER, r"\.{2,}: ", _DETECTOR, _NVRX_KIND,
-                                      _NVRX_GROUP, _NVRX_RANK))
+_ANY = "|".join(f"(?:{p})" for p in (r"\biteration\s", r"time across ranks", r"\.: ", r"MnRtt/Rnk:",
+                                      r" performance:", r" performing ", r"Score="))
 
 
 @dataclass
@@ -73,47 +70,42 @@ class RankTiming:
         return not (self.timers.height or self.detector.height or self.nvrx.height or self.rank_steps.height)
 
 
-def _marked(lines: pl.DataFrame) -> pl.DataFrame:
-    """Add iteration (forward-filled per rank stream), block kind, rank prefix columns."""
-    text = pl.col("text")
-    prefix = text.str.extract_groups(_PREFIX)
-    return (lines.with_columns(
-        prefix.struct.field("srun").cast(pl.Int64, strict=False).alias("_srun"),
-        prefix.struct.field("torchrun").cast(pl.Int64, strict=False).alias("_local"),
-        text.str.extract(_ITER, 1).cast(pl.Int64, strict=False).alias("_iter"),
-        pl.when(text.str.contains(_MINMAX_HEADER)).then(pl.lit("minmax"))
-        .when(text.str.contains(_MAX_HEADER)).then(pl.lit("max"))
-        .when(text.str.contains(_ITER)).then(pl.lit("iteration"))
-        .when(text.str.contains(_NVRX_KIND)).then(pl.lit("nvrx"))
-        .alias("_block"),
-        text.str.extract(_NVRX_KIND, 1).alias("_nvrx_kind"),
-        text.str.extract(_NVRX_GROUP, 1).str.to_lowercase().alias("_nvrx_group"))
-        .with_columns(pl.col("_iter").forward_fill().over("file").alias("iteration"),
-                      pl.col("_block").forward_fill().over("file").alias("_in"),
-                      pl.col("_nvrx_kind").forward_fill().over("file").alias("_kind"),
-                      pl.col("_nvrx_group").forward_fill().over("file").alias("_group")))
+def _lit(text: pl.Expr, needle: str) -> pl.Expr:
+    return text.str.contains(needle, literal=True)
 
 
 def extract_rank_timing(lines: pl.DataFrame) -> RankTiming:
-    """From a frame of ``file, line, text`` (all lines of the logs, in order) to `RankTiming`."""
+    """From a frame of ``file, line, text`` (all lines of the logs, in order) to `RankTiming`.
+
+    One regex over all lines (the iteration number, forward-filled per file); every other pattern
+    runs only on the few lines a literal pre-filter keeps.
+    """
     if lines.height == 0:
         lines = pl.DataFrame(schema={"file": pl.Utf8, "line": pl.Int64, "text": pl.Utf8})
-    m = _marked(lines)
     text = pl.col("text")
-    # timer lines: inside a (min, max) / max block, or inline after the header on the same line
-    body = text.str.replace(r"^.*time across ranks \(ms\):", "")
-    mm = (m.filter(pl.col("_in").is_in(["minmax"]) & body.str.contains(_TIMER_MINMAX))
+    m = lines.with_columns(text.str.extract(_ITER, 1).cast(pl.Int64, strict=False).alias("_iter")).with_columns(
+        pl.col("_iter").forward_fill().over("file").alias("iteration"))
+    # timers: block state (minmax / max / after an iteration line) forward-filled over the candidate lines
+    header = _lit(text, "time across ranks (ms):")
+    cand = m.filter(header | _lit(text, ".: ") | pl.col("_iter").is_not_null()).with_columns(
+        pl.when(header & _lit(text, "(min, max)")).then(pl.lit("minmax"))
+        .when(header).then(pl.lit("max"))
+        .when(pl.col("_iter").is_not_null()).then(pl.lit("iteration")).alias("_block"))
+    cand = cand.with_columns(pl.col("_block").forward_fill().over("file").alias("_in"),
+                             text.str.replace(r"^.*time across ranks \(ms\):", "").alias("_body"))
+    body = pl.col("_body")
+    mm = (cand.filter((pl.col("_in") == "minmax") & body.str.contains(_TIMER_MINMAX))
           .with_columns(body.str.extract_groups(_TIMER_MINMAX).alias("_g"))
           .select("file", "line", "iteration", pl.col("_g").struct.field("1").str.strip_chars().alias("timer"),
                   pl.col("_g").struct.field("2").cast(pl.Float64).alias("min_ms"),
                   pl.col("_g").struct.field("3").cast(pl.Float64).alias("max_ms")))
-    mx = (m.filter((pl.col("_in") == "max") & body.str.contains(_TIMER_MAX))
+    mx = (cand.filter((pl.col("_in") == "max") & body.str.contains(_TIMER_MAX))
           .with_columns(body.str.extract_groups(_TIMER_MAX).alias("_g"))
           .select("file", "line", "iteration", pl.col("_g").struct.field("1").str.strip_chars().alias("timer"),
                   pl.lit(None, dtype=pl.Float64).alias("min_ms"),
                   pl.col("_g").struct.field("2").cast(pl.Float64).alias("max_ms")))
     timers = pl.concat([mm, mx]).sort("file", "line")
-    det = (m.filter(text.str.contains(_DETECTOR))
+    det = (m.filter(_lit(text, "MnRtt/Rnk:"))
            .with_columns(text.str.extract_all(_DETECTOR_FIELD).alias("_f")).explode("_f")
            .with_columns(pl.col("_f").str.extract_groups(_DETECTOR_FIELD).alias("_g"))
            .select("file", "line", "iteration", pl.col("_g").struct.field("1").alias("_mnmx"),
@@ -125,14 +117,22 @@ def extract_rank_timing(lines: pl.DataFrame) -> RankTiming:
                                                                  pl.col("value").alias("max_value"),
                                                                  pl.col("rank").alias("max_rank")),
                       on=["file", "line", "metric"], how="left").sort("file", "line"))
-    nvrx = (m.filter(text.str.contains(_NVRX_RANK) & pl.col("_kind").is_not_null())
+    # NVRx: its report lines are contiguous, so kind / group forward-fill within the candidate lines
+    nv = (m.filter(_lit(text, " performance:") | _lit(text, " performing ") | _lit(text, "Score="))
+          .with_columns(text.str.extract(_NVRX_KIND, 1).alias("_k"),
+                        text.str.extract(_NVRX_GROUP, 1).str.to_lowercase().alias("_gr"))
+          .with_columns(pl.col("_k").forward_fill().over("file"), pl.col("_gr").forward_fill().over("file")))
+    nvrx = (nv.filter(text.str.contains(_NVRX_RANK) & pl.col("_k").is_not_null())
             .with_columns(text.str.extract_groups(_NVRX_RANK).alias("_g"))
-            .select("file", "line", pl.col("_kind").alias("kind"), pl.col("_group").alias("group"),
+            .select("file", "line", pl.col("_k").alias("kind"), pl.col("_gr").alias("group"),
                     pl.col("_g").struct.field("1").cast(pl.Int64).alias("rank"),
                     pl.col("_g").struct.field("2").alias("node"),
                     pl.col("_g").struct.field("3").cast(pl.Float64).alias("score")))
-    steps = (m.filter(pl.col("_iter").is_not_null() & text.str.contains(_ELAPSED)
-                      & (pl.col("_srun").is_not_null() | pl.col("_local").is_not_null()))
+    prefix = text.str.extract_groups(_PREFIX)
+    steps = (m.filter(pl.col("_iter").is_not_null() & _lit(text, "elapsed time per iteration (ms):"))
+             .with_columns(prefix.struct.field("srun").cast(pl.Int64, strict=False).alias("_srun"),
+                           prefix.struct.field("torchrun").cast(pl.Int64, strict=False).alias("_local"))
+             .filter(pl.col("_srun").is_not_null() | pl.col("_local").is_not_null())
              .select("file", "line", pl.coalesce("_srun", "_local").alias("rank"),
                      pl.when(pl.col("_srun").is_not_null()).then(pl.lit("global")).otherwise(pl.lit("local"))
                      .alias("rank_kind"),
