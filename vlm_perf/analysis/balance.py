@@ -139,39 +139,42 @@ def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.Da
     iteration, e.g. num_microbatches x dp), each step an argmin over all iterations at once;
     iterations are processed in chunks of at most ``LPT_CELLS`` matrix cells.
     """
-    ranked = (costs.select("iteration", "flops").join(ranks_per_iteration.select("iteration", "ranks"),
-                                                      on="iteration", how="inner")
-              .sort(["iteration", "flops"], descending=[False, True])
-              .with_columns(pl.int_range(pl.len()).over("iteration").alias("_j")))
-    if ranked.height == 0:
+    used = costs.select("iteration", "flops").filter(
+        pl.col("iteration").is_in(ranks_per_iteration["iteration"].implode()))
+    if used.height == 0:
         return pl.DataFrame(schema={"iteration": pl.Int64, "lpt_max": pl.Float64, "lower_bound": pl.Float64})
-    per_it = ranked.group_by("iteration", maintain_order=True).agg(
-        pl.len().alias("_n"), pl.col("ranks").first(), pl.col("flops").sum().alias("_sum"),
-        pl.col("flops").max().alias("_big"))
-    iterations = per_it["iteration"].to_numpy()
-    row_of = pl.DataFrame({"iteration": iterations, "_row": np.arange(len(iterations))})
-    ranked = ranked.join(row_of, on="iteration")
-    rows, cols, vals = ranked["_row"].to_numpy(), ranked["_j"].to_numpy(), ranked["flops"].to_numpy()
-    n_items, n_ranks = per_it["_n"].to_numpy(), per_it["ranks"].to_numpy().astype(int)
+    # one polars sort (iteration, then cost descending), numpy from here: each microbatch's row (its
+    # iteration) and position in that row
+    used = used.sort(["iteration", "flops"], descending=[False, True])
+    its, vals = used["iteration"].to_numpy(), used["flops"].to_numpy().astype(np.float64)
+    first = np.concatenate([[True], its[1:] != its[:-1]])
+    iterations, rows = its[first], np.cumsum(first) - 1
+    n_items = np.bincount(rows, minlength=len(iterations))
+    starts = np.concatenate([[0], np.cumsum(n_items)[:-1]])
+    cols = np.arange(len(rows)) - starts[rows]
+    known = ranks_per_iteration.sort("iteration")
+    at = np.searchsorted(known["iteration"].to_numpy(), iterations)
+    n_ranks = known["ranks"].to_numpy().astype(int)[at]
     width, rank_width = int(n_items.max()), int(n_ranks.max())
+    sums, big = np.bincount(rows, weights=vals, minlength=len(iterations)), vals[starts]
     lpt_max = np.empty(len(iterations))
     step = max(1, LPT_CELLS // max(width, rank_width))
     for lo in range(0, len(iterations), step):  # chunks of iterations, bounded memory
         hi = min(lo + step, len(iterations))
         sel = (rows >= lo) & (rows < hi)
-        matrix = np.zeros((hi - lo, width))
-        matrix[rows[sel] - lo, cols[sel]] = vals[sel]
+        matrix = np.zeros((width, hi - lo))  # microbatch index major: matrix[j] is contiguous
+        matrix[cols[sel], rows[sel] - lo] = vals[sel]
         loads = np.zeros((hi - lo, rank_width))
         loads[np.arange(rank_width)[None, :] >= n_ranks[lo:hi, None]] = np.inf  # ranks an iteration lacks
         index = np.arange(hi - lo)
         for j in range(int(n_items[lo:hi].max())):  # one step per microbatch index, all iterations at once
             target = np.argmin(loads, axis=1)
-            loads[index, target] += matrix[:, j]
+            loads[index, target] += matrix[j]
         loads[~np.isfinite(loads)] = -np.inf
         lpt_max[lo:hi] = loads.max(axis=1)
-    mean = per_it["_sum"].to_numpy() / n_ranks
     return pl.DataFrame({"iteration": iterations, "lpt_max": lpt_max,
-                         "lower_bound": np.maximum(mean, per_it["_big"].to_numpy())})
+                         "lower_bound": np.maximum(sums / n_ranks, big)}).with_columns(
+        pl.col("iteration").cast(costs.schema["iteration"]))
 
 
 def reliable_iterations(windows: pl.DataFrame) -> pl.Series:

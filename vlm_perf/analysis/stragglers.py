@@ -32,8 +32,10 @@ COMPUTE_TIMERS = ("forward-backward", "forward-compute", "backward-compute")
 
 
 def timer_spread(timers: pl.DataFrame) -> pl.DataFrame:
-    """Per (iteration, timer) with both min and max: spread_ms and relative_spread; training only."""
+    """Per (iteration, timer) with both min and max: spread_ms and relative_spread; training only.
+    An iteration logged twice (replayed after a restart) keeps its last block."""
     return (timers.filter(pl.col("iteration").is_not_null() & pl.col("min_ms").is_not_null())
+            .unique(subset=["iteration", "timer"], keep="last", maintain_order=True)  # replayed after a restart
             .with_columns((pl.col("max_ms") - pl.col("min_ms")).alias("spread_ms"))
             .with_columns(pl.when(pl.col("max_ms") > 0).then(pl.col("spread_ms") / pl.col("max_ms"))
                           .alias("relative_spread")))

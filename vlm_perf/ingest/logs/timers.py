@@ -44,9 +44,6 @@ __all__ = ["RankTiming", "extract_rank_timing", "read_rank_timing"]
 _PREFIX = r"^\s*(?:(?P<srun>\d+): |\[(?:[A-Za-z_]*?)(?P<torchrun>\d+)\]:)?"
 _ITER = r"\biteration\s+(\d+)\s*/\s*\d+"
 _ELAPSED = r"elapsed time per iteration \(ms\):\s*([\d.]+)"
-_NAME = r"([A-Za-z0-9_][\w/\-.]*(?: [\w/\-.]+)*?) \.{2,}: "
-_TIMER_MINMAX = _NAME + r"\(\s*(-?[\d.]+),\s*(-?[\d.]+)\)\s*$"
-_TIMER_MAX = _NAME + r"(-?[\d.]+)\s*$"
 _DETECTOR_FIELD = r"(Mn|Mx)(\w+)/Rnk:\s*(-?[\d.]+)([A-Za-z%]*)/(\d+)"
 _NVRX_KIND = r"GPU (relative|individual) performance:"
 _NVRX_GROUP = r"(Worst|Best) performing \d+/\d+ ranks:"
@@ -74,6 +71,29 @@ def _lit(text: pl.Expr, needle: str) -> pl.Expr:
     return text.str.contains(needle, literal=True)
 
 
+def _timer_rows(cand: pl.DataFrame, sep: str, minmax: bool) -> pl.DataFrame:
+    """``name ....: (min, max)`` / ``name ....: max`` by literal splits (no regex per line): the name is
+    the part before the dot leader, the values must parse as numbers, anything else is not a timer."""
+    parts = pl.col("_body").str.split_exact(sep, 1)
+    left, right = parts.struct.field("field_0"), parts.struct.field("field_1")
+    name = left.str.strip_chars_end(". ").str.strip_chars()
+    out = cand.with_columns(name.alias("timer"), (left.str.ends_with(".") & left.str.strip_chars_end(".").str.ends_with(" ")).alias("_lead"),
+                            right.str.strip_chars().str.strip_chars_end(")").alias("_v"))
+    if minmax:
+        vals = pl.col("_v").str.split_exact(",", 1)
+        out = out.with_columns(vals.struct.field("field_0").str.strip_chars().cast(pl.Float64, strict=False)
+                               .alias("min_ms"),
+                               vals.struct.field("field_1").str.strip_chars().cast(pl.Float64, strict=False)
+                               .alias("max_ms"))
+        ok = pl.col("min_ms").is_not_null() & pl.col("max_ms").is_not_null()
+    else:
+        out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias("min_ms"),
+                               pl.col("_v").cast(pl.Float64, strict=False).alias("max_ms"))
+        ok = pl.col("max_ms").is_not_null()
+    return (out.filter(ok & pl.col("_lead") & (pl.col("timer").str.len_chars() > 0))
+            .select("file", "line", "iteration", "timer", "min_ms", "max_ms"))
+
+
 def extract_rank_timing(lines: pl.DataFrame) -> RankTiming:
     """From a frame of ``file, line, text`` (all lines of the logs, in order) to `RankTiming`.
 
@@ -91,19 +111,14 @@ def extract_rank_timing(lines: pl.DataFrame) -> RankTiming:
         pl.when(header & _lit(text, "(min, max)")).then(pl.lit("minmax"))
         .when(header).then(pl.lit("max"))
         .when(pl.col("_iter").is_not_null()).then(pl.lit("iteration")).alias("_block"))
-    cand = cand.with_columns(pl.col("_block").forward_fill().over("file").alias("_in"),
-                             text.str.replace(r"^.*time across ranks \(ms\):", "").alias("_body"))
-    body = pl.col("_body")
-    mm = (cand.filter((pl.col("_in") == "minmax") & body.str.contains(_TIMER_MINMAX))
-          .with_columns(body.str.extract_groups(_TIMER_MINMAX).alias("_g"))
-          .select("file", "line", "iteration", pl.col("_g").struct.field("1").str.strip_chars().alias("timer"),
-                  pl.col("_g").struct.field("2").cast(pl.Float64).alias("min_ms"),
-                  pl.col("_g").struct.field("3").cast(pl.Float64).alias("max_ms")))
-    mx = (cand.filter((pl.col("_in") == "max") & body.str.contains(_TIMER_MAX))
-          .with_columns(body.str.extract_groups(_TIMER_MAX).alias("_g"))
-          .select("file", "line", "iteration", pl.col("_g").struct.field("1").str.strip_chars().alias("timer"),
-                  pl.lit(None, dtype=pl.Float64).alias("min_ms"),
-                  pl.col("_g").struct.field("2").cast(pl.Float64).alias("max_ms")))
+    cand = cand.with_columns(pl.col("_block").forward_fill().over("file").alias("_in")).filter(_lit(text, ".: "))
+    # the timer text after an inline header ("... (min, max) time across ranks (ms): name ....: (a, b)")
+    inline = _lit(text, "time across ranks (ms):")
+    cand = pl.concat([cand.filter(~inline).with_columns(text.alias("_body")),
+                      cand.filter(inline).with_columns(text.str.split("time across ranks (ms):").list.last()
+                                                       .alias("_body"))])
+    mm = _timer_rows(cand.filter(pl.col("_in") == "minmax"), ".: (", minmax=True)
+    mx = _timer_rows(cand.filter(pl.col("_in") == "max"), ".: ", minmax=False)
     timers = pl.concat([mm, mx]).sort("file", "line")
     det = (m.filter(_lit(text, "MnRtt/Rnk:"))
            .with_columns(text.str.extract_all(_DETECTOR_FIELD).alias("_f")).explode("_f")
