@@ -187,3 +187,19 @@ def test_time_model_weights_vision_by_its_rate():
     t0, t1 = 10 / 2, 6 / 2 + 4 / 1  # ... but 5 s vs 7 s
     assert row["time_max_over_mean"] == pytest.approx(t1 / ((t0 + t1) / 2))
     assert row["time_idle_fraction"] == pytest.approx(1 - ((t0 + t1) / 2) / t1)
+
+
+def test_rows_without_dp_rank_are_counted_and_said(tmp_path):
+    run, out = tmp_path / "run", tmp_path / "out"
+    run.mkdir()
+    _write_run(run)
+    extra = [{"iteration": 12, "microbatch": 9, "samples": 1, "padded_tokens": sum(SEQ), "seq_lens": SEQ,
+              "image_grid_thw": [GRID], "video_grid_thw": []}] * 3
+    with open(run / "metadata.jsonl", "a") as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in extra))
+    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(run), "-o", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    bal = json.loads((out / "summary.json").read_text())["balance"]
+    assert bal["rows_without_dp_rank"] == 3 and any("no dp_rank" in n for n in bal["notes"])
+    assert bal["iterations"] == 15 and bal["imbalanced_iterations"] == 11  # the ranked rows are unchanged

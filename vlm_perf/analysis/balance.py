@@ -134,36 +134,40 @@ def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.Da
     Returns ``iteration, lpt_max`` (heaviest rank after LPT) and ``lower_bound`` (max of the mean
     load and the largest microbatch: no assignment can do better).
 
-    Vectorised over iterations: the costs become a (iterations x microbatches) matrix sorted
-    descending, and the Python loop runs once per microbatch *index* (the microbatches of one
+    Vectorised over iterations: the costs become a (iterations x microbatches) matrix, each row sorted
+    descending (zero padding last), and the Python loop runs once per microbatch *index* (the microbatches of one
     iteration, e.g. num_microbatches x dp), each step an argmin over all iterations at once;
     iterations are processed in chunks of at most ``LPT_CELLS`` matrix cells.
     """
-    used = costs.select("iteration", "flops").filter(
-        pl.col("iteration").is_in(ranks_per_iteration["iteration"].implode()))
+    used = costs.select("iteration", "flops")
+    known = ranks_per_iteration.select("iteration", "ranks").sort("iteration")
+    if not used["iteration"].is_in(known["iteration"].implode()).all():
+        used = used.filter(pl.col("iteration").is_in(known["iteration"].implode()))
     if used.height == 0:
         return pl.DataFrame(schema={"iteration": pl.Int64, "lpt_max": pl.Float64, "lower_bound": pl.Float64})
-    # one polars sort (iteration, then cost descending), numpy from here: each microbatch's row (its
-    # iteration) and position in that row
-    used = used.sort(["iteration", "flops"], descending=[False, True])
+    # numpy from here: each microbatch's row (its iteration) and position in that row; metadata usually
+    # comes grouped by iteration, so the stable integer sort is often skipped
     its, vals = used["iteration"].to_numpy(), used["flops"].to_numpy().astype(np.float64)
+    if np.any(its[1:] < its[:-1]):
+        order = np.argsort(its, kind="stable")
+        its, vals = its[order], vals[order]
     first = np.concatenate([[True], its[1:] != its[:-1]])
     iterations, rows = its[first], np.cumsum(first) - 1
     n_items = np.bincount(rows, minlength=len(iterations))
     starts = np.concatenate([[0], np.cumsum(n_items)[:-1]])
     cols = np.arange(len(rows)) - starts[rows]
-    known = ranks_per_iteration.sort("iteration")
-    at = np.searchsorted(known["iteration"].to_numpy(), iterations)
-    n_ranks = known["ranks"].to_numpy().astype(int)[at]
+    n_ranks = known["ranks"].to_numpy().astype(int)[np.searchsorted(known["iteration"].to_numpy(), iterations)]
     width, rank_width = int(n_items.max()), int(n_ranks.max())
-    sums, big = np.bincount(rows, weights=vals, minlength=len(iterations)), vals[starts]
+    sums = np.bincount(rows, weights=vals, minlength=len(iterations))
+    big = np.maximum.reduceat(vals, starts)
     lpt_max = np.empty(len(iterations))
     step = max(1, LPT_CELLS // max(width, rank_width))
     for lo in range(0, len(iterations), step):  # chunks of iterations, bounded memory
         hi = min(lo + step, len(iterations))
         sel = (rows >= lo) & (rows < hi)
-        matrix = np.zeros((width, hi - lo))  # microbatch index major: matrix[j] is contiguous
-        matrix[cols[sel], rows[sel] - lo] = vals[sel]
+        matrix = np.zeros((hi - lo, width))
+        matrix[rows[sel] - lo, cols[sel]] = vals[sel]
+        matrix = np.ascontiguousarray(-np.sort(-matrix, axis=1).T)  # each row descending; matrix[j] contiguous
         loads = np.zeros((hi - lo, rank_width))
         loads[np.arange(rank_width)[None, :] >= n_ranks[lo:hi, None]] = np.inf  # ranks an iteration lacks
         index = np.arange(hi - lo)
