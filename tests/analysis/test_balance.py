@@ -203,3 +203,22 @@ def test_rows_without_dp_rank_are_counted_and_said(tmp_path):
     bal = json.loads((out / "summary.json").read_text())["balance"]
     assert bal["rows_without_dp_rank"] == 3 and any("no dp_rank" in n for n in bal["notes"])
     assert bal["iterations"] == 15 and bal["imbalanced_iterations"] == 11  # the ranked rows are unchanged
+
+
+def test_fitted_attribution_feeds_the_time_model(tmp_path):
+    """The video sample's step-time attribution fits: the balance block uses its rates per GPU of a replica."""
+    from pathlib import Path
+
+    run = Path(__file__).parents[2] / "sample_logs" / "qwen2.5-vl-7b-video"
+    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(run), "-o", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "summary.json").read_text())
+    att, tm = s["attribution"], s["balance"]["time_model"]
+    assert att["ok"] and tm is not None
+    assert tm["lm_tflops_per_gpu"] == att["lm_tflops_per_gpu"]
+    assert tm["vision_tflops_per_gpu"] == att["vision_tflops_per_gpu"]
+    assert tm["gpus_per_replica"] == s["world_size"] / s["balance"]["dp_ranks"]
+    # vision runs slower than the LM here, so the time imbalance exceeds the FLOPs imbalance
+    assert att["vision_tflops_per_gpu"] < att["lm_tflops_per_gpu"]
+    assert tm["max_over_mean_median"] > s["balance"]["flops_max_over_mean_median"]
