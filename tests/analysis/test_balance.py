@@ -94,6 +94,9 @@ def test_report_balance_block_equals_hand_arithmetic(tmp_path):
     assert lpt["flops_max_over_mean_median"] == pytest.approx((a + b) / ((2 * b + 6 * a) / 4), rel=1e-9)
     saving = 1 - (11 * (a + b) + 4 * 2 * a) / (11 * 2 * b + 4 * 2 * a)
     assert lpt["critical_flops_saving"] == pytest.approx(saving, rel=1e-9)
+    # at most 2 microbatches per rank: the same b+a | b+a | a a | a a, so the same numbers here
+    assert lpt["equal_counts"]["flops_max_over_mean_median"] == pytest.approx(lpt["flops_max_over_mean_median"])
+    assert lpt["equal_counts"]["critical_flops_saving"] == pytest.approx(saving, rel=1e-9)
     assert (out / "balance.png").stat().st_size > 0
     assert "DP load balance" in (out / "report.md").read_text()
 
@@ -119,13 +122,28 @@ def test_reliable_iterations_skip_first_and_incomplete_windows():
     assert reliable_iterations(windows).to_list() == [6, 7, 8, 9, 10]
 
 
-def _lpt_reference(costs: list[float], ranks: int) -> float:
-    """Textbook LPT with a heap: largest job first onto the least-loaded machine (lowest index on ties)."""
+def _lpt_reference(costs: list[float], ranks: int, cap: int | None = None) -> float:
+    """Textbook LPT with a heap: largest job first onto the least-loaded machine (lowest index on ties);
+    with ``cap``, a machine holding ``cap`` jobs takes no more."""
     heap = [(0.0, r) for r in range(ranks)]
+    held = [0] * ranks
+    full = []
     for c in sorted(costs, reverse=True):
         load, r = heapq.heappop(heap)
-        heapq.heappush(heap, (load + c, r))
-    return max(load for load, _ in heap)
+        held[r] += 1
+        if cap is not None and held[r] >= cap:
+            full.append(load + c)
+        else:
+            heapq.heappush(heap, (load + c, r))
+    return max([load for load, _ in heap] + full)
+
+
+def test_equal_count_cap_by_hand():
+    # 2 ranks, costs 10, 1, 1, 1: free LPT puts the three 1s together (max 10); with 2 per rank the last 1
+    # must join the 10 (max 11)
+    out = lpt_balance(pl.DataFrame({"iteration": [1] * 4, "flops": [1.0, 10.0, 1.0, 1.0]}),
+                      pl.DataFrame({"iteration": [1], "ranks": [2]})).row(0, named=True)
+    assert (out["lpt_max"], out["lpt_equal_max"], out["lower_bound"]) == (10.0, 11.0, 10.0)
 
 
 def _optimum(costs: list[float], ranks: int) -> float:
@@ -151,6 +169,9 @@ def test_vectorised_lpt_matches_reference_and_bounds(iterations):
     for it, (n_ranks, c) in enumerate(iterations):
         got = out.filter(pl.col("iteration") == it).row(0, named=True)
         assert got["lpt_max"] == pytest.approx(_lpt_reference([float(x) for x in c], n_ranks))
+        cap = -(-len(c) // n_ranks)
+        assert got["lpt_equal_max"] == pytest.approx(_lpt_reference([float(x) for x in c], n_ranks, cap))
+        assert got["lower_bound"] <= got["lpt_equal_max"] + 1e-9
         opt = _optimum(c, n_ranks) if len(c) <= 6 else None
         assert got["lower_bound"] <= got["lpt_max"] + 1e-9
         if opt is not None:

@@ -131,8 +131,10 @@ def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.Da
     """Greedy longest-processing-time-first reassignment of each iteration's microbatches.
 
     ``costs``: ``iteration, flops`` per microbatch; ``ranks_per_iteration``: ``iteration, ranks``.
-    Returns ``iteration, lpt_max`` (heaviest rank after LPT) and ``lower_bound`` (max of the mean
-    load and the largest microbatch: no assignment can do better).
+    Returns ``iteration, lpt_max`` (heaviest rank after LPT), ``lpt_equal_max`` (the same with at most
+    ceil(microbatches / ranks) microbatches per rank, as a pipeline schedule with a fixed number of
+    microbatches per rank needs) and ``lower_bound`` (max of the mean load and the largest microbatch:
+    no assignment can do better).
 
     Vectorised over iterations: the costs become a (iterations x microbatches) matrix, each row sorted
     descending (zero padding last), and the Python loop runs once per microbatch *index* (the microbatches of one
@@ -144,7 +146,8 @@ def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.Da
     if not used["iteration"].is_in(known["iteration"].implode()).all():
         used = used.filter(pl.col("iteration").is_in(known["iteration"].implode()))
     if used.height == 0:
-        return pl.DataFrame(schema={"iteration": pl.Int64, "lpt_max": pl.Float64, "lower_bound": pl.Float64})
+        return pl.DataFrame(schema={"iteration": pl.Int64, "lpt_max": pl.Float64, "lpt_equal_max": pl.Float64,
+                                    "lower_bound": pl.Float64})
     # numpy from here: each microbatch's row (its iteration) and position in that row; metadata usually
     # comes grouped by iteration, so the stable integer sort is often skipped
     its, vals = used["iteration"].to_numpy(), used["flops"].to_numpy().astype(np.float64)
@@ -160,7 +163,7 @@ def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.Da
     width, rank_width = int(n_items.max()), int(n_ranks.max())
     sums = np.bincount(rows, weights=vals, minlength=len(iterations))
     big = np.maximum.reduceat(vals, starts)
-    lpt_max = np.empty(len(iterations))
+    lpt_max, equal_max = np.empty(len(iterations)), np.empty(len(iterations))
     step = max(1, LPT_CELLS // max(width, rank_width))
     for lo in range(0, len(iterations), step):  # chunks of iterations, bounded memory
         hi = min(lo + step, len(iterations))
@@ -168,15 +171,22 @@ def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.Da
         matrix = np.zeros((hi - lo, width))
         matrix[rows[sel] - lo, cols[sel]] = vals[sel]
         matrix = np.ascontiguousarray(-np.sort(-matrix, axis=1).T)  # each row descending; matrix[j] contiguous
-        loads = np.zeros((hi - lo, rank_width))
-        loads[np.arange(rank_width)[None, :] >= n_ranks[lo:hi, None]] = np.inf  # ranks an iteration lacks
+        absent = np.arange(rank_width)[None, :] >= n_ranks[lo:hi, None]  # ranks an iteration lacks
+        loads = np.where(absent, np.inf, 0.0)
+        equal = np.where(absent, np.inf, 0.0)  # the same, at most ceil(items / ranks) microbatches per rank
+        counts = np.zeros((hi - lo, rank_width), dtype=np.int64)
+        cap = -(-n_items[lo:hi] // n_ranks[lo:hi])
         index = np.arange(hi - lo)
         for j in range(int(n_items[lo:hi].max())):  # one step per microbatch index, all iterations at once
             target = np.argmin(loads, axis=1)
             loads[index, target] += matrix[j]
-        loads[~np.isfinite(loads)] = -np.inf
-        lpt_max[lo:hi] = loads.max(axis=1)
-    return pl.DataFrame({"iteration": iterations, "lpt_max": lpt_max,
+            target = np.argmin(np.where(counts >= cap[:, None], np.inf, equal), axis=1)
+            real = j < n_items[lo:hi]
+            equal[index, target] += matrix[j]
+            counts[index, target] += real
+        lpt_max[lo:hi] = np.where(absent, -np.inf, loads).max(axis=1)
+        equal_max[lo:hi] = np.where(absent, -np.inf, equal).max(axis=1)
+    return pl.DataFrame({"iteration": iterations, "lpt_max": lpt_max, "lpt_equal_max": equal_max,
                          "lower_bound": np.maximum(sums / n_ranks, big)}).with_columns(
         pl.col("iteration").cast(costs.schema["iteration"]))
 
@@ -267,7 +277,10 @@ def _summary(per_it: pl.DataFrame, ranks: pl.DataFrame, dp_ranks: int, time_mode
                       "idle_fraction_overall": 1 - float(lpt["flops_mean"].sum() / lpt["lpt_max"].sum()),
                       # share of the heaviest rank's FLOPs (the step's critical path) LPT would remove
                       "critical_flops_saving": 1 - float(lpt["lpt_max"].sum() / lpt["flops_max"].sum()),
-                      "lower_bound_saving": 1 - float(lpt["lower_bound"].sum() / lpt["flops_max"].sum())}
+                      "lower_bound_saving": 1 - float(lpt["lower_bound"].sum() / lpt["flops_max"].sum()),
+                      "equal_counts": {
+                          "flops_max_over_mean_median": _median(lpt["lpt_equal_max"] / lpt["flops_mean"]),
+                          "critical_flops_saving": 1 - float(lpt["lpt_equal_max"].sum() / lpt["flops_max"].sum())}}
     else:
         out["lpt"] = None
     return out

@@ -97,6 +97,11 @@ def balance_lines(s: dict) -> list[str]:
                      f"−{_pct(lpt['critical_flops_saving'])} (no assignment of whole microbatches beats "
                      f"−{_pct(lpt['lower_bound_saving'])}). An upper bound on what sorting/packing by cost wins: "
                      "microbatch counts per rank are not kept equal.")
+        eq = lpt.get("equal_counts")
+        if eq:
+            lines.append(f"Keeping the microbatch count per rank (as a pipeline schedule needs): max/mean "
+                         f"{_num(eq['flops_max_over_mean_median'])}, the heaviest rank's FLOPs "
+                         f"−{_pct(eq['critical_flops_saving'])}.")
     return lines + s.get("notes", [])
 
 
