@@ -243,3 +243,14 @@ def test_fitted_attribution_feeds_the_time_model(tmp_path):
     # vision runs slower than the LM here, so the time imbalance exceeds the FLOPs imbalance
     assert att["vision_tflops_per_gpu"] < att["lm_tflops_per_gpu"]
     assert tm["max_over_mean_median"] > s["balance"]["flops_max_over_mean_median"]
+
+
+def test_lpt_many_ranks_matches_reference():
+    """More than 16 ranks takes the np.argmin path of the least-loaded search."""
+    rng = np.random.default_rng(3)
+    costs = pl.DataFrame({"iteration": np.repeat(np.arange(5), 70), "flops": rng.integers(1, 50, 350).astype(float)})
+    out = lpt_balance(costs, pl.DataFrame({"iteration": np.arange(5), "ranks": np.full(5, 20)})).sort("iteration")
+    for it in range(5):
+        c = costs.filter(pl.col("iteration") == it)["flops"].to_list()
+        assert out["lpt_max"][it] == pytest.approx(_lpt_reference(c, 20))
+        assert out["lpt_equal_max"][it] == pytest.approx(_lpt_reference(c, 20, cap=4))

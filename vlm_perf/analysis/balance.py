@@ -127,6 +127,18 @@ def balance_by_iteration(ranks: pl.DataFrame, time_model: TimeModel | None = Non
     return out.with_columns(pl.when(balanced).then(None).otherwise(pl.col("slowest_rank")).alias("slowest_rank"))
 
 
+def _least_loaded(loads: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Row index of the minimum of every column of ``loads`` (ranks x iterations), lowest rank on ties.
+
+    ``np.argmin(axis=0)`` loops per column in C; with few ranks two ufunc reductions along the
+    contiguous rows are faster: the minimum, then the largest ``weights`` (R, R-1, ..., 1) among
+    the ranks that reach it."""
+    if loads.shape[0] > 16:
+        return np.argmin(loads, axis=0)
+    hit = loads == loads.min(axis=0)
+    return loads.shape[0] - (hit * weights).max(axis=0)
+
+
 def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.DataFrame:
     """Greedy longest-processing-time-first reassignment of each iteration's microbatches.
 
@@ -171,21 +183,27 @@ def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.Da
         matrix = np.zeros((hi - lo, width))
         matrix[rows[sel] - lo, cols[sel]] = vals[sel]
         matrix = np.ascontiguousarray(-np.sort(-matrix, axis=1).T)  # each row descending; matrix[j] contiguous
-        absent = np.arange(rank_width)[None, :] >= n_ranks[lo:hi, None]  # ranks an iteration lacks
+        # loads are (ranks x iterations): argmin over axis 0 runs along contiguous rows, and a flat index
+        # rank * n + iteration addresses one cell per iteration
+        n = hi - lo
+        absent = np.arange(rank_width)[:, None] >= n_ranks[None, lo:hi]  # ranks an iteration lacks
         loads = np.where(absent, np.inf, 0.0)
-        equal = np.where(absent, np.inf, 0.0)  # the same, at most ceil(items / ranks) microbatches per rank
-        counts = np.zeros((hi - lo, rank_width), dtype=np.int64)
+        equal = loads.copy()  # the same, at most ceil(items / ranks) microbatches per rank
+        open_ = loads.copy()  # = equal, but inf once a rank holds its cap
+        counts = np.zeros((rank_width, n), dtype=np.int64)
         cap = -(-n_items[lo:hi] // n_ranks[lo:hi])
-        index = np.arange(hi - lo)
+        flat_loads, flat_equal, flat_open, flat_counts = (a.reshape(-1) for a in (loads, equal, open_, counts))
+        index, weights = np.arange(n), (rank_width - np.arange(rank_width))[:, None]
         for j in range(int(n_items[lo:hi].max())):  # one step per microbatch index, all iterations at once
-            target = np.argmin(loads, axis=1)
-            loads[index, target] += matrix[j]
-            target = np.argmin(np.where(counts >= cap[:, None], np.inf, equal), axis=1)
-            real = j < n_items[lo:hi]
-            equal[index, target] += matrix[j]
-            counts[index, target] += real
-        lpt_max[lo:hi] = np.where(absent, -np.inf, loads).max(axis=1)
-        equal_max[lo:hi] = np.where(absent, -np.inf, equal).max(axis=1)
+            cost = matrix[j]
+            flat_loads[_least_loaded(loads, weights) * n + index] += cost
+            cell = _least_loaded(open_, weights) * n + index
+            flat_equal[cell] += cost
+            flat_open[cell] += cost
+            flat_counts[cell] += j < n_items[lo:hi]
+            flat_open[cell[flat_counts[cell] >= cap]] = np.inf
+        lpt_max[lo:hi] = np.where(absent, -np.inf, loads).max(axis=0)
+        equal_max[lo:hi] = np.where(absent, -np.inf, equal).max(axis=0)
     return pl.DataFrame({"iteration": iterations, "lpt_max": lpt_max, "lpt_equal_max": equal_max,
                          "lower_bound": np.maximum(sums / n_ranks, big)}).with_columns(
         pl.col("iteration").cast(costs.schema["iteration"]))
