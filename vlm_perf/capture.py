@@ -20,7 +20,21 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MetadataWriter", "seq_lens_from_cu_seqlens", "shard_name"]
+# MetadataCallback is deliberately not in __all__: a star import must not pull in torch/transformers.
+__all__ = ["MetadataWriter", "batch_metadata", "seq_lens_from_cu_seqlens", "shard_name"]
+
+
+def __getattr__(name: str) -> Any:
+    """``MetadataCallback`` (a transformers ``TrainerCallback``) is loaded on first use only, so this
+    module never imports torch or transformers (see ``vlm_perf.capture_trainer``)."""
+    if name == "MetadataCallback":
+        try:
+            from .capture_trainer import MetadataCallback
+        except ImportError as exc:
+            raise ImportError(f"vlm_perf.capture.MetadataCallback needs torch and transformers (and accelerate for "
+                              f"the Trainer): {exc}") from exc
+        return MetadataCallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 SCHEMA_VERSION = 1
 
@@ -80,6 +94,77 @@ def seq_lens_from_cu_seqlens(cu_seqlens: Any) -> list[int]:
     if any(n < 0 for n in lens):
         raise ValueError("cu_seqlens must be non-decreasing")
     return [n for n in lens if n > 0]
+
+
+CU_SEQLENS_KEYS = ("cu_seq_lens_q", "cu_seqlens_q", "cu_seqlens")  # HF flash varlen kwargs; THD names
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    shape = getattr(value, "shape", None)
+    return tuple(int(n) for n in shape) if shape is not None else None
+
+
+def _segments(row: list[int]) -> list[int]:
+    """Lengths of the causal documents in one packed row of position ids (each restarts at 0)."""
+    starts = [i for i, p in enumerate(row) if p == 0] or [0]
+    if starts[0] != 0:
+        starts.insert(0, 0)
+    return [b - a for a, b in zip(starts, starts[1:] + [len(row)])]
+
+
+def batch_metadata(inputs: dict) -> dict:
+    """Schema-v1 fields of one microbatch from the keyword inputs of a Hugging Face model call.
+
+    Returns keyword arguments for :meth:`MetadataWriter.record`: ``seq_lens`` (or ``cu_seqlens``),
+    ``padded_tokens`` and ``samples`` (from the token tensor's shape [B, S]), ``image_grid_thw`` and
+    ``video_grid_thw`` (as given). Sequence lengths, in order of preference:
+
+    1. ``cu_seq_lens_q`` / ``cu_seqlens_q`` / ``cu_seqlens`` (packed varlen batches, e.g.
+       ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)``): one length per document;
+    2. 2-D ``position_ids`` that restart at 0 inside a row (packed rows, e.g. TRL
+       ``padding_free=True``): one length per restart;
+    3. a 2-D ``attention_mask``: real (unmasked) tokens per row; rows with none are dropped;
+    4. otherwise every row is one sequence of S tokens.
+
+    3-D ``position_ids`` (Qwen M-RoPE, [3, B, S]) are not used for packing detection: vision tokens
+    share positions, so restarts are ambiguous; the attention mask decides then. Tensors are read
+    with ``.tolist()`` / ``.sum(-1)`` (torch or numpy), never imported.
+    """
+    ids = inputs.get("input_ids")
+    shape = _shape(ids)
+    if shape is None and inputs.get("inputs_embeds") is not None:
+        shape = _shape(inputs["inputs_embeds"])[:2]
+    if shape is not None and len(shape) == 1:
+        shape = (1, shape[0])
+    out: dict[str, Any] = {}
+    if shape is not None:
+        rows, length = shape[0], shape[1]
+        out["samples"], out["padded_tokens"] = rows, rows * length
+    for key in CU_SEQLENS_KEYS:
+        if inputs.get(key) is not None:
+            out["cu_seqlens"] = inputs[key]
+            break
+    else:
+        positions, mask = inputs.get("position_ids"), inputs.get("attention_mask")
+        pos_shape, mask_shape = _shape(positions), _shape(mask)
+        lens: list[int] | None = None
+        if pos_shape is not None and len(pos_shape) == 2 and pos_shape[1] > 1:
+            # one reduction on the tensor decides; only packed rows are copied to the host as lists
+            if bool((positions[:, 1:] == 0).any()):
+                pos_rows = _plain(positions)
+                if mask_shape == pos_shape:  # padding inside a packed batch: keep real tokens only
+                    pos_rows = [[p for p, m in zip(row, keep) if m] for row, keep in zip(pos_rows, _plain(mask))]
+                lens = [n for row in pos_rows if row for n in _segments(row)]
+        if lens is None and mask_shape is not None and len(mask_shape) == 2:
+            lens = [n for n in _plain(mask.sum(-1)) if n > 0]
+        if lens is None and shape is not None:
+            lens = [shape[1]] * shape[0]
+        if lens is not None:
+            out["seq_lens"] = lens
+    for key in ("image_grid_thw", "video_grid_thw"):
+        if inputs.get(key) is not None:
+            out[key] = inputs[key]
+    return out
 
 
 def _grid_rows(value: Any, name: str) -> list[list[int]] | None:

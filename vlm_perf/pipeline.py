@@ -101,7 +101,7 @@ def balance_of(costs, spec: ModelSpec, frozen, analysis: RunAnalysis):
                            rows_without_rank=unranked)
 
 
-def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None) -> dict:
+def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None, causal: str = "half") -> dict:
     """HFU block: the --recompute override, else what run.yaml / the log state, else no recompute."""
     from .analysis.hfu import Recompute, hfu_summary, recompute_from_config
 
@@ -110,7 +110,7 @@ def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None
         config.recompute_granularity, config.recompute_method, config.recompute_num_layers,
         config.gradient_checkpointing, config.pipeline_parallel,
         source="/".join(sorted(sources)) or "run configuration") or Recompute()
-    return hfu_summary(analysis, spec, policy, frozen)
+    return hfu_summary(analysis, spec, policy, frozen, causal)
 
 
 def stragglers_of(logs, config, balance, analysis: RunAnalysis) -> dict:
@@ -130,11 +130,13 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
              gpus: int | None = None, gpu: str | None = None, peak_tflops: float | None = None,
              dtype: str | None = None, conventions: Iterable[str] = (), log_format: str = "auto",
              skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None,
-             recompute: str | None = None) -> LoadedRun:
+             causal: str = "half", recompute: str | None = None) -> LoadedRun:
     """Parse, resolve the configuration, aggregate metadata and analyse one run.
 
     Arguments override the manifest (run.yaml / run.json), which overrides what the log states.
     Without metadata every number is an estimate from the run configuration (and labelled so).
+    ``causal``: how ``exact`` counts the LM attention core, ``half`` (flash-style causal kernels,
+    the default) or ``full`` (the whole square, as eager/masked attention computes it).
     ``recompute`` (none|selective|full[:N]) overrides the recompute settings the log / run.yaml state (HFU).
     """
     from .ingest.logs import parse_logs
@@ -143,6 +145,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
 
     from .analysis.hfu import parse_recompute
 
+    if causal not in ("half", "full"):
+        raise ValueError(f"--causal must be half or full, got {causal!r}")
     conventions = list(conventions) or list(DEFAULT_CONVENTIONS)
     recompute_cli = parse_recompute(recompute) if recompute is not None else None  # fail fast on a typo
     for name in conventions:
@@ -176,7 +180,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         stats_frame, meta_diag = result.frame, result.diagnostics.to_dict()
         # one streaming pass: exact FLOPs per microbatch (32 bytes a row) feed the vision-share figure and the balance
         costs = microbatch_costs(scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad), spec, frozen,
-                                 keep_unranked=True)
+                                 keep_unranked=True, causal=causal)
         micro_share = costs.select(pl.when(pl.col("flops") > 0).then(pl.col("vision_flops") / pl.col("flops"))
                                    .alias("vision_share"))["vision_share"]
     else:
@@ -184,7 +188,10 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     on_step("recomputing FLOPs per window")
     analysis = analyze_run(parsed.iterations, spec, stats_frame, world_size=config.num_gpus, peak_tflops=peak,
                            conventions=conventions, frozen=frozen, estimate=estimate,
-                           log_interval=config.log_interval)
+                           log_interval=config.log_interval, causal=causal)
+    if causal == "full":
+        notes.append("exact counts the LM attention core as the full square (--causal full, as eager/masked "
+                     "attention computes it), not the causal half")
     analysis.messages.extend(notes + vision_gaps(spec, estimate, stats_frame, stats_frame is None))
     if meta_diag:  # what the metadata reader noticed belongs in the report, not only in diagnostics
         skipped = meta_diag.get("rows_skipped_total", 0)
@@ -197,9 +204,10 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     balance = balance_of(costs, spec, frozen, analysis) if costs is not None else None
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),
-        inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model},
+        inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model,
+                "causal": causal},
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
         microbatch_vision_share=micro_share, sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
-                  hfu_provider(hfu_of(analysis, spec, config, frozen, recompute_cli)), balance_provider(balance),
+                  hfu_provider(hfu_of(analysis, spec, config, frozen, recompute_cli, causal)), balance_provider(balance),
                   straggler_provider(stragglers_of(logs, config, balance, analysis))])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from vlm_perf.capture import MetadataWriter, seq_lens_from_cu_seqlens
+from vlm_perf.capture import MetadataWriter, batch_metadata, seq_lens_from_cu_seqlens
 from vlm_perf.ingest.metadata import iteration_stats
 
 
@@ -103,3 +103,89 @@ def test_numpy_arrays(tmp_path):
     s = iteration_stats(tmp_path).stats_for(4)
     assert (s.lm_tokens, s.video_patches, s.vision_merged_tokens) == (4, 8, 2)
     assert "torch" not in sys.modules or True  # torch may be loaded by other tests; capture never needs it
+
+
+# batch_metadata: the schema-v1 fields of one HF model call (used by MetadataCallback)
+def test_batch_metadata_attention_mask_gives_real_tokens_per_row():
+    np = pytest.importorskip("numpy")
+    ids = np.zeros((3, 6), dtype=np.int64)
+    mask = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0]])
+    out = batch_metadata({"input_ids": ids, "attention_mask": mask, "image_grid_thw": np.array([[1, 4, 4]])})
+    assert out["seq_lens"] == [6, 3]  # the empty row is dropped
+    assert (out["samples"], out["padded_tokens"]) == (3, 18)
+    assert out["image_grid_thw"].tolist() == [[1, 4, 4]]
+
+
+def test_batch_metadata_packed_position_ids_split_documents():
+    np = pytest.importorskip("numpy")
+    pos = np.array([[0, 1, 2, 0, 1, 0, 1, 2, 3]])  # TRL padding_free / DataCollatorWithFlattening
+    out = batch_metadata({"input_ids": np.zeros((1, 9)), "position_ids": pos})
+    assert out["seq_lens"] == [3, 2, 4]
+    # with a mask of the same shape, masked positions are not documents
+    mask = np.array([[1, 1, 1, 1, 1, 1, 1, 0, 0]])
+    pos2 = np.array([[0, 1, 2, 0, 1, 0, 1, 0, 0]])
+    assert batch_metadata({"input_ids": np.zeros((1, 9)), "position_ids": pos2, "attention_mask": mask})[
+        "seq_lens"] == [3, 2, 2]
+
+
+def test_batch_metadata_cu_seqlens_wins_and_unpacked_positions_fall_back():
+    np = pytest.importorskip("numpy")
+    out = batch_metadata({"input_ids": np.zeros((1, 10)), "cu_seq_lens_q": np.array([0, 4, 10]),
+                          "position_ids": np.arange(10)[None]})
+    assert out["cu_seqlens"].tolist() == [0, 4, 10] and "seq_lens" not in out
+    # plain (unpacked) positions: no restart, so the mask / shape decides
+    out = batch_metadata({"input_ids": np.zeros((2, 5)), "position_ids": np.tile(np.arange(5), (2, 1))})
+    assert out["seq_lens"] == [5, 5]
+    # 3-D M-RoPE positions are ignored for packing; the mask decides
+    out = batch_metadata({"input_ids": np.zeros((1, 4)), "position_ids": np.zeros((3, 1, 4), dtype=int),
+                          "attention_mask": np.array([[1, 1, 1, 0]])})
+    assert out["seq_lens"] == [3]
+    out = batch_metadata({"input_ids": np.zeros((1, 4)), "video_grid_thw": np.array([[2, 4, 4]]),
+                          "image_grid_thw": None})
+    assert out["video_grid_thw"].tolist() == [[2, 4, 4]] and "image_grid_thw" not in out
+    out = batch_metadata({"inputs_embeds": np.zeros((2, 7, 16))})
+    assert out == {"samples": 2, "padded_tokens": 14, "seq_lens": [7, 7]}
+
+
+def test_metadata_callback_without_transformers_is_a_clear_import_error(monkeypatch):
+    import vlm_perf.capture as cap
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "vlm_perf.capture_trainer", raising=False)
+    with pytest.raises(ImportError, match="MetadataCallback needs torch and transformers"):
+        cap.MetadataCallback  # noqa: B018
+    assert "MetadataCallback" not in cap.__all__  # a star import never pulls in torch
+    with pytest.raises(AttributeError):
+        cap.NoSuchThing  # noqa: B018
+
+
+def test_batch_metadata_fuzz_packed_and_padded_rows():
+    """Random packed rows (position ids restarting per document, right padding masked out) and plain
+    padded rows: the recorded lengths are exactly the documents / real tokens that were put in."""
+    np = pytest.importorskip("numpy")
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    docs_rows = st.lists(st.lists(st.integers(1, 50), min_size=1, max_size=5), min_size=1, max_size=4)
+
+    @settings(derandomize=True, deadline=None, max_examples=80)
+    @given(docs_rows, st.integers(0, 7), st.booleans())
+    def check(rows, pad, packed):
+        length = max(sum(r) for r in rows) + pad
+        pos = np.zeros((len(rows), length), dtype=np.int64)
+        mask = np.zeros((len(rows), length), dtype=np.int64)
+        for i, docs in enumerate(rows):
+            if not packed:
+                docs = [sum(docs)]
+            seq = np.concatenate([np.arange(n) for n in docs])
+            pos[i, :len(seq)] = seq
+            mask[i, :len(seq)] = 1
+        inputs = {"input_ids": np.zeros((len(rows), length)), "attention_mask": mask}
+        if packed:
+            inputs["position_ids"] = pos
+        out = batch_metadata(inputs)
+        expected = [n for docs in rows for n in docs] if packed else [sum(docs) for docs in rows]
+        assert out["seq_lens"] == expected
+        assert (out["samples"], out["padded_tokens"]) == (len(rows), len(rows) * length)
+
+    check()

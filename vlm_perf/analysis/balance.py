@@ -58,27 +58,28 @@ class TimeModel:
 
 
 def _exact(stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, frozen: Iterable[str],
-           keys: tuple[str, ...]) -> pl.DataFrame | pl.LazyFrame:
-    out = with_flops(stats, spec, ["exact"], frozen).select(
+           keys: tuple[str, ...], causal: str = "half") -> pl.DataFrame | pl.LazyFrame:
+    out = with_flops(stats, spec, ["exact"], frozen, causal=causal).select(
         *keys, pl.col("exact_language").alias("lm_flops"), pl.col("exact_vision").alias("vision_flops"))
     return out.with_columns((pl.col("lm_flops") + pl.col("vision_flops")).alias("flops"))
 
 
-def rank_flops(rank_stats: pl.DataFrame, spec: ModelSpec, frozen: Iterable[str] = ()) -> pl.DataFrame:
+def rank_flops(rank_stats: pl.DataFrame, spec: ModelSpec, frozen: Iterable[str] = (),
+               causal: str = "half") -> pl.DataFrame:
     """Exact training FLOPs per (iteration, dp_rank): ``lm_flops``, ``vision_flops``, ``flops`` (FLOPs)."""
     keys = RANK_KEYS + (("microbatches",) if "microbatches" in rank_stats.columns else ())
-    return _exact(rank_stats, spec, frozen, keys).sort(RANK_KEYS)
+    return _exact(rank_stats, spec, frozen, keys, causal).sort(RANK_KEYS)
 
 
 def microbatch_costs(micro_stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, frozen: Iterable[str] = (),
-                     keep_unranked: bool = False) -> pl.DataFrame:
+                     keep_unranked: bool = False, causal: str = "half") -> pl.DataFrame:
     """Exact training FLOPs per microbatch (``iteration, dp_rank, lm_flops, vision_flops, flops``).
 
     Only these five columns are materialised, 32 bytes per microbatch (iteration and dp_rank as
     Int32; a LazyFrame is evaluated by the streaming engine). Rows without ``dp_rank`` are dropped
-    unless ``keep_unranked`` (then the caller counts and drops them).
+    unless ``keep_unranked`` (then the caller counts and drops them). ``causal`` as in `with_flops`.
     """
-    out = _exact(micro_stats, spec, frozen, RANK_KEYS).with_columns(pl.col("iteration").cast(pl.Int32),
+    out = _exact(micro_stats, spec, frozen, RANK_KEYS, causal).with_columns(pl.col("iteration").cast(pl.Int32),
                                                                     pl.col("dp_rank").cast(pl.Int32))
     if not keep_unranked:
         out = out.filter(pl.col("dp_rank").is_not_null())

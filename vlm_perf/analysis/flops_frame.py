@@ -14,14 +14,15 @@ STAT_COLUMNS = BatchStats.field_names()
 
 
 def flops_columns(spec: ModelSpec, conventions: Iterable[str], frozen: Iterable[str] = (),
-                  components_of: str = "exact") -> list[pl.Expr]:
+                  components_of: str = "exact", causal: str = "half") -> list[pl.Expr]:
     """Expressions adding ``<conv>_total|vision|language`` per convention, and
-    ``flops.<component>`` for ``components_of`` (training FLOPs, FLOPs units)."""
+    ``flops.<component>`` for ``components_of`` (training FLOPs, FLOPs units, Float64).
+    ``frozen`` and ``causal`` apply to ``exact`` only; named conventions fix their own rules."""
     cols = BatchStats.columns()
     exprs: list[pl.Expr] = []
     for name in dict.fromkeys(conventions):
         frozen_parts = tuple(frozen) if name == "exact" else ()
-        b = compute_flops(spec, cols, name, frozen=frozen_parts)
+        b = compute_flops(spec, cols, name, frozen=frozen_parts, causal=causal if name == "exact" else "half")
         for part, value in (("total", b.total), ("vision", b.vision), ("language", b.language)):
             exprs.append(_as_expr(value).cast(pl.Float64).alias(f"{name}_{part}"))
         if name == components_of:
@@ -30,26 +31,28 @@ def flops_columns(spec: ModelSpec, conventions: Iterable[str], frozen: Iterable[
 
 
 def _as_expr(value) -> pl.Expr:
-    return value if isinstance(value, pl.Expr) else pl.lit(value)
+    # a Python number (a component the formula does not use) as a Float64 literal of any size
+    return value if isinstance(value, pl.Expr) else pl.lit(float(value), dtype=pl.Float64)
 
 
 def with_flops(stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, conventions: Iterable[str],
-               frozen: Iterable[str] = ()) -> pl.DataFrame | pl.LazyFrame:
+               frozen: Iterable[str] = (), causal: str = "half") -> pl.DataFrame | pl.LazyFrame:
     """``stats`` (columns = BatchStats fields, missing ones taken as 0) plus FLOPs columns."""
     names = stats.collect_schema().names() if isinstance(stats, pl.LazyFrame) else stats.columns
     missing = [c for c in STAT_COLUMNS if c not in names]
     frame = stats.with_columns([pl.lit(0).alias(c) for c in missing]) if missing else stats
     frame = frame.with_columns([pl.col(c).cast(pl.Float64) for c in STAT_COLUMNS])
-    return frame.with_columns(flops_columns(spec, conventions, frozen))
+    return frame.with_columns(flops_columns(spec, conventions, frozen, causal=causal))
 
 
-def vision_share(stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, frozen: Iterable[str] = ()) -> pl.Series:
+def vision_share(stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, frozen: Iterable[str] = (),
+                 causal: str = "half") -> pl.Series:
     """Exact vision share of training FLOPs per row (microbatch or iteration); empty rows are null.
 
     A LazyFrame is evaluated by the streaming engine and only the share column is materialised
     (8 bytes per row), so millions of microbatches fit.
     """
-    share = with_flops(stats, spec, ["exact"], frozen).select(
+    share = with_flops(stats, spec, ["exact"], frozen, causal=causal).select(
         pl.when(pl.col("exact_total") > 0).then(pl.col("exact_vision") / pl.col("exact_total")).alias("vision_share"))
     if isinstance(share, pl.LazyFrame):
         share = share.collect(engine="streaming")

@@ -122,11 +122,13 @@ def _has_lm_backward(spec: ModelSpec, frozen: Iterable[str]) -> bool:
     return any(train.get(c, 0) > fwd.get(c, 0) for c in LAYER_COMPONENTS)
 
 
-def recompute_expr(spec: ModelSpec, policy: Recompute, frozen: Iterable[str] = ()) -> pl.Expr:
-    """Recomputed forward FLOPs per row of a frame of `BatchStats` columns (FLOPs)."""
+def recompute_expr(spec: ModelSpec, policy: Recompute, frozen: Iterable[str] = (), causal: str = "half") -> pl.Expr:
+    """Recomputed forward FLOPs per row of a frame of `BatchStats` columns (FLOPs); ``causal`` as the
+    run's exact FLOPs count the attention core."""
     if policy.granularity == "none" or not _has_lm_backward(spec, frozen):
         return pl.lit(0.0)
-    fwd = compute_flops(spec, BatchStats.columns(), "exact", mode="forward", frozen=tuple(frozen)).components
+    fwd = compute_flops(spec, BatchStats.columns(), "exact", mode="forward", frozen=tuple(frozen),
+                        causal=causal).components
     if policy.granularity == "selective":
         parts = ["lm.attn_core"]
         scale = 1.0
@@ -140,9 +142,10 @@ def recompute_expr(spec: ModelSpec, policy: Recompute, frozen: Iterable[str] = (
     return (expr * scale).cast(pl.Float64)
 
 
-def hfu_summary(run: RunAnalysis, spec: ModelSpec, policy: Recompute, frozen: Iterable[str] = ()) -> dict:
+def hfu_summary(run: RunAnalysis, spec: ModelSpec, policy: Recompute, frozen: Iterable[str] = (),
+                causal: str = "half") -> dict:
     """HFU next to MFU (exact), time-weighted over the windows the means use, with the rule stated."""
-    per = run.per_iteration.with_columns(recompute_expr(spec, policy, frozen).alias("recompute_flops"))
+    per = run.per_iteration.with_columns(recompute_expr(spec, policy, frozen, causal).alias("recompute_flops"))
     windows = window_sums(run.windows.drop("recompute_flops", strict=False), per, ["recompute_flops"])
     good = windows.filter(~pl.col("first_in_segment") & (pl.col("covered_iterations")
                                                           == pl.col("window_iterations")))

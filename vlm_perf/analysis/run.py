@@ -70,7 +70,7 @@ def estimate_stats(iterations: pl.DataFrame, per_iteration: BatchStats) -> pl.Da
     last = int(iterations["iteration"].max())
     values = per_iteration.as_dict()
     return pl.DataFrame({"iteration": np.arange(1, last + 1)}).with_columns(
-        [pl.lit(v).alias(k) for k, v in values.items()])
+        [pl.lit(float(v), dtype=pl.Float64).alias(k) for k, v in values.items()])
 
 
 def analyze_run(
@@ -84,6 +84,7 @@ def analyze_run(
     frozen: Iterable[str] = (),
     estimate: BatchStats | None = None,
     log_interval: int | None = None,
+    causal: str = "half",
 ) -> RunAnalysis:
     """Recompute FLOPs per iteration under each convention and aggregate over logged windows.
 
@@ -103,7 +104,7 @@ def analyze_run(
                              "seq_length/global_batch_size (and an image grid) in run.yaml")
         stats = estimate_stats(iterations, estimate)
         messages.append("ESTIMATE: no per-microbatch metadata; statistics come from the run configuration")
-    per_iteration = with_flops(stats.sort("iteration"), spec, convs, frozen)
+    per_iteration = with_flops(stats.sort("iteration"), spec, convs, frozen, causal=causal)
     interval = log_interval or infer_log_interval(iterations)
     windows = build_windows(iterations, interval)
     sums = [c for c in per_iteration.columns if c.endswith(("_total", "_vision", "_language")) or c.startswith("flops.")]

@@ -23,6 +23,8 @@ def report(
     convention: List[str] = typer.Option([], "--convention", help="Conventions to show (repeatable)."),
     log_format: str = typer.Option("auto", "--format", help="Log format (auto-detected per line by default)."),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip (and count) bad metadata lines."),
+    causal: str = typer.Option("half", "--causal",
+                               help="exact's LM attention core: half (causal kernels) or full (eager/masked)."),
     recompute: Optional[str] = typer.Option(None, "--recompute", help="Activation recompute for HFU: none, selective, "
                                             "full or full:N layers (default: what the log / run.yaml state)."),
 ) -> None:
@@ -36,6 +38,7 @@ def report(
         task = progress.add_task("loading run")
         loaded = load_run(run, metadata=metadata, model=model, gpus=gpus, gpu=gpu, peak_tflops=peak_tflops,
                           dtype=dtype, conventions=convention, log_format=log_format, skip_bad=skip_bad,
+                          causal=causal,
                           on_step=lambda text: progress.update(task, description=text), recompute=recompute)
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)

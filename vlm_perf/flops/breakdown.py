@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from functools import reduce
 from operator import add
@@ -56,20 +57,31 @@ class Breakdown:
         return _sum(self.components.values())
 
     def as_exprs(self, prefix: str = "flops_") -> list:
-        """polars expressions named ``prefix + component`` plus total/vision/language."""
-        import polars as pl
+        """polars expressions named ``prefix + component`` plus total/vision/language, all Float64.
 
-        out = [pl.lit(v).alias(prefix + k) if not isinstance(v, pl.Expr) else v.alias(prefix + k)
-               for k, v in self.components.items()]
-        for name, value in (("vision", self.vision), ("language", self.language), ("total", self.total)):
-            out.append((value if isinstance(value, pl.Expr) else pl.lit(value)).alias(prefix + name))
-        return out
+        Always Float64, never an integer dtype: training FLOPs of one step can exceed the Int64
+        range (integer polars arithmetic wraps silently) and a Python-int component above 2^63 is
+        not a valid Int64 literal. The arithmetic before this point is Float64 too:
+        ``compute_flops`` casts expression statistics (e.g. ``BatchStats.columns()``) first.
+        """
+        items = [*self.components.items(), ("vision", self.vision), ("language", self.language),
+                 ("total", self.total)]
+        return [_float_expr(value).alias(prefix + name) for name, value in items]
 
     def to_dict(self) -> dict[str, Any]:
         return {"convention": self.convention, "total": self.total, "vision": self.vision,
                 "language": self.language, "components": dict(self.components),
                 "options": {"mode": self.options.mode, "causal": self.options.causal,
                             "frozen": list(self.options.frozen)}, "notes": list(self.notes)}
+
+
+def _float_expr(value: Any) -> Any:
+    """A polars Float64 expression of ``value`` (an expression, or a Python number of any size)."""
+    import polars as pl
+
+    if isinstance(value, pl.Expr):
+        return value.cast(pl.Float64)
+    return pl.lit(float(value), dtype=pl.Float64)
 
 
 def _sum(values: Iterable[Any]) -> Any:
@@ -81,9 +93,24 @@ def compute_flops(spec: ModelSpec, stats: BatchStats, convention: str = "exact",
     """FLOPs of one batch (or, with polars stats, of every row) under a named convention.
 
     ``stats`` may hold Python numbers or polars expressions (``BatchStats.columns()``); the
-    result's values are of the same kind. ``causal``/``frozen`` apply to ``exact``; named
-    conventions count the way their tool does and say in ``notes`` what they ignored.
+    result's values are of the same kind. Polars expressions are cast to Float64 first, whatever
+    their dtype, so no formula runs in (silently wrapping) integer arithmetic; Python ints stay
+    exact. ``causal``/``frozen`` apply to ``exact``; named conventions count the way their tool
+    does and say in ``notes`` what they ignored.
     """
     from .conventions import get_convention
 
-    return get_convention(convention).compute(spec, stats, Options(mode=mode, causal=causal, frozen=tuple(frozen)))
+    options = Options(mode=mode, causal=causal, frozen=tuple(frozen))
+    return get_convention(convention).compute(spec, _float64_exprs(stats), options)
+
+
+def _float64_exprs(stats: BatchStats) -> BatchStats:
+    """``stats`` with every polars-expression field cast to Float64 (numbers untouched).
+
+    polars is looked up, not imported: if it was never imported, no field can be an expression.
+    """
+    pl = sys.modules.get("polars")
+    if pl is None:
+        return stats
+    casts = {name: value.cast(pl.Float64) for name, value in stats.as_dict().items() if isinstance(value, pl.Expr)}
+    return stats.with_(**casts) if casts else stats

@@ -30,7 +30,7 @@ def components_by_convention(spec: ModelSpec, per_iteration: pl.DataFrame, conve
         if spec.lm.family in get_convention(conv).unsupported:
             continue
         b = compute_flops(spec, cols, conv, frozen=tuple(frozen) if conv == "exact" else ())
-        exprs = [(v if isinstance(v, pl.Expr) else pl.lit(v)).cast(pl.Float64).sum().alias(k)
+        exprs = [(v if isinstance(v, pl.Expr) else pl.lit(float(v))).cast(pl.Float64).sum().alias(k)
                  for k, v in b.components.items()]
         sums = frame.select(exprs).row(0, named=True)
         for comp in COMPONENTS:
