@@ -269,7 +269,7 @@ def _summary(per_it: pl.DataFrame, ranks: pl.DataFrame, dp_ranks: int, time_mode
     out["imbalanced_iterations"] = slow.height
     out["slowest_ranks"] = [{"dp_rank": int(r), "iterations": int(c), "share": c / slow.height}
                             for r, c in counts.head(5).iter_rows()]
-    worst = used.sort(["idle_fraction", "iteration"], descending=[True, False]).head(5)
+    worst = slow.sort(["idle_fraction", "iteration"], descending=[True, False]).head(5)  # imbalanced only
     out["worst_iterations"] = [
         {"iteration": int(row["iteration"]), "idle_fraction": row["idle_fraction"],
          "flops_max_over_mean": row["flops_max_over_mean"], "slowest_rank": row["slowest_rank"],

@@ -173,6 +173,7 @@ def _correlate(timing, ranks, tp, cp, dp, interval, notes: list[str]) -> dict | 
                         "predicted_from_flops_median": float(np.median(x)), "correlation": corr})
         result["timer_vs_flops_spread"] = per
     if len(result) == 5:  # nothing to correlate with
-        notes.append("no per-rank timing in the logs to correlate with the DP load balance")
+        if not timing.empty:
+            notes.append("no per-rank timing in the logs to correlate with the DP load balance")
         return None
     return result

@@ -61,6 +61,8 @@ def balance_lines(s: dict) -> list[str]:
     if not s.get("iterations"):
         return [f"no iteration with metadata from all {s.get('dp_ranks', 0)} DP ranks inside the windows the means "
                 "use: nothing to report"] + s.get("notes", [])
+    if s.get("dp_ranks") == 1:
+        return ["one DP rank: every step waits for no other rank, nothing to balance"] + s.get("notes", [])
     lines = [f"{s['dp_ranks']} DP ranks, {s['iterations']} iterations (those of the windows the means use); load = "
              f"{s['flops']}.",
              f"Heaviest rank / mean: median **{_num(s['flops_max_over_mean_median'])}** (p90 "
