@@ -25,6 +25,8 @@ def compare(
     recompute_a: Optional[str] = typer.Option(None, "--recompute-a", help="Recompute of run A for HFU: none, "
                                               "selective, full or full:N (default: what its log / run.yaml state)."),
     recompute_b: Optional[str] = typer.Option(None, "--recompute-b", help="Recompute of run B (as --recompute-a)."),
+    causal: str = typer.Option("half", "--causal",
+                               help="exact's LM attention core in both runs: half (causal kernels) or full."),
 ) -> None:
     """Compare two runs: TFLOP/s/GPU and MFU per convention, step time, tokens, and the exact-FLOPs change
     split into "the data changed" and "the system changed"."""
@@ -36,7 +38,7 @@ def compare(
     summaries = []
     for run, model, gpus, recompute in ((run_a, model_a, gpus_a, recompute_a), (run_b, model_b, gpus_b, recompute_b)):
         loaded = load_run(run, model=model, gpus=gpus, peak_tflops=peak_tflops, conventions=convention,
-                          skip_bad=skip_bad, recompute=recompute)
+                          skip_bad=skip_bad, recompute=recompute, causal=causal)
         summaries.append(build_summary(loaded.analysis, loaded.context))
     cmp = compare_summaries(*summaries)
     if out is not None:
