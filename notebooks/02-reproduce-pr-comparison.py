@@ -144,3 +144,22 @@ display(control.to_pandas().style.format(FMT))
 c = dict(zip(control["convention"], control["tflops_per_gpu_mean"]))
 print(f"control: megatron-lm {c['megatron-lm']:.1f} vs mbridge-pr2575 {c['mbridge-pr2575']:.1f} TFLOP/s/GPU "
       f"(ratio {c['mbridge-pr2575'] / c['megatron-lm']:.4f})")
+
+# %% [markdown]
+# ## 5. The two runs side by side (`vlm-perf compare`)
+#
+# `vlm-perf compare sample_logs/qwen3-30b-a3b-text sample_logs/qwen3-vl-30b-a3b-sft` does the same from the
+# command line. The step-time change splits into "the data changed" (exact FLOPs per iteration, at A's
+# time per FLOP) and "the system changed" (GPU-seconds per FLOP); only the second moves TFLOP/s/GPU.
+
+# %%
+import polars as pl
+
+from vlm_perf.analysis.compare import compare_summaries
+from vlm_perf.report import build_summary
+from vlm_perf.report.compare_page import CONV_HEADERS, FACT_HEADERS, convention_rows, fact_rows, headline
+
+cmp = compare_summaries(build_summary(text.analysis, text.context), build_summary(vl.analysis, vl.context))
+print("\n".join(line.replace("**", "") for line in headline(cmp)))
+display(pl.DataFrame(convention_rows(cmp), schema=CONV_HEADERS, orient="row").to_pandas())
+display(pl.DataFrame(fact_rows(cmp), schema=FACT_HEADERS, orient="row").to_pandas())

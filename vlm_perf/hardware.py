@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-__all__ = ["DevicePeak", "GPU_TYPES", "DTYPES", "PEAKS", "resolve_gpu", "device_peak", "peak_flops"]
+__all__ = ["DevicePeak", "GPU_TYPES", "DTYPES", "PEAKS", "resolve_gpu", "device_peak", "peak_flops", "peak_used"]
 
 DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "tf32", "fp32")
 
@@ -48,6 +48,19 @@ class DevicePeak:
     source: str  # URL(s) and/or repo/path of the code tables
     uncertain: tuple[str, ...] = ()  # dtypes whose value is vendor-only or disputed
     note: str = ""
+    clock: str = ""  # which clock / derivation the tabulated value follows
+    alternatives: Mapping[str, float] = field(default_factory=dict)  # other bf16 figures in circulation -> TFLOP/s
+
+    def describe(self, dtype: str = "bf16") -> dict:
+        """The audit record of the peak used for an MFU: value, dtype, dense, clock, source, alternatives."""
+        d = _norm_dtype(dtype)
+        value = self.flops(d) / 1e12
+        alternatives = dict(self.alternatives) if d in ("bf16", "fp16") else {}  # bf16 figures only
+        return {"device": self.name, "dtype": d, "tflops": value, "dense": True,
+                "sparsity": "dense: 2:4 structured sparsity never counted (datasheet 'with sparsity' figures halved)",
+                "clock": self.clock, "source": self.source, "source_short": self.source.split(";")[0].strip(),
+                "uncertain": d in self.uncertain, "alternatives": alternatives, "note": self.note,
+                "override": False}
 
     def flops(self, dtype: str = "bf16") -> float:
         """Dense peak in FLOP/s for ``dtype`` (raises ValueError if not tabulated)."""
@@ -60,14 +73,23 @@ class DevicePeak:
         return self.tflops[d] * 1e12
 
 
-def _p(name, bf16, source, *, fp8=None, tf32=None, fp32=None, fp16=True, uncertain=(), note=""):
+_NV_CLOCK = "NVIDIA datasheet figure (dense; at the clock NVIDIA quotes it)"
+_AMD_CLOCK = "computed: CUs x peak engine clock x dense FLOP/clock/CU (AMD datasheet)"
+_TPU_CLOCK = "Google Cloud TPU documentation, per chip"
+
+
+def _p(name, bf16, source, *, fp8=None, tf32=None, fp32=None, fp16=True, uncertain=(), note="", clock=None,
+       alternatives=None):
     t = {"bf16": bf16}
     if fp16:
         t["fp16"] = bf16
     for k, v in (("fp8", fp8), ("tf32", tf32), ("fp32", fp32)):
         if v is not None:
             t[k] = v
-    return DevicePeak(name, MappingProxyType(t), source, tuple(uncertain), note)
+    if clock is None:
+        clock = _TPU_CLOCK if name.startswith("TPU") else _AMD_CLOCK if name.startswith("MI") else _NV_CLOCK
+    return DevicePeak(name, MappingProxyType(t), source, tuple(uncertain), note, clock,
+                      MappingProxyType(dict(alternatives or {})))
 
 
 _A100_DS = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
@@ -96,32 +118,39 @@ _TABLE: tuple[DevicePeak, ...] = (
     _p("L40S", 362, f"https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413; {_TT}; {_VERL}",
        note="veRL uses 362.05"),
     _p("B200", 2250, f"https://nvdam.widen.net/s/wwnsxrhm2w/blackwell-datasheet-3384703; {_TT}; {_VERL}; {_IX}",
-       fp8=4500, note="HGX B200; datasheet 4.5 PF BF16 with sparsity"),
+       fp8=4500, note="HGX B200; datasheet 4.5 PF BF16 with sparsity",
+       alternatives={"VeOmni PR #986 boost clock (148 SM x 8192 x 1.965 GHz)": 2382}),
     _p("B300", 2250, f"https://www.nvidia.com/en-us/data-center/hgx/ (HGX B300); {_TT}; {_IX}",
        fp8=4500, uncertain=("bf16",),
        note="HGX B300; Blackwell Ultra raises FP4, not BF16 (to confirm on the datasheet)"),
     _p("GB200", 2500, f"https://www.nvidia.com/en-us/data-center/dgx-gb200/; {_TT}; {_VERL}; {_IX}",
-       fp8=5000, note="per Blackwell GPU in NVL72 (rack 180 PF BF16 sparse / 72 / 2)"),
+       fp8=5000, note="per Blackwell GPU in NVL72 (rack 180 PF BF16 sparse / 72 / 2)",
+       alternatives={"VeOmni PR #986 boost-clock figure (152 SM x 8192 x ~2.06 GHz)": 2565}),
     _p("GB300", 2500, f"https://www.nvidia.com/en-us/data-center/dgx-gb300/; {_TT}; {_IX}",
        fp8=5000, note="per Blackwell Ultra GPU in NVL72"),
     _p("MI300X", 1307.4,
        f"https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html; {_IX}",
        fp8=2614.9, uncertain=("bf16",),
-       note="AMD datasheet value; torchtitan uses 1300, veRL 1336"),
+       note="AMD datasheet value; torchtitan uses 1300, veRL 1336",
+       alternatives={"torchtitan get_peak_flops (rounded)": 1300, "veRL _DEVICE_FLOPS (origin unknown)": 1336}),
     _p("MI325X", 1307.4,
        f"https://www.amd.com/en/products/accelerators/instinct/mi300/mi325x.html; {_IX}",
-       fp8=2614.9, uncertain=("bf16",), note="same compute as MI300X; torchtitan 1300"),
+       fp8=2614.9, uncertain=("bf16",), note="same compute as MI300X; torchtitan 1300",
+       alternatives={"torchtitan get_peak_flops (rounded)": 1300}),
     _p("MI350X", 2306.9, "https://www.amd.com/en/products/accelerators/instinct/mi350/mi350x.html",
        uncertain=("bf16",), note="~2.3 PF; 256 CUs x 2.2 GHz x 4096 FLOP/clk/CU; vendor only"),
     _p("MI355X", 2516.6,
        f"https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html; {_TT}; {_IX}",
        fp8=5033.2, uncertain=("bf16", "fp8"),
-       note="256 CUs x 2.4 GHz x 4096; AMD rounds to 2.5 PF, torchtitan uses 2500; IX fp8 5033"),
+       note="256 CUs x 2.4 GHz x 4096; AMD rounds to 2.5 PF, torchtitan uses 2500; IX fp8 5033",
+       alternatives={"AMD rounded / torchtitan": 2500}),
     _p("TPU v5e", 197, f"https://cloud.google.com/tpu/docs/v5e; {_PL} (_TPU_FLOPS v5litepod)",
        fp16=False, note="per chip"),
     _p("TPU v5p", 459, "https://cloud.google.com/tpu/docs/v5p", fp16=False, note="per chip"),
     _p("TPU v6e", 918, "https://cloud.google.com/tpu/docs/v6e", fp16=False,
        note="Trillium, per chip"),
+    _p("TPU v7", 2307, "https://docs.cloud.google.com/tpu/docs/tpu7x", fp8=4614, fp16=False,
+       note="TPU7x (Ironwood), per chip (two TensorCores); a table exposing each TensorCore as a device uses half"),
 )
 
 PEAKS: Mapping[str, DevicePeak] = MappingProxyType({p.name: p for p in _TABLE})
@@ -186,6 +215,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("TPU v5e", r"(?:tpu ?)?v5(?:e| ?lite(?:pod)?)"),
     _Rule("TPU v5p", r"(?:tpu ?)?v5p|tpu ?v5$"),
     _Rule("TPU v6e", r"(?:tpu ?)?v6(?:e| ?lite)|trillium"),
+    _Rule("TPU v7", r"tpu ?v?7x?|ironwood"),
 )
 
 
@@ -240,6 +270,24 @@ def _norm_dtype(dtype: str) -> str:
 def device_peak(gpu: str) -> DevicePeak:
     """The :class:`DevicePeak` entry (values, source, uncertainty) for a device name."""
     return PEAKS[resolve_gpu(gpu)]
+
+
+def peak_used(gpu: str | None, dtype: str = "bf16", override_tflops: float | None = None) -> dict | None:
+    """Audit record of the peak behind an MFU (see `DevicePeak.describe`); ``override_tflops``
+    (``--peak-tflops``) wins and is recorded as such, with the table value beside it when known."""
+    table = None
+    if gpu:
+        try:
+            table = device_peak(gpu).describe(dtype)
+        except ValueError:
+            table = None
+    if override_tflops is None:
+        return table
+    return {"device": gpu, "dtype": _norm_dtype(dtype) if dtype else None, "tflops": float(override_tflops),
+            "dense": None, "sparsity": "as given by --peak-tflops (the table's values are dense)",
+            "clock": "as given by --peak-tflops", "source": "--peak-tflops (user override)",
+            "source_short": "--peak-tflops", "uncertain": False, "alternatives": {}, "note": "",
+            "override": True, "table_tflops": table["tflops"] if table else None}
 
 
 def peak_flops(gpu: str, dtype: str = "bf16") -> float:

@@ -11,13 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run, vision_share
+import polars as pl
+
+from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run
+from .analysis.balance import microbatch_costs
 from .analysis.checks import run_checks
 from .arch import load_model
 from .arch.spec import ModelSpec
 from .flops import get_convention
-from .hardware import device_peak
+from .hardware import device_peak, peak_used
 from .report import ReportContext
+from .report.providers import balance_provider, hfu_provider, peak_provider, straggler_provider
 from .stats import BatchStats
 
 LOG_NAME = re.compile(r"(\.log(\.gz|\.zst)?|^progress\.txt|^trainer_state\.json|^trainer_log\.jsonl|^logging\.jsonl"
@@ -116,29 +120,76 @@ def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: boo
             "ZERO; check the keys are image_grid_thw / video_grid_thw (docs/metadata-schema.md)"]
 
 
+def balance_of(costs, spec: ModelSpec, frozen, analysis: RunAnalysis):
+    """DP load balance from the per-microbatch exact FLOPs (`vlm_perf.analysis.balance`), over the
+    iterations the report's means use; the step-time model comes from the attribution when it was fitted."""
+    from .analysis.balance import TimeModel, analyze_balance, ranks_from_microbatches, reliable_iterations
+
+    unranked = int(costs["dp_rank"].null_count())
+    costs = costs.filter(costs["dp_rank"].is_not_null())
+    if costs.height == 0:
+        return None
+    ranks = ranks_from_microbatches(costs)
+    att, dp = analysis.attribution, ranks["dp_rank"].n_unique()
+    model = (TimeModel(att.lm_tflops_per_gpu, att.vision_tflops_per_gpu, analysis.world_size / dp)
+             if att.ok and att.lm_tflops_per_gpu and att.vision_tflops_per_gpu and analysis.world_size else None)
+    return analyze_balance(ranks, costs=costs, iterations=reliable_iterations(analysis.windows), time_model=model,
+                           rows_without_rank=unranked)
+
+
+def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None, causal: str = "half") -> dict:
+    """HFU block: the --recompute override, else what run.yaml / the log state, else no recompute."""
+    from .analysis.hfu import Recompute, hfu_summary, recompute_from_config
+
+    sources = {config.sources.get(k) for k in ("recompute_granularity", "gradient_checkpointing")} - {None}
+    policy = override or recompute_from_config(
+        config.recompute_granularity, config.recompute_method, config.recompute_num_layers,
+        config.gradient_checkpointing, config.pipeline_parallel,
+        source="/".join(sorted(sources)) or "run configuration") or Recompute()
+    return hfu_summary(analysis, spec, policy, frozen, causal)
+
+
+def stragglers_of(logs, config, balance, analysis: RunAnalysis) -> dict:
+    """Per-rank timing lines of the logs, correlated with the DP load balance when metadata exists."""
+    from .analysis.stragglers import straggler_summary
+    from .analysis.windows import infer_log_interval
+    from .ingest.logs.timers import read_rank_timing
+
+    timing = read_rank_timing(logs)
+    interval = config.log_interval or infer_log_interval(analysis.windows.select("segment", "iteration"))
+    return straggler_summary(timing, ranks=balance.ranks if balance is not None else None,
+                             tp=config.tensor_parallel, cp=config.context_parallel, dp=config.data_parallel,
+                             interval=interval)
+
+
 def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | None = None,
              gpus: int | None = None, gpu: str | None = None, peak_tflops: float | None = None,
              dtype: str | None = None, conventions: Iterable[str] = (), log_format: str = "auto",
              skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None,
              seq_length: int | None = None, global_batch_size: int | None = None,
              image_size: Sequence[int] | str | None = None, image_grid: Sequence[int] | str | None = None,
-             images_per_sample: int | None = None, causal: str = "half") -> LoadedRun:
+             images_per_sample: int | None = None, causal: str = "half",
+             recompute: str | None = None) -> LoadedRun:
     """Parse, resolve the configuration, aggregate metadata and analyse one run.
 
     Arguments override the manifest (run.yaml / run.json), which overrides what the log states.
     Without metadata every number is an estimate from the run configuration (and labelled so).
     ``causal``: how ``exact`` counts the LM attention core, ``half`` (flash-style causal kernels,
     the default) or ``full`` (the whole square, as eager/masked attention computes it).
+    ``recompute`` (none|selective|full[:N]) overrides the recompute settings the log / run.yaml state (HFU).
     """
     from .ingest.logs import parse_logs
     from .ingest.metadata import iteration_stats, scan_microbatches
     from .ingest.runconfig import find_manifest, resolve_run_config
+
+    from .analysis.hfu import parse_recompute
 
     if causal not in ("half", "full"):
         raise ValueError(f"--causal must be half or full, got {causal!r}")
     conventions = list(conventions)
     defaults = not conventions
     conventions = conventions or list(DEFAULT_CONVENTIONS)
+    recompute_cli = parse_recompute(recompute) if recompute is not None else None  # fail fast on a typo
     for name in conventions:
         get_convention(name)  # fail fast on a typo
     run = Path(run)
@@ -171,13 +222,16 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         except ValueError as exc:  # partial results beat none: MFU stays empty, the gap is stated
             notes.append(f"{exc}; MFU left empty")
     frozen = tuple(config.frozen or ())
-    stats_frame, micro_share, meta_diag, estimate = None, None, {}, None
+    stats_frame, micro_share, meta_diag, estimate, costs = None, None, {}, None, None
     if meta_paths:
         on_step(f"aggregating metadata ({len(meta_paths)} path(s))")
         result = iteration_stats(meta_paths, spec=spec, skip_bad=skip_bad)
         stats_frame, meta_diag = result.frame, result.diagnostics.to_dict()
-        micro_share = vision_share(scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad), spec, frozen,
-                                   causal=causal)
+        # one streaming pass: exact FLOPs per microbatch (32 bytes a row) feed the vision-share figure and the balance
+        costs = microbatch_costs(scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad), spec, frozen,
+                                 keep_unranked=True, causal=causal)
+        micro_share = costs.select(pl.when(pl.col("flops") > 0).then(pl.col("vision_flops") / pl.col("flops"))
+                                   .alias("vision_share"))["vision_share"]
     else:
         estimate = estimate_from_config(config, spec, run)
     on_step("recomputing FLOPs per window")
@@ -202,10 +256,13 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     events = ("checkpoint", "validation", "traceback", "restart_banner")
     analysis.health["log_events"] = {kind: int(ignored.get(kind, 0)) for kind in events}
     analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag)
+    balance = balance_of(costs, spec, frozen, analysis) if costs is not None else None
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),
         inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model,
                 "causal": causal},
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
-        microbatch_vision_share=micro_share)
+        microbatch_vision_share=micro_share, sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
+                  hfu_provider(hfu_of(analysis, spec, config, frozen, recompute_cli, causal)), balance_provider(balance),
+                  straggler_provider(stragglers_of(logs, config, balance, analysis))])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw)

@@ -39,6 +39,8 @@ def report(
                                                     "sample (default 1; run.yaml images_per_sample)."),
     strict: bool = typer.Option(False, "--strict", help="Exit with status 4 when any check fails (the report is "
                                 "still written)."),
+    recompute: Optional[str] = typer.Option(None, "--recompute", help="Activation recompute for HFU: none, selective, "
+                                            "full or full:N layers (default: what the log / run.yaml state)."),
 ) -> None:
     """Recompute TFLOP/s/GPU and MFU of a finished run before/after vision accounting.
 
@@ -57,7 +59,7 @@ def report(
                           causal=causal,
                           on_step=lambda text: progress.update(task, description=text), seq_length=seq_length,
                           global_batch_size=global_batch_size, image_size=image_size, image_grid=grid,
-                          images_per_sample=images_per_sample)
+                          images_per_sample=images_per_sample, recompute=recompute)
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)
     checks = loaded.analysis.checks
@@ -75,10 +77,19 @@ def report(
                                                                 else ""))
     print(f"report:  {out / 'report.html'}  (also report.md, summary.json)")
     print(f"figures: {', '.join(str(out / name) for name in paths if name.endswith('.png'))}")
+    peak = next((p.summary for p in loaded.context.sections if p.key == "peak"), None)
+    if peak:
+        print(f"peak:    {peak['tflops']:,.1f} TFLOP/s/GPU {peak['dtype']} dense, {peak['device']} "
+              f"({peak['source_short']})" if not peak["override"] else f"peak:    {peak['tflops']:,.1f} TFLOP/s/GPU "
+              "(--peak-tflops override)")
     for name, entry in summary.items():
         tf, mfu = entry["tflops_per_gpu_mean"], entry["mfu_mean"]
         if tf is not None:
             print(f"  {name:16s} {tf:8.1f} TFLOP/s/GPU" + (f"   MFU {100 * mfu:5.1f}%" if mfu is not None else ""))
+    hfu = next((p.summary for p in loaded.context.sections if p.key == "hfu"), None)
+    if hfu and hfu.get("hfu_mean") is not None:
+        print(f"  HFU (exact + recompute {hfu['recompute']}) {100 * hfu['hfu_mean']:5.1f}%   "
+              f"hardware/model FLOPs {hfu['hardware_over_model']:.4f}")
     if bad:
         print(f"checks: {len(bad)} FAILED ({', '.join(c.name for c in bad)}); see the top of report.md")
         if strict:

@@ -21,7 +21,8 @@ __all__ = ["MANIFEST_KEYS", "MANIFEST_NAMES", "RunConfig", "find_manifest", "ima
 MANIFEST_NAMES = ("run.yaml", "run.yml", "run.json")
 MANIFEST_KEYS = ("model", "num_gpus", "gpu", "dtype", "frozen", "log_interval", "seq_length", "image_grid",
                  "image_size", "images_per_sample", "global_batch_size", "micro_batch_size", "synthetic", "generator",
-                 "seed", "notes")
+                 "seed", "notes", "recompute_granularity", "recompute_method", "recompute_num_layers",
+                 "gradient_checkpointing")
 FROZEN_PARTS = tuple(PART_ALIASES)  # one vocabulary with the FLOPs library (vlm_perf.arch.parts)
 
 # log parser keys (ParseResult.run_config) that map onto RunConfig fields
@@ -32,10 +33,12 @@ _LOG_KEYS = {
     "context_parallel_size": "context_parallel", "expert_model_parallel_size": "expert_parallel",
     "data_parallel_size": "data_parallel", "log_interval": "log_interval", "dtype": "dtype", "model": "model",
     "gpu": "gpu",
+    "recompute_granularity": "recompute_granularity", "recompute_method": "recompute_method",
+    "recompute_num_layers": "recompute_num_layers", "gradient_checkpointing": "gradient_checkpointing",
 }
 _INT_FIELDS = ("num_gpus", "seq_length", "micro_batch_size", "global_batch_size", "tensor_parallel",
                "pipeline_parallel", "context_parallel", "expert_parallel", "data_parallel", "log_interval",
-               "images_per_sample")
+               "images_per_sample", "recompute_num_layers")
 
 
 @dataclass
@@ -63,6 +66,12 @@ class RunConfig:
     generator: str | None = None  # provenance of synthetic runs (e.g. vlm_perf.synth)
     seed: int | None = None
     notes: str | None = None
+    # activation recompute as Megatron (granularity full|selective, method uniform|block, num_layers) or
+    # HF (gradient_checkpointing) state it; vlm_perf.analysis.hfu turns them into a rule
+    recompute_granularity: str | None = None
+    recompute_method: str | None = None
+    recompute_num_layers: int | None = None
+    gradient_checkpointing: bool | None = None
     manifest_path: str | None = None
     sources: dict[str, str] = field(default_factory=dict)  # field -> "cli" | "manifest" | "log"
     conflicts: list[dict[str, Any]] = field(default_factory=list)  # {"field", "used", "values": {source: v}}
@@ -141,6 +150,8 @@ def _normalise(values: Mapping[str, Any]) -> dict[str, Any]:
     for key, value in values.items():
         if value is None:
             continue
+        if key == "recompute_num_layers" and isinstance(value, str) and value.strip().lower() in ("none", "null"):
+            continue  # Megatron prints "None" when recompute is off
         if key in _INT_FIELDS:
             out[key] = _int(value, key)
         elif key == "frozen":
@@ -162,11 +173,13 @@ def _normalise(values: Mapping[str, Any]) -> dict[str, Any]:
             if not isinstance(size, (list, tuple)) or len(size) != 2:
                 raise ValueError(f"image_size must be [height, width] in pixels, got {value!r}")
             out[key] = tuple(_int(v, "image_size") for v in size)
-        elif key == "synthetic":
+        elif key in ("recompute_granularity", "recompute_method"):
+            out[key] = str(value).strip().lower()
+        elif key in ("synthetic", "gradient_checkpointing"):
             if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
                 value = value.lower() in ("true", "yes", "1")
             if not isinstance(value, bool):
-                raise ValueError(f"synthetic must be true or false, got {value!r}")
+                raise ValueError(f"{key} must be true or false, got {value!r}")
             out[key] = value
         elif key == "seed":
             if isinstance(value, bool) or not isinstance(value, int):

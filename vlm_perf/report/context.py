@@ -19,3 +19,5 @@ class ReportContext:
     diagnostics: dict = field(default_factory=dict)
     synthetic: bool = False
     microbatch_vision_share: pl.Series | None = None
+    #: analysis blocks with their own summary.json key and section (`vlm_perf.report.providers.SectionProvider`)
+    sections: list = field(default_factory=list)

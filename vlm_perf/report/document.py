@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from ..analysis.compare import step_facts
 from ..analysis.run import RunAnalysis
 from . import figures
 from .context import ReportContext
@@ -64,6 +65,7 @@ def build_summary(run: RunAnalysis, ctx: ReportContext) -> dict:
         "conventions": conventions,
         "convention_differences": run.differences,
         "logged_tflops_per_gpu_mean": _logged_mean(run),
+        "step": step_facts(run),
         "log_crosscheck": run.crosscheck,
         "metadata_coverage": run.coverage,
         "health": run.health,
@@ -73,6 +75,7 @@ def build_summary(run: RunAnalysis, ctx: ReportContext) -> dict:
         "run_config": ctx.run_config,
         "inputs": ctx.inputs,
         "diagnostics": ctx.diagnostics,
+        **{p.key: p.summary for p in ctx.sections},  # balance, stragglers, hfu, peak (report.providers)
     })
 
 
@@ -93,10 +96,12 @@ def write_report(run: RunAnalysis, out_dir: Path, ctx: ReportContext) -> dict[st
         drawn = figures.draw_all(run, ctx, tmp)  # name -> None when drawn, else the reason it was skipped
         summary = build_summary(run, ctx)
         summary["figures"] = {name: ("drawn" if why is None else f"skipped: {why}") for name, why in drawn.items()}
-        sections = build_sections(SectionInputs(run, ctx, summary, drawn))
+        sections = build_sections(SectionInputs(run, ctx, summary, drawn, out_dir=tmp))
         title = run.model
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         (tmp / "report.md").write_text(render_markdown(title, sections))
         (tmp / "report.html").write_text(render_html(title, sections, tmp))
-        names = [name for name, why in drawn.items() if why is None] + ["summary.json", "report.md", "report.html"]
+        names = [name for name, why in drawn.items() if why is None]
+        names += [b.file for s in sections for b in s.blocks if b.kind == "figure" and b.file not in names]
+        names += ["summary.json", "report.md", "report.html"]
     return {name: out_dir / name for name in names}

@@ -365,6 +365,9 @@ RUN_CONFIG_KEYS = {
     "num_layers": "num_layers",
     "hidden_size": "hidden_size",
     "train_iters": "train_iters",
+    "recompute_granularity": "recompute_granularity",  # full | selective | None (read by analysis.hfu)
+    "recompute_method": "recompute_method",
+    "recompute_num_layers": "recompute_num_layers",
 }
 
 

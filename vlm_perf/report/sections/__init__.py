@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..content import SectionContent
@@ -27,6 +28,7 @@ class SectionInputs:
     ctx: "ReportContext"
     summary: dict  # the content of summary.json (JSON-clean)
     figures: dict[str, str | None] = field(default_factory=dict)  # PNG name -> None if drawn, else why not
+    out_dir: "Path | None" = None  # the (temporary) report folder figures are drawn into
 
 
 @dataclass(frozen=True)

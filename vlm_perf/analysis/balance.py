@@ -1,0 +1,345 @@
+"""Data-parallel load balance: how much of every step the lighter ranks spend waiting.
+
+Every DP rank (one model replica: TP x PP x CP GPUs) runs its own microbatches, then all ranks
+meet in the gradient all-reduce, so a step lasts as long as its heaviest rank. With exact training
+FLOPs ``F_r`` per rank and iteration (vision and LM separately; frozen parts as the run):
+
+* ``max_over_mean = max_r F_r / mean_r F_r``  (1 = perfectly balanced);
+* ``idle_fraction = 1 - mean_r F_r / max_r F_r``: the share of the step a rank carrying the mean
+  load would have idled waiting for the heaviest one, when time is proportional to FLOPs.
+
+When the step-time attribution was fitted, the same is computed on modelled compute seconds
+``F_lm / R_lm + F_vis / R_vis`` (rates per GPU times the GPUs of one replica), since vision FLOPs
+usually run at a different rate than LM FLOPs.
+
+What-if (``lpt_balance``): the same microbatches of each iteration reassigned greedily, longest
+processing time first, to the least-loaded rank. Microbatches stay whole (images do not move between
+them) and the equal-count-per-rank constraint of a pipeline schedule is dropped, so it is an upper
+bound on what sorting / packing microbatches by cost could win (LPT is within 4/3 of the optimum).
+The absolute lower bound of any assignment, ``max(mean, largest microbatch)``, is given too.
+
+Everything here is a pure function of polars frames (no I/O). Inputs:
+
+* per-(iteration, dp_rank) frame of additive `BatchStats` columns (+ optional ``microbatches``);
+* optionally the per-microbatch frame (``iteration, dp_rank, microbatch`` + `BatchStats` columns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+import polars as pl
+
+from ..arch.spec import ModelSpec
+from .flops_frame import with_flops
+
+__all__ = ["BalanceResult", "TimeModel", "rank_flops", "microbatch_costs", "balance_by_iteration", "lpt_balance",
+           "analyze_balance", "reliable_iterations"]
+
+RANK_KEYS = ("iteration", "dp_rank")
+TIE = 1e-9  # relative: an iteration with max/mean below 1 + TIE is balanced (no slowest rank)
+LPT_CELLS = 20_000_000  # matrix cells (iterations x microbatches) processed at once by lpt_balance
+
+
+@dataclass(frozen=True)
+class TimeModel:
+    """Fitted achieved rates (TFLOP/s per GPU, from the attribution) and GPUs per DP replica."""
+
+    lm_tflops_per_gpu: float
+    vision_tflops_per_gpu: float
+    gpus_per_replica: float
+
+    def seconds(self, lm_flops: pl.Expr, vision_flops: pl.Expr) -> pl.Expr:
+        """Modelled compute seconds of one rank (no fixed overhead: it is the same on every rank)."""
+        scale = 1e12 * self.gpus_per_replica
+        return lm_flops / (self.lm_tflops_per_gpu * scale) + vision_flops / (self.vision_tflops_per_gpu * scale)
+
+
+def _exact(stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, frozen: Iterable[str],
+           keys: tuple[str, ...], causal: str = "half") -> pl.DataFrame | pl.LazyFrame:
+    out = with_flops(stats, spec, ["exact"], frozen, causal=causal).select(
+        *keys, pl.col("exact_language").alias("lm_flops"), pl.col("exact_vision").alias("vision_flops"))
+    return out.with_columns((pl.col("lm_flops") + pl.col("vision_flops")).alias("flops"))
+
+
+def rank_flops(rank_stats: pl.DataFrame, spec: ModelSpec, frozen: Iterable[str] = (),
+               causal: str = "half") -> pl.DataFrame:
+    """Exact training FLOPs per (iteration, dp_rank): ``lm_flops``, ``vision_flops``, ``flops`` (FLOPs)."""
+    keys = RANK_KEYS + (("microbatches",) if "microbatches" in rank_stats.columns else ())
+    return _exact(rank_stats, spec, frozen, keys, causal).sort(RANK_KEYS)
+
+
+def microbatch_costs(micro_stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, frozen: Iterable[str] = (),
+                     keep_unranked: bool = False, causal: str = "half") -> pl.DataFrame:
+    """Exact training FLOPs per microbatch (``iteration, dp_rank, lm_flops, vision_flops, flops``).
+
+    Only these five columns are materialised, 32 bytes per microbatch (iteration and dp_rank as
+    Int32; a LazyFrame is evaluated by the streaming engine). Rows without ``dp_rank`` are dropped
+    unless ``keep_unranked`` (then the caller counts and drops them). ``causal`` as in `with_flops`.
+    """
+    out = _exact(micro_stats, spec, frozen, RANK_KEYS, causal).with_columns(pl.col("iteration").cast(pl.Int32),
+                                                                    pl.col("dp_rank").cast(pl.Int32))
+    if not keep_unranked:
+        out = out.filter(pl.col("dp_rank").is_not_null())
+    return out.collect(engine="streaming") if isinstance(out, pl.LazyFrame) else out
+
+
+def ranks_from_microbatches(costs: pl.DataFrame) -> pl.DataFrame:
+    """Per-(iteration, dp_rank) sums of microbatch costs (FLOPs are additive over microbatches)."""
+    return (costs.group_by(RANK_KEYS).agg(pl.len().alias("microbatches"), pl.col("lm_flops").sum(),
+                                          pl.col("vision_flops").sum(), pl.col("flops").sum())
+            .sort(RANK_KEYS))
+
+
+def _ratio(num: pl.Expr, den: pl.Expr) -> pl.Expr:
+    return pl.when(den > 0).then(num / den)
+
+
+def balance_by_iteration(ranks: pl.DataFrame, time_model: TimeModel | None = None) -> pl.DataFrame:
+    """One row per iteration: ``ranks``, FLOPs mean/max, ``slowest_rank``, ``flops_max_over_mean``,
+    ``idle_fraction``, the vision and LM ratios, the slowest rank's vision share; with a time model
+    also ``time_max_over_mean`` and ``time_idle_fraction``. One group_by (vectorised)."""
+    frame = ranks
+    aggs = [pl.len().alias("ranks"), pl.col("flops").sum().alias("flops_sum"),
+            pl.col("flops").mean().alias("flops_mean"), pl.col("flops").max().alias("flops_max"),
+            pl.col("vision_flops").mean().alias("vision_mean"), pl.col("vision_flops").max().alias("vision_max"),
+            pl.col("lm_flops").mean().alias("lm_mean"), pl.col("lm_flops").max().alias("lm_max"),
+            # slowest rank: most FLOPs, ties to the lowest rank number
+            pl.col("dp_rank").sort_by(["flops", "dp_rank"], descending=[True, False]).first().alias("slowest_rank"),
+            pl.col("dp_rank").sort_by(["vision_flops", "dp_rank"], descending=[True, False]).first()
+            .alias("most_vision_rank"),
+            (pl.col("vision_flops").sort_by(["flops", "dp_rank"], descending=[True, False]).first()
+             / pl.col("flops").max()).alias("slowest_vision_share")]
+    if time_model is not None:
+        frame = frame.with_columns(time_model.seconds(pl.col("lm_flops"), pl.col("vision_flops")).alias("_t"))
+        aggs += [pl.col("_t").mean().alias("time_mean"), pl.col("_t").max().alias("time_max")]
+    out = frame.group_by("iteration").agg(aggs).sort("iteration")
+    cols = [_ratio(pl.col("flops_max"), pl.col("flops_mean")).alias("flops_max_over_mean"),
+            (1 - _ratio(pl.col("flops_mean"), pl.col("flops_max"))).alias("idle_fraction"),
+            _ratio(pl.col("vision_max"), pl.col("vision_mean")).alias("vision_max_over_mean"),
+            _ratio(pl.col("lm_max"), pl.col("lm_mean")).alias("lm_max_over_mean")]
+    if time_model is not None:
+        cols += [_ratio(pl.col("time_max"), pl.col("time_mean")).alias("time_max_over_mean"),
+                 (1 - _ratio(pl.col("time_mean"), pl.col("time_max"))).alias("time_idle_fraction")]
+    out = out.with_columns(cols)
+    balanced = pl.col("flops_max_over_mean").fill_null(1) < 1 + TIE
+    return out.with_columns(pl.when(balanced).then(None).otherwise(pl.col("slowest_rank")).alias("slowest_rank"))
+
+
+def _least_loaded(loads: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Row index of the minimum of every column of ``loads`` (ranks x iterations), lowest rank on ties.
+
+    ``np.argmin(axis=0)`` loops per column in C; with few ranks two ufunc reductions along the
+    contiguous rows are faster: the minimum, then the largest ``weights`` (R, R-1, ..., 1) among
+    the ranks that reach it."""
+    if loads.shape[0] > 16:
+        return np.argmin(loads, axis=0)
+    hit = loads == loads.min(axis=0)
+    return loads.shape[0] - (hit * weights).max(axis=0)
+
+
+def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.DataFrame:
+    """Greedy longest-processing-time-first reassignment of each iteration's microbatches.
+
+    ``costs``: ``iteration, flops`` per microbatch; ``ranks_per_iteration``: ``iteration, ranks``.
+    Returns ``iteration, lpt_max`` (heaviest rank after LPT), ``lpt_equal_max`` (the same with at most
+    ceil(microbatches / ranks) microbatches per rank, as a pipeline schedule with a fixed number of
+    microbatches per rank needs) and ``lower_bound`` (max of the mean load and the largest microbatch:
+    no assignment can do better).
+
+    Vectorised over iterations: the costs become a (iterations x microbatches) matrix, each row sorted
+    descending (zero padding last), and the Python loop runs once per microbatch *index* (the microbatches of one
+    iteration, e.g. num_microbatches x dp), each step an argmin over all iterations at once;
+    iterations are processed in chunks of at most ``LPT_CELLS`` matrix cells.
+    """
+    used = costs.select("iteration", "flops")
+    known = ranks_per_iteration.select("iteration", "ranks").sort("iteration")
+    if not used["iteration"].is_in(known["iteration"].implode()).all():
+        used = used.filter(pl.col("iteration").is_in(known["iteration"].implode()))
+    if used.height == 0:
+        return pl.DataFrame(schema={"iteration": pl.Int64, "lpt_max": pl.Float64, "lpt_equal_max": pl.Float64,
+                                    "lower_bound": pl.Float64})
+    # numpy from here: each microbatch's row (its iteration) and position in that row; metadata usually
+    # comes grouped by iteration, so the stable integer sort is often skipped
+    its, vals = used["iteration"].to_numpy(), used["flops"].to_numpy().astype(np.float64)
+    if np.any(its[1:] < its[:-1]):
+        order = np.argsort(its, kind="stable")
+        its, vals = its[order], vals[order]
+    first = np.concatenate([[True], its[1:] != its[:-1]])
+    iterations, rows = its[first], np.cumsum(first) - 1
+    n_items = np.bincount(rows, minlength=len(iterations))
+    starts = np.concatenate([[0], np.cumsum(n_items)[:-1]])
+    cols = np.arange(len(rows)) - starts[rows]
+    n_ranks = known["ranks"].to_numpy().astype(int)[np.searchsorted(known["iteration"].to_numpy(), iterations)]
+    width, rank_width = int(n_items.max()), int(n_ranks.max())
+    sums = np.bincount(rows, weights=vals, minlength=len(iterations))
+    big = np.maximum.reduceat(vals, starts)
+    lpt_max, equal_max = np.empty(len(iterations)), np.empty(len(iterations))
+    step = max(1, LPT_CELLS // max(width, rank_width))
+    for lo in range(0, len(iterations), step):  # chunks of iterations, bounded memory
+        hi = min(lo + step, len(iterations))
+        sel = (rows >= lo) & (rows < hi)
+        matrix = np.zeros((hi - lo, width))
+        matrix[rows[sel] - lo, cols[sel]] = vals[sel]
+        matrix = np.ascontiguousarray(-np.sort(-matrix, axis=1).T)  # each row descending; matrix[j] contiguous
+        # loads are (ranks x iterations): argmin over axis 0 runs along contiguous rows, and a flat index
+        # rank * n + iteration addresses one cell per iteration
+        n = hi - lo
+        absent = np.arange(rank_width)[:, None] >= n_ranks[None, lo:hi]  # ranks an iteration lacks
+        loads = np.where(absent, np.inf, 0.0)
+        equal = loads.copy()  # the same, at most ceil(items / ranks) microbatches per rank
+        open_ = loads.copy()  # = equal, but inf once a rank holds its cap
+        counts = np.zeros((rank_width, n), dtype=np.int64)
+        cap = -(-n_items[lo:hi] // n_ranks[lo:hi])
+        flat_loads, flat_equal, flat_open, flat_counts = (a.reshape(-1) for a in (loads, equal, open_, counts))
+        index, weights = np.arange(n), (rank_width - np.arange(rank_width))[:, None]
+        for j in range(int(n_items[lo:hi].max())):  # one step per microbatch index, all iterations at once
+            cost = matrix[j]
+            flat_loads[_least_loaded(loads, weights) * n + index] += cost
+            cell = _least_loaded(open_, weights) * n + index
+            flat_equal[cell] += cost
+            flat_open[cell] += cost
+            flat_counts[cell] += j < n_items[lo:hi]
+            flat_open[cell[flat_counts[cell] >= cap]] = np.inf
+        lpt_max[lo:hi] = np.where(absent, -np.inf, loads).max(axis=0)
+        equal_max[lo:hi] = np.where(absent, -np.inf, equal).max(axis=0)
+    return pl.DataFrame({"iteration": iterations, "lpt_max": lpt_max, "lpt_equal_max": equal_max,
+                         "lower_bound": np.maximum(sums / n_ranks, big)}).with_columns(
+        pl.col("iteration").cast(costs.schema["iteration"]))
+
+
+def reliable_iterations(windows: pl.DataFrame) -> pl.Series:
+    """Iterations inside the windows the report's means use (complete, not first after a (re)start)."""
+    good = windows.filter(~pl.col("first_in_segment") & (pl.col("covered_iterations")
+                                                          == pl.col("window_iterations")))
+    if good.height == 0:
+        return pl.Series("iteration", [], dtype=pl.Int64)
+    return (good.select(pl.int_ranges(pl.col("window_start").cast(pl.Int64) + 1,
+                                      pl.col("iteration").cast(pl.Int64) + 1).alias("iteration"))
+            .explode("iteration")["iteration"].unique().sort())
+
+
+@dataclass
+class BalanceResult:
+    """Per-rank FLOPs, per-iteration balance, the LPT what-if and the summary block (``summary``)."""
+
+    ranks: pl.DataFrame  # iteration, dp_rank, lm_flops, vision_flops, flops (+ microbatches)
+    per_iteration: pl.DataFrame  # balance_by_iteration, + lpt_max, lower_bound, used
+    summary: dict
+    notes: list[str] = field(default_factory=list)
+
+
+def _median(series: pl.Series) -> float | None:
+    s = series.drop_nulls()
+    return float(s.median()) if s.len() else None
+
+
+def _summary(per_it: pl.DataFrame, ranks: pl.DataFrame, dp_ranks: int, time_model: TimeModel | None,
+             excluded_missing: int, rows_without_rank: int, notes: list[str]) -> dict:
+    used = per_it.filter(pl.col("used"))
+    n = used.height
+    out: dict = {"dp_ranks": dp_ranks, "iterations": n, "iterations_excluded_missing_ranks": excluded_missing,
+                 "rows_without_dp_rank": rows_without_rank,
+                 "flops": "exact training FLOPs per DP rank (frozen parts as in the run)",
+                 "notes": notes}
+    if n == 0:
+        out.update(flops_max_over_mean_median=None, vision_max_over_mean_median=None, idle_fraction_median=None,
+                   idle_fraction_mean=None)
+        return out
+    weight = used["flops_sum"]
+    sum_max, sum_mean = float(used["flops_max"].sum()), float(used["flops_mean"].sum())
+    no_vision = int(used["vision_max_over_mean"].null_count())
+    out.update(
+        flops_max_over_mean_median=_median(used["flops_max_over_mean"]),
+        flops_max_over_mean_p90=float(used["flops_max_over_mean"].quantile(0.9)),
+        flops_max_over_mean_max=float(used["flops_max_over_mean"].max()),
+        vision_max_over_mean_median=_median(used["vision_max_over_mean"]),
+        iterations_without_vision=no_vision,
+        lm_max_over_mean_median=_median(used["lm_max_over_mean"]),
+        idle_fraction_median=_median(used["idle_fraction"]),
+        idle_fraction_mean=float((used["idle_fraction"] * weight).sum() / weight.sum()) if weight.sum() else None,
+        # 1 - sum(mean)/sum(max): rank-time idle over the whole run if time is proportional to FLOPs
+        idle_fraction_overall=1 - sum_mean / sum_max if sum_max else None,
+    )
+    slow = used.filter(pl.col("slowest_rank").is_not_null())
+    counts = slow.group_by("slowest_rank").agg(pl.len().alias("n")).sort(["n", "slowest_rank"],
+                                                                        descending=[True, False])
+    out["imbalanced_iterations"] = slow.height
+    out["slowest_ranks"] = [{"dp_rank": int(r), "iterations": int(c), "share": c / slow.height}
+                            for r, c in counts.head(5).iter_rows()]
+    worst = slow.sort(["idle_fraction", "iteration"], descending=[True, False]).head(5)  # imbalanced only
+    out["worst_iterations"] = [
+        {"iteration": int(row["iteration"]), "idle_fraction": row["idle_fraction"],
+         "flops_max_over_mean": row["flops_max_over_mean"], "slowest_rank": row["slowest_rank"],
+         "slowest_rank_vision_share": row["slowest_vision_share"]} for row in worst.iter_rows(named=True)]
+    with_vision = slow.filter(pl.col("vision_max").fill_null(0) > 0)
+    out["slowest_is_most_vision_fraction"] = (
+        float((with_vision["slowest_rank"] == with_vision["most_vision_rank"]).mean()) if with_vision.height else None)
+    out["vision_load_correlation"] = _vision_correlation(ranks, used["iteration"])
+    if time_model is not None and "time_max_over_mean" in used.columns:
+        t_max, t_mean = float(used["time_max"].sum()), float(used["time_mean"].sum())
+        out["time_model"] = {"lm_tflops_per_gpu": time_model.lm_tflops_per_gpu,
+                             "vision_tflops_per_gpu": time_model.vision_tflops_per_gpu,
+                             "gpus_per_replica": time_model.gpus_per_replica,
+                             "max_over_mean_median": _median(used["time_max_over_mean"]),
+                             "idle_fraction_median": _median(used["time_idle_fraction"]),
+                             "idle_fraction_overall": 1 - t_mean / t_max if t_max else None}
+    else:
+        out["time_model"] = None
+    if "lpt_max" in used.columns and used["lpt_max"].null_count() < n:
+        lpt = used.filter(pl.col("lpt_max").is_not_null())
+        lpt_ratio = lpt["lpt_max"] / lpt["flops_mean"]
+        out["lpt"] = {"iterations": lpt.height,
+                      "flops_max_over_mean_median": _median(lpt_ratio),
+                      "idle_fraction_overall": 1 - float(lpt["flops_mean"].sum() / lpt["lpt_max"].sum()),
+                      # share of the heaviest rank's FLOPs (the step's critical path) LPT would remove
+                      "critical_flops_saving": 1 - float(lpt["lpt_max"].sum() / lpt["flops_max"].sum()),
+                      "lower_bound_saving": 1 - float(lpt["lower_bound"].sum() / lpt["flops_max"].sum()),
+                      "equal_counts": {
+                          "flops_max_over_mean_median": _median(lpt["lpt_equal_max"] / lpt["flops_mean"]),
+                          "critical_flops_saving": 1 - float(lpt["lpt_equal_max"].sum() / lpt["flops_max"].sum())}}
+    else:
+        out["lpt"] = None
+    return out
+
+
+def _vision_correlation(ranks: pl.DataFrame, iterations: pl.Series) -> float | None:
+    """Pearson correlation, pooled over iterations, of each rank's deviation from its iteration's mean
+    in vision FLOPs and in total FLOPs: near 1 when the vision load is what makes a rank heavy."""
+    dev = (ranks.filter(pl.col("iteration").is_in(iterations.implode()))
+           .with_columns((pl.col(c) - pl.col(c).mean().over("iteration")).alias(f"_d{c}")
+                         for c in ("vision_flops", "flops")))
+    x, y = dev["_dvision_flops"].to_numpy(), dev["_dflops"].to_numpy()
+    if len(x) < 3 or np.std(x) == 0 or np.std(y) == 0:
+        return None
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def analyze_balance(ranks: pl.DataFrame, *, costs: pl.DataFrame | None = None,
+                    iterations: pl.Series | None = None, time_model: TimeModel | None = None,
+                    rows_without_rank: int = 0) -> BalanceResult:
+    """Balance of a run. ``ranks``: `rank_flops` output; ``costs``: `microbatch_costs` (for LPT);
+    ``iterations``: those the report's means use (`reliable_iterations`; all when None).
+
+    Iterations with fewer ranks than the run's ``dp_ranks`` (the largest count seen) are excluded
+    from the summary and counted: a missing rank would otherwise look like an idle one.
+    """
+    notes: list[str] = []
+    per_it = balance_by_iteration(ranks, time_model)
+    dp_ranks = int(per_it["ranks"].max()) if per_it.height else 0
+    complete = pl.col("ranks") == dp_ranks
+    in_means = pl.col("iteration").is_in(iterations.implode()) if iterations is not None else pl.lit(True)
+    excluded = int(per_it.filter(in_means & ~complete).height)
+    if excluded:
+        notes.append(f"{excluded} iteration(s) have metadata from fewer than {dp_ranks} DP ranks: excluded from the "
+                     "balance summary (a missing rank would look idle)")
+    if rows_without_rank:
+        notes.append(f"{rows_without_rank} microbatch row(s) have no dp_rank: left out of the balance")
+    per_it = per_it.with_columns((in_means & complete).alias("used"))
+    if costs is not None and costs.height:
+        used_its = per_it.filter(pl.col("used")).select("iteration", "ranks")
+        per_it = per_it.join(lpt_balance(costs, used_its), on="iteration", how="left")
+    summary = _summary(per_it, ranks, dp_ranks, time_model, excluded, rows_without_rank, notes)
+    return BalanceResult(ranks, per_it, summary, notes)

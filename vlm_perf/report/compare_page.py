@@ -1,0 +1,162 @@
+"""The comparison page of `vlm-perf compare`: compare.json, compare.md, compare.html, compare.png."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .document import _clean  # noqa: E402
+
+FACT_LABELS = {
+    "seconds_per_iteration": ("step time (s)", 3),
+    "exact_flops_per_iteration": ("exact FLOPs / iteration", "e"),
+    "exact_vision_flops_per_iteration": ("exact vision FLOPs / iteration", "e"),
+    "lm_tokens_per_iteration": ("LM tokens / iteration", 0),
+    "padded_tokens_per_iteration": ("padded tokens / iteration", 0),
+    "visual_token_share": ("visual-token share of LM tokens", "%"),
+    "images_and_videos_per_iteration": ("images + videos / iteration", 1),
+    "patches_per_frame": ("patches per frame", 1),
+}
+
+
+def _f(x, kind=1) -> str:
+    if x is None:
+        return "—"
+    if kind == "e":
+        return f"{x:.4e}"
+    if kind == "%":
+        return f"{100 * x:.2f}%"
+    return f"{x:,.{kind}f}"
+
+
+def convention_rows(cmp: dict) -> list[list[str]]:
+    rows = []
+    for name, e in cmp["conventions"].items():
+        m = e["mfu"]
+        rows.append([name, _f(e["a"]), _f(e["b"]), _f(e["delta"]) if e["delta"] is None else f"{e['delta']:+,.1f}",
+                     _f(e["ratio"], 4), _f(m["a"], "%"), _f(m["b"], "%"),
+                     "—" if m["delta"] is None else f"{100 * m['delta']:+.2f} pt"])
+    return rows
+
+
+def fact_rows(cmp: dict) -> list[list[str]]:
+    rows = []
+    for key, (label, kind) in FACT_LABELS.items():
+        e = cmp["step"].get(key)
+        if e:
+            delta = "—" if e["delta"] is None else (f"{100 * e['delta']:+.2f} pt" if kind == "%" else
+                                                    (f"{e['delta']:+.4e}" if kind == "e" else f"{e['delta']:+,.3f}"))
+            rows.append([label, _f(e["a"], kind), _f(e["b"], kind), delta, _f(e["ratio"], 4)])
+    return rows
+
+
+def headline(cmp: dict) -> list[str]:
+    ra, rb = cmp["runs"]["a"], cmp["runs"]["b"]
+    lines = []
+    for label, r in (("A", ra), ("B", rb)):
+        peak = r.get("peak") or {}
+        src = f"; {peak.get('clock', '')} — {peak.get('source_short', '')}" if peak else ""
+        lines.append(f"{label}: {r['run']} — {r['model']} on {r['world_size']} × {r['gpu']} "
+                     f"(peak {_f(r['peak_tflops'], 0)} TFLOP/s dense {r['dtype']}{src})"
+                     + (" — **SYNTHETIC**" if r.get("synthetic") else "") + (" — **ESTIMATE**" if r.get("estimated") else "")
+                     + f"; the log printed {_f(r.get('logged_tflops_per_gpu_mean'))} TFLOP/s/GPU: {r['logged']['note']}.")
+    h = cmp.get("hfu") or {}
+    if h.get("hfu", {}).get("a") is not None or h.get("hfu", {}).get("b") is not None:
+        lines.append(f"HFU (exact + recompute): A {_f(h['hfu']['a'], '%')} (recompute {h['a']['recompute']}), "
+                     f"B {_f(h['hfu']['b'], '%')} (recompute {h['b']['recompute']}).")
+    d = cmp.get("decomposition")
+    if d:
+        lines.append(f"Step time {d['step_time_delta_s']:+.3f} s ({100 * (d['step_time_ratio'] - 1):+.1f}%) = "
+                     f"**data changed {d['data_changed_s']:+.3f} s** (exact FLOPs/iteration ×"
+                     f"{d['flops_per_iteration_ratio']:.4f}, at A's time per FLOP) + **system changed "
+                     f"{d['system_changed_s']:+.3f} s** (GPU-seconds per FLOP ×{d['gpu_seconds_per_flop_ratio']:.4f}, "
+                     f"GPUs ×{d['gpus_ratio']:.3g}).")
+    return lines
+
+
+def figure(cmp: dict, path: Path) -> Path:
+    names = list(cmp["conventions"])
+    a = [cmp["conventions"][n]["a"] or 0 for n in names]
+    b = [cmp["conventions"][n]["b"] or 0 for n in names]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2, 1]})
+    x = np.arange(len(names))
+    ax1.bar(x - 0.2, a, 0.4, label="A", color="#7f7f7f")
+    ax1.bar(x + 0.2, b, 0.4, label="B", color="#d62728")
+    ax1.set_xticks(x, names, rotation=15)
+    ax1.set(ylabel="TFLOP/s/GPU", title="TFLOP/s/GPU by convention")
+    ax1.legend()
+    d = cmp.get("decomposition")
+    if d:
+        parts = [d["data_changed_s"], d["system_changed_s"], d["step_time_delta_s"]]
+        ax2.bar(["data\nchanged", "system\nchanged", "step time\ndelta"], parts,
+                color=["#1f77b4", "#ff7f0e", "#333333"])
+        ax2.axhline(0, color="#999", lw=0.8)
+    ax2.set(ylabel="seconds / iteration", title="Step-time change, B − A")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+CONV_HEADERS = ["convention", "A TFLOP/s/GPU", "B TFLOP/s/GPU", "delta", "B/A", "A MFU", "B MFU", "MFU delta"]
+FACT_HEADERS = ["per iteration", "A", "B", "delta", "B/A"]
+
+
+def _md_table(headers, rows) -> list[str]:
+    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + ["| " + " | ".join(r) + " |"
+                                                                            for r in rows]
+
+
+def render_markdown(cmp: dict) -> str:
+    out = ["# vlm-perf compare: A vs B", ""] + [f"- {x}" for x in headline(cmp)] + [""]
+    out += ["## TFLOP/s/GPU and MFU by convention", ""] + _md_table(CONV_HEADERS, convention_rows(cmp)) + [""]
+    out += ["Means are time-weighted over complete windows, exactly as in each run's report.", ""]
+    out += ["## Step time, tokens and media", ""] + _md_table(FACT_HEADERS, fact_rows(cmp)) + [""]
+    out += ["![A vs B](compare.png)", ""]
+    if cmp["messages"]:
+        out += ["## Gaps and warnings", ""] + [f"- {m}" for m in cmp["messages"]] + [""]
+    return "\n".join(out)
+
+
+def render_html(cmp: dict, out_dir: Path) -> str:
+    esc = html.escape
+
+    def inline(text: str) -> str:
+        parts = esc(text).split("**")
+        return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+
+    def table(headers, rows) -> str:
+        return ("<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr>"
+                + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows) + "</table>")
+
+    png = base64.b64encode((out_dir / "compare.png").read_bytes()).decode()
+    msgs = "".join(f"<li>{esc(m)}</li>" for m in cmp["messages"])
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>vlm-perf compare</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222}}
+table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}}
+td:first-child{{text-align:left}}img{{max-width:100%}}</style></head><body>
+<h1>vlm-perf compare: A vs B</h1><ul>{''.join(f'<li>{inline(x)}</li>' for x in headline(cmp))}</ul>
+<h2>TFLOP/s/GPU and MFU by convention</h2>{table(CONV_HEADERS, convention_rows(cmp))}
+<p>Means are time-weighted over complete windows, exactly as in each run's report.</p>
+<h2>Step time, tokens and media</h2>{table(FACT_HEADERS, fact_rows(cmp))}
+<figure><img alt="A vs B" src="data:image/png;base64,{png}"></figure>
+{('<h2>Gaps and warnings</h2><ul>' + msgs + '</ul>') if msgs else ''}</body></html>
+"""
+
+
+def write_compare(cmp: dict, out_dir: Path) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"compare.json": out_dir / "compare.json", "compare.md": out_dir / "compare.md",
+             "compare.html": out_dir / "compare.html", "compare.png": figure(cmp, out_dir / "compare.png")}
+    paths["compare.json"].write_text(json.dumps(_clean(cmp), indent=2) + "\n")
+    paths["compare.md"].write_text(render_markdown(cmp))
+    paths["compare.html"].write_text(render_html(cmp, out_dir))
+    return paths

@@ -1,0 +1,241 @@
+"""Report sections beyond the headline: DP load balance (and, later, stragglers, HFU).
+
+A section is a typed block (`Section`: title, bullet lines, an optional table, figures) built from
+an analysis result; ``markdown()`` renders it, and `document.py` embeds it in report.md / report.html.
+Each `SectionProvider` also contributes one block to summary.json under its ``key``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+
+@dataclass
+class Section:
+    """A rendered-agnostic report block: ``lines`` are markdown bullets (``**bold**`` allowed)."""
+
+    title: str
+    lines: list[str]
+    table: tuple[list[str], list[list[str]]] | None = None  # (headers, rows)
+    figures: list[tuple[str, str]] = field(default_factory=list)  # (file name in the report dir, caption)
+
+    def markdown(self) -> str:
+        out = [f"## {self.title}", ""] + [f"- {line}" for line in self.lines] + [""]
+        if self.table:
+            headers, rows = self.table
+            out += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+            out += ["| " + " | ".join(r) + " |" for r in rows] + [""]
+        for name, caption in self.figures:
+            out += [f"![{caption}]({name})", "", f"*{caption}*", ""]
+        return "\n".join(out)
+
+
+@dataclass
+class SectionProvider:
+    """``summary`` goes to summary.json under ``key``; ``render(out_dir)`` draws figures, returns the Section."""
+
+    key: str
+    summary: dict | None
+    render: Callable[[Path], Section]
+
+
+def _pct(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None else f"{100 * x:.{digits}f}%"
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+# --- DP load balance -------------------------------------------------------------------------
+def balance_lines(s: dict) -> list[str]:
+    if not s.get("iterations"):
+        return [f"no iteration with metadata from all {s.get('dp_ranks', 0)} DP ranks inside the windows the means "
+                "use: nothing to report"] + s.get("notes", [])
+    if s.get("dp_ranks") == 1:
+        return ["one DP rank: every step waits for no other rank, nothing to balance"] + s.get("notes", [])
+    lines = [f"{s['dp_ranks']} DP ranks, {s['iterations']} iterations (those of the windows the means use); load = "
+             f"{s['flops']}.",
+             f"Heaviest rank / mean: median **{_num(s['flops_max_over_mean_median'])}** (p90 "
+             f"{_num(s.get('flops_max_over_mean_p90'))}, max {_num(s.get('flops_max_over_mean_max'))}); vision alone "
+             f"{_num(s['vision_max_over_mean_median'])}, LM alone {_num(s.get('lm_max_over_mean_median'))}.",
+             f"A rank with the mean load idles **{_pct(s['idle_fraction_median'])}** of the step (median; "
+             f"FLOPs-weighted mean {_pct(s['idle_fraction_mean'])}; 1 − Σmean/Σmax over the run "
+             f"{_pct(s.get('idle_fraction_overall'))}), if time is proportional to FLOPs."]
+    tm = s.get("time_model")
+    if tm:
+        lines.append(f"With the fitted rates (LM {tm['lm_tflops_per_gpu']:.0f}, vision {tm['vision_tflops_per_gpu']:.0f}"
+                     f" TFLOP/s/GPU, {tm['gpus_per_replica']:g} GPUs per replica) the modelled compute time's "
+                     f"max/mean is {_num(tm['max_over_mean_median'])} (median) and the idle share "
+                     f"{_pct(tm['idle_fraction_overall'])}.")
+    else:
+        lines.append("Step-time attribution not fitted: balance is in FLOPs only (vision and LM counted alike).")
+    if s.get("slowest_ranks"):
+        top = ", ".join(f"rank {r['dp_rank']} ({r['iterations']} it., {_pct(r['share'], 0)})"
+                        for r in s["slowest_ranks"][:3])
+        lines.append(f"Heaviest rank most often: {top} of {s['imbalanced_iterations']} imbalanced iterations.")
+    if s.get("worst_iterations"):
+        worst = ", ".join(f"{w['iteration']} (rank {w['slowest_rank']}, idle {_pct(w['idle_fraction'])})"
+                          for w in s["worst_iterations"][:3])
+        lines.append(f"Worst iterations: {worst}.")
+    corr, same = s.get("vision_load_correlation"), s.get("slowest_is_most_vision_fraction")
+    if corr is not None or same is not None:
+        lines.append(f"Is vision what makes a rank heavy? correlation of per-rank vision and total FLOPs deviations "
+                     f"**{_num(corr, 2)}**; the heaviest rank is also the one with the most vision FLOPs in "
+                     f"{_pct(same, 0)} of imbalanced iterations.")
+    lpt = s.get("lpt")
+    if lpt:
+        lines.append(f"What-if, longest-processing-time-first reassignment of the same microbatches: max/mean "
+                     f"{_num(lpt['flops_max_over_mean_median'])} (median), the heaviest rank's FLOPs "
+                     f"−{_pct(lpt['critical_flops_saving'])} (no assignment of whole microbatches beats "
+                     f"−{_pct(lpt['lower_bound_saving'])}). An upper bound on what sorting/packing by cost wins: "
+                     "microbatch counts per rank are not kept equal.")
+        eq = lpt.get("equal_counts")
+        if eq:
+            lines.append(f"Keeping the microbatch count per rank (as a pipeline schedule needs): max/mean "
+                         f"{_num(eq['flops_max_over_mean_median'])}, the heaviest rank's FLOPs "
+                         f"−{_pct(eq['critical_flops_saving'])}.")
+    return lines + s.get("notes", [])
+
+
+def balance_figure(ranks: pl.DataFrame, per_iteration: pl.DataFrame, path: Path) -> Path:
+    """Left: each rank's FLOPs / iteration mean over iterations (heat map); right: max/mean histogram."""
+    used = per_iteration.filter(pl.col("used"))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2, 1]})
+    if used.height:
+        rel = (ranks.filter(pl.col("iteration").is_in(used["iteration"].implode()))
+               .with_columns((pl.col("flops") / pl.col("flops").mean().over("iteration")).alias("rel"))
+               .pivot(on="iteration", index="dp_rank", values="rel").sort("dp_rank"))
+        matrix = rel.drop("dp_rank").to_numpy().astype(float)
+        its = [int(c) for c in rel.columns[1:]]
+        im = ax1.imshow(matrix, aspect="auto", cmap="RdBu_r", vmin=2 - np.nanmax(matrix), vmax=np.nanmax(matrix),
+                        interpolation="nearest")
+        ticks = np.unique(np.linspace(0, len(its) - 1, min(8, len(its))).round().astype(int))
+        ax1.set_xticks(ticks, [str(its[t]) for t in ticks])  # columns are the iterations used, gaps skipped
+        if rel.height <= 16:
+            ax1.set_yticks(range(rel.height), [str(r) for r in rel["dp_rank"]])
+        fig.colorbar(im, ax=ax1, label="rank FLOPs / iteration mean")
+        ax2.hist(used["flops_max_over_mean"].drop_nulls().to_numpy(), bins=30, color="#1f77b4", label="actual")
+        if "lpt_max" in used.columns:
+            lpt = (used["lpt_max"] / used["flops_mean"]).drop_nulls().to_numpy()
+            ax2.hist(lpt, bins=30, color="#2ca02c", alpha=0.6, label="LPT what-if")
+        ax2.legend(fontsize=8)
+    ax1.set(xlabel="iteration", ylabel="DP rank", title="Per-rank load (exact training FLOPs)")
+    ax2.set(xlabel="heaviest rank / mean", ylabel="iterations", title="Max-over-mean per iteration")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def balance_provider(result) -> SectionProvider:
+    """Section provider for a `vlm_perf.analysis.balance.BalanceResult` (or None: block is null)."""
+    if result is None:
+        return SectionProvider("balance", None, lambda out: Section(
+            "DP load balance", ["no per-microbatch metadata with dp_rank: load balance not computed"]))
+
+    def render(out_dir: Path) -> Section:
+        balance_figure(result.ranks, result.per_iteration, out_dir / "balance.png")
+        return Section("DP load balance", balance_lines(result.summary),
+                       figures=[("balance.png", "Per-rank load over iterations and the max/mean distribution")])
+    return SectionProvider("balance", result.summary, render)
+
+
+# --- peak behind every MFU ---------------------------------------------------------------------
+def peak_lines(peak: dict | None) -> list[str]:
+    if not peak:
+        return ["no peak: GPU type unknown or not tabulated (pass --gpu or --peak-tflops); MFU left empty"]
+    if peak.get("override"):
+        table = peak.get("table_tflops")
+        return [f"**{peak['tflops']:,.1f}** TFLOP/s per GPU from --peak-tflops (user override)"
+                + (f"; the table's dense {peak['dtype']} value for {peak['device']} is {table:,.1f}" if table else "")
+                + "."]
+    lines = [f"**{peak['tflops']:,.1f}** TFLOP/s per device: {peak['device']}, {peak['dtype']}, dense "
+             f"(2:4 sparsity never counted){' — UNCERTAIN value' if peak.get('uncertain') else ''}.",
+             f"Clock / derivation: {peak['clock']}. Source: {peak['source']}."]
+    if peak.get("note"):
+        lines.append(f"Note: {peak['note']}.")
+    for label, value in peak.get("alternatives", {}).items():
+        lines.append(f"Also in circulation: {value:,.1f} ({label}): MFU against it is ×{peak['tflops'] / value:.3f} "
+                     "of the MFU shown.")
+    return lines
+
+
+def peak_provider(peak: dict | None) -> SectionProvider:
+    return SectionProvider("peak", peak, lambda out: Section("Peak used for MFU", peak_lines(peak)))
+
+
+# --- HFU next to MFU ---------------------------------------------------------------------------
+def hfu_lines(h: dict) -> list[str]:
+    lines = [f"Recompute **{h['recompute']}** ({h['source']}): {h['rule']}."]
+    if h.get("hfu_mean") is not None:
+        lines.append(f"MFU (exact) **{_pct(h['mfu_mean'])}** → HFU **{_pct(h['hfu_mean'])}**; hardware FLOPs = model "
+                     f"FLOPs × {h['hardware_over_model']:.4f} ({h['hardware_tflops_per_gpu_mean']:,.1f} vs "
+                     f"{h['model_tflops_per_gpu_mean']:,.1f} TFLOP/s/GPU).")
+    elif h.get("hardware_over_model") is not None:
+        lines.append(f"hardware FLOPs = model FLOPs × {h['hardware_over_model']:.4f}; HFU needs the GPU count and peak.")
+    lines.append("HFU counts what the GPUs executed (recomputed forward included), MFU what the model needs; only MFU "
+                 "compares runs with different recompute settings.")
+    return lines
+
+
+def hfu_provider(h: dict | None) -> SectionProvider:
+    return SectionProvider("hfu", h, lambda out: Section("HFU and activation recompute", hfu_lines(h) if h else
+                                                          ["HFU not computed"]))
+
+
+# --- stragglers ------------------------------------------------------------------------------
+def straggler_lines(s: dict) -> list[str]:
+    lines: list[str] = []
+    t = s.get("timers")
+    if t:
+        lines.append(f"Megatron timers over {t['logged_iterations']} logged iterations (min, max across ranks, ms per "
+                     "iteration); relative spread = (max − min) / max:")
+        for e in t["timers"][:6]:
+            lines.append(f"`{e['timer']}`: max {e['max_ms_median']:,.1f} ms, spread {e['spread_ms_median']:,.1f} ms "
+                         f"({_pct(e['relative_spread_median'])} median, worst {_pct(e['relative_spread_max'])} at "
+                         f"iteration {e['worst_iteration']})")
+    d = s.get("detector")
+    if d:
+        slow = ", ".join(f"rank {r['rank']} ({r['reports']}×)" for r in d["slowest_ranks_rtt"][:3])
+        lines.append(f"Straggler detector, {d['reports']} reports: round-trip spread {_pct(d['rtt_relative_spread_median'])} "
+                     f"(median); slowest: {slow or '—'}.")
+    n = s.get("nvrx")
+    if n:
+        worst = ", ".join(f"rank {w['rank']} {w['score']:.2f} ({w['kind']})" for w in n["worst"][:3])
+        lines.append(f"NVRx scores: stragglers below {n['threshold']}: {n['stragglers'] or 'none'}; worst {worst}.")
+    r = s.get("rank_steps")
+    if r:
+        lines.append(f"Per-rank step time ({r['ranks']} {r['rank_kind']} ranks, {r['iterations']} iterations): spread "
+                     f"{_pct(r['relative_spread_median'])} (median); slowest rank {r['slowest_rank']} at "
+                     f"{r['slowest_median_ms']:,.1f} ms, ×{_num(r['slowest_over_median_rank'])} the median rank.")
+    c = s.get("vision_correlation")
+    if c:
+        for key, label in (("straggler_detector", "detector's slowest rank"), ("rank_steps", "slowest rank's step")):
+            if key in c:
+                lines.append(f"Is the slow rank the one with the heavy vision load? the {label} is on the DP rank with "
+                             f"the most FLOPs in that window in **{_pct(c[key]['slow_is_heaviest_fraction'], 0)}** of "
+                             f"{c[key]['reports']} reports (chance {_pct(c['chance'], 0)}; rank order {c['rank_order']}, "
+                             f"tp {c['tp']}, cp {c['cp']}).")
+        for e in c.get("timer_vs_flops_spread", []):
+            lines.append(f"`{e['timer']}` spread {_pct(e['observed_median'])} vs {_pct(e['predicted_from_flops_median'])} "
+                         f"predicted by the per-rank FLOPs (correlation {_num(e['correlation'], 2)}, {e['windows']} "
+                         "windows); with PP > 1 part of a compute timer's spread is the stages' different layers.")
+    if not lines:
+        lines.append("no per-rank timing lines in the logs (Megatron timers `(min, max) time across ranks`, "
+                     "--log-straggler reports, NVRx scores or rank-prefixed iteration lines)")
+    return lines + s.get("notes", [])
+
+
+def straggler_provider(s: dict | None) -> SectionProvider:
+    return SectionProvider("stragglers", s, lambda out: Section("Stragglers", straggler_lines(s) if s else
+                                                                 ["not computed"]))
