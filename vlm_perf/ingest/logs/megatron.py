@@ -27,6 +27,7 @@ import re
 
 import polars as pl
 
+from .formats import LogFormat, register
 from .preprocess import PREFIX_RE, prefix_label_expr
 from .schema import snake_case
 
@@ -384,6 +385,64 @@ def parse_argument(text: str) -> tuple[str, object] | None:
             value = raw
     return RUN_CONFIG_KEYS[m.group(1)], value
 
+
+# ---- registration ------------------------------------------------------------------------------
+
+_MEGA = re.compile(DETECT_RE)
+_NEMO2_COLLISION = re.compile(NEMO2_COLLISION_RE)
+
+
+def _handle_iteration(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    """Iteration lines the vectorised path could not take (glued after ``\r``, ANSI, non-ASCII):
+    cleaned here, extracted later by the same vectorised ``extract``."""
+    if not _MEGA.search(text) or _NEMO2_COLLISION.search(text):
+        return False
+    if router.allowed(FORMAT):
+        router.mega_rows.append((line, sub, label, text))
+    return True
+
+
+def _handle_step_time(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    if "Step Time" not in text:
+        return False
+    rec = parse_step_time(text)
+    if rec is None and "GPU utilization" not in text:
+        return False
+    if router.allowed("megatron-bridge"):
+        router.emit("megatron-bridge", line, sub, label, rec)
+    return True
+
+
+register(LogFormat(
+    name=FORMAT,
+    source="Megatron-LM iteration line (every version: with/without `[timestamp]`, microseconds, "
+           "`throughput per GPU`, energy/power, decoupled lr), Megatron-Bridge iteration line, "
+           "Megatron-DeepSpeed forks (`consumed tokens`, `tgs`, `TFLOPs`), FlagScale, GPT-NeoX",
+    example=" [2024-05-01 12:00:10] iteration       10/    1000 | consumed samples:         2560 | "
+            "elapsed time per iteration (ms): 2512.3 | throughput per GPU (TFLOP/s/GPU): 401.2 | "
+            "learning rate: 3.000000E-05 | global batch size:   256 | lm loss: 8.123456E+00 | loss scale: 1.0 | "
+            "grad norm: 2.345 | number of skipped iterations:   0 | number of nan iterations:   0 |",
+    notes="vectorised hot path; unknown `key: value` fields (MoE/MTP losses) become extra columns, renamed "
+          "`<name>_extra` (with a note) when they would collide with a known column; a line without an "
+          "iteration number is failed",
+    prefilter=r"iteration\s+\d+\s*/",
+    detect=DETECT_RE,
+    order=10,
+    handle=_handle_iteration,
+))
+
+register(LogFormat(
+    name="megatron-bridge",
+    source="Megatron-Bridge `Step Time : 2.50s GPU utilization: 401.2MODEL_TFLOP/s/GPU` (also the early "
+           "`… TFLOP/s/GPU` variant)",
+    example="Step Time : 2.50s GPU utilization: 401.2MODEL_TFLOP/s/GPU",
+    notes="no iteration on the line: attached to the next Megatron iteration line of the same file (else the "
+          "previous one); columns `step_time_s`, `model_tflops_per_gpu`",
+    prefilter=r"Step Time",
+    detect=r"Step Time\s*:.*GPU utilization",
+    order=30,
+    handle=_handle_step_time,
+))
 
 __all__ = ["DETECT_RE", "NEMO2_COLLISION_RE", "KNOWN_KEYS", "fast_plan", "canonical_plan", "extract", "finish",
            "discover_unknown", "parse_step_time", "parse_argument", "PREFIX_RE"]

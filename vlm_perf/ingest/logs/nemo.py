@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from .formats import LogFormat, register
 from .preprocess import to_float
 from .schema import snake_case
 
@@ -83,3 +84,49 @@ def parse_nemo1(text: str) -> dict | None:
     else:
         rec["iteration"] = int(rec["iteration"])
     return rec
+
+
+# ---- registration ------------------------------------------------------------------------------
+
+def _handle_nemo2(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    return router.train_or_validation("nemo2", parse_nemo2(text), line, sub, label)
+
+
+def _handle_nemo1(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    if "Epoch" not in text:
+        return False
+    rec = parse_nemo1(text)
+    if rec is None:
+        return False
+    if router.allowed("nemo1"):
+        router.emit("nemo1", line, sub, label, rec)
+    return True
+
+
+register(LogFormat(
+    name="nemo2",
+    source="NeMo 2 `ProgressPrinter` `Training epoch E, iteration n/N | k: v`",
+    example="Training epoch 0, iteration 11/999 | lr: 0.0001 | global_step: 11 | consumed_samples: 1536 | "
+            "reduced_train_loss: 2.345 | train_step_timing in s: 2.5 | TFLOPS_per_GPU: 1.234e+03 | "
+            "global_batch_size: 128",
+    notes="told apart from Megatron by the `epoch E, iteration` prefix; validation lines ignored (`validation`); "
+          "`max_memory_*` kept in bytes",
+    prefilter=r"epoch \d+, iteration",
+    detect=r"Training epoch \d+, iteration \d+/\d+",
+    order=20,
+    handle=_handle_nemo2,
+))
+
+register(LogFormat(
+    name="nemo1",
+    source="NeMo 1 Lightning progress bar with its `k=v` postfix (older `…, 2.00s/it, reduced_train_loss=…]` and "
+           "the current `Epoch 0: :   3%|…| 9/300 [00:39<21:06, reduced_train_loss=…, global_step=9e+3, …]`)",
+    example="Epoch 0: 10%|#         | 12/120 [00:24<03:36, 2.00s/it, reduced_train_loss=2.350, global_step=11.00, "
+            "consumed_samples=2.56e+5, v_num=1]",
+    notes="`elapsed_s` from the bar rate when it is printed; `global_step` (any float spelling) is the iteration, "
+          "else the bar position",
+    prefilter=r"Epoch \d+:",
+    detect=r"Epoch \d+:[^|]{0,40}\d+%\|",
+    order=70,
+    handle=_handle_nemo1,
+))

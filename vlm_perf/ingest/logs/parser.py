@@ -20,20 +20,24 @@ from pathlib import Path
 
 import polars as pl
 
-from . import dicts, megatron
+from ...errors import InputError
+
+from . import megatron
 from .diagnostics import Diagnostics
-from .reader import head_text, lazy_line_frames, read_text
+from .formats import candidate_regex, file_formats, names
+from .reader import lazy_line_frames
 from .router import REASON_RULES, Router
 from .schema import (
     CORE_COLUMNS,
-    FORMATS,
     PARTIAL_FLAG,
     concat_records,
-    conform,
     empty_frame,
+    records_frame,
 )
 from .segments import (
+    FILE_SCALE,
     ORD,
+    SUB_SCALE,
     assign_segments,
     dedup_view,
     last_write_wins,
@@ -45,20 +49,13 @@ BATCH_ROWS = 1 << 20
 #: Fast-path lines used to probe which Megatron keys a file uses.
 PROBE_ROWS = 5000
 
-# Candidate pre-filter for the slow path (raw text, before cleaning). Deliberately broad: a false
-# positive costs one Python call, a false negative loses a record.
-CANDIDATE_RE = (
-    r"[\r\x1b{]"                                   # tqdm redraws, colours, dicts
-    r"|step:\s*\d|Step Time|epoch \d+, iteration|Epoch \d+:|iteration\s+\d+\s*/"
-    r"|\tJob ID:|^\s*\w+ \.{3,} "                  # progress.txt, Megatron arguments block
-    r"|^\s+(?:world_size|seq_length|sequence_length|micro_batch_size|global_batch_size|\w+_parallel_size):\s+\d"
-    r"|successfully loaded checkpoint|Restoring states|Running training|Resuming training|Loading checkpoint from"
-    r"|\d+%\|"                                     # tqdm bars (HF step numbers)
-    r"|^[^\s{}\[\]]*:[^\s{}\[\]]*(?: - [^\s{}\[\]]+)*\s*$"  # hard-wrapped veRL continuation
-)
+#: Candidate pre-filter for the slow path (raw text, before cleaning): the union of every registered
+#: line format's ``prefilter`` and the generic rules (``formats.candidate_regex``). Deliberately broad:
+#: a false positive costs one Python call, a false negative loses a record.
+CANDIDATE_RE = candidate_regex()
 _FAST_EXCLUDE_RE = r"[\x1b\r]|" + megatron.NEMO2_COLLISION_RE
-_SUB_SCALE = 1000          # ordering key: (file, line, \r-piece)
-_FILE_SCALE = 1 << 50
+_SUB_SCALE = SUB_SCALE    # ordering key: (file, line, \r-piece)
+_FILE_SCALE = FILE_SCALE
 
 
 @dataclass
@@ -269,11 +266,7 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
     return df, banners, router.run_config
 
 
-def _records_frame(records: list[dict]) -> pl.DataFrame:
-    df = pl.from_dicts(records, infer_schema_length=None)
-    if "timestamp" in df.columns and df.schema["timestamp"] == pl.Utf8:
-        df = df.with_columns(pl.col("timestamp").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"))
-    return conform(df)
+_records_frame = records_frame  # (kept for callers of the old private name)
 
 
 def _sort_ord(df: pl.DataFrame) -> pl.DataFrame:
@@ -295,23 +288,14 @@ def _attach_step_time(df: pl.DataFrame) -> pl.DataFrame:
 
 # ---- structured files ----------------------------------------------------------------------------
 
-def _is_tensorboard(path: Path) -> bool:
-    if path.is_dir():
-        return any(p.name.startswith("events.out.tfevents") for p in path.rglob("events.out.tfevents*"))
-    return "tfevents" in path.name
-
-
-def _parse_trainer_state(path: Path, file_idx: int, diag: Diagnostics) -> pl.DataFrame:
-    text, bad = read_text(path)
-    diag.decode_errors += bad
-    diag.lines_read += text.count("\n") + (0 if text.endswith("\n") else 1)
-    rows = []
-    for line, rec in dicts.parse_trainer_state(text):
-        rec.update(framework="hf", line=line, _sub=0, rank_label=None)
-        rows.append(rec)
-    diag.saw("hf", len(rows))
-    df = _records_frame(rows) if rows else empty_frame()
-    return df.with_columns((pl.lit(file_idx * _FILE_SCALE, pl.Int64) + pl.col("line") * _SUB_SCALE).alias(ORD))
+def _file_format(path: Path, only: str | None):
+    """The registered file format that recognises ``path`` (and is allowed by ``only``), or None."""
+    for fmt in file_formats():
+        if only is not None and only != fmt.name and only not in fmt.emits:
+            continue
+        if fmt.sniff(path):
+            return fmt
+    return None
 
 
 # ---- public entry point ---------------------------------------------------------------------------
@@ -326,8 +310,9 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> Pa
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    if format != "auto" and format not in FORMATS:
-        raise ValueError(f"unknown format {format!r}; expected 'auto' or one of: {', '.join(FORMATS)}")
+    known = names()
+    if format != "auto" and format not in known:
+        raise InputError(f"unknown format {format!r}; expected 'auto' or one of: {', '.join(known)}")
     only = None if format == "auto" else format
     diag = Diagnostics()
     frames: list[pl.DataFrame] = []
@@ -336,17 +321,14 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> Pa
     for file_idx, p in enumerate(paths):
         path = Path(p)
         if not path.exists():
-            raise ValueError(f"log file not found: {path}")
+            raise InputError(f"log file not found: {path}")
         diag.files.append(str(path))
         before = diag.records
-        if _is_tensorboard(path) and only in (None, "tensorboard"):
-            from .tensorboard import parse_tensorboard
-
-            df = parse_tensorboard(path, file_idx * _FILE_SCALE, diag)
+        reader = _file_format(path, only)
+        if reader is not None:
+            df = reader.read(path, file_idx, diag)
         elif path.is_dir():
-            raise ValueError(f"{path} is a directory without TensorBoard event files")
-        elif only in (None, "hf") and head_text(path).lstrip().startswith("{") and '"log_history"' in head_text(path, 1 << 16):
-            df = _parse_trainer_state(path, file_idx, diag)
+            raise InputError(f"{path} is a directory without TensorBoard event files")
         else:
             df, file_banners, cfg = _parse_text(path, file_idx, only, diag)
             banners.extend(file_banners)
@@ -354,8 +336,8 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> Pa
                 run_config.setdefault(k, v)
         diag.records = before + df.height
         if df.height == 0:
-            tried = ", ".join(FORMATS) if only is None else only
-            raise ValueError(f"{path}: no recognisable training-log record (formats tried: {tried})")
+            tried = ", ".join(known) if only is None else only
+            raise InputError(f"{path}: no recognisable training-log record (formats tried: {tried})")
         frames.append(df)
     raw = concat_records(frames) if len(frames) > 1 or not frames else frames[0]
     raw = raw.select([*CORE_COLUMNS, *sorted(c for c in raw.columns if c not in CORE_COLUMNS)])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from .formats import LogFormat, register
 from .preprocess import to_float
 from .schema import snake_case
 
@@ -45,3 +46,38 @@ def parse(text: str) -> tuple[str, dict, int | None] | None:
             rec[snake_case(key)] = value
     rec["event_" + snake_case(event or "none")] = 1.0
     return event, rec, gpus
+
+
+# ---- registration ------------------------------------------------------------------------------
+
+def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    pr = parse(s)
+    if pr is None:
+        return False
+    event, rec, gpus = pr
+    if gpus is not None:
+        router.run_config.setdefault("world_size", gpus)
+        router.run_config.setdefault("progress_gpus", gpus)
+    if event == "Starting job":
+        router.banners.append((line, sub))
+    if "iteration" in rec:
+        if router.allowed("megatron-progress"):
+            router.emit("megatron-progress", line, sub, label, rec)
+    else:
+        router.ignored["progress_event"] += 1
+    return True
+
+
+register(LogFormat(
+    name="megatron-progress",
+    source="Megatron `progress.txt` (`--log-progress`)",
+    example="2025-01-01 10:05:00\tJob ID: 123\t# GPUs: 64\tIteration: 100\tJob throughput: 410.5 TFLOP/s/GPU"
+            "\tCumulative throughput: 410.5 TFLOP/s/GPU\tFloating-point operations: 1.23e+18\tTokens (in billions): 0.52",
+    notes="`Job throughput` → `tflops_per_gpu_logged` (average since job start); `Starting job` is a restart "
+          "banner; `# GPUs` → `run_config[\"world_size\"]`",
+    example_suffix=".txt",
+    prefilter=r"\tJob ID:",
+    detect=DETECT_RE.pattern,
+    order=40,
+    handle=_handle,
+))

@@ -59,21 +59,7 @@ CORE_SCHEMA: dict[str, pl.DataType] = {
     "nan_iterations": pl.Int64(),
 }
 
-#: Format names accepted by ``parse_logs(format=...)``; they also fill the ``framework`` column.
-FORMATS: tuple[str, ...] = (
-    "megatron",           # Megatron-LM / Megatron-Bridge / Megatron-DeepSpeed / FlagScale iteration line
-    "megatron-bridge",    # Megatron-Bridge "Step Time : ... MODEL_TFLOP/s/GPU" line
-    "megatron-progress",  # Megatron progress.txt (--log-progress)
-    "nemo2",              # NeMo 2 ProgressPrinter "Training epoch E, iteration n/N | k: v"
-    "nemo1",              # NeMo 1 Lightning progress bar postfix "k=v"
-    "torchtitan",
-    "hf",                 # HF Trainer / accelerate dict lines and trainer_state.json
-    "llamafactory",       # trainer_log.jsonl
-    "swift",              # ms-swift logging.jsonl
-    "verl",               # veRL console "step:N - k:v"
-    "verl-jsonl",         # veRL file logger {"step": N, "data": {...}}
-    "tensorboard",        # event files, via the optional tbparse dependency
-)
+#: Format names accepted by ``parse_logs(format=...)``: see ``formats.names()`` (the registry).
 
 #: Internal column carrying per-record parse problems (e.g. truncated field); dropped before output.
 PARTIAL_FLAG = "_partial"
@@ -119,6 +105,14 @@ def conform(df: pl.DataFrame) -> pl.DataFrame:
         else:
             exprs.append(pl.col(name))
     return df.select(exprs)
+
+
+def records_frame(records: list[dict]) -> pl.DataFrame:
+    """Records (dicts of column -> value) -> a conformed frame; ``timestamp`` strings are parsed."""
+    df = pl.from_dicts(records, infer_schema_length=None)
+    if "timestamp" in df.columns and df.schema["timestamp"] == pl.Utf8:
+        df = df.with_columns(pl.col("timestamp").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"))
+    return conform(df)
 
 
 def concat_records(frames: list[pl.DataFrame]) -> pl.DataFrame:

@@ -11,7 +11,9 @@ from pathlib import Path
 import polars as pl
 
 from .diagnostics import Diagnostics
+from .formats import LogFormat, register
 from .schema import conform, snake_case
+from .segments import FILE_SCALE
 
 TAG_MAP = {
     "iteration-time": ("elapsed_s", 1.0),
@@ -72,3 +74,23 @@ def parse_tensorboard(path: Path, ord_base: int, diag: Diagnostics) -> pl.DataFr
     diag.saw("tensorboard", wide.height)
     out = conform(wide)
     return out.with_columns((pl.lit(ord_base, pl.Int64) + pl.col("line") * 1000).alias("_ord"))
+
+
+# ---- registration ------------------------------------------------------------------------------
+
+def is_tensorboard(path: Path) -> bool:
+    if path.is_dir():
+        return any(p.name.startswith("events.out.tfevents") for p in path.rglob("events.out.tfevents*"))
+    return "tfevents" in path.name
+
+
+register(LogFormat(
+    name="tensorboard",
+    source="TensorBoard event files or directories, via the optional `tensorboard` extra (tbparse, imported lazily)",
+    example="",
+    notes="binary (no example line); duplicates per (tag, step) resolved by latest `wall_time`; `line` is the row "
+          "ordinal; tags mapped as in `TAG_MAP` (`iteration-time`, `lm loss`, `throughput/tflops/device`, ...)",
+    order=10,
+    sniff=is_tensorboard,
+    read=lambda path, file_idx, diag: parse_tensorboard(path, file_idx * FILE_SCALE, diag),
+))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from .formats import LogFormat, register
 from .preprocess import to_float
 from .schema import snake_case
 
@@ -44,3 +45,21 @@ def parse(text: str) -> tuple[str, dict | None] | None:
         if v is not None:
             rec[_MAP.get(key) or snake_case(key)] = v
     return "torchtitan", rec
+
+
+# ---- registration ------------------------------------------------------------------------------
+
+def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    return router.train_or_validation("torchtitan", parse(text), line, sub, label)
+
+
+register(LogFormat(
+    name="torchtitan",
+    source="torchtitan console metrics line",
+    example="[rank0]:[titan] 2025-03-04 05:06:17,123 - root - INFO - step: 10  loss:  9.8765  grad_norm:  1.1234  "
+            "memory: 41.00GiB(51.25%)  tps: 12,345  tflops: 567.89  mfu: 57.42%",
+    notes="thousands separators; `mfu` % → fraction; `N/A` → null; `memory_gib`, `memory_pct`",
+    prefilter=r"step:\s*\d",
+    order=60,
+    handle=_handle,
+))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from .formats import LogFormat, register
 from .preprocess import to_float
 from .schema import snake_case
 
@@ -50,3 +51,26 @@ def parse(text: str) -> dict | None:
         if sep:
             items[key.strip()] = raw.strip()
     return record_from_items(int(m.group(1)), items)
+
+
+# ---- registration ------------------------------------------------------------------------------
+
+def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    """A veRL line is held until the next line shows it is not hard-wrapped (``Router.pending``)."""
+    if not DETECT_RE.match(s):
+        return False
+    router.hold_verl(line, sub, label, s)
+    return True
+
+
+register(LogFormat(
+    name="verl",
+    source="veRL console `step:N - key:value - …`",
+    example="(TaskRunner pid=1234) step:1 - actor/pg_loss:-0.012 - actor/grad_norm:0.345 - actor/lr:1e-06 - "
+            "perf/mfu/actor:0.312 - perf/throughput:1523.4 - perf/time_per_step:45.6 - timing_s/gen:12.3",
+    notes="`perf/mfu/actor` (or `mfu/actor`) is already a fraction; `perf/throughput` → `tokens_per_s`; "
+          "hard-wrapped lines re-joined",
+    prefilter=r"step:\s*\d|^[^\s{}\[\]]*:[^\s{}\[\]]*(?: - [^\s{}\[\]]+)*\s*$",
+    order=50,
+    handle=_handle,
+))
