@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from . import verl
 from .formats import LogFormat, register
-from .preprocess import to_float, to_seconds
+from .preprocess import put_int, to_float, to_seconds
 from .reader import head_text, read_text
-from .schema import empty_frame, records_frame, snake_case
+from .schema import empty_frame, extra_name, records_frame, snake_case
 from .segments import FILE_SCALE, ORD, SUB_SCALE
 
 #: Kept for reference: the outermost ``{...}`` of a line (``load_dict`` finds it with find/rfind,
@@ -35,6 +35,10 @@ HF_MAP = {
     "global_step": "iteration",
     "current_steps": "iteration",
 }
+
+
+_HF_OUTPUTS = frozenset(HF_MAP.values()) | {"max_steps", "percentage", "elapsed_time_s", "remaining_time_s",
+                                            "elapsed_s", "throughput_tokens_per_s"}
 
 
 def load_dict(text: str) -> dict | None:
@@ -70,14 +74,12 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
     """(format, record) for any supported dict shape. ``iteration`` may be absent (HF console)."""
     fmt = classify(d)
     if fmt == "verl-jsonl":
-        step = to_float(d.get("step"))
-        rec = verl.record_from_items(int(step) if step is not None else None, d["data"])
-        return fmt, rec
+        return fmt, verl.record_from_items(d.get("step"), d["data"])
     rec: dict = {}
     for key, raw in d.items():
         if key == "global_step/max_steps" and isinstance(raw, str) and "/" in raw:
             cur, _, tot = raw.partition("/")
-            rec["iteration"] = int(to_float(cur)) if to_float(cur) is not None else None
+            put_int(rec, "iteration", cur)
             rec["max_steps"] = to_float(tot)
             continue
         if key in ("elapsed_time", "remaining_time"):
@@ -93,9 +95,13 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
         v = to_float(raw)
         if v is None:
             continue
-        name = HF_MAP.get(key) or snake_case(key)
+        name = HF_MAP.get(key)
+        if name is None:
+            name = extra_name(snake_case(key), rec, _HF_OUTPUTS)
         if name == "iteration":
-            v = int(v)
+            if "iteration" not in rec:
+                put_int(rec, "iteration", raw)
+            continue
         rec.setdefault(name, v)
     if fmt == "swift":
         speed = rec.get("train_speed_iter_s")
@@ -126,7 +132,8 @@ def parse_trainer_state(text: str) -> list[tuple[int, dict]]:
         pos = matches[i].start() if i < len(matches) else start
         line = text.count("\n", 0, pos) + 1
         _, rec = record_from_dict(entry)
-        rec["iteration"] = int(entry["step"]) if "step" in entry else rec.get("iteration")
+        if "step" in entry:
+            put_int(rec, "iteration", entry["step"])
         out.append((line, rec))
     return out
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 
 from .formats import LogFormat, register
-from .preprocess import to_float
-from .schema import snake_case
+from .preprocess import put_int, to_float
+from .schema import extra_name, snake_case
 
 MAXTEXT_RE = re.compile(r"completed step: (\d{1,19}),(.*)$")
 _MAXTEXT_MAP = {
@@ -26,11 +26,16 @@ _MAXTEXT_MAP = {
 }
 
 
+_MAXTEXT_OUT = frozenset(_MAXTEXT_MAP.values())
+_AUTOMODEL_OUT = frozenset({"loss", "grad_norm", "lr", "tokens_per_s", "tokens_per_s_total", "mem_gib", "epoch"})
+
+
 def parse_maxtext(text: str) -> dict | None:
     m = MAXTEXT_RE.search(text)
     if not m:
         return None
-    rec: dict = {"iteration": int(m.group(1))}
+    rec: dict = {}
+    put_int(rec, "iteration", m.group(1))
     for part in m.group(2).split(","):
         key, sep, raw = part.partition(":")
         if not sep:
@@ -39,7 +44,7 @@ def parse_maxtext(text: str) -> dict | None:
         v = to_float(raw)
         if v is None:
             continue
-        rec.setdefault(_MAXTEXT_MAP.get(key) or snake_case(key), v)
+        rec.setdefault(_MAXTEXT_MAP.get(key) or extra_name(snake_case(key), rec, _MAXTEXT_OUT), v)
     return rec if len(rec) > 1 else None
 
 
@@ -52,7 +57,8 @@ def parse_automodel(text: str) -> dict | None:
     m = AUTOMODEL_RE.search(text)
     if not m:
         return None
-    rec: dict = {"iteration": int(m.group(1)), "epoch": float(m.group(2))}
+    rec: dict = {"epoch": float(m.group(2))}
+    put_int(rec, "iteration", m.group(1))
     for part in m.group(3).split("|"):
         key, _, raw = part.strip().partition(" ")
         raw = raw.strip()
@@ -68,7 +74,7 @@ def parse_automodel(text: str) -> dict | None:
             key, raw = "mem_gib", raw[:-3]
         v = to_float(raw)
         if v is not None:
-            rec.setdefault(_AUTOMODEL_MAP.get(key) or snake_case(key), v)
+            rec.setdefault(_AUTOMODEL_MAP.get(key) or extra_name(snake_case(key), rec, _AUTOMODEL_OUT), v)
     return rec if len(rec) > 2 else None
 
 

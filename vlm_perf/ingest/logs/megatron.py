@@ -29,7 +29,7 @@ import polars as pl
 
 from .formats import LogFormat, register
 from .preprocess import PREFIX_RE, prefix_label_expr
-from .schema import snake_case
+from .schema import extra_name, snake_case
 
 FORMAT = "megatron"
 
@@ -61,7 +61,26 @@ KNOWN_KEYS: dict[str, tuple[str, float]] = {
     "samples per second": ("samples_per_s", 1.0),
     "tokens per gpu per second (tgs)": ("tokens_per_s", 1.0),
     "TFLOPs": ("_tflops_ds", 1.0),  # Megatron-DeepSpeed per-GPU TFLOP/s; coalesced below
+    # GPT-NeoX (a Megatron-DeepSpeed fork): `lm_loss`, and `approx flops per GPU: 112.9TFLOPS` (a
+    # human-readable rate with a unit, converted to TFLOP/s by `extract`); coalesced in `finish`
+    "lm_loss": ("_neox_loss", 1.0),
+    "approx flops per GPU": ("_neox_tflops", 1.0),
+    # per-GPU token rates of newer Megatron-LM / Bridge logs
+    "tokens/sec/gpu": ("_tokens_per_gpu", 1.0),
+    "tokens per sec per gpu": ("_tokens_per_gpu", 1.0),
+    # `elapsed time per iteration: 2512.3 ms` (unit after the value; ms when none is printed)
+    "elapsed time per iteration": ("_elapsed_unit", 1.0),
 }
+
+#: Private outputs merged into a core column by ``finish`` (first non-null wins, in this order).
+_COALESCE = {
+    "tflops_per_gpu_logged": ("_tflops_ds", "_neox_tflops"),
+    "loss": ("_neox_loss",),
+    "tokens_per_s": ("_tokens_per_gpu",),
+    "elapsed_s": ("_elapsed_unit",),
+}
+#: ``112.9TFLOPS`` -> 112.9 (TFLOP/s); the SI prefix scales to tera.
+_FLOPS_UNIT = {"": 1e-12, "K": 1e-9, "M": 1e-6, "G": 1e-3, "T": 1.0, "P": 1e3, "E": 1e6, "Z": 1e9}
 
 #: Window after ``key:`` that must contain the value and its terminating ``|``.
 _WINDOW = 48
@@ -267,6 +286,14 @@ def extract(df: pl.DataFrame, text_col: str = "text", keys: dict[str, tuple[str,
         raw = pl.when(pl.col(f"_w{i}").struct.field("field_1").is_not_null()).then(
             raw.str.replace_all(",", "", literal=True))
         v = raw.cast(pl.Float64, strict=False)
+        if name == "_neox_tflops":  # `112.9TFLOPS`: number and SI prefix -> TFLOP/s
+            parts = raw.str.extract_groups(r"^([-+0-9.eE]+)\s*([KMGTPEZ]?)FLOPS$")
+            scale = parts.struct.field("2").replace_strict(_FLOPS_UNIT, default=None, return_dtype=pl.Float64)
+            v = pl.coalesce(v, parts.struct.field("1").cast(pl.Float64, strict=False) * scale)
+        elif name == "_elapsed_unit":  # `2512.3 ms` / `2.5 s` / a bare number (ms) -> seconds
+            parts = raw.str.extract_groups(r"^([-+0-9.eE]+)\s*(ms|s)?$")
+            unit = pl.when(parts.struct.field("2") == "s").then(1.0).otherwise(1e-3)
+            v = parts.struct.field("1").cast(pl.Float64, strict=False) * unit
         vals.append((v * mult if mult != 1.0 else v).alias(name))
     head = text.str.slice(0, pl.col("_pit"))
     it = text.str.slice(pl.col("_pit"), 40).str.extract_groups(r"^iteration\s+(\d+)\s*/\s*(\d+)")
@@ -286,18 +313,21 @@ def extract(df: pl.DataFrame, text_col: str = "text", keys: dict[str, tuple[str,
 
 
 def finish(df: pl.DataFrame) -> pl.DataFrame:
-    """Post-process extracted rows: Megatron-DeepSpeed ``TFLOPs`` -> ``tflops_per_gpu_logged``,
-    drop all-null extras, framework label."""
-    if "_tflops_ds" in df.columns:
-        cols = [c for c in ("tflops_per_gpu_logged", "_tflops_ds") if c in df.columns]
-        df = df.with_columns(pl.coalesce(cols).alias("tflops_per_gpu_logged")).drop("_tflops_ds")
+    """Post-process extracted rows: fork spellings (Megatron-DeepSpeed ``TFLOPs``, GPT-NeoX
+    ``lm_loss`` / ``approx flops per GPU``, ``tokens/sec/gpu``, iteration time in s) coalesced into
+    their core column, drop all-null extras, framework label."""
+    for core, privates in _COALESCE.items():
+        present = [c for c in privates if c in df.columns]
+        if present:
+            cols = ([core] if core in df.columns else []) + present
+            df = df.with_columns(pl.coalesce(cols).alias(core)).drop(present)
     keep_always = {"consumed_samples", "elapsed_s", "tflops_per_gpu_logged", "lr", "global_batch_size",
                    "loss", "grad_norm", "skipped_iterations", "nan_iterations", "tokens_per_s"}
     drop = [c for c, (name, _) in ((k, v) for k, v in KNOWN_KEYS.items())
             for c in [name] if c in df.columns and c not in keep_always and df.get_column(c).null_count() == df.height]
     if "train_iters" in df.columns and df.get_column("train_iters").null_count() == df.height:
         drop.append("train_iters")
-    return df.drop(drop).with_columns(pl.lit(FORMAT).alias("framework"))
+    return df.drop(sorted(set(drop))).with_columns(pl.lit(FORMAT).alias("framework"))
 
 
 def discover_unknown(df: pl.DataFrame, text_col: str = "text") -> pl.DataFrame:
@@ -311,12 +341,17 @@ def discover_unknown(df: pl.DataFrame, text_col: str = "text") -> pl.DataFrame:
         .to_series().drop_nulls().to_list()
     )
     unknown: dict[str, tuple[str, float]] = {}
-    for raw in keys:
+    # an unknown key never takes a known, internal or already present column (nor another unknown
+    # spelling's): it gets a distinct name and the rename is reported (schema.drain_renames)
+    taken = set(df.columns) | {name for name, _ in KNOWN_KEYS.values()} | set(_COALESCE)
+    for raw in sorted(keys):
         m = re.match(_KEY_DISCOVERY_RE, raw)
         key = m.group(1).strip() if m else None
-        if not key or key in KNOWN_KEYS or key.startswith("iteration"):
+        if not key or key in KNOWN_KEYS or key.startswith("iteration") or key in unknown:
             continue
-        unknown[key] = (snake_case(key), 1.0)
+        name = extra_name(snake_case(key), taken)
+        taken.add(name)
+        unknown[key] = (name, 1.0)
     if not unknown:
         return df
     partial = df.get_column("_partial")

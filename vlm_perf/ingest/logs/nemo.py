@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from .formats import LogFormat, register
-from .preprocess import to_float
-from .schema import snake_case
+from .preprocess import put_int, to_float
+from .schema import extra_name, snake_case
 
 NEMO2_RE = re.compile(r"(?P<kind>Training|Validation|Testing) epoch (?P<epoch>\d+), iteration (?P<it>\d+)/(?P<total>\d+)(?P<rest>.*)$")
 NEMO1_RE = re.compile(
@@ -38,10 +38,13 @@ _MAP = {
 }
 
 
+_OUTPUTS = frozenset(_MAP.values())
+
+
 def _put(rec: dict, key: str, value: float | None) -> None:
     if value is None:
         return
-    name = _MAP.get(key) or snake_case(key)
+    name = _MAP.get(key) or extra_name(snake_case(key), rec, _OUTPUTS)
     rec.setdefault(name, value)
 
 
@@ -59,7 +62,7 @@ def parse_nemo2(text: str) -> tuple[str, dict | None] | None:
             continue
         key, _, raw = field.rpartition(":")
         _put(rec, key.strip(), to_float(raw))
-    rec["iteration"] = int(rec["iteration"]) if "iteration" in rec else int(m.group("it"))
+    put_int(rec, "iteration", rec["iteration"] if "iteration" in rec else m.group("it"))
     if len(rec) <= 2:
         return "nemo2", None
     return "nemo2", rec
@@ -79,10 +82,8 @@ def parse_nemo1(text: str) -> dict | None:
         if key == "v_num":
             continue
         _put(rec, key, to_float(raw))
-    if "iteration" not in rec:  # no global_step in the postfix: fall back to the bar position
-        rec["iteration"] = int(m.group("n"))
-    else:
-        rec["iteration"] = int(rec["iteration"])
+    # no global_step in the postfix: fall back to the bar position
+    put_int(rec, "iteration", rec["iteration"] if "iteration" in rec else m.group("n"))
     return rec
 
 

@@ -30,7 +30,9 @@ from .router import REASON_RULES, Router
 from .schema import (
     CORE_COLUMNS,
     PARTIAL_FLAG,
+    check_int_columns,
     concat_records,
+    drain_renames,
     empty_frame,
     records_frame,
 )
@@ -240,7 +242,7 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
         mega_frames.append(_megatron_frame(slow))
     frames: list[pl.DataFrame] = []
     if mega_frames:
-        mega = _finish_mega(pl.concat(mega_frames, how="diagonal_relaxed"))
+        mega = check_int_columns(_finish_mega(pl.concat(mega_frames, how="diagonal_relaxed")))
         bad = mega.filter(pl.col("iteration").is_null())
         router.failed.extend(bad.get_column("line").to_list())
         mega = mega.filter(pl.col("iteration").is_not_null())
@@ -256,6 +258,9 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
     for line in sorted(router.failed):
         diag.fail(f"{path}:{line}")
     df = concat_records(frames) if frames else empty_frame()
+    df = _take_partial(df, path, diag)
+    for note in drain_renames():
+        diag.note(f"{path}: {note}")
     df = df.with_columns(pl.lit(str(path)).alias("file"))
     sub = pl.col("_sub") if "_sub" in df.columns else pl.lit(0, pl.Int64)
     df = df.with_columns(
@@ -267,6 +272,16 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
 
 
 _records_frame = records_frame  # (kept for callers of the old private name)
+
+
+def _take_partial(df: pl.DataFrame, path: Path, diag: Diagnostics) -> pl.DataFrame:
+    """Report rows flagged ``_partial`` (a field lost: not an exact integer, truncated) and drop the flag."""
+    if PARTIAL_FLAG not in df.columns:
+        return df
+    flagged = df.filter(pl.col(PARTIAL_FLAG).fill_null(False)).get_column("line")
+    for line in sorted(flagged.to_list()):
+        diag.mark_partial(f"{path}:{line}")
+    return df.drop(PARTIAL_FLAG)
 
 
 def _sort_ord(df: pl.DataFrame) -> pl.DataFrame:
@@ -326,7 +341,7 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> Pa
         before = diag.records
         reader = _file_format(path, only)
         if reader is not None:
-            df = reader.read(path, file_idx, diag)
+            df = _take_partial(reader.read(path, file_idx, diag), path, diag)
         elif path.is_dir():
             raise InputError(f"{path} is a directory without TensorBoard event files")
         else:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from .formats import LogFormat, register
-from .preprocess import to_float
-from .schema import snake_case
+from .preprocess import put_int, to_float, to_int
+from .schema import extra_name, snake_case
 
 DETECT_RE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID:")
 _NUM_RE = re.compile(r"^\s*([-+\d.eE,]+)")
@@ -36,14 +36,14 @@ def parse(text: str) -> tuple[str, dict, int | None] | None:
         m = _NUM_RE.match(raw)
         value = to_float(m.group(1)) if m else None
         if key == "# GPUs":
-            gpus = int(value) if value is not None else None
+            gpus = to_int(value)
             rec["gpus"] = value
         elif key == "Iteration":
-            rec["iteration"] = int(value) if value is not None else None
+            put_int(rec, "iteration", value)
         elif key == "Job throughput":
             rec["tflops_per_gpu_logged"] = value
         elif value is not None:
-            rec[snake_case(key)] = value
+            rec[extra_name(snake_case(key), rec, {"tflops_per_gpu_logged", "iteration", "gpus"})] = value
     rec["event_" + snake_case(event or "none")] = 1.0
     return event, rec, gpus
 

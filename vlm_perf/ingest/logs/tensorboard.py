@@ -12,7 +12,7 @@ import polars as pl
 
 from .diagnostics import Diagnostics
 from .formats import LogFormat, register
-from .schema import conform, snake_case
+from .schema import check_int_columns, conform, snake_case
 from .segments import FILE_SCALE
 
 TAG_MAP = {
@@ -72,7 +72,7 @@ def parse_tensorboard(path: Path, ord_base: int, diag: Diagnostics) -> pl.DataFr
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line"),
     ).drop("step", "_wt")
     diag.saw("tensorboard", wide.height)
-    out = conform(wide)
+    out = conform(check_int_columns(wide))
     return out.with_columns((pl.lit(ord_base, pl.Int64) + pl.col("line") * 1000).alias("_ord"))
 
 

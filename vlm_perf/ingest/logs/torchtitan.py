@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 from .formats import LogFormat, register
-from .preprocess import to_float
-from .schema import snake_case
+from .preprocess import put_int, to_float
+from .schema import extra_name, snake_case
 
 DETECT_RE = re.compile(r"(?<![\w/])(?P<val>validate )?step:\s*(?P<step>\d+)\s{2,}(?:loss|wps|tps)")
 _TS_RE = re.compile(r"\[titan\]\s+(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)?)")
@@ -18,13 +18,17 @@ _MAP = {"loss": "loss", "grad_norm": "grad_norm", "tps": "tokens_per_s", "wps": 
         "tflops": "tflops_per_gpu_logged", "lr": "lr"}
 
 
+_OUTPUTS = frozenset(_MAP.values()) | {"memory_gib", "memory_pct", "mfu_logged", "timestamp"}
+
+
 def parse(text: str) -> tuple[str, dict | None] | None:
     m = DETECT_RE.search(text)
     if not m:
         return None
     if m.group("val"):
         return "validation", None
-    rec: dict = {"iteration": int(m.group("step"))}
+    rec: dict = {}
+    put_int(rec, "iteration", m.group("step"))
     ts = _TS_RE.search(text)
     if ts:
         rec["timestamp"] = ts.group(1).replace(",", ".")
@@ -43,7 +47,7 @@ def parse(text: str) -> tuple[str, dict | None] | None:
             continue
         v = to_float(raw)
         if v is not None:
-            rec[_MAP.get(key) or snake_case(key)] = v
+            rec[_MAP.get(key) or extra_name(snake_case(key), rec, _OUTPUTS)] = v
     return "torchtitan", rec
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from .formats import LogFormat, register
-from .preprocess import to_float
-from .schema import snake_case
+from .preprocess import put_int, to_float
+from .schema import extra_name, snake_case
 
 DETECT_RE = re.compile(r"^step:(\d+)(?: - |\s*$)")
 #: A physical line that continues a wrapped veRL line: no spaces except `` - `` separators.
@@ -28,15 +28,20 @@ MAP = {
 }
 
 
-def record_from_items(step: int, items: dict) -> dict:
-    rec: dict = {"iteration": step}
+_OUTPUTS = frozenset(name for name, _ in MAP.values())
+
+
+def record_from_items(step: object, items: dict) -> dict:
+    """``step`` as printed (digits, a JSON number...): an exact integer or null plus ``_partial``."""
+    rec: dict = {}
+    put_int(rec, "iteration", step)
     for key, raw in items.items():
         v = to_float(raw)
         if v is None:
             continue
         if v == 0.0:
             v = 0.0  # -0.000 -> 0.0 (quirk 26)
-        name, mult = MAP.get(key, (snake_case(key), 1.0))
+        name, mult = MAP.get(key) or (extra_name(snake_case(key), rec, _OUTPUTS), 1.0)
         rec.setdefault(name, v * mult)
     return rec
 
@@ -50,7 +55,7 @@ def parse(text: str) -> dict | None:
         key, sep, raw = part.partition(":")
         if sep:
             items[key.strip()] = raw.strip()
-    return record_from_items(int(m.group(1)), items)
+    return record_from_items(m.group(1), items)
 
 
 # ---- registration ------------------------------------------------------------------------------
