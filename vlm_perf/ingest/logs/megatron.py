@@ -350,6 +350,8 @@ def discover_unknown(df: pl.DataFrame, text_col: str = "text") -> pl.DataFrame:
         if not key or key in KNOWN_KEYS or key.startswith("iteration") or key in unknown:
             continue
         name = extra_name(snake_case(key), taken)
+        if name in taken:  # one more repeat of an over-used spelling: dropped (and noted)
+            continue
         taken.add(name)
         unknown[key] = (name, 1.0)
     if not unknown:

@@ -25,7 +25,7 @@ from ...errors import InputError
 from . import megatron
 from .diagnostics import Diagnostics
 from .formats import candidate_regex, file_formats, names
-from .reader import lazy_line_frames
+from .reader import MAX_LINE_BYTES, lazy_line_frames
 from .router import REASON_RULES, Router
 from .schema import (
     CORE_COLUMNS,
@@ -205,8 +205,13 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
     for lf in lazy_line_frames(path):
         # ONE streaming pass: the reader and the fast-line mask run on the streaming engine and hand
         # back bounded batches; each batch is split three ways (see the module docstring)
-        for batch in lf.with_columns(_fast_mask().alias("_fast")).collect_batches(chunk_size=BATCH_ROWS):
+        too_long = pl.col("text").str.len_bytes() > MAX_LINE_BYTES
+        lf = lf.with_columns((_fast_mask() & ~too_long).alias("_fast"), too_long.alias("_long"))
+        for batch in lf.collect_batches(chunk_size=BATCH_ROWS):
             diag.lines_read += batch.height
+            if batch.get_column("_long").any():  # over the line-size limit: failed, never scanned
+                router.failed.extend(batch.filter(pl.col("_long")).get_column("line").to_list())
+                batch = batch.filter(~pl.col("_long"))
             is_fast = batch.get_column("_fast")
             n_fast = int(is_fast.sum())
             if n_fast and not want_mega:

@@ -19,9 +19,16 @@ from pathlib import Path
 
 import polars as pl
 
+from ...errors import InputError
+
 _SEP = "\x1f"
 #: Decompressed bytes per chunk for compressed inputs; bounds memory independent of file size.
-CHUNK_BYTES = 64 << 20
+#: Worst case (a chunk of nothing but newlines) one chunk becomes CHUNK_BYTES rows of ~20 bytes
+#: each in polars, so the reader's peak stays below ~25 x CHUNK_BYTES (~400 MB) whatever the input.
+CHUNK_BYTES = 16 << 20
+#: Longest line the parser reads (bytes). A longer line is counted as failed with its line number;
+#: compressed inputs keep only its first MAX_LINE_BYTES + 1 bytes in memory while skipping the rest.
+MAX_LINE_BYTES = 1 << 20
 
 
 def _csv_kwargs() -> dict:
@@ -73,14 +80,30 @@ def lazy_line_frames(path: Path) -> Iterator[pl.LazyFrame]:
     offset = 1
     with _open_decompressed(path, kind) as fh:
         rest = b""
+        skipping = False  # inside a line longer than MAX_LINE_BYTES: drop bytes up to its newline
         while True:
-            block = fh.read(CHUNK_BYTES)
+            try:
+                block = fh.read(CHUNK_BYTES)
+            except (OSError, EOFError, ValueError) as exc:  # truncated or corrupt stream
+                raise InputError(f"cannot decompress ({kind}): {exc}", source=f"{path}:{offset}") from None
+            except Exception as exc:  # zstandard.ZstdError is not an OSError
+                raise InputError(f"cannot decompress ({kind}): {exc}", source=f"{path}:{offset}") from None
             if not block:
                 break
+            if skipping:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    continue
+                block = block[nl:]  # keep the newline: it ends the over-long (kept-truncated) line
+                skipping = False
             block = rest + block
             cut = block.rfind(b"\n")
-            if cut < 0:  # a single line longer than the chunk: keep accumulating
-                rest = block
+            if cut < 0:  # a single line longer than the chunk: keep at most MAX_LINE_BYTES + 1 of it
+                if len(block) > MAX_LINE_BYTES:
+                    rest = block[: MAX_LINE_BYTES + 1]
+                    skipping = True
+                else:
+                    rest = block
                 continue
             rest = block[cut + 1:]
             frame = _frame_from_bytes(block[: cut + 1], offset)

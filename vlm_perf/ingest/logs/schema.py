@@ -83,9 +83,16 @@ def extra_name(name: str, taken, reserved=frozenset()) -> str:
     cand, k = base, 1
     while cand in taken or cand in CORE_SCHEMA or cand in reserved:
         k += 1
+        if k > _MAX_SPELLINGS:  # the same key over and over: the first value stays, the rest is said
+            note_rename(name, f"{base}{_MAX_SPELLINGS} (further repeats dropped)")
+            return base
         cand = f"{base}{k}"
     note_rename(name, cand)
     return cand
+
+
+#: Distinct spellings of one column name kept per record; beyond it repeats are dropped (noted).
+_MAX_SPELLINGS = 9
 
 
 _renames = threading.local()
