@@ -300,7 +300,7 @@ register(LogFormat(
           "(tqdm.write semantics), else the bar glued in front of it, else the bar at most 2 lines before, else "
           "null; bars with a description (`Map:`, `Loading checkpoint shards:`) or another total than `Total "
           "optimization steps` are never the step; literal `^M` is a carriage return",
-    prefilter=r"[{]|\d%\|",
+    prefilter=r"[{]|\d%\||Total optimization steps = ",
     detect=r"\{\s*['\"]",
     order=90,
     handle=_handle,

@@ -71,7 +71,10 @@ def parse_automodel(text: str) -> dict | None:
                 rec["tokens_per_s"] = to_float(t.group(2))
                 continue
         if key == "mem" and raw.endswith("GiB"):
-            key, raw = "mem_gib", raw[:-3]
+            v = to_float(raw[:-3])
+            if v is not None:
+                rec["mem_gib"] = v
+            continue
         v = to_float(raw)
         if v is not None:
             rec.setdefault(_AUTOMODEL_MAP.get(key) or extra_name(snake_case(key), rec, _AUTOMODEL_OUT), v)

@@ -434,9 +434,33 @@ def _handle_iteration(router, line: int, sub: int, label: str | None, text: str,
     cleaned here, extracted later by the same vectorised ``extract``."""
     if not _MEGA.search(text) or _NEMO2_COLLISION.search(text):
         return False
+    if sub:
+        _flush(router, line, sub, label, text)
+    else:  # possibly hard-wrapped (terminal or paste width): the next physical lines may continue it
+        router.hold(line, sub, label, text, _continues, _flush, _glue)
+    return True
+
+
+def _glue(so_far: str, text: str, s: str) -> str:
+    """A terminal wrap cuts at a column and loses no character: join the pieces as printed."""
+    return so_far + text
+
+
+#: A piece that continues a hard-wrapped iteration record (raw text): the tail of a field then its
+#: ``|``, or a ``| key:`` field; never a timestamped/bracketed line. The same regex runs vectorised
+#: (``parser``) to route such lines and the record line before them.
+CONTINUATION_RE = r"^(?:[^|\[]{1,80}\||\s?\| [A-Za-z][^|:]{0,60}:)"
+_CONT = re.compile(CONTINUATION_RE)
+
+
+def _continues(text: str, s: str) -> bool:
+    return (_CONT.match(s) is not None and _MEGA.search(s) is None and "Step Time" not in s
+            and "time (ms)" not in s)
+
+
+def _flush(router, line: int, sub: int, label: str | None, text: str) -> None:
     if router.allowed(FORMAT):
         router.mega_rows.append((line, sub, label, text))
-    return True
 
 
 def _handle_step_time(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from .formats import LogFormat, register
@@ -16,10 +17,10 @@ from .schema import extra_name, snake_case
 
 NEMO2_RE = re.compile(r"(?P<kind>Training|Validation|Testing) epoch (?P<epoch>\d+), iteration (?P<it>\d+)/(?P<total>\d+)(?P<rest>.*)$")
 NEMO1_RE = re.compile(
-    r"Epoch (?P<epoch>\d+):\s*\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<post>[^\]]*)\]?"
+    r"Epoch (?P<epoch>\d+):(?:\s*:)?\s*\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<post>[^\]]*)\]?"
 )
 _RATE_RE = re.compile(r"([\d.]+)\s*(s/it|it/s)")
-_KV1_RE = re.compile(r"(\w+)=([^,\]\s]+)")
+_KV1_RE = re.compile(r"(?<!\w)(\w+)=([^,\]\s]+)")
 
 # key -> core column (seconds and TFLOP/s already in core units)
 _MAP = {
@@ -81,7 +82,8 @@ def parse_nemo1(text: str) -> dict | None:
     for key, raw in _KV1_RE.findall(post):
         if key == "v_num":
             continue
-        _put(rec, key, to_float(raw))
+        # the current bar prints a NaN loss as `nan.0`
+        _put(rec, key, math.nan if raw.lower() in ("nan.0", "-nan.0") else to_float(raw))
     # no global_step in the postfix: fall back to the bar position
     put_int(rec, "iteration", rec["iteration"] if "iteration" in rec else m.group("n"))
     return rec

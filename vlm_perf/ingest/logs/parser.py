@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from ...errors import InputError
@@ -98,10 +99,58 @@ def _fast_mask() -> pl.Expr:
     )
 
 
+def _continuation_expr() -> pl.Expr:
+    """A line that may continue a hard-wrapped Megatron record (``megatron.CONTINUATION_RE``)."""
+    text = pl.col("text")
+    return (text.str.contains(megatron.CONTINUATION_RE) & ~text.str.contains(megatron.DETECT_RE)
+            & ~text.str.contains("time (ms)", literal=True))
+
+
+def _route_wrapped(batch: pl.DataFrame) -> pl.DataFrame:
+    """A Megatron line directly followed by continuation lines (a record wrapped at a paste or
+    terminal width, even right after a ``|``) leaves the fast path, so the router joins the pieces;
+    the continuations are routed too (``_cont`` -> candidates)."""
+    cont = batch.get_column("_cont").fill_null(False).to_numpy()
+    det = batch.get_column("text").str.contains(megatron.DETECT_RE).fill_null(False).to_numpy()
+    chained = np.zeros(len(cont), dtype=bool)
+    for i in np.flatnonzero(cont):  # few: only lines shaped like a wrapped piece
+        if i and (det[i - 1] or chained[i - 1]):
+            chained[i] = True
+    heads = det & np.concatenate([chained[1:], [False]])
+    if not heads.any():
+        return batch.with_columns(pl.lit(False).alias("_cont"))
+    fast = batch.get_column("_fast").to_numpy() & ~heads
+    return batch.with_columns(pl.Series("_fast", fast), pl.Series("_cont", chained | heads))
+
+
 def _candidate_expr() -> pl.Expr:
     """Rows NOT on the fast path that go to the per-line Python router (the rest are ignored)."""
     text = pl.col("text")
     return (text.str.len_bytes() != text.str.len_chars()) | text.str.contains(CANDIDATE_RE)
+
+
+#: Lines after an unterminated Megatron iteration line that are routed as possible continuations.
+_WRAP_FOLLOW = 8
+
+
+def _wrapped_followers(rest: pl.DataFrame, kinds: pl.Series, until: int) -> tuple[pl.Series, int]:
+    """Also route the ``_WRAP_FOLLOW`` physical lines after a Megatron iteration line that does not
+    end in ``|`` (a hard-wrapped record continues there). ``until``: last physical line still due
+    from the previous batch (0: none). Returns the widened mask and the new ``until``."""
+    text = rest.get_column("text")
+    open_rows = np.flatnonzero((text.str.contains(megatron.DETECT_RE)
+                                & ~text.str.strip_chars_end().str.ends_with("|")).fill_null(False).to_numpy())
+    lines = rest.get_column("line").to_numpy()
+    if not len(open_rows) and (not until or not len(lines) or lines[0] > until):
+        return kinds, 0
+    mask = kinds.fill_null(False).to_numpy().copy()
+    if until:
+        mask |= lines <= until
+    end_lines = lines[open_rows]
+    for ln in end_lines:  # few: one per wrapped record
+        mask |= (lines > ln) & (lines <= ln + _WRAP_FOLLOW)
+    new_until = max([int(ln) + _WRAP_FOLLOW for ln in end_lines] + [until])
+    return pl.Series(mask), new_until
 
 
 def _reasons_expr(text: pl.Expr) -> pl.Expr:
@@ -202,16 +251,20 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
         out = probe.plan(rows.lazy()).collect(**_EXTRACT_OPTS)
         mega_frames.append(_finish_fast(out, probe))
 
+    wrap_carry = 0  # last line to route after an unterminated Megatron line of an earlier batch
     for lf in lazy_line_frames(path):
         # ONE streaming pass: the reader and the fast-line mask run on the streaming engine and hand
         # back bounded batches; each batch is split three ways (see the module docstring)
         too_long = pl.col("text").str.len_bytes() > MAX_LINE_BYTES
-        lf = lf.with_columns((_fast_mask() & ~too_long).alias("_fast"), too_long.alias("_long"))
+        lf = lf.with_columns((_fast_mask() & ~too_long).alias("_fast"), too_long.alias("_long"),
+                             _continuation_expr().alias("_cont"))
         for batch in lf.collect_batches(chunk_size=BATCH_ROWS):
             diag.lines_read += batch.height
             if batch.get_column("_long").any():  # over the line-size limit: failed, never scanned
                 router.failed.extend(batch.filter(pl.col("_long")).get_column("line").to_list())
                 batch = batch.filter(~pl.col("_long"))
+            if batch.get_column("_cont").any():  # hard-wrapped records: route them whole
+                batch = _route_wrapped(batch)
             is_fast = batch.get_column("_fast")
             n_fast = int(is_fast.sum())
             if n_fast and not want_mega:
@@ -226,16 +279,18 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
                         probe = _probe(fast.head(PROBE_ROWS))
                 if probe is not None:
                     extract(fast)
-            rest = batch.filter(~is_fast).select("line", "text") if n_fast else batch.select("line", "text")
+            rest = batch.filter(~is_fast).select("line", "text", "_cont") if n_fast else batch.select("line", "text", "_cont")
             if not rest.height:
                 continue
-            kinds = rest.select(_candidate_expr()).to_series()
-            cand = rest.filter(kinds)
+            kinds = rest.select(_candidate_expr() | pl.col("_cont")).to_series()
+            kinds, wrap_carry = _wrapped_followers(rest, kinds, wrap_carry)
+            cand = rest.filter(kinds).select("line", "text")
             for line, t in cand.iter_rows():
                 if "\ufffd" in t:  # only non-ASCII rows can hold replacement characters
                     diag.decode_errors += t.count("\ufffd")
                 router.feed(line, t)
             diag.ignore_counts(_count_reasons(rest.get_column("text").filter(~kinds)))
+            rest = rest.drop("_cont")
     if pending:  # fewer than PROBE_ROWS fast lines in the whole file
         fast = pl.concat(pending)
         probe = _probe(fast)

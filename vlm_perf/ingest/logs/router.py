@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from . import megatron, verl
+from . import megatron
 from .formats import line_formats
 from .preprocess import clean_line
 
@@ -61,7 +61,10 @@ class Router:
     seen: Counter = field(default_factory=Counter)
     #: Per-format state for formats that resolve something at the end of the file (``state``).
     states: dict = field(default_factory=dict)
-    _pending_verl: list | None = None  # [line, sub, label, text, last physical line]
+    #: A held record that may continue on the next physical line(s): [line, sub, label, text, last
+    #: physical line, pieces, accept(text_so_far, next_stripped) -> bool, flush(router, line, sub,
+    #: label, text)]; see ``hold``.
+    _pending: list | None = None
 
     def __post_init__(self) -> None:
         self._formats = line_formats()
@@ -78,7 +81,7 @@ class Router:
             self._handle(line, 0, text)
 
     def close(self) -> None:
-        self._flush_verl()
+        self._flush_pending()
         for fmt in self._formats:
             if fmt.finish is not None:
                 fmt.finish(self)
@@ -113,9 +116,14 @@ class Router:
             st = self.states[name] = factory()
         return st
 
-    def hold_verl(self, line: int, sub: int, label: str | None, text: str) -> None:
-        """Hold a veRL line until the next line shows whether it continues (hard wrap)."""
-        self._pending_verl = [line, sub, label, text, line]
+    def hold(self, line: int, sub: int, label: str | None, text: str, accept, flush, glue=None) -> None:
+        """Hold a record line until the next lines show whether it was hard-wrapped: each following
+        physical line that ``accept(text_so_far, line_stripped)`` takes is glued on (at most
+        ``MAX_PIECES`` pieces), then ``flush(router, line, sub, label, joined_text)`` parses it.
+        ``glue(text_so_far, piece_text, piece_stripped)`` joins (default: right-stripped text plus the
+        stripped piece)."""
+        self._flush_pending()
+        self._pending = [line, sub, label, text, line, 1, accept, flush, glue or _glue_stripped]
 
     def train_or_validation(self, fmt: str, parsed: tuple[str, dict] | None, line: int, sub: int,
                             label: str | None) -> bool:
@@ -131,26 +139,25 @@ class Router:
         return True
 
     # -- internals --------------------------------------------------------------------------------
-    def _flush_verl(self) -> None:
-        if self._pending_verl is None:
+    def _flush_pending(self) -> None:
+        if self._pending is None:
             return
-        line, sub, label, text, _ = self._pending_verl
-        self._pending_verl = None
-        if self.allowed("verl"):
-            self.emit("verl", line, sub, label, verl.parse(text))
+        line, sub, label, text, _, _, _, flush, _ = self._pending
+        self._pending = None
+        flush(self, line, sub, label, text)
 
     def _handle(self, line: int, sub: int, raw: str) -> None:
         label, text = clean_line(raw)
         s = text.strip()
-        pend = self._pending_verl
+        pend = self._pending
         if pend is not None:
-            if (s and line in (pend[4], pend[4] + 1) and not s.startswith("step:")
-                    and verl.CONTINUATION_RE.match(s)):
-                pend[3] = pend[3].rstrip() + s  # hard wrap (quirk 11): glue onto the previous line
+            if s and line in (pend[4], pend[4] + 1) and pend[5] < MAX_PIECES and pend[6](pend[3], s):
+                pend[3] = pend[8](pend[3], text, s)  # hard wrap: glue onto the previous physical line
                 pend[4] = line
+                pend[5] += 1
                 self.ignored["joined_continuation"] += 1
                 return
-            self._flush_verl()
+            self._flush_pending()
         if not s:
             self.ignored["blank"] += 1
             return
@@ -172,5 +179,12 @@ class Router:
             return
         self.ignored[reason_of(text)] += 1
 
+
+def _glue_stripped(so_far: str, text: str, s: str) -> str:
+    return so_far.rstrip() + s
+
+
+#: Physical lines one hard-wrapped record may span.
+MAX_PIECES = 8
 
 _CARET_M = re.compile(r"\^M")

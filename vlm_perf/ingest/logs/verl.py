@@ -64,8 +64,18 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
     """A veRL line is held until the next line shows it is not hard-wrapped (``Router.pending``)."""
     if not DETECT_RE.match(s):
         return False
-    router.hold_verl(line, sub, label, s)
+    router.hold(line, sub, label, s, _continues, _flush)
     return True
+
+
+def _continues(text: str, s: str) -> bool:
+    """A hard-wrapped piece of a veRL line (quirk 11): no spaces except `` - `` separators."""
+    return not s.startswith("step:") and CONTINUATION_RE.match(s) is not None
+
+
+def _flush(router, line: int, sub: int, label: str | None, text: str) -> None:
+    if router.allowed("verl"):
+        router.emit("verl", line, sub, label, parse(text))
 
 
 register(LogFormat(
