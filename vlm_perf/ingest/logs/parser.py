@@ -25,6 +25,7 @@ from ...errors import InputError
 
 from . import megatron
 from .diagnostics import Diagnostics
+from .discover import LOG_SUBDIRS, expand_dir
 from .formats import candidate_regex, file_formats, names
 from .reader import MAX_LINE_BYTES, lazy_line_frames
 from .router import REASON_RULES, Router
@@ -361,6 +362,27 @@ def _attach_step_time(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(pl.when(is_st).then(guess).otherwise(pl.col("iteration")).alias("iteration"))
 
 
+def diag_lines(diag: Diagnostics, before: int) -> int:
+    return diag.lines_read - before
+
+
+def _expand(paths) -> list[Path]:
+    """Directories without event files of their own -> their log files (``discover.expand_dir``)."""
+    out: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir() and not any(q.name.startswith("events.out.tfevents") for q in path.iterdir()):
+            found = expand_dir(path)
+            if not found:
+                raise InputError(f"{path}: no training log found (looked for *.log[.gz|.zst], *.txt, *.jsonl, "
+                                 f"trainer_state.json, W&B history exports and TensorBoard events in it and in "
+                                 f"its sub-folders {', '.join(LOG_SUBDIRS)})")
+            out += found
+        else:
+            out.append(path)
+    return out
+
+
 # ---- structured files ----------------------------------------------------------------------------
 
 def _file_format(path: Path, only: str | None):
@@ -385,6 +407,8 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> Pa
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
+    paths = _expand(paths)
+    several = len(paths) > 1
     known = names()
     if format != "auto" and format not in known:
         raise InputError(f"unknown format {format!r}; expected 'auto' or one of: {', '.join(known)}")
@@ -399,6 +423,7 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> Pa
             raise InputError(f"log file not found: {path}")
         diag.files.append(str(path))
         before = diag.records
+        before_lines = diag.lines_read
         reader = _file_format(path, only)
         if reader is not None:
             df = _take_partial(reader.read(path, file_idx, diag), path, diag)
@@ -412,9 +437,17 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> Pa
         diag.records = before + df.height
         if df.height == 0:
             tried = ", ".join(known) if only is None else only
-            raise InputError(f"{path}: no recognisable training-log record (formats tried: {tried})")
+            if not several:
+                raise InputError(f"{path}: no recognisable training-log record (formats tried: {tried})")
+            # one of several files (e.g. an NCCL or launcher log in a run directory): skipped, said
+            diag.note(f"{path}: skipped, no training-log record ({diag_lines(diag, before_lines)} lines read)")
+            continue
         frames.append(df)
-    raw = concat_records(frames) if len(frames) > 1 or not frames else frames[0]
+    if not frames:
+        tried = ", ".join(known) if only is None else only
+        raise InputError(f"none of {len(paths)} log files holds a recognisable training-log record "
+                         f"(formats tried: {tried}); first: {paths[0]}")
+    raw = concat_records(frames) if len(frames) > 1 else frames[0]
     raw = raw.select([*CORE_COLUMNS, *sorted(c for c in raw.columns if c not in CORE_COLUMNS)])
     raw = _sort_ord(raw)
     raw = assign_segments(raw, banners)

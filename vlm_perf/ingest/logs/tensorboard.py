@@ -79,8 +79,9 @@ def parse_tensorboard(path: Path, ord_base: int, diag: Diagnostics) -> pl.DataFr
 # ---- registration ------------------------------------------------------------------------------
 
 def is_tensorboard(path: Path) -> bool:
+    """An event file, or a folder holding event files directly (never a search of the whole tree)."""
     if path.is_dir():
-        return any(p.name.startswith("events.out.tfevents") for p in path.rglob("events.out.tfevents*"))
+        return any(p.name.startswith("events.out.tfevents") for p in path.iterdir() if p.is_file())
     return "tfevents" in path.name
 
 
