@@ -184,8 +184,9 @@ class HFSteps:
     2. else the training bar in front of it in the same piece (``bar{dict}``, the redraw was lost);
     3. else the last training bar at most 2 lines before it.
 
-    A training bar has no description and, once ``Total optimization steps = N`` was printed, the
-    total N; data-loading (``Map:``), checkpoint-shard, evaluation and other bars never give a step.
+    A training bar has no description and, when ``Total optimization steps = N`` was printed and
+    some bar has that total, the total N; data-loading (``Map:``), checkpoint-shard, evaluation and
+    other bars never give a step.
     """
 
     def __init__(self) -> None:
@@ -193,9 +194,8 @@ class HFSteps:
         self.events: list[tuple[str, object]] = []  # ("bar", _Bar) | ("dict", record) | ("other", None)
 
     def is_training(self, bar: _Bar, desc: str) -> bool:
-        if desc:
-            return False
-        return self.total is None or bar.total == self.total
+        """Description-less bars are candidates; the stated total is applied in ``resolve``."""
+        return not desc
 
     def note_text(self, text: str) -> None:
         m = _TOTAL_STEPS_RE.search(text)
@@ -206,6 +206,9 @@ class HFSteps:
                 pass
 
     def resolve(self) -> None:
+        totals = {item.total for kind, item in self.events if kind == "bar"}
+        if self.total is not None and self.total in totals:  # other totals: evaluation bars
+            self.events = [e for e in self.events if e[0] != "bar" or e[1].total == self.total]
         ev = self.events
         last_bar: _Bar | None = None
         for i, (kind, item) in enumerate(ev):

@@ -336,15 +336,15 @@ def discover_unknown(df: pl.DataFrame, text_col: str = "text") -> pl.DataFrame:
     Runs only on rows flagged ``_unknown_keys``. The key set is found with ``extract_all`` and the
     values with the same find/slice extraction as the known keys.
     """
-    keys = (
-        df.select(pl.col(text_col).str.extract_all(_KEY_DISCOVERY_RE).explode().unique())
-        .to_series().drop_nulls().to_list()
-    )
+    # most frequent spelling first, so a key damaged on one line never takes the real key's name
+    counts = (df.select(pl.col(text_col).str.extract_all(_KEY_DISCOVERY_RE).explode().alias("k"))
+              .drop_nulls().group_by("k").len().sort(["len", "k"], descending=[True, False]))
+    keys = counts.get_column("k").to_list()
     unknown: dict[str, tuple[str, float]] = {}
     # an unknown key never takes a known, internal or already present column (nor another unknown
     # spelling's): it gets a distinct name and the rename is reported (schema.drain_renames)
     taken = set(df.columns) | {name for name, _ in KNOWN_KEYS.values()} | set(_COALESCE)
-    for raw in sorted(keys):
+    for raw in keys:
         m = re.match(_KEY_DISCOVERY_RE, raw)
         key = m.group(1).strip() if m else None
         if not key or key in KNOWN_KEYS or key.startswith("iteration") or key in unknown:
