@@ -48,3 +48,12 @@ def test_documented_example_parses_as_its_format(tmp_path, name):
     assert r.raw.height >= 1
     assert set(r.raw.get_column("framework").to_list()) == {name}
     assert r.diagnostics.failed_count == 0 and r.diagnostics.partial_count == 0
+
+
+def test_docs_format_section_is_generated_from_the_registry():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "log-formats.md").read_text(encoding="utf-8")
+    assert formats_mod.docs_markdown() in doc, "run: python -m vlm_perf.ingest.logs.formats"
+    for name in registry():
+        assert f"### `{name}`" in doc

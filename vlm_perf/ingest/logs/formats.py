@@ -118,6 +118,37 @@ def candidate_regex() -> str:
     return "|".join(f"(?:{p})" for p in parts)
 
 
+DOCS_BEGIN = "<!-- formats: generated from the registry (vlm_perf/ingest/logs/formats.py); do not edit by hand -->"
+DOCS_END = "<!-- formats: end -->"
+
+
+def docs_markdown() -> str:
+    """The per-format section of docs/log-formats.md, generated from the registry (a test keeps the
+    file in sync: regenerate with ``python -m vlm_perf.ingest.logs.formats``)."""
+    out = [DOCS_BEGIN, "", "| name | kind | source |", "|---|---|---|"]
+    fmts = sorted(registry().values(), key=lambda f: (f.kind != "line", f.order, f.name))
+    for f in fmts:
+        kind = {"line": "console line", "file": "structured file", "dict": "dict line / JSONL"}[f.kind]
+        if f.handle is not None and f.read is not None:
+            kind = "console line + structured file"
+        out.append(f"| `{f.name}` | {kind} | {f.source.replace('|', chr(92) + '|')} |")
+    for f in fmts:
+        out += ["", f"### `{f.name}`", ""]
+        if f.example:
+            out += [f"Example (`{f.example_suffix}`, parsed by the test suite):", "", "```text",
+                    f.example.replace("\t", "<TAB>").replace("\r", "<CR>"), "```", ""]
+        else:
+            out += ["No text example (binary input); covered by the test suite.", ""]
+        if f.notes:
+            out.append(f"Quirks and units: {f.notes}.")
+        if f.detect:
+            out.append(f"A line matching `{f.detect}` that yields no record is counted as **failed**.")
+        if f.emits:
+            out.append(f"The same reader also produces records of: {', '.join(f'`{e}`' for e in f.emits)}.")
+    out += ["", DOCS_END]
+    return "\n".join(out)
+
+
 _LOADED = False
 
 
@@ -130,4 +161,18 @@ def _load_builtin() -> None:
     from . import dicts, maxtext, megatron, nemo, progress, tensorboard, torchtitan, verl, wandb  # noqa: F401
 
 
-__all__ = ["LogFormat", "register", "registry", "line_formats", "file_formats", "names", "candidate_regex"]
+__all__ = ["LogFormat", "register", "registry", "line_formats", "file_formats", "names", "candidate_regex",
+           "docs_markdown"]
+
+
+if __name__ == "__main__":  # python -m vlm_perf.ingest.logs.formats: refresh docs/log-formats.md
+    from pathlib import Path
+
+    from vlm_perf.ingest.logs import formats as registered  # the package's registry, not this __main__ copy
+
+    doc = Path(__file__).resolve().parents[3] / "docs" / "log-formats.md"
+    text = doc.read_text(encoding="utf-8")
+    head, rest = text.split(DOCS_BEGIN, 1)
+    _, tail = rest.split(DOCS_END, 1)
+    doc.write_text(head + registered.docs_markdown() + tail, encoding="utf-8")
+    print(f"updated {doc}")
