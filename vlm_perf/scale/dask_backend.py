@@ -492,6 +492,8 @@ def _combine_logs(parts: Sequence[_LogPart]) -> "ParseResult":
         for fmt, n in d.formats_seen.items():
             diag.saw(fmt, n)
         diag.files += d.files
+        for note in d.notes:
+            diag.note(note)
         for k, v in p.run_config.items():
             run_config.setdefault(k, v)
         # ord of a record = 2 * its global row; a banner just before row r gets ord 2r - 1 and so

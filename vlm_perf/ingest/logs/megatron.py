@@ -336,9 +336,13 @@ def discover_unknown(df: pl.DataFrame, text_col: str = "text") -> pl.DataFrame:
     Runs only on rows flagged ``_unknown_keys``. The key set is found with ``extract_all`` and the
     values with the same find/slice extraction as the known keys.
     """
-    # most frequent spelling first, so a key damaged on one line never takes the real key's name
-    counts = (df.select(pl.col(text_col).str.extract_all(_KEY_DISCOVERY_RE).explode().alias("k"))
-              .drop_nulls().group_by("k").len().sort(["len", "k"], descending=[True, False]))
+    # the most frequent spelling first, then a plain one (letters, digits, spaces, _-/().), then the
+    # earliest: a key damaged on one line never takes the real key's name
+    found = (df.select(pl.col("line"), pl.col(text_col).str.extract_all(_KEY_DISCOVERY_RE).alias("k"))
+             .explode("k").drop_nulls("k"))
+    counts = (found.group_by("k").agg(pl.len().alias("n"), pl.col("line").min().alias("first"))
+              .with_columns((~pl.col("k").str.contains(r"^\|\s*[A-Za-z0-9 _/().-]+:$")).alias("odd"))
+              .sort(["n", "odd", "first", "k"], descending=[True, False, False, False]))
     keys = counts.get_column("k").to_list()
     unknown: dict[str, tuple[str, float]] = {}
     # an unknown key never takes a known, internal or already present column (nor another unknown
@@ -449,7 +453,7 @@ def _glue(so_far: str, text: str, s: str) -> str:
 #: A piece that continues a hard-wrapped iteration record (raw text): the tail of a field then its
 #: ``|``, or a ``| key:`` field; never a timestamped/bracketed line. The same regex runs vectorised
 #: (``parser``) to route such lines and the record line before them.
-CONTINUATION_RE = r"^(?:[^|\[]{1,80}\||\s?\| [A-Za-z][^|:]{0,60}:)"
+CONTINUATION_RE = r"^(?:[^|\[%]{0,80} \||\|\s?[A-Za-z])"  # Megatron writes " | "; a tqdm bar "10%|" is no piece
 _CONT = re.compile(CONTINUATION_RE)
 
 
