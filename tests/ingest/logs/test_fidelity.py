@@ -112,6 +112,9 @@ def test_srun_prefix_with_eta_field(tmp_path):
     r = parse_logs([write(tmp_path, line + "\n")])
     row = r.raw.row(0, named=True)
     assert row["rank_label"] == "12" and row["iteration"] == 10 and row["elapsed_s"] == 2.0 and row["loss"] == 2.5
+    # a field that is never a number is not kept, said once, and no line is "partial" for it
+    assert r.diagnostics.partial_count == 0
+    assert any("'ETA' is not a number (e.g. '0:03:00')" in n for n in r.diagnostics.notes)
 
 
 def test_gpt_neox_lm_loss_and_approx_flops(tmp_path):

@@ -29,7 +29,7 @@ import polars as pl
 
 from .formats import LogFormat, register
 from .preprocess import PREFIX_RE, prefix_label_expr
-from .schema import extra_name, snake_case
+from .schema import extra_name, note_text, snake_case
 
 FORMAT = "megatron"
 
@@ -363,8 +363,22 @@ def discover_unknown(df: pl.DataFrame, text_col: str = "text") -> pl.DataFrame:
     partial = df.get_column("_partial")
     base = df.drop([c for c in ("rank_label", "timestamp", "iteration", "train_iters", "_partial", "_unknown_keys") if c in df.columns])
     out = extract(base.select(text_col, "line"), text_col, unknown)
-    new_cols = [name for name, _ in unknown.values() if name in out.columns]
-    return df.with_columns(out.select(new_cols)).with_columns((partial | out.get_column("_partial")).alias("_partial"))
+    # a field that is never a number (an ETA `0:03:00`, a tag) is not kept and not "partial" on
+    # every line: one note says so; a field that is numeric on some lines and not on others is
+    text = df.get_column(text_col)
+    new_cols, lost = [], pl.zeros(df.height, dtype=pl.Boolean, eager=True)
+    for key, (name, _) in unknown.items():
+        if name not in out.columns:
+            continue
+        values = out.get_column(name)
+        if values.null_count() == values.len():
+            sample = text.str.extract(re.escape(f"| {key}:") + r"\s*([^|]{0,40})", 1).drop_nulls()
+            note_text(f"Megatron field {key!r} is not a number (e.g. {sample[0].strip()!r}); not kept"
+                      if len(sample) else f"Megatron field {key!r} is not a number; not kept")
+            continue
+        new_cols.append(name)
+        lost = lost | (text.str.contains(f"| {key}:", literal=True) & values.is_null())
+    return df.with_columns(out.select(new_cols)).with_columns((partial | lost).alias("_partial"))
 
 
 # ---- Megatron-Bridge Step Time line (slow path; one per log interval) ---------------------------

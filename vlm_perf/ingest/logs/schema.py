@@ -105,13 +105,23 @@ def note_rename(name: str, new: str) -> None:
     _renames.counts[(name, new)] += 1
 
 
+def note_text(text: str) -> None:
+    """Remember a note for the file being parsed (drained with the renames)."""
+    if not hasattr(_renames, "texts"):
+        _renames.texts = []
+    if text not in _renames.texts:
+        _renames.texts.append(text)
+
+
 def drain_renames() -> list[str]:
-    """Notes for the renames since the last call (this thread), e.g. for one file."""
+    """Notes for the renames (and ``note_text`` notes) since the last call (this thread), e.g. for one file."""
+    texts = getattr(_renames, "texts", None) or []
+    _renames.texts = []
     counts = getattr(_renames, "counts", None)
     if not counts:
-        return []
+        return texts
     _renames.counts = Counter()
-    return [f"a log key that would be column {old!r} (a known or already used column) was kept as {new!r} "
+    return texts + [f"a log key that would be column {old!r} (a known or already used column) was kept as {new!r} "
             f"({n} record(s)); the known column is unchanged" for (old, new), n in sorted(counts.items())]
 
 
