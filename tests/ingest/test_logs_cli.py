@@ -49,7 +49,12 @@ def test_cli_summary_csv_and_format(tmp_path):
 def test_cli_errors_are_one_line_exit_2(tmp_path):
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    import gzip
+
+    data = gzip.compress(("\n".join(LINE.format(s=i % 60, it=i, cs=8 * i) for i in range(1, 3000)) + "\n").encode())
+    (tmp_path / "cut.log.gz").write_bytes(data[: len(data) // 2])  # a truncated download
     for args in (["parse", str(tmp_path / "nope.log")],
+                 ["parse", str(tmp_path / "cut.log.gz")],
                  ["parse", str(_log(tmp_path)), "--out", str(tmp_path / "x.xlsx")],
                  ["parse", str(_log(tmp_path)), "--format", "bogus"]):
         proc = subprocess.run([sys.executable, "-m", "vlm_perf.cli", *args], capture_output=True, text=True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from dataclasses import dataclass
 
 from . import verl
@@ -54,8 +55,10 @@ def load_dict(text: str) -> dict | None:
         return None
     except ValueError:
         try:
-            value = ast.literal_eval(_BARE_RE.sub(r"'\1'", blob))
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            with warnings.catch_warnings():  # e.g. "invalid decimal literal" on garbled numbers
+                warnings.simplefilter("ignore")
+                value = ast.literal_eval(_BARE_RE.sub(r"'\1'", blob))
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
             return None
     return value if isinstance(value, dict) else None
 

@@ -138,6 +138,14 @@ def head_text(path: Path, n_bytes: int = 4096) -> str:
         with open(path, "rb") as fh:
             data = fh.read(n_bytes)
     else:
-        with _open_decompressed(path, kind) as fh:
-            data = fh.read(n_bytes)
+        data = b""
+        try:  # small reads, so a truncated or corrupt stream still yields its readable head
+            with _open_decompressed(path, kind) as fh:
+                while len(data) < n_bytes:
+                    block = fh.read(min(4096, n_bytes - len(data)))
+                    if not block:
+                        break
+                    data += block
+        except Exception:  # noqa: BLE001 - the full read reports the stream error with file:line
+            pass
     return data.decode("utf-8", errors="replace")

@@ -121,8 +121,14 @@ def drain_renames() -> list[str]:
     if not counts:
         return texts
     _renames.counts = Counter()
-    return texts + [f"a log key that would be column {old!r} (a known or already used column) was kept as {new!r} "
-            f"({n} record(s)); the known column is unchanged" for (old, new), n in sorted(counts.items())]
+    by_old: dict[str, list[tuple[str, int]]] = {}
+    for (old, new), n in sorted(counts.items()):
+        by_old.setdefault(old, []).append((new, n))
+    return texts + [
+        f"a log key that would be column {old!r} (a known or already used column) was kept as "
+        f"{', '.join(repr(new) for new, _ in news[:5])}{' ...' if len(news) > 5 else ''} "
+        f"({sum(n for _, n in news)} occurrence(s)); the known column is unchanged"
+        for old, news in by_old.items()]
 
 
 def check_int_columns(df: pl.DataFrame) -> pl.DataFrame:
