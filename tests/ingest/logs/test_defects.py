@@ -136,3 +136,16 @@ def test_nemo1_bar_claimed_but_unparsable_is_failed_not_ignored(tmp_path):
     text = "Epoch 0:  10%|#  | garbage\n" + mline(2) + "\n"
     r = parse_logs([write(tmp_path, text)])
     assert r.diagnostics.failed_count == 1 and "other" not in r.diagnostics.ignored
+
+
+def test_compressed_stream_of_newlines_is_split_into_bounded_frames(tmp_path, monkeypatch):
+    from vlm_perf.ingest.logs import reader
+
+    monkeypatch.setattr(reader, "FRAME_LINES", 1000)  # the real bound is 2**20 lines per frame
+    p = tmp_path / "train.log.gz"
+    p.write_bytes(gzip.compress((mline(1) + "\n" + "\n" * 25_000 + mline(3) + "\n").encode()))
+    frames = [f.collect() for f in reader.lazy_line_frames(p)]
+    assert max(f.height for f in frames) <= 1000
+    r = parse_logs([p])
+    assert r.raw.get_column("line").to_list() == [1, 25_002]
+    assert r.diagnostics.lines_read == 25_002 and r.diagnostics.ignored == {"blank": 25_000}

@@ -23,9 +23,11 @@ from ...errors import InputError
 
 _SEP = "\x1f"
 #: Decompressed bytes per chunk for compressed inputs; bounds memory independent of file size.
-#: Worst case (a chunk of nothing but newlines) one chunk becomes CHUNK_BYTES rows of ~20 bytes
-#: each in polars, so the reader's peak stays below ~25 x CHUNK_BYTES (~400 MB) whatever the input.
+#: A chunk is handed on in frames of at most FRAME_LINES lines, so even a stream of nothing but
+#: newlines keeps the parse near 2 x CHUNK_BYTES plus one frame (measured: docs/log-formats.md).
 CHUNK_BYTES = 16 << 20
+#: Most lines per frame handed to the parser (a chunk of short lines is split further).
+FRAME_LINES = 1 << 20
 #: Longest line the parser reads (bytes). A longer line is counted as failed with its line number;
 #: compressed inputs keep only its first MAX_LINE_BYTES + 1 bytes in memory while skipping the rest.
 MAX_LINE_BYTES = 1 << 20
@@ -106,11 +108,29 @@ def lazy_line_frames(path: Path) -> Iterator[pl.LazyFrame]:
                     rest = block
                 continue
             rest = block[cut + 1:]
-            frame = _frame_from_bytes(block[: cut + 1], offset)
-            offset += frame.height
-            yield frame.lazy()
+            for piece in _split_lines(block[: cut + 1]):
+                frame = _frame_from_bytes(piece, offset)
+                offset += frame.height
+                yield frame.lazy()
         if rest:
             yield _frame_from_bytes(rest, offset).lazy()
+
+
+def _split_lines(data: bytes) -> Iterator[bytes]:
+    """``data`` (whole lines) in pieces of at most ``FRAME_LINES`` lines, so a chunk of nothing but
+    newlines does not become a 16-million-row frame."""
+    if data.count(b"\n") <= FRAME_LINES:
+        yield data
+        return
+    import numpy as np
+
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)[FRAME_LINES - 1::FRAME_LINES] + 1
+    start = 0
+    for end in ends.tolist():
+        yield data[start:end]
+        start = end
+    if start < len(data):
+        yield data[start:]
 
 
 def _frame_from_bytes(data: bytes, offset: int) -> pl.DataFrame:
