@@ -89,9 +89,12 @@ def test_dict_step_that_is_not_an_integer(tmp_path, step):
 
 def test_json_nested_1000_deep_in_a_log_line(tmp_path):
     deep = '{"loss": 1.0, "x": ' + "[" * 1000 + "]" * 1000 + "}"
-    r = parse_logs([write(tmp_path, deep + "\n" + mline(3) + "\n")])
-    assert r.raw.get_column("iteration").to_list() == [3]
-    assert r.diagnostics.failed_count == 1
+    deeper = '{"loss": 2.0, "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    r = parse_logs([write(tmp_path, deep + "\n" + deeper + "\n" + mline(3) + "\n")])
+    # 1,000 levels inside an ignored key: the record is kept (no step on the line)
+    assert r.raw.get_column("iteration").to_list() == [None, 3]
+    assert r.raw.get_column("loss").to_list() == [1.0, 2.5]
+    assert r.diagnostics.failed == [f"{tmp_path / 'train.log'}:2"]  # beyond the stated depth: failed
 
 
 @pytest.mark.parametrize("line", ["{" * 100_000, "{'" * 50_000, "1" * 100_000 + "%", "10%|" + "#" * 100_000,
@@ -149,3 +152,15 @@ def test_compressed_stream_of_newlines_is_split_into_bounded_frames(tmp_path, mo
     r = parse_logs([p])
     assert r.raw.get_column("line").to_list() == [1, 25_002]
     assert r.diagnostics.lines_read == 25_002 and r.diagnostics.ignored == {"blank": 25_000}
+
+
+def test_trainer_state_nested_1000_deep_is_a_one_line_error(tmp_path):
+    p = tmp_path / "trainer_state.json"
+    p.write_text('{"log_history": [{"loss": 1.0, "step": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}]}")
+    with pytest.raises(InputError, match="trainer_state.json"):
+        parse_logs([p])
+    deep_ok = tmp_path / "ok" / "trainer_state.json"
+    deep_ok.parent.mkdir()
+    deep_ok.write_text('{"log_history": [{"loss": 1.0, "step": 1, "x": ' + "[" * 1000 + "]" * 1000 + "}]}")
+    r = parse_logs([deep_ok])  # 1,000 levels inside an ignored key: read, the key is not a number
+    assert r.raw.get_column("iteration").to_list() == [1] and r.raw.get_column("loss").to_list() == [1.0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -42,6 +43,23 @@ _HF_OUTPUTS = frozenset(HF_MAP.values()) | {"max_steps", "percentage", "elapsed_
                                             "elapsed_s", "throughput_tokens_per_s"}
 
 
+#: JSON nesting accepted (the interpreter's default recursion limit, 1000, would reject ~1,000 levels
+#: of an ignored key); deeper input is an error, never a crash.
+JSON_DEPTH = 5000
+
+
+def json_loads(text: str):
+    """``json.loads`` that accepts nesting up to ``JSON_DEPTH`` (RecursionError beyond)."""
+    limit = sys.getrecursionlimit()
+    if limit >= JSON_DEPTH:
+        return json.loads(text)
+    sys.setrecursionlimit(JSON_DEPTH)
+    try:
+        return json.loads(text)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def load_dict(text: str) -> dict | None:
     """Parse the outermost ``{...}`` in ``text`` (JSON or Python repr); None if it is not a dict."""
     start = text.find("{")
@@ -50,7 +68,7 @@ def load_dict(text: str) -> dict | None:
         return None
     blob = text[start:end + 1]
     try:
-        value = json.loads(blob)
+        value = json_loads(blob)
     except RecursionError:  # nested deeper than the interpreter's recursion limit
         return None
     except ValueError:
@@ -121,10 +139,17 @@ _ENTRY_RE = re.compile(r"\{[^{}]*\}")
 
 def parse_trainer_state(text: str) -> list[tuple[int, dict]]:
     """``trainer_state.json`` -> [(line, record)] from ``log_history`` (flat dicts)."""
-    state = json.loads(text)
+    from ...errors import InputError
+
+    try:
+        state = json_loads(text)
+    except RecursionError:
+        raise InputError(f"trainer_state.json nested deeper than {JSON_DEPTH} levels") from None
+    except ValueError as exc:
+        raise InputError(f"not valid JSON ({exc})") from None
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
-        raise ValueError("no log_history list")
+        raise InputError("no log_history list")
     start = text.find('"log_history"')
     out: list[tuple[int, dict]] = []
     matches = list(_ENTRY_RE.finditer(text, start))
@@ -284,11 +309,17 @@ def read_trainer_state(path, file_idx: int, diag):
     """``trainer_state.json`` -> records of format ``hf`` (one per ``log_history`` entry)."""
     import polars as pl
 
+    from ...errors import InputError
+
     text, bad = read_text(path)
     diag.decode_errors += bad
     diag.lines_read += text.count("\n") + (0 if text.endswith("\n") else 1)
     rows = []
-    for line, rec in parse_trainer_state(text):
+    try:
+        parsed = parse_trainer_state(text)
+    except InputError as exc:
+        raise InputError(str(exc), source=str(path)) from None
+    for line, rec in parsed:
         rec.update(framework="hf", line=line, _sub=0, rank_label=None)
         rows.append(rec)
     diag.saw("hf", len(rows))

@@ -397,18 +397,21 @@ def _file_format(path: Path, only: str | None):
 
 # ---- public entry point ---------------------------------------------------------------------------
 
-def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> ParseResult:
+def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto", *, empty_ok: bool = False) -> ParseResult:
     """Parse training logs into one iteration table.
 
     ``paths``: log files (plain, .gz, .zst), ``trainer_state.json``, JSONL sidecars, or TensorBoard
     event files/directories. ``format``: ``"auto"`` (detect per line) or one of ``FORMATS`` (lines
     of other formats are counted as ignored ``other_format``).
-    Raises ValueError for a missing file or a file without any recognisable record.
+    Raises ``InputError`` (a ValueError) for a missing file, or when no file holds a recognisable
+    record. Among several files, one without records (an NCCL or launcher log) is skipped with a
+    note. ``empty_ok``: return an empty result (with that note) instead of raising, as the
+    per-file map step of a map/combine does (``scale.dask_backend``).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     paths = _expand(paths)
-    several = len(paths) > 1
+    several = len(paths) > 1 or empty_ok
     known = names()
     if format != "auto" and format not in known:
         raise InputError(f"unknown format {format!r}; expected 'auto' or one of: {', '.join(known)}")
@@ -431,9 +434,10 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> Pa
             raise InputError(f"{path} is a directory without TensorBoard event files")
         else:
             df, file_banners, cfg = _parse_text(path, file_idx, only, diag)
-            banners.extend(file_banners)
-            for k, v in cfg.items():
-                run_config.setdefault(k, v)
+            if df.height:  # a skipped (record-less) file contributes counts only
+                banners.extend(file_banners)
+                for k, v in cfg.items():
+                    run_config.setdefault(k, v)
         diag.records = before + df.height
         if df.height == 0:
             tried = ", ".join(known) if only is None else only
@@ -441,8 +445,12 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> Pa
                 raise InputError(f"{path}: no recognisable training-log record (formats tried: {tried})")
             # one of several files (e.g. an NCCL or launcher log in a run directory): skipped, said
             diag.note(f"{path}: skipped, no training-log record ({diag_lines(diag, before_lines)} lines read)")
+            diag.records = before
             continue
         frames.append(df)
+    if not frames and empty_ok:
+        raw = empty_frame().with_columns(pl.lit(False).alias("first_in_segment"))
+        return ParseResult(raw=raw, diagnostics=diag, run_config=run_config)
     if not frames:
         tried = ", ".join(known) if only is None else only
         raise InputError(f"none of {len(paths)} log files holds a recognisable training-log record "
