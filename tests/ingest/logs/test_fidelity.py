@@ -161,3 +161,29 @@ def test_nemo_automodel_step_line(tmp_path):
     assert row["framework"] == "automodel" and row["iteration"] == 4 and row["loss"] == 1.2345
     assert row["grad_norm"] == 3.4567 and row["lr"] == 1e-5 and row["mem_gib"] == 45.67
     assert row["tokens_per_s"] == 1234.57 and row["tokens_per_s_total"] == 9876.54
+
+
+def test_nanotron_iteration_line_with_suffixes(tmp_path):
+    text = ("[0428 09:17:07|DP=0|PP=0|TP=0|lighteval.trainer]: iteration: 12 / 100 | consumed_tokens: 49.2K | "
+            "elapsed_time_per_iteration_ms: 5.2K | tokens_per_sec: 6.3K | tokens_per_sec_per_gpu: 790 | "
+            "global_batch_size: 16 | lm_loss: 10.8 | lr: 0.0003 | model_tflops_per_gpu: 16.6 | "
+            "hardware_tflops_per_gpu: 16.6 | grad_norm: 11.3\n"
+            "[0428 09:17:12|DP=0|PP=0|TP=0|lighteval.trainer]: iteration: 13 / 100 | consumed_tokens: 53.2K\n")
+    r = parse_logs([write(tmp_path, text)])
+    a, b = r.raw.rows(named=True)
+    assert a["framework"] == "nanotron" and a["iteration"] == 12 and a["elapsed_s"] == pytest.approx(5.2)
+    assert a["tokens_per_s"] == 790 and a["tokens_per_s_total"] == 6300 and a["loss"] == 10.8
+    assert a["tflops_per_gpu_logged"] == 16.6 and a["hardware_tflops_per_gpu"] == 16.6 and a["global_batch_size"] == 16
+    assert a["consumed_tokens"] == pytest.approx(49200)
+    assert b["iteration"] == 13 and b["loss"] is None  # trailing fields omitted
+
+
+def test_litgpt_step_is_the_optimizer_step(tmp_path):
+    text = ("Epoch 1 | iter 100 step 25 | loss train: 3.456, val: n/a | iter time: 512.33 ms (step) "
+            "remaining time: 1:23:45\n"
+            "Epoch 1 | iter 104 step 26 | loss train: 3.401, val: 3.5 | iter time: 498.00 ms (step)\n")
+    r = parse_logs([write(tmp_path, text)])
+    a, b = r.raw.rows(named=True)
+    assert a["framework"] == "litgpt" and (a["iteration"], b["iteration"]) == (25, 26)
+    assert a["micro_iter"] == 100 and a["loss"] == 3.456 and a["val_loss"] is None
+    assert a["iter_time_s"] == pytest.approx(0.51233) and a["elapsed_s"] is None and b["val_loss"] == 3.5

@@ -158,7 +158,7 @@ def _load_builtin() -> None:
         return
     _LOADED = True
     # importing a format module registers its formats (beside their parsers)
-    from . import dicts, maxtext, megatron, nemo, progress, tensorboard, torchtitan, verl, wandb  # noqa: F401
+    from . import dicts, maxtext, megatron, nanotron, nemo, progress, tensorboard, torchtitan, verl, wandb  # noqa: F401
 
 
 __all__ = ["LogFormat", "register", "registry", "line_formats", "file_formats", "names", "candidate_regex",
