@@ -5,7 +5,6 @@ Every expected value is written out by hand from the line in the test."""
 from __future__ import annotations
 
 import gzip
-import math
 import time
 
 import pytest

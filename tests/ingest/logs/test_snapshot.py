@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from .snapshot import SNAPSHOT, digest, ROOT
+from .snapshot import ROOT, SNAPSHOT, digest
 
 _SNAP = json.loads(SNAPSHOT.read_text())
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import polars as pl
-import pytest
 
 from vlm_perf.ingest.logs import parse_logs
 

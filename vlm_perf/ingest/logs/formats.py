@@ -158,7 +158,18 @@ def _load_builtin() -> None:
         return
     _LOADED = True
     # importing a format module registers its formats (beside their parsers)
-    from . import dicts, maxtext, megatron, nanotron, nemo, progress, tensorboard, torchtitan, verl, wandb  # noqa: F401
+    from . import (  # noqa: F401
+        dicts,
+        maxtext,
+        megatron,
+        nanotron,
+        nemo,
+        progress,
+        tensorboard,
+        torchtitan,
+        verl,
+        wandb,
+    )
 
 
 __all__ = ["LogFormat", "register", "registry", "line_formats", "file_formats", "names", "candidate_regex",
@@ -168,7 +179,9 @@ __all__ = ["LogFormat", "register", "registry", "line_formats", "file_formats", 
 if __name__ == "__main__":  # python -m vlm_perf.ingest.logs.formats: refresh docs/log-formats.md
     from pathlib import Path
 
-    from vlm_perf.ingest.logs import formats as registered  # the package's registry, not this __main__ copy
+    from vlm_perf.ingest.logs import (
+        formats as registered,  # the package's registry, not this __main__ copy
+    )
 
     doc = Path(__file__).resolve().parents[3] / "docs" / "log-formats.md"
     text = doc.read_text(encoding="utf-8")

@@ -22,7 +22,6 @@ import numpy as np
 import polars as pl
 
 from ...errors import InputError
-
 from . import megatron
 from .diagnostics import Diagnostics
 from .discover import LOG_SUBDIRS, expand_dir

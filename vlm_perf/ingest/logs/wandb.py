@@ -22,7 +22,14 @@ import polars as pl
 
 from .formats import LogFormat, register
 from .reader import head_text, read_text
-from .schema import CORE_SCHEMA, PARTIAL_FLAG, check_int_columns, conform, extra_name, snake_case
+from .schema import (
+    CORE_SCHEMA,
+    PARTIAL_FLAG,
+    check_int_columns,
+    conform,
+    extra_name,
+    snake_case,
+)
 from .segments import FILE_SCALE, ORD, SUB_SCALE
 from .tensorboard import TAG_MAP
 from .verl import MAP as VERL_MAP
