@@ -49,10 +49,44 @@ def test_cli_summary_csv_and_format(tmp_path):
 def test_cli_errors_are_one_line_exit_2(tmp_path):
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    import gzip
+
+    data = gzip.compress(("\n".join(LINE.format(s=i % 60, it=i, cs=8 * i) for i in range(1, 3000)) + "\n").encode())
+    (tmp_path / "cut.log.gz").write_bytes(data[: len(data) // 2])  # a truncated download
     for args in (["parse", str(tmp_path / "nope.log")],
+                 ["parse", str(tmp_path / "cut.log.gz")],
                  ["parse", str(_log(tmp_path)), "--out", str(tmp_path / "x.xlsx")],
                  ["parse", str(_log(tmp_path)), "--format", "bogus"]):
         proc = subprocess.run([sys.executable, "-m", "vlm_perf.cli", *args], capture_output=True, text=True,
                               cwd=root, env=env)
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1
+
+
+def test_cli_out_is_the_iteration_view_raw_is_every_record_and_nan_inf_survive(tmp_path):
+    import json
+    import math
+
+    lines = [LINE.format(s=i, it=i, cs=8 * i) for i in (1, 2, 3)]
+    lines.append(LINE.format(s=9, it=3, cs=24).replace("grad norm: 1.000", "grad norm: nan"))  # rank copy
+    lines[1] = lines[1].replace("grad norm: 1.000", "grad norm: inf")
+    lines[0] = lines[0].replace("grad norm: 1.000", "grad norm: -inf")
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(lines) + "\n")
+    for suffix in (".jsonl", ".csv", ".parquet"):
+        out = tmp_path / f"it{suffix}"
+        res = CliRunner().invoke(app, ["parse", str(log), "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        raw_out = tmp_path / f"raw{suffix}"
+        assert CliRunner().invoke(app, ["parse", str(log), "--out", str(raw_out), "--raw"]).exit_code == 0
+        if suffix == ".jsonl":
+            rows = [json.loads(x) for x in out.read_text().splitlines()]
+            raw_rows = [json.loads(x) for x in raw_out.read_text().splitlines()]
+        else:
+            read = pl.read_csv if suffix == ".csv" else pl.read_parquet
+            rows, raw_rows = read(out).to_dicts(), read(raw_out).to_dicts()
+        assert [r["iteration"] for r in rows] == [1, 2, 3]          # one row per iteration
+        assert [r["iteration"] for r in raw_rows] == [1, 2, 3, 3]   # every record
+        g = [r["grad_norm"] for r in raw_rows]
+        assert g[0] == -math.inf and g[1] == math.inf and g[2] == 1.0 and math.isnan(g[3]), (suffix, g)
+        assert rows[2]["copies"] == 2

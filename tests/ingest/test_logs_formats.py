@@ -177,3 +177,28 @@ def test_tensorboard_events(tmp_path):
     assert it.get_column("elapsed_s").to_list() == pytest.approx([2.0, 1.9, 1.8])
     assert it.get_column("tflops_per_gpu_logged").to_list() == [401.0, 402.0, 403.0]
     assert r.diagnostics.formats_seen == {"tensorboard": 3}
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_tensorboard_corrupt_event_file_is_reported_not_truncated(tmp_path, damage):
+    pytest.importorskip("tbparse")
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from vlm_perf.errors import InputError
+
+    w = EventFileWriter(str(tmp_path / "tb"))
+    for step in range(1, 21):
+        w.add_event(Event(wall_time=1000.0 + step, step=step,
+                          summary=Summary(value=[Summary.Value(tag="lm loss", simple_value=3.0 - step / 10)])))
+    w.close()
+    (event,) = list((tmp_path / "tb").iterdir())
+    data = bytearray(event.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0xFF  # one byte inside a record in the middle of the run
+    else:
+        data = data[: len(data) - 7]
+    event.write_bytes(bytes(data))
+    with pytest.raises(InputError, match=r"event record \d+ at byte \d+|truncated event record"):
+        parse_logs([tmp_path / "tb"])

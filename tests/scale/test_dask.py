@@ -190,11 +190,18 @@ def test_logs_errors_in_file_order(tmp_path, client):
     empty = tmp_path / "empty.log"
     empty.write_text("nothing here\n")
     good = _log_files(tmp_path)[0]
-    with pytest.raises(ValueError) as ref:
-        parse_logs([good, empty])
+    # a record-less log among several (an NCCL / launcher log) is skipped with a note, the same way
+    # on both paths (issue 9: it used to be fatal)
+    ref = parse_logs([good, empty])
+    got = parse_logs_dask([good, empty], client=client)
+    assert got.raw.equals(ref.raw)
+    assert got.diagnostics.to_dict() == ref.diagnostics.to_dict()
+    assert any("empty.log: skipped" in n for n in got.diagnostics.notes)
+    with pytest.raises(ValueError) as ref_err:
+        parse_logs([empty, empty])
     with pytest.raises(ValueError) as err:
-        parse_logs_dask([good, empty], client=client)
-    assert str(err.value) == str(ref.value)
+        parse_logs_dask([empty, empty], client=client)
+    assert str(err.value) == str(ref_err.value)
     with pytest.raises(ValueError, match="not found"):
         parse_logs_dask([tmp_path / "missing.log"], client=client)
 

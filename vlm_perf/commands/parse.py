@@ -1,7 +1,11 @@
-"""``vlm-perf parse LOG... [--format auto|NAME] [--out FILE]``: training logs -> iteration table.
+"""``vlm-perf parse LOG|DIR... [--format auto|NAME] [--out FILE] [--raw]``: training logs -> iteration table.
 
-Writes the raw rows (core columns first, then extras) as ``.parquet``, ``.csv`` or ``.jsonl``;
-diagnostics go to stderr. Without ``--out`` a short summary table is printed to stdout.
+``--out`` writes the deduplicated iteration table (one row per iteration, latest restart segment
+wins: the view the report uses; ``--raw``: every record instead, core columns first, then
+extras) as ``.parquet``, ``.csv`` or ``.jsonl``. NaN and +-inf survive every format: Parquet and
+CSV natively (``NaN``, ``inf``, ``-inf``), JSON lines as the bare tokens ``NaN``, ``Infinity``,
+``-Infinity`` (what Python's ``json`` and pandas read; a null stays ``null``). Diagnostics go to
+stderr. Without ``--out`` a short summary table is printed to stdout.
 """
 
 from __future__ import annotations
@@ -31,7 +35,37 @@ def _diagnostics_text(diag) -> str:
     if d["partial_count"]:
         shown = ", ".join(d["partial"][:5]) + (" ..." if d["partial_count"] > 5 else "")
         lines.append(f"partial ({d['partial_count']}): {shown}")
+    lines += [f"note: {n}" for n in d.get("notes", [])[:20]]
     return "\n".join(lines)
+
+
+#: Finite stand-ins for NaN / +inf / -inf while polars writes JSON lines (it writes them as null);
+#: replaced by the JSON tokens afterwards. Values this close to the float maximum do not occur in logs.
+_JSON_SENTINELS = {b"NaN": 1.7976931348623155e308, b"Infinity": 1.7976931348623153e308,
+                   b"-Infinity": -1.7976931348623153e308}
+
+
+def write_table(frame, out: Path) -> None:
+    """``write_frame`` (parquet / CSV / JSON lines by suffix), keeping NaN and +-inf in JSON lines."""
+    import polars as pl
+
+    if out.suffix.lower() not in (".jsonl", ".ndjson"):
+        write_frame(frame, out)
+        return
+    nan, pinf, ninf = _JSON_SENTINELS.values()
+    floats = [c for c, t in frame.schema.items() if t.is_float()]
+    marked = frame.with_columns(
+        pl.when(pl.col(c).is_nan()).then(nan).when(pl.col(c) == float("inf")).then(pinf)
+        .when(pl.col(c) == float("-inf")).then(ninf).otherwise(pl.col(c)).alias(c) for c in floats)
+    import io
+
+    buf = io.BytesIO()
+    marked.write_ndjson(buf)
+    data = buf.getvalue()
+    for token, value in _JSON_SENTINELS.items():
+        data = data.replace(repr(value).encode(), token)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(data)
 
 
 def _summary(result) -> str:
@@ -61,9 +95,13 @@ def _summary(result) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("parse")
     def parse(
-        logs: List[Path] = typer.Argument(..., help="training logs (.log/.txt/.gz/.zst, JSONL, trainer_state.json, TensorBoard dirs)"),
+        logs: List[Path] = typer.Argument(..., help="training logs (.log/.txt/.gz/.zst, JSONL, trainer_state.json, "
+                                                     "TensorBoard dirs) or run directories"),
         format: str = typer.Option("auto", "--format", "-f", help="auto (detect per line) or one format name"),
-        out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the iteration table (.parquet|.csv|.jsonl)"),
+        out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the deduplicated iteration table "
+                                                                      "(.parquet|.csv|.jsonl)"),
+        raw: bool = typer.Option(False, "--raw", help="with --out: write every record (per rank, per restart) "
+                                                      "instead of one row per iteration"),
     ) -> None:
         """Parse training logs into one tidy iteration table."""
         from ..ingest.logs import parse_logs
@@ -72,7 +110,9 @@ def register(app: typer.Typer) -> None:
         result = parse_logs(list(logs), format=format)
         print(_diagnostics_text(result.diagnostics), file=sys.stderr)
         if out is not None:
-            write_frame(result.raw, out)
-            print(f"wrote {result.raw.height} rows to {out}", file=sys.stderr)
+            table = result.raw if raw else result.iterations
+            write_table(table, out)
+            what = "records" if raw else "iterations"
+            print(f"wrote {table.height} {what} to {out}", file=sys.stderr)
         else:
             print(_summary(result))

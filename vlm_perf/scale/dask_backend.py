@@ -448,15 +448,17 @@ def _banner_between(path: str, first: int, last: int | None) -> bool:
         os.unlink(probe)
 
 
-def _log_partial(path: str, format: str, probe_head: bool, probe_tail: bool) -> _LogPart:
+def _log_partial(path: str, format: str, probe_head: bool, probe_tail: bool, empty_ok: bool = False) -> _LogPart:
     from ..ingest.logs import parse_logs
 
     try:
-        res = parse_logs([path], format=format)
+        res = parse_logs([path], format=format, empty_ok=empty_ok)
     except ValueError as exc:
         return _LogPart(error=str(exc))
     raw = res.raw
     part = _LogPart(raw=raw, diag=res.diagnostics, run_config=res.run_config, forced=_banner_rows(raw))
+    if raw.height == 0:  # a record-less file among several: skipped (its counts and note are kept)
+        return part
     if format in ("auto", "megatron") and not Path(path).is_dir() and (probe_head or probe_tail):
         lines = raw.filter(pl.col("iteration").is_not_null())["line"]
         first_rec, last_rec = (int(lines.min()), int(lines.max())) if len(lines) else (None, None)
@@ -467,7 +469,7 @@ def _log_partial(path: str, format: str, probe_head: bool, probe_tail: bool) -> 
     return part
 
 
-def _combine_logs(parts: Sequence[_LogPart]) -> "ParseResult":
+def _combine_logs(parts: Sequence[_LogPart], files: Sequence[str] = (), format: str = "auto") -> "ParseResult":
     from ..ingest.logs import CORE_COLUMNS, Diagnostics, ParseResult
     from ..ingest.logs.diagnostics import MAX_LOCATIONS
     from ..ingest.logs.segments import ORD, assign_segments
@@ -492,6 +494,8 @@ def _combine_logs(parts: Sequence[_LogPart]) -> "ParseResult":
         for fmt, n in d.formats_seen.items():
             diag.saw(fmt, n)
         diag.files += d.files
+        for note in d.notes:
+            diag.note(note)
         for k, v in p.run_config.items():
             run_config.setdefault(k, v)
         # ord of a record = 2 * its global row; a banner just before row r gets ord 2r - 1 and so
@@ -502,7 +506,14 @@ def _combine_logs(parts: Sequence[_LogPart]) -> "ParseResult":
         offset += p.raw.height
         if p.tail_banner:
             banners.append(2 * offset - 1)
-    frames = [p.raw.drop("first_in_segment", strict=False) for p in parts]
+    if not any(p.raw.height for p in parts):  # as parse_logs: every file was record-less
+        from ..errors import InputError
+        from ..ingest.logs import FORMATS
+
+        tried = ", ".join(FORMATS) if format == "auto" else format
+        raise InputError(f"none of {len(parts)} log files holds a recognisable training-log record "
+                         f"(formats tried: {tried}); first: {files[0] if files else '?'}")
+    frames = [p.raw.drop("first_in_segment", strict=False) for p in parts if p.raw.height]
     raw = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
     raw = raw.with_columns((pl.int_range(0, pl.len(), dtype=pl.Int64) * 2).alias(ORD))
     raw = assign_segments(raw, banners)
@@ -538,7 +549,8 @@ def parse_logs_dask(paths: Sequence[str | Path] | str | Path, format: str = "aut
             raise ValueError(f"log file not found: {f}")
     n = len(files)
     tag = uuid.uuid4().hex[:12]
-    tasks = [dask.delayed(_log_partial, pure=True)(f, format, i > 0, i < n - 1, dask_key_name=f"vlm-perf-log-{tag}-{i}")
+    tasks = [dask.delayed(_log_partial, pure=True)(f, format, i > 0, i < n - 1, n > 1,
+                                                    dask_key_name=f"vlm-perf-log-{tag}-{i}")
              for i, f in enumerate(files)]
     parts = _compute(tasks, client)
-    return _combine_logs(parts)
+    return _combine_logs(parts, files, format)

@@ -1,11 +1,17 @@
 """Training-log ingestion: many log formats -> one tidy polars iteration table.
 
-Public API: ``parse_logs``, ``ParseResult``, ``Diagnostics``, ``CORE_COLUMNS``, ``FORMATS``.
+Public API: ``parse_logs``, ``ParseResult``, ``Diagnostics``, ``CORE_COLUMNS``, ``FORMATS`` and the format
+registry (``LogFormat``, ``register``, ``registry``; see ``formats.py``).
 See docs/log-formats.md for formats, units and the dedup/segment rules.
 """
 
 from .diagnostics import Diagnostics
+from .formats import LogFormat, register, registry
 from .parser import ParseResult, parse_logs
-from .schema import CORE_COLUMNS, FORMATS
+from .schema import CORE_COLUMNS
 
-__all__ = ["parse_logs", "ParseResult", "Diagnostics", "CORE_COLUMNS", "FORMATS"]
+#: Registered format names (``parse_logs(format=...)`` and the ``framework`` column), in registration order.
+FORMATS: tuple[str, ...] = tuple(registry())
+
+__all__ = ["parse_logs", "ParseResult", "Diagnostics", "CORE_COLUMNS", "FORMATS", "LogFormat", "register",
+           "registry"]

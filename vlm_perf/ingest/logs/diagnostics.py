@@ -37,6 +37,13 @@ class Diagnostics:
     formats_seen: dict[str, int] = field(default_factory=dict)
     segments: int = 0
     files: list[str] = field(default_factory=list)
+    #: One line per noteworthy event that is not an error: a log key renamed because it collided
+    #: with a known column, a file skipped because it held no training record, ...
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes and len(self.notes) < MAX_LOCATIONS:
+            self.notes.append(text)
 
     def ignore(self, reason: str, n: int = 1) -> None:
         if n:
@@ -74,4 +81,5 @@ class Diagnostics:
             "formats_seen": dict(sorted(self.formats_seen.items())),
             "segments": self.segments,
             "files": list(self.files),
+            "notes": list(self.notes),
         }

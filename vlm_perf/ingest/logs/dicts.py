@@ -11,11 +11,19 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
+import warnings
+from dataclasses import dataclass
 
 from . import verl
-from .preprocess import to_float, to_seconds
-from .schema import snake_case
+from .formats import LogFormat, register
+from .preprocess import put_int, to_float, to_seconds
+from .reader import head_text, read_text
+from .schema import empty_frame, extra_name, records_frame, snake_case
+from .segments import FILE_SCALE, ORD, SUB_SCALE
 
+#: Kept for reference: the outermost ``{...}`` of a line (``load_dict`` finds it with find/rfind,
+#: which is the same span without the regex engine's quadratic backtracking on a line of ``{``).
 DICT_RE = re.compile(r"\{.*\}")
 _BARE_RE = re.compile(r"(?<=[:\[,\s])(-?(?:nan|inf|NaN|Infinity|-Infinity))(?=\s*[,}\]])")
 
@@ -31,18 +39,44 @@ HF_MAP = {
 }
 
 
+_HF_OUTPUTS = frozenset(HF_MAP.values()) | {"max_steps", "percentage", "elapsed_time_s", "remaining_time_s",
+                                            "elapsed_s", "throughput_tokens_per_s"}
+
+
+#: JSON nesting accepted (the interpreter's default recursion limit, 1000, would reject ~1,000 levels
+#: of an ignored key); deeper input is an error, never a crash.
+JSON_DEPTH = 5000
+
+
+def json_loads(text: str):
+    """``json.loads`` that accepts nesting up to ``JSON_DEPTH`` (RecursionError beyond)."""
+    limit = sys.getrecursionlimit()
+    if limit >= JSON_DEPTH:
+        return json.loads(text)
+    sys.setrecursionlimit(JSON_DEPTH)
+    try:
+        return json.loads(text)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def load_dict(text: str) -> dict | None:
     """Parse the outermost ``{...}`` in ``text`` (JSON or Python repr); None if it is not a dict."""
-    m = DICT_RE.search(text)
-    if not m:
+    start = text.find("{")
+    end = text.rfind("}")
+    if start < 0 or end < start:
         return None
-    blob = m.group(0)
+    blob = text[start:end + 1]
     try:
-        value = json.loads(blob)
+        value = json_loads(blob)
+    except RecursionError:  # nested deeper than the interpreter's recursion limit
+        return None
     except ValueError:
         try:
-            value = ast.literal_eval(_BARE_RE.sub(r"'\1'", blob))
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            with warnings.catch_warnings():  # e.g. "invalid decimal literal" on garbled numbers
+                warnings.simplefilter("ignore")
+                value = ast.literal_eval(_BARE_RE.sub(r"'\1'", blob))
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
             return None
     return value if isinstance(value, dict) else None
 
@@ -61,14 +95,12 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
     """(format, record) for any supported dict shape. ``iteration`` may be absent (HF console)."""
     fmt = classify(d)
     if fmt == "verl-jsonl":
-        step = to_float(d.get("step"))
-        rec = verl.record_from_items(int(step) if step is not None else None, d["data"])
-        return fmt, rec
+        return fmt, verl.record_from_items(d.get("step"), d["data"])
     rec: dict = {}
     for key, raw in d.items():
         if key == "global_step/max_steps" and isinstance(raw, str) and "/" in raw:
             cur, _, tot = raw.partition("/")
-            rec["iteration"] = int(to_float(cur)) if to_float(cur) is not None else None
+            put_int(rec, "iteration", cur)
             rec["max_steps"] = to_float(tot)
             continue
         if key in ("elapsed_time", "remaining_time"):
@@ -84,9 +116,13 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
         v = to_float(raw)
         if v is None:
             continue
-        name = HF_MAP.get(key) or snake_case(key)
+        name = HF_MAP.get(key)
+        if name is None:
+            name = extra_name(snake_case(key), rec, _HF_OUTPUTS)
         if name == "iteration":
-            v = int(v)
+            if "iteration" not in rec:
+                put_int(rec, "iteration", raw)
+            continue
         rec.setdefault(name, v)
     if fmt == "swift":
         speed = rec.get("train_speed_iter_s")
@@ -103,10 +139,17 @@ _ENTRY_RE = re.compile(r"\{[^{}]*\}")
 
 def parse_trainer_state(text: str) -> list[tuple[int, dict]]:
     """``trainer_state.json`` -> [(line, record)] from ``log_history`` (flat dicts)."""
-    state = json.loads(text)
+    from ...errors import InputError
+
+    try:
+        state = json_loads(text)
+    except RecursionError:
+        raise InputError(f"trainer_state.json nested deeper than {JSON_DEPTH} levels") from None
+    except ValueError as exc:
+        raise InputError(f"not valid JSON ({exc})") from None
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
-        raise ValueError("no log_history list")
+        raise InputError("no log_history list")
     start = text.find('"log_history"')
     out: list[tuple[int, dict]] = []
     matches = list(_ENTRY_RE.finditer(text, start))
@@ -117,6 +160,217 @@ def parse_trainer_state(text: str) -> list[tuple[int, dict]]:
         pos = matches[i].start() if i < len(matches) else start
         line = text.count("\n", 0, pos) + 1
         _, rec = record_from_dict(entry)
-        rec["iteration"] = int(entry["step"]) if "step" in entry else rec.get("iteration")
+        if "step" in entry:
+            put_int(rec, "iteration", entry["step"])
         out.append((line, rec))
     return out
+
+
+# ---- HF Trainer console: the step of a dict is the training bar's count ----------------------------
+
+#: A tqdm bar ``NN%|...| n/total [elapsed<remaining, rate]``. Each quantifier is bounded or anchored
+#: after a non-digit so the regex engine never backtracks quadratically on a long line.
+TQDM_RE = re.compile(r"(?<!\d)(\d{1,3})%\|[^|]{0,200}\|\s{0,8}(\d{1,18})/(\d{1,18})\s{0,8}\[([^\]]{0,300})\]?")
+_RATE_RE = re.compile(r"(?<![\d.])(\d{1,12}(?:\.\d{1,12})?)\s?(s/it|it/s)")
+_TOTAL_STEPS_RE = re.compile(r"Total optimization steps = ([\d,]{1,24})")
+
+
+def parse_bar(text: str):
+    """``(n, total, seconds_per_it | None, description, end)`` of the first tqdm bar in ``text``, or None.
+
+    ``description`` is the text before the percentage (``Map``, ``Loading checkpoint shards``, an
+    evaluation label...); HF's training bar has none."""
+    m = TQDM_RE.search(text)
+    if not m:
+        return None
+    sec = None
+    r = _RATE_RE.search(m.group(4))
+    if r:
+        v = float(r.group(1))
+        sec = v if r.group(2) == "s/it" else (1.0 / v if v else None)
+    desc = text[:m.start()].strip().rstrip(":").strip()
+    return int(m.group(2)), int(m.group(3)), sec, desc, m.end()
+
+
+@dataclass
+class _Bar:
+    pos: tuple[int, int]  # (line, \r-piece)
+    n: int
+    total: int
+    sec: float | None
+    glued: bool           # a dict follows the bar in the same piece
+
+
+class HFSteps:
+    """Assigns steps to HF console dicts after the whole file was seen (tqdm.write semantics).
+
+    ``tqdm.write`` (what the Trainer's ``ProgressCallback.on_log`` uses) clears the bar, prints the
+    dict and redraws the bar with its *current* count, which is the logged ``global_step``; the bar
+    drawn *before* the dict may be stale (tqdm redraws at most every 0.1 s). So a dict takes:
+
+    1. the count of the training bar redrawn right after it (the next piece, holding only a bar);
+    2. else the training bar in front of it in the same piece (``bar{dict}``, the redraw was lost);
+    3. else the last training bar at most 2 lines before it.
+
+    A training bar has no description and, when ``Total optimization steps = N`` was printed and
+    some bar has that total, the total N; data-loading (``Map:``), checkpoint-shard, evaluation and
+    other bars never give a step.
+    """
+
+    def __init__(self) -> None:
+        self.total: int | None = None
+        self.events: list[tuple[str, object]] = []  # ("bar", _Bar) | ("dict", record) | ("other", None)
+
+    def is_training(self, bar: _Bar, desc: str) -> bool:
+        """Description-less bars are candidates; the stated total is applied in ``resolve``."""
+        return not desc
+
+    def note_text(self, text: str) -> None:
+        m = _TOTAL_STEPS_RE.search(text)
+        if m and self.total is None:
+            try:
+                self.total = int(m.group(1).replace(",", ""))
+            except ValueError:
+                pass
+
+    def resolve(self) -> None:
+        totals = {item.total for kind, item in self.events if kind == "bar"}
+        if self.total is not None and self.total in totals:  # other totals: evaluation bars
+            self.events = [e for e in self.events if e[0] != "bar" or e[1].total == self.total]
+        ev = self.events
+        last_bar: _Bar | None = None
+        for i, (kind, item) in enumerate(ev):
+            if kind == "bar":
+                last_bar = item
+                continue
+            rec = item
+            if "iteration" in rec:
+                continue
+            line = rec["line"]
+            nxt = ev[i + 1][1] if i + 1 < len(ev) and ev[i + 1][0] == "bar" else None
+            if nxt is not None and not nxt.glued and nxt.pos[0] <= line + 1:
+                use = nxt  # the redraw after tqdm.write
+            elif last_bar is not None and line - last_bar.pos[0] <= 2:
+                use = last_bar
+            else:
+                continue
+            rec["iteration"] = use.n
+            if use.sec is not None:
+                rec.setdefault("elapsed_s", use.sec)
+
+
+def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    hf: HFSteps = router.state("hf", HFSteps)
+    hf.note_text(text)
+    parsed = parse_bar(text)
+    bar = None
+    if parsed is not None:
+        n, total, sec, desc, end = parsed
+        bar = _Bar((line, sub), n, total, sec, glued="{" in text[end:])
+        if hf.is_training(bar, desc):
+            hf.events.append(("bar", bar))
+        else:
+            bar = None
+            router.ignored["progress_bar"] += 1
+            parsed = False  # counted: a non-training bar
+    if "{" in text:
+        d = load_dict(text)
+        if d is not None:
+            fmt, rec = record_from_dict(d)
+            if router.allowed(fmt):
+                if len(rec):
+                    router.emit(fmt, line, sub, label, rec)
+                    if fmt == "hf":
+                        hf.events.append(("dict", rec))
+                else:
+                    router.fail(line)
+            return True
+        if re.search(r"\{\s*['\"]", text):
+            router.fail(line)  # looked like a metrics dict but did not parse
+            return True
+    if bar is not None:
+        router.ignored["progress_bar"] += 1
+        return True
+    return parsed is False
+
+
+def _finish(router) -> None:
+    hf = router.states.get("hf")
+    if hf is not None:
+        hf.resolve()
+
+
+def _is_trainer_state(path) -> bool:
+    return (not path.is_dir() and head_text(path).lstrip().startswith("{")
+            and '"log_history"' in head_text(path, 1 << 16))
+
+
+def read_trainer_state(path, file_idx: int, diag):
+    """``trainer_state.json`` -> records of format ``hf`` (one per ``log_history`` entry)."""
+    import polars as pl
+
+    from ...errors import InputError
+
+    text, bad = read_text(path)
+    diag.decode_errors += bad
+    diag.lines_read += text.count("\n") + (0 if text.endswith("\n") else 1)
+    rows = []
+    try:
+        parsed = parse_trainer_state(text)
+    except InputError as exc:
+        raise InputError(str(exc), source=str(path)) from None
+    for line, rec in parsed:
+        rec.update(framework="hf", line=line, _sub=0, rank_label=None)
+        rows.append(rec)
+    diag.saw("hf", len(rows))
+    df = records_frame(rows) if rows else empty_frame()
+    return df.with_columns((pl.lit(file_idx * FILE_SCALE, pl.Int64) + pl.col("line") * SUB_SCALE).alias(ORD))
+
+
+register(LogFormat(
+    name="hf",
+    source="HF Trainer / TRL / Axolotl / LLaMA-Factory console / InternVL and Qwen-VL fine-tune scripts: console "
+           "dicts (Python repr, numbers or strings, bare `nan`), and `trainer_state.json` `log_history`",
+    example=" 10%|#         | 12/120 [00:24<03:36,  2.00s/it]\r{'loss': 1.2345, 'grad_norm': 0.5, "
+            "'learning_rate': 1e-05, 'epoch': 0.1}\n 10%|#         | 12/120 [00:24<03:36,  2.00s/it]",
+    notes="a console dict carries no step: `iteration` is the training bar's count as redrawn right after the dict "
+          "(tqdm.write semantics), else the bar glued in front of it, else the bar at most 2 lines before, else "
+          "null; bars with a description (`Map:`, `Loading checkpoint shards:`) or another total than `Total "
+          "optimization steps` are never the step; literal `^M` is a carriage return",
+    prefilter=r"[{]|\d%\||Total optimization steps = ",
+    detect=r"\{\s*['\"]",
+    order=90,
+    handle=_handle,
+    finish=_finish,
+    sniff=_is_trainer_state,
+    read=read_trainer_state,
+    emits=("llamafactory", "swift", "verl-jsonl"),
+))
+
+register(LogFormat(
+    name="llamafactory",
+    source="LLaMA-Factory `trainer_log.jsonl`",
+    example='{"current_steps": 5, "total_steps": 100, "loss": 1.5, "lr": 4.9e-05, "epoch": 0.05, "percentage": 5.0, '
+            '"elapsed_time": "0:00:50", "remaining_time": "0:15:50", "throughput": 1234.5, "total_tokens": 61725}',
+    notes="`elapsed_time_s` is cumulative; its `throughput` (all GPUs, since (re)start) is kept as "
+          "`throughput_tokens_per_s`, not `tokens_per_s`",
+    example_suffix=".jsonl",
+))
+
+register(LogFormat(
+    name="swift",
+    source="ms-swift `logging.jsonl` / console dicts",
+    example='{"loss": 1.234, "grad_norm": 2.5, "learning_rate": 1e-05, "memory(GiB)": 30.5, "train_speed(iter/s)": '
+            '0.25, "epoch": 0.1, "global_step/max_steps": "5/50", "percentage": "10.00%", "elapsed_time": "20s"}',
+    notes="`global_step/max_steps` → `iteration`, `max_steps`; `elapsed_s` = 1 / `train_speed(iter/s)`",
+    example_suffix=".jsonl",
+))
+
+register(LogFormat(
+    name="verl-jsonl",
+    source='veRL file logger `{"step": N, "data": {…}}`',
+    example='{"step": 1, "data": {"actor/pg_loss": -0.01, "perf/mfu/actor": 0.3, "perf/throughput": 1500.0, '
+            '"perf/time_per_step": 40.0}}',
+    notes="same key mapping as `verl`",
+    example_suffix=".jsonl",
+))

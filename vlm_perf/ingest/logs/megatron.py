@@ -27,8 +27,9 @@ import re
 
 import polars as pl
 
+from .formats import LogFormat, register
 from .preprocess import PREFIX_RE, prefix_label_expr
-from .schema import snake_case
+from .schema import extra_name, note_text, snake_case
 
 FORMAT = "megatron"
 
@@ -60,7 +61,26 @@ KNOWN_KEYS: dict[str, tuple[str, float]] = {
     "samples per second": ("samples_per_s", 1.0),
     "tokens per gpu per second (tgs)": ("tokens_per_s", 1.0),
     "TFLOPs": ("_tflops_ds", 1.0),  # Megatron-DeepSpeed per-GPU TFLOP/s; coalesced below
+    # GPT-NeoX (a Megatron-DeepSpeed fork): `lm_loss`, and `approx flops per GPU: 112.9TFLOPS` (a
+    # human-readable rate with a unit, converted to TFLOP/s by `extract`); coalesced in `finish`
+    "lm_loss": ("_neox_loss", 1.0),
+    "approx flops per GPU": ("_neox_tflops", 1.0),
+    # per-GPU token rates of newer Megatron-LM / Bridge logs
+    "tokens/sec/gpu": ("_tokens_per_gpu", 1.0),
+    "tokens per sec per gpu": ("_tokens_per_gpu", 1.0),
+    # `elapsed time per iteration: 2512.3 ms` (unit after the value; ms when none is printed)
+    "elapsed time per iteration": ("_elapsed_unit", 1.0),
 }
+
+#: Private outputs merged into a core column by ``finish`` (first non-null wins, in this order).
+_COALESCE = {
+    "tflops_per_gpu_logged": ("_tflops_ds", "_neox_tflops"),
+    "loss": ("_neox_loss",),
+    "tokens_per_s": ("_tokens_per_gpu",),
+    "elapsed_s": ("_elapsed_unit",),
+}
+#: ``112.9TFLOPS`` -> 112.9 (TFLOP/s); the SI prefix scales to tera.
+_FLOPS_UNIT = {"": 1e-12, "K": 1e-9, "M": 1e-6, "G": 1e-3, "T": 1.0, "P": 1e3, "E": 1e6, "Z": 1e9}
 
 #: Window after ``key:`` that must contain the value and its terminating ``|``.
 _WINDOW = 48
@@ -266,6 +286,14 @@ def extract(df: pl.DataFrame, text_col: str = "text", keys: dict[str, tuple[str,
         raw = pl.when(pl.col(f"_w{i}").struct.field("field_1").is_not_null()).then(
             raw.str.replace_all(",", "", literal=True))
         v = raw.cast(pl.Float64, strict=False)
+        if name == "_neox_tflops":  # `112.9TFLOPS`: number and SI prefix -> TFLOP/s
+            parts = raw.str.extract_groups(r"^([-+0-9.eE]+)\s*([KMGTPEZ]?)FLOPS$")
+            scale = parts.struct.field("2").replace_strict(_FLOPS_UNIT, default=None, return_dtype=pl.Float64)
+            v = pl.coalesce(v, parts.struct.field("1").cast(pl.Float64, strict=False) * scale)
+        elif name == "_elapsed_unit":  # `2512.3 ms` / `2.5 s` / a bare number (ms) -> seconds
+            parts = raw.str.extract_groups(r"^([-+0-9.eE]+)\s*(ms|s)?$")
+            unit = pl.when(parts.struct.field("2") == "s").then(1.0).otherwise(1e-3)
+            v = parts.struct.field("1").cast(pl.Float64, strict=False) * unit
         vals.append((v * mult if mult != 1.0 else v).alias(name))
     head = text.str.slice(0, pl.col("_pit"))
     it = text.str.slice(pl.col("_pit"), 40).str.extract_groups(r"^iteration\s+(\d+)\s*/\s*(\d+)")
@@ -285,18 +313,21 @@ def extract(df: pl.DataFrame, text_col: str = "text", keys: dict[str, tuple[str,
 
 
 def finish(df: pl.DataFrame) -> pl.DataFrame:
-    """Post-process extracted rows: Megatron-DeepSpeed ``TFLOPs`` -> ``tflops_per_gpu_logged``,
-    drop all-null extras, framework label."""
-    if "_tflops_ds" in df.columns:
-        cols = [c for c in ("tflops_per_gpu_logged", "_tflops_ds") if c in df.columns]
-        df = df.with_columns(pl.coalesce(cols).alias("tflops_per_gpu_logged")).drop("_tflops_ds")
+    """Post-process extracted rows: fork spellings (Megatron-DeepSpeed ``TFLOPs``, GPT-NeoX
+    ``lm_loss`` / ``approx flops per GPU``, ``tokens/sec/gpu``, iteration time in s) coalesced into
+    their core column, drop all-null extras, framework label."""
+    for core, privates in _COALESCE.items():
+        present = [c for c in privates if c in df.columns]
+        if present:
+            cols = ([core] if core in df.columns else []) + present
+            df = df.with_columns(pl.coalesce(cols).alias(core)).drop(present)
     keep_always = {"consumed_samples", "elapsed_s", "tflops_per_gpu_logged", "lr", "global_batch_size",
                    "loss", "grad_norm", "skipped_iterations", "nan_iterations", "tokens_per_s"}
     drop = [c for c, (name, _) in ((k, v) for k, v in KNOWN_KEYS.items())
             for c in [name] if c in df.columns and c not in keep_always and df.get_column(c).null_count() == df.height]
     if "train_iters" in df.columns and df.get_column("train_iters").null_count() == df.height:
         drop.append("train_iters")
-    return df.drop(drop).with_columns(pl.lit(FORMAT).alias("framework"))
+    return df.drop(sorted(set(drop))).with_columns(pl.lit(FORMAT).alias("framework"))
 
 
 def discover_unknown(df: pl.DataFrame, text_col: str = "text") -> pl.DataFrame:
@@ -305,24 +336,49 @@ def discover_unknown(df: pl.DataFrame, text_col: str = "text") -> pl.DataFrame:
     Runs only on rows flagged ``_unknown_keys``. The key set is found with ``extract_all`` and the
     values with the same find/slice extraction as the known keys.
     """
-    keys = (
-        df.select(pl.col(text_col).str.extract_all(_KEY_DISCOVERY_RE).explode().unique())
-        .to_series().drop_nulls().to_list()
-    )
+    # the most frequent spelling first, then a plain one (letters, digits, spaces, _-/().), then the
+    # earliest: a key damaged on one line never takes the real key's name
+    found = (df.select(pl.col("line"), pl.col(text_col).str.extract_all(_KEY_DISCOVERY_RE).alias("k"))
+             .explode("k").drop_nulls("k"))
+    counts = (found.group_by("k").agg(pl.len().alias("n"), pl.col("line").min().alias("first"))
+              .with_columns((~pl.col("k").str.contains(r"^\|\s*[A-Za-z0-9 _/().-]+:$")).alias("odd"))
+              .sort(["n", "odd", "first", "k"], descending=[True, False, False, False]))
+    keys = counts.get_column("k").to_list()
     unknown: dict[str, tuple[str, float]] = {}
+    # an unknown key never takes a known, internal or already present column (nor another unknown
+    # spelling's): it gets a distinct name and the rename is reported (schema.drain_renames)
+    taken = set(df.columns) | {name for name, _ in KNOWN_KEYS.values()} | set(_COALESCE)
     for raw in keys:
         m = re.match(_KEY_DISCOVERY_RE, raw)
         key = m.group(1).strip() if m else None
-        if not key or key in KNOWN_KEYS or key.startswith("iteration"):
+        if not key or key in KNOWN_KEYS or key.startswith("iteration") or key in unknown:
             continue
-        unknown[key] = (snake_case(key), 1.0)
+        name = extra_name(snake_case(key), taken)
+        if name in taken:  # one more repeat of an over-used spelling: dropped (and noted)
+            continue
+        taken.add(name)
+        unknown[key] = (name, 1.0)
     if not unknown:
         return df
     partial = df.get_column("_partial")
     base = df.drop([c for c in ("rank_label", "timestamp", "iteration", "train_iters", "_partial", "_unknown_keys") if c in df.columns])
     out = extract(base.select(text_col, "line"), text_col, unknown)
-    new_cols = [name for name, _ in unknown.values() if name in out.columns]
-    return df.with_columns(out.select(new_cols)).with_columns((partial | out.get_column("_partial")).alias("_partial"))
+    # a field that is never a number (an ETA `0:03:00`, a tag) is not kept and not "partial" on
+    # every line: one note says so; a field that is numeric on some lines and not on others is
+    text = df.get_column(text_col)
+    new_cols, lost = [], pl.zeros(df.height, dtype=pl.Boolean, eager=True)
+    for key, (name, _) in unknown.items():
+        if name not in out.columns:
+            continue
+        values = out.get_column(name)
+        if values.null_count() == values.len():
+            sample = text.str.extract(re.escape(f"| {key}:") + r"\s*([^|]{0,40})", 1).drop_nulls()
+            note_text(f"Megatron field {key!r} is not a number (e.g. {sample[0].strip()!r}); not kept"
+                      if len(sample) else f"Megatron field {key!r} is not a number; not kept")
+            continue
+        new_cols.append(name)
+        lost = lost | (text.str.contains(f"| {key}:", literal=True) & values.is_null())
+    return df.with_columns(out.select(new_cols)).with_columns((partial | lost).alias("_partial"))
 
 
 # ---- Megatron-Bridge Step Time line (slow path; one per log interval) ---------------------------
@@ -387,6 +443,88 @@ def parse_argument(text: str) -> tuple[str, object] | None:
             value = raw
     return RUN_CONFIG_KEYS[m.group(1)], value
 
+
+# ---- registration ------------------------------------------------------------------------------
+
+_MEGA = re.compile(DETECT_RE)
+_NEMO2_COLLISION = re.compile(NEMO2_COLLISION_RE)
+
+
+def _handle_iteration(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    """Iteration lines the vectorised path could not take (glued after ``\r``, ANSI, non-ASCII):
+    cleaned here, extracted later by the same vectorised ``extract``."""
+    if not _MEGA.search(text) or _NEMO2_COLLISION.search(text):
+        return False
+    if sub:
+        _flush(router, line, sub, label, text)
+    else:  # possibly hard-wrapped (terminal or paste width): the next physical lines may continue it
+        router.hold(line, sub, label, text, _continues, _flush, _glue)
+    return True
+
+
+def _glue(so_far: str, text: str, s: str) -> str:
+    """A terminal wrap cuts at a column and loses no character: join the pieces as printed."""
+    return so_far + text
+
+
+#: A piece that continues a hard-wrapped iteration record (raw text): the tail of a field then its
+#: ``|``, or a ``| key:`` field; never a timestamped/bracketed line. The same regex runs vectorised
+#: (``parser``) to route such lines and the record line before them.
+CONTINUATION_RE = r"^(?:[^|\[%]{0,80} \||\|\s?[A-Za-z])"  # Megatron writes " | "; a tqdm bar "10%|" is no piece
+_CONT = re.compile(CONTINUATION_RE)
+
+
+def _continues(text: str, s: str) -> bool:
+    return (_CONT.match(s) is not None and _MEGA.search(s) is None and "Step Time" not in s
+            and "time (ms)" not in s)
+
+
+def _flush(router, line: int, sub: int, label: str | None, text: str) -> None:
+    if router.allowed(FORMAT):
+        router.mega_rows.append((line, sub, label, text))
+
+
+def _handle_step_time(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    if "Step Time" not in text:
+        return False
+    rec = parse_step_time(text)
+    if rec is None and "GPU utilization" not in text:
+        return False
+    if router.allowed("megatron-bridge"):
+        router.emit("megatron-bridge", line, sub, label, rec)
+    return True
+
+
+register(LogFormat(
+    name=FORMAT,
+    source="Megatron-LM iteration line (every version: with/without `[timestamp]`, microseconds, "
+           "`throughput per GPU`, energy/power, decoupled lr), Megatron-Bridge iteration line, "
+           "Megatron-DeepSpeed forks (`consumed tokens`, `tgs`, `TFLOPs`), FlagScale, GPT-NeoX",
+    example=" [2024-05-01 12:00:10] iteration       10/    1000 | consumed samples:         2560 | "
+            "elapsed time per iteration (ms): 2512.3 | throughput per GPU (TFLOP/s/GPU): 401.2 | "
+            "learning rate: 3.000000E-05 | global batch size:   256 | lm loss: 8.123456E+00 | loss scale: 1.0 | "
+            "grad norm: 2.345 | number of skipped iterations:   0 | number of nan iterations:   0 |",
+    notes="vectorised hot path; unknown `key: value` fields (MoE/MTP losses) become extra columns, renamed "
+          "`<name>_extra` (with a note) when they would collide with a known column; a line without an "
+          "iteration number is failed",
+    prefilter=r"iteration\s+\d+\s*/",
+    detect=DETECT_RE,
+    order=10,
+    handle=_handle_iteration,
+))
+
+register(LogFormat(
+    name="megatron-bridge",
+    source="Megatron-Bridge `Step Time : 2.50s GPU utilization: 401.2MODEL_TFLOP/s/GPU` (also the early "
+           "`… TFLOP/s/GPU` variant)",
+    example="Step Time : 2.50s GPU utilization: 401.2MODEL_TFLOP/s/GPU",
+    notes="no iteration on the line: attached to the next Megatron iteration line of the same file (else the "
+          "previous one); columns `step_time_s`, `model_tflops_per_gpu`",
+    prefilter=r"Step Time",
+    detect=r"Step Time\s*:.*GPU utilization",
+    order=30,
+    handle=_handle_step_time,
+))
 
 __all__ = ["DETECT_RE", "NEMO2_COLLISION_RE", "KNOWN_KEYS", "fast_plan", "canonical_plan", "extract", "finish",
            "discover_unknown", "parse_step_time", "parse_argument", "PREFIX_RE"]

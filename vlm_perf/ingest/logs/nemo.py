@@ -8,17 +8,19 @@
 
 from __future__ import annotations
 
+import math
 import re
 
-from .preprocess import to_float
-from .schema import snake_case
+from .formats import LogFormat, register
+from .preprocess import put_int, to_float
+from .schema import extra_name, snake_case
 
 NEMO2_RE = re.compile(r"(?P<kind>Training|Validation|Testing) epoch (?P<epoch>\d+), iteration (?P<it>\d+)/(?P<total>\d+)(?P<rest>.*)$")
 NEMO1_RE = re.compile(
-    r"Epoch (?P<epoch>\d+):\s*\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<post>[^\]]*)\]?"
+    r"Epoch (?P<epoch>\d+):(?:\s*:)?\s*\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<post>[^\]]*)\]?"
 )
 _RATE_RE = re.compile(r"([\d.]+)\s*(s/it|it/s)")
-_KV1_RE = re.compile(r"(\w+)=([^,\]\s]+)")
+_KV1_RE = re.compile(r"(?<!\w)(\w+)=([^,\]\s]+)")
 
 # key -> core column (seconds and TFLOP/s already in core units)
 _MAP = {
@@ -37,10 +39,13 @@ _MAP = {
 }
 
 
+_OUTPUTS = frozenset(_MAP.values())
+
+
 def _put(rec: dict, key: str, value: float | None) -> None:
     if value is None:
         return
-    name = _MAP.get(key) or snake_case(key)
+    name = _MAP.get(key) or extra_name(snake_case(key), rec, _OUTPUTS)
     rec.setdefault(name, value)
 
 
@@ -58,7 +63,7 @@ def parse_nemo2(text: str) -> tuple[str, dict | None] | None:
             continue
         key, _, raw = field.rpartition(":")
         _put(rec, key.strip(), to_float(raw))
-    rec["iteration"] = int(rec["iteration"]) if "iteration" in rec else int(m.group("it"))
+    put_int(rec, "iteration", rec["iteration"] if "iteration" in rec else m.group("it"))
     if len(rec) <= 2:
         return "nemo2", None
     return "nemo2", rec
@@ -77,9 +82,54 @@ def parse_nemo1(text: str) -> dict | None:
     for key, raw in _KV1_RE.findall(post):
         if key == "v_num":
             continue
-        _put(rec, key, to_float(raw))
-    if "iteration" not in rec:  # no global_step in the postfix: fall back to the bar position
-        rec["iteration"] = int(m.group("n"))
-    else:
-        rec["iteration"] = int(rec["iteration"])
+        # the current bar prints a NaN loss as `nan.0`
+        _put(rec, key, math.nan if raw.lower() in ("nan.0", "-nan.0") else to_float(raw))
+    # no global_step in the postfix: fall back to the bar position
+    put_int(rec, "iteration", rec["iteration"] if "iteration" in rec else m.group("n"))
     return rec
+
+
+# ---- registration ------------------------------------------------------------------------------
+
+def _handle_nemo2(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    return router.train_or_validation("nemo2", parse_nemo2(text), line, sub, label)
+
+
+def _handle_nemo1(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    if "Epoch" not in text:
+        return False
+    rec = parse_nemo1(text)
+    if rec is None:
+        return False
+    if router.allowed("nemo1"):
+        router.emit("nemo1", line, sub, label, rec)
+    return True
+
+
+register(LogFormat(
+    name="nemo2",
+    source="NeMo 2 `ProgressPrinter` `Training epoch E, iteration n/N | k: v`",
+    example="Training epoch 0, iteration 11/999 | lr: 0.0001 | global_step: 11 | consumed_samples: 1536 | "
+            "reduced_train_loss: 2.345 | train_step_timing in s: 2.5 | TFLOPS_per_GPU: 1.234e+03 | "
+            "global_batch_size: 128",
+    notes="told apart from Megatron by the `epoch E, iteration` prefix; validation lines ignored (`validation`); "
+          "`max_memory_*` kept in bytes",
+    prefilter=r"epoch \d+, iteration",
+    detect=r"Training epoch \d+, iteration \d+/\d+",
+    order=20,
+    handle=_handle_nemo2,
+))
+
+register(LogFormat(
+    name="nemo1",
+    source="NeMo 1 Lightning progress bar with its `k=v` postfix (older `…, 2.00s/it, reduced_train_loss=…]` and "
+           "the current `Epoch 0: :   3%|…| 9/300 [00:39<21:06, reduced_train_loss=…, global_step=9e+3, …]`)",
+    example="Epoch 0: 10%|#         | 12/120 [00:24<03:36, 2.00s/it, reduced_train_loss=2.350, global_step=11.00, "
+            "consumed_samples=2.56e+5, v_num=1]",
+    notes="`elapsed_s` from the bar rate when it is printed; `global_step` (any float spelling) is the iteration, "
+          "else the bar position",
+    prefilter=r"Epoch \d+:",
+    detect=r"Epoch \d+:[^|]{0,40}\d+%\|",
+    order=70,
+    handle=_handle_nemo1,
+))

@@ -18,22 +18,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
-from . import dicts, megatron
+from ...errors import InputError
+from . import megatron
 from .diagnostics import Diagnostics
-from .reader import head_text, lazy_line_frames, read_text
+from .discover import LOG_SUBDIRS, expand_dir
+from .formats import candidate_regex, file_formats, names
+from .reader import MAX_LINE_BYTES, lazy_line_frames
 from .router import REASON_RULES, Router
 from .schema import (
     CORE_COLUMNS,
-    FORMATS,
     PARTIAL_FLAG,
+    check_int_columns,
     concat_records,
-    conform,
+    drain_renames,
     empty_frame,
+    records_frame,
 )
 from .segments import (
+    FILE_SCALE,
     ORD,
+    SUB_SCALE,
     assign_segments,
     dedup_view,
     last_write_wins,
@@ -45,20 +52,13 @@ BATCH_ROWS = 1 << 20
 #: Fast-path lines used to probe which Megatron keys a file uses.
 PROBE_ROWS = 5000
 
-# Candidate pre-filter for the slow path (raw text, before cleaning). Deliberately broad: a false
-# positive costs one Python call, a false negative loses a record.
-CANDIDATE_RE = (
-    r"[\r\x1b{]"                                   # tqdm redraws, colours, dicts
-    r"|step:\s*\d|Step Time|epoch \d+, iteration|Epoch \d+:|iteration\s+\d+\s*/"
-    r"|\tJob ID:|^\s*\w+ \.{3,} "                  # progress.txt, Megatron arguments block
-    r"|^\s+(?:world_size|seq_length|sequence_length|micro_batch_size|global_batch_size|\w+_parallel_size):\s+\d"
-    r"|successfully loaded checkpoint|Restoring states|Running training|Resuming training|Loading checkpoint from"
-    r"|\d+%\|"                                     # tqdm bars (HF step numbers)
-    r"|^[^\s{}\[\]]*:[^\s{}\[\]]*(?: - [^\s{}\[\]]+)*\s*$"  # hard-wrapped veRL continuation
-)
+#: Candidate pre-filter for the slow path (raw text, before cleaning): the union of every registered
+#: line format's ``prefilter`` and the generic rules (``formats.candidate_regex``). Deliberately broad:
+#: a false positive costs one Python call, a false negative loses a record.
+CANDIDATE_RE = candidate_regex()
 _FAST_EXCLUDE_RE = r"[\x1b\r]|" + megatron.NEMO2_COLLISION_RE
-_SUB_SCALE = 1000          # ordering key: (file, line, \r-piece)
-_FILE_SCALE = 1 << 50
+_SUB_SCALE = SUB_SCALE    # ordering key: (file, line, \r-piece)
+_FILE_SCALE = FILE_SCALE
 
 
 @dataclass
@@ -99,10 +99,58 @@ def _fast_mask() -> pl.Expr:
     )
 
 
+def _continuation_expr() -> pl.Expr:
+    """A line that may continue a hard-wrapped Megatron record (``megatron.CONTINUATION_RE``)."""
+    text = pl.col("text")
+    return (text.str.contains(megatron.CONTINUATION_RE) & ~text.str.contains(megatron.DETECT_RE)
+            & ~text.str.contains("time (ms)", literal=True))
+
+
+def _route_wrapped(batch: pl.DataFrame) -> pl.DataFrame:
+    """A Megatron line directly followed by continuation lines (a record wrapped at a paste or
+    terminal width, even right after a ``|``) leaves the fast path, so the router joins the pieces;
+    the continuations are routed too (``_cont`` -> candidates)."""
+    cont = batch.get_column("_cont").fill_null(False).to_numpy()
+    det = batch.get_column("text").str.contains(megatron.DETECT_RE).fill_null(False).to_numpy()
+    chained = np.zeros(len(cont), dtype=bool)
+    for i in np.flatnonzero(cont):  # few: only lines shaped like a wrapped piece
+        if i and (det[i - 1] or chained[i - 1]):
+            chained[i] = True
+    heads = det & np.concatenate([chained[1:], [False]])
+    if not heads.any():
+        return batch.with_columns(pl.lit(False).alias("_cont"))
+    fast = batch.get_column("_fast").to_numpy() & ~heads
+    return batch.with_columns(pl.Series("_fast", fast), pl.Series("_cont", chained | heads))
+
+
 def _candidate_expr() -> pl.Expr:
     """Rows NOT on the fast path that go to the per-line Python router (the rest are ignored)."""
     text = pl.col("text")
     return (text.str.len_bytes() != text.str.len_chars()) | text.str.contains(CANDIDATE_RE)
+
+
+#: Lines after an unterminated Megatron iteration line that are routed as possible continuations.
+_WRAP_FOLLOW = 8
+
+
+def _wrapped_followers(rest: pl.DataFrame, kinds: pl.Series, until: int) -> tuple[pl.Series, int]:
+    """Also route the ``_WRAP_FOLLOW`` physical lines after a Megatron iteration line that does not
+    end in ``|`` (a hard-wrapped record continues there). ``until``: last physical line still due
+    from the previous batch (0: none). Returns the widened mask and the new ``until``."""
+    text = rest.get_column("text")
+    open_rows = np.flatnonzero((text.str.contains(megatron.DETECT_RE)
+                                & ~text.str.strip_chars_end().str.ends_with("|")).fill_null(False).to_numpy())
+    lines = rest.get_column("line").to_numpy()
+    if not len(open_rows) and (not until or not len(lines) or lines[0] > until):
+        return kinds, 0
+    mask = kinds.fill_null(False).to_numpy().copy()
+    if until:
+        mask |= lines <= until
+    end_lines = lines[open_rows]
+    for ln in end_lines:  # few: one per wrapped record
+        mask |= (lines > ln) & (lines <= ln + _WRAP_FOLLOW)
+    new_until = max([int(ln) + _WRAP_FOLLOW for ln in end_lines] + [until])
+    return pl.Series(mask), new_until
 
 
 def _reasons_expr(text: pl.Expr) -> pl.Expr:
@@ -203,11 +251,20 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
         out = probe.plan(rows.lazy()).collect(**_EXTRACT_OPTS)
         mega_frames.append(_finish_fast(out, probe))
 
+    wrap_carry = 0  # last line to route after an unterminated Megatron line of an earlier batch
     for lf in lazy_line_frames(path):
         # ONE streaming pass: the reader and the fast-line mask run on the streaming engine and hand
         # back bounded batches; each batch is split three ways (see the module docstring)
-        for batch in lf.with_columns(_fast_mask().alias("_fast")).collect_batches(chunk_size=BATCH_ROWS):
+        too_long = pl.col("text").str.len_bytes() > MAX_LINE_BYTES
+        lf = lf.with_columns((_fast_mask() & ~too_long).alias("_fast"), too_long.alias("_long"),
+                             _continuation_expr().alias("_cont"))
+        for batch in lf.collect_batches(chunk_size=BATCH_ROWS):
             diag.lines_read += batch.height
+            if batch.get_column("_long").any():  # over the line-size limit: failed, never scanned
+                router.failed.extend(batch.filter(pl.col("_long")).get_column("line").to_list())
+                batch = batch.filter(~pl.col("_long"))
+            if batch.get_column("_cont").any():  # hard-wrapped records: route them whole
+                batch = _route_wrapped(batch)
             is_fast = batch.get_column("_fast")
             n_fast = int(is_fast.sum())
             if n_fast and not want_mega:
@@ -222,16 +279,18 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
                         probe = _probe(fast.head(PROBE_ROWS))
                 if probe is not None:
                     extract(fast)
-            rest = batch.filter(~is_fast).select("line", "text") if n_fast else batch.select("line", "text")
+            rest = batch.filter(~is_fast).select("line", "text", "_cont") if n_fast else batch.select("line", "text", "_cont")
             if not rest.height:
                 continue
-            kinds = rest.select(_candidate_expr()).to_series()
-            cand = rest.filter(kinds)
+            kinds = rest.select(_candidate_expr() | pl.col("_cont")).to_series()
+            kinds, wrap_carry = _wrapped_followers(rest, kinds, wrap_carry)
+            cand = rest.filter(kinds).select("line", "text")
             for line, t in cand.iter_rows():
                 if "\ufffd" in t:  # only non-ASCII rows can hold replacement characters
                     diag.decode_errors += t.count("\ufffd")
                 router.feed(line, t)
             diag.ignore_counts(_count_reasons(rest.get_column("text").filter(~kinds)))
+            rest = rest.drop("_cont")
     if pending:  # fewer than PROBE_ROWS fast lines in the whole file
         fast = pl.concat(pending)
         probe = _probe(fast)
@@ -243,7 +302,7 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
         mega_frames.append(_megatron_frame(slow))
     frames: list[pl.DataFrame] = []
     if mega_frames:
-        mega = _finish_mega(pl.concat(mega_frames, how="diagonal_relaxed"))
+        mega = check_int_columns(_finish_mega(pl.concat(mega_frames, how="diagonal_relaxed")))
         bad = mega.filter(pl.col("iteration").is_null())
         router.failed.extend(bad.get_column("line").to_list())
         mega = mega.filter(pl.col("iteration").is_not_null())
@@ -259,6 +318,9 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
     for line in sorted(router.failed):
         diag.fail(f"{path}:{line}")
     df = concat_records(frames) if frames else empty_frame()
+    df = _take_partial(df, path, diag)
+    for note in drain_renames():
+        diag.note(f"{path}: {note}")
     df = df.with_columns(pl.lit(str(path)).alias("file"))
     sub = pl.col("_sub") if "_sub" in df.columns else pl.lit(0, pl.Int64)
     df = df.with_columns(
@@ -269,11 +331,17 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
     return df, banners, router.run_config
 
 
-def _records_frame(records: list[dict]) -> pl.DataFrame:
-    df = pl.from_dicts(records, infer_schema_length=None)
-    if "timestamp" in df.columns and df.schema["timestamp"] == pl.Utf8:
-        df = df.with_columns(pl.col("timestamp").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"))
-    return conform(df)
+_records_frame = records_frame  # (kept for callers of the old private name)
+
+
+def _take_partial(df: pl.DataFrame, path: Path, diag: Diagnostics) -> pl.DataFrame:
+    """Report rows flagged ``_partial`` (a field lost: not an exact integer, truncated) and drop the flag."""
+    if PARTIAL_FLAG not in df.columns:
+        return df
+    flagged = df.filter(pl.col(PARTIAL_FLAG).fill_null(False)).get_column("line")
+    for line in sorted(flagged.to_list()):
+        diag.mark_partial(f"{path}:{line}")
+    return df.drop(PARTIAL_FLAG)
 
 
 def _sort_ord(df: pl.DataFrame) -> pl.DataFrame:
@@ -293,41 +361,59 @@ def _attach_step_time(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(pl.when(is_st).then(guess).otherwise(pl.col("iteration")).alias("iteration"))
 
 
+def diag_lines(diag: Diagnostics, before: int) -> int:
+    return diag.lines_read - before
+
+
+def _expand(paths) -> list[Path]:
+    """Directories without event files of their own -> their log files (``discover.expand_dir``)."""
+    out: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir() and not any(q.name.startswith("events.out.tfevents") for q in path.iterdir()):
+            found = expand_dir(path)
+            if not found:
+                raise InputError(f"{path}: no training log found (looked for *.log[.gz|.zst], *.txt, *.jsonl, "
+                                 f"trainer_state.json, W&B history exports and TensorBoard events in it and in "
+                                 f"its sub-folders {', '.join(LOG_SUBDIRS)})")
+            out += found
+        else:
+            out.append(path)
+    return out
+
+
 # ---- structured files ----------------------------------------------------------------------------
 
-def _is_tensorboard(path: Path) -> bool:
-    if path.is_dir():
-        return any(p.name.startswith("events.out.tfevents") for p in path.rglob("events.out.tfevents*"))
-    return "tfevents" in path.name
-
-
-def _parse_trainer_state(path: Path, file_idx: int, diag: Diagnostics) -> pl.DataFrame:
-    text, bad = read_text(path)
-    diag.decode_errors += bad
-    diag.lines_read += text.count("\n") + (0 if text.endswith("\n") else 1)
-    rows = []
-    for line, rec in dicts.parse_trainer_state(text):
-        rec.update(framework="hf", line=line, _sub=0, rank_label=None)
-        rows.append(rec)
-    diag.saw("hf", len(rows))
-    df = _records_frame(rows) if rows else empty_frame()
-    return df.with_columns((pl.lit(file_idx * _FILE_SCALE, pl.Int64) + pl.col("line") * _SUB_SCALE).alias(ORD))
+def _file_format(path: Path, only: str | None):
+    """The registered file format that recognises ``path`` (and is allowed by ``only``), or None."""
+    for fmt in file_formats():
+        if only is not None and only != fmt.name and only not in fmt.emits:
+            continue
+        if fmt.sniff(path):
+            return fmt
+    return None
 
 
 # ---- public entry point ---------------------------------------------------------------------------
 
-def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> ParseResult:
+def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto", *, empty_ok: bool = False) -> ParseResult:
     """Parse training logs into one iteration table.
 
     ``paths``: log files (plain, .gz, .zst), ``trainer_state.json``, JSONL sidecars, or TensorBoard
     event files/directories. ``format``: ``"auto"`` (detect per line) or one of ``FORMATS`` (lines
     of other formats are counted as ignored ``other_format``).
-    Raises ValueError for a missing file or a file without any recognisable record.
+    Raises ``InputError`` (a ValueError) for a missing file, or when no file holds a recognisable
+    record. Among several files, one without records (an NCCL or launcher log) is skipped with a
+    note. ``empty_ok``: return an empty result (with that note) instead of raising, as the
+    per-file map step of a map/combine does (``scale.dask_backend``).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    if format != "auto" and format not in FORMATS:
-        raise ValueError(f"unknown format {format!r}; expected 'auto' or one of: {', '.join(FORMATS)}")
+    paths = _expand(paths)
+    several = len(paths) > 1 or empty_ok
+    known = names()
+    if format != "auto" and format not in known:
+        raise InputError(f"unknown format {format!r}; expected 'auto' or one of: {', '.join(known)}")
     only = None if format == "auto" else format
     diag = Diagnostics()
     frames: list[pl.DataFrame] = []
@@ -336,28 +422,39 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto") -> Pa
     for file_idx, p in enumerate(paths):
         path = Path(p)
         if not path.exists():
-            raise ValueError(f"log file not found: {path}")
+            raise InputError(f"log file not found: {path}")
         diag.files.append(str(path))
         before = diag.records
-        if _is_tensorboard(path) and only in (None, "tensorboard"):
-            from .tensorboard import parse_tensorboard
-
-            df = parse_tensorboard(path, file_idx * _FILE_SCALE, diag)
+        before_lines = diag.lines_read
+        reader = _file_format(path, only)
+        if reader is not None:
+            df = _take_partial(reader.read(path, file_idx, diag), path, diag)
         elif path.is_dir():
-            raise ValueError(f"{path} is a directory without TensorBoard event files")
-        elif only in (None, "hf") and head_text(path).lstrip().startswith("{") and '"log_history"' in head_text(path, 1 << 16):
-            df = _parse_trainer_state(path, file_idx, diag)
+            raise InputError(f"{path} is a directory without TensorBoard event files")
         else:
             df, file_banners, cfg = _parse_text(path, file_idx, only, diag)
-            banners.extend(file_banners)
-            for k, v in cfg.items():
-                run_config.setdefault(k, v)
+            if df.height:  # a skipped (record-less) file contributes counts only
+                banners.extend(file_banners)
+                for k, v in cfg.items():
+                    run_config.setdefault(k, v)
         diag.records = before + df.height
         if df.height == 0:
-            tried = ", ".join(FORMATS) if only is None else only
-            raise ValueError(f"{path}: no recognisable training-log record (formats tried: {tried})")
+            tried = ", ".join(known) if only is None else only
+            if not several:
+                raise InputError(f"{path}: no recognisable training-log record (formats tried: {tried})")
+            # one of several files (e.g. an NCCL or launcher log in a run directory): skipped, said
+            diag.note(f"{path}: skipped, no training-log record ({diag_lines(diag, before_lines)} lines read)")
+            diag.records = before
+            continue
         frames.append(df)
-    raw = concat_records(frames) if len(frames) > 1 or not frames else frames[0]
+    if not frames and empty_ok:
+        raw = empty_frame().with_columns(pl.lit(False).alias("first_in_segment"))
+        return ParseResult(raw=raw, diagnostics=diag, run_config=run_config)
+    if not frames:
+        tried = ", ".join(known) if only is None else only
+        raise InputError(f"none of {len(paths)} log files holds a recognisable training-log record "
+                         f"(formats tried: {tried}); first: {paths[0]}")
+    raw = concat_records(frames) if len(frames) > 1 else frames[0]
     raw = raw.select([*CORE_COLUMNS, *sorted(c for c in raw.columns if c not in CORE_COLUMNS)])
     raw = _sort_ord(raw)
     raw = assign_segments(raw, banners)

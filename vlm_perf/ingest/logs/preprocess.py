@@ -79,8 +79,13 @@ def to_float(value: object) -> float | None:
     Returns None for anything else (bools, lists, free text)."""
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
+    if isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:  # a 400-digit integer: beyond every float, not a number we can keep
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, float):
+        return value
     if not isinstance(value, str):
         return None
     s = value.strip().rstrip("%").strip()
@@ -101,8 +106,35 @@ def to_float(value: object) -> float | None:
         return None
     try:
         return float(s.replace(",", "")) * mult
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
+
+
+#: Largest magnitude an integer column holds (Int64).
+INT64_MAX = (1 << 63) - 1
+
+
+def put_int(rec: dict, key: str, value: object) -> None:
+    """``rec[key] = to_int(value)``; a present value that is not an exact integer leaves null and
+    flags the record partial (``_partial``), so the loss is counted, never silent."""
+    v = to_int(value)
+    rec[key] = v
+    if v is None and value is not None:
+        rec["_partial"] = True
+
+
+def to_int(value: object) -> int | None:
+    """An integer field (a step, a sample count): the exact integer, or None when the value is not
+    one (``nan``, ``inf``, ``1.5``, ``1,234.5``, beyond Int64). Never rounds: callers that get None
+    for a present value report the record as partial."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if -INT64_MAX <= value <= INT64_MAX else None
+    v = to_float(value)
+    if v is None or not math.isfinite(v) or v != math.floor(v) or abs(v) > INT64_MAX:
+        return None
+    return int(v)
 
 
 _DURATION_HMS = re.compile(r"^(?:(\d+) days?, )?(\d+):(\d\d):(\d\d(?:\.\d+)?)$")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 
-from .preprocess import to_float
-from .schema import snake_case
+from .formats import LogFormat, register
+from .preprocess import put_int, to_float, to_int
+from .schema import extra_name, snake_case
 
 DETECT_RE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\tJob ID:")
 _NUM_RE = re.compile(r"^\s*([-+\d.eE,]+)")
@@ -35,13 +36,48 @@ def parse(text: str) -> tuple[str, dict, int | None] | None:
         m = _NUM_RE.match(raw)
         value = to_float(m.group(1)) if m else None
         if key == "# GPUs":
-            gpus = int(value) if value is not None else None
+            gpus = to_int(value)
             rec["gpus"] = value
         elif key == "Iteration":
-            rec["iteration"] = int(value) if value is not None else None
+            put_int(rec, "iteration", value)
         elif key == "Job throughput":
             rec["tflops_per_gpu_logged"] = value
         elif value is not None:
-            rec[snake_case(key)] = value
+            rec[extra_name(snake_case(key), rec, {"tflops_per_gpu_logged", "iteration", "gpus"})] = value
     rec["event_" + snake_case(event or "none")] = 1.0
     return event, rec, gpus
+
+
+# ---- registration ------------------------------------------------------------------------------
+
+def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    pr = parse(s)
+    if pr is None:
+        return False
+    event, rec, gpus = pr
+    if gpus is not None:
+        router.run_config.setdefault("world_size", gpus)
+        router.run_config.setdefault("progress_gpus", gpus)
+    if event == "Starting job":
+        router.banners.append((line, sub))
+    if "iteration" in rec:
+        if router.allowed("megatron-progress"):
+            router.emit("megatron-progress", line, sub, label, rec)
+    else:
+        router.ignored["progress_event"] += 1
+    return True
+
+
+register(LogFormat(
+    name="megatron-progress",
+    source="Megatron `progress.txt` (`--log-progress`)",
+    example="2025-01-01 10:05:00\tJob ID: 123\t# GPUs: 64\tIteration: 100\tJob throughput: 410.5 TFLOP/s/GPU"
+            "\tCumulative throughput: 410.5 TFLOP/s/GPU\tFloating-point operations: 1.23e+18\tTokens (in billions): 0.52",
+    notes="`Job throughput` → `tflops_per_gpu_logged` (average since job start); `Starting job` is a restart "
+          "banner; `# GPUs` → `run_config[\"world_size\"]`",
+    example_suffix=".txt",
+    prefilter=r"\tJob ID:",
+    detect=DETECT_RE.pattern,
+    order=40,
+    handle=_handle,
+))

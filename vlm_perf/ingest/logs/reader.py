@@ -19,9 +19,18 @@ from pathlib import Path
 
 import polars as pl
 
+from ...errors import InputError
+
 _SEP = "\x1f"
 #: Decompressed bytes per chunk for compressed inputs; bounds memory independent of file size.
-CHUNK_BYTES = 64 << 20
+#: A chunk is handed on in frames of at most FRAME_LINES lines, so even a stream of nothing but
+#: newlines keeps the parse near 2 x CHUNK_BYTES plus one frame (measured: docs/log-formats.md).
+CHUNK_BYTES = 16 << 20
+#: Most lines per frame handed to the parser (a chunk of short lines is split further).
+FRAME_LINES = 1 << 20
+#: Longest line the parser reads (bytes). A longer line is counted as failed with its line number;
+#: compressed inputs keep only its first MAX_LINE_BYTES + 1 bytes in memory while skipping the rest.
+MAX_LINE_BYTES = 1 << 20
 
 
 def _csv_kwargs() -> dict:
@@ -73,21 +82,55 @@ def lazy_line_frames(path: Path) -> Iterator[pl.LazyFrame]:
     offset = 1
     with _open_decompressed(path, kind) as fh:
         rest = b""
+        skipping = False  # inside a line longer than MAX_LINE_BYTES: drop bytes up to its newline
         while True:
-            block = fh.read(CHUNK_BYTES)
+            try:
+                block = fh.read(CHUNK_BYTES)
+            except (OSError, EOFError, ValueError) as exc:  # truncated or corrupt stream
+                raise InputError(f"cannot decompress ({kind}): {exc}", source=f"{path}:{offset}") from None
+            except Exception as exc:  # zstandard.ZstdError is not an OSError
+                raise InputError(f"cannot decompress ({kind}): {exc}", source=f"{path}:{offset}") from None
             if not block:
                 break
+            if skipping:
+                nl = block.find(b"\n")
+                if nl < 0:
+                    continue
+                block = block[nl:]  # keep the newline: it ends the over-long (kept-truncated) line
+                skipping = False
             block = rest + block
             cut = block.rfind(b"\n")
-            if cut < 0:  # a single line longer than the chunk: keep accumulating
-                rest = block
+            if cut < 0:  # a single line longer than the chunk: keep at most MAX_LINE_BYTES + 1 of it
+                if len(block) > MAX_LINE_BYTES:
+                    rest = block[: MAX_LINE_BYTES + 1]
+                    skipping = True
+                else:
+                    rest = block
                 continue
             rest = block[cut + 1:]
-            frame = _frame_from_bytes(block[: cut + 1], offset)
-            offset += frame.height
-            yield frame.lazy()
+            for piece in _split_lines(block[: cut + 1]):
+                frame = _frame_from_bytes(piece, offset)
+                offset += frame.height
+                yield frame.lazy()
         if rest:
             yield _frame_from_bytes(rest, offset).lazy()
+
+
+def _split_lines(data: bytes) -> Iterator[bytes]:
+    """``data`` (whole lines) in pieces of at most ``FRAME_LINES`` lines, so a chunk of nothing but
+    newlines does not become a 16-million-row frame."""
+    if data.count(b"\n") <= FRAME_LINES:
+        yield data
+        return
+    import numpy as np
+
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)[FRAME_LINES - 1::FRAME_LINES] + 1
+    start = 0
+    for end in ends.tolist():
+        yield data[start:end]
+        start = end
+    if start < len(data):
+        yield data[start:]
 
 
 def _frame_from_bytes(data: bytes, offset: int) -> pl.DataFrame:
@@ -115,6 +158,14 @@ def head_text(path: Path, n_bytes: int = 4096) -> str:
         with open(path, "rb") as fh:
             data = fh.read(n_bytes)
     else:
-        with _open_decompressed(path, kind) as fh:
-            data = fh.read(n_bytes)
+        data = b""
+        try:  # small reads, so a truncated or corrupt stream still yields its readable head
+            with _open_decompressed(path, kind) as fh:
+                while len(data) < n_bytes:
+                    block = fh.read(min(4096, n_bytes - len(data)))
+                    if not block:
+                        break
+                    data += block
+        except Exception:  # noqa: BLE001 - the full read reports the stream error with file:line
+            pass
     return data.decode("utf-8", errors="replace")

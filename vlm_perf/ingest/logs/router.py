@@ -1,9 +1,11 @@
 """Slow path: per-line Python dispatch for the few lines the vectorised pre-filter selected.
 
-Handles ``\\r`` redraws, ANSI, launcher prefixes, curly quotes, hard-wrapped veRL lines, and every
-non-Megatron format. Megatron iteration lines found here (e.g. glued after ``\\r`` or carrying
-ANSI/non-ASCII) are cleaned and handed back for the vectorised extractor, so both paths share one
-Megatron implementation.
+Handles ``\\r`` redraws (and a literal ``^M`` pasted for one), ANSI, launcher prefixes, curly quotes
+and hard-wrapped veRL lines, then offers each cleaned line to the registered line formats
+(``formats.line_formats()``, in their ``order``) until one consumes it. A line that a format's strict
+``detect`` claims but no format turned into a record is counted as failed, never as ignored.
+Megatron iteration lines found here (e.g. glued after ``\\r`` or carrying ANSI/non-ASCII) are
+cleaned and handed back for the vectorised extractor, so both paths share one implementation.
 """
 
 from __future__ import annotations
@@ -12,24 +14,23 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from . import dicts, megatron, nemo, progress, torchtitan, verl
+from . import megatron
+from .formats import line_formats
 from .preprocess import clean_line
 
-MEGA_RE = re.compile(megatron.DETECT_RE)
-NEMO2_COLLISION = re.compile(megatron.NEMO2_COLLISION_RE)
-TQDM_RE = re.compile(r"(\d+)%\|[^|]*\|\s*(\d+)/(\d+)\s*\[[^\]]*?([\d.]+)\s*(s/it|it/s)")
 BANNER_RE = re.compile(
     r"successfully loaded checkpoint|Restoring states from the checkpoint|\*{3,} Running training \*{3,}"
     r"|Resuming training from checkpoint|Loading checkpoint from"
 )
-
 #: Reasons for lines that are not records; the same rules run vectorised in ``reasons_expr``.
+#: (Written so that Python's backtracking engine stays linear: no unanchored ``\d+`` before a
+#: literal, which would retry every start inside a long digit run.)
 REASON_RULES: tuple[tuple[str, str], ...] = (
-    ("megatron_timer", r"time \(ms\)|time across ranks \(ms\)|^\s*\S+ \.+: \(\s*[\d.]+"),
+    ("megatron_timer", r"time \(ms\)|time across ranks \(ms\)|^\s*\S+ \.+: \(\s*[\d.]"),
     ("memory_report", r"memory \((?:MB|GB|GiB)\)|\[Rank \d+\] \(after \d+ iterations\)"),
     ("traceback", r"Traceback \(most recent call last\)|^\s+File \"|^\w*(?:Error|Exception)\b|^\s+\^+\s*$"),
     ("warning", r"(?i)warn"),
-    ("progress_bar", r"\d+%\|"),
+    ("progress_bar", r"\d%\|"),
     ("validation", r"(?i)validat|\beval"),
     ("checkpoint", r"(?i)checkpoint"),
 )
@@ -58,11 +59,21 @@ class Router:
     ignored: Counter = field(default_factory=Counter)
     failed: list[int] = field(default_factory=list)
     seen: Counter = field(default_factory=Counter)
-    _pending_verl: list | None = None  # [line, sub, label, text, last physical line]
-    _last_bar: tuple[int, int, float | None] | None = None  # (line, n, seconds per it)
+    #: Per-format state for formats that resolve something at the end of the file (``state``).
+    states: dict = field(default_factory=dict)
+    #: A held record that may continue on the next physical line(s): [line, sub, label, text, last
+    #: physical line, pieces, accept(text_so_far, next_stripped) -> bool, flush(router, line, sub,
+    #: label, text)]; see ``hold``.
+    _pending: list | None = None
+
+    def __post_init__(self) -> None:
+        self._formats = line_formats()
+        self._detects = [(f.name, re.compile(f.detect)) for f in self._formats if f.detect]
 
     # -- public -----------------------------------------------------------------------------------
     def feed(self, line: int, text: str) -> None:
+        if "^M" in text:
+            text = _CARET_M.sub("\r", text)  # a carriage return pasted as the two characters ^M
         if "\r" in text:
             for sub, piece in enumerate(text.split("\r")):
                 self._handle(line, sub, piece)
@@ -70,16 +81,21 @@ class Router:
             self._handle(line, 0, text)
 
     def close(self) -> None:
-        self._flush_verl()
+        self._flush_pending()
+        for fmt in self._formats:
+            if fmt.finish is not None:
+                fmt.finish(self)
 
-    # -- internals --------------------------------------------------------------------------------
-    def _allowed(self, fmt: str) -> bool:
+    # -- the interface line formats use ----------------------------------------------------------------
+    def allowed(self, fmt: str) -> bool:
+        """Whether records of ``fmt`` are kept (``format=`` restricts); counts the line otherwise."""
         if self.only is None or self.only == fmt:
             return True
         self.ignored["other_format"] += 1
         return False
 
-    def _emit(self, fmt: str, line: int, sub: int, label: str | None, rec: dict | None) -> None:
+    def emit(self, fmt: str, line: int, sub: int, label: str | None, rec: dict | None) -> None:
+        """Keep ``rec`` as a record of ``fmt``; ``None`` counts the line as failed."""
         if rec is None:
             self.failed.append(line)
             return
@@ -90,16 +106,27 @@ class Router:
         self.records.append(rec)
         self.seen[fmt] += 1
 
-    def _flush_verl(self) -> None:
-        if self._pending_verl is None:
-            return
-        line, sub, label, text, _ = self._pending_verl
-        self._pending_verl = None
-        if self._allowed("verl"):
-            self._emit("verl", line, sub, label, verl.parse(text))
+    def fail(self, line: int) -> None:
+        self.failed.append(line)
 
-    def _train_or_validation(self, fmt: str, parsed: tuple[str, dict] | None, line: int, sub: int,
-                             label: str | None) -> bool:
+    def state(self, name: str, factory):
+        """Per-file state of format ``name`` (created on first use)."""
+        st = self.states.get(name)
+        if st is None:
+            st = self.states[name] = factory()
+        return st
+
+    def hold(self, line: int, sub: int, label: str | None, text: str, accept, flush, glue=None) -> None:
+        """Hold a record line until the next lines show whether it was hard-wrapped: each following
+        physical line that ``accept(text_so_far, line_stripped)`` takes is glued on (at most
+        ``MAX_PIECES`` pieces), then ``flush(router, line, sub, label, joined_text)`` parses it.
+        ``glue(text_so_far, piece_text, piece_stripped)`` joins (default: right-stripped text plus the
+        stripped piece)."""
+        self._flush_pending()
+        self._pending = [line, sub, label, text, line, 1, accept, flush, glue or _glue_stripped]
+
+    def train_or_validation(self, fmt: str, parsed: tuple[str, dict] | None, line: int, sub: int,
+                            label: str | None) -> bool:
         """Emit a (kind, record) parse of ``fmt``; validation lines are counted, not emitted.
         False when the line is not of this format."""
         if parsed is None:
@@ -107,84 +134,40 @@ class Router:
         kind, rec = parsed
         if kind == "validation":
             self.ignored["validation"] += 1
-        elif self._allowed(fmt):
-            self._emit(fmt, line, sub, label, rec)
+        elif self.allowed(fmt):
+            self.emit(fmt, line, sub, label, rec)
         return True
+
+    # -- internals --------------------------------------------------------------------------------
+    def _flush_pending(self) -> None:
+        if self._pending is None:
+            return
+        line, sub, label, text, _, _, _, flush, _ = self._pending
+        self._pending = None
+        flush(self, line, sub, label, text)
 
     def _handle(self, line: int, sub: int, raw: str) -> None:
         label, text = clean_line(raw)
         s = text.strip()
-        pend = self._pending_verl
+        pend = self._pending
         if pend is not None:
-            if (s and line in (pend[4], pend[4] + 1) and not s.startswith("step:")
-                    and verl.CONTINUATION_RE.match(s)):
-                pend[3] = pend[3].rstrip() + s  # hard wrap (quirk 11): glue onto the previous line
+            if s and line in (pend[4], pend[4] + 1) and pend[5] < MAX_PIECES and pend[6](pend[3], s):
+                pend[3] = pend[8](pend[3], text, s)  # hard wrap: glue onto the previous physical line
                 pend[4] = line
+                pend[5] += 1
                 self.ignored["joined_continuation"] += 1
                 return
-            self._flush_verl()
+            self._flush_pending()
         if not s:
             self.ignored["blank"] += 1
             return
-        if MEGA_RE.search(text) and not NEMO2_COLLISION.search(text):
-            if self._allowed("megatron"):
-                self.mega_rows.append((line, sub, label, text))
-            return
-        if self._train_or_validation("nemo2", nemo.parse_nemo2(text), line, sub, label):
-            return
-        if "Step Time" in text:
-            rec = megatron.parse_step_time(text)
-            if rec is not None or "GPU utilization" in text:
-                if self._allowed("megatron-bridge"):
-                    self._emit("megatron-bridge", line, sub, label, rec)
+        for fmt in self._formats:
+            if fmt.handle(self, line, sub, label, text, s):
                 return
-        pr = progress.parse(s)
-        if pr is not None:
-            event, rec, gpus = pr
-            if gpus is not None:
-                self.run_config.setdefault("world_size", gpus)
-                self.run_config.setdefault("progress_gpus", gpus)
-            if event == "Starting job":
-                self.banners.append((line, sub))
-            if "iteration" in rec:
-                if self._allowed("megatron-progress"):
-                    self._emit("megatron-progress", line, sub, label, rec)
-            else:
-                self.ignored["progress_event"] += 1
-            return
-        if verl.DETECT_RE.match(s):
-            self._pending_verl = [line, sub, label, s, line]
-            return
-        if self._train_or_validation("torchtitan", torchtitan.parse(text), line, sub, label):
-            return
-        if "Epoch" in text:
-            rec = nemo.parse_nemo1(text)
-            if rec is not None:
-                if self._allowed("nemo1"):
-                    self._emit("nemo1", line, sub, label, rec)
+        for name, rx in self._detects:
+            if rx.search(text):  # claimed by a format's strict detector, but no record came of it
+                self.failed.append(line)
                 return
-        bar = TQDM_RE.search(text)
-        if bar:
-            v = float(bar.group(4))
-            sec = v if bar.group(5) == "s/it" else (1.0 / v if v else None)
-            self._last_bar = (line, int(bar.group(2)), sec)
-        if "{" in text:
-            d = dicts.load_dict(text)
-            if d is not None:
-                fmt, rec = dicts.record_from_dict(d)
-                if self._allowed(fmt):
-                    if fmt == "hf" and "iteration" not in rec and self._last_bar and line - self._last_bar[0] <= 2:
-                        # console dicts carry no step: take it from the tqdm bar drawn just before
-                        rec["iteration"] = self._last_bar[1]
-                        rec.setdefault("elapsed_s", self._last_bar[2])
-                    self._emit(fmt, line, sub, label, rec if len(rec) else None)
-                return
-            if re.search(r"\{\s*['\"]", text):
-                self.failed.append(line)  # looked like a metrics dict but did not parse
-                return
-        if bar:
-            self.ignored["progress_bar"] += 1
-            return
         arg = megatron.parse_argument(text)
         if arg is not None:
             self.run_config.setdefault(arg[0], arg[1])
@@ -195,3 +178,13 @@ class Router:
             self.ignored["restart_banner"] += 1
             return
         self.ignored[reason_of(text)] += 1
+
+
+def _glue_stripped(so_far: str, text: str, s: str) -> str:
+    return so_far.rstrip() + s
+
+
+#: Physical lines one hard-wrapped record may span.
+MAX_PIECES = 8
+
+_CARET_M = re.compile(r"\^M")

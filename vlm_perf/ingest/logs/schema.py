@@ -14,6 +14,8 @@ Units of the core columns (see docs/log-formats.md):
 from __future__ import annotations
 
 import re
+import threading
+from collections import Counter
 
 import polars as pl
 
@@ -59,21 +61,95 @@ CORE_SCHEMA: dict[str, pl.DataType] = {
     "nan_iterations": pl.Int64(),
 }
 
-#: Format names accepted by ``parse_logs(format=...)``; they also fill the ``framework`` column.
-FORMATS: tuple[str, ...] = (
-    "megatron",           # Megatron-LM / Megatron-Bridge / Megatron-DeepSpeed / FlagScale iteration line
-    "megatron-bridge",    # Megatron-Bridge "Step Time : ... MODEL_TFLOP/s/GPU" line
-    "megatron-progress",  # Megatron progress.txt (--log-progress)
-    "nemo2",              # NeMo 2 ProgressPrinter "Training epoch E, iteration n/N | k: v"
-    "nemo1",              # NeMo 1 Lightning progress bar postfix "k=v"
-    "torchtitan",
-    "hf",                 # HF Trainer / accelerate dict lines and trainer_state.json
-    "llamafactory",       # trainer_log.jsonl
-    "swift",              # ms-swift logging.jsonl
-    "verl",               # veRL console "step:N - k:v"
-    "verl-jsonl",         # veRL file logger {"step": N, "data": {...}}
-    "tensorboard",        # event files, via the optional tbparse dependency
-)
+#: Format names accepted by ``parse_logs(format=...)``: see ``formats.names()`` (the registry).
+
+#: Columns the parser or its views add besides ``CORE_COLUMNS``; a log's own key never takes one.
+INTERNAL_COLUMNS: frozenset[str] = frozenset({
+    "copies", "rank_labels", "text", "first_in_segment", "train_iters", "_sub", "_ord", "_partial",
+    "_unknown_keys", "_kind", "_canon", "_prefixed",
+})
+#: Core columns stored as Int64: a value that is not an exact integer becomes null (partial).
+INT_COLUMNS: tuple[str, ...] = tuple(c for c in CORE_COLUMNS if CORE_SCHEMA[c] == pl.Int64() and c not in ("line", "segment"))
+
+
+def extra_name(name: str, taken, reserved=frozenset()) -> str:
+    """A column name for a log's own (unmapped) key: ``name`` unless that is a core/internal column,
+    in ``reserved`` (the format's mapped outputs) or already ``taken`` by another spelling; then
+    ``name_extra``, ``name_extra2``, ... Callers report the rename (an unknown key never overwrites
+    or nulls a known column)."""
+    if name not in CORE_SCHEMA and name not in INTERNAL_COLUMNS and name not in reserved and name not in taken:
+        return name
+    base = f"{name}_extra"
+    cand, k = base, 1
+    while cand in taken or cand in CORE_SCHEMA or cand in reserved:
+        k += 1
+        if k > _MAX_SPELLINGS:  # the same key over and over: the first value stays, the rest is said
+            note_rename(name, f"{base}{_MAX_SPELLINGS} (further repeats dropped)")
+            return base
+        cand = f"{base}{k}"
+    note_rename(name, cand)
+    return cand
+
+
+#: Distinct spellings of one column name kept per record; beyond it repeats are dropped (noted).
+_MAX_SPELLINGS = 9
+
+
+_renames = threading.local()
+
+
+def note_rename(name: str, new: str) -> None:
+    """Remember that a log key meant to become column ``name`` was stored as ``new``."""
+    if not hasattr(_renames, "counts"):
+        _renames.counts = Counter()
+    _renames.counts[(name, new)] += 1
+
+
+def note_text(text: str) -> None:
+    """Remember a note for the file being parsed (drained with the renames)."""
+    if not hasattr(_renames, "texts"):
+        _renames.texts = []
+    if text not in _renames.texts:
+        _renames.texts.append(text)
+
+
+def drain_renames() -> list[str]:
+    """Notes for the renames (and ``note_text`` notes) since the last call (this thread), e.g. for one file."""
+    texts = getattr(_renames, "texts", None) or []
+    _renames.texts = []
+    counts = getattr(_renames, "counts", None)
+    if not counts:
+        return texts
+    _renames.counts = Counter()
+    by_old: dict[str, list[tuple[str, int]]] = {}
+    for (old, new), n in sorted(counts.items()):
+        by_old.setdefault(old, []).append((new, n))
+    return texts + [
+        f"a log key that would be column {old!r} (a known or already used column) was kept as "
+        f"{', '.join(repr(new) for new, _ in news[:5])}{' ...' if len(news) > 5 else ''} "
+        f"({sum(n for _, n in news)} occurrence(s)); the known column is unchanged"
+        for old, news in by_old.items()]
+
+
+def check_int_columns(df: pl.DataFrame) -> pl.DataFrame:
+    """Integer core columns given as floats: values that are not exact integers within Int64
+    (``nan``, ``inf``, ``1.5``, ``1234.5``, ``1e30``) become null and flag the row ``_partial``
+    (OR-ed into an existing flag). Never rounds."""
+    bad_exprs = []
+    fixes = []
+    for name in INT_COLUMNS:
+        if name not in df.columns or not df.schema[name].is_float():
+            continue
+        x = pl.col(name)
+        bad = x.is_not_null() & (x.is_nan() | x.is_infinite() | (x != x.floor()) | (x.abs() > 9.2e18))
+        bad_exprs.append(bad.fill_null(False))
+        fixes.append(pl.when(bad).then(None).otherwise(x).alias(name))
+    if not bad_exprs:
+        return df
+    any_bad = pl.any_horizontal(*bad_exprs)
+    flag = (pl.col(PARTIAL_FLAG).fill_null(False) | any_bad) if PARTIAL_FLAG in df.columns else any_bad
+    return df.with_columns(flag.alias(PARTIAL_FLAG)).with_columns(fixes)
+
 
 #: Internal column carrying per-record parse problems (e.g. truncated field); dropped before output.
 PARTIAL_FLAG = "_partial"
@@ -119,6 +195,15 @@ def conform(df: pl.DataFrame) -> pl.DataFrame:
         else:
             exprs.append(pl.col(name))
     return df.select(exprs)
+
+
+def records_frame(records: list[dict]) -> pl.DataFrame:
+    """Records (dicts of column -> value) -> a conformed frame; ``timestamp`` strings are parsed.
+    Integer columns that are not exact integers are nulled and flagged (``check_int_columns``)."""
+    df = check_int_columns(pl.from_dicts(records, infer_schema_length=None))
+    if "timestamp" in df.columns and df.schema["timestamp"] == pl.Utf8:
+        df = df.with_columns(pl.col("timestamp").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"))
+    return conform(df)
 
 
 def concat_records(frames: list[pl.DataFrame]) -> pl.DataFrame:

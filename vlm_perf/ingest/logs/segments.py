@@ -22,6 +22,9 @@ import numpy as np
 import polars as pl
 
 ORD = "_ord"
+#: Ordering key of a record: ``file index * FILE_SCALE + line * SUB_SCALE + \r-piece``.
+SUB_SCALE = 1000
+FILE_SCALE = 1 << 50
 
 
 def assign_segments(df: pl.DataFrame, banner_ords: list[int]) -> pl.DataFrame:

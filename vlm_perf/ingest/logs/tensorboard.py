@@ -11,7 +11,9 @@ from pathlib import Path
 import polars as pl
 
 from .diagnostics import Diagnostics
-from .schema import conform, snake_case
+from .formats import LogFormat, register
+from .schema import check_int_columns, conform, snake_case
+from .segments import FILE_SCALE
 
 TAG_MAP = {
     "iteration-time": ("elapsed_s", 1.0),
@@ -37,6 +39,50 @@ TAG_MAP = {
 }
 
 
+#: Event-file bytes whose record payloads are CRC-checked (pure-Python CRC32C, ~5 MB/s); beyond it
+#: only the record framing and the length CRCs are checked (and a note says so).
+DATA_CRC_BYTES = 32 << 20
+
+
+def validate_event_file(path: Path, diag: Diagnostics | None = None) -> int:
+    """Walk the TFRecord framing of one event file (``uint64 length, masked CRC32C of it, payload,
+    masked CRC32C of the payload``). A truncated record or a CRC mismatch raises ``InputError``
+    naming the record and byte offset: TensorBoard's own reader stops at such a record with a log
+    warning, which would silently truncate the run. Returns the number of records."""
+    import struct
+
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    from ...errors import InputError
+
+    check_data = path.stat().st_size <= DATA_CRC_BYTES
+    if not check_data and diag is not None:
+        diag.note(f"{path}: larger than {DATA_CRC_BYTES >> 20} MiB, only record framing and length checksums verified")
+    n = 0
+    with open(path, "rb") as fh:
+        while True:
+            offset = fh.tell()
+            header = fh.read(12)
+            if not header:
+                return n
+            if len(header) < 12:
+                raise InputError(f"truncated event record {n + 1} at byte {offset} (corrupt or still being written)",
+                                 source=str(path))
+            (length,), (len_crc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:])
+            if masked_crc32c(header[:8]) != len_crc:
+                raise InputError(f"event record {n + 1} at byte {offset}: length checksum mismatch (corrupt file)",
+                                 source=str(path))
+            payload = fh.read(length)
+            footer = fh.read(4)
+            if len(payload) < length or len(footer) < 4:
+                raise InputError(f"truncated event record {n + 1} at byte {offset} (corrupt or still being written)",
+                                 source=str(path))
+            if check_data and masked_crc32c(payload) != struct.unpack("<I", footer)[0]:
+                raise InputError(f"event record {n + 1} at byte {offset}: data checksum mismatch (corrupt file)",
+                                 source=str(path))
+            n += 1
+
+
 def parse_tensorboard(path: Path, ord_base: int, diag: Diagnostics) -> pl.DataFrame:
     try:
         from tbparse import SummaryReader
@@ -44,6 +90,9 @@ def parse_tensorboard(path: Path, ord_base: int, diag: Diagnostics) -> pl.DataFr
         raise ValueError(
             f"{path}: reading TensorBoard event files needs the optional extra: pip install 'vlm-perf[tensorboard]'"
         ) from exc
+    files = sorted(p for p in path.iterdir() if p.is_file() and "tfevents" in p.name) if path.is_dir() else [path]
+    for f in files:
+        validate_event_file(f, diag)
     reader = SummaryReader(str(path), pivot=False, extra_columns={"wall_time"})
     scalars = reader.scalars
     if scalars is None or len(scalars) == 0:
@@ -70,5 +119,26 @@ def parse_tensorboard(path: Path, ord_base: int, diag: Diagnostics) -> pl.DataFr
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("line"),
     ).drop("step", "_wt")
     diag.saw("tensorboard", wide.height)
-    out = conform(wide)
+    out = conform(check_int_columns(wide))
     return out.with_columns((pl.lit(ord_base, pl.Int64) + pl.col("line") * 1000).alias("_ord"))
+
+
+# ---- registration ------------------------------------------------------------------------------
+
+def is_tensorboard(path: Path) -> bool:
+    """An event file, or a folder holding event files directly (never a search of the whole tree)."""
+    if path.is_dir():
+        return any(p.name.startswith("events.out.tfevents") for p in path.iterdir() if p.is_file())
+    return "tfevents" in path.name
+
+
+register(LogFormat(
+    name="tensorboard",
+    source="TensorBoard event files or directories, via the optional `tensorboard` extra (tbparse, imported lazily)",
+    example="",
+    notes="binary (no example line); duplicates per (tag, step) resolved by latest `wall_time`; `line` is the row "
+          "ordinal; tags mapped as in `TAG_MAP` (`iteration-time`, `lm loss`, `throughput/tflops/device`, ...)",
+    order=10,
+    sniff=is_tensorboard,
+    read=lambda path, file_idx, diag: parse_tensorboard(path, file_idx * FILE_SCALE, diag),
+))

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
-from .preprocess import to_float
-from .schema import snake_case
+from .formats import LogFormat, register
+from .preprocess import put_int, to_float
+from .schema import extra_name, snake_case
 
 DETECT_RE = re.compile(r"(?<![\w/])(?P<val>validate )?step:\s*(?P<step>\d+)\s{2,}(?:loss|wps|tps)")
 _TS_RE = re.compile(r"\[titan\]\s+(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)?)")
@@ -17,13 +18,17 @@ _MAP = {"loss": "loss", "grad_norm": "grad_norm", "tps": "tokens_per_s", "wps": 
         "tflops": "tflops_per_gpu_logged", "lr": "lr"}
 
 
+_OUTPUTS = frozenset(_MAP.values()) | {"memory_gib", "memory_pct", "mfu_logged", "timestamp"}
+
+
 def parse(text: str) -> tuple[str, dict | None] | None:
     m = DETECT_RE.search(text)
     if not m:
         return None
     if m.group("val"):
         return "validation", None
-    rec: dict = {"iteration": int(m.group("step"))}
+    rec: dict = {}
+    put_int(rec, "iteration", m.group("step"))
     ts = _TS_RE.search(text)
     if ts:
         rec["timestamp"] = ts.group(1).replace(",", ".")
@@ -42,5 +47,23 @@ def parse(text: str) -> tuple[str, dict | None] | None:
             continue
         v = to_float(raw)
         if v is not None:
-            rec[_MAP.get(key) or snake_case(key)] = v
+            rec[_MAP.get(key) or extra_name(snake_case(key), rec, _OUTPUTS)] = v
     return "torchtitan", rec
+
+
+# ---- registration ------------------------------------------------------------------------------
+
+def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    return router.train_or_validation("torchtitan", parse(text), line, sub, label)
+
+
+register(LogFormat(
+    name="torchtitan",
+    source="torchtitan console metrics line",
+    example="[rank0]:[titan] 2025-03-04 05:06:17,123 - root - INFO - step: 10  loss:  9.8765  grad_norm:  1.1234  "
+            "memory: 41.00GiB(51.25%)  tps: 12,345  tflops: 567.89  mfu: 57.42%",
+    notes="thousands separators; `mfu` % → fraction; `N/A` → null; `memory_gib`, `memory_pct`",
+    prefilter=r"step:\s*\d",
+    order=60,
+    handle=_handle,
+))

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 
-from .preprocess import to_float
-from .schema import snake_case
+from .formats import LogFormat, register
+from .preprocess import put_int, to_float
+from .schema import extra_name, snake_case
 
 DETECT_RE = re.compile(r"^step:(\d+)(?: - |\s*$)")
 #: A physical line that continues a wrapped veRL line: no spaces except `` - `` separators.
@@ -27,15 +28,20 @@ MAP = {
 }
 
 
-def record_from_items(step: int, items: dict) -> dict:
-    rec: dict = {"iteration": step}
+_OUTPUTS = frozenset(name for name, _ in MAP.values())
+
+
+def record_from_items(step: object, items: dict) -> dict:
+    """``step`` as printed (digits, a JSON number...): an exact integer or null plus ``_partial``."""
+    rec: dict = {}
+    put_int(rec, "iteration", step)
     for key, raw in items.items():
         v = to_float(raw)
         if v is None:
             continue
         if v == 0.0:
             v = 0.0  # -0.000 -> 0.0 (quirk 26)
-        name, mult = MAP.get(key, (snake_case(key), 1.0))
+        name, mult = MAP.get(key) or (extra_name(snake_case(key), rec, _OUTPUTS), 1.0)
         rec.setdefault(name, v * mult)
     return rec
 
@@ -49,4 +55,37 @@ def parse(text: str) -> dict | None:
         key, sep, raw = part.partition(":")
         if sep:
             items[key.strip()] = raw.strip()
-    return record_from_items(int(m.group(1)), items)
+    return record_from_items(m.group(1), items)
+
+
+# ---- registration ------------------------------------------------------------------------------
+
+def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    """A veRL line is held until the next line shows it is not hard-wrapped (``Router.pending``)."""
+    if not DETECT_RE.match(s):
+        return False
+    router.hold(line, sub, label, s, _continues, _flush)
+    return True
+
+
+def _continues(text: str, s: str) -> bool:
+    """A hard-wrapped piece of a veRL line (quirk 11): no spaces except `` - `` separators."""
+    return not s.startswith("step:") and CONTINUATION_RE.match(s) is not None
+
+
+def _flush(router, line: int, sub: int, label: str | None, text: str) -> None:
+    if router.allowed("verl"):
+        router.emit("verl", line, sub, label, parse(text))
+
+
+register(LogFormat(
+    name="verl",
+    source="veRL console `step:N - key:value - …`",
+    example="(TaskRunner pid=1234) step:1 - actor/pg_loss:-0.012 - actor/grad_norm:0.345 - actor/lr:1e-06 - "
+            "perf/mfu/actor:0.312 - perf/throughput:1523.4 - perf/time_per_step:45.6 - timing_s/gen:12.3",
+    notes="`perf/mfu/actor` (or `mfu/actor`) is already a fraction; `perf/throughput` → `tokens_per_s`; "
+          "hard-wrapped lines re-joined",
+    prefilter=r"step:\s*\d|^[^\s{}\[\]]*:[^\s{}\[\]]*(?: - [^\s{}\[\]]+)*\s*$",
+    order=50,
+    handle=_handle,
+))

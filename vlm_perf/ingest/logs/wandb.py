@@ -1,0 +1,176 @@
+"""Weights & Biases run-history exports: the CSV a chart panel downloads, and ``run.history()`` /
+``run.scan_history()`` dumps written as CSV, JSON lines or Parquet.
+
+* History dumps have one row per logged step with W&B's own ``_step`` (and ``_runtime`` seconds since
+  start, ``_timestamp`` epoch seconds) plus the keys the framework logged (Megatron / Bridge
+  ``iteration-time``, ``throughput/tflops/device``, ``lm loss``; HF ``train/loss``,
+  ``train/global_step``; veRL ``perf/mfu/actor``, ``perf/throughput``; ...).
+* A panel's "Export CSV" has a ``Step`` column and one ``<run name> - <key>`` column per run (plus
+  ``__MIN`` / ``__MAX`` band columns, dropped): the run prefix is removed.
+
+``iteration`` is ``train/global_step`` when logged (HF's optimizer step), else ``_step`` / ``Step``.
+A non-empty cell that is not a number is null and its row counted as partial. ``run.history()`` is
+*sampled* by W&B (500 rows by default); ``scan_history()`` has every row.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+
+from .formats import LogFormat, register
+from .reader import head_text, read_text
+from .schema import (
+    CORE_SCHEMA,
+    PARTIAL_FLAG,
+    check_int_columns,
+    conform,
+    extra_name,
+    snake_case,
+)
+from .segments import FILE_SCALE, ORD, SUB_SCALE
+from .tensorboard import TAG_MAP
+from .verl import MAP as VERL_MAP
+
+FORMAT = "wandb"
+
+#: W&B key -> (core column, multiplier): TensorBoard-style tags, veRL keys and W&B's own columns.
+KEY_MAP: dict[str, tuple[str, float]] = {
+    **TAG_MAP,
+    **VERL_MAP,
+    "train/global_step": ("iteration", 1.0),
+    "_step": ("_wandb_step", 1.0),
+    "Step": ("_wandb_step", 1.0),
+    "_runtime": ("runtime_s", 1.0),
+    "train/train_loss": ("train_loss", 1.0),
+    "iteration_time": ("elapsed_s", 1.0),
+    "perf/mfu": ("mfu_logged", 1.0),
+    "tokens_per_sec_per_gpu": ("tokens_per_s", 1.0),
+}
+
+
+def _kind(path: Path) -> str | None:
+    if path.is_dir():
+        return None
+    name = path.name.lower()
+    try:
+        if name.endswith(".parquet"):
+            schema = pl.read_parquet_schema(path)
+            return "parquet" if "_step" in schema else None
+        head = head_text(path, 1 << 16)
+    except (OSError, pl.exceptions.PolarsError):
+        return None
+    first = head.lstrip("\ufeff").split("\n", 1)[0]
+    if name.endswith((".csv", ".csv.gz", ".csv.zst")):
+        cols = [c.strip().strip('"') for c in first.split(",")]
+        if "_step" in cols or (cols and cols[0] == "Step" and any(" - " in c for c in cols[1:])):
+            return "csv"
+        return None
+    if first.startswith("{") and '"_step"' in first:
+        try:
+            return "jsonl" if isinstance(json.loads(first), dict) else None
+        except ValueError:
+            return None
+    return None
+
+
+def sniff(path: Path) -> bool:
+    return _kind(path) is not None
+
+
+def _column_name(key: str, taken: set[str]) -> tuple[str, float] | None:
+    if key.endswith(("__MIN", "__MAX")):
+        return None
+    if " - " in key and key not in KEY_MAP:  # panel export: "<run name> - <key>"
+        key = key.split(" - ", 1)[1]
+    if key in KEY_MAP:
+        return KEY_MAP[key]
+    if key == "_timestamp":
+        return ("_timestamp", 1.0)
+    return (extra_name(snake_case(key), taken), 1.0)
+
+
+def read(path: Path, file_idx: int, diag) -> pl.DataFrame:
+    kind = _kind(path)
+    if kind == "parquet":
+        table = pl.read_parquet(path)
+        first_line = 1
+    elif kind == "csv":
+        text, bad = read_text(path)
+        diag.decode_errors += bad
+        table = pl.read_csv(text.lstrip("\ufeff").encode(), infer_schema=False)
+        first_line = 2  # the header is line 1
+    else:
+        text, bad = read_text(path)
+        diag.decode_errors += bad
+        rows = []
+        for n, raw in enumerate(text.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw)
+            except (ValueError, RecursionError):
+                diag.fail(f"{path}:{n}")
+                continue
+            if isinstance(value, dict):
+                flat = {k: v for k, v in value.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+                rows.append({"_line": n, **{k: (str(v) if not isinstance(v, str) else v) for k, v in flat.items()}})
+        table = pl.from_dicts(rows, infer_schema_length=None) if rows else pl.DataFrame()
+        first_line = None
+    diag.lines_read += table.height + (1 if kind == "csv" else 0)
+    if "_line" in table.columns:
+        lines = table.get_column("_line").cast(pl.Int64)
+        table = table.drop("_line")
+    else:
+        lines = pl.int_range(first_line, first_line + table.height, eager=True, dtype=pl.Int64)
+    exprs, taken, partial = [], set(CORE_SCHEMA), []
+    for col in table.columns:
+        target = _column_name(col, taken)
+        if target is None:
+            continue
+        name, mult = target
+        if name in taken and name in CORE_SCHEMA and any(e.meta.output_name() == name for e in exprs):
+            name = extra_name(name, taken | {name})  # a second key for the same core column
+        taken.add(name)
+        src = pl.col(col)
+        if table.schema[col] == pl.Utf8:
+            stripped = src.str.strip_chars()
+            value = stripped.cast(pl.Float64, strict=False)
+            partial.append(stripped.is_not_null() & (stripped != "") & value.is_null())
+        else:
+            value = src.cast(pl.Float64, strict=False)
+        exprs.append((value * mult if mult != 1.0 else value).alias(name))
+    if not exprs:
+        return conform(pl.DataFrame({"iteration": pl.Series([], dtype=pl.Int64)}))
+    out = table.select(*exprs, (pl.any_horizontal(*partial) if partial else pl.lit(False)).alias(PARTIAL_FLAG))
+    if "iteration" not in out.columns and "_wandb_step" in out.columns:
+        out = out.rename({"_wandb_step": "iteration"})
+    elif "_wandb_step" in out.columns:
+        out = out.rename({"_wandb_step": "wandb_step"})
+    if "_timestamp" in out.columns:
+        out = out.with_columns(pl.from_epoch((pl.col("_timestamp") * 1e6).cast(pl.Int64, strict=False),
+                                             time_unit="us").alias("timestamp")).drop("_timestamp")
+    out = check_int_columns(out).with_columns(
+        lines.alias("line"), pl.lit(FORMAT).alias("framework"), pl.lit(None, pl.Utf8).alias("rank_label"))
+    diag.saw(FORMAT, out.height)
+    out = conform(out)
+    return out.with_columns((pl.lit(file_idx * FILE_SCALE, pl.Int64) + pl.col("line") * SUB_SCALE).alias(ORD))
+
+
+register(LogFormat(
+    name=FORMAT,
+    source="Weights & Biases run history: a chart panel's CSV export, `run.history()` / `scan_history()` dumps as "
+           "CSV, JSON lines or Parquet",
+    example='{"_step": 10, "_runtime": 25.1, "_timestamp": 1717236000.5, "train/loss": 2.31, '
+            '"throughput/tflops/device": 401.2, "iteration-time": 2.5, "perf/mfu/actor": 0.31}',
+    notes="`iteration` = `train/global_step` if logged, else `_step` / `Step`; keys mapped like TensorBoard tags and "
+          "veRL keys (`iteration-time` s, `throughput/tflops/device`, `train/loss`, `perf/mfu/actor` fraction); "
+          "`_runtime` → `runtime_s`, `_timestamp` → `timestamp`; a panel export's `<run> - ` prefix is removed and "
+          "`__MIN`/`__MAX` dropped; `run.history()` is sampled by W&B (500 rows by default)",
+    example_suffix=".jsonl",
+    order=30,
+    sniff=sniff,
+    read=read,
+))
