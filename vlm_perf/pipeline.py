@@ -21,7 +21,7 @@ from .stats import BatchStats
 
 LOG_NAME = re.compile(r"(\.log(\.gz|\.zst)?|^progress\.txt|^trainer_state\.json|^trainer_log\.jsonl|^logging\.jsonl"
                       r"|events\.out\.tfevents.*)$")
-METADATA_NAME = re.compile(r"^metadata.*\.(jsonl|ndjson)(\.gz|\.zst)?$")
+METADATA_NAME = re.compile(r"^metadata.*(\.(jsonl|ndjson)(\.gz|\.zst)?|\.parquet)$")
 
 
 @dataclass
@@ -31,6 +31,7 @@ class LoadedRun:
     spec: ModelSpec
     iterations: object  # pl.DataFrame: deduplicated iteration table from the log
     raw: object  # pl.DataFrame: every parsed record
+    metadata: object = None  # MetadataSource (already read) when the run has metadata, else None
 
 
 def discover(run: Path) -> tuple[list[Path], list[Path], Path]:
@@ -83,14 +84,17 @@ def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: boo
 def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | None = None,
              gpus: int | None = None, gpu: str | None = None, peak_tflops: float | None = None,
              dtype: str | None = None, conventions: Iterable[str] = (), log_format: str = "auto",
-             skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None) -> LoadedRun:
+             skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None,
+             metadata_progress: Callable[[int, int], None] | None = None) -> LoadedRun:
     """Parse, resolve the configuration, aggregate metadata and analyse one run.
 
     Arguments override the manifest (run.yaml / run.json), which overrides what the log states.
     Without metadata every number is an estimate from the run configuration (and labelled so).
+    The metadata is read once (`MetadataSource`); ``metadata_progress(done_bytes, total_bytes)``
+    is called as it is read.
     """
     from .ingest.logs import parse_logs
-    from .ingest.metadata import iteration_stats, scan_microbatches
+    from .ingest.metadata_source import MetadataSource
     from .ingest.runconfig import find_manifest, resolve_run_config
 
     conventions = list(conventions) or list(DEFAULT_CONVENTIONS)
@@ -118,12 +122,14 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         except ValueError as exc:  # partial results beat none: MFU stays empty, the gap is stated
             notes.append(f"{exc}; MFU left empty")
     frozen = tuple(config.frozen or ())
-    stats_frame, micro_share, meta_diag, estimate = None, None, {}, None
+    stats_frame, micro_share, meta_diag, estimate, source = None, None, {}, None, None
     if meta_paths:
         on_step(f"aggregating metadata ({len(meta_paths)} path(s))")
-        result = iteration_stats(meta_paths, spec=spec, skip_bad=skip_bad)
-        stats_frame, meta_diag = result.frame, result.diagnostics.to_dict()
-        micro_share = vision_share(scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad), spec, frozen)
+        # one pass: per-iteration statistics, diagnostics and the per-microbatch vision share
+        source = MetadataSource(meta_paths, spec, skip_bad=skip_bad, progress=metadata_progress,
+                                row_columns={"vision_share": lambda rows: vision_share(rows, spec, frozen)}).read()
+        stats_frame, meta_diag = source.per_iteration, source.diagnostics.to_dict()
+        micro_share = source.row_values["vision_share"]
     else:
         estimate = estimate_from_config(config, spec)
     on_step("recomputing FLOPs per window")
@@ -144,4 +150,4 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model},
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
         microbatch_vision_share=micro_share)
-    return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw)
+    return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw, metadata=source)

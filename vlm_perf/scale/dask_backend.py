@@ -39,6 +39,7 @@ import polars as pl
 
 from ..ingest import metadata as _md
 from ..ingest.metadata import MAX_BAD_LINES, STAT_FIELDS, MetadataDiagnostics, MetadataResult
+from ..ingest.compressed import open_maybe_compressed
 from ..ingest.metadata_io import SUFFIXES, expand_paths
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -384,25 +385,11 @@ def _sentinel(iteration: int) -> bytes:
             f"elapsed time per iteration (ms): 1.0 | lm loss: 1.000000E+00 |\n").encode()
 
 
-def _open_any(path: str):
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if magic[:2] == b"\x1f\x8b":
-        import gzip
-
-        return gzip.open(path, "rb")
-    if magic == b"\x28\xb5\x2f\xfd":
-        import zstandard
-
-        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), read_across_frames=True)
-    return open(path, "rb")
-
-
 def _copy_lines(path: str, first: int, last: int | None, out) -> None:
     """Write physical lines ``first..last`` (1-based, inclusive; ``last=None``: to the end) of a
     (possibly compressed) file to ``out``; whole blocks are skipped by counting newlines."""
     line = 1  # number of the line the current block starts in
-    with _open_any(path) as fh:
+    with open_maybe_compressed(path) as fh:
         while True:
             block = fh.read(16 << 20)
             if not block:
