@@ -93,8 +93,9 @@ def parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
 
     Runs only on lines the fast engine rejected. Rejects what the fast engine must not convert
     silently: floats (``1.5``, ``1e3``, ``NaN``, ``Infinity``), strings and booleans in integer
-    fields, integers outside Int64, a schema key given twice, invalid UTF-8, lone surrogates,
-    nesting deeper than Python's parser allows.
+    fields, integers outside Int64, a schema key given twice. Ignored keys may hold anything
+    Python's parser reads (``NaN``, lone surrogate escapes); a line it cannot read at all (invalid
+    UTF-8, nesting beyond its recursion limit) gets a ``json:`` reason.
     """
     try:
         text = raw.decode("utf-8")
@@ -110,13 +111,6 @@ def parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
         return None, "json: not valid JSON"
     if not isinstance(obj, dict):
         return None, "json: a line must be a JSON object"
-    try:
-        text.encode("utf-8")
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return None, "json: a string holds an invalid (lone) surrogate escape"
-    except (RecursionError, ValueError):
-        return None, "json: nested too deeply to parse"
     problem = _type_problem(obj)
     if problem is not None:
         return None, problem

@@ -287,7 +287,12 @@ _KEY_CHECK = [_KEYED.sum().alias("_keyed"),
               pl.col("microbatch").filter(_KEYED).max().alias("_mb_max"),
               pl.col("dp_rank").filter(_KEYED).min().alias("_rank_min"),
               pl.col("dp_rank").filter(_KEYED).max().alias("_rank_max")]
-_SUMMED = (*STAT_FIELDS, "microbatches", *_FLAGS, "_keyed")
+# Float64 shadows of the squared sums: an Int64 sum that wrapped around differs from its shadow by ~2^64
+_SHADOWED = ("lm_tokens_sq", "vision_patches_sq_frame", "vision_patches_sq_item", "vision_window_sq")
+_SHADOW = tuple(f"_f_{c}" for c in _SHADOWED)
+_SUMMED = (*STAT_FIELDS, "microbatches", *_FLAGS, "_keyed", *_SHADOW)
+_ROW_AGGS = ([pl.col(c).sum() for c in (*STAT_FIELDS, *_FLAGS)] + [pl.len().alias("microbatches")] + _KEY_CHECK
+             + [pl.col(c).cast(pl.Float64).sum().alias(f) for c, f in zip(_SHADOWED, _SHADOW)])
 _MERGE = ([pl.col(c).sum() for c in _SUMMED]
           + [pl.col(c).min() for c in ("_mb_min", "_rank_min")] + [pl.col(c).max() for c in ("_mb_max", "_rank_max")])
 
@@ -488,20 +493,39 @@ class MetadataSource:
                 else:
                     yield frame, (lambda p=piece: _nonblank_lines(p.data, p.first_line))
                     continue
-            rows, lines = [], []
-            for offset, raw in enumerate(piece.data.split(b"\n")):
-                if not raw.strip(b" \t\r\n"):
+            yield from self._per_line(index, piece, state)
+
+    def _per_line(self, index: int, piece: _Chunk,
+                  state: "_PassState") -> Iterator[tuple[pl.DataFrame, Callable[[], list[int]] | None]]:
+        """The precise path, in file order: Python's strict check of the schema fields; a line
+        Python cannot read at all (deep nesting, invalid UTF-8 in an ignored string) is accepted
+        exactly when the engine accepts it on its own, so a verdict never depends on chunking."""
+        rows: list[dict] = []
+        lines: list[int] = []
+        for offset, raw in enumerate(piece.data.split(b"\n")):
+            if not raw.strip(b" \t\r\n"):
+                continue
+            obj, problem = parse_line(raw)
+            if problem is None:
+                rows.append(obj)  # type: ignore[arg-type]
+                lines.append(piece.first_line + offset)
+                continue
+            if problem.startswith("json:"):
+                try:
+                    alone = self.engine.parse(raw)
+                except Exception:  # noqa: BLE001 - rejected by both: the line is bad
+                    pass
+                else:
+                    if rows:
+                        yield pl.DataFrame(rows, schema=SCHEMA), (lambda ls=lines: ls)
+                        rows, lines = [], []
+                    yield alone, (lambda n=piece.first_line + offset: [n])
                     continue
-                obj, problem = parse_line(raw)
-                if problem is None:
-                    rows.append(obj)
-                    lines.append(piece.first_line + offset)
-                    continue
-                key = problem.split(":", 1)[0]
-                key = "json: not a JSON object matching schema v1 types" if key == "json" else f"{key}: wrong type"
-                self._bad(state, _Bad(index, piece.first_line + offset, problem, key))
-            if rows:
-                yield pl.DataFrame(rows, schema=SCHEMA), (lambda ls=lines: ls)
+            key = problem.split(":", 1)[0]
+            key = "json: not a JSON object matching schema v1 types" if key == "json" else f"{key}: wrong type"
+            self._bad(state, _Bad(index, piece.first_line + offset, problem, key))
+        if rows:
+            yield pl.DataFrame(rows, schema=SCHEMA), (lambda ls=lines: ls)
 
     def _bad(self, state: "_PassState", bad: _Bad) -> None:
         """Count one bad line; raise on it unless skip_bad (lines arrive in file order per shard)."""
@@ -539,8 +563,7 @@ class MetadataSource:
             self._raise_first(state)
         if rows.height == 0:
             return
-        state.add(rows.group_by(state.keys).agg(
-            *(pl.col(c).sum() for c in (*STAT_FIELDS, *_FLAGS)), pl.len().alias("microbatches"), *_KEY_CHECK))
+        state.add(rows.group_by(state.keys).agg(_ROW_AGGS))
         if self.want_per_microbatch:
             state.micro.append(rows.select(*_KEY, *STAT_FIELDS))
         if self.row_columns:
@@ -574,6 +597,7 @@ class MetadataSource:
             before = int(per_iteration["microbatches"].sum())
             per_iteration = grouped if state.keys == ["iteration"] else grouped.group_by("iteration").agg(_MERGE)
             diag.rows_duplicate = before - int(per_iteration["microbatches"].sum())
+        _check_overflow(per_iteration)
         flags = per_iteration.select(pl.col(f).sum() for f in _FLAGS).row(0) if per_iteration.height else (0, 0, 0)
         diag.rows_preaggregated_lm, diag.rows_preaggregated_vision, diag.rows_padded_tokens_only = map(int, flags)
         self._per_iteration = _public(per_iteration, ["iteration"])
@@ -609,8 +633,7 @@ class MetadataSource:
         rows = pl.concat(parts)
         keyed = rows.filter(_KEYED).unique(subset=list(_KEY), keep="last", maintain_order=True)
         rows = pl.concat([keyed, rows.filter(~_KEYED)])
-        redone = rows.group_by(keys).agg(
-            *(pl.col(c).sum() for c in (*STAT_FIELDS, *_FLAGS)), pl.len().alias("microbatches"), *_KEY_CHECK)
+        redone = rows.group_by(keys).agg(_ROW_AGGS)
         keep = ~pl.col("iteration").is_in(wanted)
         grouped = pl.concat([grouped.filter(keep), redone.select(grouped.columns)], how="vertical_relaxed")
         if micro is not None:
@@ -627,6 +650,18 @@ class MetadataSource:
         from .metadata import MetadataResult
 
         return MetadataResult(frame=self.per_iteration, diagnostics=self.diagnostics)
+
+
+def _check_overflow(per_iteration: pl.DataFrame) -> None:
+    """Raise if an Int64 sum wrapped around (pre-aggregated squares near 2^63 summed over rows)."""
+    for exact, shadow in zip(_SHADOWED, _SHADOW):
+        wrapped = per_iteration.filter((pl.col(exact).cast(pl.Float64) - pl.col(shadow)).abs()
+                                       > pl.col(shadow).abs() * 1e-6 + 1.0)
+        if wrapped.height:
+            it = wrapped["iteration"][0]
+            raise SchemaError(f"the sum of {exact} over the rows of iteration {it} exceeds Int64 (about "
+                              f"{float(wrapped[shadow][0]):.3g}); the metadata values are implausibly large",
+                              source="metadata")
 
 
 def _public(grouped: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -670,6 +705,7 @@ def _empty_partial(keys: list[str]) -> pl.DataFrame:
     schema.update({c: pl.UInt32 for c in _FLAGS})
     schema.update({"microbatches": pl.UInt32, "_keyed": pl.UInt32})
     schema.update({c: pl.Int64 for c in ("_mb_min", "_mb_max", "_rank_min", "_rank_max")})
+    schema.update({c: pl.Float64 for c in _SHADOW})
     return pl.DataFrame(schema=schema)
 
 
