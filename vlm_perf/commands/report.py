@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 
 def report(
@@ -28,13 +28,24 @@ def report(
     from ..pipeline import load_run
     from ..report import write_report
 
+    from ._progress import want_progress
+
     console = Console(stderr=True)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                  transient=True, disable=not sys.stderr.isatty()) as progress:
-        task = progress.add_task("loading run")
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not sys.stderr.isatty()) as progress:
+        task = progress.add_task("loading run", total=None)
+        bar: list = []
+
+        def metadata_progress(done: int, total: int) -> None:  # a bar only for large metadata on a terminal
+            if not bar and want_progress(sys.stderr, total):
+                bar.append(progress.add_task("metadata bytes read", total=total))
+            if bar:
+                progress.update(bar[0], completed=done, total=total)
+
         loaded = load_run(run, metadata=metadata, model=model, gpus=gpus, gpu=gpu, peak_tflops=peak_tflops,
                           dtype=dtype, conventions=convention, log_format=log_format, skip_bad=skip_bad,
-                          on_step=lambda text: progress.update(task, description=text))
+                          on_step=lambda text: progress.update(task, description=text),
+                          metadata_progress=metadata_progress)
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)
     console.print(f"report written to {out}/")

@@ -92,7 +92,7 @@ def register_engine(engine: ParseEngine) -> ParseEngine:
     return engine
 
 
-def _arrow_schema():
+def arrow_schema():
     import pyarrow as pa
 
     def arrow(dtype: pl.DataType):
@@ -113,7 +113,7 @@ def _parse_pyarrow(data: bytes) -> pl.DataFrame:
     import pyarrow.json as pj
 
     if not _PYARROW_OPTIONS:
-        _PYARROW_OPTIONS.append(pj.ParseOptions(explicit_schema=_arrow_schema(), unexpected_field_behavior="ignore"))
+        _PYARROW_OPTIONS.append(pj.ParseOptions(explicit_schema=arrow_schema(), unexpected_field_behavior="ignore"))
         _PYARROW_OPTIONS.append(pj.ReadOptions(block_size=4 << 20))
     table = pj.read_json(pa.BufferReader(data), parse_options=_PYARROW_OPTIONS[0], read_options=_PYARROW_OPTIONS[1])
     frame = pl.from_arrow(table)
@@ -359,6 +359,8 @@ class MetadataSource:
     default merge size 2 without). ``skip_bad``: count and skip invalid lines instead of raising
     `SchemaError` on the first one (in file order). ``engine``: a name in `ENGINES`.
     ``progress(done_bytes, total_bytes)``: called after every chunk (input bytes on disk).
+    ``raw_sink(frame)``: receives the schema v1 columns of every batch of valid rows, in file
+    order (before replay deduplication), e.g. to convert the metadata to Parquet in the same pass.
 
     The pass runs on first access to an output (or `read()`); outputs are then plain frames.
     """
@@ -367,7 +369,8 @@ class MetadataSource:
                  per_rank: bool = False, per_microbatch: bool = False,
                  row_columns: Mapping[str, RowColumn] | None = None, engine: str = DEFAULT_ENGINE,
                  chunk_bytes: int = CHUNK_BYTES, max_line_bytes: int = MAX_LINE_BYTES,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None,
+                 raw_sink: Callable[[pl.DataFrame], None] | None = None) -> None:
         if engine not in ENGINES:
             raise ValueError(f"unknown metadata engine {engine!r}; known: {', '.join(sorted(ENGINES))}")
         self.files = expand_paths(paths)
@@ -381,6 +384,7 @@ class MetadataSource:
         self.chunk_bytes = int(chunk_bytes)
         self.max_line_bytes = int(max_line_bytes)
         self.progress = progress
+        self.raw_sink = raw_sink
         self.merge_size, self.window_side = geometry(spec)
         self._exprs = row_exprs(self.merge_size, self.window_side)
         self._done = False
@@ -559,8 +563,11 @@ class MetadataSource:
             if not self.skip_bad:
                 state.pending_error = True
             rows = rows.filter(~bad_mask)
+            frame = frame.filter(~bad_mask)
         if state.pending_error:
             self._raise_first(state)
+        if self.raw_sink is not None and frame.height:
+            self.raw_sink(frame)
         if rows.height == 0:
             return
         state.add(rows.group_by(state.keys).agg(_ROW_AGGS))
