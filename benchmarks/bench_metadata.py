@@ -39,7 +39,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -302,7 +301,7 @@ def _measure_inner(name: str, path: str, rows: int) -> dict:
             cli(["report", path, "-o", str(out)])
         except SystemExit as exc:
             if exc.code:
-                raise SystemExit(f"report failed ({exc.code})")
+                raise SystemExit(f"report failed ({exc.code})") from None
     else:
         raise SystemExit(f"unknown measurement {name}")
     info["seconds"] = time.perf_counter() - t0
@@ -430,7 +429,7 @@ def render(rows: int, size_mb: float, res: dict, pandas_rows: int, repeats: int,
     checks = {n: (res[n].get("iterations"), res[n].get("vision_patches"), res[n].get("lm_tokens_sq"))
               for n in ("ours", "ours-polars", "ours-rank", "ours-shards", "ours-parquet", "duckdb-sql") if n in res}
     same = len(set(checks.values())) == 1
-    lines += ["", f"Result check (iterations, sum of vision_patches, sum of lm_tokens_sq): "
+    lines += ["", "Result check (iterations, sum of vision_patches, sum of lm_tokens_sq): "
               + ("identical for " + ", ".join(checks) if same else f"DIFFERENT: {checks}")
               + f" = {next(iter(checks.values()))}.", ""]
     return "\n".join(lines)

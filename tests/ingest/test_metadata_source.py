@@ -73,9 +73,9 @@ def test_one_pass_gives_every_output(tmp_path):
 def test_outputs_not_requested_say_so(tmp_path):
     src = MetadataSource(write_jsonl(tmp_path / "m.jsonl", balance_rows()))
     with pytest.raises(ValueError, match="per_rank=True"):
-        src.per_rank
+        _ = src.per_rank
     with pytest.raises(ValueError, match="per_microbatch=True"):
-        src.per_microbatch
+        _ = src.per_microbatch
 
 
 def test_replayed_rows_dropped_from_every_output(tmp_path):

@@ -153,7 +153,8 @@ def _lm_spec(f: _Fields, model_type: str) -> LMSpec:
     head_dim = f.opt("head_dim") or hidden // heads
     kv_heads = int(f.opt("num_key_value_heads") or heads)
     tie = bool(f.opt("tie_word_embeddings", _TIE_DEFAULT[model_type]))
-    moe, moe_layers, mla, mtp = None, (), None, 0
+    moe, mla, mtp = None, None, 0
+    moe_layers: tuple[int, ...] = ()
     family = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2", "qwen3_vl": "qwen3", "qwen3_vl_moe": "qwen3_moe"}.get(
         model_type, model_type)
     if family == "qwen3_moe":
