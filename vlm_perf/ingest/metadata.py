@@ -42,6 +42,7 @@ class MetadataResult:
 
     frame: pl.DataFrame
     diagnostics: MetadataDiagnostics
+    per_rank: pl.DataFrame | None = None  # per-(iteration, dp_rank) statistics, when asked for
 
     def stats_for(self, iteration: int) -> BatchStats:
         row = self.frame.filter(pl.col("iteration") == iteration)
