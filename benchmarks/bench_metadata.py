@@ -29,6 +29,8 @@
    * ``pandas``         chunked ``read_json`` + explode + groupby (same statistics, no validation),
                         on the first ``--pandas-rows`` rows, extrapolated linearly
    * ``report``         ``vlm-perf report RUN -o OUT`` (log parse + metadata + analysis + figures)
+   * ``before-ours``, ``before-report``: ``iteration_stats`` and ``report`` of the code in
+                        ``--before ROOT`` (e.g. a checkout of main before this change), same run
 3. Prints a markdown table; ``--write-docs`` replaces the "## Metadata aggregation" section of
    ``docs/benchmarks.md`` (other sections are left untouched).
 """
@@ -47,8 +49,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Metadata aggregation"
-MEASUREMENTS = ("scan-all", "scan-len", "lines-decode", "pyarrow-parse", "duckdb-parse", "ours", "ours-polars",
-                "ours-rank", "ours-shards", "ours-parquet", "duckdb-sql", "pandas", "report")
+MEASUREMENTS = ("scan-all", "scan-len", "lines-decode", "pyarrow-parse", "duckdb-parse", "ours", "before-ours",
+                "ours-polars", "ours-rank", "ours-shards", "ours-parquet", "duckdb-sql", "pandas", "report",
+                "before-report")
 
 
 # ---------------------------------------------------------------------------------------- data
@@ -238,7 +241,6 @@ def _measure_inner(name: str, path: str, rows: int) -> dict:
     import polars as pl
 
     from vlm_perf.ingest.metadata_schema import SCHEMA
-    from vlm_perf.ingest.metadata_source import MetadataSource
 
     info: dict = {}
     if name == "duckdb-parse" or name == "duckdb-sql":
@@ -284,7 +286,13 @@ def _measure_inner(name: str, path: str, rows: int) -> dict:
         frame = pl.from_arrow(duckdb.connect().sql(_STATS_SQL.format(src=f"'{path}'", cols=_duck_columns()))
                               .to_arrow_table())
         info.update(_check(frame))
+    elif name == "before-ours":
+        from vlm_perf.ingest.metadata import iteration_stats
+
+        info.update(_check(iteration_stats(path).frame))
     elif name in ("ours", "ours-polars", "ours-rank", "ours-shards", "ours-parquet"):
+        from vlm_perf.ingest.metadata_source import MetadataSource
+
         src = MetadataSource(path, engine="polars" if name == "ours-polars" else "pyarrow",
                              per_rank=name == "ours-rank").read()
         info.update(_check(src.per_iteration))
@@ -293,7 +301,7 @@ def _measure_inner(name: str, path: str, rows: int) -> dict:
             info["per_rank_rows"] = src.per_rank.height
     elif name == "pandas":
         info.update(_pandas(path, rows))
-    elif name == "report":
+    elif name in ("report", "before-report"):
         from vlm_perf.cli import main as cli
 
         out = Path(path).with_name(Path(path).name + ".report-out")
@@ -344,10 +352,11 @@ def _pandas(path: str, rows: int) -> dict:
     return {"rows": seen, "iterations": len(total), "vision_patches": int(total["vision_patches"].sum())}
 
 
-def run_child(name: str, path: Path, rows: int) -> dict:
+def run_child(name: str, path: Path, rows: int, before: Path | None = None) -> dict:
     load = os.getloadavg()[0]
     cmd = [sys.executable, __file__, "--child", name, "--file", str(path), "--rows", str(rows)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    code = before if name.startswith("before-") and before is not None else ROOT
+    env = dict(os.environ, PYTHONPATH=str(code))
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -360,9 +369,12 @@ def run_child(name: str, path: Path, rows: int) -> dict:
     return info
 
 
-def median_runs(runs: list[dict]) -> dict:
+def median_runs(runs: list[dict], base: list[dict]) -> dict:
+    """Median time; the ratio is the median over rounds of (this run / the baseline run of the same
+    round), which cancels most of the load that changes between rounds."""
     out = dict(runs[len(runs) // 2])
     out["seconds"] = statistics.median(r["seconds"] for r in runs)
+    out["ratio"] = statistics.median(r["seconds"] / b["seconds"] for r, b in zip(runs, base))
     out["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
     out["peak_anon_mb"] = max(r.get("peak_anon_mb", 0.0) for r in runs)
     out["load_min"] = min(r["load"] for r in runs)
@@ -386,13 +398,19 @@ LABELS = {
     "duckdb-sql": "DuckDB `read_ndjson` + the statistics in SQL (no validation)",
     "pandas": "pandas chunked `read_json` + explode + groupby (no validation)",
     "report": "**`vlm-perf report RUN`** end to end (log of every iteration + metadata + figures)",
+    "before-ours": "`iteration_stats` of the code before this change (`--before`)",
+    "before-report": "`vlm-perf report RUN` of the code before this change (`--before`)",
 }
 
 
-def render(rows: int, size_mb: float, res: dict, pandas_rows: int, repeats: int, load0: float, load1: float) -> str:
+def render(rows: int, size_mb: float, res: dict, pandas_rows: int, repeats: int, load0: float, load1: float,
+           before: Path | None = None) -> str:
     import polars as pl
 
-    base = res["scan-all"]["seconds"]
+    before_rev = ""
+    if before is not None:
+        rev = subprocess.run(["git", "-C", str(before), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        before_rev = f" `--before` = {before} at commit {rev.stdout.strip() or '?'}."
     pandas_scale = rows / pandas_rows
     lines = [
         SECTION, "",
@@ -406,8 +424,8 @@ def render(rows: int, size_mb: float, res: dict, pandas_rows: int, repeats: int,
         "`os.wait4` of that child (max over rounds); times exclude interpreter start-up and imports. The machine "
         f"is shared with other engineers' jobs: 1-minute load average {load0:.1f} at the start, {load1:.1f} at "
         "the end, and per row below (min-max over its runs) - with load above the 2 CPUs every multi-threaded "
-        "engine gets less than its share, so compare ratios within a round, not absolute times.", "",
-        "| measurement | time (s), median | vs baseline | runs (s) | load | peak RSS (MB) |",
+        "engine gets less than its share, so compare ratios within a round, not absolute times." + before_rev, "",
+        "| measurement | time (s), median | vs baseline (median of per-round ratios) | runs (s) | load | peak RSS (MB) |",
         "|---|---:|---:|---|---|---:|",
     ]
     for name in MEASUREMENTS:
@@ -416,18 +434,26 @@ def render(rows: int, size_mb: float, res: dict, pandas_rows: int, repeats: int,
         info = res[name]
         sec = info["seconds"] * (pandas_scale if name == "pandas" else 1)
         label = LABELS[name] + (f", {pandas_rows:,} rows measured, x{pandas_scale:g} (linear)" if name == "pandas" else "")
-        lines.append(f"| {label} | {sec:.2f} | {sec / base:.2f}x | {', '.join(map(str, info['all_seconds']))} | "
+        ratio = info["ratio"] * (pandas_scale if name == "pandas" else 1)
+        lines.append(f"| {label} | {sec:.2f} | {ratio:.2f}x | {', '.join(map(str, info['all_seconds']))} | "
                      f"{info['load_min']:.1f}-{info['load_max']:.1f} | {info['peak_rss_mb']:,.0f} |")
     ours, rep = res["ours"], res.get("report")
     lines += ["", "Targets (issue 12):",
-              f"* metadata aggregation <= 0.5x the baseline: **{ours['seconds'] / base:.2f}x** "
-              f"({'met' if ours['seconds'] / base <= 0.5 else 'MISSED'})."]
+              f"* metadata aggregation <= 0.5x the baseline: **{ours['ratio']:.2f}x** "
+              f"({'met' if ours['ratio'] <= 0.5 else 'MISSED'})."]
     if rep:
-        lines.append(f"* `vlm-perf report` end to end <= 1.0x the baseline: **{rep['seconds'] / base:.2f}x** "
-                     f"({'met' if rep['seconds'] / base <= 1.0 else 'MISSED'}); peak RSS < 1 GB: "
+        lines.append(f"* `vlm-perf report` end to end <= 1.0x the baseline: **{rep['ratio']:.2f}x** "
+                     f"({'met' if rep['ratio'] <= 1.0 else 'MISSED'}); peak RSS < 1 GB: "
                      f"**{rep['peak_rss_mb']:,.0f} MB** ({'met' if rep['peak_rss_mb'] < 1024 else 'MISSED'}).")
+    for name in ("ours", "report"):
+        if f"before-{name}" in res:
+            b = res[f"before-{name}"]
+            lines.append(f"* before this change (same rounds): `{name}` {b['ratio']:.2f}x the baseline, "
+                         f"{b['peak_rss_mb']:,.0f} MB -> now {res[name]['ratio']:.2f}x, "
+                         f"{res[name]['peak_rss_mb']:,.0f} MB.")
     checks = {n: (res[n].get("iterations"), res[n].get("vision_patches"), res[n].get("lm_tokens_sq"))
-              for n in ("ours", "ours-polars", "ours-rank", "ours-shards", "ours-parquet", "duckdb-sql") if n in res}
+              for n in ("ours", "before-ours", "ours-polars", "ours-rank", "ours-shards", "ours-parquet", "duckdb-sql")
+              if n in res}
     same = len(set(checks.values())) == 1
     lines += ["", "Result check (iterations, sum of vision_patches, sum of lm_tokens_sq): "
               + ("identical for " + ", ".join(checks) if same else f"DIFFERENT: {checks}")
@@ -456,6 +482,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--pandas-rows", type=int, default=200_000)
     ap.add_argument("--only", default=None, help="comma-separated measurements (default: all)")
+    ap.add_argument("--before", type=Path, default=None, help="source root of the code to compare with (before-*)")
     ap.add_argument("--file", type=Path, default=None, help="data file (default: /tmp/vlm-perf-bench-<rows>.jsonl)")
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -486,6 +513,10 @@ def main() -> None:
     size_mb = path.stat().st_size / 1e6
     pandas_rows = min(args.pandas_rows, args.rows)
     names = args.only.split(",") if args.only else list(MEASUREMENTS)
+    if args.before is None:
+        names = [n for n in names if not n.startswith("before-")]
+    if "scan-all" not in names:
+        names.insert(0, "scan-all")  # the baseline of every ratio
     sources = {"ours-shards": derived["shards"], "ours-parquet": derived["parquet"], "report": derived["run"]}
     load0 = os.getloadavg()[0]
     runs: dict[str, list[dict]] = {n: [] for n in names}
@@ -493,12 +524,14 @@ def main() -> None:
         for name in names:
             if name == "pandas" and rnd > 0:
                 continue  # slow and far from the others: once
-            info = run_child(name, sources.get(name, path), pandas_rows if name == "pandas" else args.rows)
+            source = sources.get(name.replace("before-", ""), path)
+            info = run_child(name, source, pandas_rows if name == "pandas" else args.rows, args.before)
             runs[name].append(info)
             print(f"round {rnd + 1} {name}: {info['seconds']:.2f} s, load {info['load']:.1f}, "
                   f"{info['peak_rss_mb']:,.0f} MB", file=sys.stderr, flush=True)
-    res = {n: median_runs(r) for n, r in runs.items() if r}
-    section = render(args.rows, size_mb, res, pandas_rows, args.repeats, load0, os.getloadavg()[0])
+    base = runs["scan-all"]
+    res = {n: median_runs(r, base) for n, r in runs.items() if r}
+    section = render(args.rows, size_mb, res, pandas_rows, args.repeats, load0, os.getloadavg()[0], args.before)
     print(section)
     if args.write_docs:
         print(f"wrote {write_docs(section)}", file=sys.stderr)
