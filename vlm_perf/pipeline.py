@@ -85,13 +85,15 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
              gpus: int | None = None, gpu: str | None = None, peak_tflops: float | None = None,
              dtype: str | None = None, conventions: Iterable[str] = (), log_format: str = "auto",
              skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None,
-             metadata_progress: Callable[[int, int], None] | None = None) -> LoadedRun:
+             metadata_progress: Callable[[int, int], None] | None = None,
+             per_rank: bool = False) -> LoadedRun:
     """Parse, resolve the configuration, aggregate metadata and analyse one run.
 
     Arguments override the manifest (run.yaml / run.json), which overrides what the log states.
     Without metadata every number is an estimate from the run configuration (and labelled so).
     The metadata is read once (`MetadataSource`); ``metadata_progress(done_bytes, total_bytes)``
-    is called as it is read.
+    is called as it is read; ``per_rank=True`` also keeps the per-(iteration, dp_rank) statistics
+    (``loaded.metadata.per_rank``, for the load-balance analysis) from the same pass.
     """
     from .ingest.logs import parse_logs
     from .ingest.metadata_source import MetadataSource
@@ -126,7 +128,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     if meta_paths:
         on_step(f"aggregating metadata ({len(meta_paths)} path(s))")
         # one pass: per-iteration statistics, diagnostics and the per-microbatch vision share
-        source = MetadataSource(meta_paths, spec, skip_bad=skip_bad, progress=metadata_progress,
+        source = MetadataSource(meta_paths, spec, skip_bad=skip_bad, progress=metadata_progress, per_rank=per_rank,
                                 row_columns={"vision_share": lambda rows: vision_share(rows, spec, frozen)}).read()
         stats_frame, meta_diag = source.per_iteration, source.diagnostics.to_dict()
         micro_share = source.row_values["vision_share"]

@@ -165,3 +165,15 @@ def test_engines_registry_rejects_duplicates():
         register_engine(ParseEngine("pyarrow", lambda b: pl.DataFrame(), "dup"))
     with pytest.raises(ValueError, match="unknown metadata engine"):
         MetadataSource(SAMPLE, engine="nope")
+
+
+def test_load_run_keeps_the_source_and_per_rank():
+    from vlm_perf.pipeline import load_run
+
+    loaded = load_run(SAMPLE.parent, per_rank=True)
+    src = loaded.metadata
+    assert src.per_iteration.equals(iteration_stats(SAMPLE, spec=loaded.spec).frame)
+    summed = (src.per_rank.group_by("iteration").agg(pl.col(c).sum() for c in (*STAT_FIELDS, "microbatches"))
+              .sort("iteration").select(src.per_iteration.columns))
+    assert summed.equals(src.per_iteration)
+    assert len(loaded.context.microbatch_vision_share) == src.diagnostics.rows_used

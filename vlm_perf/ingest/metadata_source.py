@@ -782,8 +782,3 @@ def _integer_like(got: pl.DataType, want: pl.DataType) -> bool:
     if isinstance(got, pl.List) and isinstance(want, pl.List):
         return _integer_like(got.inner, want.inner)
     return False
-
-
-def open_source(paths: PathsLike, spec: "ModelSpec | None" = None, **options: Any) -> MetadataSource:
-    """`MetadataSource(paths, spec, **options)`, read (convenience)."""
-    return MetadataSource(paths, spec, **options).read()
