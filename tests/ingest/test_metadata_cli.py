@@ -101,3 +101,26 @@ def test_quiet_when_not_a_terminal(capsys):
     code, stdout, stderr = run(["metadata", str(FIXTURES / "small.jsonl")], capsys)
     assert code == 0
     assert "\r" not in stderr and "\x1b[" not in stderr  # no bar, no cursor control
+
+
+def test_to_parquet_sigterm_removes_partial_file(tmp_path):
+    """SIGTERM in the middle of a conversion: no partial Parquet file is left behind."""
+    import os
+    import signal
+
+    from vlm_perf.commands.metadata import _convert
+
+    target = tmp_path / "m.parquet"
+    before = signal.getsignal(signal.SIGTERM)
+
+    seen = []
+
+    def interrupt(done, total):  # once the partial file holds rows: as if the job were killed
+        if (tmp_path / "m.parquet.partial").exists():
+            seen.append(done)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(KeyboardInterrupt):
+        _convert([str(FIXTURES / "small.jsonl")], None, False, interrupt, target)
+    assert seen and list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is before  # restored

@@ -37,9 +37,15 @@ def _summary(frame, diag) -> str:
     return "\n".join(lines)
 
 
+def _raise_interrupt(signum, frame):  # SIGTERM -> KeyboardInterrupt, so the cleanup below runs
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _convert(paths, spec, skip_bad: bool, progress, target: Path):
     """Read once; stream the valid rows into ``target`` (written to a temporary name beside it,
-    renamed when complete, removed on any error or interrupt)."""
+    renamed when complete, removed on any error, Ctrl-C or SIGTERM)."""
+    import signal
+
     import pyarrow.parquet as pq
 
     from ..ingest.metadata_source import MetadataSource
@@ -54,6 +60,7 @@ def _convert(paths, spec, skip_bad: bool, progress, target: Path):
             writer.append(pq.ParquetWriter(partial, table.schema, compression="zstd"))
         writer[0].write_table(table)
 
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         source = MetadataSource(paths, spec, skip_bad=skip_bad, progress=progress, raw_sink=sink).read()
         if not writer:  # no valid row: an empty file with the schema
@@ -68,6 +75,8 @@ def _convert(paths, spec, skip_bad: bool, progress, target: Path):
             writer[0].close()
         partial.unlink(missing_ok=True)
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return source
 
 

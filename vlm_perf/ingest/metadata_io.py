@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..errors import InputError
 from .metadata_schema import GRID_FIELDS, INT_FIELDS, INT_LIST_FIELDS, SCHEMA
 
 SCHEMA_KEYS = tuple(SCHEMA)
@@ -40,17 +41,17 @@ def expand_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
         if path.is_dir():
             found = sorted(p for p in path.iterdir() if p.is_file() and _has_suffix(p))
             if not found:
-                raise ValueError(f"{text}: no metadata shards ({', '.join(SUFFIXES)}) in this directory")
+                raise InputError(f"no metadata shards ({', '.join(SUFFIXES)}) in this directory", source=text)
             out.extend(found)
         elif path.is_file():
             out.append(path)
         elif _is_glob(text):
             found = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
             if not found:
-                raise ValueError(f"{text}: the pattern matches no file")
+                raise InputError("the pattern matches no file", source=text)
             out.extend(found)
         else:
-            raise ValueError(f"{text}: no such file or directory")
+            raise InputError("no such file or directory", source=text)
     seen: set[Path] = set()
     unique = []
     for p in out:
@@ -59,7 +60,7 @@ def expand_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
             seen.add(key)
             unique.append(p)
     if not unique:
-        raise ValueError("no metadata files given")
+        raise InputError("no metadata files given")
     return unique
 
 
