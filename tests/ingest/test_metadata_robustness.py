@@ -221,3 +221,19 @@ def test_long_line_probe_never_misses(lengths, max_line):
     whole = b"".join(b"x" * n + b"\n" for n in lengths)
     if max(lengths) > max_line:
         assert _may_hold_long_line(whole, max_line)
+
+
+def test_compressed_enormous_line_and_many_newlines(tmp_path):
+    """A .gz whose decompressed text is mostly newlines and one huge line: streamed in chunks,
+    the huge line reported with its number, the good lines counted, line numbers exact."""
+    import gzip
+
+    body = b"\n" * 500_000 + b'{"iteration": 1, "pad": "' + b"x" * 3_000_000 + b'"}\n' + b"\n" * 1000 + GOOD.encode() + b"\n"
+    f = tmp_path / "m.jsonl.gz"
+    f.write_bytes(gzip.compress(body, compresslevel=1))
+    src = MetadataSource(f, skip_bad=True, max_line_bytes=1 << 20, chunk_bytes=1 << 18).read()
+    d = src.diagnostics
+    assert d.bad_lines == [f"{f}:500001: json: line longer than {1 << 20} bytes (the stated limit); not read"]
+    assert (d.rows_used, d.rows_skipped_total) == (1, 1)
+    with pytest.raises(VlmPerfError, match=rf"^{f}:500001: json: line longer"):
+        MetadataSource(f, max_line_bytes=1 << 20, chunk_bytes=1 << 18).read()
