@@ -177,3 +177,13 @@ def test_load_run_keeps_the_source_and_per_rank():
               .sort("iteration").select(src.per_iteration.columns))
     assert summed.equals(src.per_iteration)
     assert len(loaded.context.microbatch_vision_share) == src.diagnostics.rows_used
+
+
+def test_jsonl_and_parquet_together_are_refused(tmp_path):
+    """A run converted in place must not be counted twice."""
+    jsonl = write_jsonl(tmp_path / "m" / "metadata.jsonl", balance_rows())
+    MetadataSource(jsonl, raw_sink=lambda f: f.write_parquet(tmp_path / "m" / "metadata.parquet")).read()
+    with pytest.raises(ValueError, match="counted twice"):
+        MetadataSource(tmp_path / "m").read()
+    assert MetadataSource(tmp_path / "m" / "metadata.parquet").read().per_iteration.equals(
+        MetadataSource(jsonl).read().per_iteration)

@@ -61,7 +61,19 @@ def expand_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
             unique.append(p)
     if not unique:
         raise InputError("no metadata files given")
+    check_one_format(unique)
     return unique
+
+
+def check_one_format(files: Iterable[Path]) -> None:
+    """Refuse a mix of JSONL and Parquet shards: a run converted in place (``--to-parquet``)
+    would otherwise have every row counted twice."""
+    files = list(files)
+    parquet = [p for p in files if is_parquet(p)]
+    if parquet and len(parquet) < len(files):
+        other = next(p for p in files if not is_parquet(p))
+        raise InputError(f"both JSONL ({other.name}) and Parquet ({parquet[0].name}) metadata were given; the same "
+                         "rows would be counted twice: keep one format (or name the files to read)")
 
 
 def is_compressed(path: Path) -> bool:
