@@ -39,8 +39,8 @@ def __getattr__(name: str) -> Any:
 SCHEMA_VERSION = 1
 
 
-def shard_name(rank: int | None) -> str:
-    return "metadata.jsonl" if rank is None else f"metadata-rank{int(rank):05d}.jsonl"
+def shard_name(rank: int | None, suffix: str = ".jsonl") -> str:
+    return f"metadata{suffix}" if rank is None else f"metadata-rank{int(rank):05d}{suffix}"
 
 
 def _plain(value: Any) -> Any:
@@ -186,21 +186,43 @@ class MetadataWriter:
     or ``metadata.jsonl`` without a rank) or a file path ending in ``.jsonl`` (used as given; with a
     rank, ``.rank{rank:05d}`` is inserted before the suffix so ranks never share a file).
     ``rank``: the data-parallel rank recorded as ``dp_rank`` (and used in the shard name).
+    ``format``: ``"jsonl"`` (default; line-buffered, a crash loses at most one line) or
+    ``"parquet"`` (a file path ending in ``.parquet`` selects it too): rows are buffered and
+    written in row groups of `PARQUET_ROW_GROUP` rows, the file is complete only after `close`
+    (a crash before it loses the shard), and only schema v1 keys are kept (extras are dropped).
     """
 
-    def __init__(self, path_or_dir: str | os.PathLike, rank: int | None = None) -> None:
+    PARQUET_ROW_GROUP = 65536
+
+    def __init__(self, path_or_dir: str | os.PathLike, rank: int | None = None, format: str | None = None) -> None:
         target = Path(path_or_dir)
-        if target.suffix in (".jsonl", ".ndjson"):
+        if format is None:
+            format = "parquet" if target.suffix == ".parquet" else "jsonl"
+        if format not in ("jsonl", "parquet"):
+            raise ValueError(f"format must be 'jsonl' or 'parquet', got {format!r}")
+        if target.suffix in (".jsonl", ".ndjson", ".parquet"):
             if rank is not None:
                 target = target.with_name(f"{target.stem}.rank{int(rank):05d}{target.suffix}")
             target.parent.mkdir(parents=True, exist_ok=True)
         else:
             target.mkdir(parents=True, exist_ok=True)
-            target = target / shard_name(rank)
+            target = target / shard_name(rank, ".parquet" if format == "parquet" else ".jsonl")
         self.path = target
         self.rank = rank
         self.records = 0
-        self._fh = open(target, "a", encoding="utf-8", buffering=1)  # line-buffered
+        self.format = format
+        self._rows: list[dict] = []
+        self._parquet: Any = None
+        self._fh: Any = None
+        if format == "jsonl":
+            self._fh = open(target, "a", encoding="utf-8", buffering=1)  # line-buffered
+        else:
+            import pyarrow.parquet as pq
+
+            from .ingest.metadata_source import arrow_schema
+
+            self._schema = arrow_schema()
+            self._fh = pq.ParquetWriter(target, self._schema, compression="zstd")
 
     # ----------------------------------------------------------------------------------------
     def record(self, iteration: int, microbatch: int | None = None, *, seq_lens: Any = None,
@@ -233,16 +255,36 @@ class MetadataWriter:
                 row[name] = rows
         for key, value in extra.items():  # free-form extras (ignored by the reader)
             row[key] = _plain(value) if hasattr(value, "tolist") else value
-        self._fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+        if self.format == "jsonl":
+            self._fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+        else:
+            self._rows.append(row)
+            if len(self._rows) >= self.PARQUET_ROW_GROUP:
+                self._write_row_group()
         self.records += 1
         return row
 
+    def _write_row_group(self) -> None:
+        import pyarrow as pa
+
+        if self._rows:
+            names = self._schema.names
+            table = pa.Table.from_pylist([{k: r.get(k) for k in names} for r in self._rows], schema=self._schema)
+            self._fh.write_table(table)
+            self._rows = []
+
     def flush(self) -> None:
-        if self._fh is not None:
+        if self._fh is None:
+            return
+        if self.format == "jsonl":
             self._fh.flush()
+        else:
+            self._write_row_group()
 
     def close(self) -> None:
         if self._fh is not None:
+            if self.format == "parquet":
+                self._write_row_group()
             self._fh.close()
             self._fh = None
 

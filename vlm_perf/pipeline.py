@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Sequence
 import polars as pl
 
 from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run
-from .analysis.balance import microbatch_costs
+from .analysis.balance import costs_from_row_values, microbatch_cost_columns
 from .analysis.checks import run_checks
 from .arch import load_model
 from .arch.spec import ModelSpec
@@ -26,7 +26,7 @@ from .stats import BatchStats
 
 LOG_NAME = re.compile(r"(\.log(\.gz|\.zst)?|^progress\.txt|^trainer_state\.json|^trainer_log\.jsonl|^logging\.jsonl"
                       r"|events\.out\.tfevents.*)$")
-METADATA_NAME = re.compile(r"^metadata.*\.(jsonl|ndjson)(\.gz|\.zst)?$")
+METADATA_NAME = re.compile(r"^metadata.*(\.(jsonl|ndjson)(\.gz|\.zst)?|\.parquet)$")
 
 
 @dataclass
@@ -36,6 +36,7 @@ class LoadedRun:
     spec: ModelSpec
     iterations: object  # pl.DataFrame: deduplicated iteration table from the log
     raw: object  # pl.DataFrame: every parsed record
+    metadata: object = None  # MetadataSource (already read) when the run has metadata, else None
 
 
 def discover(run: Path) -> tuple[list[Path], list[Path], Path]:
@@ -169,7 +170,9 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
              seq_length: int | None = None, global_batch_size: int | None = None,
              image_size: Sequence[int] | str | None = None, image_grid: Sequence[int] | str | None = None,
              images_per_sample: int | None = None, causal: str = "half",
-             recompute: str | None = None) -> LoadedRun:
+             recompute: str | None = None,
+             metadata_progress: Callable[[int, int], None] | None = None,
+             per_rank: bool = False) -> LoadedRun:
     """Parse, resolve the configuration, aggregate metadata and analyse one run.
 
     Arguments override the manifest (run.yaml / run.json), which overrides what the log states.
@@ -177,9 +180,12 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     ``causal``: how ``exact`` counts the LM attention core, ``half`` (flash-style causal kernels,
     the default) or ``full`` (the whole square, as eager/masked attention computes it).
     ``recompute`` (none|selective|full[:N]) overrides the recompute settings the log / run.yaml state (HFU).
+    The metadata is read once (`MetadataSource`); ``metadata_progress(done_bytes, total_bytes)``
+    is called as it is read; ``per_rank=True`` also keeps the per-(iteration, dp_rank) statistics
+    (``loaded.metadata.per_rank``, for the load-balance analysis) from the same pass.
     """
     from .ingest.logs import parse_logs
-    from .ingest.metadata import iteration_stats, scan_microbatches
+    from .ingest.metadata_source import MetadataSource
     from .ingest.runconfig import find_manifest, resolve_run_config
 
     from .analysis.hfu import parse_recompute
@@ -222,14 +228,15 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         except ValueError as exc:  # partial results beat none: MFU stays empty, the gap is stated
             notes.append(f"{exc}; MFU left empty")
     frozen = tuple(config.frozen or ())
-    stats_frame, micro_share, meta_diag, estimate, costs = None, None, {}, None, None
+    stats_frame, micro_share, meta_diag, estimate, costs, source = None, None, {}, None, None, None
     if meta_paths:
         on_step(f"aggregating metadata ({len(meta_paths)} path(s))")
-        result = iteration_stats(meta_paths, spec=spec, skip_bad=skip_bad)
-        stats_frame, meta_diag = result.frame, result.diagnostics.to_dict()
-        # one streaming pass: exact FLOPs per microbatch (32 bytes a row) feed the vision-share figure and the balance
-        costs = microbatch_costs(scan_microbatches(meta_paths, spec=spec, skip_bad=skip_bad), spec, frozen,
-                                 keep_unranked=True, causal=causal)
+        # one pass: per-iteration statistics, diagnostics and exact FLOPs per microbatch (the vision-share
+        # figure and the DP load balance)
+        source = MetadataSource(meta_paths, spec, skip_bad=skip_bad, progress=metadata_progress, per_rank=per_rank,
+                                row_columns=microbatch_cost_columns(spec, frozen, causal)).read()
+        stats_frame, meta_diag = source.per_iteration, source.diagnostics.to_dict()
+        costs = costs_from_row_values(source.row_values)
         micro_share = costs.select(pl.when(pl.col("flops") > 0).then(pl.col("vision_flops") / pl.col("flops"))
                                    .alias("vision_share"))["vision_share"]
     else:
@@ -265,4 +272,4 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         microbatch_vision_share=micro_share, sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
                   hfu_provider(hfu_of(analysis, spec, config, frozen, recompute_cli, causal)), balance_provider(balance),
                   straggler_provider(stragglers_of(logs, config, balance, analysis))])
-    return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw)
+    return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw, metadata=source)

@@ -189,3 +189,25 @@ def test_batch_metadata_fuzz_packed_and_padded_rows():
         assert (out["samples"], out["padded_tokens"]) == (len(rows), len(rows) * length)
 
     check()
+
+
+def test_parquet_shards_read_like_jsonl(tmp_path):
+    """The writer's Parquet format is read by the same path and gives identical statistics."""
+    from vlm_perf.ingest.metadata_source import MetadataSource
+
+    for fmt in ("jsonl", "parquet"):
+        for rank in (0, 1):
+            with MetadataWriter(tmp_path / fmt, rank=rank, format=fmt) as w:
+                for it in (1, 2):
+                    w.record(it, microbatch=0, seq_lens=[5 + rank, 7], image_grid_thw=[[1, 4, 4]] * (rank + 1),
+                             padded_tokens=16, loss=0.5)
+    assert sorted(p.name for p in (tmp_path / "parquet").iterdir()) == ["metadata-rank00000.parquet",
+                                                                       "metadata-rank00001.parquet"]
+    a = MetadataSource(tmp_path / "jsonl", per_rank=True).read()
+    b = MetadataSource(tmp_path / "parquet", per_rank=True).read()
+    assert a.per_rank.equals(b.per_rank) and a.per_iteration.equals(b.per_iteration)
+    # hand arithmetic: iteration 1 = rank 0 (one [1,4,4] image) + rank 1 (two): 3 * 16 patches
+    assert a.per_iteration["vision_patches"].to_list() == [48, 48]
+    assert MetadataWriter(tmp_path / "x.parquet").path == tmp_path / "x.parquet"
+    with pytest.raises(ValueError, match="format must be"):
+        MetadataWriter(tmp_path / "y", format="csv")

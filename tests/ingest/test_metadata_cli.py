@@ -59,3 +59,68 @@ def test_model_option_and_bad_suffix(tmp_path, capsys):
     assert code == 2 and "unsupported format" in stderr
     code, _, stderr = run(["metadata", str(tmp_path / "missing.jsonl")], capsys)
     assert code == 2 and "no such file" in stderr
+
+
+def test_to_parquet_round_trip(tmp_path, capsys):
+    """The Parquet copy is read by the same path and gives the same statistics."""
+    pq = tmp_path / "conv" / "metadata.parquet"
+    a = tmp_path / "a.parquet"
+    code, _, stderr = run(["metadata", str(FIXTURES / "small.jsonl"), "--to-parquet", str(pq), "-o", str(a)], capsys)
+    assert code == 0 and f"wrote {pq} (4 rows)" in stderr
+    assert not list(pq.parent.glob("*.partial"))
+    b = tmp_path / "b.parquet"
+    code, _, _ = run(["metadata", str(pq), "-o", str(b)], capsys)
+    assert code == 0
+    assert pl.read_parquet(a).equals(pl.read_parquet(b))
+
+
+def test_to_parquet_failure_leaves_no_file(tmp_path, capsys):
+    pq = tmp_path / "m.parquet"
+    code, _, stderr = run(["metadata", str(FIXTURES / "bad.jsonl"), "--to-parquet", str(pq)], capsys)
+    assert code == 2 and not pq.exists() and not list(tmp_path.glob("*.partial"))
+    code, _, stderr = run(["metadata", str(FIXTURES / "small.jsonl"), "--to-parquet", str(tmp_path / "x.csv")], capsys)
+    assert code == 2 and "must end in .parquet" in stderr
+
+
+def test_progress_decision():
+    import io
+
+    from vlm_perf.commands._progress import LARGE_INPUT_BYTES, want_progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert want_progress(Tty(), LARGE_INPUT_BYTES)
+    assert not want_progress(Tty(), LARGE_INPUT_BYTES - 1)  # small input: quiet
+    assert not want_progress(io.StringIO(), 10 * LARGE_INPUT_BYTES)  # not a terminal: quiet
+    assert not want_progress(None, 10 * LARGE_INPUT_BYTES)
+
+
+def test_quiet_when_not_a_terminal(capsys):
+    code, stdout, stderr = run(["metadata", str(FIXTURES / "small.jsonl")], capsys)
+    assert code == 0
+    assert "\r" not in stderr and "\x1b[" not in stderr  # no bar, no cursor control
+
+
+def test_to_parquet_sigterm_removes_partial_file(tmp_path):
+    """SIGTERM in the middle of a conversion: no partial Parquet file is left behind."""
+    import os
+    import signal
+
+    from vlm_perf.commands.metadata import _convert
+
+    target = tmp_path / "m.parquet"
+    before = signal.getsignal(signal.SIGTERM)
+
+    seen = []
+
+    def interrupt(done, total):  # once the partial file holds rows: as if the job were killed
+        if (tmp_path / "m.parquet.partial").exists():
+            seen.append(done)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(KeyboardInterrupt):
+        _convert([str(FIXTURES / "small.jsonl")], None, False, interrupt, target)
+    assert seen and list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is before  # restored

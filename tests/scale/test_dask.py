@@ -238,3 +238,16 @@ def test_auto_partition_size_keeps_workers_busy():
     assert _auto_partition_bytes([gb] * 4, FakeClient()) == gb * 4 // 16  # 4 threads x 4 tasks
     assert _auto_partition_bytes([100 << 30], FakeClient()) == DEFAULT_PARTITION_BYTES
     assert _auto_partition_bytes([1 << 20], FakeClient()) == MIN_PARTITION_BYTES
+
+
+@pytest.mark.parametrize("fpp,split_every", [(1, 2), (None, 8)])
+def test_per_rank_bit_identical(tmp_path, client, fpp, split_every):
+    """Per-(iteration, dp_rank) statistics: the Dask map + combine equals the single pass."""
+    from vlm_perf.ingest.metadata_source import MetadataSource
+
+    d = write_shards(tmp_path / "md")
+    ref = MetadataSource(d, per_rank=True).read()
+    got = aggregate_metadata_dask(d, client=client, files_per_partition=fpp, split_every=split_every, per_rank=True)
+    assert got.per_rank.equals(ref.per_rank) and got.per_rank.schema == ref.per_rank.schema
+    assert got.frame.equals(ref.per_iteration)
+    assert aggregate_metadata_dask(d, client=client, files_per_partition=fpp).per_rank is None

@@ -86,6 +86,27 @@ def microbatch_costs(micro_stats: pl.DataFrame | pl.LazyFrame, spec: ModelSpec, 
     return out.collect(engine="streaming") if isinstance(out, pl.LazyFrame) else out
 
 
+def microbatch_cost_columns(spec: ModelSpec, frozen: Iterable[str] = (), causal: str = "half") -> dict:
+    """``row_columns`` for `MetadataSource`: the `microbatch_costs` columns computed chunk by chunk in
+    the metadata's single pass (each function maps a chunk of per-microbatch statistics, with
+    ``iteration`` and ``dp_rank``, to one column)."""
+    frozen = tuple(frozen)
+
+    def flops(rows: pl.DataFrame, column: str) -> pl.Series:
+        return _exact(rows, spec, frozen, (), causal)[column]
+
+    return {"iteration": lambda rows: rows["iteration"].cast(pl.Int32),
+            "dp_rank": lambda rows: rows["dp_rank"].cast(pl.Int32),
+            "lm_flops": lambda rows: flops(rows, "lm_flops"),
+            "vision_flops": lambda rows: flops(rows, "vision_flops")}
+
+
+def costs_from_row_values(values: dict) -> pl.DataFrame:
+    """The `microbatch_costs` frame from the row values `microbatch_cost_columns` produced."""
+    frame = pl.DataFrame({name: values[name] for name in ("iteration", "dp_rank", "lm_flops", "vision_flops")})
+    return frame.with_columns((pl.col("lm_flops") + pl.col("vision_flops")).alias("flops"))
+
+
 def ranks_from_microbatches(costs: pl.DataFrame) -> pl.DataFrame:
     """Per-(iteration, dp_rank) sums of microbatch costs (FLOPs are additive over microbatches)."""
     return (costs.group_by(RANK_KEYS).agg(pl.len().alias("microbatches"), pl.col("lm_flops").sum(),

@@ -1,8 +1,10 @@
-"""``vlm-perf metadata PATH... [--out FILE] [--skip-bad] [--model M]``: per-iteration statistics.
+"""``vlm-perf metadata PATH... [--out FILE] [--to-parquet FILE] [--skip-bad] [--model M]``.
 
 Reads per-microbatch metadata shards (schema v1, ``docs/metadata-schema.md``) and writes one row
 per iteration with the `BatchStats` sufficient statistics (``.parquet``, ``.csv`` or ``.jsonl``).
-Diagnostics go to stderr; without ``--out`` a short summary is printed instead.
+``--to-parquet`` also writes the valid per-microbatch rows (schema v1 columns) as one Parquet file,
+in the same pass; every reader accepts it in place of the JSONL. Diagnostics go to stderr; without
+``--out`` a short summary is printed instead.
 """
 
 from __future__ import annotations
@@ -35,6 +37,49 @@ def _summary(frame, diag) -> str:
     return "\n".join(lines)
 
 
+def _raise_interrupt(signum, frame):  # SIGTERM -> KeyboardInterrupt, so the cleanup below runs
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _convert(paths, spec, skip_bad: bool, progress, target: Path):
+    """Read once; stream the valid rows into ``target`` (written to a temporary name beside it,
+    renamed when complete, removed on any error, Ctrl-C or SIGTERM)."""
+    import signal
+
+    import pyarrow.parquet as pq
+
+    from ..ingest.metadata_source import MetadataSource
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    writer: list = []
+
+    def sink(frame) -> None:
+        table = frame.to_arrow()
+        if not writer:
+            writer.append(pq.ParquetWriter(partial, table.schema, compression="zstd"))
+        writer[0].write_table(table)
+
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        source = MetadataSource(paths, spec, skip_bad=skip_bad, progress=progress, raw_sink=sink).read()
+        if not writer:  # no valid row: an empty file with the schema
+            from ..ingest.metadata_schema import SCHEMA
+            import polars as pl
+
+            sink(pl.DataFrame(schema=SCHEMA))
+        writer[0].close()
+        partial.replace(target)
+    except BaseException:
+        if writer:
+            writer[0].close()
+        partial.unlink(missing_ok=True)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return source
+
+
 def register(app: typer.Typer) -> None:
     @app.command("metadata")
     def metadata(
@@ -43,17 +88,28 @@ def register(app: typer.Typer) -> None:
         skip_bad: bool = typer.Option(False, "--skip-bad", help="skip invalid lines (counted in the diagnostics)"),
         model: Optional[str] = typer.Option(None, "--model", "-m",
                                             help="model preset or config.json (merge size, window size)"),
+        to_parquet: Optional[Path] = typer.Option(None, "--to-parquet",
+                                                  help="also write the valid per-microbatch rows as Parquet"),
     ) -> None:
         """Per-iteration sufficient statistics from per-microbatch metadata."""
-        from ..ingest.metadata import iteration_stats
+        from ..ingest.metadata_source import MetadataSource
+        from ._progress import byte_progress, input_bytes, want_progress
 
         check_out_suffix(out)
+        if to_parquet is not None and to_parquet.suffix.lower() != ".parquet":
+            raise ValueError(f"--to-parquet {to_parquet}: the file name must end in .parquet")
         spec = None
         if model:
             from ..arch import load_model
 
             spec = load_model(model)
-        result = iteration_stats(paths, spec=spec, skip_bad=skip_bad)
+        total = input_bytes(paths)
+        with byte_progress("reading metadata", total, want_progress(sys.stderr, total)) as progress:
+            if to_parquet is None:
+                source = MetadataSource(paths, spec, skip_bad=skip_bad, progress=progress).read()
+            else:
+                source = _convert(paths, spec, skip_bad, progress, to_parquet)
+        result = source.result()
         diag = result.diagnostics
         print(f"metadata: {diag.rows_used}/{diag.rows_read} rows used from {len(diag.files)} file(s), "
               f"{diag.iterations} iterations, merge={diag.merge_size}, window={diag.window_side}", file=sys.stderr)
@@ -63,6 +119,8 @@ def register(app: typer.Typer) -> None:
                 print(f"  {line}", file=sys.stderr)
         for note in diag.notes:
             print(f"note: {note}", file=sys.stderr)
+        if to_parquet is not None:
+            print(f"wrote {to_parquet} ({diag.rows_read - diag.rows_skipped_total} rows)", file=sys.stderr)
         if out is not None:
             write_frame(result.frame, out)
             print(f"wrote {out} ({result.frame.height} rows)", file=sys.stderr)

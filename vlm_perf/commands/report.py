@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 
 def report(
@@ -50,16 +50,26 @@ def report(
     from ..pipeline import load_run
     from ..report import write_report
 
+    from ._progress import want_progress
+
     console = Console(stderr=True, soft_wrap=True)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
-                  transient=True, disable=not sys.stderr.isatty()) as progress:
-        task = progress.add_task("loading run")
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not sys.stderr.isatty()) as progress:
+        task = progress.add_task("loading run", total=None)
+        bar: list = []
+
+        def metadata_progress(done: int, total: int) -> None:  # a bar only for large metadata on a terminal
+            if not bar and want_progress(sys.stderr, total):
+                bar.append(progress.add_task("metadata bytes read", total=total))
+            if bar:
+                progress.update(bar[0], completed=done, total=total)
+
         loaded = load_run(run, metadata=metadata, model=model, gpus=gpus, gpu=gpu, peak_tflops=peak_tflops,
                           dtype=dtype, conventions=convention, log_format=log_format, skip_bad=skip_bad,
-                          causal=causal,
-                          on_step=lambda text: progress.update(task, description=text), seq_length=seq_length,
-                          global_batch_size=global_batch_size, image_size=image_size, image_grid=grid,
-                          images_per_sample=images_per_sample, recompute=recompute)
+                          causal=causal, on_step=lambda text: progress.update(task, description=text),
+                          seq_length=seq_length, global_batch_size=global_batch_size, image_size=image_size,
+                          image_grid=grid, images_per_sample=images_per_sample, recompute=recompute,
+                          metadata_progress=metadata_progress)
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)
     checks = loaded.analysis.checks

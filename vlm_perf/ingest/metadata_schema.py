@@ -66,7 +66,18 @@ REASONS: dict[int, tuple[str, str]] = {
                       " pre-aggregated values must be non-negative"),
     15: ("vision_patches", "pre-aggregated vision needs vision_patches, vision_patches_sq and vision_merged_tokens"
                            " together, non-negative, and no grids in the same row"),
+    16: ("image_grid_thw", "a grid row exceeds the bound (t, h, w <= 2^20 and t*h*w <= 2^26 patches; beyond it the "
+                           "squared statistics overflow Int64)"),
+    17: ("video_grid_thw", "a grid row exceeds the bound (t, h, w <= 2^20 and t*h*w <= 2^26 patches; beyond it the "
+                           "squared statistics overflow Int64)"),
+    18: ("seq_lens", "a length exceeds 2^26 tokens (beyond it the squared statistics overflow Int64)"),
+    19: ("padded_tokens", "exceeds 2^31 tokens (beyond it the squared statistics overflow Int64)"),
 }
+#: Sane bounds that keep every Int64 statistic of a row (and sums of many rows) exact.
+GRID_SIDE_MAX = 1 << 20
+GRID_PATCHES_MAX = 1 << 26
+SEQ_LEN_MAX = 1 << 26
+PADDED_TOKENS_MAX = 1 << 31
 #: Code for lines polars cannot parse against the schema (not JSON, not an object, wrong types).
 JSON_CODE = 99
 REASON_JSON = ("json", "not a JSON object matching schema v1 types")
@@ -98,7 +109,7 @@ class RowExprs:
 
 
 # per-grid-row problem codes, ordered so that the max over a row's grids is the first rule broken
-_GRID_OK, _GRID_MERGE, _GRID_NONPOS, _GRID_SHAPE = 0, 1, 2, 3
+_GRID_OK, _GRID_MERGE, _GRID_BIG, _GRID_NONPOS, _GRID_SHAPE = 0, 1, 2, 3, 4
 
 
 def _grid_parts(col: str, merge_size: int, window_side: int | None) -> tuple[dict[str, pl.Expr], pl.Expr]:
@@ -119,6 +130,9 @@ def _grid_parts(col: str, merge_size: int, window_side: int | None) -> tuple[dic
     shape = (el.list.len() != 3).fill_null(True) | t.is_null() | h.is_null() | w.is_null()
     problem = (pl.when(shape).then(_GRID_SHAPE)
                .when((t <= 0) | (h <= 0) | (w <= 0)).then(_GRID_NONPOS)
+               # sides first: t*h*w of sides <= 2^20 cannot overflow (<= 2^60)
+               .when((t > GRID_SIDE_MAX) | (h > GRID_SIDE_MAX) | (w > GRID_SIDE_MAX)
+                     | (t * h * w > GRID_PATCHES_MAX)).then(_GRID_BIG)
                .when((h % merge_size != 0) | (w % merge_size != 0)).then(_GRID_MERGE)
                .otherwise(_GRID_OK))
     worst = grids.list.eval(problem).list.max().fill_null(_GRID_OK)
@@ -136,6 +150,7 @@ def row_exprs(merge_size: int, window_side: int | None) -> RowExprs:
         "__seq_sq": (seq * seq).list.sum(),
         "__seq_count": seq.list.len(),
         "__seq_bad": seq.list.eval(pl.element().is_null() | (pl.element() <= 0)).list.any(),
+        "__seq_big": seq.list.max() > SEQ_LEN_MAX,
     }
     for prefix, col in (("__img_", "image_grid_thw"), ("__vid_", "video_grid_thw")):
         sums, worst = _grid_parts(col, merge_size, window_side)
@@ -202,11 +217,15 @@ def row_exprs(merge_size: int, window_side: int | None) -> RowExprs:
         (c("schema_version").fill_null(SCHEMA_VERSION) != SCHEMA_VERSION, 4),
         (c("dp_rank").fill_null(0) < 0, 3),
         (seq_bad, 5),
+        (c("__seq_big"), 18),
         (samples.fill_null(1) <= 0, 6),
         (lm_bad, 14),
+        (padded.fill_null(0) > PADDED_TOKENS_MAX, 19),
         (padded_bad, 7),
-        (img_worst == _GRID_SHAPE, 8), (img_worst == _GRID_NONPOS, 9), (img_worst == _GRID_MERGE, 10),
-        (vid_worst == _GRID_SHAPE, 11), (vid_worst == _GRID_NONPOS, 12), (vid_worst == _GRID_MERGE, 13),
+        (img_worst == _GRID_SHAPE, 8), (img_worst == _GRID_NONPOS, 9), (img_worst == _GRID_BIG, 16),
+        (img_worst == _GRID_MERGE, 10),
+        (vid_worst == _GRID_SHAPE, 11), (vid_worst == _GRID_NONPOS, 12), (vid_worst == _GRID_BIG, 17),
+        (vid_worst == _GRID_MERGE, 13),
         (vis_bad, 15),
     ]
     code = pl.when(checks[0][0]).then(pl.lit(checks[0][1], pl.UInt8))

@@ -2,8 +2,9 @@
 
 The work per partition is THE SAME CODE as on one machine:
 
-* metadata: ``vlm_perf.ingest.metadata.iteration_stats(files_of_partition, spec, skip_bad=True)``
-  produces per-iteration partial sums of the additive `BatchStats` fields (plus diagnostics);
+* metadata: ``MetadataSource(files_of_partition, spec, skip_bad=True)`` (the single-pass source
+  the single-machine path uses) produces per-iteration (and, with ``per_rank=True``, per-(iteration,
+  dp_rank)) partial sums of the additive `BatchStats` fields (plus diagnostics);
   partials are summed by iteration in a tree (``split_every`` partials per reduction task), so no
   task ever holds more than ``split_every`` partial frames. Integer sums are associative and
   commutative, so the result is bit-identical to one ``iteration_stats`` over all files (same
@@ -39,6 +40,7 @@ import polars as pl
 
 from ..ingest import metadata as _md
 from ..ingest.metadata import MAX_BAD_LINES, STAT_FIELDS, MetadataDiagnostics, MetadataResult
+from ..ingest.compressed import open_maybe_compressed
 from ..ingest.metadata_io import SUFFIXES, expand_paths
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,6 +60,7 @@ DEFAULT_SPLIT_EVERY = 8
 
 PathsLike = Union[str, Path, Iterable[Union[str, Path]]]
 FRAME_COLUMNS = ("iteration", *STAT_FIELDS, "microbatches")
+RANK_COLUMNS = ("iteration", "dp_rank", *STAT_FIELDS, "microbatches")
 
 
 # ------------------------------------------------------------------------------------ inputs
@@ -145,6 +148,7 @@ class _Partial:
     frame: pl.DataFrame | None
     diag: MetadataDiagnostics | None
     error: str | None = None
+    per_rank: pl.DataFrame | None = None
 
 
 class _Staged:
@@ -181,13 +185,14 @@ class _Staged:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _metadata_partial(files: Sequence[str], spec: "ModelSpec | None") -> _Partial:
+def _metadata_partial(files: Sequence[str], spec: "ModelSpec | None", per_rank: bool = False) -> _Partial:
     """One partition: the single-machine reader over these shards (always counting bad lines)."""
     with _Staged(files) as staged:
         try:
-            res = _md.iteration_stats(staged.local, spec=spec, skip_bad=True)
+            source = _md.MetadataSource(staged.local, spec, skip_bad=True, per_rank=per_rank).read()
         except ValueError as exc:
             return _Partial(None, None, staged.rename(str(exc)))
+        res = source.result()
         diag = res.diagnostics
         if staged.root is not None:
             ren = staged.rename
@@ -195,7 +200,8 @@ def _metadata_partial(files: Sequence[str], spec: "ModelSpec | None") -> _Partia
                            decompressed=[ren(s) for s in diag.decompressed], cleaned=[ren(s) for s in diag.cleaned])
     # count-based notes are recomputed from the merged counts; the schema-key note is kept as is
     diag.notes = [n for n in diag.notes if n.startswith("keys outside schema v1")]
-    return _Partial(res.frame.select(FRAME_COLUMNS), diag)
+    return _Partial(res.frame.select(FRAME_COLUMNS), diag,
+                    per_rank=source.per_rank.select(RANK_COLUMNS) if per_rank else None)
 
 
 def _merge_diag(diags: Sequence[MetadataDiagnostics]) -> MetadataDiagnostics:
@@ -221,16 +227,18 @@ def _merge_diag(diags: Sequence[MetadataDiagnostics]) -> MetadataDiagnostics:
     return out
 
 
-def _sum_by_iteration(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
+def _sum_by_iteration(frames: Sequence[pl.DataFrame], columns: Sequence[str] = FRAME_COLUMNS) -> pl.DataFrame:
+    """Sum partial frames by their key columns (``iteration``, or ``iteration, dp_rank``)."""
+    keys = [c for c in ("iteration", "dp_rank") if c in columns]
     frames = [f for f in frames if f.height]
     if not frames:
-        return pl.DataFrame(schema={c: pl.Int64 for c in FRAME_COLUMNS})
+        return pl.DataFrame(schema={c: pl.Int64 for c in columns})
     if len(frames) == 1:
         return frames[0]
     schema = frames[0].schema
-    summed = (pl.concat(frames, how="vertical").group_by("iteration")
-              .agg(pl.col(c).sum() for c in FRAME_COLUMNS[1:]))
-    return summed.select(pl.col(c).cast(schema[c]) for c in FRAME_COLUMNS)  # dtypes as the partials
+    summed = (pl.concat(frames, how="vertical").group_by(keys)
+              .agg(pl.col(c).sum() for c in columns if c not in keys))
+    return summed.select(pl.col(c).cast(schema[c]) for c in columns)  # dtypes as the partials
 
 
 def _combine(parts: Sequence[_Partial]) -> _Partial:
@@ -238,7 +246,11 @@ def _combine(parts: Sequence[_Partial]) -> _Partial:
     for p in parts:
         if p.error is not None:  # the first error in file order wins, as on one machine
             return p
-    return _Partial(_sum_by_iteration([p.frame for p in parts]), _merge_diag([p.diag for p in parts]))
+    per_rank = None
+    if parts and parts[0].per_rank is not None:
+        per_rank = _sum_by_iteration([p.per_rank for p in parts], RANK_COLUMNS)
+    return _Partial(_sum_by_iteration([p.frame for p in parts]), _merge_diag([p.diag for p in parts]),
+                    per_rank=per_rank)
 
 
 def _finish(total: _Partial, skip_bad: bool) -> MetadataResult:
@@ -250,7 +262,10 @@ def _finish(total: _Partial, skip_bad: bool) -> MetadataResult:
     frame = total.frame.sort("iteration")
     diag.iterations = frame.height
     _md._finish_notes(diag)
-    return MetadataResult(frame=frame, diagnostics=diag)
+    result = MetadataResult(frame=frame, diagnostics=diag)
+    if total.per_rank is not None:
+        result.per_rank = total.per_rank.sort(["iteration", "dp_rank"], nulls_last=True)
+    return result
 
 
 # ------------------------------------------------------------------------------ scheduling
@@ -303,7 +318,7 @@ def _auto_partition_bytes(sizes: Sequence[int], client: Any) -> int:
 def aggregate_metadata_dask(paths: PathsLike, spec: "ModelSpec | None" = None, client: Any = None,
                             skip_bad: bool = False, files_per_partition: int | None = None,
                             partition_bytes: int | None = None,
-                            split_every: int = DEFAULT_SPLIT_EVERY) -> MetadataResult:
+                            split_every: int = DEFAULT_SPLIT_EVERY, per_rank: bool = False) -> MetadataResult:
     """`iteration_stats` computed with Dask: one task per partition of shards, tree-summed.
 
     ``client``: a ``dask.distributed.Client`` (``Client("tcp://scheduler:8786")``); ``None`` uses
@@ -314,7 +329,8 @@ def aggregate_metadata_dask(paths: PathsLike, spec: "ModelSpec | None" = None, c
     until the end); ``split_every`` partials are combined per reduction task.
     Returns the same `MetadataResult` as ``iteration_stats(paths, spec, skip_bad)``: identical
     frame (``frame.equals``), diagnostics merged across partitions, the same ``ValueError`` (the
-    first bad line in file order) without ``skip_bad``.
+    first bad line in file order) without ``skip_bad``. ``per_rank=True`` also sets
+    ``result.per_rank``, identical to ``MetadataSource(paths, spec, per_rank=True).per_rank``.
     """
     import dask
 
@@ -326,7 +342,8 @@ def aggregate_metadata_dask(paths: PathsLike, spec: "ModelSpec | None" = None, c
             partition_bytes = _auto_partition_bytes(sizes, client)
     groups = plan_partitions(files, files_per_partition, partition_bytes or DEFAULT_PARTITION_BYTES, sizes)
     tag = uuid.uuid4().hex[:12]  # unique keys per call: a long-lived client may run many
-    leaves = [dask.delayed(_metadata_partial, pure=True)(group, spec, dask_key_name=f"vlm-perf-metadata-{tag}-{i}")
+    leaves = [dask.delayed(_metadata_partial, pure=True)(group, spec, per_rank,
+                                                         dask_key_name=f"vlm-perf-metadata-{tag}-{i}")
               for i, group in enumerate(groups)]
     total = _compute(_tree(leaves, _combine, split_every, tag), client)
     return _finish(total, skip_bad)
@@ -384,25 +401,11 @@ def _sentinel(iteration: int) -> bytes:
             f"elapsed time per iteration (ms): 1.0 | lm loss: 1.000000E+00 |\n").encode()
 
 
-def _open_any(path: str):
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if magic[:2] == b"\x1f\x8b":
-        import gzip
-
-        return gzip.open(path, "rb")
-    if magic == b"\x28\xb5\x2f\xfd":
-        import zstandard
-
-        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), read_across_frames=True)
-    return open(path, "rb")
-
-
 def _copy_lines(path: str, first: int, last: int | None, out) -> None:
     """Write physical lines ``first..last`` (1-based, inclusive; ``last=None``: to the end) of a
     (possibly compressed) file to ``out``; whole blocks are skipped by counting newlines."""
     line = 1  # number of the line the current block starts in
-    with _open_any(path) as fh:
+    with open_maybe_compressed(path) as fh:
         while True:
             block = fh.read(16 << 20)
             if not block:
