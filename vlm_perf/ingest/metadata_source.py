@@ -561,7 +561,8 @@ class MetadataSource:
                  state: "_PassState") -> None:
         ex = self._exprs
         cols = [pl.col("iteration"), pl.col("microbatch"), pl.col("dp_rank"), ex.code.alias(_CODE)]
-        cols += [expr.alias(name) for name, expr in ex.stats.as_dict().items()]
+        cols += [(expr if isinstance(expr, pl.Expr) else pl.lit(expr, pl.Int64)).alias(name)  # 0: a statistic metadata cannot give
+                 for name, expr in ex.stats.as_dict().items()]
         cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
         rows = ex.apply(frame.lazy()).select(cols).collect()
         self._diag.rows_read += rows.height
@@ -644,7 +645,8 @@ class MetadataSource:
                                chunk_bytes=self.chunk_bytes, max_line_bytes=self.max_line_bytes)
         ex = self._exprs
         cols = [pl.col("iteration"), pl.col("microbatch"), pl.col("dp_rank"), ex.code.alias(_CODE)]
-        cols += [expr.alias(name) for name, expr in ex.stats.as_dict().items()]
+        cols += [(expr if isinstance(expr, pl.Expr) else pl.lit(expr, pl.Int64)).alias(name)  # 0: a statistic metadata cannot give
+                 for name, expr in ex.stats.as_dict().items()]
         cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
         wanted = pl.Series(replayed, dtype=pl.Int64).implode()
         parts = []
