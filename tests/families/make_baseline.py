@@ -47,7 +47,7 @@ def compute(preset, conv, mode, causal, frozen, media):
                                   video_grids=m["videos"] if vision else [], spec=spec)
     try:
         b = compute_flops(spec, stats, conv, mode=mode, causal=causal, frozen=frozen)
-    except ValueError as exc:  # a convention without a formula for this family
+    except ValueError:  # a convention without a formula for this family
         return {"error": "refused"}
     return digest({k: repr(v) for k, v in b.components.items()}) + " " + repr(b.total)
 

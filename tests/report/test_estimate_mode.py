@@ -1,7 +1,6 @@
 """Estimate mode (no metadata) set up from flags or run.yaml; image sizes become grids as HF's processor makes them."""
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -164,7 +164,7 @@ class Router:
         for fmt in self._formats:
             if fmt.handle(self, line, sub, label, text, s):
                 return
-        for name, rx in self._detects:
+        for _name, rx in self._detects:
             if rx.search(text):  # claimed by a format's strict detector, but no record came of it
                 self.failed.append(line)
                 return
