@@ -79,6 +79,10 @@ ROUNDED_TOTAL = {
     "llama3.1-405b": (406e9, 1e9, "hub: 406B"),
     "deepseek-v3": (671e9, 1e9, "card deepseek-ai/DeepSeek-V3: 671B main model (MTP excluded)"),
 }
+ROUNDED_TOTAL.update({  # --- glm4v ---
+    "glm-4.1v-9b-thinking": (10.3e9, 1e8, "vlm-architectures.md table: GLM-4.1V-9B 10.3B published"),
+    "glm-4.5v": (108e9, 1e9, "vlm-architectures.md: GLM-4.5V 107.71B checkpoint total (exact value in test_glm4v.py)"),
+})
 
 
 def test_every_preset_has_a_published_total():
