@@ -26,7 +26,8 @@ def _deliberate_change(preset: str, mode: str, frozen: tuple) -> bool:
 
 
 def test_every_case_is_recorded():
-    assert {key for key, *_ in CASES} == set(BASELINE["flops"])
+    # presets added after the refactor (new families) have no pre-refactor number to equal
+    assert {key for key, preset, *_ in CASES if preset in BASELINE["params"]} == set(BASELINE["flops"])
 
 
 @pytest.mark.parametrize("preset", sorted(BASELINE["params"]))
