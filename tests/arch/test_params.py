@@ -78,6 +78,8 @@ ROUNDED_TOTAL = {
     "llama3-70b": (70.6e9, 1e8, "hub: 70.6B"),
     "llama3.1-405b": (406e9, 1e9, "hub: 406B"),
     "deepseek-v3": (671e9, 1e9, "card deepseek-ai/DeepSeek-V3: 671B main model (MTP excluded)"),
+    "internvl3-8b": (7.94e9, 1e7, "InternVL3-8B: 7.94B (reference notes, vlm-architectures.json)"),
+    "internvl3-78b": (78.4e9, 1e8, "InternVL3-78B: 78.4B (reference notes, vlm-architectures.json)"),
 }
 ROUNDED_TOTAL.update({  # --- glm4v ---
     "glm-4.1v-9b-thinking": (10.3e9, 1e8, "vlm-architectures.md table: GLM-4.1V-9B 10.3B published"),
@@ -319,7 +321,8 @@ def test_matches_transformers_modules(name):
         model = auto.from_config(hf_cfg)
     params = dict(model.named_parameters())  # tied weights appear once
     hf_total = sum(p.numel() for p in params.values())
-    hf_vision = sum(p.numel() for k, p in params.items() if ".visual." in f".{k}")
+    vision_modules = (".visual.", ".vision_tower.", ".multi_modal_projector.")  # Qwen-VL, InternVL
+    hf_vision = sum(p.numel() for k, p in params.items() if any(m in f".{k}" for m in vision_modules))
     spec = load_model(name)
     expected = total_params(spec)
     if spec.lm.moe is not None and spec.lm.moe.router_bias:

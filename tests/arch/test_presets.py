@@ -10,10 +10,12 @@ EXPECTED = [
     "qwen2-vl-7b", "qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b", "qwen2.5-vl-72b",
     "qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b",
     "qwen3-30b-a3b", "qwen3-235b-a22b", "llama3-8b", "llama3-70b", "llama3.1-405b", "deepseek-v3",
+    "internvl3-8b", "internvl3-78b",
 ]
 OTHER_VL = ["glm-4.1v-9b-thinking", "glm-4.5v"]  # --- glm4v --- (shapes checked in tests/arch/test_glm4v.py)
 EXPECTED += OTHER_VL
 FLAT_VL = ["qwen2-vl-7b", "qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b", "qwen2.5-vl-72b"]
+INTERNVL = ["internvl3-8b", "internvl3-78b"]
 NESTED_VL = ["qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b"]
 
 
@@ -27,7 +29,7 @@ def test_every_preset_loads(name):
     assert spec.name == name
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
-    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + OTHER_VL)
+    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -98,6 +100,8 @@ LM_DIMS = {
     "llama3-70b": (80, 8192, 64, 8, 128, 28672, 128256, False),
     "llama3.1-405b": (126, 16384, 128, 8, 128, 53248, 128256, False),
     "deepseek-v3": (61, 7168, 128, 128, 128, 18432, 129280, False),
+    "internvl3-8b": (28, 3584, 28, 4, 128, 18944, 151674, False),  # Qwen2.5-7B LM
+    "internvl3-78b": (80, 8192, 64, 8, 128, 29568, 151674, False),  # Qwen2.5-72B LM
 }
 LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "glm-4.1v-9b-thinking": (40, 4096, 32, 2, 128, 13696, 151552, False),
@@ -172,3 +176,26 @@ def test_deepseek_v3_mla_mtp_and_router():
 def test_attention_flags(name, qkv_bias, qk_norm):
     lm = load_model(name).lm
     assert (lm.qkv_bias, lm.qk_norm) == (qkv_bias, qk_norm)
+
+
+
+# InternViT-300M (InternVL3-8B) and InternViT-6B (InternVL3-78B): (depth, width, heads, MLP, qkv bias, qk norm,
+# norm, position table, CLS per tile, merge = 1/downsample_ratio)
+INTERNVL_VISION = {
+    "internvl3-8b": (24, 1024, 16, 4096, True, "none", "layernorm", 32 * 32 + 1, 1, 2),
+    "internvl3-78b": (45, 3200, 25, 12800, False, "rmsnorm", "rmsnorm", 32 * 32 + 1, 1, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INTERNVL_VISION))
+def test_internvl_vision_dims(name):
+    from vlm_perf.arch.blocks import VisionLayers
+
+    spec = load_model(name)
+    v = spec.vision
+    layers = next(b for b in spec.blocks if isinstance(b, VisionLayers))
+    got = (v.depth, v.hidden_size, v.num_heads, v.intermediate_size, layers.qkv_bias, layers.qk_norm, v.norm,
+           v.num_position_embeddings, v.cls_per_frame, v.spatial_merge_size)
+    assert got == INTERNVL_VISION[name]
+    assert (v.patch_size, v.temporal_patch_size, v.patch_embed_bias, layers.cls, layers.layer_scale) == (14, 1, True,
+                                                                                                       True, True)

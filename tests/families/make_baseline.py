@@ -20,12 +20,12 @@ CASES_MEDIA = {
 FROZEN = [(), ("vision_tower",), ("merger",), ("vision",), ("language_model",)]
 
 
-def cases():
+def cases(presets=None):
     """(key, preset, convention, mode, causal, frozen, media) for every combination checked."""
     from vlm_perf.arch import preset_names
     from vlm_perf.flops import CONVENTIONS
 
-    for preset in preset_names():
+    for preset in presets or preset_names():
         for media in CASES_MEDIA:
             for conv in CONVENTIONS:
                 for mode in ("training", "forward"):

@@ -25,7 +25,7 @@ from typing import ClassVar
 from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 
 __all__ = [
-    "Block", "ClsToken", "DecoderAttention", "DenseMLP", "FinalNorm", "LMHead", "LMLayerNorms", "MLAttention",
+    "Block", "ClsToken", "ExtraParams", "DecoderAttention", "DenseMLP", "FinalNorm", "LMHead", "LMLayerNorms", "MLAttention",
     "MoEMLP", "MTPModules", "MlpProjector", "PatchEmbed", "PositionTable", "StoredOnly", "TokenEmbedding",
     "VisionLayers",
     "inventory_params", "linear_params", "norm_params",
@@ -451,6 +451,22 @@ class MTPModules(Block):
 
     def describe(self) -> str:
         return f"{self.count} MTP modules (eh_proj 2h -> h, one decoder layer, logits); not in the total"
+
+
+@dataclass(frozen=True)
+class ExtraParams(Block):
+    """Parameters outside any matmul the inventory counts (a mask token, a final tower norm): ``numel``
+    per copy, described by ``label``."""
+
+    kind: ClassVar[str] = "extra_params"
+    label: str
+    numel: int
+
+    def params(self) -> int:
+        return self.numel
+
+    def describe(self) -> str:
+        return f"{self.label} ({self.numel} params, no matmul)"
 
 
 @dataclass(frozen=True)

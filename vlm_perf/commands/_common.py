@@ -14,11 +14,13 @@ def parse_int_list(text: str, option: str) -> list[int]:
     return values
 
 
-def parse_grid(text: str, option: str) -> tuple[int, int, int]:
+def parse_grid(text: str, option: str, size: int = 3) -> tuple[int, ...]:
+    """'T,H,W' (or 'H,W' with ``size=2``) -> a tuple of integers; one-line error naming the option."""
     values = parse_int_list(text, option)
-    if len(values) != 3:
-        raise ValueError(f"{option}: expected T,H,W (three integers), got {text!r}")
-    return values[0], values[1], values[2]
+    if len(values) != size:
+        shape = "T,H,W (three integers)" if size == 3 else "H,W (two integers)"
+        raise ValueError(f"{option}: expected {shape}, got {text!r}")
+    return tuple(values)
 
 
 def human_flops(value: float) -> str:

@@ -11,22 +11,30 @@ from rich.table import Table
 
 from ..arch import load_model
 from ..flops import CONVENTIONS, compute_flops, get_convention
+from ..errors import ConventionNotDefined
 from ..stats import BatchStats
 from ._common import human_flops, parse_grid, parse_int_list
 
 
 def flops(
-    model: str = typer.Option(..., "--model", "-m", help="Preset name or path to config.json (or its directory)."),
+    model: str = typer.Option(..., "--model", "-m", help="Preset name, path to config.json, or a checkpoint directory "
+                              "(config.json + optional preprocessor_config.json / processor_config.json / "
+                              "video_preprocessor_config.json)."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Tokens per LM sequence (visual tokens included)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Samples: sequences of --seq-len tokens (default 1), "
                                           "or rows the --seq-lens documents are packed into (default: one per document)."),
     seq_lens: Optional[str] = typer.Option(None, "--seq-lens", help="Packed causal sub-sequence lengths L1,L2,..."),
+    image_size: List[str] = typer.Option([], "--image-size", help="Image H,W in pixels, through the family's own "
+                                         "processor rule (repeatable)."),
+    video_size: List[str] = typer.Option([], "--video-size", help="Video T,H,W: sampled frames and pixels "
+                                         "(repeatable)."),
     grid: List[str] = typer.Option([], "--grid", help="Image grid T,H,W in patches before merging (repeatable)."),
     video_grid: List[str] = typer.Option([], "--video-grid", help="Video grid T,H,W in patches (repeatable)."),
     mode: str = typer.Option("training", "--mode", help="training | forward"),
     causal: str = typer.Option("half", "--causal", help="half (flash-style) | full (square, as eager kernels)"),
     convention: str = typer.Option("exact", "--convention", help=f"One of: {', '.join(CONVENTIONS)}, or 'all'."),
-    frozen: List[str] = typer.Option([], "--frozen", help="Frozen part: vision_tower, merger, vision, language_model."),
+    frozen: List[str] = typer.Option([], "--frozen", help="Frozen part: vision_tower, projector, language_model, "
+                                     "deepstack_merger (aliases: merger, vision, vit, lm, ...)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """FLOPs of one batch (one iteration's worth of media and tokens), by component."""
@@ -35,38 +43,80 @@ def flops(
     if seq_lens is None and seq_len is None:
         raise ValueError("give the LM tokens: --seq-len S [--samples B] or --seq-lens L1,L2,...")
     spec = load_model(model)
-    images = [parse_grid(g, "--grid") for g in grid]
-    videos = [parse_grid(g, "--video-grid") for g in video_grid]
+    media = derive_media(spec, [parse_grid(x, "--image-size", 2) for x in image_size],
+                         [parse_grid(x, "--video-size") for x in video_size])
+    images = [parse_grid(g, "--grid") for g in grid] + [m.grid for m in media if m.kind == "image"]
+    videos = [parse_grid(g, "--video-grid") for g in video_grid] + [m.grid for m in media if m.kind == "video"]
     stats = BatchStats.from_batch(
         seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
         seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec)
-    _check_visual_tokens(stats)
-    names = list(CONVENTIONS) if convention.strip().lower() == "all" else [convention]
-    results = [compute_flops(spec, stats, name, mode=mode, causal=causal, frozen=frozen) for name in names]
+    _check_visual_tokens(stats, spec)
+    every = convention.strip().lower() == "all"
+    names = list(CONVENTIONS) if every else [convention]
+    results, not_defined = [], {}
+    for name in names:
+        try:
+            results.append(compute_flops(spec, stats, name, mode=mode, causal=causal, frozen=frozen))
+        except ConventionNotDefined as exc:
+            if not every:
+                raise
+            not_defined[name] = str(exc)
     inputs = {"model": model, "model_name": spec.name, "seq_len": seq_len, "samples": samples,
               "seq_lens": parse_int_list(seq_lens, "--seq-lens") if seq_lens else None,
               "grids": [list(g) for g in images], "video_grids": [list(g) for g in videos],
-              "mode": mode, "causal": causal, "frozen": list(frozen)}
+              "image_sizes": [list(m.pixels) for m in media if m.kind == "image"],
+              "video_sizes": [list(m.pixels) for m in media if m.kind == "video"],
+              "mode": mode, "causal": causal, "frozen": list(frozen), "family": spec.family}
+    model_notes = tuple(spec.extra.get("notes", ()))
+    results = [r.__class__(r.convention, r.components, r.options, model_notes + r.notes) for r in results]
     if as_json:
-        payload = _payload(results[0], inputs, stats) if len(results) == 1 else {
+        payload = _payload(results[0], inputs, stats) if not every else {
             "inputs": inputs, "stats": stats.as_dict(),
-            "conventions": {r.convention: _payload(r, None, None) for r in results}}
+            "conventions": {r.convention: _payload(r, None, None) for r in results},
+            "not_defined": not_defined}
+        if media:
+            payload["media"] = [m.as_dict() for m in media]
+            payload["processor"] = _family(spec).media.settings(spec)
         print(json.dumps(payload))
         return
     console = Console()
+    for item in media:
+        tiles = f", {item.tiles} tiles" if item.tiles is not None else ""
+        console.print(f"{item.kind} {'x'.join(map(str, item.pixels))} px -> resized {item.resized[0]}x{item.resized[1]}"
+                      f"{tiles}, grid {','.join(map(str, item.grid))}, {item.visual_tokens} visual tokens")
     for result in results:
         _print_table(console, spec.name, result, stats)
+    for name, message in not_defined.items():
+        console.print(f"[yellow]{name}:[/] {message}")
 
 
-def _check_visual_tokens(stats: BatchStats) -> None:
+def _family(spec):
+    from ..arch.families import FAMILIES
+
+    return FAMILIES[spec.family]
+
+
+def derive_media(spec, images: list, videos: list) -> list:
+    """Pixels -> the family's derived media (grids, tiles, visual tokens), as its HF processor applies it."""
+    if not images and not videos:
+        return []
+    if spec.vision is None:
+        raise ValueError(f"model {spec.name} has no vision tower, but --image-size/--video-size were given")
+    rule = _family(spec).media
+    return [rule.image(spec, h, w) for h, w in images] + [rule.video(spec, t, h, w) for t, h, w in videos]
+
+
+def _check_visual_tokens(stats: BatchStats, spec=None) -> None:
     if stats.vision_merged_tokens > stats.lm_tokens:
-        raise ValueError(f"the grids give {stats.vision_merged_tokens} merged visual tokens, more than the "
-                         f"{stats.lm_tokens} LM tokens; LM tokens must include the visual placeholder tokens")
+        raise ValueError(f"the media give {stats.vision_merged_tokens} visual tokens, more than the "
+                         f"{stats.lm_tokens} LM tokens; --seq-len counts every LM token, visual placeholders "
+                         "included")
 
 
 def _payload(result, inputs, stats) -> dict:
     out = {"convention": result.convention, "total": result.total, "vision": result.vision,
-           "language": result.language, "components": dict(result.components), "notes": list(result.notes)}
+           "language": result.language, "parts": result.parts, "components": dict(result.components),
+           "notes": list(result.notes)}
     if inputs is not None:
         out["inputs"] = inputs
     if stats is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..arch.blocks import (Block, ClsToken, DecoderAttention, DenseMLP, FinalNorm, LMHead, LMLayerNorms,
+from ..arch.blocks import (Block, ClsToken, ExtraParams, DecoderAttention, DenseMLP, FinalNorm, LMHead, LMLayerNorms,
                            MLAttention, MlpProjector, MoEMLP, MTPModules, PatchEmbed, PositionTable,
                            StoredOnly, TokenEmbedding, VisionLayers)
 from ..stats.batch import BatchStats
@@ -68,11 +68,11 @@ def inventory_terms(blocks: Iterable[Block], stats: BatchStats, ctx: FlopsContex
 
 
 def _no_flops(block: Block, stats: BatchStats, ctx: FlopsContext) -> list[Term]:
-    """Parameters without matmuls (lookups, norms, CLS token)."""
+    """0 (no matmul)"""
     return []
 
 
-for _kind in (PositionTable, ClsToken, TokenEmbedding, LMLayerNorms, FinalNorm, StoredOnly):
+for _kind in (PositionTable, ClsToken, TokenEmbedding, LMLayerNorms, FinalNorm, StoredOnly, ExtraParams):
     block_flops(_kind)(_no_flops)
 
 
@@ -81,12 +81,14 @@ for _kind in (PositionTable, ClsToken, TokenEmbedding, LMLayerNorms, FinalNorm, 
 
 @block_flops(PatchEmbed)
 def _patch_embed(b: PatchEmbed, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·P·in·width (P = vision_patches)"""
     return [Term("vision.patch_embed", b.count * matmul(s.vision_patches, b.in_volume, b.width), b.part,
                  input_kind=INPUT_PIXELS)]
 
 
 @block_flops(VisionLayers)
 def _vision_layers(b: VisionLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·R·(4·h·q + f·h·i) + 4·q·Σlen² (R = patches [+ CLS], f = 2 or 3; per frame/tile or window)"""
     rows = s.vision_patches + s.vision_cls_tokens if b.cls else s.vision_patches
     squares = s.vision_window_sq if b.attention == "window" else s.vision_patches_sq_frame
     width, attn_width = b.width, b.attn_width
@@ -100,6 +102,7 @@ def _vision_layers(b: VisionLayers, s: BatchStats, ctx: FlopsContext) -> list[Te
 
 @block_flops(MlpProjector)
 def _mlp_projector(b: MlpProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·M·(in·hidden + hidden·out) (M = vision_merged_tokens)"""
     rows = s.vision_merged_tokens
     fc1 = matmul(rows, b.in_width, b.hidden_width)
     fc2 = matmul(rows, b.hidden_width, b.out_width)
@@ -120,6 +123,7 @@ def _core(per_sq: int, s: BatchStats, ctx: FlopsContext, window: int | None = No
 @block_flops(DecoderAttention)
 @block_flops(MLAttention)
 def _attention(b: DecoderAttention | MLAttention, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer projections·S + 2·H·(d_qk + d_v)·Σs²·(½ causal half, windowed if sliding | 1 eager)"""
     window = getattr(b, "window", None)
     return [Term("lm.attn_proj", b.count * b.proj_per_token() * s.lm_tokens, b.part),
             Term("lm.attn_core", b.count * _core(b.core_per_token_sq(), s, ctx, window), b.part, weights=False)]
@@ -127,11 +131,13 @@ def _attention(b: DecoderAttention | MLAttention, s: BatchStats, ctx: FlopsConte
 
 @block_flops(DenseMLP)
 def _dense_mlp(b: DenseMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·3·h·F"""
     return [Term("lm.dense_mlp", b.count * b.per_token() * s.lm_tokens, b.part)]
 
 
 @block_flops(MoEMLP)
 def _moe_mlp(b: MoEMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·(3·h·(k·F_e + n_sh·F_sh) + h·E)"""
     per = b.per_token()
     return [Term("lm.routed_experts", b.count * per["routed"] * s.lm_tokens, b.part),
             Term("lm.shared_experts", b.count * per["shared"] * s.lm_tokens, b.part),
@@ -140,11 +146,13 @@ def _moe_mlp(b: MoEMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
 
 @block_flops(LMHead)
 def _lm_head(b: LMHead, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·S·h·V (every position, real vocabulary)"""
     return [Term("lm.logits", b.per_token() * s.lm_tokens, b.part)]
 
 
 @block_flops(MTPModules)
 def _mtp(b: MTPModules, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per module 2·S·(2h·h + layer + h·V) + its attention core"""
     core = _core(b.attention.core_per_token_sq(), s, ctx)
     return [Term("lm.mtp", b.count * b.per_token() * s.lm_tokens, b.part),
             Term("lm.mtp", b.count * core, b.part, weights=False)]

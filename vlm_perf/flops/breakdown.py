@@ -15,6 +15,10 @@ VISION_COMPONENTS = ("vision.patch_embed", "vision.attn_proj", "vision.attn_core
 LM_COMPONENTS = ("lm.attn_proj", "lm.attn_core", "lm.dense_mlp", "lm.routed_experts", "lm.shared_experts",
                  "lm.router", "lm.logits", "lm.mtp")
 COMPONENTS = VISION_COMPONENTS + LM_COMPONENTS
+# component -> user-facing part (``parts`` in JSON): vision = vision_tower + projector, language = the LM
+PROJECTOR_COMPONENTS = ("vision.merger", "vision.deepstack_merger")
+COMPONENT_PART = {name: ("projector" if name in PROJECTOR_COMPONENTS else
+                         "vision_tower" if name.startswith("vision.") else "language_model") for name in COMPONENTS}
 MODES = ("training", "forward")
 CAUSAL = ("half", "full")
 
@@ -54,6 +58,16 @@ class Breakdown:
     @property
     def total(self) -> Any:
         return _sum(self.components.values())
+
+    @property
+    def parts(self) -> dict[str, Any]:
+        """FLOPs by part: ``vision_tower``, ``projector`` (merger / projector / deepstack mergers),
+        ``language_model``; ``vision_tower + projector == vision``."""
+        out = {"vision_tower": 0, "projector": 0, "language_model": 0}
+        for name, value in self.components.items():
+            part = COMPONENT_PART[name]
+            out[part] = out[part] + value
+        return out
 
     def as_exprs(self, prefix: str = "flops_") -> list:
         """polars expressions named ``prefix + component`` plus total/vision/language."""

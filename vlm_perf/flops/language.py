@@ -17,57 +17,67 @@ The input-embedding lookup is not a matmul and is not counted.
 
 from __future__ import annotations
 
+from ..arch.blocks import DecoderAttention, DenseMLP, LMHead, MLAttention, MoEMLP, MTPModules
 from ..arch.spec import LMSpec
+
+
+def _lm_inventory(lm: LMSpec) -> tuple:
+    from ..arch.families.decoder import lm_blocks
+
+    return lm_blocks(lm)
+
+
+def _attention_blocks(lm: LMSpec) -> list:
+    return [b for b in _lm_inventory(lm) if isinstance(b, (DecoderAttention, MLAttention))]
 
 
 def attn_proj_per_token(lm: LMSpec) -> int:
     """Forward FLOPs per token of one layer's attention projections."""
-    h = lm.hidden_size
-    if lm.mla is None:
-        q = lm.q_width
-        return 2 * (h * (q + 2 * lm.kv_width) + q * h)
-    a, heads = lm.mla, lm.num_heads
-    q_proj = h * heads * a.qk_head_dim if a.q_lora_rank is None else h * a.q_lora_rank + a.q_lora_rank * heads * a.qk_head_dim
-    kv_proj = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank * heads * (a.qk_nope_head_dim + a.v_head_dim)
-    return 2 * (q_proj + kv_proj + heads * a.v_head_dim * h)
+    return _attention_blocks(lm)[0].proj_per_token()
 
 
 def attn_core_per_token_sq(lm: LMSpec) -> int:
     """Forward FLOPs of one layer's full attention core per unit of S2: 2*H*(d_qk + d_v)."""
-    if lm.mla is None:
-        return 2 * lm.num_heads * 2 * lm.head_dim
-    return 2 * lm.num_heads * (lm.mla.qk_head_dim + lm.mla.v_head_dim)
+    return _attention_blocks(lm)[0].core_per_token_sq()
 
 
 def moe_per_token(lm: LMSpec) -> dict[str, int]:
     """Forward FLOPs per token of one MoE layer's routed experts, shared experts and router."""
-    moe, h = lm.moe, lm.hidden_size
-    if moe is None:
-        return {"routed": 0, "shared": 0, "router": 0}
-    return {
-        "routed": 2 * 3 * h * moe.expert_intermediate_size * moe.top_k,
-        "shared": 2 * 3 * h * moe.shared_intermediate_size * moe.num_shared_experts,
-        "router": 2 * h * moe.num_experts,
-    }
+    moe = [b for b in _lm_inventory(lm) if isinstance(b, MoEMLP)]
+    return moe[0].per_token() if moe else {"routed": 0, "shared": 0, "router": 0}
 
 
 def linear_per_token(lm: LMSpec) -> dict[str, int]:
     """Forward FLOPs per token of the main stack's weight GEMMs and the logits, by component
-    (= 2 x the active matmul parameters; the conventions start from this too)."""
-    h, moe = lm.hidden_size, moe_per_token(lm)
-    return {
-        "lm.attn_proj": lm.num_layers * attn_proj_per_token(lm),
-        "lm.dense_mlp": lm.num_dense_layers * 2 * 3 * h * lm.intermediate_size,
-        "lm.routed_experts": lm.num_moe_layers * moe["routed"],
-        "lm.shared_experts": lm.num_moe_layers * moe["shared"],
-        "lm.router": lm.num_moe_layers * moe["router"],
-        "lm.logits": 2 * h * lm.vocab_size,
-    }
+    (= 2 x the active matmul parameters), summed over the LM inventory's blocks; the conventions start
+    from this table."""
+    out = dict.fromkeys(("lm.attn_proj", "lm.dense_mlp", "lm.routed_experts", "lm.shared_experts", "lm.router",
+                         "lm.logits"), 0)
+    for b in _lm_inventory(lm):
+        if isinstance(b, (DecoderAttention, MLAttention)):
+            out["lm.attn_proj"] += b.count * b.proj_per_token()
+        elif isinstance(b, DenseMLP):
+            out["lm.dense_mlp"] += b.count * b.per_token()
+        elif isinstance(b, MoEMLP):
+            per = b.per_token()
+            out["lm.routed_experts"] += b.count * per["routed"]
+            out["lm.shared_experts"] += b.count * per["shared"]
+            out["lm.router"] += b.count * per["router"]
+        elif isinstance(b, LMHead):
+            out["lm.logits"] += b.per_token()
+    return out
 
 
 def mtp_mlp_per_token(lm: LMSpec, router: bool = True) -> int:
     """Forward FLOPs per token of an MTP module's MLP: the type of the last main decoder layer."""
-    if bool(lm.moe_layers) and lm.moe_layers[-1] == lm.num_layers - 1:
-        moe = moe_per_token(lm)
-        return moe["routed"] + moe["shared"] + (moe["router"] if router else 0)
-    return 2 * 3 * lm.hidden_size * lm.intermediate_size
+    mtp = [b for b in _lm_inventory(lm) if isinstance(b, MTPModules)]
+    if mtp:
+        mlp = mtp[0].mlp
+    else:  # no MTP modules: what one would run (the last main layer's MLP type)
+        blocks = _lm_inventory(lm)
+        last_is_moe = bool(lm.moe_layers) and lm.moe_layers[-1] == lm.num_layers - 1
+        mlp = next(b for b in blocks if isinstance(b, MoEMLP if last_is_moe else DenseMLP))
+    if isinstance(mlp, MoEMLP):
+        per = mlp.per_token()
+        return per["routed"] + per["shared"] + (per["router"] if router else 0)
+    return mlp.per_token()

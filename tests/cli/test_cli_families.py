@@ -1,0 +1,101 @@
+"""Issue-11 CLI contract: media in pixels through each family's processor rule, checkpoint directories with
+processor files, ``parts`` in JSON, ``--frozen`` part names, conventions not defined for a family."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from vlm_perf.arch import preset_config
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *args], capture_output=True, text=True)
+
+
+def flops_json(*args):
+    r = cli("flops", *args, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_image_size_qwen_reference_defaults_and_parts():
+    out = flops_json("--model", "qwen2.5-vl-7b", "--seq-len", "4096", "--image-size", "1080,1920")
+    # smart_resize, factor 28, reference bounds (max 28^2*16384): 1080 -> 39*28 = 1092, 1920 -> 69*28 = 1932
+    (m,) = out["media"]
+    assert (m["resized"], m["grid"], m["visual_tokens"]) == ([1092, 1932], [1, 78, 138], 78 * 138 // 4)
+    assert out["inputs"]["grids"] == [[1, 78, 138]] and out["inputs"]["image_sizes"] == [[1080, 1920]]
+    parts = out["parts"]
+    assert set(parts) == {"vision_tower", "projector", "language_model"}
+    assert parts["vision_tower"] + parts["projector"] == out["vision"]
+    assert parts["language_model"] == out["language"]
+    # the same grid given directly gives the same FLOPs (the old contract)
+    assert flops_json("--model", "qwen2.5-vl-7b", "--seq-len", "4096", "--grid", "1,78,138")["total"] == out["total"]
+
+
+def test_checkpoint_directory_processor_files_override_defaults(tmp_path):
+    cfg = {k: v for k, v in preset_config("qwen2.5-vl-7b").items() if not k.startswith("_")}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"min_pixels": 3136, "max_pixels": 28 * 28 * 256}))
+    out = flops_json("--model", str(tmp_path), "--seq-len", "4096", "--image-size", "1080,1920")
+    # over max_pixels: beta = sqrt(1080*1920/200704) = 3.214; floor(1080/beta/28)*28 = 336, floor(1920/beta/28)*28 = 588
+    assert out["media"][0]["grid"] == [1, 24, 42] and out["media"][0]["visual_tokens"] == 252
+    assert out["processor"]["source"] == "processor files" and out["processor"]["max_pixels"] == 200704
+
+
+def test_internvl_tiles_and_processor_class_default(tmp_path):
+    out = flops_json("--model", "internvl3-8b", "--seq-len", "8192", "--image-size", "1080,1920")
+    # aspect 1.78: (2,1) and (4,2) tie at |1.78 - 2|; area 2.07M px > half of 8 tiles of 448^2 -> 4x2 + thumbnail
+    (m,) = out["media"]
+    assert (m["tiles"], m["grid"], m["visual_tokens"], m["canvas"]) == (9, [9, 32, 32], 9 * 256, [2, 4])
+    assert out["stats"]["vision_cls_tokens"] == 9 and out["stats"]["vision_patches"] == 9 * 1024
+    # the -hf checkpoints ship crop_to_patches false; InternVLProcessor forces tiling anyway
+    cfg = {k: v for k, v in preset_config("internvl3-8b").items() if not k.startswith("_")}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"crop_to_patches": False, "min_patches": 1, "max_patches": 4, "size": {"height": 448, "width": 448}}))
+    small = flops_json("--model", str(tmp_path), "--seq-len", "8192", "--image-size", "1080,1920")
+    assert small["media"][0]["tiles"] == 2 + 1  # max 4 tiles: (2,1) wins the tie ((4,1) is farther), + thumbnail
+    assert small["processor"]["crop_to_patches"] is True
+
+
+def test_more_visual_tokens_than_seq_len_is_an_error():
+    r = cli("flops", "--model", "internvl3-8b", "--seq-len", "2000", "--image-size", "1080,1920")
+    assert r.returncode == 2 and "2304 visual tokens, more than the 2000 LM tokens" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("part", ["vision_tower", "projector", "language_model", "deepstack_merger", "merger", "vit"])
+def test_frozen_part_names(part):
+    out = flops_json("--model", "qwen3-vl-8b", "--seq-len", "2048", "--image-size", "512,512", "--frozen", part)
+    assert out["inputs"]["frozen"] == [part]
+
+
+def test_frozen_language_model_on_text_only_model_is_an_error():
+    r = cli("flops", "--model", "llama3-8b", "--seq-len", "128", "--frozen", "language_model")
+    assert r.returncode == 2 and "mode 'forward'" in r.stderr and "Traceback" not in r.stderr
+    ok = cli("flops", "--model", "llama3-8b", "--seq-len", "128", "--frozen", "language_model", "--mode", "forward")
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_convention_not_defined_for_family():
+    r = cli("flops", "--model", "internvl3-8b", "--seq-len", "4096", "--convention", "megatron-bridge")
+    assert r.returncode == 2 and "not defined for internvl" in r.stderr
+    out = flops_json("--model", "internvl3-8b", "--seq-len", "4096", "--convention", "all")
+    assert set(out["conventions"]) == {"exact", "6nd"} and "megatron-bridge" in out["not_defined"]
+
+
+def test_video_size_qwen2_and_refusal_for_qwen3():
+    out = flops_json("--model", "qwen2-vl-7b", "--seq-len", "8192", "--video-size", "8,360,640")
+    # video bounds per frame 128..768 merged tokens: 360 -> 13*28 = 364, 640 -> 23*28 = 644 (364*644 = 234416 <= 602112)
+    assert out["media"][0]["grid"] == [4, 26, 46] and out["inputs"]["video_grids"] == [[4, 26, 46]]
+    r = cli("flops", "--model", "qwen3-vl-8b", "--seq-len", "8192", "--video-size", "8,360,640")
+    assert r.returncode == 2 and "--video-grid" in r.stderr
+
+
+def test_bad_image_size_is_one_line():
+    r = cli("flops", "--model", "qwen3-vl-8b", "--seq-len", "8192", "--image-size", "512")
+    assert r.returncode == 2 and "--image-size: expected H,W" in r.stderr
+    r = cli("flops", "--model", "llama3-8b", "--seq-len", "8192", "--image-size", "512,512")
+    assert r.returncode == 2 and "no vision tower" in r.stderr
