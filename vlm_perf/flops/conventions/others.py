@@ -77,6 +77,7 @@ VERL = Convention(
     training=_verl,
     unsupported=("deepseek_v3",),
     families=QWEN_AND_DECODER_FAMILIES + VERL_TEXT_ONLY,
+    text_only_families=VERL_TEXT_ONLY,
 )
 
 SIX_ND = Convention(
