@@ -221,3 +221,73 @@ def test_verl_counts_glm_4_1v_text_only():
     b = compute_flops(spec, s, convention="verl")
     assert b.total == want
     assert b.vision == 0
+
+
+# --------------------------------------------------------------------------- parameters vs transformers (meta)
+
+
+@settings(derandomize=True, deadline=None, max_examples=20)
+@given(depth=st.integers(1, 3), heads=st.sampled_from([1, 2, 4]), vbias=st.booleans(),
+       patch_merge=st.sampled_from([(2, 2), (4, 1), (2, 3)]), tp=st.sampled_from([1, 2]), image=st.sampled_from([8, 12]),
+       moe=st.booleans(), first_dense=st.integers(0, 3), shared=st.integers(0, 2), qkv_bias=st.booleans(),
+       head_dim=st.sampled_from([None, 24]), tie=st.booleans())
+def test_params_equal_transformers_over_config_switches(depth, heads, vbias, patch_merge, tp, image, moe, first_dense,
+                                                        shared, qkv_bias, head_dim, tie):
+    patch, merge = patch_merge
+    vision = dict(depth=depth, hidden_size=32, num_heads=heads, patch_size=patch, spatial_merge_size=merge,
+                  temporal_patch_size=tp, image_size=image, out_hidden_size=64, intermediate_size=40,
+                  attention_bias=vbias, in_channels=3)
+    text = dict(vocab_size=120, hidden_size=64, intermediate_size=72, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, tie_word_embeddings=tie)
+    if moe:
+        text.update(moe_intermediate_size=16, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=shared,
+                    first_k_dense_replace=first_dense, attention_bias=qkv_bias, n_group=1, topk_group=1)
+        if head_dim:
+            text["head_dim"] = head_dim
+        cfg = transformers.Glm4vMoeConfig(vision_config=vision, text_config=text, tie_word_embeddings=tie)
+        cls = transformers.Glm4vMoeForConditionalGeneration
+    else:
+        cfg = transformers.Glm4vConfig(vision_config=vision, text_config=text, tie_word_embeddings=tie)
+        cls = transformers.Glm4vForConditionalGeneration
+    if moe and not shared:
+        return  # transformers builds a zero-width shared MLP; no released config has one
+    with torch.device("meta"):
+        model = cls(cfg)
+    spec = spec_from_config(cfg.to_dict())
+    state = model.state_dict()
+    stored = lambda mod, prefix: (sum(p.numel() for p in mod.parameters())  # noqa: E731
+                                  + sum(b.numel() for k, b in mod.named_buffers() if f"{prefix}.{k}" in state))
+    v = model.model.visual
+    projector = stored(v.downsample, "model.visual.downsample") + stored(v.merger, "model.visual.merger")
+    assert inventory_params(spec.blocks, VISION_TOWER) == stored(v, "model.visual") - projector
+    assert inventory_params(spec.blocks, MERGER) == projector
+    assert total_params(spec) == sum(p.numel() for p in model.parameters()) + sum(
+        b.numel() for k, b in model.named_buffers() if k in state)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_checkpoint_directory_with_glm_processor_files(tmp_path):
+    import subprocess
+    import sys
+
+    cfg = {k: v for k, v in preset_config("glm-4.5v").items() if not k.startswith("_")}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(
+        {"size": {"shortest_edge": 12544, "longest_edge": 28 * 28 * 2 * 1000}, "patch_size": 14, "merge_size": 2}))
+    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "flops", "--model", str(tmp_path), "--seq-len", "8192",
+                        "--image-size", "1080,1920", "--frozen", "vision_tower", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    (m,) = out["media"]
+    # 2*1092*1932 > 2*784*1000 -> beta = sqrt(2*1080*1920 / (2*784*1000)) = 1.626;
+    # floor(1080/beta/28)*28 = 23*28 = 644, floor(1920/beta/28)*28 = 42*28 = 1176
+    assert m["resized"] == [644, 1176]
+    want = _image_processor(size={"shortest_edge": 12544, "longest_edge": 28 * 28 * 2 * 1000})(
+        images=[__import__("numpy").zeros((1080, 1920, 3), dtype="uint8")], return_tensors="pt",
+        input_data_format="channels_last")["image_grid_thw"][0].tolist()
+    assert m["grid"] == want and m["visual_tokens"] == want[1] * want[2] // 4
+    spec = load_model(str(tmp_path))
+    stats = BatchStats.from_batch(seq_len=8192, samples=1, image_grids=[tuple(want)], spec=spec)
+    assert out["parts"] == compute_flops(spec, stats, frozen=["vision_tower"]).parts

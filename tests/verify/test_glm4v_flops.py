@@ -10,6 +10,8 @@ processor produced (eager attention computes the full LM square: ``causal="full"
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytestmark = pytest.mark.measured
 torch = pytest.importorskip("torch")
@@ -159,3 +161,27 @@ def test_causal_half_is_half_the_eager_square(models):
     s = m.media["seq_len"]
     assert full == 2 * 2 * 2 * 64 * s * s  # 2 layers x (QK^T + AV) x 2 FLOPs x q width 64 x S^2
     assert half == full / 2
+
+
+@settings(derandomize=True, deadline=None, max_examples=8)
+@given(vbias=st.booleans(), patch_merge=st.sampled_from([(2, 2), (4, 1), (2, 3)]), tp=st.sampled_from([1, 2]),
+       moe=st.booleans(), first_dense=st.integers(0, 2), shared=st.integers(1, 2), head_dim=st.sampled_from([None, 32]),
+       image=st.tuples(st.integers(5, 90), st.integers(5, 90)), training=st.booleans(), frozen_tower=st.booleans())
+def test_config_switches_per_part(vbias, patch_merge, tp, moe, first_dense, shared, head_dim, image, training,
+                                  frozen_tower):
+    """Seeded fuzz over the switches that change shapes: vision qkv bias, patch / merge size, temporal patch,
+    dense vs MoE LM, first dense layers, shared experts, explicit head_dim; forward or training."""
+    patch, merge = patch_merge
+    vision = dict(attention_bias=vbias, patch_size=patch, spatial_merge_size=merge, temporal_patch_size=tp,
+                  image_size=4 * patch)
+    text = dict(first_k_dense_replace=first_dense, n_shared_experts=shared) if moe else {}
+    if moe and head_dim:  # M-RoPE sections must cover head_dim * partial_rotary_factor / 2 = 8
+        text.update(head_dim=head_dim, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                        "mrope_section": [2, 2, 4], "partial_rotary_factor": 0.5})
+    model = build_model(tiny_config(moe=moe, vision=vision, text=text), 0)
+    mode = "training" if training else "forward"
+    frozen = ("vision_tower",) if training and frozen_tower else ()
+    m = measure_family("glm4v_moe" if moe else "glm4v", model=model, image_sizes=[image], text_len=8, mode=mode,
+                       frozen=frozen)
+    lib = library_parts(model, m.media, mode=mode, frozen=frozen)
+    assert m.parts(mode) == {k: int(v) for k, v in lib.items()}, (m.media, frozen)
