@@ -291,3 +291,30 @@ def test_cli_checkpoint_directory_with_glm_processor_files(tmp_path):
     spec = load_model(str(tmp_path))
     stats = BatchStats.from_batch(seq_len=8192, samples=1, image_grids=[tuple(want)], spec=spec)
     assert out["parts"] == compute_flops(spec, stats, frozen=["vision_tower"]).parts
+
+
+# --------------------------------------------------------------------------- vectorised path
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+@pytest.mark.parametrize("frozen", [(), ("vision_tower",)])
+def test_polars_frame_equals_scalar_path(preset, frozen):
+    """The GLM block formulas are plain arithmetic: a frame of microbatches gives each row's scalar FLOPs."""
+    import polars as pl
+
+    from vlm_perf.analysis.flops_frame import with_flops
+
+    spec = load_model(preset)
+    batches = [dict(seq_lens=[4096, 1000], image_grids=[(1, 78, 138)], video_grids=[]),
+               dict(seq_lens=[8192], image_grids=[(1, 32, 32)], video_grids=[(8, 52, 92)]),
+               dict(seq_lens=[512], image_grids=[], video_grids=[])]
+    stats = [BatchStats.from_batch(spec=spec, **b) for b in batches]
+    out = with_flops(pl.DataFrame([s.as_dict() for s in stats]), spec, ["exact", "megatron-bridge"]
+                     if preset == "glm-4.5v" else ["exact"], frozen=frozen)
+    for row, s in zip(out.iter_rows(named=True), stats):
+        want = compute_flops(spec, s, frozen=frozen)
+        assert row["exact_total"] == pytest.approx(want.total, rel=1e-12)
+        assert row["exact_vision"] == pytest.approx(want.vision, rel=1e-12)
+        if preset == "glm-4.5v":
+            assert row["megatron-bridge_total"] == pytest.approx(
+                compute_flops(spec, s, convention="megatron-bridge").total, rel=1e-12)
