@@ -93,7 +93,9 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     from .ingest.metadata import iteration_stats, scan_microbatches
     from .ingest.runconfig import find_manifest, resolve_run_config
 
-    conventions = list(conventions) or list(DEFAULT_CONVENTIONS)
+    conventions = list(conventions)
+    defaults = not conventions
+    conventions = conventions or list(DEFAULT_CONVENTIONS)
     for name in conventions:
         get_convention(name)  # fail fast on a typo
     run = Path(run)
@@ -107,6 +109,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     if not config.model:
         raise ValueError("model unknown: pass --model NAME_OR_CONFIG or set 'model' in run.yaml")
     spec = load_model(config.model)
+    if defaults:  # the default set keeps only conventions defined for this family (asked-for ones still refuse)
+        conventions = [c for c in conventions if get_convention(c).covers(spec.family)]
     if peak_tflops is not None and not (math.isfinite(peak_tflops) and peak_tflops > 0):
         raise ValueError(f"--peak-tflops must be a positive number of TFLOP/s per GPU, got {peak_tflops!r}")
     if gpus is not None and gpus <= 0:

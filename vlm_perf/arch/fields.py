@@ -13,7 +13,8 @@ class Fields:
     def __init__(self, data: Mapping[str, Any], section: str, source: str):
         self.data, self.section, self.source = data, section, source
 
-    def _name(self, key: str) -> str:
+    def name_of(self, key: str) -> str:
+        """``section.key`` as error messages name it."""
         return f"{self.section}.{key}" if self.section else key
 
     def req(self, *keys: str) -> Any:
@@ -21,7 +22,7 @@ class Fields:
             value = self.data.get(key)
             if value is not None:
                 return value
-        raise ConfigError(f"{self.source}: config lacks required field {' or '.join(self._name(k) for k in keys)}")
+        raise ConfigError(f"{self.source}: config lacks required field {' or '.join(self.name_of(k) for k in keys)}")
 
     def opt(self, key: str, default: Any = None) -> Any:
         value = self.data.get(key)
@@ -30,7 +31,7 @@ class Fields:
     def int(self, *keys: str) -> int:
         value = self.req(*keys)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 0:
-            raise ConfigError(f"{self.source}: field {self._name(keys[0])} must be a non-negative integer, "
+            raise ConfigError(f"{self.source}: field {self.name_of(keys[0])} must be a non-negative integer, "
                               f"got {value!r}")
         return int(value)
 
@@ -39,7 +40,7 @@ class Fields:
         if value is None:
             value = self.req(key)
         if not isinstance(value, (list, tuple)) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
-            raise ConfigError(f"{self.source}: field {self._name(key)} must be a list of integers, got {value!r}")
+            raise ConfigError(f"{self.source}: field {self.name_of(key)} must be a list of integers, got {value!r}")
         return tuple(value)
 
 

@@ -15,6 +15,7 @@ which VLM family reads that tower cannot be told, and dropping it silently would
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -76,7 +77,7 @@ def spec_from_config(config: Mapping[str, Any], name: str = "", source: str = "c
     family = family_for(model_type, source)
     spec = family.build(config, source, name)
     if processor:
-        object.__setattr__(spec, "processor", dict(processor))
+        spec = replace(spec, processor=dict(processor))
     if notes:
         spec.extra.setdefault("notes", []).extend(notes)
     return spec

@@ -42,15 +42,15 @@ def _bounds(spec: ModelSpec, table: dict, min_pixels: int | None, max_pixels: in
     return lo, hi
 
 
-def _family_rule(spec: ModelSpec, table: dict, min_pixels: int | None, max_pixels: int | None):
-    """A non-Qwen family's own media rule (vlm_perf.arch.families), used when no Qwen bounds apply and the
-    caller passed none; None otherwise."""
+def _own_rule(spec: ModelSpec, min_pixels, max_pixels) -> bool:
+    """Families without Qwen pixel bounds (InternVL tiling, ...) use their own registered media rule."""
+    return _vision(spec).family not in DEFAULT_PIXEL_BOUNDS and min_pixels is None and max_pixels is None
+
+
+def _family_media(spec: ModelSpec):
     from ...arch.families import FAMILIES
 
-    family = FAMILIES.get(spec.family)
-    if spec.vision.family in table or min_pixels is not None or max_pixels is not None or family is None:
-        return None
-    return family.media
+    return FAMILIES[spec.family].media
 
 
 def pixel_bounds(spec: ModelSpec, video: bool = False) -> tuple[int, int]:
@@ -72,9 +72,8 @@ def image_grid(height_px: int, width_px: int, spec: ModelSpec, min_pixels: int |
     448x448 on Qwen2.5-VL (patch 14, merge 2, factor 28): 448 = 16 x 28 -> (1, 32, 32), 256 merged tokens.
     """
     v = _vision(spec)
-    rule = _family_rule(spec, DEFAULT_PIXEL_BOUNDS, min_pixels, max_pixels)
-    if rule is not None:
-        return rule.image(spec, height_px, width_px).grid
+    if _own_rule(spec, min_pixels, max_pixels):
+        return tuple(_family_media(spec).image(spec, int(height_px), int(width_px)).grid)
     lo, hi = _bounds(spec, DEFAULT_PIXEL_BOUNDS, min_pixels, max_pixels)
     h, w = smart_resize(height_px, width_px, v.patch_size * v.spatial_merge_size, lo, hi)
     return 1, h // v.patch_size, w // v.patch_size
@@ -91,9 +90,8 @@ def video_grid(frames: int, height_px: int, width_px: int, spec: ModelSpec, min_
     v = _vision(spec)
     if frames <= 0:
         raise ValueError(f"frames must be positive, got {frames}")
-    rule = _family_rule(spec, DEFAULT_VIDEO_PIXEL_BOUNDS, min_pixels, max_pixels)
-    if rule is not None:
-        return rule.video(spec, frames, height_px, width_px).grid
+    if _own_rule(spec, min_pixels, max_pixels):
+        return tuple(_family_media(spec).video(spec, int(frames), int(height_px), int(width_px)).grid)
     lo, hi = _bounds(spec, DEFAULT_VIDEO_PIXEL_BOUNDS, min_pixels, max_pixels)
     h, w = smart_resize(height_px, width_px, v.patch_size * v.spatial_merge_size, lo, hi)
     return -(-frames // v.temporal_patch_size), h // v.patch_size, w // v.patch_size

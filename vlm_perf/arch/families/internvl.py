@@ -37,10 +37,10 @@ def _pair(f: Fields, key: str) -> int:
     value = f.req(key)
     if isinstance(value, (list, tuple)):
         if len(value) != 2 or value[0] != value[1]:
-            raise UnsupportedModelError(f"{f.source}: {f._name(key)} {value!r}: only square tiles/patches are modelled")
+            raise UnsupportedModelError(f"{f.source}: {f.name_of(key)} {value!r}: only square tiles/patches are modelled")
         value = value[0]
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{f.source}: field {f._name(key)} must be a positive integer, got {value!r}")
+        raise ConfigError(f"{f.source}: field {f.name_of(key)} must be a positive integer, got {value!r}")
     return value
 
 
