@@ -102,3 +102,15 @@ def test_bad_image_size_is_one_line():
     assert r.returncode == 2 and "--image-size: expected H,W" in r.stderr
     r = cli("flops", "--model", "llama3-8b", "--seq-len", "8192", "--image-size", "512,512")
     assert r.returncode == 2 and "no vision tower" in r.stderr
+
+
+def test_config_without_model_type_is_stated_or_refused(tmp_path):
+    text = {k: v for k, v in preset_config("qwen3-30b-a3b").items() if not k.startswith("_")}
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": text}))
+    out = flops_json("--model", str(tmp_path), "--seq-len", "1024")
+    assert any("no top-level model_type" in n for n in out["notes"])
+    vlm = {k: v for k, v in preset_config("qwen3-vl-8b").items() if not k.startswith("_") and k != "model_type"}
+    vlm["text_config"]["model_type"] = "qwen3"
+    (tmp_path / "config.json").write_text(json.dumps(vlm))
+    r = cli("flops", "--model", str(tmp_path), "--seq-len", "1024")
+    assert r.returncode == 2 and "no top-level model_type" in r.stderr
