@@ -45,20 +45,26 @@ _MOE_ATTENTION_BIAS = True
 
 
 def read_vision(f: Fields, family: str) -> tuple[VisionSpec, int]:
-    """(tower summary, merger MLP width ``vision_config.intermediate_size``)."""
+    """(tower summary, merger MLP width ``vision_config.intermediate_size``).
+
+    The summary holds the config's fields in Qwen terms, as a framework applying its Qwen formula reads
+    them: ``intermediate_size`` is ``vision_config.intermediate_size`` (the MERGER width; Megatron-Bridge
+    bills it as the block MLP width). The real block MLP (gated, width ``out_hidden_size``) is in the
+    inventory (:func:`vision_blocks`), which params and exact FLOPs use."""
     width = f.int("hidden_size")
     heads = f.int("num_heads", "num_attention_heads")
     out = f.int("out_hidden_size")
     patch = f.int("patch_size")
     image_size = f.int("image_size")
+    merger_width = f.int("intermediate_size")
     vision = VisionSpec(
         family=family, depth=f.int("depth", "num_hidden_layers"), hidden_size=width, num_heads=heads,
-        head_dim=width // heads, intermediate_size=out, mlp_gated=True, patch_size=patch,
+        head_dim=width // heads, intermediate_size=merger_width, mlp_gated=True, patch_size=patch,
         temporal_patch_size=f.int("temporal_patch_size"), in_channels=f.int("in_channels"),
         spatial_merge_size=f.int("spatial_merge_size"), out_hidden_size=out,
         num_position_embeddings=(image_size // patch) ** 2, patch_embed_bias=True, norm="rmsnorm",
     )
-    return vision, f.int("intermediate_size")
+    return vision, merger_width
 
 
 def vision_blocks(v: VisionSpec, merger_width: int, qkv_bias: bool) -> tuple:
@@ -149,12 +155,9 @@ def build_glm(family: str):
             raise ConfigError(f"{source}: vision_config.out_hidden_size {vision.out_hidden_size} must equal the LM "
                               f"hidden_size {lm.hidden_size} (the merger output feeds the LM)")
         qkv_bias = bool(vf.opt("attention_bias", _VISION_ATTENTION_BIAS))
-        spec = ModelSpec(name=name or str(config.get("_name_or_path") or config.get("model_type")),
+        return ModelSpec(name=name or str(config.get("_name_or_path") or config.get("model_type")),
                          model_type=family, lm=lm, vision=vision, source=source, family=family,
                          blocks=vision_blocks(vision, merger_width, qkv_bias) + lm_blocks(lm))
-        # what Megatron-Bridge's ViT formula reads by name (vision_config.intermediate_size = the MERGER width)
-        spec.extra["vision_config_intermediate_size"] = merger_width
-        return spec
     return build
 
 

@@ -47,19 +47,15 @@ def megatron_lm_terms(lm: LMSpec, tokens: Any, tokens_sq: Any) -> dict[str, Any]
     return out
 
 
-def bridge_vit_terms(v: VisionSpec, s: BatchStats, patch_embed: bool, mlp_width: int | None = None) -> dict[str, Any]:
-    """Megatron-Bridge's ViT term (x3): q_v = h_v, plain 2-matrix MLP, full per-frame attention.
-
-    ``mlp_width``: what Bridge reads as ``vision_config.intermediate_size`` when that is not the tower's MLP
-    width (GLM-4.xV: the merger width; the tower MLP is gated of width out_hidden_size)."""
+def bridge_vit_terms(v: VisionSpec, s: BatchStats, patch_embed: bool) -> dict[str, Any]:
+    """Megatron-Bridge's ViT term (x3): q_v = h_v, plain 2-matrix MLP, full per-frame attention."""
     h = v.hidden_size
-    intermediate = v.intermediate_size if mlp_width is None else mlp_width
     merger = s.vision_merged_tokens * (2 * v.merger_width**2 + 2 * v.merger_width * v.out_hidden_size)
     return {
         "vision.patch_embed": 3 * 2 * s.vision_patches * h * v.patch_volume if patch_embed else 0,
         "vision.attn_proj": 3 * v.depth * 8 * h * h * s.vision_patches,
         "vision.attn_core": 3 * v.depth * 4 * h * s.vision_patches_sq_frame,
-        "vision.mlp": 3 * v.depth * 4 * h * intermediate * s.vision_patches,
+        "vision.mlp": 3 * v.depth * 4 * h * v.intermediate_size * s.vision_patches,
         "vision.merger": 3 * merger,
         "vision.deepstack_merger": 3 * v.num_deepstack * merger,
     }
@@ -77,9 +73,7 @@ def _megatron_lm(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
 def _megatron_bridge(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
     out = megatron_lm_terms(spec.lm, s.lm_padded_tokens, s.lm_tokens_sq)
     if spec.vision is not None:
-        # GLM-4.5V: Bridge's generic vlm_step applies the same Qwen formula, reading the config by name
-        mlp_width = spec.extra.get("vision_config_intermediate_size")
-        out = {**bridge_vit_terms(spec.vision, s, patch_embed=False, mlp_width=mlp_width), **out}
+        out = {**bridge_vit_terms(spec.vision, s, patch_embed=False), **out}
     return out
 
 
