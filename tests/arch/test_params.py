@@ -81,6 +81,10 @@ ROUNDED_TOTAL = {
     "internvl3-8b": (7.94e9, 1e7, "InternVL3-8B: 7.94B (reference notes, vlm-architectures.json)"),
     "internvl3-78b": (78.4e9, 1e8, "InternVL3-78B: 78.4B (reference notes, vlm-architectures.json)"),
 }
+ROUNDED_TOTAL.update({  # --- glm4v ---
+    "glm-4.1v-9b-thinking": (10.3e9, 1e8, "vlm-architectures.md table: GLM-4.1V-9B 10.3B published"),
+    "glm-4.5v": (108e9, 1e9, "vlm-architectures.md: GLM-4.5V 107.71B checkpoint total (exact value in test_glm4v.py)"),
+})
 
 
 def test_every_preset_has_a_published_total():

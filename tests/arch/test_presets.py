@@ -12,6 +12,8 @@ EXPECTED = [
     "qwen3-30b-a3b", "qwen3-235b-a22b", "llama3-8b", "llama3-70b", "llama3.1-405b", "deepseek-v3",
     "internvl3-8b", "internvl3-78b",
 ]
+OTHER_VL = ["glm-4.1v-9b-thinking", "glm-4.5v"]  # --- glm4v --- (shapes checked in tests/arch/test_glm4v.py)
+EXPECTED += OTHER_VL
 FLAT_VL = ["qwen2-vl-7b", "qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b", "qwen2.5-vl-72b"]
 INTERNVL = ["internvl3-8b", "internvl3-78b"]
 NESTED_VL = ["qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b"]
@@ -27,7 +29,7 @@ def test_every_preset_loads(name):
     assert spec.name == name
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
-    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL)
+    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -101,6 +103,10 @@ LM_DIMS = {
     "internvl3-8b": (28, 3584, 28, 4, 128, 18944, 151674, False),  # Qwen2.5-7B LM
     "internvl3-78b": (80, 8192, 64, 8, 128, 29568, 151674, False),  # Qwen2.5-72B LM
 }
+LM_DIMS.update({  # --- glm4v --- (hub config.json values)
+    "glm-4.1v-9b-thinking": (40, 4096, 32, 2, 128, 13696, 151552, False),
+    "glm-4.5v": (46, 4096, 96, 8, 128, 10944, 151552, False),
+})
 
 
 @pytest.mark.parametrize("name", EXPECTED)

@@ -492,3 +492,67 @@ def inventory_params(blocks, part: str | None = None) -> int:
 
 # every stage a block may belong to, re-exported for family modules
 PARTS = (VISION_TOWER, MERGER, DEEPSTACK_MERGER, LANGUAGE_MODEL)
+
+
+# --- glm4v ---
+
+
+@dataclass(frozen=True)
+class ExtraNorms(Block):
+    """``count`` standalone norms of ``width`` outside any layer (GLM's ``post_conv_layernorm`` and
+    ``post_layernorm`` RMSNorms around the tower): parameters only, no matmul."""
+
+    kind: ClassVar[str] = "extra_norms"
+    width: int
+    norm: str = "rmsnorm"
+    what: str = "norm"
+
+    def params(self) -> int:
+        return norm_params(self.width, self.norm)
+
+    def describe(self) -> str:
+        return f"{self.count} x {self.norm}({self.width}): {self.what}"
+
+
+@dataclass(frozen=True)
+class DownsampleConv(Block):
+    """A Conv2d with kernel = stride = the merge size on each m x m block of tower outputs (GLM's
+    ``visual.downsample``): one GEMM on ``vision_merged_tokens`` rows of ``in_width`` (= m^2 h_v) values
+    to ``out_width``. It is the projector's FIRST op (no norm in front of it), so its input gradient is
+    needed only when the tower upstream is trainable."""
+
+    kind: ClassVar[str] = "downsample_conv"
+    in_width: int
+    out_width: int
+    bias: bool = True
+
+    def params(self) -> int:
+        return linear_params(self.in_width, self.out_width, self.bias)
+
+    def describe(self) -> str:
+        return (f"downsample conv (kernel = stride = merge) {self.in_width} -> {self.out_width}"
+                f"{' (+bias)' if self.bias else ''} on merged tokens")
+
+
+@dataclass(frozen=True)
+class GatedMergerMLP(Block):
+    """GLM's ``visual.merger`` on ``vision_merged_tokens`` rows: Linear(d -> d) -> ``norm``(d) -> GELU ->
+    gated MLP (gate/up d -> ``hidden_width``, down ``hidden_width`` -> d)."""
+
+    kind: ClassVar[str] = "gated_merger_mlp"
+    width: int
+    hidden_width: int
+    norm: str = "layernorm"
+    bias: bool = False
+
+    def params(self) -> int:
+        d, f = self.width, self.hidden_width
+        return (linear_params(d, d, self.bias) + norm_params(d, self.norm) + 2 * linear_params(d, f, self.bias)
+                + linear_params(f, d, self.bias))
+
+    def describe(self) -> str:
+        return (f"merger: Linear {self.width} -> {self.width}, {self.norm}, GELU, gated MLP "
+                f"{self.width} -> {self.hidden_width} -> {self.width} on merged tokens")
+
+
+__all__ += ["DownsampleConv", "ExtraNorms", "GatedMergerMLP"]

@@ -25,7 +25,7 @@ def convention_cell(conv, family) -> str:
         return "not defined"
     if not family.is_vlm:
         return "LM"
-    return "LM + vision" if conv.counts_vision else "LM only (vision 0)"
+    return "LM + vision" if conv.counts_vision_for(family.name) else "LM only (vision 0)"
 
 
 def flops_formula(block) -> str:

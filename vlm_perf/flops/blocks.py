@@ -156,3 +156,26 @@ def _mtp(b: MTPModules, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     core = _core(b.attention.core_per_token_sq(), s, ctx)
     return [Term("lm.mtp", b.count * b.per_token() * s.lm_tokens, b.part),
             Term("lm.mtp", b.count * core, b.part, weights=False)]
+
+
+# --- glm4v ---
+
+from ..arch.blocks import DownsampleConv, ExtraNorms, GatedMergerMLP  # noqa: E402
+from .terms import INPUT_UPSTREAM  # noqa: E402
+
+block_flops(ExtraNorms)(_no_flops)
+
+
+@block_flops(DownsampleConv)
+def _downsample_conv(b: DownsampleConv, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·M·(m²·h_v)·d_out (M = merged tokens; the projector's first op: input gradient only if the tower trains)"""
+    return [Term("vision.merger", b.count * matmul(s.vision_merged_tokens, b.in_width, b.out_width), b.part,
+                 input_kind=INPUT_UPSTREAM)]
+
+
+@block_flops(GatedMergerMLP)
+def _gated_merger(b: GatedMergerMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·M·(d² + 3·d·F) (M = merged tokens: proj d -> d, gate/up d -> F, down F -> d)"""
+    rows, d, f = s.vision_merged_tokens, b.width, b.hidden_width
+    return [Term("vision.merger", b.count * matmul(rows, d, d), b.part),
+            Term("vision.merger", b.count * 3 * matmul(rows, d, f), b.part)]

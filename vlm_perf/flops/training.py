@@ -21,7 +21,7 @@ trainable vision part still pays its input gradients (x2, attention core x3).
 from __future__ import annotations
 
 from ..arch.parts import UPSTREAM, frozen_stages  # noqa: F401  (re-exported: flops.training.frozen_stages)
-from .terms import INPUT_PIXELS, INPUT_TOWER, STAGES, VISION_TOWER, Term
+from .terms import INPUT_PIXELS, INPUT_TOWER, INPUT_UPSTREAM, STAGES, VISION_TOWER, Term
 
 
 def _gradient_reaches_input(term: Term, trainable: frozenset[str]) -> bool:
@@ -31,6 +31,9 @@ def _gradient_reaches_input(term: Term, trainable: frozenset[str]) -> bool:
     if term.input_kind == INPUT_TOWER:
         # the merger's pre-GEMM norm has weights: a trainable merger needs fc1's input gradient
         return VISION_TOWER in trainable or term.stage in trainable
+    if term.input_kind == INPUT_UPSTREAM:
+        # nothing trainable before it inside its own stage: only an upstream stage needs the gradient
+        return any(stage in trainable for stage in upstream)
     return term.stage in trainable or any(stage in trainable for stage in upstream)
 
 

@@ -38,9 +38,14 @@ class Convention:
     unsupported: tuple[str, ...] = ()  # LM families this convention has no formula for
     # model families (vlm_perf.arch.families names) the convention defines a number for; None = every family
     families: tuple[str, ...] | None = QWEN_AND_DECODER_FAMILIES
+    # covered families whose vision the framework does not count (e.g. veRL routes glm4v to a text-only formula)
+    text_only_families: tuple[str, ...] = ()
 
     def covers(self, family: str) -> bool:
         return self.families is None or family in self.families
+
+    def counts_vision_for(self, family: str) -> bool:
+        return self.counts_vision and family not in self.text_only_families
 
     def check(self, spec: ModelSpec) -> None:
         family = spec.family or spec.model_type
@@ -60,7 +65,7 @@ class Convention:
             notes.append(f"--causal {options.causal} ignored: {self.name} fixes its own causal rule")
         if options.frozen:
             notes.append(f"frozen parts ignored: {self.name} counts every component as trainable")
-        if not self.counts_vision and spec.is_vlm:
+        if not self.counts_vision_for(spec.family or spec.model_type) and spec.is_vlm:
             notes.append(f"{self.name} does not count the vision tower")
         if options.mode == "forward":
             components = {k: v / 3 for k, v in components.items()}

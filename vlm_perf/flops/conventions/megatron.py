@@ -15,7 +15,7 @@ from ...arch.spec import LMSpec, ModelSpec, VisionSpec
 from ...stats.batch import BatchStats
 from ..breakdown import Options
 from ..language import attn_core_per_token_sq, linear_per_token, mtp_mlp_per_token
-from .base import Convention
+from .base import QWEN_AND_DECODER_FAMILIES, Convention
 
 VOCAB_MULTIPLE = 128  # Megatron's make_vocab_size_divisible_by default (x tensor-parallel size)
 
@@ -109,8 +109,13 @@ MEGATRON_BRIDGE = Convention(
     deviations=("linear LM terms on padded tokens (exact: real tokens)",
                 "ViT MLP always 2 matrices: Qwen2.5-VL's gated MLP under-counted by 1/3",
                 "Qwen2.5-VL window attention counted as full per-frame attention in every layer",
-                "patch-embed convolution not counted") + _LM_DEVIATIONS,
+                "patch-embed convolution not counted",
+                "GLM-4.5V (glm4v_moe; Bridge's GLM-4.5V provider + generic vlm_step): ViT MLP billed as 2 matrices "
+                "of vision_config.intermediate_size (the merger width 10944) instead of the gated 3 x out_hidden_size "
+                "(4096) MLP (x1.78); downsample conv + merger billed as Qwen's merger (m^2h_v)^2 + m^2h_v*d_out") \
+        + _LM_DEVIATIONS,
     training=_megatron_bridge,
+    families=QWEN_AND_DECODER_FAMILIES + ("glm4v_moe",),
 )
 
 MBRIDGE_PR2575 = Convention(

@@ -7,7 +7,7 @@ from ...arch.spec import ModelSpec
 from ...stats.batch import BatchStats
 from ..breakdown import Options
 from ..language import attn_core_per_token_sq, linear_per_token
-from .base import Convention
+from .base import QWEN_AND_DECODER_FAMILIES, Convention
 
 
 def _torchtitan(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
@@ -18,13 +18,17 @@ def _torchtitan(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
     return out
 
 
+# families veRL's ESTIMATE_FUNC routes to its text-only _estimate_qwen2_flops (vision not counted)
+VERL_TEXT_ONLY = ("glm4v",)
+
+
 def _verl(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
     lm, h = spec.lm, spec.lm.hidden_size
     tokens = s.lm_tokens
     out = {k: 3 * v * tokens for k, v in linear_per_token(spec.lm).items()}
     out["lm.logits"] = 3 * 2 * (2 * h * lm.vocab_size) * tokens  # input embedding billed as a GEMM too
     out["lm.attn_core"] = 6 * s.lm_tokens_sq * lm.head_dim * lm.num_heads * lm.num_layers
-    v = spec.vision
+    v = spec.vision if spec.family not in VERL_TEXT_ONLY else None
     if v is not None:
         img = s.images_only()  # veRL builds ViT lengths from image_grid_thw only
         merger = (v.out_hidden_size + v.merger_width) * v.merger_width * img.vision_patches  # P rows, not M
@@ -67,9 +71,13 @@ VERL = Convention(
                 "merger and deepstack mergers applied to P patches instead of M = P/m^2 merged tokens (4x)",
                 "video grids not counted",
                 "ViT MLP always 2 matrices; no window attention (Qwen2/2.5-VL routed to the Qwen3-VL formula)",
+                "glm4v (GLM-4.1V): routed to veRL's text-only qwen2 formula, vision tower and projector not counted; "
+                "glm4v_moe / glm46v are not in veRL's ESTIMATE_FUNC (it logs MFU 0)",
                 "always x3 per GEMM"),
     training=_verl,
     unsupported=("deepseek_v3",),
+    families=QWEN_AND_DECODER_FAMILIES + VERL_TEXT_ONLY,
+    text_only_families=VERL_TEXT_ONLY,
 )
 
 SIX_ND = Convention(
