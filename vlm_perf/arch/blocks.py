@@ -492,3 +492,49 @@ def inventory_params(blocks, part: str | None = None) -> int:
 
 # every stage a block may belong to, re-exported for family modules
 PARTS = (VISION_TOWER, MERGER, DEEPSTACK_MERGER, LANGUAGE_MODEL)
+
+
+# --- gemma3 ---
+
+
+@dataclass(frozen=True)
+class NormLinearProjector(Block):
+    """Norm -> one Linear(in -> out) on ``vision_merged_tokens`` rows (Gemma 3: average pool 4x4 (no FLOPs)
+    -> RMSNorm(h_v) -> ``matmul(x, mm_input_projection_weight)``, no bias). With a weighted norm in front,
+    a trainable projector needs the GEMM's input gradient even when the tower is frozen."""
+
+    kind: ClassVar[str] = "norm_linear_projector"
+    in_width: int
+    out_width: int
+    norm_width: int
+    norm: str = "rmsnorm"
+    bias: bool = False
+    component: str = "vision.merger"
+
+    def params(self) -> int:
+        return norm_params(self.norm_width, self.norm) + linear_params(self.in_width, self.out_width, self.bias)
+
+    def describe(self) -> str:
+        return (f"{self.count} projector: {self.norm}({self.norm_width}) -> Linear {self.in_width} -> "
+                f"{self.out_width}{' (+bias)' if self.bias else ''} on pooled tokens")
+
+
+@dataclass(frozen=True)
+class ImageBlockAttention(Block):
+    """Bidirectional attention inside each image's token block of a causal LM (Gemma 3 ``token_type_ids``):
+    ``count`` layers, ``tokens`` placeholders per block (``mm_tokens_per_image``), one block per image or
+    pan-and-scan crop (statistic ``vision_frames``). FLOPs only: the score entries above the causal diagonal
+    that the mask re-opens, ``tokens^2 / 2`` per block per layer (continuous "causal half" convention);
+    under ``--causal full`` the eager square already holds them (0 here). Parameters: none."""
+
+    kind: ClassVar[str] = "image_block_attention"
+    num_heads: int
+    head_dim: int
+    tokens: int
+
+    def params(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return (f"{self.count} layers: image tokens attend bidirectionally within their block of {self.tokens} "
+                f"(+{self.tokens}^2/2 score entries per image per layer under causal half)")
