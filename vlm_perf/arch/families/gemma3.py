@@ -143,8 +143,14 @@ class Gemma3Media(MediaRule):
 
     family = "gemma3"
 
-    def __init__(self, pan_and_scan: bool = False):
+    def __init__(self, pan_and_scan: bool = False, **call_kwargs: Any):
+        """``pan_and_scan`` / ``call_kwargs`` (``pan_and_scan_min_crop_size``, ``pan_and_scan_max_num_crops``,
+        ``pan_and_scan_min_ratio_to_activate``): what a caller passes to the processor at call time."""
+        unknown = set(call_kwargs) - set(PROCESSOR_FORCED)
+        if unknown:
+            raise ValueError(f"unknown Gemma 3 processor call kwargs: {', '.join(sorted(unknown))}")
         self.pan_and_scan = pan_and_scan
+        self.call_kwargs = call_kwargs
 
     def settings(self, spec) -> dict:
         pre = spec.processor.get("preprocessor_config.json", {})
@@ -156,7 +162,7 @@ class Gemma3Media(MediaRule):
         out = {"size": tile, "source": "processor files" if size else "tower image_size (reference default)",
                **PROCESSOR_FORCED, "forced": "Gemma3Processor.images_kwargs (do_pan_and_scan False unless the "
                                              "call passes True)"}
-        out["do_pan_and_scan"] = self.pan_and_scan
+        out.update(self.call_kwargs, do_pan_and_scan=self.pan_and_scan)
         return out
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
