@@ -33,9 +33,18 @@ from .decoder import lm_blocks
 from .media import DerivedMedia, MediaRule, positive
 from .siglip import read_siglip, siglip_blocks
 
-# Gemma3TextConfig class defaults for the fields a config may omit (transformers 5.x)
-TEXT_DEFAULTS = {"vocab_size": 262_208, "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 4096,
+# Gemma3TextConfig class defaults (transformers 5.x): the released configs rely on them (gemma-3-4b-it's
+# text_config lists only hidden_size, intermediate_size, num_hidden_layers, sliding_window, rope_scaling)
+TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                 "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 4096,
                  "sliding_window_pattern": 6, "attention_bias": False, "tie_word_embeddings": True}
+
+
+def _int(f: Fields, key: str) -> int:
+    """A non-negative integer field, Gemma3TextConfig's class default when absent."""
+    if f.opt(key) is None:
+        return TEXT_DEFAULTS[key]
+    return f.int(key)
 MM_TOKENS_DEFAULT = 256  # Gemma3Config.mm_tokens_per_image
 # Gemma3Processor.images_kwargs: forced on every image-processor call (beats preprocessor_config.json)
 PROCESSOR_FORCED = {"do_pan_and_scan": False, "pan_and_scan_min_crop_size": 256, "pan_and_scan_max_num_crops": 4,
@@ -47,7 +56,10 @@ def read_gemma3_lm(f: Fields, tie_default: bool = True) -> LMSpec:
     if f.opt("use_bidirectional_attention", False):
         raise UnsupportedModelError(f"{f.source}: {f.name_of('use_bidirectional_attention')} is true (an "
                                     "encoder-style Gemma 3): non-causal text attention is not modelled")
-    hidden, heads, layers = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
+    hidden, heads, layers = _int(f, "hidden_size"), _int(f, "num_attention_heads"), _int(f, "num_hidden_layers")
+    if heads == 0 or layers == 0:
+        raise ConfigError(f"{f.source}: {f.name_of('num_attention_heads')} and {f.name_of('num_hidden_layers')} "
+                          "must be positive")
     types = f.opt("layer_types")
     if types is None:
         pattern = int(f.opt("sliding_window_pattern", TEXT_DEFAULTS["sliding_window_pattern"]))
@@ -61,10 +73,8 @@ def read_gemma3_lm(f: Fields, tie_default: bool = True) -> LMSpec:
         raise ConfigError(f"{f.source}: {len(sliding)} sliding_attention layers but {f.name_of('sliding_window')} "
                           "is not set")
     return LMSpec(family="gemma3_text", num_layers=layers, hidden_size=hidden, num_heads=heads,
-                  num_kv_heads=int(f.opt("num_key_value_heads", TEXT_DEFAULTS["num_key_value_heads"])),
-                  head_dim=int(f.opt("head_dim", TEXT_DEFAULTS["head_dim"])),
-                  intermediate_size=f.int("intermediate_size"),
-                  vocab_size=int(f.opt("vocab_size", TEXT_DEFAULTS["vocab_size"])),
+                  num_kv_heads=_int(f, "num_key_value_heads"), head_dim=_int(f, "head_dim"),
+                  intermediate_size=_int(f, "intermediate_size"), vocab_size=_int(f, "vocab_size"),
                   tie_word_embeddings=bool(f.opt("tie_word_embeddings", tie_default)),
                   qkv_bias=bool(f.opt("attention_bias", False)), qk_norm=True,
                   sliding_window=int(window) if sliding else None, sliding_layers=sliding if window else ())
