@@ -49,8 +49,6 @@ def test_released_minimal_config_uses_the_class_defaults():
 
 @pytest.mark.parametrize("change,error,needle", [
     (lambda c: c.pop("vision_config"), ConfigError, "vision_config"),
-    (lambda c: c["vision_config"].update(vision_use_head=True), UnsupportedModelError, "vision_use_head"),
-    (lambda c: c["vision_config"].pop("vision_use_head"), UnsupportedModelError, "vision_use_head"),
     (lambda c: c.update(mm_tokens_per_image=200), ConfigError, "mm_tokens_per_image"),
     (lambda c: c.update(mm_tokens_per_image=100), ConfigError, "mm_tokens_per_image"),  # 10 does not divide 64
     (lambda c: c["text_config"].update(use_bidirectional_attention=True), UnsupportedModelError, "bidirectional"),
@@ -63,6 +61,17 @@ def test_bad_configs_are_refused_with_the_field_named(change, error, needle):
     change(cfg)
     with pytest.raises(error, match=needle):
         spec_from_config(cfg)
+
+
+def test_vision_use_head_defaults_to_siglips_true():
+    """An omitted vision_use_head is SiglipVisionConfig's True: the pooling head is stored and runs."""
+    from vlm_perf.arch.blocks import SiglipPoolingHead
+
+    cfg = raw()
+    del cfg["vision_config"]["vision_use_head"]
+    heads = [b for b in spec_from_config(cfg).blocks if isinstance(b, SiglipPoolingHead)]
+    assert len(heads) == 1 and heads[0].params() == 1152 + (3 * 1152 * 1152 + 3 * 1152) + (1152 * 1152 + 1152) \
+        + 2 * 1152 + (1152 * 4304 + 4304 + 4304 * 1152 + 1152)
 
 
 def test_text_only_gemma3_matches_transformers_parameters():

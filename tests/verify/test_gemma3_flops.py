@@ -157,3 +157,18 @@ def test_causal_full_counts_the_square_in_every_layer(model):
     core = sum(t.forward for t in inventory_terms(spec.blocks, stats, FlopsContext("full"))
                if t.component == "lm.attn_core")
     assert core == 3 * 2 * 4 * 2 * 16 * 100 * 100
+
+
+@pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ()), ("training", ("vision_tower",))],
+                         ids=["forward", "training", "training-frozen-tower"])
+def test_siglip_pooling_head(mode, frozen):
+    """vision_use_head=True (SigLIP's class default): the head runs on every image, its output is discarded, so
+    training adds no backward for it."""
+    head_model = build_model(tiny_config(vision={"vision_use_head": True}), 0)
+    images = [(30, 50), (64, 64)]
+    m = measure_family("gemma3", model=head_model, image_sizes=images, mode=mode, frozen=frozen)
+    _check(m.parts(mode), _library(head_model, m, images, mode=mode, frozen=frozen).parts)
+    from vlm_perf.arch.params import count_params
+
+    tower = head_model.model.vision_tower
+    assert count_params(_spec(head_model)).vision_tower == sum(p.numel() for p in tower.parameters())

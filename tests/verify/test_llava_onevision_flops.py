@@ -114,3 +114,18 @@ def test_feature_layer_list_widens_the_projector():
     images = [(30, 50)]
     m = measure_family("llava_onevision", model=model, image_sizes=images)
     _check(m.parts("forward"), _library(model, m, images).parts)
+
+
+@pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ()), ("training", ("vision_tower",))],
+                         ids=["forward", "training", "training-frozen-tower"])
+def test_siglip_pooling_head(mode, frozen):
+    """vision_use_head=True (SigLIP's class default): the head runs on every image, its output is discarded, so
+    training adds no backward for it."""
+    head_model = build_model(tiny_config(vision={"vision_use_head": True}), 0)
+    images = [(30, 50), (64, 64)]
+    m = measure_family("llava_onevision", model=head_model, image_sizes=images, mode=mode, frozen=frozen)
+    _check(m.parts(mode), _library(head_model, m, images, mode=mode, frozen=frozen).parts)
+    from vlm_perf.arch.params import count_params
+
+    tower = head_model.model.vision_tower
+    assert count_params(_spec(head_model)).vision_tower == sum(p.numel() for p in tower.parameters())

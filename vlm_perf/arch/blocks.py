@@ -538,3 +538,27 @@ class ImageBlockAttention(Block):
     def describe(self) -> str:
         return (f"{self.count} layers: image tokens attend bidirectionally within their block of {self.tokens} "
                 f"(+{self.tokens}^2/2 score entries per image per layer under causal half)")
+
+
+# --- siglip ---
+
+
+@dataclass(frozen=True)
+class SiglipPoolingHead(Block):
+    """SigLIP's attention-pooling head (``vision_use_head``): a learned probe (1 query per image / tile /
+    frame) attends over the image's patches with ``nn.MultiheadAttention`` (q from the probe, k/v from the
+    patches, out_proj), then LayerNorm and the tower's fc1/fc2 MLP on that one token. Gemma 3 and
+    LLaVA-OneVision discard its output, so autograd never reaches it: forward FLOPs only, in training too."""
+
+    kind: ClassVar[str] = "siglip_pooling_head"
+    width: int
+    mlp_width: int
+
+    def params(self) -> int:
+        w, i = self.width, self.mlp_width
+        attention = linear_params(w, 3 * w, True) + linear_params(w, w, True)
+        return w + attention + norm_params(w, "layernorm") + linear_params(w, i, True) + linear_params(i, w, True)
+
+    def describe(self) -> str:
+        return (f"attention-pooling head ({self.width}, MLP {self.mlp_width}): one probe query per image; output "
+                "discarded (forward only)")

@@ -178,3 +178,18 @@ def _image_block_attention(b: ImageBlockAttention, s: BatchStats, ctx: FlopsCont
         return []
     per_block = 2 * b.num_heads * b.head_dim * b.tokens * b.tokens  # (2·H·2d) x n²/2
     return [Term("lm.attn_core", b.count * per_block * s.vision_frames, b.part, weights=False)]
+
+
+# --- siglip ---
+from ..arch.blocks import SiglipPoolingHead  # noqa: E402
+
+
+@block_flops(SiglipPoolingHead)
+def _siglip_pooling_head(b: SiglipPoolingHead, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per image: 2·w·w (q) + 2·w·w (out) + 4·w·i (MLP) on 1 probe row (vision_frames), 2·N·w·2w (k, v) + 4·w·N (core);
+    never back-propagated (output discarded)"""
+    w, frames, patches = b.width, s.vision_frames, s.vision_patches
+    once = dict(weights=False, input_kind=INPUT_PIXELS)  # forward only: no weight or input gradient
+    return [Term("vision.attn_proj", b.count * (2 * matmul(frames, w, w) + matmul(patches, w, 2 * w)), b.part, **once),
+            Term("vision.attn_core", b.count * 4 * w * patches, b.part, **once),
+            Term("vision.mlp", b.count * 2 * matmul(frames, w, b.mlp_width), b.part, **once)]

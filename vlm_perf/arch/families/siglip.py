@@ -9,7 +9,8 @@ runs whichever hidden state a VLM picks (``vision_feature_layer``).
 
 Field defaults are ``SiglipVisionConfig``'s class defaults (what transformers fills in when a config omits
 them). ``vision_use_head`` (class default **True**; the released Gemma 3 and LLaVA-OneVision configs set
-false) adds an attention-pooling head whose output these VLMs discard: it is refused here, not guessed.
+false) adds an attention-pooling head that runs on every image although these VLMs discard its output
+(:class:`~vlm_perf.arch.blocks.SiglipPoolingHead`: forward only).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import ConfigError, UnsupportedModelError
-from ..blocks import ExtraParams, PatchEmbed, PositionTable, VisionLayers
+from ..blocks import ExtraParams, PatchEmbed, PositionTable, SiglipPoolingHead, VisionLayers
 from ..fields import Fields
 from ..parts import VISION_TOWER
 
@@ -38,6 +39,7 @@ class Siglip:
     channels: int
     image_size: int  # pixels per side of the (square) input image / tile
     patch_size: int
+    use_head: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -78,10 +80,6 @@ def read_siglip(vc: dict, source: str, defaults: dict | None = None) -> Siglip:
     if model_type not in ("siglip_vision_model", "siglip"):
         raise UnsupportedModelError(f"{source}: vision_config.model_type {model_type!r}: only the SigLIP tower "
                                     "(siglip_vision_model) is modelled for this family")
-    if f.opt("vision_use_head", d["vision_use_head"]):
-        raise UnsupportedModelError(f"{source}: vision_config.vision_use_head is true (SigLIP's class default): "
-                                    "the attention-pooling head runs and its output is discarded; it is not "
-                                    "modelled (the released configs set it false)")
     width = int(f.opt("hidden_size", d["hidden_size"]))
     heads = int(f.opt("num_attention_heads", d["num_attention_heads"]))
     if heads <= 0 or width % heads:
@@ -91,7 +89,8 @@ def read_siglip(vc: dict, source: str, defaults: dict | None = None) -> Siglip:
                    mlp_width=int(f.opt("intermediate_size", d["intermediate_size"])),
                    channels=int(f.opt("num_channels", d["num_channels"])),
                    image_size=_square(f, "image_size", d["image_size"]),
-                   patch_size=_square(f, "patch_size", d["patch_size"]))
+                   patch_size=_square(f, "patch_size", d["patch_size"]),
+                   use_head=bool(f.opt("vision_use_head", d["vision_use_head"])))
     if tower.side == 0:
         raise ConfigError(f"{source}: vision_config.image_size {tower.image_size} is smaller than patch_size "
                           f"{tower.patch_size}")
@@ -100,10 +99,11 @@ def read_siglip(vc: dict, source: str, defaults: dict | None = None) -> Siglip:
 
 def siglip_blocks(t: Siglip) -> tuple:
     """Patch embed, position table, ``depth`` ViT layers (per-image attention, plain MLP, biases,
-    LayerNorm), post LayerNorm."""
+    LayerNorm), post LayerNorm (+ the pooling head with ``vision_use_head``)."""
+    head = (SiglipPoolingHead(part=VISION_TOWER, count=1, width=t.width, mlp_width=t.mlp_width),) if t.use_head else ()
     return (PatchEmbed(part=VISION_TOWER, count=1, in_volume=t.patch_volume, width=t.width, bias=True),
             PositionTable(part=VISION_TOWER, count=1, entries=t.patches, width=t.width),
             VisionLayers(part=VISION_TOWER, count=t.depth, width=t.width, num_heads=t.num_heads,
                          head_dim=t.head_dim, mlp_width=t.mlp_width, mlp_gated=False, attention="frame",
                          cls=False, qkv_bias=True, proj_bias=True, mlp_bias=True, norm="layernorm"),
-            ExtraParams(part=VISION_TOWER, count=1, label="post LayerNorm", numel=2 * t.width))
+            ExtraParams(part=VISION_TOWER, count=1, label="post LayerNorm", numel=2 * t.width)) + head
