@@ -215,7 +215,7 @@ def test_non_integer_dimension_rejected():
         spec_from_config(cfg)
 
 
-@pytest.mark.parametrize("model_type", ["gemma3", "llava_onevision", None])  # internvl is supported since issue 11
+@pytest.mark.parametrize("model_type", ["paligemma", "blip-2", None])  # internvl, gemma3, llava_onevision: supported since issue 11
 def test_unsupported_model_type(model_type):
     cfg = raw("llama3-8b")
     cfg["model_type"] = model_type

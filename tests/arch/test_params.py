@@ -80,6 +80,10 @@ ROUNDED_TOTAL = {
     "deepseek-v3": (671e9, 1e9, "card deepseek-ai/DeepSeek-V3: 671B main model (MTP excluded)"),
     "internvl3-8b": (7.94e9, 1e7, "InternVL3-8B: 7.94B (reference notes, vlm-architectures.json)"),
     "internvl3-78b": (78.4e9, 1e8, "InternVL3-78B: 78.4B (reference notes, vlm-architectures.json)"),
+    "gemma3-4b": (4.30e9, 1e7, "Gemma-3-4B-it: 4.30B (reference notes, vlm-architectures.json)"),
+    "gemma3-12b": (12e9, 1e9, "Gemma-3-12B-it: 12B (model name only)"),
+    "gemma3-27b": (27.4e9, 1e8, "Gemma-3-27B-it: 27.4B (reference notes, vlm-architectures.json)"),
+    "llava-onevision-qwen2-7b": (8.03e9, 1e7, "LLaVA-OneVision-Qwen2-7B (llava-hf): 8.03B (reference notes)"),
 }
 ROUNDED_TOTAL.update({  # --- glm4v ---
     "glm-4.1v-9b-thinking": (10.3e9, 1e8, "vlm-architectures.md table: GLM-4.1V-9B 10.3B published"),
@@ -321,7 +325,8 @@ def test_matches_transformers_modules(name):
         model = auto.from_config(hf_cfg)
     params = dict(model.named_parameters())  # tied weights appear once
     hf_total = sum(p.numel() for p in params.values())
-    vision_modules = (".visual.", ".vision_tower.", ".multi_modal_projector.")  # Qwen-VL, InternVL
+    # Qwen-VL, InternVL, Gemma 3, LLaVA-OV (whose learned image_newline is counted with the projector)
+    vision_modules = (".visual.", ".vision_tower.", ".multi_modal_projector.", ".image_newline")
     hf_vision = sum(p.numel() for k, p in params.items() if any(m in f".{k}" for m in vision_modules))
     spec = load_model(name)
     expected = total_params(spec)

@@ -11,11 +11,13 @@ EXPECTED = [
     "qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b",
     "qwen3-30b-a3b", "qwen3-235b-a22b", "llama3-8b", "llama3-70b", "llama3.1-405b", "deepseek-v3",
     "internvl3-8b", "internvl3-78b",
+    "gemma3-4b", "gemma3-12b", "gemma3-27b", "llava-onevision-qwen2-7b",
 ]
 OTHER_VL = ["glm-4.1v-9b-thinking", "glm-4.5v"]  # --- glm4v --- (shapes checked in tests/arch/test_glm4v.py)
 EXPECTED += OTHER_VL
 FLAT_VL = ["qwen2-vl-7b", "qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b", "qwen2.5-vl-72b"]
 INTERNVL = ["internvl3-8b", "internvl3-78b"]
+GEMMA3_LLAVA_OV = ["gemma3-4b", "gemma3-12b", "gemma3-27b", "llava-onevision-qwen2-7b"]
 NESTED_VL = ["qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b"]
 
 
@@ -29,7 +31,7 @@ def test_every_preset_loads(name):
     assert spec.name == name
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
-    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL)
+    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL + GEMMA3_LLAVA_OV)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -102,6 +104,10 @@ LM_DIMS = {
     "deepseek-v3": (61, 7168, 128, 128, 128, 18432, 129280, False),
     "internvl3-8b": (28, 3584, 28, 4, 128, 18944, 151674, False),  # Qwen2.5-7B LM
     "internvl3-78b": (80, 8192, 64, 8, 128, 29568, 151674, False),  # Qwen2.5-72B LM
+    "gemma3-4b": (34, 2560, 8, 4, 256, 10240, 262208, True),
+    "gemma3-12b": (48, 3840, 16, 8, 256, 15360, 262208, True),
+    "gemma3-27b": (62, 5376, 32, 16, 128, 21504, 262208, True),
+    "llava-onevision-qwen2-7b": (28, 3584, 28, 4, 128, 18944, 152064, False),  # Qwen2-7B LM
 }
 LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "glm-4.1v-9b-thinking": (40, 4096, 32, 2, 128, 13696, 151552, False),

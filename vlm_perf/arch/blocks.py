@@ -556,3 +556,71 @@ class GatedMergerMLP(Block):
 
 
 __all__ += ["DownsampleConv", "ExtraNorms", "GatedMergerMLP"]
+# --- gemma3 ---
+
+
+@dataclass(frozen=True)
+class NormLinearProjector(Block):
+    """Norm -> one Linear(in -> out) on ``vision_merged_tokens`` rows (Gemma 3: average pool 4x4 (no FLOPs)
+    -> RMSNorm(h_v) -> ``matmul(x, mm_input_projection_weight)``, no bias). With a weighted norm in front,
+    a trainable projector needs the GEMM's input gradient even when the tower is frozen."""
+
+    kind: ClassVar[str] = "norm_linear_projector"
+    in_width: int
+    out_width: int
+    norm_width: int
+    norm: str = "rmsnorm"
+    bias: bool = False
+    component: str = "vision.merger"
+
+    def params(self) -> int:
+        return norm_params(self.norm_width, self.norm) + linear_params(self.in_width, self.out_width, self.bias)
+
+    def describe(self) -> str:
+        return (f"{self.count} projector: {self.norm}({self.norm_width}) -> Linear {self.in_width} -> "
+                f"{self.out_width}{' (+bias)' if self.bias else ''} on pooled tokens")
+
+
+@dataclass(frozen=True)
+class ImageBlockAttention(Block):
+    """Bidirectional attention inside each image's token block of a causal LM (Gemma 3 ``token_type_ids``):
+    ``count`` layers, ``tokens`` placeholders per block (``mm_tokens_per_image``), one block per image or
+    pan-and-scan crop (statistic ``vision_frames``). FLOPs only: the score entries above the causal diagonal
+    that the mask re-opens, ``tokens^2 / 2`` per block per layer (continuous "causal half" convention);
+    under ``--causal full`` the eager square already holds them (0 here). Parameters: none."""
+
+    kind: ClassVar[str] = "image_block_attention"
+    num_heads: int
+    head_dim: int
+    tokens: int
+
+    def params(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return (f"{self.count} layers: image tokens attend bidirectionally within their block of {self.tokens} "
+                f"(+{self.tokens}^2/2 score entries per image per layer under causal half)")
+
+
+# --- siglip ---
+
+
+@dataclass(frozen=True)
+class SiglipPoolingHead(Block):
+    """SigLIP's attention-pooling head (``vision_use_head``): a learned probe (1 query per image / tile /
+    frame) attends over the image's patches with ``nn.MultiheadAttention`` (q from the probe, k/v from the
+    patches, out_proj), then LayerNorm and the tower's fc1/fc2 MLP on that one token. Gemma 3 and
+    LLaVA-OneVision discard its output, so autograd never reaches it: forward FLOPs only, in training too."""
+
+    kind: ClassVar[str] = "siglip_pooling_head"
+    width: int
+    mlp_width: int
+
+    def params(self) -> int:
+        w, i = self.width, self.mlp_width
+        attention = linear_params(w, 3 * w, True) + linear_params(w, w, True)
+        return w + attention + norm_params(w, "layernorm") + linear_params(w, i, True) + linear_params(i, w, True)
+
+    def describe(self) -> str:
+        return (f"attention-pooling head ({self.width}, MLP {self.mlp_width}): one probe query per image; output "
+                "discarded (forward only)")

@@ -50,7 +50,7 @@ def flops(
     stats = BatchStats.from_batch(
         seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
         seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec)
-    _check_visual_tokens(stats, spec)
+    _check_visual_tokens(stats, spec, media)
     every = convention.strip().lower() == "all"
     names = list(CONVENTIONS) if every else [convention]
     results, not_defined = [], {}
@@ -106,9 +106,14 @@ def derive_media(spec, images: list, videos: list) -> list:
     return [rule.image(spec, h, w) for h, w in images] + [rule.video(spec, t, h, w) for t, h, w in videos]
 
 
-def _check_visual_tokens(stats: BatchStats, spec=None) -> None:
-    if stats.vision_merged_tokens > stats.lm_tokens:
-        raise ValueError(f"the media give {stats.vision_merged_tokens} visual tokens, more than the "
+def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
+    # media from pixels carry the LM placeholder count their processor writes (LLaVA-OV: fewer than the
+    # projector rows, after unpadding / pooling); explicit grids count their merged tokens
+    m = spec.vision.spatial_merge_size if spec is not None and spec.vision is not None else 1
+    rows = sum(g[0] * (g[1] // m) * (g[2] // m) for g in (item.grid for item in media))
+    visual = stats.vision_merged_tokens - rows + sum(item.visual_tokens for item in media)
+    if visual > stats.lm_tokens:
+        raise ValueError(f"the media give {visual} visual tokens, more than the "
                          f"{stats.lm_tokens} LM tokens; --seq-len counts every LM token, visual placeholders "
                          "included")
 

@@ -22,7 +22,7 @@ from ..arch.blocks import (Block, ClsToken, ExtraParams, DecoderAttention, Dense
                            MLAttention, MlpProjector, MoEMLP, MTPModules, PatchEmbed, PositionTable,
                            StoredOnly, TokenEmbedding, VisionLayers)
 from ..stats.batch import BatchStats
-from .terms import INPUT_PIXELS, INPUT_TOWER, Term, matmul
+from .terms import INPUT_PIXELS, INPUT_TOWER, INPUT_UPSTREAM, Term, matmul
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,8 @@ def _mlp_projector(b: MlpProjector, s: BatchStats, ctx: FlopsContext) -> list[Te
     fc2 = matmul(rows, b.hidden_width, b.out_width)
     if b.count != 1:
         fc1, fc2 = b.count * fc1, b.count * fc2
-    return [Term(b.component, fc1, b.part, input_kind=INPUT_TOWER), Term(b.component, fc2, b.part)]
+    first_input = INPUT_TOWER if b.norm != "none" else INPUT_UPSTREAM  # Linear first: no norm needs its input grad
+    return [Term(b.component, fc1, b.part, input_kind=first_input), Term(b.component, fc2, b.part)]
 
 
 # --------------------------------------------------------------------------- language model
@@ -179,3 +180,37 @@ def _gated_merger(b: GatedMergerMLP, s: BatchStats, ctx: FlopsContext) -> list[T
     rows, d, f = s.vision_merged_tokens, b.width, b.hidden_width
     return [Term("vision.merger", b.count * matmul(rows, d, d), b.part),
             Term("vision.merger", b.count * 3 * matmul(rows, d, f), b.part)]
+# --- gemma3 ---
+from ..arch.blocks import ImageBlockAttention, NormLinearProjector  # noqa: E402
+
+
+@block_flops(NormLinearProjector)
+def _norm_linear_projector(b: NormLinearProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·M·in·out (M = vision_merged_tokens: pooled tokens)"""
+    first_input = INPUT_TOWER if b.norm != "none" else INPUT_UPSTREAM
+    return [Term(b.component, b.count * matmul(s.vision_merged_tokens, b.in_width, b.out_width), b.part,
+                 input_kind=first_input)]
+
+
+@block_flops(ImageBlockAttention)
+def _image_block_attention(b: ImageBlockAttention, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 4·H·d·n²/2 per image block (vision_frames) under causal half; 0 under causal full"""
+    if ctx.causal != "half":
+        return []
+    per_block = 2 * b.num_heads * b.head_dim * b.tokens * b.tokens  # (2·H·2d) x n²/2
+    return [Term("lm.attn_core", b.count * per_block * s.vision_frames, b.part, weights=False)]
+
+
+# --- siglip ---
+from ..arch.blocks import SiglipPoolingHead  # noqa: E402
+
+
+@block_flops(SiglipPoolingHead)
+def _siglip_pooling_head(b: SiglipPoolingHead, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per image: 2·w·w (q) + 2·w·w (out) + 4·w·i (MLP) on 1 probe row (vision_frames), 2·N·w·2w (k, v) + 4·w·N (core);
+    never back-propagated (output discarded)"""
+    w, frames, patches = b.width, s.vision_frames, s.vision_patches
+    once = dict(weights=False, input_kind=INPUT_PIXELS)  # forward only: no weight or input gradient
+    return [Term("vision.attn_proj", b.count * (2 * matmul(frames, w, w) + matmul(patches, w, 2 * w)), b.part, **once),
+            Term("vision.attn_core", b.count * 4 * w * patches, b.part, **once),
+            Term("vision.mlp", b.count * 2 * matmul(frames, w, b.mlp_width), b.part, **once)]

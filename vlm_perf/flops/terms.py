@@ -16,8 +16,8 @@ from ..arch.parts import LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER  # noqa: F
 INPUT_PIXELS = "pixels"  # patch embed: input is data, never needs a gradient
 INPUT_TOWER = "tower"  # first merger GEMM: input is the (possibly frozen) tower output
 INPUT_STAGE = "stage"  # anything else: input comes from earlier ops of its own stage (or upstream)
-INPUT_UPSTREAM = "upstream"  # a stage's first op with no trainable op before it in its stage (GLM downsample
-#                               conv): its input gradient is needed only when an upstream stage is trainable
+INPUT_UPSTREAM = "upstream"  # a stage's first op with no trainable op before it in its stage (GLM's downsample
+#                               conv, a Linear-first projector): its input gradient is needed only when an upstream stage is trainable
 
 
 @dataclass(frozen=True)

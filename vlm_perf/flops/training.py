@@ -8,7 +8,8 @@ Rule (what autograd runs; documented in docs/conventions.md):
   x2 for an attention core (dQ/dK from dS, and dV plus dP). A gradient reaches a term's input
   when any parameter upstream of it requires grad: the patch embed never (its input is pixels);
   the first merger GEMM when the tower is trainable or the merger is (every Qwen merger starts
-  with a norm whose weights need that input gradient); other tower / merger terms when their own
+  with a norm whose weights need that input gradient); a projector whose first op is that GEMM (no norm in
+  front, LLaVA-OneVision) only when the tower is trainable; other tower / merger terms when their own
   stage or an upstream stage is trainable (``arch.parts.UPSTREAM``: main and deepstack mergers both
   read the tower, neither feeds the other); LM terms when the LM (its embedding table) or any
   vision stage is trainable.

@@ -70,7 +70,7 @@ def supported_model_types() -> tuple[str, ...]:
     return tuple(_BY_MODEL_TYPE)
 
 
-from . import decoder, qwen_vl, internvl  # noqa: E402,F401  (registers the built-in families)
+from . import decoder, qwen_vl, internvl, gemma3, llava_onevision  # noqa: E402,F401  (registers the built-in families)
 from . import glm4v  # noqa: E402,F401  (--- glm4v ---)
 
 __all__ = ["FAMILIES", "Family", "family_for", "register_family", "supported_model_types"]
