@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from . import common
 from .common import PARTS, REGISTRY, PartMeasurement
 
-_FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3")
+_FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4")
 
 
 def _load_all() -> None:
@@ -56,7 +56,8 @@ def measure_family(family: str, config: Any = None, image_sizes: Sequence[tuple[
         model = h.build_model(config if config is not None else h.tiny_config(), seed)
     inputs, media = h.make_inputs(model, image_sizes=image_sizes, video_sizes=video_sizes, text_len=text_len,
                                   seed=seed + 1, **input_kw)
-    m = common.count(model, inputs, h.part_modules(model), training=mode == "training", frozen=frozen)
+    m = common.count(model, inputs, h.part_modules(model), training=mode == "training", frozen=frozen, run=h.run,
+                     loose_params=h.loose_params)
     m.media = media
     m.check()
     return m
