@@ -73,3 +73,13 @@ def test_training_frozen_tower(model):
     # LayerNorm first in the projector: both projector GEMMs need their input gradient -> 2x forward
     assert frozen.backward["projector"] == 2 * fw["projector"]
     assert frozen.backward["language_model"] == full.backward["language_model"] == 2 * fw["language_model"]
+
+
+def test_internvl3_5_moe_language_model_by_hand():
+    """InternVL3.5-30B-A3B style LM (qwen3_moe): 4 experts of 24, top-2 in both layers, router 64 -> 4."""
+    m = measure_family("internvl", config=tiny_config(text_model_type="qwen3_moe"), image_sizes=[(48, 80)])
+    s = m.media["seq_len"]
+    assert s == 8 + 1 + 16 * 7 + 1 + 3
+    attn = 2 * s * (64 * 64 + 2 * 64 * 32 + 64 * 64) + 2 * 2 * s * s * 64
+    moe = 2 * s * 64 * 4 + 2 * s * 2 * 3 * 64 * 24
+    assert m.forward["language_model"] == 2 * (attn + moe) + 2 * s * 64 * 1000
