@@ -21,6 +21,29 @@ from .common import PARTS, REGISTRY, PartMeasurement
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4")
 
 
+# Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
+# several shapes each, the family's special cases included (thumbnail / no thumbnail, upscaling, unpadding
+# with and without the anyres shrink, multi-image samples, pan-and-scan, videos, joined Pixtral sequences).
+CASES: dict[str, list[dict]] = {
+    "internvl": [dict(image_sizes=[(48, 80)]), dict(image_sizes=[(32, 32), (100, 30)]), dict(image_sizes=[(64, 64)])],
+    "glm4v": [dict(image_sizes=[(30, 50), (8, 8)]), dict(image_sizes=[(200, 120)]),
+              dict(video_sizes=[(3, 20, 20)]), dict(video_sizes=[(4, 30, 18), (2, 8, 12)])],
+    "glm4v_moe": [dict(image_sizes=[(30, 50), (8, 8)]), dict(video_sizes=[(3, 20, 20)])],
+    "gemma3": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(64, 64), (7, 300)]),
+               dict(image_sizes=[(30, 90)], pan_and_scan=True, pan_and_scan_min_crop_size=8)],
+    "llava_onevision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20)]), dict(image_sizes=[(72, 72)]),
+                        dict(image_sizes=[(30, 50), (70, 20)], multi_image=True), dict(video_sizes=[(3, 24, 24)])],
+    "qwen3_5": [dict(image_sizes=[(30, 50), (8, 8)]), dict(image_sizes=[(200, 120)]),
+                dict(video_grids=[(2, 4, 6)]), dict(image_sizes=[(30, 50)], video_grids=[(3, 8, 10)])],
+    "qwen3_5_moe": [dict(image_sizes=[(30, 50), (8, 8)]), dict(video_grids=[(2, 4, 6)])],
+    "mistral3": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(30, 50), (70, 20)]), dict(image_sizes=[(200, 100)])],
+    "idefics3": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(10, 10)]),
+                 dict(image_sizes=[(30, 50)], do_image_splitting=False)],
+    "smolvlm": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(300, 90)])],
+    "llama4": [dict(tiles=[5, 1]), dict(tiles=[1])],
+}
+
+
 def _load_all() -> None:
     import importlib
 
@@ -63,4 +86,4 @@ def measure_family(family: str, config: Any = None, image_sizes: Sequence[tuple[
     return m
 
 
-__all__ = ["PARTS", "REGISTRY", "harness", "measure_family"]
+__all__ = ["CASES", "PARTS", "REGISTRY", "harness", "measure_family"]

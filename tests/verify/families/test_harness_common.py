@@ -8,7 +8,7 @@ pytestmark = pytest.mark.measured
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from . import PARTS, REGISTRY, harness  # noqa: E402
+from . import PARTS, REGISTRY, harness, measure_family  # noqa: E402
 from .common import FamilyHarness, register  # noqa: E402
 
 harness("internvl")  # loads every family module
@@ -40,3 +40,24 @@ def test_every_parameter_belongs_to_exactly_one_part(family):
     assert not shared, shared
     unowned = set(names.values()) - set(owner) - UNOWNED.get(family, set())
     assert not unowned, sorted(unowned)
+
+
+def test_cases_cover_every_family():
+    from . import CASES
+
+    assert sorted(CASES) == FAMILIES
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_case_runs_consistently(family):
+    """Each representative case: parts sum to Global with nothing unattributed (``check``), forward and
+    training with the tower frozen; the frozen tower has no backward FLOPs."""
+    from . import CASES
+
+    h = REGISTRY[family]
+    model = h.build_model(h.tiny_config(), 0)
+    for case in CASES[family]:
+        fw = measure_family(family, model=model, **case)
+        assert all(fw.forward.get(p, 0) > 0 for p in PARTS), (case, fw.forward)
+        tr = measure_family(family, model=model, mode="training", frozen=("vision_tower",), **case)
+        assert "vision_tower" not in tr.backward and tr.forward == fw.forward, case
