@@ -86,4 +86,31 @@ def measure_family(family: str, config: Any = None, image_sizes: Sequence[tuple[
     return m
 
 
-__all__ = ["CASES", "PARTS", "REGISTRY", "harness", "measure_family"]
+def load_preset(name: str) -> dict:
+    """``presets/<name>.json`` as a dict (config.json-shaped; see presets/presets.json for sources)."""
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).parent / "presets" / f"{name}.json").read_text())
+
+
+def processor_media(family: str, config: Any, image_sizes: Sequence[tuple[int, int]] = (),
+                    video_sizes: Sequence[tuple[int, int, int]] = (), text_len: int = 0, **input_kw: Any) -> dict:
+    """The media (tiles / grids / visual tokens / seq_len) ``family``'s own HF processor gives for ``config``
+    (a transformers config or a config.json dict, e.g. :func:`load_preset`), without building the model.
+
+    Processor settings not in config.json are the harness's keyword arguments (``max_patches``, ``pixels``,
+    ``longest_edge``, ``pan_and_scan``...); pass the checkpoint's preprocessor values for real sizes.
+    """
+    import types
+
+    if isinstance(config, dict):
+        import transformers
+
+        config = transformers.AutoConfig.for_model(**config)
+    _, media = harness(family).make_inputs(types.SimpleNamespace(config=config), image_sizes=image_sizes,
+                                           video_sizes=video_sizes, text_len=text_len, **input_kw)
+    return media
+
+
+__all__ = ["CASES", "PARTS", "REGISTRY", "harness", "load_preset", "measure_family", "processor_media"]

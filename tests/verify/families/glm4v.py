@@ -77,26 +77,30 @@ def part_modules(model) -> dict:
             "language_model": [model.model.language_model, model.lm_head], "rope": rotary_modules(model)}
 
 
-def image_processor(config):
+def _size(pixels: dict | None) -> dict:
+    """Processor ``size`` kwargs: the tiny bounds, or {} (the processor class defaults) for ``pixels=None``."""
+    return {} if pixels is None else {"size": {"shortest_edge": pixels["min_pixels"],
+                                               "longest_edge": pixels["max_pixels"]}}
+
+
+def image_processor(config, pixels: dict | None = PIXELS):
     from transformers.models.glm4v.image_processing_pil_glm4v import Glm4vImageProcessorPil
 
     vc = config.vision_config
     return Glm4vImageProcessorPil(patch_size=vc.patch_size, temporal_patch_size=vc.temporal_patch_size,
-                                  merge_size=vc.spatial_merge_size,
-                                  size={"shortest_edge": PIXELS["min_pixels"], "longest_edge": PIXELS["max_pixels"]})
+                                  merge_size=vc.spatial_merge_size, **_size(pixels))
 
 
-def video_grid(config, frames: int, height: int, width: int) -> tuple[int, int, int]:
+def video_grid(config, frames: int, height: int, width: int, pixels: dict | None = PIXELS) -> tuple[int, int, int]:
     """(t, h, w) patches of one video as ``Glm4vVideoProcessor`` would produce (its own size arithmetic)."""
     from transformers.models.glm4v.video_processing_glm4v import Glm4vVideoProcessor, smart_resize
 
     vc = config.vision_config
     vp = Glm4vVideoProcessor(patch_size=vc.patch_size, temporal_patch_size=vc.temporal_patch_size,
-                             merge_size=vc.spatial_merge_size,
-                             size={"shortest_edge": PIXELS["min_pixels"], "longest_edge": PIXELS["max_pixels"]})
+                             merge_size=vc.spatial_merge_size, **_size(pixels))
     rh, rw = smart_resize(num_frames=frames, height=height, width=width, temporal_factor=vc.temporal_patch_size,
-                          factor=vc.patch_size * vc.spatial_merge_size, min_pixels=PIXELS["min_pixels"],
-                          max_pixels=PIXELS["max_pixels"])
+                          factor=vc.patch_size * vc.spatial_merge_size, min_pixels=vp.size["shortest_edge"],
+                          max_pixels=vp.size["longest_edge"])
     t = -(-frames // vc.temporal_patch_size)
     grid = (t, rh // vc.patch_size, rw // vc.patch_size)
     assert vp.get_num_of_video_patches(frames, height, width) == grid[0] * grid[1] * grid[2], grid
@@ -104,7 +108,8 @@ def video_grid(config, frames: int, height: int, width: int) -> tuple[int, int, 
 
 
 def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes: Sequence = (), text_len: int = 8,
-                seed: int = 1):
+                seed: int = 1, pixels: dict | None = PIXELS):
+    """``pixels``: min/max pixel bounds of the processors; None = the processor classes' defaults."""
     import torch
 
     if image_sizes and video_sizes:
@@ -118,7 +123,7 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
     media: dict = {"image_grids": [], "video_grids": [], "visual_tokens": 0}
     inputs: dict = {}
     if image_sizes:
-        out = image_processor(cfg)(random_images(image_sizes, seed), return_tensors="pt",
+        out = image_processor(cfg, pixels)(random_images(image_sizes, seed), return_tensors="pt",
                                    input_data_format="channels_last")
         grids = [tuple(int(x) for x in g) for g in out["image_grid_thw"]]
         for t, h, w in grids:
@@ -130,7 +135,7 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
         inputs["pixel_values"] = out["pixel_values"].to(torch.float64)
         inputs["image_grid_thw"] = out["image_grid_thw"]
     if video_sizes:
-        grids = [video_grid(cfg, *v) for v in video_sizes]
+        grids = [video_grid(cfg, *v, pixels=pixels) for v in video_sizes]
         for t, h, w in grids:
             ids.append(BOV)
             types.append(0)

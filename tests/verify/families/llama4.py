@@ -2,8 +2,9 @@
 
 Tiny config: tiles of 32 px, patch 4 -> 64 patches; ``Llama4UnfoldConvolution`` (unfold + Linear(48 -> 32, no
 bias)), CLS appended **last** (``class_embedding``), learned positions, 2D RoPE, 2 layers hidden 32, 2 heads,
-MLP 128 (bias; = 4 x hidden, which ``Llama4VisionMLP2`` also reads as its input width); ``vision_adapter`` = pixel shuffle 0.5 (CLS dropped) -> Llama4VisionMLP2 fc1 Linear(128 -> 48)
--> GELU -> fc2 Linear(48 -> 48) -> GELU (no bias); ``multi_modal_projector.linear_1`` Linear(48 -> 64, no bias).
+MLP 128 (bias; = 4 x hidden, which ``Llama4VisionMLP2`` also reads as its input width); ``vision_adapter`` =
+pixel shuffle 0.5 (CLS dropped) -> Llama4VisionMLP2 fc1 Linear(128 -> 48) -> GELU -> fc2 Linear(48 -> 48) -> GELU
+(no bias); ``multi_modal_projector.linear_1`` Linear(48 -> 64, no bias).
 LM: 2 layers hidden 64, 4 heads x 16, 2 KV heads, ``attention_chunk_size`` 16, ``no_rope_layers`` [1, 0] (a
 chunked RoPE layer and a global NoPE layer), layer 1 MoE with 4 experts top-1 + a shared expert.
 

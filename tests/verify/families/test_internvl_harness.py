@@ -16,7 +16,7 @@ from . import measure_family  # noqa: E402
 from .internvl import build_model, tiny_config  # noqa: E402
 
 
-def tiles_by_hand(h: int, w: int, lo: int = 1, hi: int = 6) -> int:
+def tiles_by_hand(h: int, w: int, lo: int = 1, hi: int = 6, tile: int = 32) -> int:
     """InternVL dynamic tiling (GotOcr2 ``get_optimal_tiled_canvas``): grids cols x rows with lo <= n <= hi,
     sorted by tile count; closest cols/rows to w/h wins; on a tie the later one only if the image area
     exceeds half the canvas area; one thumbnail added when there is more than one tile."""
@@ -27,7 +27,7 @@ def tiles_by_hand(h: int, w: int, lo: int = 1, hi: int = 6) -> int:
         diff = abs(w / h - c / r)
         if diff < best_diff:
             best, best_diff = (c, r), diff
-        elif diff == best_diff and h * w > 0.5 * 32 * 32 * c * r:
+        elif diff == best_diff and h * w > 0.5 * tile * tile * c * r:
             best = (c, r)
     n = best[0] * best[1]
     return n + 1 if n > 1 else n
