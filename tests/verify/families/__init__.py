@@ -29,6 +29,7 @@ CASES: dict[str, list[dict]] = {
     "glm4v": [dict(image_sizes=[(30, 50), (8, 8)]), dict(image_sizes=[(200, 120)]),
               dict(video_sizes=[(3, 20, 20)]), dict(video_sizes=[(4, 30, 18), (2, 8, 12)])],
     "glm4v_moe": [dict(image_sizes=[(30, 50), (8, 8)]), dict(video_sizes=[(3, 20, 20)])],
+    "glm46v": [dict(image_sizes=[(30, 50)]), dict(video_sizes=[(3, 20, 20)])],
     "gemma3": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(64, 64), (7, 300)]),
                dict(image_sizes=[(30, 90)], pan_and_scan=True, pan_and_scan_min_crop_size=8)],
     "llava_onevision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20)]), dict(image_sizes=[(72, 72)]),

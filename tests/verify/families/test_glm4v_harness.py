@@ -37,7 +37,8 @@ def glm_grid_by_hand(h: int, w: int, frames: int = 2, f: int = 4, p: int = 2,
 
 @pytest.fixture(scope="module")
 def models():
-    return {fam: build_model(tiny_config(moe=fam == "glm4v_moe"), 0) for fam in ("glm4v", "glm4v_moe")}
+    return {fam: build_model(tiny_config(moe=fam != "glm4v", glm46v=fam == "glm46v"), 0)
+            for fam in ("glm4v", "glm4v_moe", "glm46v")}
 
 
 @pytest.mark.parametrize("size", [(30, 50), (8, 8), (3, 40), (200, 120)])
@@ -60,7 +61,7 @@ def _vision_by_hand(grids):
     return tower, downsample, merger
 
 
-@pytest.mark.parametrize("fam", ["glm4v", "glm4v_moe"])
+@pytest.mark.parametrize("fam", ["glm4v", "glm4v_moe", "glm46v"])
 def test_forward_parts_by_hand(models, fam):
     m = measure_family(fam, model=models[fam], image_sizes=[(30, 50), (8, 8)], text_len=8)
     grids = [(1, 16, 24), (1, 4, 4)]
