@@ -84,3 +84,21 @@ def test_idefics3_splitting(h, w):
     rows, cols = idefics_grid(h, w)
     assert m.media["grids"] == [(rows, cols)]
     assert m.forward["vision_tower"] == (rows * cols + 1) * IDEFICS_TILE
+
+
+@FUZZ
+@given(t=st.integers(1, 9), h=side, w=side)
+def test_glm_video_grid(t, h, w):
+    """Frames padded to a multiple of 2 -> ceil(T/2) temporal patches; spatial side by smart_resize with t = T."""
+    m = media("glm4v", [], video_sizes=[(max(t, 2), h, w)])
+    frames = max(t, 2)
+    assert m["video_grids"] == [(-(-frames // 2), *glm_grid_by_hand(h, w, frames=frames))]
+
+
+@FUZZ
+@given(h=side, w=side, min_crop=st.integers(4, 40))
+def test_gemma3_pan_and_scan(h, w, min_crop):
+    from .test_gemma3_harness import crops_by_hand
+
+    m = media("gemma3", [(h, w)], pan_and_scan=True, pan_and_scan_min_crop_size=min_crop)
+    assert m["crops"] == [crops_by_hand(h, w, min_crop=min_crop)]
