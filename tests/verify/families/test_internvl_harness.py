@@ -83,3 +83,14 @@ def test_internvl3_5_moe_language_model_by_hand():
     attn = 2 * s * (64 * 64 + 2 * 64 * 32 + 64 * 64) + 2 * 2 * s * s * 64
     moe = 2 * s * 64 * 4 + 2 * s * 2 * 3 * 64 * 24
     assert m.forward["language_model"] == 2 * (attn + moe) + 2 * s * 64 * 1000
+
+
+def test_training_frozen_language_model(model):
+    """LM frozen, vision trainable: the LM backward still runs (to reach the image positions) but computes only
+    input gradients: 1x forward for every Linear, 2x for the attention core (both operands of both bmms)."""
+    m = measure_family("internvl", model=model, image_sizes=[(48, 80)], mode="training", frozen=("language_model",))
+    s = m.media["seq_len"]
+    linear = 2 * s * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 96)
+    core = 2 * 2 * s * s * 64
+    assert m.backward["language_model"] == 2 * (linear + 2 * core) + 2 * s * 64 * 1000
+    assert m.backward["vision_tower"] > 0 and m.backward["projector"] == 2 * m.forward["projector"]
