@@ -70,6 +70,6 @@ def supported_model_types() -> tuple[str, ...]:
     return tuple(_BY_MODEL_TYPE)
 
 
-from . import decoder, qwen_vl, internvl  # noqa: E402,F401  (registers the built-in families)
+from . import decoder, qwen_vl, internvl, qwen3_5  # noqa: E402,F401  (registers the built-in families)
 
 __all__ = ["FAMILIES", "Family", "family_for", "register_family", "supported_model_types"]
