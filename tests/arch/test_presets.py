@@ -15,6 +15,8 @@ EXPECTED = [
 FLAT_VL = ["qwen2-vl-7b", "qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b", "qwen2.5-vl-72b"]
 INTERNVL = ["internvl3-8b", "internvl3-78b"]
 NESTED_VL = ["qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b"]
+QWEN3_5 = ["qwen3.5-35b-a3b", "qwen3.5-397b-a17b"]  # tests/arch/test_qwen3_5.py
+EXPECTED += QWEN3_5
 
 
 def test_preset_names_exact():
@@ -27,7 +29,7 @@ def test_every_preset_loads(name):
     assert spec.name == name
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
-    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL)
+    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + QWEN3_5)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -101,6 +103,10 @@ LM_DIMS = {
     "internvl3-8b": (28, 3584, 28, 4, 128, 18944, 151674, False),  # Qwen2.5-7B LM
     "internvl3-78b": (80, 8192, 64, 8, 128, 29568, 151674, False),  # Qwen2.5-72B LM
 }
+LM_DIMS.update({  # hybrid LMs: heads / head_dim of the full-attention layers; every layer MoE (no dense width)
+    "qwen3.5-35b-a3b": (40, 2048, 16, 2, 256, 0, 248320, False),
+    "qwen3.5-397b-a17b": (60, 4096, 32, 2, 256, 0, 248320, False),
+})
 
 
 @pytest.mark.parametrize("name", EXPECTED)
