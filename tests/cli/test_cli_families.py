@@ -86,12 +86,15 @@ def test_convention_not_defined_for_family():
     assert set(out["conventions"]) == {"exact", "6nd"} and "megatron-bridge" in out["not_defined"]
 
 
-def test_video_size_qwen2_and_refusal_for_qwen3():
+def test_video_size_qwen2_and_qwen3():
     out = flops_json("--model", "qwen2-vl-7b", "--seq-len", "8192", "--video-size", "8,360,640")
     # video bounds per frame 128..768 merged tokens: 360 -> 13*28 = 364, 640 -> 23*28 = 644 (364*644 = 234416 <= 602112)
     assert out["media"][0]["grid"] == [4, 26, 46] and out["inputs"]["video_grids"] == [[4, 26, 46]]
-    r = cli("flops", "--model", "qwen3-vl-8b", "--seq-len", "8192", "--video-size", "8,360,640")
-    assert r.returncode == 2 and "--video-grid" in r.stderr
+    # Qwen3-VL: bounds on t_bar*h*w over the clip (4096 .. 25165824): 16*704*1280 = 14.4M fits; round(720/32) = 22
+    out = flops_json("--model", "qwen3-vl-8b", "--seq-len", "16384", "--video-size", "16,720,1280")
+    assert out["media"][0]["grid"] == [8, 44, 80] and out["media"][0]["visual_tokens"] == 8 * 22 * 40
+    r = cli("flops", "--model", "qwen3-vl-8b", "--seq-len", "8192", "--video-size", "1,360,640")
+    assert r.returncode == 2 and "at least temporal_patch_size=2 frames" in r.stderr
 
 
 def test_bad_image_size_is_one_line():
@@ -99,3 +102,15 @@ def test_bad_image_size_is_one_line():
     assert r.returncode == 2 and "--image-size: expected H,W" in r.stderr
     r = cli("flops", "--model", "llama3-8b", "--seq-len", "8192", "--image-size", "512,512")
     assert r.returncode == 2 and "no vision tower" in r.stderr
+
+
+def test_config_without_model_type_is_stated_or_refused(tmp_path):
+    text = {k: v for k, v in preset_config("qwen3-30b-a3b").items() if not k.startswith("_")}
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": text}))
+    out = flops_json("--model", str(tmp_path), "--seq-len", "1024")
+    assert any("no top-level model_type" in n for n in out["notes"])
+    vlm = {k: v for k, v in preset_config("qwen3-vl-8b").items() if not k.startswith("_") and k != "model_type"}
+    vlm["text_config"]["model_type"] = "qwen3"
+    (tmp_path / "config.json").write_text(json.dumps(vlm))
+    r = cli("flops", "--model", str(tmp_path), "--seq-len", "1024")
+    assert r.returncode == 2 and "no top-level model_type" in r.stderr

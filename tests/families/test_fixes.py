@@ -115,3 +115,45 @@ def test_convention_not_defined_for_uncovered_family():
     with pytest.raises(ConventionNotDefined, match="not defined for some_new_family"):
         get_convention("megatron-bridge").compute(fake, BatchStats.from_batch(seq_len=8, spec=spec),
                                                   __import__("vlm_perf.flops", fromlist=["Options"]).Options())
+
+
+def test_frozen_projector_keeps_input_gradients_for_a_trainable_tower():
+    spec = load_model("qwen3-vl-8b")
+    stats = BatchStats.from_batch(seq_len=4096, image_grids=[(1, 32, 32)], spec=spec)
+    fwd = compute_flops(spec, stats, mode="forward").components
+    b = compute_flops(spec, stats, frozen=["projector"]).components
+    # no weight gradients, but the tower behind it trains: both GEMMs pass input gradients back (x2)
+    assert b["vision.merger"] == 2 * fwd["vision.merger"]
+    assert b["vision.deepstack_merger"] == 2 * fwd["vision.deepstack_merger"]
+    assert b["vision.mlp"] == 3 * fwd["vision.mlp"] and b["lm.dense_mlp"] == 3 * fwd["lm.dense_mlp"]
+
+
+# --------------------------------------------------------------------------- registries reject duplicates
+def test_family_registry_rejects_duplicates():
+    from vlm_perf.arch.families import FAMILIES, Family, register_family
+
+    with pytest.raises(ValueError, match="already registered"):
+        register_family(FAMILIES["internvl"])
+    with pytest.raises(ValueError, match="model_type 'qwen2' already belongs to family 'qwen2'"):
+        register_family(Family(name="other", model_types=("qwen2",), build=lambda *a: None, hf_class="X",
+                               is_vlm=False))
+
+
+def test_block_flops_registry_rejects_duplicates_and_unknown_kinds():
+    from dataclasses import dataclass
+
+    from vlm_perf.arch.blocks import Block, PatchEmbed
+    from vlm_perf.flops.blocks import FlopsContext, block_flops, inventory_terms
+
+    with pytest.raises(ValueError, match="PatchEmbed already registered"):
+        block_flops(PatchEmbed)(lambda b, s, c: [])
+
+    @dataclass(frozen=True)
+    class Unregistered(Block):
+        def params(self):
+            return 1
+
+    with pytest.raises(NotImplementedError, match="no FLOPs function registered for block kind Unregistered"):
+        inventory_terms([Unregistered(part="vision_tower", count=1)], BatchStats(), FlopsContext())
+    with pytest.raises(ValueError, match="part must be one of"):
+        Unregistered(part="vision", count=1)

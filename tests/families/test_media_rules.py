@@ -73,3 +73,26 @@ def test_internvl_image_rule_equals_hf_processor(size):
     derived = FAMILIES["internvl"].media.image(spec, *size)
     assert derived.tiles == int(out["num_patches"][0]) == out["pixel_values"].shape[0]
     assert derived.visual_tokens == 256 * derived.tiles
+
+
+@pytest.fixture(scope="module")
+def qwen3_video_processors():
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    kw = dict(size={"shortest_edge": 4096, "longest_edge": 25165824}, patch_size=16, merge_size=2,
+              temporal_patch_size=2)  # as the Qwen3-VL checkpoints' video_preprocessor_config.json ship it
+    return {cap: Qwen3VLVideoProcessor(**kw, cap_pixels_per_frame=cap) for cap in (False, True)}
+
+
+@settings(derandomize=True, deadline=None, max_examples=200)
+@given(frames=st.integers(2, 256), h=st.integers(16, 2160), w=st.integers(16, 3840), cap=st.booleans())
+def test_qwen3_video_rule_equals_hf_video_processor(qwen3_video_processors, frames, h, w, cap):
+    if max(h, w) / min(h, w) > 100:
+        return
+    spec = load_model("qwen3-vl-8b")
+    spec = spec.__class__(**{**spec.__dict__, "processor": {"video_preprocessor_config.json": {
+        "size": {"shortest_edge": 4096, "longest_edge": 25165824}, "cap_pixels_per_frame": cap}}})
+    derived = FAMILIES["qwen3_vl"].media.video(spec, frames, h, w)
+    t, gh, gw = derived.grid
+    assert t * gh * gw == qwen3_video_processors[cap].get_num_of_video_patches(frames, h, w)
+    assert t == -(-frames // 2) and derived.visual_tokens == t * gh * gw // 4

@@ -34,3 +34,34 @@ def smart_resize(height: float, width: float, factor: int, min_pixels: int, max_
         h = math.ceil(height * scale / factor) * factor
         w = math.ceil(width * scale / factor) * factor
     return int(h), int(w)
+
+
+def smart_resize_video(frames: int, height: float, width: float, temporal_factor: int, factor: int,
+                       min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """Resized (height, width) of a clip of ``frames`` frames: the Qwen3-VL (and GLM-4.1V) video rule.
+
+    Like :func:`smart_resize`, but the pixel bounds apply to ``t_bar * h * w`` with ``t_bar`` = frames
+    rounded to a multiple of ``temporal_factor`` (so the budget is spread over the clip), and a side under
+    ``factor`` first scales both sides up (truncating to int) until the short one reaches ``factor``.
+    """
+    if frames < temporal_factor:
+        raise ValueError(f"a clip needs at least temporal_patch_size={temporal_factor} frames, got {frames}")
+    if height <= 0 or width <= 0:
+        raise ValueError(f"video frame size must be positive, got {height}x{width} px")
+    if height < factor or width < factor:
+        scale = max(factor / height, factor / width)
+        height, width = int(height * scale), int(width * scale)
+    if max(height, width) / min(height, width) > MAX_ASPECT:
+        raise ValueError(f"aspect ratio {max(height, width) / min(height, width):.0f} exceeds {MAX_ASPECT}")
+    h = round(height / factor) * factor
+    w = round(width / factor) * factor
+    t = round(frames / temporal_factor) * temporal_factor
+    if t * h * w > max_pixels:
+        beta = math.sqrt(frames * height * width / max_pixels)
+        h = max(factor, math.floor(height / beta / factor) * factor)
+        w = max(factor, math.floor(width / beta / factor) * factor)
+    elif t * h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (frames * height * width))
+        h = math.ceil(height * beta / factor) * factor
+        w = math.ceil(width * beta / factor) * factor
+    return int(h), int(w)

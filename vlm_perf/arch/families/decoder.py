@@ -12,6 +12,7 @@ Qwen2/Qwen3 use it only with ``use_sliding_window`` and only on layers ``>= max_
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Mapping
 
 from ..blocks import (DecoderAttention, DenseMLP, FinalNorm, LMHead, LMLayerNorms, MLAttention, MoEMLP,
@@ -120,8 +121,9 @@ def _mtp_layer_is_moe(lm: LMSpec, k: int) -> bool:
     return (lm.num_layers + k) % freq == 0
 
 
+@lru_cache(maxsize=256)
 def lm_blocks(lm: LMSpec) -> tuple:
-    """The LM inventory: embedding, attention sublayers (full / sliding groups), per-layer norms, dense
+    """The LM inventory (cached per LMSpec: specs and blocks are immutable): embedding, attention sublayers (full / sliding groups), per-layer norms, dense
     and MoE MLP groups, final norm, lm_head, and MTP modules (DeepSeek-V3; outside the stored total)."""
     h = lm.hidden_size
     sliding = len(lm.sliding_layers) if lm.sliding_window else 0

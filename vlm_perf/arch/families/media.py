@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ...errors import ConfigError, UnsupportedModelError
-from ..resize import smart_resize
+from ..resize import smart_resize, smart_resize_video
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,10 @@ def positive(values, what: str) -> tuple[int, ...]:
 QWEN_IMAGE_BOUNDS = {"qwen2_vl": (56 * 56, 28 * 28 * 16384), "qwen2_5_vl": (56 * 56, 28 * 28 * 16384),
                      "qwen3_vl": (256 * 256, 4096 * 4096), "qwen3_vl_moe": (256 * 256, 4096 * 4096)}
 QWEN_VIDEO_BOUNDS = {"qwen2_vl": (128 * 28 * 28, 768 * 28 * 28), "qwen2_5_vl": (128 * 28 * 28, 768 * 28 * 28)}
+# Qwen3-VL video_preprocessor_config.json (released checkpoints): size.shortest_edge 4096, longest_edge 25165824
+# over the whole clip (t_bar * h * w); transformers' class default is smaller (128*32*32 .. 768*32*32).
+QWEN3_VIDEO_BOUNDS = (4096, 25165824)
+QWEN3_MAX_VIDEO_TOKENS = 768  # Qwen3VLVideoProcessor.max_video_tokens (used only with cap_pixels_per_frame)
 
 
 def _bounds(files: Mapping[str, Any], default: tuple[int, int], origin: str) -> tuple[int, int, str]:
@@ -93,8 +97,11 @@ def _bounds(files: Mapping[str, Any], default: tuple[int, int], origin: str) -> 
 class QwenMedia(MediaRule):
     """Qwen2-VL-family ``smart_resize`` (factor = patch x merge, pixel bounds on h x w); grid (1, h/p, w/p)
     per image, LM tokens = grid / merge^2. Video: Qwen2/2.5-VL resize each frame with the video bounds and
-    pad the frames to a multiple of ``temporal_patch_size``; Qwen3-VL's video processor budgets pixels over
-    all frames (and caps tokens per clip), which is not modelled: give ``--video-grid`` for it."""
+    pad the frames to a multiple of ``temporal_patch_size``; Qwen3-VL (``Qwen3VLVideoProcessor``) compares
+    the bounds with t_bar x h x w over the whole clip (``smart_resize_video``) and, only with
+    ``cap_pixels_per_frame`` (unset, i.e. off, in transformers 5.24), caps each frame at
+    min(max_video_tokens x factor^2, longest_edge / frames), floored at 1.05 x shortest_edge. Frames are the
+    sampled ones (fps sampling happens before)."""
 
     def __init__(self, family: str):
         self.family = family
@@ -103,10 +110,15 @@ class QwenMedia(MediaRule):
         pre = spec.processor.get("preprocessor_config.json", {})
         lo, hi, origin = _bounds(pre, QWEN_IMAGE_BOUNDS[self.family], "reference checkpoint default")
         out = {"min_pixels": lo, "max_pixels": hi, "source": origin}
+        vid = spec.processor.get("video_preprocessor_config.json", {})
         if self.family in QWEN_VIDEO_BOUNDS:
-            vid = spec.processor.get("video_preprocessor_config.json", {})
             vlo, vhi, vorigin = _bounds(vid, QWEN_VIDEO_BOUNDS[self.family], "reference checkpoint default")
             out["video"] = {"min_pixels": vlo, "max_pixels": vhi, "source": vorigin}
+        else:
+            vlo, vhi, vorigin = _bounds(vid, QWEN3_VIDEO_BOUNDS, "reference checkpoint default")
+            out["video"] = {"min_pixels": vlo, "max_pixels": vhi, "source": vorigin,
+                            "cap_pixels_per_frame": bool(vid.get("cap_pixels_per_frame", False)),
+                            "max_video_tokens": int(vid.get("max_video_tokens", QWEN3_MAX_VIDEO_TOKENS))}
         return out
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
@@ -118,10 +130,18 @@ class QwenMedia(MediaRule):
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
         frames, height, width = positive((frames, height, width), "--video-size")
-        if self.family not in QWEN_VIDEO_BOUNDS:
-            return super().video(spec, frames, height, width)
         v, s = spec.vision, self.settings(spec)["video"]
-        h, w = smart_resize(height, width, v.patch_size * v.spatial_merge_size, s["min_pixels"], s["max_pixels"])
+        factor = v.patch_size * v.spatial_merge_size
+        if self.family in QWEN_VIDEO_BOUNDS:
+            h, w = smart_resize(height, width, factor, s["min_pixels"], s["max_pixels"])
+        else:
+            max_pixels = s["max_pixels"]
+            if s["cap_pixels_per_frame"]:
+                per_frame = max(min(s["max_video_tokens"] * factor * factor, max_pixels // frames),
+                                int(s["min_pixels"] * 1.05))
+                max_pixels = per_frame * frames
+            h, w = smart_resize_video(frames, height, width, v.temporal_patch_size, factor, s["min_pixels"],
+                                      max_pixels)
         t = -(-frames // v.temporal_patch_size)
         grid = (t, h // v.patch_size, w // v.patch_size)
         return DerivedMedia("video", (frames, height, width), (h, w), grid, t * grid[1] * grid[2] // v.merge_unit)
