@@ -18,7 +18,7 @@ from vlm_perf.arch import load_model, preset_config, spec_from_config
 from vlm_perf.arch.blocks import GatedDecoderAttention, GatedDeltaNet, SharedGateMoEMLP
 from vlm_perf.arch.families import FAMILIES
 from vlm_perf.arch.params import count_params
-from vlm_perf.errors import ConfigError, ConventionNotDefined, UnsupportedModelError
+from vlm_perf.errors import ConfigError, ConventionNotDefined, UnsupportedModelError  # noqa: F401
 from vlm_perf.flops import compute_flops
 from vlm_perf.stats import BatchStats
 
@@ -171,10 +171,19 @@ def test_media_settings_say_where_they_come_from():
     assert (s["min_pixels"], s["max_pixels"]) == (256 * 256, 4096 * 4096) and "reference" in s["source"]
 
 
-def test_video_in_pixels_is_refused():
+@pytest.mark.parametrize("video", [(8, 224, 224), (3, 720, 1280), (64, 1080, 1920), (2, 40, 4000)])
+def test_video_rule_equals_hf_video_processor(video):
+    """transformers maps qwen3_5 / qwen3_5_moe to Qwen3VLVideoProcessor (auto/video_processing_auto.py)."""
+    pytest.importorskip("torch")
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    size = {"shortest_edge": 4096, "longest_edge": 8 * 2 ** 20}
+    hf = Qwen3VLVideoProcessor(size=size, patch_size=16, merge_size=2, temporal_patch_size=2)
     spec = load_model("qwen3.5-35b-a3b")
-    with pytest.raises(UnsupportedModelError, match="--video-grid"):
-        FAMILIES["qwen3_5_moe"].media.video(spec, 8, 224, 224)
+    spec.processor["video_preprocessor_config.json"] = {"size": size}
+    got = FAMILIES["qwen3_5_moe"].media.video(spec, *video)
+    assert got.grid[0] * got.grid[1] * got.grid[2] == hf.get_num_of_video_patches(*video)
+    assert got.grid[0] == -(-video[0] // 2) and got.visual_tokens == got.grid[0] * got.grid[1] * got.grid[2] // 4
 
 
 # ------------------------------------------------------------------------------------------- errors

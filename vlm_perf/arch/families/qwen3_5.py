@@ -31,7 +31,7 @@ from ..fields import Fields, text_section
 from ..parts import LANGUAGE_MODEL
 from ..spec import LMSpec, ModelSpec, MoESpec, VisionSpec
 from . import Family, register_family
-from .media import DerivedMedia, QwenMedia, _bounds, positive
+from .media import QwenMedia, _bounds
 from .qwen_vl import vision_blocks
 
 CHUNK = 64  # chunk of the chunked gated-delta rule (transformers' torch fallback and FLA's kernels)
@@ -150,18 +150,15 @@ QWEN3_5_IMAGE_BOUNDS = (256 * 256, 4096 * 4096)
 class Qwen3_5Media(QwenMedia):
     """``Qwen2VLImageProcessor`` (what transformers maps ``qwen3_5`` / ``qwen3_5_moe`` to) smart resize:
     factor = patch x merge, pixel bounds on h x w (``min_pixels`` / ``max_pixels`` beat ``size``), grid
-    (1, h/p, w/p), LM tokens grid/merge^2; ``Qwen3VLProcessor`` sets no image kwargs. Video: the Qwen3-VL video
-    processor's frame sampling and pixel budget are not modelled: give ``--video-grid``."""
+    (1, h/p, w/p), LM tokens grid/merge^2; ``Qwen3VLProcessor`` sets no image kwargs. Video: transformers maps
+    both model types to ``Qwen3VLVideoProcessor``, so videos follow the Qwen3-VL rule (clip-wide t_bar x h x w
+    bounds, video_preprocessor_config.json else the Qwen3-VL checkpoints' defaults)."""
 
     def settings(self, spec) -> dict:
         pre = spec.processor.get("preprocessor_config.json", {})
         lo, hi, origin = _bounds(pre, QWEN3_5_IMAGE_BOUNDS, "reference default (Qwen3-VL checkpoints' bounds)")
-        return {"min_pixels": lo, "max_pixels": hi, "source": origin}
-
-    def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        positive((frames, height, width), "--video-size")
-        raise UnsupportedModelError(f"{self.family}: videos in pixels are not modelled (Qwen3-VL video processor "
-                                    "frame sampling); give --video-grid")
+        video = QwenMedia("qwen3_vl").settings(spec)["video"]  # Qwen3VLVideoProcessor: the Qwen3-VL rule
+        return {"min_pixels": lo, "max_pixels": hi, "source": origin, "video": video}
 
 
 _NOTES = ("gated-delta layers: chunked delta rule (chunk 64) matmuls counted; triangular solves, decay, exp, "
