@@ -228,3 +228,34 @@ def test_six_nd_uses_the_hybrid_layers():
     full_params = 64 * 128 + 2 * 64 * 32 + 64 * 64
     n_active = 6 * delta_params + 2 * full_params + 8 * 3 * 64 * 96 + 64 * 1000
     assert got == 6 * n_active * s
+
+
+def test_parameters_fuzzed_against_transformers_meta_model():
+    """Random small Qwen3.5 / Qwen3.5-MoE configs (layer mix, GQA, head widths, conv kernel, biases, tied head):
+    the inventory's parameters per part equal transformers' own module sizes (meta device, seeded, bounded)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("hypothesis")
+    from hypothesis import given, settings, strategies as st
+
+    @settings(derandomize=True, deadline=None, max_examples=15)
+    @given(moe=st.booleans(), layers=st.integers(1, 6), interval=st.integers(1, 4), kv=st.sampled_from([1, 2, 4]),
+           hk=st.sampled_from([1, 2]), ratio=st.sampled_from([1, 2, 3]), dk=st.sampled_from([4, 8]),
+           dv=st.sampled_from([4, 12]), kernel=st.integers(2, 5), bias=st.booleans(), tied=st.booleans())
+    def check(moe, layers, interval, kv, hk, ratio, dk, dv, kernel, bias, tied):
+        cfg = tiny(moe=moe, num_hidden_layers=layers, full_attention_interval=interval, num_key_value_heads=kv,
+                   linear_num_key_heads=hk, linear_num_value_heads=hk * ratio, linear_key_head_dim=dk,
+                   linear_value_head_dim=dv, linear_conv_kernel_dim=kernel, attention_bias=bias)
+        cfg["tie_word_embeddings"] = tied
+        hf_cfg = transformers.AutoConfig.for_model(**copy.deepcopy(cfg))
+        cls = transformers.Qwen3_5MoeForConditionalGeneration if moe else transformers.Qwen3_5ForConditionalGeneration
+        with torch.device("meta"):
+            model = cls(hf_cfg)
+        numel = lambda mod: sum(p.numel() for p in mod.parameters())
+        c = count_params(spec_from_config(cfg))
+        visual = model.model.visual
+        assert c.merger == numel(visual.merger)
+        assert c.vision_tower == numel(visual) - numel(visual.merger)
+        assert c.total == numel(model)  # a tied head is stored once (parameters() deduplicates)
+
+    check()

@@ -126,3 +126,23 @@ def test_parameters_per_part(model):
     assert c.merger == numel(visual.merger)
     assert c.lm == numel(model.model.language_model) + numel(model.lm_head)
     assert c.total == numel(model)
+
+
+def test_forward_fuzzed_media_and_lengths(model):
+    """Seeded, bounded fuzz: random image sizes and video grids, LM length a random multiple of 64."""
+    pytest.importorskip("hypothesis")
+    from hypothesis import given, settings, strategies as st
+
+    side = st.integers(4, 120)
+    grid = st.tuples(st.integers(1, 3), st.sampled_from([2, 4, 6]), st.sampled_from([2, 4, 8]))
+
+    @settings(derandomize=True, deadline=None, max_examples=6)
+    @given(images=st.lists(st.tuples(side, side), max_size=2), videos=st.lists(grid, max_size=1),
+           chunks=st.integers(1, 3))
+    def check(images, videos, chunks):
+        case = aligned(model, dict(image_sizes=images, video_grids=videos), multiple=64 * chunks)
+        m = measure_family(_family(model), model=model, **case)
+        lib, _ = _library(model, m, case)
+        assert lib.parts == m.parts("forward")
+
+    check()
