@@ -212,7 +212,7 @@ def test_deepstack_indexes_refused():
 # ------------------------------------------------------------------------------------------- conventions
 
 
-@pytest.mark.parametrize("convention", ["megatron-lm", "megatron-bridge", "mbridge-pr2575", "torchtitan", "verl"])
+@pytest.mark.parametrize("convention", ["megatron-bridge", "mbridge-pr2575", "torchtitan", "verl"])
 def test_framework_conventions_not_defined(convention):
     spec = spec_from_config(tiny(moe=True))
     stats = BatchStats.from_batch(seq_lens=[128], spec=spec)
@@ -259,3 +259,19 @@ def test_parameters_fuzzed_against_transformers_meta_model():
         assert c.total == numel(model)  # a tied head is stored once (parameters() deduplicates)
 
     check()
+
+
+@pytest.mark.parametrize("moe", [False, True])
+def test_megatron_lm_gated_delta_net_branch_by_hand(moe):
+    """Megatron-LM num_floating_point_operations (megatron/training/training.py, main) with
+    experimental_attention_variant "gated_delta_net", written out from its source for the tiny config:
+    per token 3*2*[...] summed over layers, x batch*seq_length; causal half of seq_length in the core."""
+    spec = spec_from_config(tiny(moe=moe))
+    s = 256
+    got = compute_flops(spec, BatchStats.from_batch(seq_lens=[s], spec=spec), convention="megatron-lm").total
+    h, q, kv, qk, v, hv, dv, k = 64, 64, 32, 16, 32, 4, 8, 4
+    standard = 3 * 2 * (h * (q + kv + kv + q) + q * s / 2 * 2 + q * h)  # output gate = query_projection_size
+    gdn = 3 * 2 * (h * (2 * qk + 2 * v + 2 * hv) + k * (2 * qk + v) + hv * dv**2 * 4 + h * v)
+    mlp = 3 * 2 * h * ((24 * 2 * 3 + 32 * 3) if moe else 96 * 3)  # routed top-2 + shared; no router, no gate
+    logits = 3 * 2 * h * 1024  # vocab 1000 padded to a multiple of 128
+    assert got == s * (2 * standard + 6 * gdn + 8 * mlp + logits)
