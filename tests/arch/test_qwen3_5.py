@@ -212,7 +212,7 @@ def test_deepstack_indexes_refused():
 # ------------------------------------------------------------------------------------------- conventions
 
 
-@pytest.mark.parametrize("convention", ["megatron-bridge", "mbridge-pr2575", "torchtitan", "verl"])
+@pytest.mark.parametrize("convention", ["mbridge-pr2575", "torchtitan", "verl"])
 def test_framework_conventions_not_defined(convention):
     spec = spec_from_config(tiny(moe=True))
     stats = BatchStats.from_batch(seq_lens=[128], spec=spec)
@@ -275,3 +275,22 @@ def test_megatron_lm_gated_delta_net_branch_by_hand(moe):
     mlp = 3 * 2 * h * ((24 * 2 * 3 + 32 * 3) if moe else 96 * 3)  # routed top-2 + shared; no router, no gate
     logits = 3 * 2 * h * 1024  # vocab 1000 padded to a multiple of 128
     assert got == s * (2 * standard + 6 * gdn + 8 * mlp + logits)
+
+
+def test_megatron_bridge_gated_delta_net_and_vit_by_hand():
+    """Megatron-Bridge flop_utils.num_floating_point_operations: its Qwen3.5 providers set
+    experimental_attention_variant "gated_delta_net" (same GDN per-layer term as Megatron-LM), linear terms on
+    padded tokens (mbs x padded length), core on sum s^2, plus vit_flops (x3; no patch embed)."""
+    spec = spec_from_config(tiny())
+    s, padded = 200, 256
+    stats = BatchStats.from_batch(seq_len=s, samples=1, padded_tokens=padded, image_grids=[(1, 16, 24)], spec=spec)
+    got = compute_flops(spec, stats, convention="megatron-bridge")
+    h, q, kv, qk, v, hv, dv, k = 64, 64, 32, 16, 32, 4, 8, 4
+    standard_linear = 3 * 2 * (h * (q + kv + kv + q) + q * h)
+    standard_core = 3 * 2 * q * s * s  # q * (sum s^2 / seqlen_sum) / 2 * 2, times seqlen_sum
+    gdn = 3 * 2 * (h * (2 * qk + 2 * v + 2 * hv) + k * (2 * qk + v) + hv * dv**2 * 4 + h * v)
+    lm = padded * (2 * standard_linear + 6 * gdn + 8 * 3 * 2 * h * 96 * 3 + 3 * 2 * h * 1024) + 2 * standard_core
+    assert got.language == lm
+    p, hv_, i, m = 16 * 24, 32, 64, 16 * 24 // 4  # vit_flops: 8h^2 + 4h*P_img + 4h*i per patch per layer, merger
+    vit = 3 * (2 * (8 * hv_**2 * p + 4 * hv_ * p * p + 4 * hv_ * i * p) + m * (2 * 128 * 128 + 2 * 128 * 64))
+    assert got.vision == vit

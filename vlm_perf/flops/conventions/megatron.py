@@ -76,7 +76,10 @@ def _megatron_lm(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
 
 
 def _megatron_bridge(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
-    out = megatron_lm_terms(spec.lm, s.lm_padded_tokens, s.lm_tokens_sq)
+    if spec.family in HYBRID_GDN_FAMILIES:  # flop_utils' gated_delta_net branch (Qwen3.5 providers set it)
+        out = megatron_lm_hybrid_terms(spec, s.lm_padded_tokens, s.lm_tokens_sq)
+    else:
+        out = megatron_lm_terms(spec.lm, s.lm_padded_tokens, s.lm_tokens_sq)
     if spec.vision is not None:
         out = {**bridge_vit_terms(spec.vision, s, patch_embed=False), **out}
     return out
@@ -117,8 +120,11 @@ MEGATRON_BRIDGE = Convention(
     deviations=("linear LM terms on padded tokens (exact: real tokens)",
                 "ViT MLP always 2 matrices: Qwen2.5-VL's gated MLP under-counted by 1/3",
                 "Qwen2.5-VL window attention counted as full per-frame attention in every layer",
-                "patch-embed convolution not counted") + _LM_DEVIATIONS,
+                "patch-embed convolution not counted") + _LM_DEVIATIONS + (
+        "qwen3_5 / qwen3_5_moe: flop_utils' gated_delta_net branch (as megatron-lm) on padded tokens; its "
+        "vit_flops on the Qwen3.5 tower (plain MLP and no deepstack: only the patch embed is missing)",),
     training=_megatron_bridge,
+    families=QWEN_AND_DECODER_FAMILIES + HYBRID_GDN_FAMILIES,
 )
 
 MBRIDGE_PR2575 = Convention(
