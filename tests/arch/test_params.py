@@ -88,6 +88,8 @@ ROUNDED_TOTAL = {
 ROUNDED_TOTAL.update({  # --- glm4v ---
     "glm-4.1v-9b-thinking": (10.3e9, 1e8, "vlm-architectures.md table: GLM-4.1V-9B 10.3B published"),
     "glm-4.5v": (108e9, 1e9, "vlm-architectures.md: GLM-4.5V 107.71B checkpoint total (exact value in test_glm4v.py)"),
+    "qwen3.5-35b-a3b": (35e9, 1e9, "model name Qwen/Qwen3.5-35B-A3B: 35B"),
+    "qwen3.5-397b-a17b": (397e9, 1e9, "model name Qwen/Qwen3.5-397B-A17B: 397B"),
 })
 
 

@@ -19,6 +19,8 @@ FLAT_VL = ["qwen2-vl-7b", "qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b", "q
 INTERNVL = ["internvl3-8b", "internvl3-78b"]
 GEMMA3_LLAVA_OV = ["gemma3-4b", "gemma3-12b", "gemma3-27b", "llava-onevision-qwen2-7b"]
 NESTED_VL = ["qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b"]
+QWEN3_5 = ["qwen3.5-35b-a3b", "qwen3.5-397b-a17b"]  # tests/arch/test_qwen3_5.py
+EXPECTED += QWEN3_5
 
 
 def test_preset_names_exact():
@@ -31,7 +33,7 @@ def test_every_preset_loads(name):
     assert spec.name == name
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
-    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL + GEMMA3_LLAVA_OV)
+    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL + GEMMA3_LLAVA_OV + QWEN3_5)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -112,6 +114,8 @@ LM_DIMS = {
 LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "glm-4.1v-9b-thinking": (40, 4096, 32, 2, 128, 13696, 151552, False),
     "glm-4.5v": (46, 4096, 96, 8, 128, 10944, 151552, False),
+    "qwen3.5-35b-a3b": (40, 2048, 16, 2, 256, 0, 248320, False),
+    "qwen3.5-397b-a17b": (60, 4096, 32, 2, 256, 0, 248320, False),
 })
 
 

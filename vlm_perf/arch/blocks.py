@@ -27,7 +27,7 @@ from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWE
 __all__ = [
     "Block", "ClsToken", "ExtraParams", "DecoderAttention", "DenseMLP", "FinalNorm", "LMHead", "LMLayerNorms", "MLAttention",
     "MoEMLP", "MTPModules", "MlpProjector", "PatchEmbed", "PositionTable", "StoredOnly", "TokenEmbedding",
-    "VisionLayers",
+    "VisionLayers", "GatedDecoderAttention", "GatedDeltaNet", "SharedGateMoEMLP",
     "inventory_params", "linear_params", "norm_params",
 ]
 
@@ -624,3 +624,119 @@ class SiglipPoolingHead(Block):
     def describe(self) -> str:
         return (f"attention-pooling head ({self.width}, MLP {self.mlp_width}): one probe query per image; output "
                 "discarded (forward only)")
+# --- qwen3_5 ---
+# Qwen3.5 / Qwen3.5-MoE hybrid LM (transformers models/qwen3_5*/modeling_*.py): gated-delta-net linear
+# attention layers, full-attention layers with an output gate, MoE with a sigmoid-gated shared expert.
+
+
+@dataclass(frozen=True)
+class GatedDecoderAttention(DecoderAttention):
+    """Full causal GQA attention whose ``q_proj`` also emits a per-channel output gate (h -> 2·H·d;
+    ``attn_out * sigmoid(gate)`` before ``o_proj``), q/k RMSNorm over head_dim (Qwen3.5, Qwen3-Next)."""
+
+    kind: ClassVar[str] = "gated_decoder_attention"
+
+    def proj_per_token(self) -> int:
+        h, q = self.hidden, self.q_width
+        return 2 * (h * (2 * q + 2 * self.kv_width) + q * h)
+
+    def params(self) -> int:
+        return super().params() + linear_params(self.hidden, self.q_width, self.qkv_bias)
+
+    def describe(self) -> str:
+        return super().describe() + ", output gate (q_proj h -> 2·H·d)"
+
+
+@dataclass(frozen=True)
+class GatedDeltaNet(Block):
+    """``count`` gated-delta-net linear-attention sublayers (Qwen3.5 ``Qwen3_5GatedDeltaNet``).
+
+    Projections: ``in_proj_qkv`` h -> 2·Hk·dk + Hv·dv, ``in_proj_z`` h -> Hv·dv, ``in_proj_b`` and
+    ``in_proj_a`` h -> Hv, ``out_proj`` Hv·dv -> h (no biases); a depthwise causal ``conv1d`` (kernel k, no
+    bias) over the 2·Hk·dk + Hv·dv qkv channels; per-head ``dt_bias`` and ``A_log`` (Hv each) and a gated
+    RMSNorm over dv. The delta rule itself is counted as the chunked algorithm (chunk ``chunk`` = 64, the
+    chunk of transformers' torch fallback and of flash-linear-attention's kernels) computes its matmuls;
+    see :func:`delta_rule_per_token` and docs/families.md.
+    """
+
+    kind: ClassVar[str] = "gated_delta_net"
+    hidden: int
+    key_heads: int
+    key_head_dim: int
+    value_heads: int
+    value_head_dim: int
+    conv_kernel: int
+    chunk: int = 64
+
+    @property
+    def key_width(self) -> int:
+        return self.key_heads * self.key_head_dim
+
+    @property
+    def value_width(self) -> int:
+        return self.value_heads * self.value_head_dim
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels of the depthwise conv: q, k and v (2·Hk·dk + Hv·dv)."""
+        return 2 * self.key_width + self.value_width
+
+    def proj_per_token(self) -> int:
+        """Forward FLOPs per token of the five projections (qkv, z, b, a in; out)."""
+        h = self.hidden
+        return 2 * h * (self.conv_channels + self.value_width + 2 * self.value_heads) + 2 * self.value_width * h
+
+    def conv_per_output(self) -> int:
+        """Forward FLOPs of the depthwise conv per output position: 2·channels·k."""
+        return 2 * self.conv_channels * self.conv_kernel
+
+    def delta_rule_per_token(self) -> int:
+        """Forward FLOPs per token of the chunked delta rule (C = chunk, all per value head, q/k repeated to
+        Hv heads): per chunk of C tokens k_beta·kᵀ and q·kᵀ (2·C²·dk each), then the scan's
+        k_cumdecay·S, q·S and kᵀ·v_new (2·C·dk·dv each) and intra·v_new (2·C²·dv); per token:
+        Hv·(4·C·dk + 6·dk·dv + 2·C·dv)."""
+        c, dk, dv = self.chunk, self.key_head_dim, self.value_head_dim
+        return self.value_heads * (4 * c * dk + 6 * dk * dv + 2 * c * dv)
+
+    def delta_rule_backward_extra_per_token(self) -> int:
+        """Backward FLOPs per token beyond 2x the forward: the gradient of the two unit-triangular solves
+        (``solve_triangular`` backward forms grad_A = -grad_B·Xᵀ, a C x C matmul over dv and over dk)."""
+        return 2 * self.value_heads * self.chunk * (self.value_head_dim + self.key_head_dim)
+
+    def delta_rule_backward_saved_per_sequence(self) -> int:
+        """Backward FLOPs per sequence below 2x the forward: the first chunk reads a zero initial state
+        (no gradient to it: 2 matmuls of 2·C·dk·dv) and the last chunk's state update is never used."""
+        return 4 * 2 * self.value_heads * self.chunk * self.key_head_dim * self.value_head_dim
+
+    def params(self) -> int:
+        h, hv = self.hidden, self.value_heads
+        proj = (linear_params(h, self.conv_channels, False) + linear_params(h, self.value_width, False)
+                + 2 * linear_params(h, hv, False) + linear_params(self.value_width, h, False))
+        return proj + self.conv_channels * self.conv_kernel + 2 * hv + self.value_head_dim
+
+    def describe(self) -> str:
+        return (f"{self.count} gated-delta-net linear attention, {self.key_heads} key heads x {self.key_head_dim}, "
+                f"{self.value_heads} value heads x {self.value_head_dim}, depthwise conv k={self.conv_kernel}, "
+                f"chunked delta rule (chunk {self.chunk})")
+
+
+@dataclass(frozen=True)
+class SharedGateMoEMLP(MoEMLP):
+    """MoE MLP whose shared expert output is scaled by ``sigmoid(shared_expert_gate(x))``, a Linear(h -> 1)
+    (Qwen2-MoE / Qwen3.5-MoE); the gate is counted with the shared experts."""
+
+    kind: ClassVar[str] = "shared_gate_moe_mlp"
+
+    def per_token(self) -> dict[str, int]:
+        out = super().per_token()
+        out["shared"] += 2 * self.hidden * self.num_shared
+        return out
+
+    def params(self) -> int:
+        return super().params() + self.num_shared * self.hidden
+
+    def active_params(self) -> int:
+        return super().active_params() + self.num_shared * self.hidden
+
+    def describe(self) -> str:
+        return super().describe() + ", sigmoid shared-expert gate h -> 1"

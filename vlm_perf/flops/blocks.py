@@ -214,3 +214,28 @@ def _siglip_pooling_head(b: SiglipPoolingHead, s: BatchStats, ctx: FlopsContext)
     return [Term("vision.attn_proj", b.count * (2 * matmul(frames, w, w) + matmul(patches, w, 2 * w)), b.part, **once),
             Term("vision.attn_core", b.count * 4 * w * patches, b.part, **once),
             Term("vision.mlp", b.count * 2 * matmul(frames, w, b.mlp_width), b.part, **once)]
+# --- qwen3_5 ---
+from ..arch.blocks import GatedDecoderAttention, GatedDeltaNet, SharedGateMoEMLP  # noqa: E402
+
+block_flops(GatedDecoderAttention)(_attention)
+block_flops(SharedGateMoEMLP)(_moe_mlp)
+
+
+@block_flops(GatedDeltaNet)
+def _gated_delta_net(b: GatedDeltaNet, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer projections·S + 2·ch·k·(S + (k−1)·rows) + Hv·(4·C·dk + 6·dk·dv + 2·C·dv)·S (chunk C = 64)
+
+    The delta rule is linear in S (``--causal`` does not apply: every chunk computes its full C x C blocks,
+    then masks). Training: the projections and the conv are weight GEMMs (x3); the delta rule's input
+    gradient is 2x its forward + the triangular solves' gradient 2·Hv·C·(dv + dk) per token − 4·2·Hv·C·dk·dv
+    per sequence (first chunk's zero state, last chunk's unused update). Tokens are real tokens: a kernel
+    that pads each sequence to a multiple of C (transformers' fallback) adds < C tokens per sequence.
+    """
+    rows = s.lm_tokens
+    conv_outputs = rows + (b.conv_kernel - 1) * s.lm_samples  # padding k−1 both sides per row, sliced off after
+    delta = b.count * b.delta_rule_per_token() * rows
+    delta_input_grad = 2 * delta + b.count * (b.delta_rule_backward_extra_per_token() * rows
+                                              - b.delta_rule_backward_saved_per_sequence() * s.lm_sequences)
+    return [Term("lm.attn_proj", b.count * b.proj_per_token() * rows, b.part),
+            Term("lm.attn_proj", b.count * b.conv_per_output() * conv_outputs, b.part),
+            Term("lm.attn_core", delta, b.part, weights=False, input_grad=delta_input_grad)]

@@ -47,14 +47,19 @@ def moe_per_token(lm: LMSpec) -> dict[str, int]:
     return moe[0].per_token() if moe else {"routed": 0, "shared": 0, "router": 0}
 
 
-def linear_per_token(lm: LMSpec) -> dict[str, int]:
+def linear_per_token(lm: LMSpec, blocks: tuple | None = None) -> dict[str, int]:
     """Forward FLOPs per token of the main stack's weight GEMMs and the logits, by component
-    (= 2 x the active matmul parameters), summed over the LM inventory's blocks; the conventions start
+    (= 2 x the active matmul parameters), summed over the LM inventory's blocks (``blocks``: a model's own
+    inventory, e.g. a hybrid LM's; default: the decoder inventory of ``lm``); the conventions start
     from this table."""
+    from ..arch.blocks import GatedDeltaNet
+
     out = dict.fromkeys(("lm.attn_proj", "lm.dense_mlp", "lm.routed_experts", "lm.shared_experts", "lm.router",
                          "lm.logits"), 0)
-    for b in _lm_inventory(lm):
-        if isinstance(b, (DecoderAttention, MLAttention)):
+    for b in (_lm_inventory(lm) if blocks is None else blocks):
+        if isinstance(b, GatedDeltaNet):  # projections + depthwise conv weights
+            out["lm.attn_proj"] += b.count * (b.proj_per_token() + b.conv_per_output())
+        elif isinstance(b, (DecoderAttention, MLAttention)):
             out["lm.attn_proj"] += b.count * b.proj_per_token()
         elif isinstance(b, DenseMLP):
             out["lm.dense_mlp"] += b.count * b.per_token()

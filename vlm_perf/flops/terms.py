@@ -29,6 +29,9 @@ class Term:
     stage: str  # one of STAGES
     weights: bool = True
     input_kind: str = INPUT_STAGE
+    # input-gradient FLOPs when they are not the usual 1x (weight GEMM) / 2x (attention core) of ``forward``
+    # (e.g. the chunked gated-delta rule, whose backward adds the triangular solves' gradient); None: usual
+    input_grad: Any = None
 
 
 def matmul(rows: Any, inner: int, outer: int) -> Any:

@@ -44,3 +44,14 @@ def training_multiplier(term: Term, frozen: frozenset[str]) -> int:
     weight_grad = 1 if term.weights and term.stage in trainable else 0
     input_grad = (1 if term.weights else 2) if _gradient_reaches_input(term, trainable) else 0
     return 1 + weight_grad + input_grad
+
+
+def training_flops(term: Term, frozen: frozenset[str]):
+    """Forward + backward FLOPs of ``term``: ``training_multiplier`` x forward, except that a term with an
+    explicit ``input_grad`` adds exactly that (instead of 1x / 2x forward) when a gradient reaches its input."""
+    if term.input_grad is None:
+        return training_multiplier(term, frozen) * term.forward
+    trainable = frozenset(STAGES) - frozen
+    weight_grad = term.forward if term.weights and term.stage in trainable else 0
+    input_grad = term.input_grad if _gradient_reaches_input(term, trainable) else 0
+    return term.forward + weight_grad + input_grad

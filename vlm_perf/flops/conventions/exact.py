@@ -8,7 +8,7 @@ from ...errors import ConfigError
 from ...stats.batch import BatchStats
 from ..blocks import FlopsContext, inventory_terms
 from ..breakdown import COMPONENTS, Breakdown, Options
-from ..training import frozen_stages, training_multiplier
+from ..training import frozen_stages, training_flops
 from .base import Convention
 
 
@@ -37,8 +37,8 @@ def _exact_components(spec: ModelSpec, stats: BatchStats, options: Options) -> d
         check_trainable(spec, frozen)
     components = {name: 0 for name in COMPONENTS if spec.is_vlm or not name.startswith("vision.")}
     for term in exact_terms(spec, stats, options):
-        factor = training_multiplier(term, frozen) if options.mode == "training" else 1
-        components[term.component] = components[term.component] + factor * term.forward
+        flops = training_flops(term, frozen) if options.mode == "training" else term.forward
+        components[term.component] = components[term.component] + flops
     return components
 
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...arch.blocks import MoEMLP
 from ...arch.spec import LMSpec, ModelSpec, VisionSpec
 from ...stats.batch import BatchStats
 from ..breakdown import Options
 from ..language import attn_core_per_token_sq, linear_per_token, mtp_mlp_per_token
 from .base import QWEN_AND_DECODER_FAMILIES, Convention
+
+HYBRID_GDN_FAMILIES = ("qwen3_5", "qwen3_5_moe")  # Megatron-LM's gated_delta_net branch
 
 VOCAB_MULTIPLE = 128  # Megatron's make_vocab_size_divisible_by default (x tensor-parallel size)
 
@@ -67,11 +70,16 @@ def _configured_sq(s: BatchStats) -> Any:
 
 
 def _megatron_lm(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
+    if spec.family in HYBRID_GDN_FAMILIES:
+        return megatron_lm_hybrid_terms(spec, s.lm_tokens, s.lm_tokens_sq)
     return megatron_lm_terms(spec.lm, s.lm_tokens, s.lm_tokens_sq)
 
 
 def _megatron_bridge(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
-    out = megatron_lm_terms(spec.lm, s.lm_padded_tokens, s.lm_tokens_sq)
+    if spec.family in HYBRID_GDN_FAMILIES:  # flop_utils' gated_delta_net branch (Qwen3.5 providers set it)
+        out = megatron_lm_hybrid_terms(spec, s.lm_padded_tokens, s.lm_tokens_sq)
+    else:
+        out = megatron_lm_terms(spec.lm, s.lm_padded_tokens, s.lm_tokens_sq)
     if spec.vision is not None:
         out = {**bridge_vit_terms(spec.vision, s, patch_embed=False), **out}
     return out
@@ -96,9 +104,12 @@ MEGATRON_LM = Convention(
     name="megatron-lm",
     source="NVIDIA/Megatron-LM megatron/training/training.py num_floating_point_operations (main)",
     formula="Megatron LM formula on real tokens S = sum(s), S2 = sum(s^2); no vision term",
-    deviations=("vision tower and mergers not counted at all",) + _LM_DEVIATIONS,
+    deviations=("vision tower and mergers not counted at all",) + _LM_DEVIATIONS + (
+        "qwen3_5 / qwen3_5_moe: gated-delta rule billed as 4 recurrent-state matmuls per token (8*Hv*dv^2), "
+        "not the chunked algorithm; no shared-expert gate",),
     training=_megatron_lm,
     counts_vision=False,
+    families=QWEN_AND_DECODER_FAMILIES + ("qwen3_5", "qwen3_5_moe"),  # GDN branch: megatron_lm_hybrid_terms
 )
 
 MEGATRON_BRIDGE = Convention(
@@ -113,9 +124,11 @@ MEGATRON_BRIDGE = Convention(
                 "GLM-4.5V (glm4v_moe; Bridge's GLM-4.5V provider + generic vlm_step): ViT MLP billed as 2 matrices "
                 "of vision_config.intermediate_size (the merger width 10944) instead of the gated 3 x out_hidden_size "
                 "(4096) MLP (x1.78); downsample conv + merger billed as Qwen's merger (m^2h_v)^2 + m^2h_v*d_out") \
-        + _LM_DEVIATIONS,
+        + _LM_DEVIATIONS + (
+        "qwen3_5 / qwen3_5_moe: flop_utils' gated_delta_net branch (as megatron-lm) on padded tokens; its "
+        "vit_flops on the Qwen3.5 tower (plain MLP and no deepstack: only the patch embed is missing)",),
     training=_megatron_bridge,
-    families=QWEN_AND_DECODER_FAMILIES + ("glm4v_moe",),
+    families=QWEN_AND_DECODER_FAMILIES + ("glm4v_moe",) + HYBRID_GDN_FAMILIES,
 )
 
 MBRIDGE_PR2575 = Convention(
@@ -130,3 +143,35 @@ MBRIDGE_PR2575 = Convention(
                 ) + _LM_DEVIATIONS,
     training=_pr2575,
 )
+
+
+# --- qwen3_5 ---
+# Megatron-LM's num_floating_point_operations (megatron/training/training.py, main) has a branch for
+# experimental_attention_variant "gated_delta_net" (what Megatron-Bridge's Qwen3.5 providers set): per token,
+# 6*[h*(2*qk + 2*v + 2*Hv) + k*(2*qk + v) + 4*Hv*dv^2 + h*v] per GDN layer, the standard GQA term (with the
+# output-gate projection) on the other layers, routed + shared experts (no router, no shared-expert gate),
+# logits on the padded vocabulary.
+
+def megatron_lm_hybrid_terms(spec: ModelSpec, tokens: Any, tokens_sq: Any) -> dict[str, Any]:
+    """Megatron-LM's formula for a hybrid gated-delta-net LM (training FLOPs by component, x3, causal half)."""
+    from ...arch.blocks import DecoderAttention, GatedDeltaNet, LMHead
+    from ...arch.parts import LANGUAGE_MODEL
+
+    blocks = tuple(b for b in spec.blocks if b.part == LANGUAGE_MODEL)
+    per_token = linear_per_token(spec.lm, blocks)  # GEMMs of the inventory (GDN: projections + conv taps)
+    per_token["lm.router"] = 0
+    head = next(b for b in blocks if isinstance(b, LMHead))
+    per_token["lm.logits"] = 2 * head.hidden * padded_vocab(head.vocab)
+    core = 0
+    for b in blocks:
+        if isinstance(b, MoEMLP) and b.num_shared:  # Megatron bills no shared-expert gate
+            per_token["lm.shared_experts"] = per_token["lm.shared_experts"] - b.count * (
+                b.per_token()["shared"] - 2 * 3 * b.hidden * b.shared_width * b.num_shared)
+        if isinstance(b, GatedDeltaNet):
+            core = core + b.count * 2 * 4 * b.value_heads * b.value_head_dim**2 * tokens  # KK^T, VK^T, S(..), SQ
+        elif isinstance(b, DecoderAttention):
+            core = core + b.count * b.core_per_token_sq() * tokens_sq / 2
+    out = {name: 3 * value * tokens for name, value in per_token.items()}
+    out["lm.attn_core"] = 3 * core
+    out["lm.mtp"] = 0
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+from ...arch.parts import LANGUAGE_MODEL
 from ...arch.spec import ModelSpec
 from ...stats.batch import BatchStats
 from ..breakdown import Options
@@ -44,7 +45,8 @@ def _verl(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
 
 
 def _six_nd(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
-    return {k: 3 * v * s.lm_tokens for k, v in linear_per_token(spec.lm).items()}
+    lm_blocks = tuple(b for b in spec.blocks if b.part == LANGUAGE_MODEL) if spec.blocks else None
+    return {k: 3 * v * s.lm_tokens for k, v in linear_per_token(spec.lm, lm_blocks).items()}
 
 
 TORCHTITAN = Convention(
