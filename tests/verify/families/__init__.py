@@ -18,7 +18,31 @@ from typing import Any, Sequence
 from . import common
 from .common import PARTS, REGISTRY, PartMeasurement
 
-_FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3")
+_FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4")
+
+
+# Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
+# several shapes each, the family's special cases included (thumbnail / no thumbnail, upscaling, unpadding
+# with and without the anyres shrink, multi-image samples, pan-and-scan, videos, joined Pixtral sequences).
+CASES: dict[str, list[dict]] = {
+    "internvl": [dict(image_sizes=[(48, 80)]), dict(image_sizes=[(32, 32), (100, 30)]), dict(image_sizes=[(64, 64)])],
+    "glm4v": [dict(image_sizes=[(30, 50), (8, 8)]), dict(image_sizes=[(200, 120)]),
+              dict(video_sizes=[(3, 20, 20)]), dict(video_sizes=[(4, 30, 18), (2, 8, 12)])],
+    "glm4v_moe": [dict(image_sizes=[(30, 50), (8, 8)]), dict(video_sizes=[(3, 20, 20)])],
+    "glm46v": [dict(image_sizes=[(30, 50)]), dict(video_sizes=[(3, 20, 20)])],
+    "gemma3": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(64, 64), (7, 300)]),
+               dict(image_sizes=[(30, 90)], pan_and_scan=True, pan_and_scan_min_crop_size=8)],
+    "llava_onevision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20)]), dict(image_sizes=[(72, 72)]),
+                        dict(image_sizes=[(30, 50), (70, 20)], multi_image=True), dict(video_sizes=[(3, 24, 24)])],
+    "qwen3_5": [dict(image_sizes=[(30, 50), (8, 8)]), dict(image_sizes=[(200, 120)]),
+                dict(video_grids=[(2, 4, 6)]), dict(image_sizes=[(30, 50)], video_grids=[(3, 8, 10)])],
+    "qwen3_5_moe": [dict(image_sizes=[(30, 50), (8, 8)]), dict(video_grids=[(2, 4, 6)])],
+    "mistral3": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(30, 50), (70, 20)]), dict(image_sizes=[(200, 100)])],
+    "idefics3": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(10, 10)]),
+                 dict(image_sizes=[(30, 50)], do_image_splitting=False)],
+    "smolvlm": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(300, 90)])],
+    "llama4": [dict(tiles=[5, 1]), dict(tiles=[1])],
+}
 
 
 def _load_all() -> None:
@@ -56,10 +80,38 @@ def measure_family(family: str, config: Any = None, image_sizes: Sequence[tuple[
         model = h.build_model(config if config is not None else h.tiny_config(), seed)
     inputs, media = h.make_inputs(model, image_sizes=image_sizes, video_sizes=video_sizes, text_len=text_len,
                                   seed=seed + 1, **input_kw)
-    m = common.count(model, inputs, h.part_modules(model), training=mode == "training", frozen=frozen)
+    m = common.count(model, inputs, h.part_modules(model), training=mode == "training", frozen=frozen, run=h.run,
+                     loose_params=h.loose_params)
     m.media = media
     m.check()
     return m
 
 
-__all__ = ["PARTS", "REGISTRY", "harness", "measure_family"]
+def load_preset(name: str) -> dict:
+    """``presets/<name>.json`` as a dict (config.json-shaped; see presets/presets.json for sources)."""
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).parent / "presets" / f"{name}.json").read_text())
+
+
+def processor_media(family: str, config: Any, image_sizes: Sequence[tuple[int, int]] = (),
+                    video_sizes: Sequence[tuple[int, int, int]] = (), text_len: int = 0, **input_kw: Any) -> dict:
+    """The media (tiles / grids / visual tokens / seq_len) ``family``'s own HF processor gives for ``config``
+    (a transformers config or a config.json dict, e.g. :func:`load_preset`), without building the model.
+
+    Processor settings not in config.json are the harness's keyword arguments (``max_patches``, ``pixels``,
+    ``longest_edge``, ``pan_and_scan``...); pass the checkpoint's preprocessor values for real sizes.
+    """
+    import types
+
+    if isinstance(config, dict):
+        import transformers
+
+        config = transformers.AutoConfig.for_model(**config)
+    _, media = harness(family).make_inputs(types.SimpleNamespace(config=config), image_sizes=image_sizes,
+                                           video_sizes=video_sizes, text_len=text_len, **input_kw)
+    return media
+
+
+__all__ = ["CASES", "PARTS", "REGISTRY", "harness", "load_preset", "measure_family", "processor_media"]

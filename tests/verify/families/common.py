@@ -48,6 +48,9 @@ class FamilyHarness:
     build_model: Callable[[Any, int], Any]  # (config, seed) -> model in eval mode, float64, eager
     part_modules: Callable[[Any], dict]  # model -> {part: [modules]}
     make_inputs: Callable[..., tuple[dict, dict]]  # (model, image_sizes, video_sizes, text_len, seed, **kw)
+    run: Callable[[Any, dict], Any] | None = None  # (model, inputs) -> logits; default model(**inputs).logits
+    # (model, part) -> parameters of that part held outside its hooked modules (frozen with it)
+    loose_params: Callable[[Any, str], list] | None = None
     notes: str = ""
 
 
@@ -98,10 +101,9 @@ def eager(config, experts: bool = False) -> None:
 
 
 def finish_model(model):
-    """float64, eval mode (no dropout; gradients still flow)."""
-    import torch
-
-    model.to(torch.float64)
+    """float64 for every floating-point tensor (complex RoPE tables stay complex), eval mode (no dropout;
+    gradients still flow)."""
+    model._apply(lambda t: t.double() if t.is_floating_point() else t)
     model.eval()
     return model
 
@@ -228,23 +230,32 @@ class PartMeasurement:
             {k: v for k, v in self.by_op.items() if k[1] == "other"})
 
 
-def freeze_parts(model, parts: dict[str, list], frozen: Sequence[str]) -> None:
-    """Everything trainable, then ``requires_grad_(False)`` on the modules of each named part."""
+def freeze_parts(model, parts: dict[str, list], frozen: Sequence[str], loose_params=None) -> None:
+    """Everything trainable, then ``requires_grad_(False)`` on the modules of each named part (and on the
+    part's parameters that sit outside those modules, ``loose_params(model, part)``)."""
     model.requires_grad_(True)
     for name in frozen:
         if name not in PARTS:
             raise ValueError(f"unknown part {name!r}; expected one of {PARTS}")
         for mod in parts[name]:
             mod.requires_grad_(False)
+        for param in (loose_params(model, name) if loose_params else []):
+            param.requires_grad_(False)
+
+
+def default_run(model, inputs: dict):
+    return model(**inputs).logits
 
 
 def count(model, inputs: dict, parts: dict[str, list], training: bool = False,
-          frozen: Sequence[str] = ()) -> PartMeasurement:
-    """Run ``model(**inputs)`` (and ``logits.mean().backward()`` if ``training``) under :class:`PartCounter`."""
+          frozen: Sequence[str] = (), run: Callable[[Any, dict], Any] | None = None,
+          loose_params=None) -> PartMeasurement:
+    """Run ``run(model, inputs)`` -> logits (default ``model(**inputs).logits``), and
+    ``logits.mean().backward()`` if ``training``, under :class:`PartCounter`."""
     import torch
 
     counter_cls = _make_counter_class()
-    freeze_parts(model, parts, frozen)
+    freeze_parts(model, parts, frozen, loose_params)
     for p in model.parameters():
         p.grad = None
     grad_ctx = contextlib.nullcontext() if training else torch.no_grad()
@@ -253,9 +264,9 @@ def count(model, inputs: dict, parts: dict[str, list], training: bool = False,
     torch.set_num_threads(1)  # tiny GEMMs: intra-op threading only adds overhead
     try:
         with grad_ctx, counter:
-            out = model(**inputs)
+            logits = (run or default_run)(model, inputs)
             if training:
-                out.logits.mean().backward()
+                logits.mean().backward()
     finally:
         torch.set_num_threads(threads)
         model.requires_grad_(True)

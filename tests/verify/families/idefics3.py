@@ -58,11 +58,13 @@ def part_modules(model) -> dict:
 
 
 def image_processor(config, do_image_splitting: bool = True):
+    """Tile = ``vision_config.image_size``; longest edge 4 tiles (the class default ratio 4*364 : 364)."""
     if config.model_type == "smolvlm":
         from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil as cls
     else:
         from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil as cls
-    return cls(size={"longest_edge": 4 * TILE}, max_image_size={"longest_edge": TILE},
+    tile = config.vision_config.image_size
+    return cls(size={"longest_edge": 4 * tile}, max_image_size={"longest_edge": tile},
                do_image_splitting=do_image_splitting)
 
 
@@ -82,7 +84,7 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
     if image_sizes:
         out = image_processor(cfg, do_image_splitting)([random_images(image_sizes, seed)], return_tensors="pt",
                                                        input_data_format="channels_last", return_row_col_info=True)
-        grids = list(zip(out["rows"][0], out["cols"][0]))
+        grids = list(zip(out["rows"][0], out["cols"][0], strict=True))
         for rows, cols in grids:
             if rows == 0 and cols == 0:
                 ids += [FAKE, GLOBAL] + [IMAGE_TOKEN] * per_tile + [FAKE]

@@ -4,7 +4,8 @@ Tiny config: 32-px tiles, patch 4 -> 8x8 = 64 patches + 1 CLS per tile in the to
 shuffle 0.5 -> 4x4 = 16 tokens per tile (``image_seq_length`` 16); projector LayerNorm(4*32) ->
 Linear(128->64) -> GELU -> Linear(64->64). QK-norm on (InternViT-6B style) and attention_bias on so every
 structural feature is present. LM: Qwen2 (InternVL3) by default, Qwen3 (InternVL3.5) with
-``text_model_type="qwen3"``.
+``text_model_type="qwen3"``, Qwen3-MoE (InternVL3.5-30B-A3B / 241B-A28B) with ``text_model_type="qwen3_moe"``
+(tiny: 4 experts of width 24, top-2, every layer).
 
 Inputs: ``GotOcr2ImageProcessorPil`` built locally with the tile size / min / max tiles passed explicitly,
 called with ``InternVLProcessor.images_kwargs`` (``crop_to_patches=True``: InternVL always tiles, whatever
@@ -32,8 +33,11 @@ def tiny_config(text_model_type: str = "qwen2", **over: Any):
     text = dict(model_type=text_model_type, vocab_size=VOCAB, hidden_size=64, intermediate_size=96,
                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
                 bos_token_id=None, eos_token_id=None, pad_token_id=None)
-    if text_model_type == "qwen3":
+    if text_model_type in ("qwen3", "qwen3_moe"):
         text["head_dim"] = 16
+    if text_model_type == "qwen3_moe":
+        text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, decoder_sparse_step=1,
+                    mlp_only_layers=[])
     vision.update(over.pop("vision", {}))
     text.update(over.pop("text", {}))
     kw = dict(vision_config=vision, text_config=text, image_token_id=IMAGE_TOKEN, image_seq_length=16,
@@ -47,9 +51,17 @@ def build_model(config, seed: int = 0):
     import torch
     import transformers
 
-    eager(config)
+    moe = getattr(config.text_config, "num_experts", 0) or 0  # InternVL3.5-30B-A3B / 241B: qwen3_moe LM
+    eager(config, experts=bool(moe))
     torch.manual_seed(seed)
-    return finish_model(transformers.InternVLForConditionalGeneration(config))
+    model = finish_model(transformers.InternVLForConditionalGeneration(config))
+    if moe:  # random routers: non-trivial routing
+        with torch.no_grad():
+            for layer in model.model.language_model.layers:
+                gate = getattr(layer.mlp, "gate", None)
+                if gate is not None:
+                    gate.weight.normal_(0, 0.5)
+    return model
 
 
 def part_modules(model) -> dict:

@@ -57,15 +57,16 @@ def part_modules(model) -> dict:
             "language_model": [inner.language_model, model.lm_head], "rope": rotary_modules(model)}
 
 
-def image_processor(config):
+def image_processor(config, longest_edge: int = LONGEST_EDGE):
     from transformers.models.pixtral.image_processing_pil_pixtral import PixtralImageProcessorPil
 
     step = config.vision_config.patch_size * config.spatial_merge_size  # PixtralProcessor._process_images
-    return PixtralImageProcessorPil(size={"longest_edge": LONGEST_EDGE}, patch_size={"height": step, "width": step})
+    return PixtralImageProcessorPil(size={"longest_edge": longest_edge}, patch_size={"height": step, "width": step})
 
 
 def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes: Sequence = (), text_len: int = 8,
-                seed: int = 1):
+                seed: int = 1, longest_edge: int = LONGEST_EDGE):
+    """``longest_edge``: the processor's size bound (tiny 64; Mistral-Small-3.1 ships 1540)."""
     import torch
 
     if video_sizes:
@@ -77,7 +78,7 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
     media: dict = {"resized": [], "visual_tokens": 0}
     inputs: dict = {}
     if image_sizes:
-        out = image_processor(cfg)(random_images(image_sizes, seed), return_tensors="pt",
+        out = image_processor(cfg, longest_edge)(random_images(image_sizes, seed), return_tensors="pt",
                                    input_data_format="channels_last")
         resized = [tuple(int(x) for x in s) for s in out["image_sizes"]]
         for h, w in resized:

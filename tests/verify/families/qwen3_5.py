@@ -77,17 +77,20 @@ def part_modules(model) -> dict:
             "language_model": [model.model.language_model, model.lm_head], "rope": rotary_modules(model)}
 
 
-def image_processor(config):
+def image_processor(config, pixels: dict | None = PIXELS):
+    """``pixels=None``: the Qwen2VLImageProcessor class defaults (Qwen2-VL's bounds; a Qwen3.5 checkpoint's
+    preprocessor_config.json sets its own)."""
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     vc = config.vision_config
+    size = {} if pixels is None else {"size": {"shortest_edge": pixels["min_pixels"],
+                                               "longest_edge": pixels["max_pixels"]}}
     return Qwen2VLImageProcessorPil(patch_size=vc.patch_size, temporal_patch_size=vc.temporal_patch_size,
-                                    merge_size=vc.spatial_merge_size,
-                                    size={"shortest_edge": PIXELS["min_pixels"], "longest_edge": PIXELS["max_pixels"]})
+                                    merge_size=vc.spatial_merge_size, **size)
 
 
 def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes: Sequence = (), text_len: int = 8,
-                seed: int = 1, video_grids: Sequence[tuple[int, int, int]] = ()):
+                seed: int = 1, video_grids: Sequence[tuple[int, int, int]] = (), pixels: dict | None = PIXELS):
     import torch
 
     if video_sizes:
@@ -108,7 +111,7 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
         media["visual_tokens"] += n
 
     if image_sizes:
-        out = image_processor(cfg)(random_images(image_sizes, seed), return_tensors="pt",
+        out = image_processor(cfg, pixels)(random_images(image_sizes, seed), return_tensors="pt",
                                    input_data_format="channels_last")
         grids = [tuple(int(x) for x in g) for g in out["image_grid_thw"]]
         for t, h, w in grids:

@@ -18,25 +18,27 @@ from . import measure_family  # noqa: E402
 from .glm4v import PIXELS, build_model, tiny_config  # noqa: E402
 
 
-def glm_grid_by_hand(h: int, w: int, frames: int = 2, f: int = 4, p: int = 2) -> tuple[int, int]:
+def glm_grid_by_hand(h: int, w: int, frames: int = 2, f: int = 4, p: int = 2,
+                     pixels: dict = PIXELS) -> tuple[int, int]:
     """GLM smart resize: round each side to the factor f; bounds checked on t*h*w with t = 2 for an image."""
     if h < f or w < f:
         s = max(f / h, f / w)
         h, w = int(h * s), int(w * s)
     hb, wb = round(h / f) * f, round(w / f) * f
     tb = round(frames / 2) * 2
-    if tb * hb * wb > PIXELS["max_pixels"]:
-        beta = math.sqrt(frames * h * w / PIXELS["max_pixels"])
+    if tb * hb * wb > pixels["max_pixels"]:
+        beta = math.sqrt(frames * h * w / pixels["max_pixels"])
         hb, wb = max(f, math.floor(h / beta / f) * f), max(f, math.floor(w / beta / f) * f)
-    elif tb * hb * wb < PIXELS["min_pixels"]:
-        beta = math.sqrt(PIXELS["min_pixels"] / (frames * h * w))
+    elif tb * hb * wb < pixels["min_pixels"]:
+        beta = math.sqrt(pixels["min_pixels"] / (frames * h * w))
         hb, wb = math.ceil(h * beta / f) * f, math.ceil(w * beta / f) * f
     return hb // p, wb // p
 
 
 @pytest.fixture(scope="module")
 def models():
-    return {fam: build_model(tiny_config(moe=fam == "glm4v_moe"), 0) for fam in ("glm4v", "glm4v_moe")}
+    return {fam: build_model(tiny_config(moe=fam != "glm4v", glm46v=fam == "glm46v"), 0)
+            for fam in ("glm4v", "glm4v_moe", "glm46v")}
 
 
 @pytest.mark.parametrize("size", [(30, 50), (8, 8), (3, 40), (200, 120)])
@@ -59,7 +61,7 @@ def _vision_by_hand(grids):
     return tower, downsample, merger
 
 
-@pytest.mark.parametrize("fam", ["glm4v", "glm4v_moe"])
+@pytest.mark.parametrize("fam", ["glm4v", "glm4v_moe", "glm46v"])
 def test_forward_parts_by_hand(models, fam):
     m = measure_family(fam, model=models[fam], image_sizes=[(30, 50), (8, 8)], text_len=8)
     grids = [(1, 16, 24), (1, 4, 4)]

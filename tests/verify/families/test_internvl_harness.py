@@ -16,7 +16,7 @@ from . import measure_family  # noqa: E402
 from .internvl import build_model, tiny_config  # noqa: E402
 
 
-def tiles_by_hand(h: int, w: int, lo: int = 1, hi: int = 6) -> int:
+def tiles_by_hand(h: int, w: int, lo: int = 1, hi: int = 6, tile: int = 32) -> int:
     """InternVL dynamic tiling (GotOcr2 ``get_optimal_tiled_canvas``): grids cols x rows with lo <= n <= hi,
     sorted by tile count; closest cols/rows to w/h wins; on a tie the later one only if the image area
     exceeds half the canvas area; one thumbnail added when there is more than one tile."""
@@ -27,7 +27,7 @@ def tiles_by_hand(h: int, w: int, lo: int = 1, hi: int = 6) -> int:
         diff = abs(w / h - c / r)
         if diff < best_diff:
             best, best_diff = (c, r), diff
-        elif diff == best_diff and h * w > 0.5 * 32 * 32 * c * r:
+        elif diff == best_diff and h * w > 0.5 * tile * tile * c * r:
             best = (c, r)
     n = best[0] * best[1]
     return n + 1 if n > 1 else n
@@ -73,3 +73,24 @@ def test_training_frozen_tower(model):
     # LayerNorm first in the projector: both projector GEMMs need their input gradient -> 2x forward
     assert frozen.backward["projector"] == 2 * fw["projector"]
     assert frozen.backward["language_model"] == full.backward["language_model"] == 2 * fw["language_model"]
+
+
+def test_internvl3_5_moe_language_model_by_hand():
+    """InternVL3.5-30B-A3B style LM (qwen3_moe): 4 experts of 24, top-2 in both layers, router 64 -> 4."""
+    m = measure_family("internvl", config=tiny_config(text_model_type="qwen3_moe"), image_sizes=[(48, 80)])
+    s = m.media["seq_len"]
+    assert s == 8 + 1 + 16 * 7 + 1 + 3
+    attn = 2 * s * (64 * 64 + 2 * 64 * 32 + 64 * 64) + 2 * 2 * s * s * 64
+    moe = 2 * s * 64 * 4 + 2 * s * 2 * 3 * 64 * 24
+    assert m.forward["language_model"] == 2 * (attn + moe) + 2 * s * 64 * 1000
+
+
+def test_training_frozen_language_model(model):
+    """LM frozen, vision trainable: the LM backward still runs (to reach the image positions) but computes only
+    input gradients: 1x forward for every Linear, 2x for the attention core (both operands of both bmms)."""
+    m = measure_family("internvl", model=model, image_sizes=[(48, 80)], mode="training", frozen=("language_model",))
+    s = m.media["seq_len"]
+    linear = 2 * s * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 96)
+    core = 2 * 2 * s * s * 64
+    assert m.backward["language_model"] == 2 * (linear + 2 * core) + 2 * s * 64 * 1000
+    assert m.backward["vision_tower"] > 0 and m.backward["projector"] == 2 * m.forward["projector"]

@@ -22,28 +22,29 @@ PER_TILE_TOWER = 2 * 36 * 48 * 32 + 2 * (2 * 36 * 4 * 32 * 32 + 2 * 2 * 36 * 36 
 PER_TOKEN_PROJECTOR = 2 * (32 * 64 + 64 * 64)
 
 
-def anyres_by_hand(h: int, w: int, max_tiles: int = 4) -> tuple[int, int]:
+def anyres_by_hand(h: int, w: int, max_tiles: int = 4, tile: int = TILE, side: int = SIDE,
+                   grid: tuple = (1, 2, 3)) -> tuple[int, int]:
     """(tiles incl. base, LM tokens) for a one-image sample: best pinpoint = largest effective resolution,
     then least waste; grid features unpadded back to the aspect; shrunk if > 1.1 x sqrt(max*36); newline/row."""
     best, best_key = None, None
-    for rows in (1, 2, 3):
-        for cols in (1, 2, 3):
-            H, W = rows * TILE, cols * TILE
+    for rows in grid:
+        for cols in grid:
+            H, W = rows * tile, cols * tile
             scale = min(W / w, H / h)
             eff = min(int(w * scale) * int(h * scale), w * h)
             key = (eff, -(H * W - eff))
             if best_key is None or key > best_key:
                 best, best_key = (rows, cols), key
     rows, cols = best
-    fh, fw = rows * SIDE, cols * SIDE
+    fh, fw = rows * side, cols * side
     if w / h > fw / fh:
         fh -= 2 * ((fh - int(round(h * fw / w, 7))) // 2)
     else:
         fw -= 2 * ((fw - int(round(w * fh / h, 7))) // 2)
-    ratio = math.sqrt(fh * fw / (max_tiles * SIDE**2))
+    ratio = math.sqrt(fh * fw / (max_tiles * side**2))
     if ratio > 1.1:
         fh, fw = int(fh // ratio), int(fw // ratio)
-    return 1 + rows * cols, 36 + fh * fw + fh
+    return 1 + rows * cols, side * side + fh * fw + fh
 
 
 @pytest.fixture(scope="module")

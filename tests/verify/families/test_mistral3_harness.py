@@ -55,3 +55,11 @@ def test_training_frozen_tower(model):
     m = measure_family("mistral3", model=model, image_sizes=[(30, 50)], mode="training", frozen=("vision_tower",))
     assert "vision_tower" not in m.backward
     assert m.backward["projector"] == 2 * m.forward["projector"]  # RMSNorm first: every GEMM's input grad
+
+
+def test_one_token_image_is_a_transformers_bug(model):
+    """Found by the fuzz: an image of one LM token (both sides <= patch*merge px) fails inside transformers
+    5.24 (``image_features.squeeze(0)`` turns (1, d) into (d,) before the split). Recorded so a fixed
+    transformers shows up here."""
+    with pytest.raises(RuntimeError, match="split_with_sizes"):
+        measure_family("mistral3", model=model, image_sizes=[(4, 4)])

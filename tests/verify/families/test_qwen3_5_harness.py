@@ -19,14 +19,14 @@ from . import measure_family  # noqa: E402
 from .qwen3_5 import PIXELS, build_model, tiny_config  # noqa: E402
 
 
-def qwen_grid_by_hand(h: int, w: int, f: int = 4, p: int = 2) -> tuple[int, int]:
+def qwen_grid_by_hand(h: int, w: int, f: int = 4, p: int = 2, pixels: dict = PIXELS) -> tuple[int, int]:
     """Qwen2-VL smart resize: sides rounded to f; pixel bounds checked on h*w (no temporal factor)."""
     hb, wb = max(f, round(h / f) * f), max(f, round(w / f) * f)
-    if hb * wb > PIXELS["max_pixels"]:
-        beta = math.sqrt(h * w / PIXELS["max_pixels"])
+    if hb * wb > pixels["max_pixels"]:
+        beta = math.sqrt(h * w / pixels["max_pixels"])
         hb, wb = max(f, math.floor(h / beta / f) * f), max(f, math.floor(w / beta / f) * f)
-    elif hb * wb < PIXELS["min_pixels"]:
-        beta = math.sqrt(PIXELS["min_pixels"] / (h * w))
+    elif hb * wb < pixels["min_pixels"]:
+        beta = math.sqrt(pixels["min_pixels"] / (h * w))
         hb, wb = math.ceil(h * beta / f) * f, math.ceil(w * beta / f) * f
     return hb // p, wb // p
 
