@@ -156,3 +156,19 @@ def _mtp(b: MTPModules, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     core = _core(b.attention.core_per_token_sq(), s, ctx)
     return [Term("lm.mtp", b.count * b.per_token() * s.lm_tokens, b.part),
             Term("lm.mtp", b.count * core, b.part, weights=False)]
+
+
+# --- mistral3 / idefics3 ---
+
+from ..arch.blocks import LinearProjector  # noqa: E402
+from .terms import INPUT_STAGE, INPUT_UPSTREAM  # noqa: E402
+
+
+@block_flops(LinearProjector)
+def _linear_projector(b: LinearProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """Σ_i 2·M·w_i·w_{i+1} (M = vision_merged_tokens)"""
+    rows = s.vision_merged_tokens
+    first_input = INPUT_TOWER if b.norm != "none" else INPUT_UPSTREAM
+    return [Term("vision.merger", b.count * matmul(rows, n_in, n_out),
+                 b.part, input_kind=first_input if i == 0 else INPUT_STAGE)
+            for i, (n_in, n_out, _) in enumerate(b.linears())]

@@ -16,6 +16,8 @@ from ..arch.parts import LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER  # noqa: F
 INPUT_PIXELS = "pixels"  # patch embed: input is data, never needs a gradient
 INPUT_TOWER = "tower"  # first merger GEMM: input is the (possibly frozen) tower output
 INPUT_STAGE = "stage"  # anything else: input comes from earlier ops of its own stage (or upstream)
+INPUT_UPSTREAM = "upstream"  # first op of its stage is this GEMM (no weighted op before it): the input
+# gradient is needed only when an upstream stage is trainable (LLaVA-OV's Linear-first projector)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ Rule (what autograd runs; documented in docs/conventions.md):
   x2 for an attention core (dQ/dK from dS, and dV plus dP). A gradient reaches a term's input
   when any parameter upstream of it requires grad: the patch embed never (its input is pixels);
   the first merger GEMM when the tower is trainable or the merger is (every Qwen merger starts
-  with a norm whose weights need that input gradient); other tower / merger terms when their own
+  with a norm whose weights need that input gradient); a projector whose first op is that GEMM (no norm in
+  front, LLaVA-OneVision) only when the tower is trainable; other tower / merger terms when their own
   stage or an upstream stage is trainable (``arch.parts.UPSTREAM``: main and deepstack mergers both
   read the tower, neither feeds the other); LM terms when the LM (its embedding table) or any
   vision stage is trainable.
@@ -21,7 +22,7 @@ trainable vision part still pays its input gradients (x2, attention core x3).
 from __future__ import annotations
 
 from ..arch.parts import UPSTREAM, frozen_stages  # noqa: F401  (re-exported: flops.training.frozen_stages)
-from .terms import INPUT_PIXELS, INPUT_TOWER, STAGES, VISION_TOWER, Term
+from .terms import INPUT_PIXELS, INPUT_TOWER, INPUT_UPSTREAM, STAGES, VISION_TOWER, Term
 
 
 def _gradient_reaches_input(term: Term, trainable: frozenset[str]) -> bool:
@@ -31,6 +32,8 @@ def _gradient_reaches_input(term: Term, trainable: frozenset[str]) -> bool:
     if term.input_kind == INPUT_TOWER:
         # the merger's pre-GEMM norm has weights: a trainable merger needs fc1's input gradient
         return VISION_TOWER in trainable or term.stage in trainable
+    if term.input_kind == INPUT_UPSTREAM:
+        return any(stage in trainable for stage in upstream)
     return term.stage in trainable or any(stage in trainable for stage in upstream)
 
 

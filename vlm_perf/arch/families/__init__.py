@@ -71,5 +71,6 @@ def supported_model_types() -> tuple[str, ...]:
 
 
 from . import decoder, qwen_vl, internvl  # noqa: E402,F401  (registers the built-in families)
+from . import mistral3, idefics3  # noqa: E402,F401
 
 __all__ = ["FAMILIES", "Family", "family_for", "register_family", "supported_model_types"]
