@@ -80,6 +80,8 @@ ROUNDED_TOTAL = {
     "deepseek-v3": (671e9, 1e9, "card deepseek-ai/DeepSeek-V3: 671B main model (MTP excluded)"),
     "internvl3-8b": (7.94e9, 1e7, "InternVL3-8B: 7.94B (reference notes, vlm-architectures.json)"),
     "internvl3-78b": (78.4e9, 1e8, "InternVL3-78B: 78.4B (reference notes, vlm-architectures.json)"),
+    "mistral-small-3.1-24b": (24.0e9, 1e8, "Mistral-Small-3.1-24B: 24B (name); reference analytic 24.01B, untied"),
+    "smolvlm2-500m": (500e6, 1e8, "SmolVLM2-500M: 500M (model name only; tied head assumed, see the preset note)"),
 }
 
 
@@ -318,6 +320,7 @@ def test_matches_transformers_modules(name):
     params = dict(model.named_parameters())  # tied weights appear once
     hf_total = sum(p.numel() for p in params.values())
     vision_modules = (".visual.", ".vision_tower.", ".multi_modal_projector.")  # Qwen-VL, InternVL
+    vision_modules += (".vision_model.", ".connector.")  # Idefics3 / SmolVLM
     hf_vision = sum(p.numel() for k, p in params.items() if any(m in f".{k}" for m in vision_modules))
     spec = load_model(name)
     expected = total_params(spec)

@@ -11,9 +11,11 @@ EXPECTED = [
     "qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b",
     "qwen3-30b-a3b", "qwen3-235b-a22b", "llama3-8b", "llama3-70b", "llama3.1-405b", "deepseek-v3",
     "internvl3-8b", "internvl3-78b",
+    "mistral-small-3.1-24b", "smolvlm2-500m",
 ]
 FLAT_VL = ["qwen2-vl-7b", "qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b", "qwen2.5-vl-72b"]
 INTERNVL = ["internvl3-8b", "internvl3-78b"]
+OTHER_VL = ["mistral-small-3.1-24b", "smolvlm2-500m"]
 NESTED_VL = ["qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b"]
 
 
@@ -27,7 +29,7 @@ def test_every_preset_loads(name):
     assert spec.name == name
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
-    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL)
+    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -100,6 +102,8 @@ LM_DIMS = {
     "deepseek-v3": (61, 7168, 128, 128, 128, 18432, 129280, False),
     "internvl3-8b": (28, 3584, 28, 4, 128, 18944, 151674, False),  # Qwen2.5-7B LM
     "internvl3-78b": (80, 8192, 64, 8, 128, 29568, 151674, False),  # Qwen2.5-72B LM
+    "mistral-small-3.1-24b": (40, 5120, 32, 8, 128, 32768, 131072, False),
+    "smolvlm2-500m": (32, 960, 15, 5, 64, 2560, 49280, True),
 }
 
 
