@@ -84,6 +84,8 @@ ROUNDED_TOTAL = {
     "gemma3-12b": (12e9, 1e9, "Gemma-3-12B-it: 12B (model name only)"),
     "gemma3-27b": (27.4e9, 1e8, "Gemma-3-27B-it: 27.4B (reference notes, vlm-architectures.json)"),
     "llava-onevision-qwen2-7b": (8.03e9, 1e7, "LLaVA-OneVision-Qwen2-7B (llava-hf): 8.03B (reference notes)"),
+    "mistral-small-3.1-24b": (24.0e9, 1e8, "Mistral-Small-3.1-24B: 24B (name); reference analytic 24.01B, untied"),
+    "smolvlm2-500m": (500e6, 1e8, "SmolVLM2-500M: 500M (model name only; tied head assumed, see the preset note)"),
 }
 ROUNDED_TOTAL.update({  # --- glm4v ---
     "glm-4.1v-9b-thinking": (10.3e9, 1e8, "vlm-architectures.md table: GLM-4.1V-9B 10.3B published"),
@@ -329,6 +331,7 @@ def test_matches_transformers_modules(name):
     hf_total = sum(p.numel() for p in params.values())
     # Qwen-VL, InternVL, Gemma 3, LLaVA-OV (whose learned image_newline is counted with the projector)
     vision_modules = (".visual.", ".vision_tower.", ".multi_modal_projector.", ".image_newline")
+    vision_modules += (".vision_model.", ".connector.")  # Idefics3 / SmolVLM
     hf_vision = sum(p.numel() for k, p in params.items() if any(m in f".{k}" for m in vision_modules))
     spec = load_model(name)
     expected = total_params(spec)

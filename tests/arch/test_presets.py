@@ -12,12 +12,14 @@ EXPECTED = [
     "qwen3-30b-a3b", "qwen3-235b-a22b", "llama3-8b", "llama3-70b", "llama3.1-405b", "deepseek-v3",
     "internvl3-8b", "internvl3-78b",
     "gemma3-4b", "gemma3-12b", "gemma3-27b", "llava-onevision-qwen2-7b",
+    "mistral-small-3.1-24b", "smolvlm2-500m",
 ]
 OTHER_VL = ["glm-4.1v-9b-thinking", "glm-4.5v"]  # --- glm4v --- (shapes checked in tests/arch/test_glm4v.py)
 EXPECTED += OTHER_VL
 FLAT_VL = ["qwen2-vl-7b", "qwen2.5-vl-3b", "qwen2.5-vl-7b", "qwen2.5-vl-32b", "qwen2.5-vl-72b"]
 INTERNVL = ["internvl3-8b", "internvl3-78b"]
 GEMMA3_LLAVA_OV = ["gemma3-4b", "gemma3-12b", "gemma3-27b", "llava-onevision-qwen2-7b"]
+MISTRAL_IDEFICS = ["mistral-small-3.1-24b", "smolvlm2-500m"]
 NESTED_VL = ["qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b"]
 QWEN3_5 = ["qwen3.5-35b-a3b", "qwen3.5-397b-a17b"]  # tests/arch/test_qwen3_5.py
 EXPECTED += QWEN3_5
@@ -33,7 +35,8 @@ def test_every_preset_loads(name):
     assert spec.name == name
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
-    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL + GEMMA3_LLAVA_OV + QWEN3_5)
+    assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL + GEMMA3_LLAVA_OV + QWEN3_5
+                           + MISTRAL_IDEFICS)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -110,6 +113,8 @@ LM_DIMS = {
     "gemma3-12b": (48, 3840, 16, 8, 256, 15360, 262208, True),
     "gemma3-27b": (62, 5376, 32, 16, 128, 21504, 262208, True),
     "llava-onevision-qwen2-7b": (28, 3584, 28, 4, 128, 18944, 152064, False),  # Qwen2-7B LM
+    "mistral-small-3.1-24b": (40, 5120, 32, 8, 128, 32768, 131072, False),
+    "smolvlm2-500m": (32, 960, 15, 5, 64, 2560, 49280, True),
 }
 LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "glm-4.1v-9b-thinking": (40, 4096, 32, 2, 128, 13696, 151552, False),

@@ -25,7 +25,7 @@ from typing import ClassVar
 from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 
 __all__ = [
-    "Block", "ClsToken", "ExtraParams", "DecoderAttention", "DenseMLP", "FinalNorm", "LMHead", "LMLayerNorms", "MLAttention",
+    "Block", "ClsToken", "ExtraParams", "LinearProjector", "DecoderAttention", "DenseMLP", "FinalNorm", "LMHead", "LMLayerNorms", "MLAttention",
     "MoEMLP", "MTPModules", "MlpProjector", "PatchEmbed", "PositionTable", "StoredOnly", "TokenEmbedding",
     "VisionLayers", "GatedDecoderAttention", "GatedDeltaNet", "SharedGateMoEMLP",
     "inventory_params", "linear_params", "norm_params",
@@ -740,3 +740,42 @@ class SharedGateMoEMLP(MoEMLP):
 
     def describe(self) -> str:
         return super().describe() + ", sigmoid shared-expert gate h -> 1"
+# --- mistral3 / idefics3 ---
+
+
+@dataclass(frozen=True)
+class LinearProjector(Block):
+    """A projector that is a chain of Linears on ``vision_merged_tokens`` rows, with an optional norm over
+    the tower output in front (``norm_width`` wide, before any fold).
+
+    ``widths`` = (in, w_1, ..., out): Linear i maps widths[i] -> widths[i+1] with bias ``biases[i]``;
+    activations, unfold and pixel shuffle between them are not matmuls. Mistral 3: RMSNorm(h_v) -> patch
+    merger Linear(4 h_v -> h_v) -> Linear(h_v -> h_text) -> GELU -> Linear(h_text -> h_text); Idefics3 /
+    SmolVLM: pixel shuffle -> Linear(h_v s^2 -> h_text) with no norm. With a weighted norm in front the
+    first GEMM needs its input gradient whenever the projector trains; without one, only when the tower does.
+    """
+
+    kind: ClassVar[str] = "linear_projector"
+    widths: tuple[int, ...]
+    biases: tuple[bool, ...]
+    norm_width: int = 0
+    norm: str = "none"
+    label: str = "projector"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.widths) < 2 or len(self.biases) != len(self.widths) - 1:
+            raise ValueError(f"LinearProjector: {len(self.widths)} widths need {len(self.widths) - 1} bias flags, "
+                             f"got {len(self.biases)}")
+
+    def linears(self) -> tuple[tuple[int, int, bool], ...]:
+        """(in, out, bias) of each Linear, in order."""
+        return tuple(zip(self.widths[:-1], self.widths[1:], self.biases))
+
+    def params(self) -> int:
+        return norm_params(self.norm_width, self.norm) + sum(linear_params(i, o, b) for i, o, b in self.linears())
+
+    def describe(self) -> str:
+        chain = " -> ".join(str(w) for w in self.widths)
+        norm = f"{self.norm}({self.norm_width}) -> " if self.norm != "none" else ""
+        return f"{self.count} {self.label}: {norm}Linear chain {chain} on merged tokens"

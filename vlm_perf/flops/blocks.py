@@ -239,3 +239,17 @@ def _gated_delta_net(b: GatedDeltaNet, s: BatchStats, ctx: FlopsContext) -> list
     return [Term("lm.attn_proj", b.count * b.proj_per_token() * rows, b.part),
             Term("lm.attn_proj", b.count * b.conv_per_output() * conv_outputs, b.part),
             Term("lm.attn_core", delta, b.part, weights=False, input_grad=delta_input_grad)]
+# --- mistral3 / idefics3 ---
+
+from ..arch.blocks import LinearProjector  # noqa: E402
+from .terms import INPUT_STAGE, INPUT_UPSTREAM  # noqa: E402
+
+
+@block_flops(LinearProjector)
+def _linear_projector(b: LinearProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """Σ_i 2·M·w_i·w_{i+1} (M = vision_merged_tokens)"""
+    rows = s.vision_merged_tokens
+    first_input = INPUT_TOWER if b.norm != "none" else INPUT_UPSTREAM
+    return [Term("vision.merger", b.count * matmul(rows, n_in, n_out),
+                 b.part, input_kind=first_input if i == 0 else INPUT_STAGE)
+            for i, (n_in, n_out, _) in enumerate(b.linears())]

@@ -73,5 +73,6 @@ def supported_model_types() -> tuple[str, ...]:
 from . import decoder, qwen_vl, internvl, gemma3, llava_onevision  # noqa: E402,F401  (registers the built-in families)
 from . import glm4v  # noqa: E402,F401  (--- glm4v ---)
 from . import qwen3_5  # noqa: E402,F401  (--- qwen3_5 ---)
+from . import mistral3, idefics3  # noqa: E402,F401  (--- mistral3 / idefics3 ---)
 
 __all__ = ["FAMILIES", "Family", "family_for", "register_family", "supported_model_types"]
