@@ -21,7 +21,7 @@ BAD_LINES = [
     ('{"iteration": 1.5, "seq_lens": [4]}', "iteration"),
     ('{"iteration": 1, "microbatch": -2, "seq_lens": [4]}', "microbatch"),
     ('{"iteration": 1, "dp_rank": -1, "seq_lens": [4]}', "dp_rank"),
-    ('{"iteration": 1, "schema_version": 2, "seq_lens": [4]}', "schema_version"),
+    ('{"iteration": 1, "schema_version": 3, "seq_lens": [4]}', "schema_version"),
     ('{"iteration": 1, "seq_lens": [4], "image_grid_thw": [[1, -2, 4]]}', "image_grid_thw: t, h, w must be positive"),
     ('{"iteration": 1, "seq_lens": [4], "image_grid_thw": [[0, 2, 4]]}', "image_grid_thw: t, h, w must be positive"),
     ('{"iteration": 1, "seq_lens": [4], "image_grid_thw": [[1, 3, 4]]}', "image_grid_thw: h and w must be divisible"),

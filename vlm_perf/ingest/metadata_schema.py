@@ -1,4 +1,8 @@
-"""Per-microbatch metadata, schema v1: the explicit polars schema and the row expressions.
+"""Per-microbatch metadata, schemas v1 and v2: the explicit polars schema and the row expressions.
+
+Schema v2 adds media in pixels (``image_sizes`` [[H, W], ...], ``video_sizes`` [[T, H, W], ...]) and
+``image_tiles`` (tiles per image); `vlm_perf.ingest.metadata_media` turns them into grids with the
+model family's own `MediaRule` before the expressions here run, so v1 rows are read exactly as before.
 
 Everything here builds polars *expressions* (no I/O, no Python loop per row): the validity code of
 a row and its `BatchStats` sufficient statistics. The grid arithmetic is
@@ -14,7 +18,8 @@ import polars as pl
 
 from ..stats import BatchStats, grid_row_stats
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # the newest version written
+SCHEMA_VERSIONS = (1, 2)  # versions this reader understands
 
 _INT = pl.Int64
 _INTS = pl.List(pl.Int64)
@@ -32,6 +37,10 @@ SCHEMA: dict[str, pl.DataType] = {
     "samples": _INT,
     "image_grid_thw": _GRIDS,
     "video_grid_thw": _GRIDS,
+    # schema v2: media in pixels, converted to grids by the family's MediaRule
+    "image_sizes": _GRIDS,
+    "video_sizes": _GRIDS,
+    "image_tiles": _INTS,
     # pre-aggregated fields (lossy; see the schema document)
     "lm_tokens": _INT,
     "lm_tokens_sq": _INT,
@@ -44,15 +53,15 @@ SCHEMA: dict[str, pl.DataType] = {
 }
 
 INT_FIELDS = tuple(k for k, v in SCHEMA.items() if v == _INT)
-INT_LIST_FIELDS = ("seq_lens",)
-GRID_FIELDS = ("image_grid_thw", "video_grid_thw")
+INT_LIST_FIELDS = ("seq_lens", "image_tiles")
+GRID_FIELDS = ("image_grid_thw", "video_grid_thw", "image_sizes", "video_sizes")  # lists of int rows
 
 #: Row codes: 0 = valid; every other code names the first rule a row breaks (field, message).
 REASONS: dict[int, tuple[str, str]] = {
     1: ("iteration", "missing or negative"),
     2: ("microbatch", "negative"),
     3: ("dp_rank", "negative"),
-    4: ("schema_version", f"unsupported (this reader understands {SCHEMA_VERSION})"),
+    4: ("schema_version", "unsupported (this reader understands 1 and 2)"),
     5: ("seq_lens", "must be a non-empty list of positive integers"),
     6: ("samples", "must be a positive integer"),
     7: ("padded_tokens", "must be positive and >= sum(seq_lens) / lm_tokens"),
@@ -72,6 +81,19 @@ REASONS: dict[int, tuple[str, str]] = {
                            "squared statistics overflow Int64)"),
     18: ("seq_lens", "a length exceeds 2^26 tokens (beyond it the squared statistics overflow Int64)"),
     19: ("padded_tokens", "exceeds 2^31 tokens (beyond it the squared statistics overflow Int64)"),
+    # schema v2 (media in pixels); set by vlm_perf.ingest.metadata_media
+    20: ("image_sizes", f"an entry is not 2 positive integers [H, W] (each <= {1 << 20} pixels)"),
+    21: ("video_sizes", f"an entry is not 3 positive integers [T, H, W] (each <= {1 << 20})"),
+    22: ("image_sizes", "give image_sizes or image_grid_thw in a row, not both"),
+    23: ("video_sizes", "give video_sizes or video_grid_thw in a row, not both"),
+    24: ("image_tiles", "must hold one positive integer per image (as many entries as image_sizes / image_grid_thw)"),
+    25: ("image_tiles", "differs from the tiles the model family's processor rule derives for the image (check the "
+                        "processor files given with the config)"),
+    26: ("image_sizes", "media in pixels need a model whose family converts them (--config of a VLM family with a "
+                        "pixel rule); give image_grid_thw instead"),
+    27: ("video_sizes", "media in pixels need a model whose family converts them (--config of a VLM family with a "
+                        "pixel rule); give video_grid_thw instead"),
+    28: ("image_tiles", "given without image_sizes or image_grid_thw"),
 }
 #: Sane bounds that keep every Int64 statistic of a row (and sums of many rows) exact.
 GRID_SIDE_MAX = 1 << 20
@@ -112,7 +134,8 @@ class RowExprs:
 _GRID_OK, _GRID_MERGE, _GRID_BIG, _GRID_NONPOS, _GRID_SHAPE = 0, 1, 2, 3, 4
 
 
-def _grid_parts(col: str, merge_size: int, window_side: int | None) -> tuple[dict[str, pl.Expr], pl.Expr]:
+def _grid_parts(col: str, merge_size: int, window_side: int | None,
+                cls_per_frame: int = 0) -> tuple[dict[str, pl.Expr], pl.Expr]:
     """Summed per-row vision statistics of one grid column, and its worst grid-row problem code.
 
     Inside ``list.eval`` the element is one ``[t, h, w]`` row; `grid_row_stats` runs on the flat
@@ -121,7 +144,9 @@ def _grid_parts(col: str, merge_size: int, window_side: int | None) -> tuple[dic
     grids = pl.col(col)
     el = pl.element()
     t, h, w = (el.list.get(i, null_on_oob=True) for i in range(3))
-    row = grid_row_stats(t, h, w, merge_size, window_side)
+    row = grid_row_stats(t, h, w, merge_size, window_side, cls_per_frame=cls_per_frame)
+    if not cls_per_frame:  # always 0 then: not evaluated (v1 rows of CLS-free towers read exactly as before)
+        row.pop("cls_tokens")
     if not window_side:  # grid_row_stats's window statistic is then the per-frame sum: evaluate it once
         row.pop("window_patches_sq")
     sums = {key: grids.list.eval(expr).list.sum().fill_null(0) for key, expr in row.items()}
@@ -139,8 +164,12 @@ def _grid_parts(col: str, merge_size: int, window_side: int | None) -> tuple[dic
     return sums, worst
 
 
-def row_exprs(merge_size: int, window_side: int | None) -> RowExprs:
-    """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line)."""
+def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0) -> RowExprs:
+    """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
+
+    ``cls_per_frame``: CLS tokens the tower prepends to every frame/tile sequence (InternViT: 1);
+    the squared sums then count each sequence as h*w + cls positions and ``vision_cls_tokens`` is
+    cls x frames (pre-aggregated rows: cls x ``vision_frames``; their squared sums must include it)."""
     c = pl.col
     # stage 1: every list traversal once, into named intermediate columns (polars does not reliably
     # share a list.eval between a when/then chain and the statistics)
@@ -153,7 +182,7 @@ def row_exprs(merge_size: int, window_side: int | None) -> RowExprs:
         "__seq_big": seq.list.max() > SEQ_LEN_MAX,
     }
     for prefix, col in (("__img_", "image_grid_thw"), ("__vid_", "video_grid_thw")):
-        sums, worst = _grid_parts(col, merge_size, window_side)
+        sums, worst = _grid_parts(col, merge_size, window_side, cls_per_frame)
         stage1.update({prefix + key: expr for key, expr in sums.items()})
         stage1[prefix + "worst"] = worst
     img = {key[len("__img_"):]: c(key) for key in stage1 if key.startswith("__img_")}
@@ -209,12 +238,14 @@ def row_exprs(merge_size: int, window_side: int | None) -> RowExprs:
         vision_items=pl.coalesce(c("vision_items"), pick(None, "items")),
         video_patches=vid["patches"], video_patches_sq_frame=vid["patches_sq_per_frame"],
         video_merged_tokens=vid["merged_tokens"],
+        vision_cls_tokens=(pl.when(has_pre_vis).then(c("vision_frames").fill_null(0) * cls_per_frame)
+                           .otherwise(img["cls_tokens"] + vid["cls_tokens"]) if cls_per_frame else 0),
     )
     it = c("iteration")
     checks = [
         (it.is_null() | (it < 0), 1),
         (c("microbatch").fill_null(0) < 0, 2),
-        (c("schema_version").fill_null(SCHEMA_VERSION) != SCHEMA_VERSION, 4),
+        (~c("schema_version").fill_null(1).is_in(list(SCHEMA_VERSIONS)), 4),
         (c("dp_rank").fill_null(0) < 0, 3),
         (seq_bad, 5),
         (c("__seq_big"), 18),

@@ -43,6 +43,7 @@ from ..errors import InputError, SchemaError
 from ..stats import DEFAULT_MERGE_SIZE, BatchStats
 from .compressed import compression_of, open_maybe_compressed
 from .metadata_io import expand_paths, is_parquet, parse_line
+from .metadata_media import MediaConverter
 from .metadata_schema import SCHEMA, reason_key, row_exprs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -268,6 +269,7 @@ class MetadataDiagnostics:
     rows_preaggregated_vision: int = 0
     rows_padded_tokens_only: int = 0
     extra_keys: list[str] = field(default_factory=list)  # top-level keys outside schema v1 (first lines)
+    rows_media_in_pixels: int = 0  # rows whose grids were derived from schema v2 image_sizes / video_sizes
     rows_duplicate: int = 0  # repeated (iteration, microbatch, dp_rank) rows dropped (last one kept)
     decompressed: list[str] = field(default_factory=list)  # compressed shards (streamed, never to disk)
     cleaned: list[str] = field(default_factory=list)  # shards with lines the fast engine could not parse
@@ -290,12 +292,13 @@ def geometry(spec: "ModelSpec | None") -> tuple[int, int | None]:
     vision = spec.vision if spec is not None else None
     if vision is None:
         return DEFAULT_MERGE_SIZE, None
-    if getattr(vision, "cls_per_frame", 0):
-        from ..errors import UnsupportedModelError
-
-        raise UnsupportedModelError(f"{spec.name}: metadata for a tower with CLS tokens per tile ({spec.family}) "
-                                    "is not read yet; use vlm-perf flops with --image-size")
     return int(vision.spatial_merge_size), vision.window_side_merged
+
+
+def cls_per_frame(spec: "ModelSpec | None") -> int:
+    """CLS tokens the tower prepends to each frame/tile sequence (InternViT: 1; 0 without a tower)."""
+    vision = spec.vision if spec is not None else None
+    return int(getattr(vision, "cls_per_frame", 0) or 0) if vision is not None else 0
 
 
 # per-iteration facts for finding rows a resumed job recorded twice: min / max / count only
@@ -350,6 +353,9 @@ def unknown_key_note(unknown: Mapping[str, int]) -> str | None:
 
 def finish_notes(diag: MetadataDiagnostics) -> None:
     """The count-based notes (appended after the pass, from the final counts)."""
+    if diag.rows_media_in_pixels:
+        diag.notes.append(f"{diag.rows_media_in_pixels} row(s) give media in pixels (schema v2): grids derived "
+                          "with the model family's processor rule")
     if diag.rows_preaggregated_vision:
         diag.notes.append(
             f"{diag.rows_preaggregated_vision} row(s) carry pre-aggregated vision statistics: per-item sums are "
@@ -404,7 +410,9 @@ class MetadataSource:
         self.progress = progress
         self.raw_sink = raw_sink
         self.merge_size, self.window_side = geometry(spec)
-        self._exprs = row_exprs(self.merge_size, self.window_side)
+        self.cls_per_frame = cls_per_frame(spec)
+        self._exprs = row_exprs(self.merge_size, self.window_side, self.cls_per_frame)
+        self._media = MediaConverter(spec)
         self._done = False
         self._per_iteration: pl.DataFrame | None = None
         self._per_rank: pl.DataFrame | None = None
@@ -564,7 +572,11 @@ class MetadataSource:
         cols += [(expr if isinstance(expr, pl.Expr) else pl.lit(expr, pl.Int64)).alias(name)  # 0: a statistic metadata cannot give
                  for name, expr in ex.stats.as_dict().items()]
         cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
+        raw = frame  # as read (v2 sizes, no derived grids): what raw_sink receives
+        frame, media_code = self._convert_media(frame, count=True)
         rows = ex.apply(frame.lazy()).select(cols).collect()
+        if media_code is not None:  # the v1 rules first, then the v2 media ones
+            rows = rows.with_columns(pl.when(pl.col(_CODE) != 0).then(pl.col(_CODE)).otherwise(media_code).alias(_CODE))
         self._diag.rows_read += rows.height
         bad_mask = rows[_CODE] != 0
         n_bad = int(bad_mask.sum())
@@ -582,11 +594,11 @@ class MetadataSource:
             if not self.skip_bad:
                 state.pending_error = True
             rows = rows.filter(~bad_mask)
-            frame = frame.filter(~bad_mask)
+            raw = raw.filter(~bad_mask)
         if state.pending_error:
             self._raise_first(state)
-        if self.raw_sink is not None and frame.height:
-            self.raw_sink(frame)
+        if self.raw_sink is not None and raw.height:
+            self.raw_sink(raw)
         if rows.height == 0:
             return
         state.add(rows.group_by(state.keys).agg(_ROW_AGGS))
@@ -596,6 +608,15 @@ class MetadataSource:
             stats = rows.select("iteration", "dp_rank", *STAT_FIELDS)
             state.values.append(stats.select("iteration").with_columns(
                 fn(stats).alias(name) for name, fn in self.row_columns.items()))
+
+    def _convert_media(self, frame: pl.DataFrame, count: bool = False) -> tuple[pl.DataFrame, pl.Series | None]:
+        """Schema v2 pixel sizes -> grids (see `metadata_media`); v1-only batches pass unchanged."""
+        if not MediaConverter.needed(frame):
+            return frame, None
+        if count:
+            has = pl.col("image_sizes").is_not_null() | pl.col("video_sizes").is_not_null()
+            self._diag.rows_media_in_pixels += int(frame.select(has.sum()).item())
+        return self._media.apply(frame)
 
     def _raise_first(self, state: "_PassState") -> None:
         first = min(state.bad, key=lambda b: (b.file_index, b.line))
@@ -655,7 +676,11 @@ class MetadataSource:
             for frame, _ in again._frames(index, path, display, scratch, None, 0, 1):
                 frame = frame.filter(pl.col("iteration").is_in(wanted))
                 if frame.height:
+                    frame, media_code = self._convert_media(frame)
                     rows = ex.apply(frame.lazy()).select(cols).collect()
+                    if media_code is not None:
+                        rows = rows.with_columns(pl.when(pl.col(_CODE) != 0).then(pl.col(_CODE))
+                                                 .otherwise(media_code).alias(_CODE))
                     parts.append(rows.filter(pl.col(_CODE) == 0))
         rows = pl.concat(parts)
         keyed = rows.filter(_KEYED).unique(subset=list(_KEY), keep="last", maintain_order=True)
