@@ -36,7 +36,10 @@ def __getattr__(name: str) -> Any:
         return MetadataCallback
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 1  # lines with grids only (v1)
+SCHEMA_VERSION_PIXELS = 2  # lines with image_sizes / video_sizes / image_tiles (schema v2)
+#: Batch keys holding tiles per image (GotOcr2 / InternVL image processors: tiles incl. thumbnail).
+TILES_KEYS = ("num_patches", "image_num_patches")
 
 
 def shard_name(rank: int | None, suffix: str = ".jsonl") -> str:
@@ -117,7 +120,10 @@ def batch_metadata(inputs: dict) -> dict:
 
     Returns keyword arguments for :meth:`MetadataWriter.record`: ``seq_lens`` (or ``cu_seqlens``),
     ``padded_tokens`` and ``samples`` (from the token tensor's shape [B, S]), ``image_grid_thw`` and
-    ``video_grid_thw`` (as given). Sequence lengths, in order of preference:
+    ``video_grid_thw`` (as given); schema v2 ``image_sizes`` (the batch's ``image_sizes``, [[H, W], ...] pixels,
+    as LLaVA-style processors return it; not recorded when the batch has ``image_grid_thw``) and
+    ``image_tiles`` (``num_patches`` / ``image_num_patches``: tiles per image incl. thumbnail, where the
+    processor leaves them in the batch). Sequence lengths, in order of preference:
 
     1. ``cu_seq_lens_q`` / ``cu_seqlens_q`` / ``cu_seqlens`` (packed varlen batches, e.g.
        ``DataCollatorWithFlattening(return_flash_attn_kwargs=True)``): one length per document;
@@ -164,18 +170,26 @@ def batch_metadata(inputs: dict) -> dict:
     for key in ("image_grid_thw", "video_grid_thw"):
         if inputs.get(key) is not None:
             out[key] = inputs[key]
+    # schema v2: image sizes in pixels as LLaVA-style processors return them ([[H, W], ...]); grids, when the
+    # batch has them too, are exact and win (a line must not carry both)
+    if inputs.get("image_sizes") is not None and inputs.get("image_grid_thw") is None:
+        out["image_sizes"] = inputs["image_sizes"]
+    for key in TILES_KEYS:
+        if inputs.get(key) is not None:
+            out["image_tiles"] = inputs[key]
+            break
     return out
 
 
-def _grid_rows(value: Any, name: str) -> list[list[int]] | None:
+def _grid_rows(value: Any, name: str, width: int = 3, shape: str = "[t, h, w]") -> list[list[int]] | None:
     rows = _plain(value)
     if rows is None:
         return None
-    if rows and not isinstance(rows[0], list):  # one [t, h, w] row given flat
+    if rows and not isinstance(rows[0], list):  # one row given flat
         rows = [rows]
     for row in rows:
-        if not isinstance(row, list) or len(row) != 3:
-            raise ValueError(f"{name}: expected rows of [t, h, w], got {row!r}")
+        if not isinstance(row, list) or len(row) != width:
+            raise ValueError(f"{name}: expected rows of {shape}, got {row!r}")
     return rows
 
 
@@ -228,8 +242,14 @@ class MetadataWriter:
     def record(self, iteration: int, microbatch: int | None = None, *, seq_lens: Any = None,
                cu_seqlens: Any = None, image_grid_thw: Any = None, video_grid_thw: Any = None,
                padded_tokens: Any = None, samples: Any = None, dp_rank: int | None = None,
+               image_sizes: Any = None, video_sizes: Any = None, image_tiles: Any = None,
                **extra: Any) -> dict:
-        """Write one line; returns the dict written. Give ``seq_lens`` or ``cu_seqlens`` (not both)."""
+        """Write one line; returns the dict written. Give ``seq_lens`` or ``cu_seqlens`` (not both).
+
+        Schema v2 (the line then says ``schema_version: 2``): ``image_sizes`` [[H, W], ...] and
+        ``video_sizes`` [[T, H, W], ...] in pixels (instead of the grids of the same kind; the reader
+        derives grids with the model family's processor rule), ``image_tiles`` (tiles per image,
+        thumbnail included, where the family tiles; checked against the rule by the reader)."""
         if self._fh is None:
             raise ValueError(f"{self.path}: writer is closed")
         if seq_lens is not None and cu_seqlens is not None:
@@ -253,6 +273,23 @@ class MetadataWriter:
             rows = _grid_rows(value, name)
             if rows:
                 row[name] = rows
+        for name, value, width, shape in (("image_sizes", image_sizes, 2, "[H, W]"),
+                                          ("video_sizes", video_sizes, 3, "[T, H, W]")):
+            rows = _grid_rows(value, name, width, shape)
+            if rows:
+                grids = "image_grid_thw" if name == "image_sizes" else "video_grid_thw"
+                if grids in row:
+                    raise ValueError(f"give {name} or {grids}, not both")
+                row[name] = rows
+        if image_tiles is not None:
+            tiles = _plain(image_tiles)
+            tiles = [tiles] if isinstance(tiles, int) else tiles
+            if not isinstance(tiles, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0
+                                                      for n in tiles):
+                raise ValueError(f"image_tiles: expected positive integers (tiles per image), got {image_tiles!r}")
+            row["image_tiles"] = tiles
+        if any(k in row for k in ("image_sizes", "video_sizes", "image_tiles")):
+            row["schema_version"] = SCHEMA_VERSION_PIXELS
         for key, value in extra.items():  # free-form extras (ignored by the reader)
             row[key] = _plain(value) if hasattr(value, "tolist") else value
         if self.format == "jsonl":
