@@ -32,6 +32,7 @@ _V2_KEYS = ("image_sizes", "video_sizes", "image_tiles")
 _ENTRY_CODE = {"image": 20, "video": 21}
 _BOTH_CODE = {"image": 22, "video": 23}
 _NO_RULE_CODE = {"image": 26, "video": 27}
+_REJECTED_CODE = {"image": 29, "video": 30}
 _TILES_LEN, _TILES_DIFF, _TILES_ALONE = 24, 25, 28
 
 
@@ -70,12 +71,14 @@ class MediaConverter:
         elif self.rule is None:
             out = (0, 0, 0, -1, _NO_RULE_CODE[kind])
         else:
-            from ..errors import VlmPerfError
+            from ..errors import UnsupportedModelError
 
             try:
                 media = self.rule.image(self.spec, *size) if kind == "image" else self.rule.video(self.spec, *size)
-            except VlmPerfError:  # the family models no pixels of this kind (or its settings are unusable)
+            except UnsupportedModelError:  # the family models no pixels of this kind
                 out = (0, 0, 0, -1, _NO_RULE_CODE[kind])
+            except ValueError:  # the processor rule rejects this size (e.g. Qwen: aspect ratio over 200)
+                out = (0, 0, 0, -1, _REJECTED_CODE[kind])
             else:
                 t, h, w = media.grid
                 # tiles: the family's tile count (thumbnail included), else the grid's slices

@@ -94,6 +94,8 @@ REASONS: dict[int, tuple[str, str]] = {
     27: ("video_sizes", "media in pixels need a model whose family converts them (--config of a VLM family with a "
                         "pixel rule); give video_grid_thw instead"),
     28: ("image_tiles", "given without image_sizes or image_grid_thw"),
+    29: ("image_sizes", "the model family's processor rule rejects a size (e.g. Qwen-VL: aspect ratio over 200)"),
+    30: ("video_sizes", "the model family's processor rule rejects a size (e.g. Qwen-VL: aspect ratio over 200)"),
 }
 #: Sane bounds that keep every Int64 statistic of a row (and sums of many rows) exact.
 GRID_SIDE_MAX = 1 << 20
