@@ -110,7 +110,11 @@ def analyze_run(
     per-(segment, iteration) log table (iterations a restart redid included) for the run-health block.
     """
     messages: list[str] = []
-    convs = list(dict.fromkeys([BEFORE, *conventions]))
+    from ..flops.conventions import get_convention
+
+    # the LM-only "before" baseline where it is defined for the family (InternVL, Gemma 3, ...: exact only)
+    before = [BEFORE] if get_convention(BEFORE).covers(spec.family or spec.model_type) else []
+    convs = list(dict.fromkeys([*before, *conventions]))
     if "exact" not in convs:
         convs.append("exact")
     estimated = stats is None
@@ -159,7 +163,8 @@ def analyze_run(
         (reliable["exact_language"] / reliable["window_iterations"]).to_numpy() if n else np.array([]),
         (reliable["exact_vision"] / reliable["window_iterations"]).to_numpy() if n else np.array([]),
         world_size or 1)
-    crosscheck = crosscheck_log(windows, world_size, estimated=estimated)
+    base = convs[0]  # the log is checked against the LM-only baseline, else exact (no baseline defined)
+    crosscheck = crosscheck_log(windows, world_size, flops_column=f"{base}_total", convention=base, estimated=estimated)
     crosscheck["basis"] = "estimate from the run configuration" if estimated else "metadata"
     differences = convention_differences(per_iteration, spec, convs, frozen)
     segments = log_segments if log_segments is not None else iterations

@@ -98,9 +98,11 @@ def mfu_over_time(run: RunAnalysis, path: Path) -> Path:
         raise Skip("GPU peak unknown; pass --gpu TYPE or --peak-tflops X")
     if w.height == 0 or not run.world_size:
         raise Skip("no usable window" if w.height == 0 else "world size unknown: no MFU")
-    d = _with_breaks(w, [f"{BEFORE}_mfu", f"{AFTER}_mfu"])
+    pairs = [(c, label) for c, label in ((BEFORE, "before (LM only)"), (AFTER, "after (exact, vision counted)"))
+             if c in run.conventions]  # no LM-only baseline for families it does not cover (InternVL, ...)
+    d = _with_breaks(w, [f"{c}_mfu" for c, _ in pairs])
     fig, ax = plt.subplots(figsize=(11, 3.6))
-    for conv, label in ((BEFORE, "before (LM only)"), (AFTER, "after (exact, vision counted)")):
+    for conv, label in pairs:
         ax.plot(d["x"], 100 * d[f"{conv}_mfu"], label=label, **STYLE[conv])
     ax.set_xlabel("iteration (end of logging window)")
     ax.set_ylabel("MFU (% of dense peak)")
