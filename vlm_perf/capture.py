@@ -203,7 +203,7 @@ class MetadataWriter:
     ``format``: ``"jsonl"`` (default; line-buffered, a crash loses at most one line) or
     ``"parquet"`` (a file path ending in ``.parquet`` selects it too): rows are buffered and
     written in row groups of `PARQUET_ROW_GROUP` rows, the file is complete only after `close`
-    (a crash before it loses the shard), and only schema v1 keys are kept (extras are dropped).
+    (a crash before it loses the shard), and only schema keys (v1 and v2) are kept (extras are dropped).
     """
 
     PARQUET_ROW_GROUP = 65536
