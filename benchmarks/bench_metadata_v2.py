@@ -18,7 +18,6 @@ Measurements, each in its own subprocess, interleaved over ``--repeats`` rounds 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 
-import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -146,7 +145,7 @@ BAD = [
     ({"image_sizes": [[10, 20, 30]]}, "image_sizes: an entry is not 2"),
     ({"image_sizes": [None]}, "image_sizes: an entry is not 2"),
     ({"image_sizes": [[10, 1 << 21]]}, "image_sizes: an entry is not 2"),
-    ({"image_sizes": [[1.5, 10]]}, "image_sizes: expected"),
+    ({"image_sizes": [[1.5, 10]]}, "image_sizes: expected a list of [H, W] integer rows"),
     ({"image_sizes": [[10, 2010]]}, "image_sizes: the model family's processor rule rejects a size"),
     ({"image_sizes": "big"}, "image_sizes: expected"),
     ({"video_sizes": [[0, 64, 64]]}, "video_sizes: an entry is not 3 positive integers"),

@@ -146,5 +146,6 @@ def _type_problem(obj: dict[str, Any]) -> str | None:
             continue
         if not isinstance(v, list) or not all(
                 row is None or (isinstance(row, list) and all(x is None or _is_int(x) for x in row)) for row in v):
-            return f"{key}: expected a list of [t, h, w] integer rows, got {v!r}"[:160]
+            shape = {"image_sizes": "[H, W]", "video_sizes": "[T, H, W]"}.get(key, "[t, h, w]")
+            return f"{key}: expected a list of {shape} integer rows, got {v!r}"[:160]
     return None

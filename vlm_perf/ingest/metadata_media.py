@@ -17,7 +17,7 @@ and the processor files given with the config is reported instead of silently co
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
