@@ -217,6 +217,7 @@ def _merge_diag(diags: Sequence[MetadataDiagnostics]) -> MetadataDiagnostics:
         out.rows_preaggregated_lm += d.rows_preaggregated_lm
         out.rows_preaggregated_vision += d.rows_preaggregated_vision
         out.rows_padded_tokens_only += d.rows_padded_tokens_only
+        out.rows_media_in_pixels += d.rows_media_in_pixels
         out.rows_duplicate += d.rows_duplicate
         out.decompressed += d.decompressed
         out.cleaned += d.cleaned
