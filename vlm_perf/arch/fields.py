@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Mapping
 
 from ..errors import ConfigError
@@ -28,14 +29,15 @@ class Fields:
         value = self.data.get(key)
         return default if value is None else value
 
-    def int(self, *keys: str) -> int:
+    # ``builtins.int`` in the annotations below: inside the class body ``int`` names this method
+    def int(self, *keys: str) -> builtins.int:
         value = self.req(*keys)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 0:
             raise ConfigError(f"{self.source}: field {self.name_of(keys[0])} must be a non-negative integer, "
                               f"got {value!r}")
         return int(value)
 
-    def int_list(self, key: str, default: Any = None) -> tuple[int, ...]:
+    def int_list(self, key: str, default: Any = None) -> tuple[builtins.int, ...]:
         value = self.opt(key, default)
         if value is None:
             value = self.req(key)
