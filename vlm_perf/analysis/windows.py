@@ -91,18 +91,27 @@ def window_sums(windows: pl.DataFrame, per_iteration: pl.DataFrame, value_column
     # rows at or before a bound = the running count there (a backward as-of match), 0 before the first row
     upto_end = np.searchsorted(its, out["iteration"].to_numpy(), side="right")
     upto_start = np.searchsorted(its, out["window_start"].to_numpy(), side="right")
+    at_end, at_start = _as_slice(upto_end), _as_slice(upto_start)  # one window per iteration: no gather
     sums = []
     for c in value_columns:
-        column = per[c].fill_null(0)
+        column = per[c]
+        if column.null_count():
+            column = column.fill_null(0)
         if column.dtype.is_integer():  # polars' cum_sum of an integer column is Int64
             column = column.cast(pl.Int64)
         values = column.to_numpy()
-        running = np.empty(len(values) + 1, dtype=values.dtype)
-        running[0] = 0
-        np.cumsum(values, out=running[1:])
-        sums.append(pl.Series(c, running[upto_end] - running[upto_start], dtype=column.dtype))
+        running = np.concatenate([np.zeros(1, dtype=values.dtype), np.cumsum(values)])  # (out= is 5x slower)
+        sums.append(pl.Series(c, running[at_end] - running[at_start], dtype=column.dtype))
     covered = pl.Series("covered_iterations", (upto_end - upto_start).astype(np.int64), dtype=pl.Int64)
     return out.drop([c for c in value_columns if c in out.columns]).with_columns(*sums, covered)
+
+
+def _as_slice(index: np.ndarray) -> np.ndarray | slice:
+    """``index`` as a slice when it is a run of consecutive integers (a view instead of a gather)."""
+    if index.size and index[-1] - index[0] == index.size - 1 and (index.size == 1 or bool(
+            (np.diff(index) == 1).all())):
+        return slice(int(index[0]), int(index[-1]) + 1)
+    return index
 
 
 def window_sums_reference(windows: pl.DataFrame, per_iteration: pl.DataFrame,
