@@ -118,7 +118,8 @@ def main() -> None:
     rss = {n: max(r["peak_rss_mb"] for r in v) for n, v in runs.items()}
     loads = [r["load"] for v in runs.values() for r in v]
     lines = [SECTION, "",
-             f"`python benchmarks/bench_estimate.py --iterations {args.iterations} --repeats {args.repeats}` on "
+             f"`python benchmarks/bench_estimate.py --iterations {args.iterations} --repeats {args.repeats}"
+             f"{f' --before {args.before}' if args.before else ''}` on "
              f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}. SYNTHETIC log "
              f"(bench_scale.py generator): {args.iterations:,} Megatron iteration lines, {log_mb:,.0f} MB; run.yaml "
              "states seq_length, global_batch_size and one image grid, no metadata. 1-minute load average "
