@@ -9,6 +9,7 @@ configuration). Each measurement runs in its own subprocess (peak RSS from ``os.
 
 * ``parse``     ``parse_logs(log).iterations`` (the log parse alone: the baseline)
 * ``estimate``  ``vlm-perf report RUN -o OUT`` without metadata (parse + estimate + analysis + figures)
+* ``before``    the same report from another checkout (``--before DIR``: its ``vlm_perf`` imported instead)
 
 Rounds are interleaved; medians and per-round ratios, with the 1-minute load average.
 ``--write-docs`` replaces the "## Estimate mode" section of ``docs/benchmarks.md``.
@@ -61,10 +62,11 @@ def child(name: str, run: Path) -> dict:
     return info
 
 
-def run_child(name: str, run: Path) -> dict:
+def run_child(name: str, run: Path, before: Path | None = None) -> dict:
     load = os.getloadavg()[0]
-    proc = subprocess.Popen([sys.executable, __file__, "--child", name, "--run", str(run)], stdout=subprocess.PIPE,
-                            text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    code = before if name == "before" else ROOT
+    proc = subprocess.Popen([sys.executable, __file__, "--child", "estimate" if name == "before" else name, "--run",
+                             str(run)], stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(code)))
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status):
@@ -92,6 +94,7 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=2_000_000)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--write-docs", action="store_true")
+    ap.add_argument("--before", type=Path, default=None, help="another checkout: its report measured too")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--run", type=Path, default=None)
     args = ap.parse_args()
@@ -103,24 +106,33 @@ def main() -> None:
         make_run(run, args.iterations)
     log_mb = (run / "train.log").stat().st_size / 1e6
     load0 = os.getloadavg()[0]
-    runs: dict[str, list[dict]] = {"parse": [], "estimate": []}
+    runs: dict[str, list[dict]] = {"parse": [], "estimate": [], **({"before": []} if args.before else {})}
     for _ in range(args.repeats):
         for name in runs:
-            runs[name].append(run_child(name, run))
+            runs[name].append(run_child(name, run, args.before))
             print(name, runs[name][-1], file=sys.stderr, flush=True)
-    ratio = statistics.median(e["seconds"] / p["seconds"] for e, p in zip(runs["estimate"], runs["parse"]))
+    ratios = {n: statistics.median(e["seconds"] / p["seconds"] for e, p in zip(v, runs["parse"]))
+              for n, v in runs.items()}
+    ratio = ratios["estimate"]
     med = {n: statistics.median(r["seconds"] for r in v) for n, v in runs.items()}
     rss = {n: max(r["peak_rss_mb"] for r in v) for n, v in runs.items()}
     loads = [r["load"] for v in runs.values() for r in v]
     lines = [SECTION, "",
-             f"`python benchmarks/bench_estimate.py --iterations {args.iterations} --repeats {args.repeats}` on "
+             f"`python benchmarks/bench_estimate.py --iterations {args.iterations} --repeats {args.repeats}"
+             f"{f' --before {args.before}' if args.before else ''}` on "
              f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}. SYNTHETIC log "
              f"(bench_scale.py generator): {args.iterations:,} Megatron iteration lines, {log_mb:,.0f} MB; run.yaml "
              "states seq_length, global_batch_size and one image grid, no metadata. 1-minute load average "
-             f"{load0:.1f} at the start, {min(loads):.1f}-{max(loads):.1f} over the runs (shared machine).", "",
-             "| measurement | time (s), median | vs log parse | peak RSS (MB) |", "|---|---:|---:|---:|",
+             f"{load0:.1f} at the start, {min(loads):.1f}-{max(loads):.1f} over the runs (shared machine). Each "
+             "measurement in its own subprocess, rounds interleaved; peak RSS from `os.wait4` (max over rounds).",
+             "", "Runs (s): " + "; ".join(f"{n} " + ", ".join(f"{r['seconds']:.1f}" for r in v) for n, v in runs.items()),
+             "",
+             "| measurement | time (s), median | vs log parse (median of per-round ratios) | peak RSS (MB) |",
+             "|---|---:|---:|---:|",
              f"| `parse_logs` (baseline) | {med['parse']:.2f} | 1.00x | {rss['parse']:,.0f} |",
              f"| `vlm-perf report` in estimate mode | {med['estimate']:.2f} | {ratio:.2f}x | {rss['estimate']:,.0f} |",
+             *([f"| the same report, code before this change (`--before {args.before}`) | {med['before']:.2f} | "
+                f"{ratios['before']:.2f}x | {rss['before']:,.0f} |"] if args.before else []),
              "", "Targets (issue 12): estimate mode < 2x the log parse: "
              f"**{ratio:.2f}x** ({'met' if ratio < 2 else 'MISSED'}); < 1.5 GB: **{rss['estimate']:,.0f} MB** "
              f"({'met' if rss['estimate'] < 1536 else 'MISSED'}).", ""]

@@ -1,4 +1,4 @@
-"""Static checks as tests: ``ruff check`` on the package, tests and benchmarks, and ``mypy`` on
+"""Static checks as tests: ``ruff check`` on the package, tests, benchmarks and scripts, and ``mypy`` on
 the core layers (arch, stats, flops), both configured in pyproject.toml. Skipped when the tool is
 not installed (they are in the ``test`` extra)."""
 
@@ -23,7 +23,7 @@ def _tool(name: str) -> str:
 
 
 def test_ruff_is_clean():
-    proc = subprocess.run([_tool("ruff"), "check", "--output-format", "concise", "vlm_perf", "tests", "benchmarks",
+    proc = subprocess.run([_tool("ruff"), "check", "--output-format", "concise", "vlm_perf", "tests", "benchmarks", "scripts",
                            "dev.py"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

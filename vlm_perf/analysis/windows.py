@@ -16,6 +16,7 @@ jump or a logging glitch, not a slow batch.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 #: a window more than this many times slower (or faster) than the median window is an outlier
@@ -72,11 +73,51 @@ def step_time_exclusions(windows: pl.DataFrame) -> pl.Expr:
 
 
 def window_sums(windows: pl.DataFrame, per_iteration: pl.DataFrame, value_columns: list[str]) -> pl.DataFrame:
-    """Sum per-iteration values over each window (vectorised via cumulative sums + as-of joins).
+    """Sum per-iteration values over each window (cumulative sums read at the window bounds).
 
     Adds ``<col>`` sums and ``covered_iterations`` (iterations of the window present in
-    ``per_iteration``); a window with coverage below its length has a gap.
+    ``per_iteration``); a window with coverage below its length has a gap. A window (start, end]
+    sums the rows with start < iteration <= end as ``cumsum[end] - cumsum[start]`` (nulls count as
+    0), each column's running sum taken in iteration order. One column is materialised at a time
+    (numpy ``cumsum``, the same left-to-right float additions as polars' ``cum_sum``), so memory is
+    O(windows x columns + iterations), not O(iterations x columns): a long estimate-mode run keeps its
+    constant per-iteration columns unexpanded (``tests/analysis/test_window_sums.py`` checks the
+    result against the join-based formulation, ``window_sums_reference``).
     """
+    per = per_iteration.select("iteration", *value_columns).sort("iteration")
+    its = per["iteration"].cast(pl.Int64).to_numpy()
+    out = windows.with_columns(pl.col("iteration").cast(pl.Int64), pl.col("window_start").cast(pl.Int64)).sort(
+        "segment", "iteration")
+    # rows at or before a bound = the running count there (a backward as-of match), 0 before the first row
+    upto_end = np.searchsorted(its, out["iteration"].to_numpy(), side="right")
+    upto_start = np.searchsorted(its, out["window_start"].to_numpy(), side="right")
+    at_end, at_start = _as_slice(upto_end), _as_slice(upto_start)  # one window per iteration: no gather
+    sums = []
+    for c in value_columns:
+        column = per[c]
+        if column.null_count():
+            column = column.fill_null(0)
+        if column.dtype.is_integer():  # polars' cum_sum of an integer column is Int64
+            column = column.cast(pl.Int64)
+        values = column.to_numpy()
+        running = np.concatenate([np.zeros(1, dtype=values.dtype), np.cumsum(values)])  # (out= is 5x slower)
+        sums.append(pl.Series(c, running[at_end] - running[at_start], dtype=column.dtype))
+    covered = pl.Series("covered_iterations", (upto_end - upto_start).astype(np.int64), dtype=pl.Int64)
+    return out.drop([c for c in value_columns if c in out.columns]).with_columns(*sums, covered)
+
+
+def _as_slice(index: np.ndarray) -> np.ndarray | slice:
+    """``index`` as a slice when it is a run of consecutive integers (a view instead of a gather)."""
+    if index.size and index[-1] - index[0] == index.size - 1 and (index.size == 1 or bool(
+            (np.diff(index) == 1).all())):
+        return slice(int(index[0]), int(index[-1]) + 1)
+    return index
+
+
+def window_sums_reference(windows: pl.DataFrame, per_iteration: pl.DataFrame,
+                          value_columns: list[str]) -> pl.DataFrame:
+    """The straightforward formulation of `window_sums` (cumulative sums of the whole frame + as-of
+    joins), kept as the test reference; O(iterations x columns) memory."""
     cum = (per_iteration.select("iteration", *value_columns).sort("iteration")
            .with_columns([pl.col(c).fill_null(0).cum_sum().alias(c) for c in value_columns])
            .with_columns(pl.int_range(1, pl.len() + 1).alias("_count"))

@@ -434,8 +434,8 @@ class MTPModules(Block):
     kind: ClassVar[str] = "mtp_modules"
     hidden: int
     vocab: int
-    attention: Block
-    mlp: Block
+    attention: DecoderAttention | MLAttention  # the decoder layer's attention (GatedDecoderAttention included)
+    mlp: DenseMLP | MoEMLP
 
     def per_token(self, router: bool = True) -> int:
         """Forward FLOPs per token of one module (eh_proj, decoder layer GEMMs, logits)."""

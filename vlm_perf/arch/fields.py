@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Mapping
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UnsupportedModelError
 
 
 class Fields:
@@ -28,14 +29,29 @@ class Fields:
         value = self.data.get(key)
         return default if value is None else value
 
-    def int(self, *keys: str) -> int:
+    # ``builtins.int`` in the annotations below: inside the class body ``int`` names this method
+    def int(self, *keys: str) -> builtins.int:
         value = self.req(*keys)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 0:
             raise ConfigError(f"{self.source}: field {self.name_of(keys[0])} must be a non-negative integer, "
                               f"got {value!r}")
         return int(value)
 
-    def int_list(self, key: str, default: Any = None) -> tuple[int, ...]:
+    def square(self, key: str, default: Any = None) -> builtins.int:
+        """A positive side length given as ``n`` or ``[n, n]`` (image/tile/patch size); a non-square
+        pair is refused (only square tiles/patches are modelled). ``default`` when the key is absent;
+        without one the key is required."""
+        value = self.req(key) if default is None else self.opt(key, default)
+        if isinstance(value, (list, tuple)):
+            if len(value) != 2 or value[0] != value[1]:
+                raise UnsupportedModelError(f"{self.source}: {self.name_of(key)} {value!r}: only square "
+                                            "tiles/patches are modelled")
+            value = value[0]
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{self.source}: field {self.name_of(key)} must be a positive integer, got {value!r}")
+        return value
+
+    def int_list(self, key: str, default: Any = None) -> tuple[builtins.int, ...]:
         value = self.opt(key, default)
         if value is None:
             value = self.req(key)

@@ -16,13 +16,13 @@ bidirectional (never halved), LM attention is multiplied by the causal factor (0
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, TypedDict
 
 from ..arch.blocks import (Block, ClsToken, ExtraParams, DecoderAttention, DenseMLP, FinalNorm, LMHead, LMLayerNorms,
                            MLAttention, MlpProjector, MoEMLP, MTPModules, PatchEmbed, PositionTable,
                            StoredOnly, TokenEmbedding, VisionLayers)
 from ..stats.batch import BatchStats
-from .terms import INPUT_PIXELS, INPUT_TOWER, INPUT_UPSTREAM, Term, matmul
+from .terms import INPUT_PIXELS, INPUT_STAGE, INPUT_TOWER, INPUT_UPSTREAM, Term, matmul
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,6 @@ def _mtp(b: MTPModules, s: BatchStats, ctx: FlopsContext) -> list[Term]:
 # --- glm4v ---
 
 from ..arch.blocks import DownsampleConv, ExtraNorms, GatedMergerMLP  # noqa: E402
-from .terms import INPUT_UPSTREAM  # noqa: E402
 
 block_flops(ExtraNorms)(_no_flops)
 
@@ -205,12 +204,19 @@ def _image_block_attention(b: ImageBlockAttention, s: BatchStats, ctx: FlopsCont
 from ..arch.blocks import SiglipPoolingHead  # noqa: E402
 
 
+class _TermKind(TypedDict):
+    """The :class:`Term` flags several terms of one block share (typed ``**`` arguments)."""
+
+    weights: bool
+    input_kind: str
+
+
 @block_flops(SiglipPoolingHead)
 def _siglip_pooling_head(b: SiglipPoolingHead, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """per image: 2·w·w (q) + 2·w·w (out) + 4·w·i (MLP) on 1 probe row (vision_frames), 2·N·w·2w (k, v) + 4·w·N (core);
     never back-propagated (output discarded)"""
     w, frames, patches = b.width, s.vision_frames, s.vision_patches
-    once = dict(weights=False, input_kind=INPUT_PIXELS)  # forward only: no weight or input gradient
+    once = _TermKind(weights=False, input_kind=INPUT_PIXELS)  # forward only: no weight or input gradient
     return [Term("vision.attn_proj", b.count * (2 * matmul(frames, w, w) + matmul(patches, w, 2 * w)), b.part, **once),
             Term("vision.attn_core", b.count * 4 * w * patches, b.part, **once),
             Term("vision.mlp", b.count * 2 * matmul(frames, w, b.mlp_width), b.part, **once)]
@@ -242,7 +248,6 @@ def _gated_delta_net(b: GatedDeltaNet, s: BatchStats, ctx: FlopsContext) -> list
 # --- mistral3 / idefics3 ---
 
 from ..arch.blocks import LinearProjector  # noqa: E402
-from .terms import INPUT_STAGE, INPUT_UPSTREAM  # noqa: E402
 
 
 @block_flops(LinearProjector)

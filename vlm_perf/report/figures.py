@@ -52,6 +52,58 @@ def _skipped_text(run: RunAnalysis) -> str | None:
             if skipped else None)
 
 
+#: line figures draw at most about this many points; longer runs are drawn as means of consecutive windows
+MAX_LINE_POINTS = 4000
+#: scatter figures draw at most about this many points (every k-th window, evenly spread)
+MAX_SCATTER_POINTS = 5000
+
+
+def thin_windows(w: pl.DataFrame, columns: list[str], max_points: int | None = None) -> tuple[pl.DataFrame, int]:
+    """Windows for a line figure: unchanged when at most ``max_points`` (default `MAX_LINE_POINTS`), else
+    means of ``k`` consecutive ones.
+
+    Only what is drawn changes, never a reported number. Bins never span a gap (a window whose start
+    is not the previous window's end), so ``_with_breaks`` still breaks the line there; a bin's
+    ``iteration`` is its last window's end and ``window_start`` its first window's start, and each
+    of ``columns`` is the plain mean over the bin's windows (NaN and null values left out; a bin with
+    none is NaN). Returns the frame and ``k`` (1: unchanged).
+    """
+    max_points = max_points or MAX_LINE_POINTS
+    if w.height <= max_points:
+        return w, 1
+    k = -(-w.height // max_points)
+    w = w.sort("iteration")
+    ends = w["iteration"].to_numpy().astype(float)
+    starts = w["window_start"].to_numpy().astype(float)
+    n = len(ends)
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = starts[1:] != ends[:-1]
+    run_first = np.flatnonzero(new_run)
+    position = np.arange(n) - run_first[np.cumsum(new_run) - 1]  # index of the window inside its run
+    first = np.flatnonzero(new_run | (position % k == 0))  # first window of each bin
+    last = np.append(first[1:], n) - 1
+    out = {"iteration": ends[last], "window_start": starts[first]}
+    for c in columns:
+        values = w[c].cast(pl.Float64).fill_null(np.nan).to_numpy()
+        finite = ~np.isnan(values)
+        total = np.add.reduceat(np.where(finite, values, 0.0), first)
+        count = np.add.reduceat(finite.astype(np.int64), first)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[c] = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    return pl.DataFrame(out), k
+
+
+def _thinned_text(k: int, windows: int) -> str | None:
+    return (f"drawn as means of {k} consecutive windows ({windows:,} windows; every number in the report uses "
+            "all of them)" if k > 1 else None)
+
+
+def _notes(fig, *texts: str | None) -> None:
+    text = "; ".join(t for t in texts if t)
+    if text:
+        _note(fig, text)
+
+
 def _with_breaks(w: pl.DataFrame, columns: list[str]) -> dict[str, np.ndarray]:
     """x (window end) and ``columns`` with a NaN inserted wherever the previous window is missing."""
     w = w.sort("iteration")
@@ -72,7 +124,8 @@ def tflops_over_time(run: RunAnalysis, path: Path) -> Path:
         raise Skip("no usable window" if w.height == 0 else "world size unknown: no TFLOP/s/GPU")
     logged = "tflops_per_gpu_logged" in w.columns and w["tflops_per_gpu_logged"].drop_nulls().len() > 0
     cols = [f"{c}_tflops_per_gpu" for c in run.conventions] + (["tflops_per_gpu_logged"] if logged else [])
-    d = _with_breaks(w, cols)
+    drawn, k = thin_windows(w, cols)
+    d = _with_breaks(drawn, cols)
     fig, ax = plt.subplots(figsize=(11, 4.2))
     if logged:
         ax.scatter(d["x"], d["tflops_per_gpu_logged"], s=10, color="black", label="logged by the framework", zorder=3)
@@ -86,9 +139,7 @@ def tflops_over_time(run: RunAnalysis, path: Path) -> Path:
     ax.set_title(safe(f"{run.model}: TFLOP/s/GPU per logging window" + (" (ESTIMATE)" if run.estimated else "")))
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    note = _skipped_text(run)
-    if note:
-        _note(fig, note)
+    _notes(fig, _skipped_text(run), _thinned_text(k, w.height))
     return _save(fig, path)
 
 
@@ -100,7 +151,9 @@ def mfu_over_time(run: RunAnalysis, path: Path) -> Path:
         raise Skip("no usable window" if w.height == 0 else "world size unknown: no MFU")
     pairs = [(c, label) for c, label in ((BEFORE, "before (LM only)"), (AFTER, "after (exact, vision counted)"))
              if c in run.conventions]  # no LM-only baseline for families it does not cover (InternVL, ...)
-    d = _with_breaks(w, [f"{c}_mfu" for c, _ in pairs])
+    cols = [f"{c}_mfu" for c, _ in pairs]
+    drawn, k = thin_windows(w, cols)
+    d = _with_breaks(drawn, cols)
     fig, ax = plt.subplots(figsize=(11, 3.6))
     for conv, label in pairs:
         ax.plot(d["x"], 100 * d[f"{conv}_mfu"], label=label, **STYLE[conv])
@@ -109,9 +162,7 @@ def mfu_over_time(run: RunAnalysis, path: Path) -> Path:
     ax.set_title(safe(f"MFU before / after vision accounting ({run.peak_tflops:g} TFLOP/s per GPU)"))
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    note = _skipped_text(run)
-    if note:
-        _note(fig, note)
+    _notes(fig, _skipped_text(run), _thinned_text(k, w.height))
     return _save(fig, path)
 
 
@@ -166,14 +217,17 @@ def step_time_fit(run: RunAnalysis, path: Path) -> Path:
     if w.height < 2:
         raise Skip("fewer than two usable windows")
     fig, ax = plt.subplots(figsize=(7, 4.2))
+    step = max(1, -(-w.height // MAX_SCATTER_POINTS))  # every step-th window drawn; the fit used all
+    thinned = f"1 of every {step} windows drawn ({w.height:,} in all; the fit uses all of them)" if step > 1 else None
+    if step > 1:
+        w = w.sort("iteration").gather_every(step)
     per_iter = (w["window_seconds"] / w["window_iterations"]).to_numpy()
     lm = (w["exact_language"] / w["window_iterations"]).to_numpy() / 1e15
     vis = (w["exact_vision"] / w["window_iterations"]).to_numpy() / 1e15
     sc = ax.scatter(lm + vis, per_iter, c=100 * vis / np.maximum(lm + vis, 1e-30), cmap="viridis", s=14)
     fig.colorbar(sc, ax=ax, label="vision share (%)")
     a = run.attribution
-    if not a.ok:
-        _note(fig, safe(f"no attribution: {a.reason}"))
+    _notes(fig, safe(f"no attribution: {a.reason}") if not a.ok else None, thinned)
     if a.ok and run.world_size:
         gpus = run.world_size
         pred = a.overhead_s + lm * 1e3 / (a.lm_tflops_per_gpu * gpus) + (

@@ -57,16 +57,19 @@ def atomic_report_dir(out: Path) -> Iterator[Path]:
     if out == cwd or out in cwd.parents:
         raise VlmPerfError(f"{out}: the output folder would replace the current directory (or one above it); give a "
                            "subfolder, e.g. -o report/")
-    if out.is_symlink():
-        raise VlmPerfError(f"{out}: the output folder is a symlink; give the real folder (reports are not "
-                           "written through symlinks)")
-    if out.exists() and not out.is_dir():
-        raise VlmPerfError(f"{out}: exists and is not a folder")
-    if out.is_dir() and not _is_replaceable(out):
-        raise VlmPerfError(f"{out}: exists and holds files that are not a vlm-perf report; choose a new or empty "
-                           "output folder")
     parent = out.parent
     parent.mkdir(parents=True, exist_ok=True)
+    # checked under the lock: another writer's rename pair (out -> aside, tmp -> out) leaves ``out`` briefly
+    # absent, which unlocked exists()/is_dir() calls could see half-way and misreport as "not a folder"
+    with _locked(parent):
+        if out.is_symlink():
+            raise VlmPerfError(f"{out}: the output folder is a symlink; give the real folder (reports are not "
+                               "written through symlinks)")
+        if out.exists() and not out.is_dir():
+            raise VlmPerfError(f"{out}: exists and is not a folder")
+        if out.is_dir() and not _is_replaceable(out):
+            raise VlmPerfError(f"{out}: exists and holds files that are not a vlm-perf report; choose a new or "
+                               "empty output folder")
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
     try:
         yield tmp

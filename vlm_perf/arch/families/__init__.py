@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ...errors import UnsupportedModelError
+from ..spec import ModelSpec
 
-# (config, source) -> ModelSpec
-BuildFn = Callable[[Mapping[str, Any], str], Any]
+# (config, source, name) -> ModelSpec; ``name`` "" means: take it from the config
+BuildFn = Callable[[Mapping[str, Any], str, str], ModelSpec]
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,10 @@ def read_lm(f: Fields, family: str, tie_default: bool = TIE_DEFAULT) -> LMSpec:
     head_dim = f.opt("head_dim") or hidden // heads
     kv_heads = int(f.opt("num_key_value_heads") or heads)
     tie = bool(f.opt("tie_word_embeddings", tie_default))
-    moe, moe_layers, mla, mtp = None, (), None, 0
+    moe: MoESpec | None = None
+    moe_layers: tuple[int, ...] = ()
+    mla: MLASpec | None = None
+    mtp = 0
     if family == "qwen3_moe":
         experts = f.int("num_experts", "num_local_experts")
         moe = MoESpec(num_experts=experts, top_k=f.int("num_experts_per_tok"),
@@ -87,7 +90,7 @@ def _sliding_layers(f: Fields, family: str, layers: int) -> tuple[int | None, tu
     return None, ()  # llama, deepseek_v3: no sliding-window layers
 
 
-def _attention(lm: LMSpec, count: int, window: int | None = None):
+def _attention(lm: LMSpec, count: int, window: int | None = None) -> DecoderAttention | MLAttention:
     if lm.mla is not None:
         m = lm.mla
         return MLAttention(part=LANGUAGE_MODEL, count=count, hidden=lm.hidden_size, num_heads=lm.num_heads,

@@ -35,16 +35,6 @@ LM_FAMILIES = ("llama",)
 MAX_IMAGE_SIZE = 4096  # idefics3 image processors' absolute bound on the resized image (MAX_IMAGE_SIZE)
 
 
-def _square(f: Fields, key: str, default: int) -> int:
-    value = f.opt(key, default)
-    if isinstance(value, (list, tuple)):
-        if len(value) != 2 or value[0] != value[1]:
-            raise UnsupportedModelError(f"{f.source}: {f.name_of(key)} {value!r}: only square tiles/patches are modelled")
-        value = value[0]
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{f.source}: field {f.name_of(key)} must be a positive integer, got {value!r}")
-    return value
-
 
 def _build(model_type: str):
     def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
@@ -66,7 +56,7 @@ def _build(model_type: str):
         width, heads = int(f.opt("hidden_size", 1152)), int(f.opt("num_attention_heads", 16))
         if width % heads:
             raise ConfigError(f"{source}: vision_config.hidden_size {width} not divisible by num_attention_heads {heads}")
-        image, patch = _square(f, "image_size", 224), _square(f, "patch_size", 32)
+        image, patch = f.square("image_size", 224), f.square("patch_size", 32)
         scale = int(top.opt("scale_factor", 2))
         side = image // patch
         if scale <= 0 or side % scale:

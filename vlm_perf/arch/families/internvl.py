@@ -33,16 +33,6 @@ from .media import DerivedMedia, MediaRule, positive
 LM_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama")  # text_config.model_type values read here
 
 
-def _pair(f: Fields, key: str) -> int:
-    value = f.req(key)
-    if isinstance(value, (list, tuple)):
-        if len(value) != 2 or value[0] != value[1]:
-            raise UnsupportedModelError(f"{f.source}: {f.name_of(key)} {value!r}: only square tiles/patches are modelled")
-        value = value[0]
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{f.source}: field {f.name_of(key)} must be a positive integer, got {value!r}")
-    return value
-
 
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     top = Fields(config, "", source)
@@ -67,7 +57,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         raise UnsupportedModelError(f"{source}: vision_feature_select_strategy must be 'default' (transformers "
                                     "cannot pixel-shuffle the CLS token)")
     width, heads = f.int("hidden_size"), f.int("num_attention_heads")
-    tile, patch = _pair(f, "image_size"), _pair(f, "patch_size")
+    tile, patch = f.square("image_size"), f.square("patch_size")
     side = tile // patch
     if side % merge:
         raise ConfigError(f"{source}: {side} patches per tile side is not divisible by 1/downsample_ratio = {merge}")

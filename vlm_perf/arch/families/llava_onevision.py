@@ -106,13 +106,16 @@ def select_best_resolution(height: int, width: int, pinpoints) -> tuple[int, int
     """The (height, width) pinpoint transformers' ``select_best_resolution`` picks: the largest effective
     resolution min(int(w*s) * int(h*s), w*h) with s = min(W/w, H/h), ties to the least waste W*H - effective,
     first in list order otherwise."""
-    best, best_effective, best_waste = None, 0, float("inf")
+    best: tuple[int, int] | None = None
+    best_effective, best_waste = 0, float("inf")
     for ph, pw in pinpoints:
         scale = min(pw / width, ph / height)
         effective = min(int(width * scale) * int(height * scale), width * height)
         waste = pw * ph - effective
         if effective > best_effective or (effective == best_effective and waste < best_waste):
             best, best_effective, best_waste = (ph, pw), effective, waste
+    if best is None:  # unreachable for a built spec: _pinpoints rejects an empty list
+        raise ValueError("select_best_resolution: no pinpoints to choose from")
     return best
 
 
@@ -160,7 +163,7 @@ class LlavaOnevisionMedia(MediaRule):
                "num_image_tokens": side * side, "vision_aspect_ratio": f"anyres_max_{spec.extra['aspect_budget']}",
                "video_frame": tile, "source": "processor files" if (pre or proc or vid) else "model config",
                "multi_image": "CLI images are one-image samples (anyres)"}
-        checks = []
+        checks: list[tuple[str, Any, Any]] = []  # (what, processor-file value, model-config value)
         size = pre.get("size") if isinstance(pre.get("size"), dict) else {}
         if size:
             checks.append(("preprocessor_config.json size", (size.get("height"), size.get("width")), (tile, tile)))

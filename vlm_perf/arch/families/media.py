@@ -86,7 +86,8 @@ QWEN3_MAX_VIDEO_TOKENS = 768  # Qwen3VLVideoProcessor.max_video_tokens (used onl
 
 def _bounds(files: Mapping[str, Any], default: tuple[int, int], origin: str) -> tuple[int, int, str]:
     """(min_pixels, max_pixels, where from): ``min_pixels``/``max_pixels`` beat ``size`` (as in transformers)."""
-    size = files.get("size") if isinstance(files.get("size"), dict) else {}
+    raw_size = files.get("size")
+    size: Mapping[str, Any] = raw_size if isinstance(raw_size, dict) else {}
     lo = files.get("min_pixels", size.get("shortest_edge"))
     hi = files.get("max_pixels", size.get("longest_edge"))
     if lo is None and hi is None:

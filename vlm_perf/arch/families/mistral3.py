@@ -40,16 +40,6 @@ LM_FAMILIES = ("mistral", "llama")
 REFERENCE_LONGEST_EDGE = 1540
 
 
-def _int_size(f: Fields, key: str) -> int:
-    value = f.req(key)
-    if isinstance(value, (list, tuple)):
-        if len(value) != 2 or value[0] != value[1]:
-            raise UnsupportedModelError(f"{f.source}: {f.name_of(key)} {value!r}: only square patches are modelled")
-        value = value[0]
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{f.source}: field {f.name_of(key)} must be a positive integer, got {value!r}")
-    return value
-
 
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     top = Fields(config, "", source)
@@ -77,7 +67,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     heads = int(f.opt("num_attention_heads", 16))
     if width % heads:
         raise ConfigError(f"{source}: vision_config.hidden_size {width} is not divisible by num_attention_heads {heads}")
-    patch = _int_size(f, "patch_size") if "patch_size" in vc else 16
+    patch = f.square("patch_size") if "patch_size" in vc else 16
     merge = int(top.opt("spatial_merge_size", 2))
     bias = bool(top.opt("multimodal_projector_bias", False))
     vision = VisionSpec(

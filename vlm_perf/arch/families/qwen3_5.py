@@ -22,7 +22,7 @@ drops on load): not counted, as for the model the FLOPs are verified against.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, TypedDict
 
 from ...errors import ConfigError, UnsupportedModelError
 from ..blocks import (DenseMLP, FinalNorm, GatedDecoderAttention, GatedDeltaNet, LMHead, LMLayerNorms,
@@ -68,7 +68,18 @@ def layer_types(f: Fields, layers: int) -> tuple[str, ...]:
     return tuple(types)
 
 
-def read_lm(f: Fields, moe: bool) -> tuple[LMSpec, dict]:
+class LinearAttentionShape(TypedDict):
+    """The gated-delta-net (``linear_attention`` layer) widths read from the config, and every layer's type."""
+
+    key_heads: int
+    key_head_dim: int
+    value_heads: int
+    value_head_dim: int
+    conv_kernel: int
+    types: tuple[str, ...]  # per layer: "linear_attention" | "full_attention"
+
+
+def read_lm(f: Fields, moe: bool) -> tuple[LMSpec, LinearAttentionShape]:
     """The LM summary (full-attention widths) and the gated-delta-net widths."""
     hidden, heads, layers = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
     types = layer_types(f, layers)
@@ -87,16 +98,17 @@ def read_lm(f: Fields, moe: bool) -> tuple[LMSpec, dict]:
                 tie_word_embeddings=bool(f.opt("tie_word_embeddings", False)), moe=moe_spec,
                 moe_layers=tuple(range(layers)) if moe else (), qkv_bias=bool(f.opt("attention_bias", False)),
                 qk_norm=True)
-    linear = dict(key_heads=f.int("linear_num_key_heads"), key_head_dim=f.int("linear_key_head_dim"),
-                  value_heads=f.int("linear_num_value_heads"), value_head_dim=f.int("linear_value_head_dim"),
-                  conv_kernel=f.int("linear_conv_kernel_dim"), types=types)
+    linear = LinearAttentionShape(
+        key_heads=f.int("linear_num_key_heads"), key_head_dim=f.int("linear_key_head_dim"),
+        value_heads=f.int("linear_num_value_heads"), value_head_dim=f.int("linear_value_head_dim"),
+        conv_kernel=f.int("linear_conv_kernel_dim"), types=types)
     if linear["value_heads"] % max(linear["key_heads"], 1):
         raise ConfigError(f"{f.source}: linear_num_value_heads {linear['value_heads']} is not a multiple of "
                           f"linear_num_key_heads {linear['key_heads']}")
     return lm, linear
 
 
-def lm_blocks(lm: LMSpec, linear: dict) -> tuple:
+def lm_blocks(lm: LMSpec, linear: LinearAttentionShape) -> tuple:
     h = lm.hidden_size
     n_linear = sum(t == "linear_attention" for t in linear["types"])
     blocks: list = [TokenEmbedding(part=LANGUAGE_MODEL, count=1, vocab=lm.vocab_size, width=h)]

@@ -18,7 +18,7 @@ layers (full attention per frame; Qwen2.5-VL's windowed layers a separate group)
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, TypedDict
 
 from ..blocks import MlpProjector, PatchEmbed, PositionTable, StoredOnly, VisionLayers
 from ...errors import ConfigError
@@ -61,6 +61,26 @@ def read_vision(f: Fields, family: str) -> VisionSpec:
     )
 
 
+class _TowerLayerShape(TypedDict):
+    """The :class:`VisionLayers` fields the full-attention and window-attention layers share."""
+
+    part: str
+    width: int
+    num_heads: int
+    head_dim: int
+    mlp_width: int
+    mlp_gated: bool
+    norm: str
+
+
+class _MergerWidths(TypedDict):
+    """The :class:`MlpProjector` widths the merger and the deepstack mergers share."""
+
+    in_width: int
+    hidden_width: int
+    out_width: int
+
+
 def vision_blocks(v: VisionSpec) -> tuple:
     """Tower + merger inventory of a Qwen-style vision model."""
     blocks: list = [PatchEmbed(part=VISION_TOWER, count=1, in_volume=v.patch_volume, width=v.hidden_size,
@@ -68,13 +88,13 @@ def vision_blocks(v: VisionSpec) -> tuple:
     if v.num_position_embeddings:
         blocks.append(PositionTable(part=VISION_TOWER, count=1, entries=v.num_position_embeddings,
                                     width=v.hidden_size))
-    layer = dict(part=VISION_TOWER, width=v.hidden_size, num_heads=v.num_heads, head_dim=v.head_dim,
-                 mlp_width=v.intermediate_size, mlp_gated=v.mlp_gated, norm=v.norm)
+    layer = _TowerLayerShape(part=VISION_TOWER, width=v.hidden_size, num_heads=v.num_heads, head_dim=v.head_dim,
+                             mlp_width=v.intermediate_size, mlp_gated=v.mlp_gated, norm=v.norm)
     if v.num_full_layers:
         blocks.append(VisionLayers(count=v.num_full_layers, attention="frame", **layer))
     if v.num_window_layers:
         blocks.append(VisionLayers(count=v.num_window_layers, attention="window", **layer))
-    merger = dict(in_width=v.merger_width, hidden_width=v.merger_width, out_width=v.out_hidden_size)
+    merger = _MergerWidths(in_width=v.merger_width, hidden_width=v.merger_width, out_width=v.out_hidden_size)
     blocks.append(MlpProjector(part=MERGER, count=1, norm_width=v.hidden_size, norm=v.norm, **merger))
     if v.num_deepstack_stored:
         blocks.append(MlpProjector(part=DEEPSTACK_MERGER, count=v.num_deepstack, norm_width=v.merger_width,
