@@ -91,9 +91,12 @@ def microbatch_cost_columns(spec: ModelSpec, frozen: Iterable[str] = (), causal:
     the metadata's single pass (each function maps a chunk of per-microbatch statistics, with
     ``iteration`` and ``dp_rank``, to one column)."""
     frozen = tuple(frozen)
+    last: list = [None, None]  # (chunk, its exact FLOPs): the two FLOPs columns share one evaluation
 
     def flops(rows: pl.DataFrame, column: str) -> pl.Series:
-        return _exact(rows, spec, frozen, (), causal)[column]
+        if last[0] is not rows:
+            last[0], last[1] = rows, _exact(rows, spec, frozen, (), causal)
+        return last[1][column]
 
     return {"iteration": lambda rows: rows["iteration"].cast(pl.Int32),
             "dp_rank": lambda rows: rows["dp_rank"].cast(pl.Int32),
