@@ -74,9 +74,13 @@ def estimate_from_config(config, spec: ModelSpec, run: str | Path = "") -> Batch
     if grid and size:
         raise ValueError(f"{run}: both image_grid {list(grid)} and image_size {list(size)} are set; keep one")
     if size and spec.vision is not None:
-        from .ingest.runconfig import image_grid_from_size
+        # the family's own processor rule (smart resize with its pixel bounds, tiling, fixed size, ...)
+        from .arch.families import family_for
 
-        grid = image_grid_from_size(size[0], size[1], spec.vision.patch_size, spec.vision.spatial_merge_size)
+        rule = family_for(spec.model_type, spec.source).media
+        if rule is None:
+            raise ValueError(f"{run}: {spec.name} has no pixel rule for image_size; state image_grid instead")
+        grid = rule.image(spec, int(size[0]), int(size[1])).grid
     per_sample = getattr(config, "images_per_sample", None) or 1
     grids = [tuple(grid)] * (int(batch) * per_sample) if grid and spec.vision is not None else []
     return BatchStats.from_batch(seq_len=int(seq), samples=int(batch), image_grids=grids, spec=spec)

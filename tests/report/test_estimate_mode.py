@@ -75,3 +75,23 @@ def test_grid_and_size_together_is_an_error(tmp_path):
     r = cli("report", run, "-o", tmp_path / "out", "--seq-length", "4096", "--grid", "1,32,32",
             "--image-size", "512,512")
     assert r.returncode == 2 and "keep one" in r.stderr
+
+
+def test_estimate_image_size_uses_the_family_rule():
+    """run.yaml image_size goes through the family's processor rule: for a Qwen-VL model, HF's own
+    resize (pixel bounds included: a 4000x4000 image is shrunk to max_pixels, which plain rounding
+    would not do); for InternVL its tiling, with one CLS token per tile."""
+    from vlm_perf.arch import load_model
+    from vlm_perf.pipeline import estimate_from_config
+
+    class Config:
+        seq_length, global_batch_size, image_grid, images_per_sample = 8192, 2, None, 1
+        image_size = (4000, 4000)
+
+    qwen = estimate_from_config(Config, load_model("qwen2.5-vl-7b"))
+    # the reference checkpoints' max_pixels (12,845,056; families/media.py) bounds the grid, plain rounding does not
+    assert qwen.vision_patches <= 2 * 12845056 // (14 * 14)
+    assert qwen.vision_patches < 2 * image_grid_from_size(4000, 4000, 14, 2)[1] * image_grid_from_size(4000, 4000, 14, 2)[2]
+    Config.image_size = (448, 448)
+    internvl = estimate_from_config(Config, load_model("internvl3-8b"))
+    assert (internvl.vision_patches, internvl.vision_cls_tokens) == (2 * 32 * 32, 2)  # one 448 px tile each
