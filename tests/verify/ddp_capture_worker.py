@@ -24,3 +24,8 @@ trainer = transformers.Trainer(model=build_model("qwen2_vl", dtype=torch.float32
                                train_dataset=_vlm_samples(16), data_collator=_collate, callbacks=[MetadataCallback()])
 trainer.train()
 assert args.world_size == 2
+# tear the gloo group down before the interpreter exits: left to interpreter shutdown, its threads
+# are destroyed while still joinable and rank 0 can abort ("terminate called without an active exception")
+if torch.distributed.is_initialized():
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
