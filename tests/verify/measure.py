@@ -234,9 +234,11 @@ def _make_counter_class():
     class PartFlopCounter(FlopCounterMode):
         """FlopCounterMode that also splits FLOPs by (phase, part); see the module docstring."""
 
-        def __init__(self, model, **kwargs):
+        def __init__(self, model=None, parts: dict | None = None, **kwargs):
+            """``parts``: part name -> modules; default: the Qwen-VL split of ``model`` (`part_modules`)."""
             super().__init__(display=False, **kwargs)
             self.model = model
+            self.parts = parts
             self.part_stack: list[str] = []
             self.counts: dict[tuple[str, str], int] = defaultdict(int)
             self.by_op: dict[tuple[str, str, str], int] = defaultdict(int)
@@ -245,7 +247,7 @@ def _make_counter_class():
         def __enter__(self):
             self.counts.clear()
             self.by_op.clear()
-            for part, mods in part_modules(self.model).items():
+            for part, mods in (self.parts if self.parts is not None else part_modules(self.model)).items():
                 for mod in mods:
                     self._handles.append(mod.register_forward_pre_hook(self._pre(part)))
                     self._handles.append(mod.register_forward_hook(self._post(part), always_call=True))
@@ -281,7 +283,11 @@ def _make_counter_class():
                     phase, part = "forward", self.part_stack[-1] if self.part_stack else "other"
                 self.counts[(phase, part)] += flops
                 self.by_op[(phase, part, str(func_packet))] += flops
+                self._record(func_packet, args, phase, part, flops)
             return super()._count_flops(func_packet, out, args, kwargs)
+
+        def _record(self, func_packet, args, phase: str, part: str, flops: int) -> None:
+            """Hook for subclasses that keep more per-op detail (nothing here)."""
 
     return PartFlopCounter
 

@@ -29,7 +29,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..measure import TAG, _tag_graph
 
 PARTS = ("vision_tower", "projector", "language_model")
 ALL_PARTS = PARTS + ("rope",)
@@ -114,67 +113,25 @@ def rotary_modules(model) -> list:
 
 # --------------------------------------------------------------------------- counter
 def _make_counter_class():
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
+    from ..measure import _make_counter_class as qwen_counter_class
 
-    class PartCounter(FlopCounterMode):
-        """FlopCounterMode that also splits FLOPs by (phase, part); see the module docstring."""
+    class PartCounter(qwen_counter_class()):
+        """tests/verify/measure.py's per-(phase, part) counter over an explicit ``parts`` mapping, keeping
+        the arguments of grouped-convolution backwards (see `PartMeasurement.grouped_conv_overcount`)."""
 
         def __init__(self, parts: dict[str, list], **kwargs):
-            super().__init__(display=False, **kwargs)
-            self.parts = parts
-            self.part_stack: list[str] = []
-            self.counts: dict[tuple[str, str], int] = defaultdict(int)
-            self.by_op: dict[tuple[str, str, str], int] = defaultdict(int)
+            super().__init__(parts=parts, **kwargs)
             self.grouped_conv_bw: list[dict] = []
-            self._handles: list = []
 
-        def __enter__(self):
-            for part, mods in self.parts.items():
-                for mod in mods:
-                    self._handles.append(mod.register_forward_pre_hook(self._pre(part)))
-                    self._handles.append(mod.register_forward_hook(self._post(part), always_call=True))
-            return super().__enter__()
-
-        def __exit__(self, *args):
-            try:
-                return super().__exit__(*args)
-            finally:
-                for h in self._handles:
-                    h.remove()
-                self._handles.clear()
-
-        def _pre(self, part):
-            def hook(mod, args):
-                self.part_stack.append(part)
-            return hook
-
-        def _post(self, part):
-            def hook(mod, args, out):
-                self.part_stack.pop()
-                if torch.is_grad_enabled():
-                    _tag_graph(out, part)
-            return hook
-
-        def _count_flops(self, func_packet, out, args, kwargs):
-            if func_packet in self.flop_registry:
-                flops = self.flop_registry[func_packet](*args, **kwargs, out_val=out)
-                node = torch._C._current_autograd_node()
-                if node is not None:
-                    phase, part = "backward", node.metadata.get(TAG, "other")
-                else:
-                    phase, part = "forward", self.part_stack[-1] if self.part_stack else "other"
-                self.counts[(phase, part)] += flops
-                self.by_op[(phase, part, str(func_packet))] += flops
-                if str(func_packet) == "aten.convolution_backward" and args[9] != 1:
-                    # (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
-                    #  output_padding, groups, output_mask): kept so a harness can correct torch's
-                    #  grad-weight formula, which ignores groups
-                    self.grouped_conv_bw.append(dict(part=part, groups=args[9], weight_shape=tuple(args[2].shape),
-                                                     grad_out_shape=tuple(args[0].shape),
-                                                     input_shape=tuple(args[1].shape), transposed=args[7],
-                                                     output_mask=tuple(args[10]), flops=flops))
-            return super()._count_flops(func_packet, out, args, kwargs)
+        def _record(self, func_packet, args, phase, part, flops):
+            if str(func_packet) == "aten.convolution_backward" and args[9] != 1:
+                # (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+                #  output_padding, groups, output_mask): kept so a harness can correct torch's
+                #  grad-weight formula, which ignores groups
+                self.grouped_conv_bw.append(dict(part=part, groups=args[9], weight_shape=tuple(args[2].shape),
+                                                 grad_out_shape=tuple(args[0].shape),
+                                                 input_shape=tuple(args[1].shape), transposed=args[7],
+                                                 output_mask=tuple(args[10]), flops=flops))
 
     return PartCounter
 
