@@ -49,7 +49,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Metadata aggregation"
-MEASUREMENTS = ("scan-all", "scan-len", "lines-decode", "pyarrow-parse", "duckdb-parse", "ours", "before-ours",
+MEASUREMENTS = ("scan-all", "scan-len", "lines-decode", "pyarrow-parse", "duckdb-parse", "ours", "ours-seq", "before-ours",
                 "ours-polars", "ours-rank", "ours-shards", "ours-parquet", "duckdb-sql", "pandas", "report",
                 "before-report")
 
@@ -290,11 +290,11 @@ def _measure_inner(name: str, path: str, rows: int) -> dict:
         from vlm_perf.ingest.metadata import iteration_stats
 
         info.update(_check(iteration_stats(path).frame))
-    elif name in ("ours", "ours-polars", "ours-rank", "ours-shards", "ours-parquet"):
+    elif name in ("ours", "ours-seq", "ours-polars", "ours-rank", "ours-shards", "ours-parquet"):
         from vlm_perf.ingest.metadata_source import MetadataSource
 
         src = MetadataSource(path, engine="polars" if name == "ours-polars" else "pyarrow",
-                             per_rank=name == "ours-rank").read()
+                             per_rank=name == "ours-rank", prefetch=name != "ours-seq").read()
         info.update(_check(src.per_iteration))
         info["rows_used"] = src.diagnostics.rows_used
         if name == "ours-rank":
@@ -391,6 +391,7 @@ LABELS = {
     "pyarrow-parse": "pyarrow.json, 32 MiB chunks, explicit schema (parse only)",
     "duckdb-parse": "DuckDB `read_ndjson` explicit columns -> Arrow -> polars (parse only)",
     "ours": "**`MetadataSource`** (pyarrow engine): validation + all statistics, one pass",
+    "ours-seq": "`MetadataSource(prefetch=False)`: parse and aggregation in turn (the previous pass)",
     "ours-polars": "`MetadataSource(engine=\"polars\")`",
     "ours-rank": "`MetadataSource(per_rank=True)`: + per-(iteration, dp_rank) statistics",
     "ours-shards": "`MetadataSource` on the same rows as 64 per-rank shards",
@@ -452,7 +453,7 @@ def render(rows: int, size_mb: float, res: dict, pandas_rows: int, repeats: int,
                          f"{b['peak_rss_mb']:,.0f} MB -> now {res[name]['ratio']:.2f}x, "
                          f"{res[name]['peak_rss_mb']:,.0f} MB.")
     checks = {n: (res[n].get("iterations"), res[n].get("vision_patches"), res[n].get("lm_tokens_sq"))
-              for n in ("ours", "before-ours", "ours-polars", "ours-rank", "ours-shards", "ours-parquet", "duckdb-sql")
+              for n in ("ours", "ours-seq", "before-ours", "ours-polars", "ours-rank", "ours-shards", "ours-parquet", "duckdb-sql")
               if n in res}
     same = len(set(checks.values())) == 1
     lines += ["", "Result check (iterations, sum of vision_patches, sum of lm_tokens_sq): "

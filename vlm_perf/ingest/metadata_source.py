@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import io
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Union
@@ -385,6 +386,8 @@ class MetadataSource:
     ``progress(done_bytes, total_bytes)``: called after every chunk (input bytes on disk).
     ``raw_sink(frame)``: receives the schema v1 columns of every batch of valid rows, in file
     order (before replay deduplication), e.g. to convert the metadata to Parquet in the same pass.
+    ``prefetch``: parse the next chunk in a worker thread while the current one is aggregated
+    (outputs, errors and their order are the same either way; it costs one chunk's memory).
 
     The pass runs on first access to an output (or `read()`); outputs are then plain frames.
     """
@@ -394,7 +397,7 @@ class MetadataSource:
                  row_columns: Mapping[str, RowColumn] | None = None, engine: str = DEFAULT_ENGINE,
                  chunk_bytes: int = CHUNK_BYTES, max_line_bytes: int = MAX_LINE_BYTES,
                  progress: Callable[[int, int], None] | None = None,
-                 raw_sink: Callable[[pl.DataFrame], None] | None = None) -> None:
+                 raw_sink: Callable[[pl.DataFrame], None] | None = None, prefetch: bool = True) -> None:
         if engine not in ENGINES:
             raise ValueError(f"unknown metadata engine {engine!r}; known: {', '.join(sorted(ENGINES))}")
         self.files = expand_paths(paths)
@@ -409,6 +412,7 @@ class MetadataSource:
         self.max_line_bytes = int(max_line_bytes)
         self.progress = progress
         self.raw_sink = raw_sink
+        self.prefetch = bool(prefetch)
         self.merge_size, self.window_side = geometry(spec)
         self.cls_per_frame = cls_per_frame(spec)
         self._exprs = row_exprs(self.merge_size, self.window_side, self.cls_per_frame)
@@ -497,15 +501,25 @@ class MetadataSource:
             if self.progress is not None and plain:
                 self.progress(done_before + read[0], total)
 
-        for chunk in _iter_chunks(path, display, self.chunk_bytes, self.max_line_bytes, on_long, on_bytes):
-            if left[0] > 0 and sample is not None:
-                _sample_keys(chunk.data, left, sample)
-            yield from self._parse_chunk(index, display, chunk, state)
+        # The engine parses the next chunk in a worker thread while this one is consumed (both
+        # engines release the GIL): at most two chunks are held at once. Reading and every
+        # callback stay on this thread, in file order.
+        pending: tuple[_Chunk, Future] | None = None
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vlm-perf-parse") as pool:
+            for chunk in _iter_chunks(path, display, self.chunk_bytes, self.max_line_bytes, on_long, on_bytes):
+                if left[0] > 0 and sample is not None:
+                    _sample_keys(chunk.data, left, sample)
+                ahead = pool.submit(self.engine.parse, chunk.data) if self.prefetch else None
+                if pending is not None:
+                    yield from self._parse_chunk(index, display, *pending, state)
+                pending = (chunk, ahead)
+            if pending is not None:
+                yield from self._parse_chunk(index, display, *pending, state)
 
-    def _parse_chunk(self, index: int, display: str, chunk: _Chunk,
+    def _parse_chunk(self, index: int, display: str, chunk: _Chunk, parsed: "Future | None",
                      state: "_PassState") -> Iterator[tuple[pl.DataFrame, Callable[[], list[int]] | None]]:
         try:
-            frame = self.engine.parse(chunk.data)
+            frame = parsed.result() if parsed is not None else self.engine.parse(chunk.data)
         except Exception:  # noqa: BLE001 - any engine error: locate it precisely below
             pass
         else:
@@ -764,9 +778,11 @@ def _empty_partial(keys: list[str]) -> pl.DataFrame:
 def _sample_keys(data: bytes, left: list[int], seen: dict[str, int]) -> None:
     """Count top-level keys outside schema v1 in the first lines of a shard (free-form extras are
     allowed, but a misspelled key such as ``image_grids`` would otherwise drop data silently)."""
-    for raw in data.split(b"\n"):
-        if left[0] <= 0:
-            return
+    start = 0
+    while start < len(data) and left[0] > 0:
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        raw, start = data[start:end], end + 1
         if not raw.strip(b" \t\r\n"):
             continue
         left[0] -= 1
