@@ -188,16 +188,18 @@ def _iter_chunks(path: Path, display: str, chunk_bytes: int, max_line: int,
                 block = block[cut + 1:]
                 skipping = False
                 line += 1
-            buf = rest + block if rest else block
-            cut = buf.rfind(b"\n") + 1
+            cut = block.rfind(b"\n") + 1  # ``rest`` never holds a line end
             if cut == 0:  # no line end in the buffer
+                buf = rest + block
                 if len(buf) > max_line:
                     on_long(line)
                     skipping, rest = True, b""
                 else:
                     rest = buf
                 continue
-            whole, rest = buf[:cut], buf[cut:]
+            # one copy: the carried-over start of a line + this block up to its last line end
+            whole = b"".join((rest, memoryview(block)[:cut])) if rest or cut < len(block) else block
+            rest = block[cut:]
             if len(rest) > max_line:
                 on_long(line + whole.count(b"\n"))
                 skipping, rest = True, b""
