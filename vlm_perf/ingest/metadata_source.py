@@ -590,7 +590,7 @@ class MetadataSource:
         cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
         raw = frame  # as read (v2 sizes, no derived grids): what raw_sink receives
         frame, media_code = self._convert_media(frame, count=True)
-        rows = ex.apply(frame.lazy()).select(cols).collect()
+        rows = ex.apply_frame(frame).select(cols).collect()
         if media_code is not None:  # the v1 rules first, then the v2 media ones
             rows = rows.with_columns(pl.when(pl.col(_CODE) != 0).then(pl.col(_CODE)).otherwise(media_code).alias(_CODE))
         self._diag.rows_read += rows.height
@@ -693,7 +693,7 @@ class MetadataSource:
                 frame = frame.filter(pl.col("iteration").is_in(wanted))
                 if frame.height:
                     frame, media_code = self._convert_media(frame)
-                    rows = ex.apply(frame.lazy()).select(cols).collect()
+                    rows = ex.apply_frame(frame).select(cols).collect()
                     if media_code is not None:
                         rows = rows.with_columns(pl.when(pl.col(_CODE) != 0).then(pl.col(_CODE))
                                                  .otherwise(media_code).alias(_CODE))
