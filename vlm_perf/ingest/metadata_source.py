@@ -23,6 +23,10 @@ an out-of-range integer in a schema field make it fail). A chunk that fails is s
 and only failing pieces go through the precise per-line path (`metadata_io.parse_line`), which
 names ``file:line`` and the field. Integer statistics are exact Int64 sums; chunk partials are
 merged by summation, so chunking (and the Dask partitioning) cannot change a result.
+The engine parses chunk k+1 in a worker thread while chunk k is aggregated (``prefetch``; both
+engines and polars release the GIL, so parse and aggregation share the cores); the grid statistics
+of well-formed grid columns come from their flat t/h/w arrays (`metadata_schema.grid_columns_flat`),
+the same integers as the ``list.eval`` expressions that handle every other case.
 
 Rows a resumed job recorded twice (the same (iteration, microbatch, dp_rank)) are detected from
 per-iteration key spans in the same pass; only when some are found are the shards read a second
