@@ -225,3 +225,30 @@ def test_prefetch_changes_nothing(tmp_path, chunk):
             MetadataSource(f, chunk_bytes=chunk, max_line_bytes=1000, prefetch=prefetch).read()
         errors.append(str(info.value))
     assert errors[0] == errors[1] and f"{f}:41" in errors[0]
+
+
+@pytest.mark.parametrize("chunk", [1 << 9, 1 << 25])
+def test_prefetch_across_shards_changes_nothing(tmp_path, chunk):
+    """The pipeline spans shards (the next shard's first chunk is parsed while the previous one's
+    last is aggregated): outputs, diagnostics, progress calls and the first error are unchanged."""
+    rows = _mixed_rows()
+    shards = [write_jsonl(tmp_path / "s0.jsonl", rows[:70]), write_jsonl(tmp_path / "s1.jsonl", rows[70:150])]
+    with gzip.open(tmp_path / "s2.jsonl.gz", "wt") as fh:
+        fh.write("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows[150:]))
+    shards.append(tmp_path / "s2.jsonl.gz")
+    out = []
+    for prefetch in (False, True):
+        calls: list = []
+        src = MetadataSource(shards, skip_bad=True, per_rank=True, chunk_bytes=chunk, max_line_bytes=1000,
+                             prefetch=prefetch, progress=lambda done, total: calls.append((done, total))).read()
+        out.append((src.per_iteration, src.per_rank, src.diagnostics.to_dict(), calls))
+    assert out[0][0].equals(out[1][0]) and out[0][1].equals(out[1][1])
+    assert out[0][2] == out[1][2] and out[0][3] == out[1][3]
+    assert [b.split(": ")[0] for b in out[1][2]["bad_lines"]] == [
+        f"{shards[0]}:41", f"{shards[1]}:25", f"{shards[1]}:60", f"{shards[2]}:51"]
+    errors = []
+    for prefetch in (False, True):
+        with pytest.raises(Exception) as info:
+            MetadataSource(shards[1:], chunk_bytes=chunk, max_line_bytes=1000, prefetch=prefetch).read()
+        errors.append(str(info.value))
+    assert errors[0] == errors[1] and f"{shards[1]}:25" in errors[0]

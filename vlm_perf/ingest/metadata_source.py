@@ -424,6 +424,7 @@ class MetadataSource:
         self._exprs = row_exprs(self.merge_size, self.window_side, self.cls_per_frame)
         self._media = MediaConverter(spec)
         self._done = False
+        self._total = 0
         self._per_iteration: pl.DataFrame | None = None
         self._per_rank: pl.DataFrame | None = None
         self._per_microbatch: pl.DataFrame | None = None
@@ -473,27 +474,68 @@ class MetadataSource:
         keys = ["iteration", "dp_rank"] if self.want_per_rank else ["iteration"]
         state = _PassState(keys)
         unknown: dict[str, int] = {}
-        total = sum(p.stat().st_size for p in self.files)
-        done_before = 0
-        for index, (path, display) in enumerate(zip(self.files, self.displays)):
-            for frame, lines in self._frames(index, path, display, state, sample=unknown if index < 4 else None,
-                                             done_before=done_before, total=total):
-                self._consume(index, display, frame, lines, state)
-            if state.pending_error:
-                self._raise_first(state)
-            done_before += path.stat().st_size
-            if self.progress is not None:
-                self.progress(done_before, total)
+        total = self._total = sum(p.stat().st_size for p in self.files)
+        # One pipeline over all shards: the engine parses the next chunk (possibly the next
+        # shard's first) in a worker thread while this one is aggregated; reading, callbacks and
+        # aggregation stay on this thread, in file order. At most two chunks are held at once.
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vlm-perf-parse") if self.prefetch else None
+        pending: tuple[tuple, Future | None] | None = None
+        try:
+            for item in self._stream(state, unknown, total):
+                ahead = pool.submit(self.engine.parse, item[3].data) if pool is not None and item[0] == "chunk" else None
+                if pending is not None:
+                    self._handle(*pending, state)
+                pending = (item, ahead)
+            if pending is not None:
+                self._handle(*pending, state)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
         self._finish(state, unknown)
         self._done = True
         return self
 
+    def _stream(self, state: "_PassState", unknown: dict[str, int], total: int) -> Iterator[tuple]:
+        """Every shard in order as items: ``("chunk", index, display, _Chunk)`` for JSON lines,
+        ``("parquet", index, display, path)``, then ``("end", index, display, bytes read so far)``."""
+        done_before = 0
+        for index, (path, display) in enumerate(zip(self.files, self.displays)):
+            if is_parquet(path):
+                yield "parquet", index, display, path
+            else:
+                for chunk in self._chunks(index, path, display, state, unknown if index < 4 else None,
+                                          done_before, total):
+                    yield "chunk", index, display, chunk
+            done_before += path.stat().st_size
+            yield "end", index, display, done_before
+
+    def _handle(self, item: tuple, parsed: "Future | None", state: "_PassState") -> None:
+        kind, index, display, payload = item
+        if kind == "chunk":
+            for frame, lines in self._parse_chunk(index, display, payload, parsed, state):
+                self._consume(index, display, frame, lines, state)
+        elif kind == "parquet":
+            for frame, lines in _parquet_frames(payload, display):
+                self._consume(index, display, frame, lines, state)
+        else:  # "end" of shard ``index``: its first bad line is known now
+            if state.pending_error:
+                self._raise_first(state)
+            if self.progress is not None:
+                self.progress(payload, self._total)
+
     def _frames(self, index: int, path: Path, display: str, state: "_PassState", sample: dict[str, int] | None,
                 done_before: int, total: int) -> Iterator[tuple[pl.DataFrame, Callable[[], list[int]] | None]]:
-        """(frame with SCHEMA, lazily computed line number per row) for every batch of ``path``."""
+        """(frame with SCHEMA, lazily computed line number per row) for every batch of ``path``
+        (sequentially; the main pass pipelines `_stream` instead)."""
         if is_parquet(path):
             yield from _parquet_frames(path, display)
             return
+        for chunk in self._chunks(index, path, display, state, sample, done_before, total):
+            yield from self._parse_chunk(index, display, chunk, None, state)
+
+    def _chunks(self, index: int, path: Path, display: str, state: "_PassState", sample: dict[str, int] | None,
+                done_before: int, total: int) -> Iterator[_Chunk]:
+        """The chunks of one JSON-lines shard; over-long lines reported, the first lines' keys sampled."""
         left = [SAMPLE_LINES] if sample is not None else [0]
         plain = compression_of(path) is None
         read = [0]
@@ -507,20 +549,10 @@ class MetadataSource:
             if self.progress is not None and plain:
                 self.progress(done_before + read[0], total)
 
-        # The engine parses the next chunk in a worker thread while this one is consumed (both
-        # engines release the GIL): at most two chunks are held at once. Reading and every
-        # callback stay on this thread, in file order.
-        pending: tuple[_Chunk, Future] | None = None
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vlm-perf-parse") as pool:
-            for chunk in _iter_chunks(path, display, self.chunk_bytes, self.max_line_bytes, on_long, on_bytes):
-                if left[0] > 0 and sample is not None:
-                    _sample_keys(chunk.data, left, sample)
-                ahead = pool.submit(self.engine.parse, chunk.data) if self.prefetch else None
-                if pending is not None:
-                    yield from self._parse_chunk(index, display, *pending, state)
-                pending = (chunk, ahead)
-            if pending is not None:
-                yield from self._parse_chunk(index, display, *pending, state)
+        for chunk in _iter_chunks(path, display, self.chunk_bytes, self.max_line_bytes, on_long, on_bytes):
+            if left[0] > 0 and sample is not None:
+                _sample_keys(chunk.data, left, sample)
+            yield chunk
 
     def _parse_chunk(self, index: int, display: str, chunk: _Chunk, parsed: "Future | None",
                      state: "_PassState") -> Iterator[tuple[pl.DataFrame, Callable[[], list[int]] | None]]:
