@@ -37,7 +37,8 @@ from typing import Iterable, Sequence
 import polars as pl
 
 from ...errors import InputError, VlmPerfError
-from .diagnostics import MAX_LOCATIONS, Diagnostics
+from . import diagnostics as _diagnostics
+from .diagnostics import Diagnostics
 from .formats import names
 from .schema import CORE_COLUMNS, concat_records, drain_renames, empty_frame
 from .segments import ORD, assign_segments, strictly_increasing
@@ -148,9 +149,9 @@ def merge_diagnostics(diags: Iterable[Diagnostics]) -> Diagnostics:
         out.lines_read += d.lines_read
         out.records += d.records
         out.ignore_counts(d.ignored)
-        out.failed = (out.failed + d.failed)[:MAX_LOCATIONS]
+        out.failed = (out.failed + d.failed)[:_diagnostics.MAX_LOCATIONS]
         out.failed_count += d.failed_count
-        out.partial = (out.partial + d.partial)[:MAX_LOCATIONS]
+        out.partial = (out.partial + d.partial)[:_diagnostics.MAX_LOCATIONS]
         out.partial_count += d.partial_count
         out.duplicates += d.duplicates
         out.decode_errors += d.decode_errors
