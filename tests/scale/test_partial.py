@@ -146,3 +146,36 @@ def test_record_less_files(tmp_path):
         finish(merge_partials([part, parse_file_partial(empty, 1)]))
     res = finish(part, empty_ok=True)
     assert res.raw.height == 0 and res.diagnostics.notes == [f"{empty}: skipped, no training-log record (2 lines read)"]
+
+
+def test_a_file_parses_the_same_at_any_position_in_the_run(tmp_path):
+    """The ordering key is file-local. It used to be file index * 2**50 + line * 1000 + piece in
+    a Float64 column: from the 9th file on a ``\\r``-piece lost its place (a banner printed before
+    a record on the same line opened the segment one record late: a spurious restart), and from
+    the 8193rd file on the key overflowed Int64 (a polars error instead of a result)."""
+    from mixed_logs import BANNER, mline
+
+    fillers = []
+    for k in range(8):
+        p = tmp_path / f"other{k}.log"
+        p.write_text(mline(10 + k, 1.0, prefix="[other]:") + "\n")
+        fillers.append(p)
+    f = tmp_path / "r.log"
+    f.write_text(mline(70, 1.2) + "\n" + BANNER.format(60) + "\r" + mline(61, 1.1) + "\n" + mline(62, 1.0) + "\n")
+    # by the segment rules: 70; banner (and a step back) -> 61 opens a segment; 62 continues it
+    for files in ([f], [*fillers, f]):
+        rows = parse_logs(files).raw.filter(file=str(f))
+        assert rows["iteration"].to_list() == [70, 61, 62]
+        assert (rows["segment"] - rows["segment"][0]).to_list() == [0, 1, 1]
+    far = parse_file_partial(f, 10_000)
+    near = parse_file_partial(f, 0)
+    assert far.first_file == 10_000 and far.frames[0].equals(near.frames[0])
+    assert far.banner_rows == near.banner_rows == [[1]]  # the banner opens at the record after it
+
+
+def test_partials_out_of_file_order_are_refused(run):
+    files, parts, _ = run
+    with pytest.raises(ValueError, match="out of file order: file 2 after files 0..0"):
+        merge_partials([parts[0], parts[2]])
+    with pytest.raises(ValueError, match="out of file order"):
+        merge_partials([merge_partials(parts[2:4]), merge_partials(parts[:2])])

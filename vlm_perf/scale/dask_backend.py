@@ -359,7 +359,7 @@ def _file_partial(path: str, file_idx: int, format: str):
     try:
         return parse_file_partial(path, file_idx, format)
     except VlmPerfError as exc:
-        return LogPartial(files=[path], error=exc)
+        return LogPartial(first_file=file_idx, files=[path], error=exc)
 
 
 def parse_logs_dask(paths: Sequence[str | Path] | str | Path, format: str = "auto", client: Any = None,

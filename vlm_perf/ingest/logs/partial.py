@@ -3,11 +3,11 @@
     parse_logs(files) == combine_partials(parse_file_partial(f, i, format) for i, f in enumerate(files))
 
 (``files`` after directory expansion). The map step, `parse_file_partial`, parses ONE file into a
-`LogPartial`: its record table (with the ordering key ``_ord`` = file index * ``FILE_SCALE`` +
-line * ``SUB_SCALE`` + ``\\r``-piece, so records of different files never collide and sort in
-file order), the ordering keys of the restart banners seen in it, its `Diagnostics` and the
-launcher/run settings it printed. Nothing in a partial depends on another file, so partials can
-be produced anywhere (a Dask worker) and in any order.
+`LogPartial`: its record table sorted in log order (line, then ``\\r``-piece), the rows at which
+its restart banners open a segment, its `Diagnostics` and the launcher/run settings it printed.
+Nothing in a partial depends on another file (the ordering key is file-local: each file is parsed
+as file 0, so keys stay exact integers below 2**53 however many files a run has; file order is
+the order of the partials), so partials can be produced anywhere (a Dask worker), in any order.
 
 The combine is two steps:
 
@@ -17,8 +17,8 @@ The combine is two steps:
   ``notes``, `MAX_LOCATIONS` each) concatenated and re-capped. Re-capping a concatenation of
   capped lists keeps the same first N entries as capping the whole sequence, and ``notes``
   (distinct, first N) likewise, so a tree of merges equals one merge;
-* `finish` (once, over the whole run): concatenate the tables, sort by ``_ord``, assign restart
-  segments over all records (a restart is judged against the previous record of the same rank
+* `finish` (once, over the whole run): concatenate the tables in file order, number the rows
+  (the run's ordering key), assign restart segments over all records (a restart is judged against the previous record of the same rank
   label, which may sit in an earlier file: this step is global, which is why it is not part of the
   associative merge) and count duplicates.
 
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import numpy as np
 import polars as pl
 
 from ...errors import InputError, VlmPerfError
@@ -51,19 +52,22 @@ __all__ = ["LogPartial", "parse_file_partial", "merge_partials", "finish", "comb
 class LogPartial:
     """What the parse of one file (or of a consecutive run of files, after `merge_partials`) yields.
 
-    ``files``: the file names, in order (every file, with records or not). ``frames``: the record
-    tables of the files with at least one record, in file order, each sorted by ``_ord`` and still
-    carrying the internal ``_ord`` / ``_sub`` columns. ``banners``: ``_ord`` keys of restart banners
-    (in files with records). ``diagnostics``: counts over these files (``segments`` and
+    ``first_file``: the run-wide index of the first file. ``files``: the file names, in order
+    (every file, with records or not). ``frames``: the record tables of the files with at least
+    one record, in file order, each in log order and still carrying the internal file-local
+    ``_ord`` / ``_sub`` columns. ``banner_rows``: per frame, the rows (0-based, within that
+    frame) at which a restart banner opens a segment: the first record printed after the banner
+    (``len(frame)``: after the file's last record, i.e. at the next file's first record). ``diagnostics``: counts over these files (``segments`` and
     ``duplicates`` stay 0: they are properties of the whole run, set by `finish`).
     ``run_config``: launcher/run settings, first value per key in file order. ``empty``: how many
     of ``files`` held no record. ``tried``: the formats the parse tried (for the "no record"
     errors). ``error``: the first error in file order; the other fields are then meaningless.
     """
 
+    first_file: int = 0
     files: list[str] = field(default_factory=list)
     frames: list[pl.DataFrame] = field(default_factory=list)
-    banners: list[int] = field(default_factory=list)
+    banner_rows: list[list[int]] = field(default_factory=list)
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     run_config: dict = field(default_factory=dict)
     empty: int = 0
@@ -101,12 +105,12 @@ def file_bytes(path: str | os.PathLike) -> int:
 def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") -> LogPartial:
     """Map step: parse ONE log file (text, compressed, structured or a TensorBoard directory).
 
-    ``file_idx``: the file's position in the whole run (it enters the ordering key, so it must be
-    the same index ``parse_logs`` would give the file). Raises `VlmPerfError` for a missing file,
+    ``file_idx``: the file's position in the whole run (``merge_partials`` checks that partials
+    come in file order; the parse itself does not depend on it). Raises `VlmPerfError` for a missing file,
     a directory without event files or an unknown ``format``; a file without records is not an
     error here (`finish` decides: skipped with a note among several files, an error alone).
     """
-    from .parser import _file_format, _parse_text, _take_partial
+    from .parser import _file_format, _parse_text, _sort_ord, _take_partial
 
     only = check_format(format)
     path = Path(path)
@@ -114,29 +118,43 @@ def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") ->
         raise InputError(f"log file not found: {path}")
     diag = Diagnostics()
     diag.files.append(str(path))
-    part = LogPartial(files=[str(path)], diagnostics=diag, tried=tried_formats(format))
+    part = LogPartial(first_file=file_idx, files=[str(path)], diagnostics=diag, tried=tried_formats(format))
     reader = _file_format(path, only)
     banners: list[int] = []
     run_config: dict = {}
     if reader is not None:
-        df = _take_partial(reader.read(path, file_idx, diag), path, diag)
+        df = _take_partial(reader.read(path, LOCAL_FILE, diag), path, diag)
         # a structured reader's renames are this file's: said here, not with the next text file's
         for note in drain_renames():
             diag.note(f"{path}: {note}")
     elif path.is_dir():
         raise InputError(f"{path} is a directory without TensorBoard event files")
     else:
-        df, banners, run_config = _parse_text(path, file_idx, only, diag)
+        df, banners, run_config = _parse_text(path, LOCAL_FILE, only, diag)
     if df.height == 0:  # counts only; skipped with this note among several files (finish)
         diag.records = 0
         diag.note(f"{path}: skipped, no training-log record ({diag.lines_read} lines read)")
         part.empty = 1
         return part
     diag.records = df.height
+    df = _sort_ord(df)
     part.frames = [df]
-    part.banners = list(banners)
+    part.banner_rows = [banner_rows(df.get_column(ORD), banners)]
     part.run_config = dict(run_config)
     return part
+
+
+#: Every file is parsed as file 0 of its own: ordering keys are file-local (see the module doc).
+LOCAL_FILE = 0
+
+
+def banner_rows(ords: pl.Series, banners: Sequence[int]) -> list[int]:
+    """Rows of a file's records (sorted ordering keys ``ords``) at which each banner (ordering key)
+    opens a segment: the first record after it, as ``segments.assign_segments`` places banners."""
+    if not banners:
+        return []
+    keys = ords.cast(pl.Int64).to_numpy()  # file-local keys are exact integers (< 2**53)
+    return [int(r) for r in np.searchsorted(keys, np.asarray(sorted(banners), dtype=np.int64), side="right")]
 
 
 def merge_diagnostics(diags: Iterable[Diagnostics]) -> Diagnostics:
@@ -169,11 +187,15 @@ def merge_partials(parts: Sequence[LogPartial]) -> LogPartial:
     for p in parts:
         if p.error is not None:  # the first error in file order wins, as in a sequential parse
             return p
-    out = LogPartial(diagnostics=merge_diagnostics(p.diagnostics for p in parts))
+    out = LogPartial(first_file=parts[0].first_file if parts else 0,
+                     diagnostics=merge_diagnostics(p.diagnostics for p in parts))
     for p in parts:
+        if p.first_file != out.first_file + len(out.files):
+            raise ValueError(f"log partials out of file order: file {p.first_file} after files "
+                             f"{out.first_file}..{out.first_file + len(out.files) - 1}")
         out.files += p.files
         out.frames += p.frames
-        out.banners += p.banners
+        out.banner_rows += p.banner_rows
         for k, v in p.run_config.items():
             out.run_config.setdefault(k, v)
         out.empty += p.empty
@@ -183,7 +205,7 @@ def merge_partials(parts: Sequence[LogPartial]) -> LogPartial:
 
 def finish(total: LogPartial, empty_ok: bool = False):
     """The merged partial of a whole run -> `ParseResult` (restart segments, duplicates; once)."""
-    from .parser import ParseResult, _sort_ord
+    from .parser import ParseResult
 
     if total.error is not None:
         raise total.error
@@ -200,8 +222,15 @@ def finish(total: LogPartial, empty_ok: bool = False):
     frames = total.frames
     raw = concat_records(frames) if len(frames) > 1 else frames[0]
     raw = raw.select([*CORE_COLUMNS, *sorted(c for c in raw.columns if c not in CORE_COLUMNS)])
-    raw = _sort_ord(raw)
-    raw = assign_segments(raw, total.banners)
+    # the run's ordering key: files in order, each already in log order -> 2 x row number; a
+    # banner opening a segment at row r of its file gets 2 x (rows before the file + r) - 1
+    raw = raw.with_columns((pl.int_range(0, pl.len(), dtype=pl.Int64) * 2).alias(ORD))
+    banners: list[int] = []
+    offset = 0
+    for frame, rows in zip(frames, total.banner_rows):
+        banners += [2 * (offset + r) - 1 for r in rows]
+        offset += frame.height
+    raw = assign_segments(raw, banners)
     diag.segments = int(raw.get_column("segment").max() or 0) + 1 if raw.height else 0
     keyed = raw.filter(pl.col("iteration").is_not_null())
     if strictly_increasing(keyed.get_column("iteration")):
