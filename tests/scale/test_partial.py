@@ -179,3 +179,13 @@ def test_partials_out_of_file_order_are_refused(run):
         merge_partials([parts[0], parts[2]])
     with pytest.raises(ValueError, match="out of file order"):
         merge_partials([merge_partials(parts[2:4]), merge_partials(parts[:2])])
+
+
+def test_dask_without_a_distributed_client(run):
+    """``client=None`` and no distributed client: Dask's local scheduler runs the same map."""
+    pytest.importorskip("dask")
+    from vlm_perf.scale import parse_logs_dask
+
+    files, _, ref = run
+    same_result(parse_logs_dask(files), ref)
+    same_result(parse_logs_dask(files, split_every=4), ref)

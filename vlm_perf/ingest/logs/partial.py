@@ -12,15 +12,15 @@ the order of the partials), so partials can be produced anywhere (a Dask worker)
 The combine is two steps:
 
 * `merge_partials` (associative, order-respecting: ``merge([merge(a), merge(b)]) ==
-  merge(a + b)`` for consecutive runs ``a``, ``b``): record tables and banner lists are concatenated
+  merge(a + b)`` for consecutive runs ``a``, ``b``): record tables and banner rows are concatenated
   as lists (no data is copied), counters summed, capped location lists (``failed``, ``partial``,
   ``notes``, `MAX_LOCATIONS` each) concatenated and re-capped. Re-capping a concatenation of
   capped lists keeps the same first N entries as capping the whole sequence, and ``notes``
   (distinct, first N) likewise, so a tree of merges equals one merge;
 * `finish` (once, over the whole run): concatenate the tables in file order, number the rows
-  (the run's ordering key), assign restart segments over all records (a restart is judged against the previous record of the same rank
-  label, which may sit in an earlier file: this step is global, which is why it is not part of the
-  associative merge) and count duplicates.
+  (the run's ordering key), assign restart segments over all records (a restart is judged
+  against the previous record of the same rank label, which may sit in an earlier file: this
+  step is global, which is why it is not part of the associative merge) and count duplicates.
 
 ``combine_partials(parts) = finish(merge_partials(parts))``. Errors travel as data: a file that
 cannot be parsed yields a partial holding its `VlmPerfError`, and the merge keeps the first one in
@@ -106,9 +106,10 @@ def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") ->
     """Map step: parse ONE log file (text, compressed, structured or a TensorBoard directory).
 
     ``file_idx``: the file's position in the whole run (``merge_partials`` checks that partials
-    come in file order; the parse itself does not depend on it). Raises `VlmPerfError` for a missing file,
-    a directory without event files or an unknown ``format``; a file without records is not an
-    error here (`finish` decides: skipped with a note among several files, an error alone).
+    come in file order; the parse itself does not depend on it). Raises `VlmPerfError` for a
+    missing file, a directory without event files or an unknown ``format``; a file without
+    records is not an error here (`finish` decides: skipped with a note among several files, an
+    error alone).
     """
     from .parser import _file_format, _parse_text, _sort_ord, _take_partial
 
