@@ -74,6 +74,10 @@ def test_combine_is_what_parse_logs_returns(run):
     files, parts, ref = run
     same_result(combine_partials(parts), ref)
     same_result(combine_partials(pickle.loads(pickle.dumps(parts))), ref)  # partials travel as pickles
+    buffers: list = []  # as Dask pickles them: protocol 5, buffers out of band
+    blob = pickle.dumps(parts, protocol=5, buffer_callback=buffers.append)
+    assert len(buffers) > len(parts)  # the record tables went out of band
+    same_result(combine_partials(pickle.loads(blob, buffers=buffers)), ref)
 
 
 # events a file's parse records into its Diagnostics (the methods the parser calls)

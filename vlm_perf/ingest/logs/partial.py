@@ -78,6 +78,19 @@ class LogPartial:
     def records(self) -> int:
         return sum(f.height for f in self.frames)
 
+    # A partial crosses process boundaries (Dask) as a pickle. The record tables travel as Arrow
+    # tables: their buffers go out of band under pickle protocol 5 (what Dask uses), uncopied;
+    # pickling the polars frames serialises each one into a byte string and back, measured ~4x
+    # slower for a 250k-record table (docs/benchmarks.md, Scale). Values and dtypes round-trip.
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["frames"] = [frame.to_arrow() for frame in self.frames]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state["frames"] = [pl.from_arrow(table) for table in state["frames"]]
+        self.__dict__.update(state)
+
 
 def check_format(format: str) -> str | None:
     """``format`` -> the one format to keep (None: every format, ``"auto"``); unknown names raise."""
