@@ -242,7 +242,6 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         # 24 bytes per microbatch (iteration, dp_rank, lm and vision FLOPs), handed over by the source so
         # that they are freed once the balance analysis has used them; the total is never materialised here
         costs = costs_from_row_values(source.take_row_values(), total=False)
-        micro_share = microbatch_vision_share(costs)
     else:
         estimate = estimate_from_config(config, spec, run)
     on_step("recomputing FLOPs per window")
@@ -268,7 +267,10 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     analysis.health["log_events"] = {kind: int(ignored.get(kind, 0)) for kind in events}
     analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag)
     balance = balance_of(costs, spec, frozen, analysis) if costs is not None else None
-    del costs  # the per-microbatch FLOPs: only the vision share (for its figure) outlives the balance analysis
+    # after the balance analysis (its group-by is the largest transient): one value per microbatch for the
+    # vision-share figure is all that outlives the per-microbatch FLOPs
+    micro_share = microbatch_vision_share(costs) if costs is not None else None
+    del costs
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),
         inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model,

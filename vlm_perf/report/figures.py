@@ -201,7 +201,9 @@ def vision_share_hist(run: RunAnalysis, per_microbatch: pl.Series | None, path: 
         panels.insert(0, ("per microbatch", per_microbatch, "microbatches"))
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
     for ax, (title, values, unit) in zip(axes[0], panels):
-        data = 100 * values.drop_nulls().to_numpy()
+        # scaled and made contiguous by polars, then viewed (not copied) by numpy: one value per microbatch
+        # can be tens of millions
+        data = (100 * values.drop_nulls()).rechunk().to_numpy()
         top = max(5.0, float(np.ceil(data.max() / 5) * 5)) if data.size else 5.0
         ax.hist(data, bins=np.linspace(0, top, 41), color="#1f77b4" if unit == "microbatches" else "#ff7f0e")
         ax.axvline(float(np.mean(data)), color="black", lw=1, ls="--")
