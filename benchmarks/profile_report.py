@@ -107,7 +107,9 @@ def main() -> None:
                    (figures, "draw_all", "figures"), (document, "build_sections", "sections (+ balance figure)"),
                    (providers, "balance_figure", "balance figure"), (balance, "lpt_balance", "lpt_balance"),
                    (pipeline, "load_run", "load_run"), (document, "write_report", "write_report")]
-        for name in ("costs_from_row_values", "microbatch_cost_share", "balance_from_source"):
+        targets += [(balance, "ranks_from_microbatches", "rank sums (group-by)"),
+                    (balance, "balance_by_iteration", "balance_by_iteration")]
+        for name in ("costs_from_row_values", "microbatch_vision_share"):
             if hasattr(pipeline, name):  # whichever the pipeline of this checkout composes
                 targets.append((pipeline, name, name))
         for owner, name, label in targets:
@@ -119,6 +121,8 @@ def main() -> None:
     mb = 1 / 2**20
     print(f"{'phase':34s} {'s':>7s} {'RSS in':>8s} {'RSS out':>8s} {'peak':>8s}  new high-water mark")
     for row in sorted(ROWS, key=lambda r: r["order"]):
+        if row["seconds"] < 1e-3 and not row["hwm_rose"]:
+            continue  # e.g. MetadataSource.read() again on an output's first access: a no-op
         print(f"{row['phase']:34s} {row['seconds']:7.2f} {row['rss_in'] * mb:7.0f}M {row['rss_out'] * mb:7.0f}M "
               f"{row['peak'] * mb:7.0f}M  {'yes -> %.0fM' % (row['hwm'] * mb) if row['hwm_rose'] else ''}")
     print(f"total {total:.2f} s, process peak RSS (VmHWM) {_status('VmHWM') * mb:.0f} MB, "

@@ -183,3 +183,24 @@ def test_lpt_blocks_and_inputs_do_not_change_results(iterations, seed, cells):
         assert row["lpt_max"] == pytest.approx(_heap_lpt(loads, n_ranks), rel=1e-12, abs=1e-3)
         assert row["lpt_equal_max"] == pytest.approx(_heap_lpt(loads, n_ranks, -(-len(costs) // n_ranks)),
                                                      rel=1e-12, abs=1e-3)
+
+
+def test_share_histogram_counts_like_one_np_histogram(monkeypatch):
+    from vlm_perf.report import figures
+
+    rng = np.random.default_rng(5)
+    shares = pl.Series([*rng.random(5000) * 0.37, None, 0.0, 0.37, 0.05])
+    monkeypatch.setattr(figures, "HIST_SLICE", 333)  # many slices
+    edges, counts, mean = figures.share_histogram(shares)
+    data = 100 * shares.drop_nulls().to_numpy()
+    assert edges[-1] == 40.0 and len(edges) == 41  # 37% rounded up to a multiple of 5
+    np.testing.assert_array_equal(counts, np.histogram(data, bins=np.linspace(0, 40.0, 41))[0])
+    assert counts.sum() == shares.len() - 1 and mean == pytest.approx(data.mean(), rel=1e-12)
+
+
+def test_microbatch_vision_share_by_slices():
+    from vlm_perf.analysis.balance import microbatch_vision_share
+
+    costs = pl.DataFrame({"lm_flops": [3.0, 0.0, 1.0, 2.0, 5.0], "vision_flops": [1.0, 0.0, 1.0, 0.0, 5.0]})
+    for rows in (1, 2, 100):
+        assert microbatch_vision_share(costs, rows_per_slice=rows).to_list() == [0.25, None, 0.5, 0.0, 0.5]

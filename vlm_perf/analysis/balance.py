@@ -40,7 +40,7 @@ __all__ = ["BalanceResult", "TimeModel", "rank_flops", "microbatch_costs", "bala
 
 RANK_KEYS = ("iteration", "dp_rank")
 TIE = 1e-9  # relative: an iteration with max/mean below 1 + TIE is balanced (no slowest rank)
-LPT_CELLS = 2_000_000  # matrix cells (iterations x microbatches) per block of lpt_balance (16 MB)
+LPT_CELLS = 1_000_000  # matrix cells (iterations x microbatches) per block of lpt_balance (8 MB)
 
 
 @dataclass(frozen=True)
@@ -118,10 +118,14 @@ def _total(costs: pl.DataFrame) -> pl.Expr:
     return pl.col("flops") if "flops" in costs.columns else pl.col("lm_flops") + pl.col("vision_flops")
 
 
-def microbatch_vision_share(costs: pl.DataFrame) -> pl.Series:
-    """Vision share of each microbatch's training FLOPs (``vision_flops / flops``; null without FLOPs)."""
-    return costs.select(pl.when(_total(costs) > 0).then(pl.col("vision_flops") / _total(costs))
-                        .alias("vision_share"))["vision_share"]
+def microbatch_vision_share(costs: pl.DataFrame, rows_per_slice: int = 1 << 20) -> pl.Series:
+    """Vision share of each microbatch's training FLOPs (``vision_flops / flops``; null without FLOPs).
+
+    Computed slice by slice (zero-copy slices of ``rows_per_slice`` rows), so the intermediates are
+    bounded and only the result (8 bytes per microbatch) grows with the run."""
+    share = pl.when(_total(costs) > 0).then(pl.col("vision_flops") / _total(costs)).alias("vision_share")
+    parts = [part.select(share)["vision_share"] for part in costs.iter_slices(rows_per_slice)]
+    return pl.concat(parts) if parts else pl.Series("vision_share", [], pl.Float64)
 
 
 def ranks_from_microbatches(costs: pl.DataFrame) -> pl.DataFrame:
@@ -264,13 +268,14 @@ def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.Da
         rows_of = used.slice(first, length) if order is None else used[order.slice(first, length)]
         block = rows_of.select(total.alias("flops"))["flops"].to_numpy()
         del rows_of
-        rows = np.repeat(np.arange(n), items)  # each microbatch's iteration (column of the block)
+        rows = np.repeat(np.arange(n, dtype=np.int32), items)  # each microbatch's iteration (column of the block)
         sums[lo:hi] = np.bincount(rows, weights=block, minlength=n)  # in row order, as over the whole run
         big[lo:hi] = np.maximum.reduceat(block, offsets)
         matrix = np.zeros((n, int(items.max())))
-        matrix[rows, np.arange(length) - offsets[rows]] = block
+        matrix[rows, np.arange(length, dtype=np.int32) - offsets[rows].astype(np.int32)] = block
         del rows, block
-        matrix = np.ascontiguousarray(-np.sort(-matrix, axis=1).T)  # each column descending; matrix[j] contiguous
+        matrix.sort(axis=1)  # in place, ascending: FLOPs are >= 0, so reversed it is descending with the zeros last
+        matrix = np.ascontiguousarray(matrix[:, ::-1].T)  # matrix[j]: the j-th largest of every iteration
         lpt_max[lo:hi], equal_max[lo:hi] = _lpt_block(matrix, items, n_ranks[lo:hi], rank_width)
     return pl.DataFrame({"iteration": iterations, "lpt_max": lpt_max, "lpt_equal_max": equal_max,
                          "lower_bound": np.maximum(sums / n_ranks, big)}).with_columns(
