@@ -176,6 +176,10 @@ def test_lpt_blocks_and_inputs_do_not_change_results(iterations, seed, cells):
         assert lpt_balance(split, per).equals(reference)
         assert lpt_balance(shuffled, per).equals(  # sorted inside, stably: as if sorted before
             lpt_balance(shuffled_total.sort("iteration", maintain_order=True).select("iteration", "flops"), per))
+        some = per.filter(pl.col("iteration") % 3 != 0)  # iterations not asked for: as if their rows were dropped
+        for frame in (split, shuffled):
+            assert lpt_balance(frame, some).equals(
+                lpt_balance(frame.filter(pl.col("iteration").is_in(some["iteration"].implode())), some))
     finally:
         balance.LPT_CELLS = before
     for (n_ranks, costs), row in zip(iterations, reference.sort("iteration").iter_rows(named=True)):

@@ -238,22 +238,28 @@ def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.Da
     known = ranks_per_iteration.select("iteration", "ranks").sort("iteration")
     used = costs.select("iteration", *(["flops"] if "flops" in costs.columns else ["lm_flops", "vision_flops"]))
     keep = used["iteration"].is_in(known["iteration"].implode())
-    if not keep.all():
-        used = used.filter(keep)
-    del keep
-    if used.height == 0:
+    if not keep.any():
         return pl.DataFrame(schema={"iteration": pl.Int64, "lpt_max": pl.Float64, "lpt_equal_max": pl.Float64,
                                     "lower_bound": pl.Float64})
-    order = None  # rows of `used` in a stable order by iteration (None: already grouped by iteration)
+    # no filtered copy of the frame: rows already grouped by iteration are read in place (iterations not asked
+    # for are computed too, then dropped: usually a handful); otherwise a row index of the kept rows, sorted
+    # stably by iteration, says which rows to gather
+    order = None
     if not used["iteration"].is_sorted():
-        order = (used.select("iteration").with_row_index("_row").sort("iteration", maintain_order=True)["_row"])
+        index = used.select("iteration").with_row_index("_row")
+        order = (index if keep.all() else index.filter(keep)).sort("iteration", maintain_order=True)["_row"]
+        del index
+    del keep
     its = used["iteration"] if order is None else used["iteration"].gather(order)
     runs = its.rle()  # one run per iteration once sorted
     del its
     iterations = runs.struct.field("value").to_numpy()
     n_items = runs.struct.field("len").to_numpy().astype(np.int64)
     starts = np.concatenate([[0], np.cumsum(n_items)[:-1]])
-    n_ranks = known["ranks"].to_numpy().astype(int)[np.searchsorted(known["iteration"].to_numpy(), iterations)]
+    known_its = known["iteration"].to_numpy()
+    at = np.minimum(np.searchsorted(known_its, iterations), len(known_its) - 1)
+    asked = known_its[at] == iterations
+    n_ranks = np.where(asked, known["ranks"].to_numpy().astype(int)[at], 1)
     n_its, width, rank_width = len(iterations), int(n_items.max()), int(n_ranks.max())
     sums, big = np.empty(n_its), np.empty(n_its)
     lpt_max, equal_max = np.empty(n_its), np.empty(n_its)
@@ -278,7 +284,7 @@ def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.Da
         matrix = np.ascontiguousarray(matrix[:, ::-1].T)  # matrix[j]: the j-th largest of every iteration
         lpt_max[lo:hi], equal_max[lo:hi] = _lpt_block(matrix, items, n_ranks[lo:hi], rank_width)
     return pl.DataFrame({"iteration": iterations, "lpt_max": lpt_max, "lpt_equal_max": equal_max,
-                         "lower_bound": np.maximum(sums / n_ranks, big)}).with_columns(
+                         "lower_bound": np.maximum(sums / n_ranks, big)}).filter(pl.Series(asked)).with_columns(
         pl.col("iteration").cast(costs.schema["iteration"]))
 
 
