@@ -208,3 +208,14 @@ def test_microbatch_vision_share_by_slices():
     costs = pl.DataFrame({"lm_flops": [3.0, 0.0, 1.0, 2.0, 5.0], "vision_flops": [1.0, 0.0, 1.0, 0.0, 5.0]})
     for rows in (1, 2, 100):
         assert microbatch_vision_share(costs, rows_per_slice=rows).to_list() == [0.25, None, 0.5, 0.0, 0.5]
+
+
+def test_cost_columns_are_chunked_alike(tmp_path):
+    """Three shards, small read chunks: every row column has the same chunk lengths (else polars copies
+    all of them to realign on the first select over the run)."""
+    _write_run(tmp_path)
+    spec = load_model(MODEL)
+    src = MetadataSource(tmp_path / "metadata", spec, row_columns=microbatch_cost_columns(spec),
+                         chunk_bytes=4096).read()
+    layouts = {name: [len(c) for c in values.get_chunks()] for name, values in src.take_row_values().items()}
+    assert len({tuple(v) for v in layouts.values()}) == 1 and len(layouts["lm_flops"]) > 3, layouts

@@ -95,11 +95,13 @@ def microbatch_cost_columns(spec: ModelSpec, frozen: Iterable[str] = (), causal:
 
     def flops(rows: pl.DataFrame, column: str) -> pl.Series:
         if last[0] is not rows:  # lazily: only the two totals are computed (2-6x faster, the same values)
-            last[0], last[1] = rows, _exact(rows.lazy(), spec, frozen, (), causal).collect()
+            last[0], last[1] = rows, _exact(rows.lazy(), spec, frozen, (), causal).collect().rechunk()
         return last[1][column]
 
-    return {"iteration": lambda rows: rows["iteration"].cast(pl.Int32),
-            "dp_rank": lambda rows: rows["dp_rank"].cast(pl.Int32),
+    # every column one chunk per batch: columns chunked alike stay zero-copy in later selects over the run
+    # (a batch whose keys arrive in two pieces would otherwise make polars realign - copy - all four)
+    return {"iteration": lambda rows: rows["iteration"].cast(pl.Int32).rechunk(),
+            "dp_rank": lambda rows: rows["dp_rank"].cast(pl.Int32).rechunk(),
             "lm_flops": lambda rows: flops(rows, "lm_flops"),
             "vision_flops": lambda rows: flops(rows, "vision_flops")}
 
