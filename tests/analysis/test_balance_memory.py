@@ -219,3 +219,29 @@ def test_cost_columns_are_chunked_alike(tmp_path):
                          chunk_bytes=4096).read()
     layouts = {name: [len(c) for c in values.get_chunks()] for name, values in src.take_row_values().items()}
     assert len({tuple(v) for v in layouts.values()}) == 1 and len(layouts["lm_flops"]) > 3, layouts
+
+
+@settings(derandomize=True, deadline=None, max_examples=40)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=6), min_size=1,
+                max_size=6), st.integers(0, 2**32 - 1))
+def test_slowest_rank_ties_to_the_lowest_rank_in_any_row_order(iterations, seed):
+    """balance_by_iteration's slowest / most-vision rank against a plain max with ties to the lowest rank."""
+    from vlm_perf.analysis.balance import balance_by_iteration
+
+    rows = [(it, 10 * rank + 5, float(lm), float(vis)) for it, loads in enumerate(iterations)
+            for rank, (lm, vis) in enumerate(loads)]
+    ranks = pl.DataFrame(rows, schema=["iteration", "dp_rank", "lm_flops", "vision_flops"], orient="row")
+    ranks = ranks.with_columns((pl.col("lm_flops") + pl.col("vision_flops")).alias("flops"))
+    shuffled = ranks[np.random.default_rng(seed).permutation(ranks.height).tolist()]
+    for frame in (ranks, shuffled):
+        out = balance_by_iteration(frame).sort("iteration")
+        for it, loads in enumerate(iterations):
+            row = out.row(it, named=True)
+            totals = [lm + vis for lm, vis in loads]
+            top = totals.index(max(totals))
+            balanced = max(totals) == 0 or max(totals) / (sum(totals) / len(totals)) < 1 + 1e-9
+            assert row["slowest_rank"] == (None if balanced else 10 * top + 5)
+            assert row["most_vision_rank"] == 10 * [v for _, v in loads].index(max(v for _, v in loads)) + 5
+            expected_share = loads[top][1] / max(totals) if max(totals) > 0 else None
+            assert row["slowest_vision_share"] == expected_share or (
+                expected_share is None and (row["slowest_vision_share"] is None or math.isnan(row["slowest_vision_share"])))

@@ -148,17 +148,21 @@ def balance_by_iteration(ranks: pl.DataFrame, time_model: TimeModel | None = Non
     """One row per iteration: ``ranks``, FLOPs mean/max, ``slowest_rank``, ``flops_max_over_mean``,
     ``idle_fraction``, the vision and LM ratios, the slowest rank's vision share; with a time model
     also ``time_max_over_mean`` and ``time_idle_fraction``. One group_by (vectorised)."""
-    frame = ranks
+    # rows in (iteration, dp_rank) order, so that the first maximum of a group is its lowest rank: arg_max
+    # then picks what sorting each group by (FLOPs descending, rank) would, at a fraction of the memory
+    step = pl.col("iteration").diff()
+    ordered = ranks.height < 2 or bool(ranks.select(((step > 0) | ((step == 0) & (pl.col("dp_rank").diff() > 0)))
+                                                    .slice(1).all()).item())
+    frame = ranks if ordered else ranks.sort(list(RANK_KEYS))
     aggs = [pl.len().alias("ranks"), pl.col("flops").sum().alias("flops_sum"),
             pl.col("flops").mean().alias("flops_mean"), pl.col("flops").max().alias("flops_max"),
             pl.col("vision_flops").mean().alias("vision_mean"), pl.col("vision_flops").max().alias("vision_max"),
             pl.col("lm_flops").mean().alias("lm_mean"), pl.col("lm_flops").max().alias("lm_max"),
             # slowest rank: most FLOPs, ties to the lowest rank number
-            pl.col("dp_rank").sort_by(["flops", "dp_rank"], descending=[True, False]).first().alias("slowest_rank"),
-            pl.col("dp_rank").sort_by(["vision_flops", "dp_rank"], descending=[True, False]).first()
-            .alias("most_vision_rank"),
-            (pl.col("vision_flops").sort_by(["flops", "dp_rank"], descending=[True, False]).first()
-             / pl.col("flops").max()).alias("slowest_vision_share")]
+            pl.col("dp_rank").get(pl.col("flops").arg_max()).alias("slowest_rank"),
+            pl.col("dp_rank").get(pl.col("vision_flops").arg_max()).alias("most_vision_rank"),
+            (pl.col("vision_flops").get(pl.col("flops").arg_max()) / pl.col("flops").max())
+            .alias("slowest_vision_share")]
     if time_model is not None:
         frame = frame.with_columns(time_model.seconds(pl.col("lm_flops"), pl.col("vision_flops")).alias("_t"))
         aggs += [pl.col("_t").mean().alias("time_mean"), pl.col("_t").max().alias("time_max")]
