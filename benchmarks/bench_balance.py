@@ -1,6 +1,6 @@
 """Benchmark: DP load balance (per-rank sums, per-iteration ratios, LPT what-if) and per-rank timing lines.
 
-    python benchmarks/bench_balance.py [--layouts 2000x64x16,20000x8x16] [--repeats 3] [--write-docs]
+    python benchmarks/bench_balance.py [--layouts 2000x64x16,20000x8x16] [--repeats 3] [--before ROOT] [--write-docs]
 
 SYNTHETIC inputs (numpy, seed 0; no training run): per-microbatch exact FLOPs with near-constant LM
 cost and a log-normal vision cost, and a Megatron-style log with one iteration line + a (min, max)
@@ -12,7 +12,9 @@ timer block per iteration. Every measurement runs in this process, interleaved r
 * ``lpt_balance`` (vectorised over iterations; free and equal-count LPT) vs textbook heap LPTs in pure
   Python (the same two), one iteration at a time, run on the first ``--reference-iterations``
   iterations and extrapolated linearly;
-* ``read_rank_timing`` vs a bare polars line scan of the same log (every line materialised).
+* ``read_rank_timing`` vs a bare polars line scan of the same log (every line materialised);
+* with ``--before ROOT``: ``lpt_balance`` of another checkout (``ROOT/vlm_perf/analysis/balance.py``,
+  loaded beside this one) in the same rounds, its results asserted bit-identical first.
 
 ``--write-docs`` replaces the "## DP load balance and per-rank timing" section of docs/benchmarks.md.
 """
@@ -102,7 +104,21 @@ def _layout(costs: pl.DataFrame, iterations: int, ranks: int, reference_iteratio
     return per_it, ref_costs
 
 
+def import_before(root: Path):
+    """``balance.py`` of another checkout, imported as a sibling module of this one's (its relative
+    imports resolve against this checkout's ``vlm_perf``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("vlm_perf.analysis._balance_before",
+                                                  root / "vlm_perf" / "analysis" / "balance.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def run(args) -> str:
+    before = import_before(args.before) if args.before else None
     layouts = []
     for text in args.layouts.split(","):
         iterations, ranks, microbatches = (int(x) for x in text.split("x"))
@@ -118,6 +134,9 @@ def run(args) -> str:
         work[f"groupby {text}"] = lambda c=costs: c.group_by("iteration", "dp_rank").agg(pl.col("flops").sum())
         work[f"lpt {text}"] = lambda c=costs, p=per_it: lpt_balance(c, p)
         work[f"lpt_ref {text}"] = lambda r=ref_costs, k=ranks: reference_lpt(r, k)
+        if before is not None:
+            assert before.lpt_balance(costs, per_it).equals(lpt_balance(costs, per_it)), "results differ"
+            work[f"lpt_before {text}"] = lambda c=costs, p=per_it: before.lpt_balance(c, p)
     times = {k: [] for k in work}
     load_before = os.getloadavg()[0]
     loads = []
@@ -145,6 +164,9 @@ def run(args) -> str:
                   f"measured, x{scale:g} extrapolated", f"lpt_ref {text}", f"lpt_ref {text}"),
                  (f"{head}: **`lpt_balance`** (vectorised over iterations, {ranks * microbatches} steps)",
                   f"lpt {text}", f"lpt_ref {text}")]
+        if before is not None:
+            rows.append((f"{head}: `lpt_balance` of {args.before} (`--before`; results bit-identical)",
+                         f"lpt_before {text}", f"lpt_ref {text}"))
     rows += [("log: bare polars line scan (`lazy_line_frames`, every line materialised, byte count)", "scan", "scan"),
              ("log: **`read_rank_timing`** (timers, detector, NVRx, rank steps)", "timing", "scan")]
     out = [SECTION, "",
@@ -183,6 +205,7 @@ def main() -> None:
     ap.add_argument("--reference-iterations", type=int, default=100)
     ap.add_argument("--log-iterations", type=int, default=200_000)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--before", type=Path, default=None, help="checkout whose lpt_balance to time alongside")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
     section = run(args)

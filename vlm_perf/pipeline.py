@@ -11,10 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-import polars as pl
-
 from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run
-from .analysis.balance import costs_from_row_values, microbatch_cost_columns
+from .analysis.balance import costs_from_row_values, microbatch_cost_columns, microbatch_vision_share
 from .analysis.checks import run_checks
 from .arch import load_model
 from .arch.spec import ModelSpec
@@ -131,7 +129,8 @@ def balance_of(costs, spec: ModelSpec, frozen, analysis: RunAnalysis):
     from .analysis.balance import TimeModel, analyze_balance, ranks_from_microbatches, reliable_iterations
 
     unranked = int(costs["dp_rank"].null_count())
-    costs = costs.filter(costs["dp_rank"].is_not_null())
+    if unranked:  # (a filter copies every column: only when there is something to drop)
+        costs = costs.filter(costs["dp_rank"].is_not_null())
     if costs.height == 0:
         return None
     ranks = ranks_from_microbatches(costs)
@@ -240,9 +239,9 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         source = MetadataSource(meta_paths, spec, skip_bad=skip_bad, progress=metadata_progress, per_rank=per_rank,
                                 row_columns=microbatch_cost_columns(spec, frozen, causal)).read()
         stats_frame, meta_diag = source.per_iteration, source.diagnostics.to_dict()
-        costs = costs_from_row_values(source.row_values)
-        micro_share = costs.select(pl.when(pl.col("flops") > 0).then(pl.col("vision_flops") / pl.col("flops"))
-                                   .alias("vision_share"))["vision_share"]
+        # 24 bytes per microbatch (iteration, dp_rank, lm and vision FLOPs), handed over by the source so
+        # that they are freed once the balance analysis has used them; the total is never materialised here
+        costs = costs_from_row_values(source.take_row_values(), total=False)
     else:
         estimate = estimate_from_config(config, spec, run)
     on_step("recomputing FLOPs per window")
@@ -268,6 +267,10 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     analysis.health["log_events"] = {kind: int(ignored.get(kind, 0)) for kind in events}
     analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag)
     balance = balance_of(costs, spec, frozen, analysis) if costs is not None else None
+    # after the balance analysis (its group-by is the largest transient): one value per microbatch for the
+    # vision-share figure is all that outlives the per-microbatch FLOPs
+    micro_share = microbatch_vision_share(costs) if costs is not None else None
+    del costs
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),
         inputs={"logs": [str(p) for p in logs], "metadata": [str(p) for p in meta_paths], "model": config.model,

@@ -36,11 +36,11 @@ from ..arch.spec import ModelSpec
 from .flops_frame import with_flops
 
 __all__ = ["BalanceResult", "TimeModel", "rank_flops", "microbatch_costs", "balance_by_iteration", "lpt_balance",
-           "analyze_balance", "reliable_iterations"]
+           "analyze_balance", "reliable_iterations", "microbatch_vision_share", "ranks_from_microbatches"]
 
 RANK_KEYS = ("iteration", "dp_rank")
 TIE = 1e-9  # relative: an iteration with max/mean below 1 + TIE is balanced (no slowest rank)
-LPT_CELLS = 20_000_000  # matrix cells (iterations x microbatches) processed at once by lpt_balance
+LPT_CELLS = 1_000_000  # matrix cells (iterations x microbatches) per block of lpt_balance (8 MB)
 
 
 @dataclass(frozen=True)
@@ -94,26 +94,49 @@ def microbatch_cost_columns(spec: ModelSpec, frozen: Iterable[str] = (), causal:
     last: list = [None, None]  # (chunk, its exact FLOPs): the two FLOPs columns share one evaluation
 
     def flops(rows: pl.DataFrame, column: str) -> pl.Series:
-        if last[0] is not rows:
-            last[0], last[1] = rows, _exact(rows, spec, frozen, (), causal)
+        if last[0] is not rows:  # lazily: only the two totals are computed (2-6x faster, the same values)
+            last[0], last[1] = rows, _exact(rows.lazy(), spec, frozen, (), causal).collect().rechunk()
         return last[1][column]
 
-    return {"iteration": lambda rows: rows["iteration"].cast(pl.Int32),
-            "dp_rank": lambda rows: rows["dp_rank"].cast(pl.Int32),
+    # every column one chunk per batch: columns chunked alike stay zero-copy in later selects over the run
+    # (a batch whose keys arrive in two pieces would otherwise make polars realign - copy - all four)
+    return {"iteration": lambda rows: rows["iteration"].cast(pl.Int32).rechunk(),
+            "dp_rank": lambda rows: rows["dp_rank"].cast(pl.Int32).rechunk(),
             "lm_flops": lambda rows: flops(rows, "lm_flops"),
             "vision_flops": lambda rows: flops(rows, "vision_flops")}
 
 
-def costs_from_row_values(values: dict) -> pl.DataFrame:
-    """The `microbatch_costs` frame from the row values `microbatch_cost_columns` produced."""
+def costs_from_row_values(values: dict, total: bool = True) -> pl.DataFrame:
+    """The `microbatch_costs` frame from the row values `microbatch_cost_columns` produced (no copy of
+    the columns). ``total=False`` leaves out the ``flops`` column (8 bytes per microbatch): every
+    function here that needs it computes ``lm_flops + vision_flops`` itself, with the same result."""
     frame = pl.DataFrame({name: values[name] for name in ("iteration", "dp_rank", "lm_flops", "vision_flops")})
-    return frame.with_columns((pl.col("lm_flops") + pl.col("vision_flops")).alias("flops"))
+    return frame.with_columns(_total(frame).alias("flops")) if total else frame
+
+
+def _total(costs: pl.DataFrame) -> pl.Expr:
+    """Training FLOPs of each microbatch: the ``flops`` column, else ``lm_flops + vision_flops`` (the
+    same floating-point sum `microbatch_costs` stores, so either gives bit-identical results)."""
+    return pl.col("flops") if "flops" in costs.columns else pl.col("lm_flops") + pl.col("vision_flops")
+
+
+def microbatch_vision_share(costs: pl.DataFrame, rows_per_slice: int = 1 << 20) -> pl.Series:
+    """Vision share of each microbatch's training FLOPs (``vision_flops / flops``; null without FLOPs).
+
+    Computed slice by slice (zero-copy slices of ``rows_per_slice`` rows), so the intermediates are
+    bounded and only the result (8 bytes per microbatch) grows with the run."""
+    share = pl.when(_total(costs) > 0).then(pl.col("vision_flops") / _total(costs)).alias("vision_share")
+    parts = [part.select(share)["vision_share"] for part in costs.iter_slices(rows_per_slice)]
+    return pl.concat(parts) if parts else pl.Series("vision_share", [], pl.Float64)
 
 
 def ranks_from_microbatches(costs: pl.DataFrame) -> pl.DataFrame:
-    """Per-(iteration, dp_rank) sums of microbatch costs (FLOPs are additive over microbatches)."""
+    """Per-(iteration, dp_rank) sums of microbatch costs (FLOPs are additive over microbatches).
+
+    ``costs`` needs ``iteration, dp_rank, lm_flops, vision_flops`` (``flops`` optional: computed per
+    microbatch inside the aggregation when absent, never materialised)."""
     return (costs.group_by(RANK_KEYS).agg(pl.len().alias("microbatches"), pl.col("lm_flops").sum(),
-                                          pl.col("vision_flops").sum(), pl.col("flops").sum())
+                                          pl.col("vision_flops").sum(), _total(costs).sum().alias("flops"))
             .sort(RANK_KEYS))
 
 
@@ -125,17 +148,21 @@ def balance_by_iteration(ranks: pl.DataFrame, time_model: TimeModel | None = Non
     """One row per iteration: ``ranks``, FLOPs mean/max, ``slowest_rank``, ``flops_max_over_mean``,
     ``idle_fraction``, the vision and LM ratios, the slowest rank's vision share; with a time model
     also ``time_max_over_mean`` and ``time_idle_fraction``. One group_by (vectorised)."""
-    frame = ranks
+    # rows in (iteration, dp_rank) order, so that the first maximum of a group is its lowest rank: arg_max
+    # then picks what sorting each group by (FLOPs descending, rank) would, at a fraction of the memory
+    step = pl.col("iteration").diff()
+    ordered = ranks.height < 2 or bool(ranks.select(((step > 0) | ((step == 0) & (pl.col("dp_rank").diff() > 0)))
+                                                    .slice(1).all()).item())
+    frame = ranks if ordered else ranks.sort(list(RANK_KEYS))
     aggs = [pl.len().alias("ranks"), pl.col("flops").sum().alias("flops_sum"),
             pl.col("flops").mean().alias("flops_mean"), pl.col("flops").max().alias("flops_max"),
             pl.col("vision_flops").mean().alias("vision_mean"), pl.col("vision_flops").max().alias("vision_max"),
             pl.col("lm_flops").mean().alias("lm_mean"), pl.col("lm_flops").max().alias("lm_max"),
             # slowest rank: most FLOPs, ties to the lowest rank number
-            pl.col("dp_rank").sort_by(["flops", "dp_rank"], descending=[True, False]).first().alias("slowest_rank"),
-            pl.col("dp_rank").sort_by(["vision_flops", "dp_rank"], descending=[True, False]).first()
-            .alias("most_vision_rank"),
-            (pl.col("vision_flops").sort_by(["flops", "dp_rank"], descending=[True, False]).first()
-             / pl.col("flops").max()).alias("slowest_vision_share")]
+            pl.col("dp_rank").get(pl.col("flops").arg_max()).alias("slowest_rank"),
+            pl.col("dp_rank").get(pl.col("vision_flops").arg_max()).alias("most_vision_rank"),
+            (pl.col("vision_flops").get(pl.col("flops").arg_max()) / pl.col("flops").max())
+            .alias("slowest_vision_share")]
     if time_model is not None:
         frame = frame.with_columns(time_model.seconds(pl.col("lm_flops"), pl.col("vision_flops")).alias("_t"))
         aggs += [pl.col("_t").mean().alias("time_mean"), pl.col("_t").max().alias("time_max")]
@@ -152,85 +179,118 @@ def balance_by_iteration(ranks: pl.DataFrame, time_model: TimeModel | None = Non
     return out.with_columns(pl.when(balanced).then(None).otherwise(pl.col("slowest_rank")).alias("slowest_rank"))
 
 
-def _least_loaded(loads: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Row index of the minimum of every column of ``loads`` (ranks x iterations), lowest rank on ties.
+def _lpt_block(matrix: np.ndarray, items: np.ndarray, n_ranks: np.ndarray, rank_width: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Free and equal-count LPT of one block of iterations: ``matrix`` (microbatch index x iteration,
+    each column descending, zero padding last), ``items`` and ``n_ranks`` per iteration. Returns the
+    heaviest rank's load of each iteration for both.
 
-    ``np.argmin(axis=0)`` loops per column in C; with few ranks two ufunc reductions along the
-    contiguous rows are faster: the minimum, then the largest ``weights`` (R, R-1, ..., 1) among
-    the ranks that reach it."""
-    if loads.shape[0] > 16:
-        return np.argmin(loads, axis=0)
-    hit = loads == loads.min(axis=0)
-    return loads.shape[0] - (hit * weights).max(axis=0)
+    One step per microbatch index j, all iterations at once: microbatch j of every iteration goes to
+    its least-loaded rank (lowest rank on ties). Loads are kept ranks-contiguous per iteration
+    (iterations x ranks) when there are many ranks, where ``argmin`` along the last axis is fastest,
+    and iterations-contiguous (ranks x iterations) for few ranks, where two ufunc reductions along the
+    rows are (the minimum, then the largest of the weights R, R-1, ..., 1 among the ranks that reach it);
+    a flat index addresses one cell per iteration either way."""
+    n = matrix.shape[1]
+    by_rank = rank_width > 16  # layout: (iterations x ranks) when True, else (ranks x iterations)
+    rank_axis = 1 if by_rank else 0
+    if by_rank:
+        absent = np.arange(rank_width)[None, :] >= n_ranks[:, None]  # ranks an iteration lacks
+
+        def cell(loads: np.ndarray) -> np.ndarray:
+            return index * rank_width + np.argmin(loads, axis=1)
+    else:
+        absent = np.arange(rank_width)[:, None] >= n_ranks[None, :]
+        weights = (rank_width - np.arange(rank_width))[:, None]
+
+        def cell(loads: np.ndarray) -> np.ndarray:
+            hit = loads == loads.min(axis=0)
+            return (rank_width - (hit * weights).max(axis=0)) * n + index
+    index = np.arange(n)
+    loads = np.where(absent, np.inf, 0.0)
+    equal = loads.copy()  # the same, at most ceil(items / ranks) microbatches per rank
+    open_ = loads.copy()  # = equal, but inf once a rank holds its cap
+    counts = np.zeros(loads.shape, dtype=np.int64)
+    cap = -(-items // n_ranks)
+    flat_loads, flat_equal, flat_open, flat_counts = (a.reshape(-1) for a in (loads, equal, open_, counts))
+    for j in range(int(items.max())):
+        cost = matrix[j]
+        flat_loads[cell(loads)] += cost
+        where = cell(open_)
+        flat_equal[where] += cost
+        flat_open[where] += cost
+        flat_counts[where] += j < items
+        flat_open[where[flat_counts[where] >= cap]] = np.inf
+    return (np.where(absent, -np.inf, loads).max(axis=rank_axis), np.where(absent, -np.inf, equal).max(axis=rank_axis))
 
 
 def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.DataFrame:
     """Greedy longest-processing-time-first reassignment of each iteration's microbatches.
 
-    ``costs``: ``iteration, flops`` per microbatch; ``ranks_per_iteration``: ``iteration, ranks``.
+    ``costs``: ``iteration, flops`` (or ``lm_flops, vision_flops``) per microbatch;
+    ``ranks_per_iteration``: ``iteration, ranks``.
     Returns ``iteration, lpt_max`` (heaviest rank after LPT), ``lpt_equal_max`` (the same with at most
     ceil(microbatches / ranks) microbatches per rank, as a pipeline schedule with a fixed number of
     microbatches per rank needs) and ``lower_bound`` (max of the mean load and the largest microbatch:
     no assignment can do better).
 
-    Vectorised over iterations: the costs become a (iterations x microbatches) matrix, each row sorted
-    descending (zero padding last), and the Python loop runs once per microbatch *index* (the microbatches of one
-    iteration, e.g. num_microbatches x dp), each step an argmin over all iterations at once;
-    iterations are processed in chunks of at most ``LPT_CELLS`` matrix cells.
+    Vectorised over iterations (`_lpt_block`): the costs of a block of iterations become a (microbatch
+    index x iterations) matrix, each column sorted descending, and the Python loop runs once per
+    microbatch *index* of the block (e.g. num_microbatches x dp steps). Blocks hold at most
+    ``LPT_CELLS`` matrix cells and are cut from the polars frame (a stable sort by iteration first,
+    through a row index, when the rows are not grouped by iteration), so nothing of O(microbatches) is
+    copied into numpy. Every iteration is computed on its own: the blocking cannot change a result.
     """
-    used = costs.select("iteration", "flops")
     known = ranks_per_iteration.select("iteration", "ranks").sort("iteration")
-    if not used["iteration"].is_in(known["iteration"].implode()).all():
-        used = used.filter(pl.col("iteration").is_in(known["iteration"].implode()))
-    if used.height == 0:
+    used = costs.select("iteration", *(["flops"] if "flops" in costs.columns else ["lm_flops", "vision_flops"]))
+    keep = used["iteration"].is_in(known["iteration"].implode())
+    if not keep.any():
         return pl.DataFrame(schema={"iteration": pl.Int64, "lpt_max": pl.Float64, "lpt_equal_max": pl.Float64,
                                     "lower_bound": pl.Float64})
-    # numpy from here: each microbatch's row (its iteration) and position in that row; metadata usually
-    # comes grouped by iteration, so the stable integer sort is often skipped
-    its, vals = used["iteration"].to_numpy(), used["flops"].to_numpy().astype(np.float64)
-    if np.any(its[1:] < its[:-1]):
-        order = np.argsort(its, kind="stable")
-        its, vals = its[order], vals[order]
-    first = np.concatenate([[True], its[1:] != its[:-1]])
-    iterations, rows = its[first], np.cumsum(first) - 1
-    n_items = np.bincount(rows, minlength=len(iterations))
+    # no filtered copy of the frame: rows already grouped by iteration are read in place (iterations not asked
+    # for are computed too, then dropped: usually a handful); otherwise a row index of the kept rows, sorted
+    # stably by iteration, says which rows to gather
+    order = None
+    if not used["iteration"].is_sorted():
+        index = used.select("iteration").with_row_index("_row")
+        order = (index if keep.all() else index.filter(keep)).sort("iteration", maintain_order=True)["_row"]
+        del index
+    del keep
+    its = used["iteration"] if order is None else used["iteration"].gather(order)
+    runs = its.rle()  # one run per iteration once sorted
+    del its
+    iterations = runs.struct.field("value").to_numpy()
+    n_items = runs.struct.field("len").to_numpy().astype(np.int64)
     starts = np.concatenate([[0], np.cumsum(n_items)[:-1]])
-    cols = np.arange(len(rows)) - starts[rows]
-    n_ranks = known["ranks"].to_numpy().astype(int)[np.searchsorted(known["iteration"].to_numpy(), iterations)]
-    width, rank_width = int(n_items.max()), int(n_ranks.max())
-    sums = np.bincount(rows, weights=vals, minlength=len(iterations))
-    big = np.maximum.reduceat(vals, starts)
-    lpt_max, equal_max = np.empty(len(iterations)), np.empty(len(iterations))
+    known_its = known["iteration"].to_numpy()
+    at = np.minimum(np.searchsorted(known_its, iterations), len(known_its) - 1)
+    asked = known_its[at] == iterations
+    n_ranks = np.where(asked, known["ranks"].to_numpy().astype(int)[at], 1)
+    n_its, width, rank_width = len(iterations), int(n_items.max()), int(n_ranks.max())
+    sums, big = np.empty(n_its), np.empty(n_its)
+    lpt_max, equal_max = np.empty(n_its), np.empty(n_its)
+    total = _total(used).cast(pl.Float64)
     step = max(1, LPT_CELLS // max(width, rank_width))
-    for lo in range(0, len(iterations), step):  # chunks of iterations, bounded memory
-        hi = min(lo + step, len(iterations))
-        sel = (rows >= lo) & (rows < hi)
-        matrix = np.zeros((hi - lo, width))
-        matrix[rows[sel] - lo, cols[sel]] = vals[sel]
-        matrix = np.ascontiguousarray(-np.sort(-matrix, axis=1).T)  # each row descending; matrix[j] contiguous
-        # loads are (ranks x iterations): argmin over axis 0 runs along contiguous rows, and a flat index
-        # rank * n + iteration addresses one cell per iteration
+    for lo in range(0, n_its, step):  # blocks of iterations, bounded memory
+        hi = min(lo + step, n_its)
         n = hi - lo
-        absent = np.arange(rank_width)[:, None] >= n_ranks[None, lo:hi]  # ranks an iteration lacks
-        loads = np.where(absent, np.inf, 0.0)
-        equal = loads.copy()  # the same, at most ceil(items / ranks) microbatches per rank
-        open_ = loads.copy()  # = equal, but inf once a rank holds its cap
-        counts = np.zeros((rank_width, n), dtype=np.int64)
-        cap = -(-n_items[lo:hi] // n_ranks[lo:hi])
-        flat_loads, flat_equal, flat_open, flat_counts = (a.reshape(-1) for a in (loads, equal, open_, counts))
-        index, weights = np.arange(n), (rank_width - np.arange(rank_width))[:, None]
-        for j in range(int(n_items[lo:hi].max())):  # one step per microbatch index, all iterations at once
-            cost = matrix[j]
-            flat_loads[_least_loaded(loads, weights) * n + index] += cost
-            cell = _least_loaded(open_, weights) * n + index
-            flat_equal[cell] += cost
-            flat_open[cell] += cost
-            flat_counts[cell] += j < n_items[lo:hi]
-            flat_open[cell[flat_counts[cell] >= cap]] = np.inf
-        lpt_max[lo:hi] = np.where(absent, -np.inf, loads).max(axis=0)
-        equal_max[lo:hi] = np.where(absent, -np.inf, equal).max(axis=0)
+        first = int(starts[lo])
+        items, offsets = n_items[lo:hi], starts[lo:hi] - first
+        length = int(items.sum())
+        rows_of = used.slice(first, length) if order is None else used[order.slice(first, length)]
+        block = rows_of.select(total.alias("flops"))["flops"].to_numpy()
+        del rows_of
+        rows = np.repeat(np.arange(n, dtype=np.int32), items)  # each microbatch's iteration (column of the block)
+        sums[lo:hi] = np.bincount(rows, weights=block, minlength=n)  # in row order, as over the whole run
+        big[lo:hi] = np.maximum.reduceat(block, offsets)
+        matrix = np.zeros((n, int(items.max())))
+        matrix[rows, np.arange(length, dtype=np.int32) - offsets[rows].astype(np.int32)] = block
+        del rows, block
+        matrix.sort(axis=1)  # in place, ascending: FLOPs are >= 0, so reversed it is descending with the zeros last
+        matrix = np.ascontiguousarray(matrix[:, ::-1].T)  # matrix[j]: the j-th largest of every iteration
+        lpt_max[lo:hi], equal_max[lo:hi] = _lpt_block(matrix, items, n_ranks[lo:hi], rank_width)
     return pl.DataFrame({"iteration": iterations, "lpt_max": lpt_max, "lpt_equal_max": equal_max,
-                         "lower_bound": np.maximum(sums / n_ranks, big)}).with_columns(
+                         "lower_bound": np.maximum(sums / n_ranks, big)}).filter(pl.Series(asked)).with_columns(
         pl.col("iteration").cast(costs.schema["iteration"]))
 
 

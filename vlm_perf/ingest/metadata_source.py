@@ -428,7 +428,7 @@ class MetadataSource:
         self._per_iteration: pl.DataFrame | None = None
         self._per_rank: pl.DataFrame | None = None
         self._per_microbatch: pl.DataFrame | None = None
-        self._row_values: dict[str, pl.Series] = {}
+        self._row_values: dict[str, pl.Series] | None = {}
         self._diag = MetadataDiagnostics(merge_size=self.merge_size, window_side=self.window_side)
 
     # ----------------------------------------------------------------------------- outputs
@@ -457,7 +457,16 @@ class MetadataSource:
     @property
     def row_values(self) -> dict[str, pl.Series]:
         self.read()
+        if self._row_values is None:
+            raise ValueError("the row values were handed over by take_row_values()")
         return self._row_values
+
+    def take_row_values(self) -> dict[str, pl.Series]:
+        """`row_values`, handed over: the source drops its reference (O(rows) memory is freed as soon
+        as the caller is done with them); `row_values` raises afterwards."""
+        values = self.row_values
+        self._row_values = None
+        return values
 
     @property
     def diagnostics(self) -> MetadataDiagnostics:

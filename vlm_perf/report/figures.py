@@ -191,6 +191,22 @@ def component_shares(run: RunAnalysis, path: Path) -> Path:
     return _save(fig, path)
 
 
+HIST_SLICE = 1 << 20  # values per np.histogram call in share_histogram (bounded copies)
+
+
+def share_histogram(shares: pl.Series, bins: int = 40) -> tuple[np.ndarray, np.ndarray, float]:
+    """(edges, counts, mean) in percent of FLOP shares (nulls left out): ``bins`` equal bins from 0 to
+    the largest share rounded up to a multiple of 5% (at least 5%), as ``np.histogram`` counts them.
+    Counted slice by slice: one share per microbatch can be tens of millions, never copied whole."""
+    values = shares.drop_nulls()
+    top = max(5.0, float(np.ceil(100 * values.max() / 5) * 5)) if values.len() else 5.0
+    edges = np.linspace(0, top, bins + 1)
+    counts = np.zeros(bins, dtype=np.int64)
+    for start in range(0, values.len(), HIST_SLICE):
+        counts += np.histogram(100 * values.slice(start, HIST_SLICE).to_numpy(), bins=edges)[0]
+    return edges, counts, 100 * float(values.mean()) if values.len() else float("nan")
+
+
 def vision_share_hist(run: RunAnalysis, per_microbatch: pl.Series | None, path: Path) -> Path:
     if "exact_vision" not in run.per_iteration.columns or run.per_iteration["exact_vision"].sum() <= 0:
         raise Skip("no vision FLOPs in this run: text only, or no image/video grids")
@@ -201,13 +217,12 @@ def vision_share_hist(run: RunAnalysis, per_microbatch: pl.Series | None, path: 
         panels.insert(0, ("per microbatch", per_microbatch, "microbatches"))
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
     for ax, (title, values, unit) in zip(axes[0], panels):
-        data = 100 * values.drop_nulls().to_numpy()
-        top = max(5.0, float(np.ceil(data.max() / 5) * 5)) if data.size else 5.0
-        ax.hist(data, bins=np.linspace(0, top, 41), color="#1f77b4" if unit == "microbatches" else "#ff7f0e")
-        ax.axvline(float(np.mean(data)), color="black", lw=1, ls="--")
+        edges, counts, mean = share_histogram(values)
+        ax.hist(edges[:-1], bins=edges, weights=counts, color="#1f77b4" if unit == "microbatches" else "#ff7f0e")
+        ax.axvline(mean, color="black", lw=1, ls="--")
         ax.set_xlabel("vision share of training FLOPs (%, exact)")
         ax.set_ylabel(f"number of {unit}")
-        ax.set_title(f"Vision share {title} (dashed: mean {np.mean(data):.1f}%)")
+        ax.set_title(f"Vision share {title} (dashed: mean {mean:.1f}%)")
         ax.grid(alpha=0.3)
     return _save(fig, path)
 

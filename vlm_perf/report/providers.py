@@ -107,22 +107,32 @@ def balance_lines(s: dict) -> list[str]:
     return lines + s.get("notes", [])
 
 
+def relative_load_matrix(ranks: pl.DataFrame, iterations: pl.Series) -> tuple[np.ndarray, list[int], list[int]]:
+    """(matrix, iterations, dp_ranks): each rank's FLOPs over its iteration's mean rank FLOPs, one row per
+    DP rank and one column per iteration of ``iterations`` that ``ranks`` holds (both ascending; NaN where
+    a rank has no row). Built by index arithmetic: a pivot to one column per iteration costs seconds at
+    tens of thousands of iterations."""
+    rel = (ranks.filter(pl.col("iteration").is_in(iterations.implode()))
+           .select("iteration", "dp_rank", (pl.col("flops") / pl.col("flops").mean().over("iteration")).alias("rel")))
+    its, dp_ranks = rel["iteration"].unique().sort(), rel["dp_rank"].unique().sort()
+    matrix = np.full((dp_ranks.len(), its.len()), np.nan)
+    matrix[np.searchsorted(dp_ranks.to_numpy(), rel["dp_rank"].to_numpy()),
+           np.searchsorted(its.to_numpy(), rel["iteration"].to_numpy())] = rel["rel"].to_numpy()
+    return matrix, its.to_list(), dp_ranks.to_list()
+
+
 def balance_figure(ranks: pl.DataFrame, per_iteration: pl.DataFrame, path: Path) -> Path:
     """Left: each rank's FLOPs / iteration mean over iterations (heat map); right: max/mean histogram."""
     used = per_iteration.filter(pl.col("used"))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2, 1]})
     if used.height:
-        rel = (ranks.filter(pl.col("iteration").is_in(used["iteration"].implode()))
-               .with_columns((pl.col("flops") / pl.col("flops").mean().over("iteration")).alias("rel"))
-               .pivot(on="iteration", index="dp_rank", values="rel").sort("dp_rank"))
-        matrix = rel.drop("dp_rank").to_numpy().astype(float)
-        its = [int(c) for c in rel.columns[1:]]
+        matrix, its, dp_ranks = relative_load_matrix(ranks, used["iteration"])
         im = ax1.imshow(matrix, aspect="auto", cmap="RdBu_r", vmin=2 - np.nanmax(matrix), vmax=np.nanmax(matrix),
                         interpolation="nearest")
         ticks = np.unique(np.linspace(0, len(its) - 1, min(8, len(its))).round().astype(int))
         ax1.set_xticks(ticks, [str(its[t]) for t in ticks])  # columns are the iterations used, gaps skipped
-        if rel.height <= 16:
-            ax1.set_yticks(range(rel.height), [str(r) for r in rel["dp_rank"]])
+        if len(dp_ranks) <= 16:
+            ax1.set_yticks(range(len(dp_ranks)), [str(r) for r in dp_ranks])
         fig.colorbar(im, ax=ax1, label="rank FLOPs / iteration mean")
         ax2.hist(used["flops_max_over_mean"].drop_nulls().to_numpy(), bins=30, color="#1f77b4", label="actual")
         if "lpt_max" in used.columns:
