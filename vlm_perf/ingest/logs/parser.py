@@ -26,7 +26,7 @@ from . import megatron
 from .diagnostics import Diagnostics
 from .discover import LOG_SUBDIRS, expand_dir
 from .formats import candidate_regex, file_formats, names
-from .reader import MAX_LINE_BYTES, lazy_line_frames
+from .reader import MAX_LINE_BYTES, line_frames
 from .router import REASON_RULES, Router
 from .schema import (
     CORE_COLUMNS,
@@ -249,16 +249,18 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
 
     def extract(rows: pl.DataFrame) -> None:
         out = probe.plan(rows.lazy()).collect(**_EXTRACT_OPTS)
-        mega_frames.append(_finish_fast(out, probe))
+        # one chunk per column per batch (the plan leaves columns split differently): misaligned
+        # chunks make the first whole-frame operation after the loop copy every record
+        mega_frames.append(_finish_fast(out, probe).rechunk())
 
     wrap_carry = 0  # last line to route after an unterminated Megatron line of an earlier batch
-    for lf in lazy_line_frames(path):
-        # ONE streaming pass: the reader and the fast-line mask run on the streaming engine and hand
-        # back bounded batches; each batch is split three ways (see the module docstring)
-        too_long = pl.col("text").str.len_bytes() > MAX_LINE_BYTES
-        lf = lf.with_columns((_fast_mask() & ~too_long).alias("_fast"), too_long.alias("_long"),
-                             _continuation_expr().alias("_cont"))
-        for batch in lf.collect_batches(chunk_size=BATCH_ROWS):
+    too_long = pl.col("text").str.len_bytes() > MAX_LINE_BYTES
+    for frame in line_frames(path):
+        # ONE pass over bounded frames (``reader.line_frames``): the fast-line mask is computed once
+        # per frame; each frame is split three ways (see the module docstring)
+        for batch in frame.iter_slices(BATCH_ROWS):
+            batch = batch.with_columns((_fast_mask() & ~too_long).alias("_fast"), too_long.alias("_long"),
+                                       _continuation_expr().alias("_cont"))
             diag.lines_read += batch.height
             if batch.get_column("_long").any():  # over the line-size limit: failed, never scanned
                 router.failed.extend(batch.filter(pl.col("_long")).get_column("line").to_list())
@@ -302,12 +304,15 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
         mega_frames.append(_megatron_frame(slow))
     frames: list[pl.DataFrame] = []
     if mega_frames:
-        mega = check_int_columns(_finish_mega(pl.concat(mega_frames, how="diagonal_relaxed")))
-        bad = mega.filter(pl.col("iteration").is_null())
-        router.failed.extend(bad.get_column("line").to_list())
-        mega = mega.filter(pl.col("iteration").is_not_null())
-        for line in sorted(mega.filter(pl.col(PARTIAL_FLAG)).get_column("line").to_list()):
-            diag.mark_partial(f"{path}:{line}")
+        mega = pl.concat(mega_frames, how="diagonal_relaxed") if len(mega_frames) > 1 else mega_frames[0]
+        mega_frames.clear()  # the batches' frames are not needed twice (memory: docs/benchmarks.md)
+        mega = check_int_columns(_finish_mega(mega))
+        if mega.get_column("iteration").null_count():  # (a filter copies every column: only when needed)
+            router.failed.extend(mega.filter(pl.col("iteration").is_null()).get_column("line").to_list())
+            mega = mega.filter(pl.col("iteration").is_not_null())
+        if mega.get_column(PARTIAL_FLAG).any():
+            for line in sorted(mega.filter(pl.col(PARTIAL_FLAG)).get_column("line").to_list()):
+                diag.mark_partial(f"{path}:{line}")
         diag.saw("megatron", mega.height)
         frames.append(mega.drop(PARTIAL_FLAG))
     if router.records:
@@ -459,7 +464,7 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto", *, em
     raw = _sort_ord(raw)
     raw = assign_segments(raw, banners)
     diag.segments = int(raw.get_column("segment").max() or 0) + 1 if raw.height else 0
-    keyed = raw.filter(pl.col("iteration").is_not_null())
+    keyed = raw.filter(pl.col("iteration").is_not_null()) if raw.get_column("iteration").null_count() else raw
     if strictly_increasing(keyed.get_column("iteration")):
         diag.duplicates = 0  # all (segment, iteration, framework) distinct: skip the hashing
     else:
