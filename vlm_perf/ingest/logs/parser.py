@@ -37,6 +37,7 @@ from .schema import (
     empty_frame,
     records_frame,
 )
+from .timers import RankTiming, TimingCollector, is_text_log
 from .segments import (
     FILE_SCALE,
     ORD,
@@ -71,6 +72,19 @@ class ParseResult:
     run_config: dict = field(default_factory=dict)
     _dedup: pl.DataFrame | None = None
     _iterations: pl.DataFrame | None = None
+    #: per-rank timing lines gathered during the same read (`timers.TimingCollector`); None when the
+    #: result was not built by `parse_logs` (then `timers.read_rank_timing` reads them)
+    _timing: TimingCollector | None = None
+    _rank_timing: RankTiming | None = None
+
+    @property
+    def rank_timing(self) -> RankTiming | None:
+        """`timers.RankTiming` of the text logs parsed (the same as ``read_rank_timing`` of those
+        files), built on first access; None when not collected."""
+        if self._rank_timing is None and self._timing is not None:
+            self._rank_timing = self._timing.result()
+            self._timing = None
+        return self._rank_timing
 
     @property
     def deduplicated(self) -> pl.DataFrame:
@@ -240,7 +254,10 @@ def _finish_mega(df: pl.DataFrame) -> pl.DataFrame:
     return megatron.finish(df)
 
 
-def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) -> tuple[pl.DataFrame, list[int], dict]:
+def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
+                timing: TimingCollector | None = None) -> tuple[pl.DataFrame, list[int], dict]:
+    """One text log -> (records, restart-banner ordering keys, run configuration); ``timing`` (when
+    given) is fed the same line frames, so per-rank timing lines need no second read."""
     router = Router(file=str(path), only=only)
     mega_frames: list[pl.DataFrame] = []
     want_mega = only in (None, "megatron")
@@ -256,6 +273,8 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
     wrap_carry = 0  # last line to route after an unterminated Megatron line of an earlier batch
     too_long = pl.col("text").str.len_bytes() > MAX_LINE_BYTES
     for frame in line_frames(path):
+        if timing is not None:
+            timing.feed(frame)
         # ONE pass over bounded frames (``reader.line_frames``): the fast-line mask is computed once
         # per frame; each frame is split three ways (see the module docstring)
         for batch in frame.iter_slices(BATCH_ROWS):
@@ -334,6 +353,11 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
     df = _attach_step_time(df)
     banners = [file_idx * _FILE_SCALE + line * _SUB_SCALE + sub for line, sub in router.banners]
     return df, banners, router.run_config
+
+
+def _feed_file(timing: TimingCollector, path: Path) -> None:
+    for frame in line_frames(path):
+        timing.feed(frame)
 
 
 _records_frame = records_frame  # (kept for callers of the old private name)
@@ -421,6 +445,7 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto", *, em
         raise InputError(f"unknown format {format!r}; expected 'auto' or one of: {', '.join(known)}")
     only = None if format == "auto" else format
     diag = Diagnostics()
+    timing = TimingCollector()
     frames: list[pl.DataFrame] = []
     banners: list[int] = []
     run_config: dict = {}
@@ -432,12 +457,17 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto", *, em
         before = diag.records
         before_lines = diag.lines_read
         reader = _file_format(path, only)
+        text_log = is_text_log(path)
+        if text_log:
+            timing.start_file(path)
         if reader is not None:
             df = _take_partial(reader.read(path, file_idx, diag), path, diag)
+            if text_log:  # a structured file that is not JSON (a W&B CSV export): its timing lines too
+                _feed_file(timing, path)
         elif path.is_dir():
             raise InputError(f"{path} is a directory without TensorBoard event files")
         else:
-            df, file_banners, cfg = _parse_text(path, file_idx, only, diag)
+            df, file_banners, cfg = _parse_text(path, file_idx, only, diag, timing if text_log else None)
             if df.height:  # a skipped (record-less) file contributes counts only
                 banners.extend(file_banners)
                 for k, v in cfg.items():
@@ -454,7 +484,7 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto", *, em
         frames.append(df)
     if not frames and empty_ok:
         raw = empty_frame().with_columns(pl.lit(False).alias("first_in_segment"))
-        return ParseResult(raw=raw, diagnostics=diag, run_config=run_config)
+        return ParseResult(raw=raw, diagnostics=diag, run_config=run_config, _timing=timing)
     if not frames:
         tried = ", ".join(known) if only is None else only
         raise InputError(f"none of {len(paths)} log files holds a recognisable training-log record "
@@ -472,4 +502,4 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto", *, em
     raw = raw.drop([c for c in (ORD, "_sub") if c in raw.columns])
     extras = sorted(c for c in raw.columns if c not in CORE_COLUMNS)
     raw = raw.select([*CORE_COLUMNS, *extras])
-    return ParseResult(raw=raw, diagnostics=diag, run_config=run_config)
+    return ParseResult(raw=raw, diagnostics=diag, run_config=run_config, _timing=timing)
