@@ -27,7 +27,7 @@ from .diagnostics import Diagnostics
 from .discover import LOG_SUBDIRS, expand_dir
 from .formats import candidate_regex, file_formats, names
 from .reader import MAX_LINE_BYTES, line_frames
-from .router import REASON_RULES, Router
+from .router import MAX_PIECES, REASON_RULES, Router
 from .schema import (
     CORE_COLUMNS,
     PARTIAL_FLAG,
@@ -254,6 +254,41 @@ def _finish_mega(df: pl.DataFrame) -> pl.DataFrame:
     return megatron.finish(df)
 
 
+def _batches(path: Path, timing: TimingCollector | None):
+    """The file's lines in batches of at most ``BATCH_ROWS`` (plus a held-back tail), from the
+    reader's bounded frames; ``timing`` is fed every frame. A batch never ends on a Megatron line
+    followed only by continuation-shaped lines: that tail (a possibly hard-wrapped record, at most
+    ``MAX_PIECES`` lines) starts the next batch, so its pieces are routed together."""
+    carry: pl.DataFrame | None = None
+    for frame in line_frames(path):
+        if timing is not None:
+            timing.feed(frame)
+        for batch in frame.iter_slices(BATCH_ROWS):
+            if carry is not None:
+                batch, carry = pl.concat([carry, batch]), None
+            batch, carry = _split_wrap_tail(batch)
+            if batch.height:
+                yield batch
+    if carry is not None:
+        yield carry
+
+
+def _split_wrap_tail(batch: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """(batch without its tail, tail) where the tail is a Megatron line and the continuation-shaped
+    lines after it (`_route_wrapped`'s chain), None when the batch does not end so."""
+    tail = batch.tail(MAX_PIECES + 1)
+    flags = tail.select(pl.col("text").str.contains(megatron.DETECT_RE).alias("det"),
+                        _continuation_expr().alias("cont"))
+    det, cont = flags.get_column("det").to_list(), flags.get_column("cont").to_list()
+    j = len(det) - 1
+    while j >= 0 and cont[j]:
+        j -= 1
+    if j < 0 or not det[j]:
+        return batch, None
+    keep = batch.height - (len(det) - j)
+    return (batch, None) if keep <= 0 else (batch.slice(0, keep), batch.slice(keep))
+
+
 def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
                 timing: TimingCollector | None = None) -> tuple[pl.DataFrame, list[int], dict]:
     """One text log -> (records, restart-banner ordering keys, run configuration); ``timing`` (when
@@ -268,50 +303,52 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
         out = probe.plan(rows.lazy()).collect(**_EXTRACT_OPTS)
         # one chunk per column per batch (the plan leaves columns split differently): misaligned
         # chunks make the first whole-frame operation after the loop copy every record
-        mega_frames.append(_finish_fast(out, probe).rechunk())
+        out = _finish_fast(out, probe)
+        if out.get_column("text").null_count() < out.height:
+            # rows kept for the checked redo hold their text as views into the whole batch's buffers:
+            # copy those strings, or one such row per batch keeps every batch's text alive
+            out = out.with_columns(pl.concat_str([pl.col("text"), pl.lit("")]).alias("text"))
+        mega_frames.append(out.rechunk())
 
     wrap_carry = 0  # last line to route after an unterminated Megatron line of an earlier batch
     too_long = pl.col("text").str.len_bytes() > MAX_LINE_BYTES
-    for frame in line_frames(path):
-        if timing is not None:
-            timing.feed(frame)
-        # ONE pass over bounded frames (``reader.line_frames``): the fast-line mask is computed once
-        # per frame; each frame is split three ways (see the module docstring)
-        for batch in frame.iter_slices(BATCH_ROWS):
-            batch = batch.with_columns((_fast_mask() & ~too_long).alias("_fast"), too_long.alias("_long"),
-                                       _continuation_expr().alias("_cont"))
-            diag.lines_read += batch.height
-            if batch.get_column("_long").any():  # over the line-size limit: failed, never scanned
-                router.failed.extend(batch.filter(pl.col("_long")).get_column("line").to_list())
-                batch = batch.filter(~pl.col("_long"))
-            if batch.get_column("_cont").any():  # hard-wrapped records: route them whole
-                batch = _route_wrapped(batch)
-            is_fast = batch.get_column("_fast")
-            n_fast = int(is_fast.sum())
-            if n_fast and not want_mega:
-                diag.ignore("other_format", n_fast)
-            elif n_fast:
-                fast = batch.filter(is_fast).select("line", "text")
-                if probe is None:  # the layout is probed on the file's first PROBE_ROWS fast lines
-                    pending.append(fast)
-                    if sum(f.height for f in pending) >= PROBE_ROWS:
-                        fast = pl.concat(pending)
-                        pending.clear()
-                        probe = _probe(fast.head(PROBE_ROWS))
-                if probe is not None:
-                    extract(fast)
-            rest = batch.filter(~is_fast).select("line", "text", "_cont") if n_fast else batch.select("line", "text", "_cont")
-            if not rest.height:
-                continue
-            kinds = rest.select(_candidate_expr() | pl.col("_cont")).to_series()
-            kinds, wrap_carry = _wrapped_followers(rest, kinds, wrap_carry)
-            cand = rest.filter(kinds).select("line", "text")
-            for line, t in cand.iter_rows():
-                if "\ufffd" in t:  # only non-ASCII rows can hold replacement characters
-                    diag.decode_errors += t.count("\ufffd")
-                router.feed(line, t)
-            diag.ignore_counts(_count_reasons(rest.get_column("text").filter(~kinds)))
-            rest = rest.drop("_cont")
+    # ONE pass over bounded frames (``reader.line_frames``): the fast-line mask is computed once per
+    # batch; each batch is split three ways (see the module docstring)
+    for batch in _batches(path, timing):
+        batch = batch.with_columns((_fast_mask() & ~too_long).alias("_fast"), too_long.alias("_long"),
+                                   _continuation_expr().alias("_cont"))
+        diag.lines_read += batch.height
+        if batch.get_column("_long").any():  # over the line-size limit: failed, never scanned
+            router.failed.extend(batch.filter(pl.col("_long")).get_column("line").to_list())
+            batch = batch.filter(~pl.col("_long"))
+        if batch.get_column("_cont").any():  # hard-wrapped records: route them whole
+            batch = _route_wrapped(batch)
+        is_fast = batch.get_column("_fast")
+        n_fast = int(is_fast.sum())
+        if n_fast and not want_mega:
+            diag.ignore("other_format", n_fast)
+        elif n_fast:
+            fast = batch.filter(is_fast).select("line", "text")
+            if probe is None:  # the layout is probed on the file's first PROBE_ROWS fast lines
+                pending.append(fast)
+                if sum(f.height for f in pending) >= PROBE_ROWS:
+                    fast = pl.concat(pending)
+                    pending.clear()
+                    probe = _probe(fast.head(PROBE_ROWS))
+            if probe is not None:
+                extract(fast)
+        rest = batch.filter(~is_fast).select("line", "text", "_cont") if n_fast else batch.select("line", "text", "_cont")
+        if not rest.height:
+            continue
+        kinds = rest.select(_candidate_expr() | pl.col("_cont")).to_series()
+        kinds, wrap_carry = _wrapped_followers(rest, kinds, wrap_carry)
+        cand = rest.filter(kinds).select("line", "text")
+        for line, t in cand.iter_rows():
+            if "\ufffd" in t:  # only non-ASCII rows can hold replacement characters
+                diag.decode_errors += t.count("\ufffd")
+            router.feed(line, t)
+        diag.ignore_counts(_count_reasons(rest.get_column("text").filter(~kinds)))
+        rest = rest.drop("_cont")
     if pending:  # fewer than PROBE_ROWS fast lines in the whole file
         fast = pl.concat(pending)
         probe = _probe(fast)

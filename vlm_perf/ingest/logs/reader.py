@@ -48,6 +48,9 @@ def _csv_kwargs() -> dict:
         schema={"text": pl.Utf8},
         encoding="utf8-lossy",
         truncate_ragged_lines=True,
+        # a 0x1F in the first line of a block: without this polars takes it for a second column of
+        # the whole block and raises (a traceback before; every block can start with such a line)
+        extra_columns="ignore",
         empty_string_is_null=False,
     )
 
