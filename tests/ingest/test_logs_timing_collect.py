@@ -84,6 +84,9 @@ LINES = [
     "the iteration {it} had no slash",
     "",
     "world_size ..... 16",
+    " iteration 99999999999999999999/ 100 | elapsed time per iteration (ms): 1.0 |",
+    "3: iteration 9223372036854775807/ 100 | elapsed time per iteration (ms): {ms} |",
+    "4: iteration \u0663/ 100 | elapsed time per iteration (ms): {ms} |",  # an Arabic-Indic digit
 ]
 
 

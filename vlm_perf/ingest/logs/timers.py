@@ -57,6 +57,8 @@ _ANY = "|".join(f"(?:{p})" for p in (r"\biteration\s", r"time across ranks", r"\
 _STATE_LITERALS = ["time across ranks", ".: ", "MnRtt/Rnk:", " performance:", " performing ", "Score="]
 #: (as one regex alternation: measured ~6x faster than ``str.contains_any`` here)
 _STATE_RE = "|".join(re.escape(lit) for lit in _STATE_LITERALS)
+#: An iteration number that may not fit Int64 (then `_iter_expr` is null although `_ITER` matches).
+_ITER_LONG = r"\biteration\s+\d{19}"
 #: A line that `_PREFIX` gives a rank (srun ``N: `` or torchrun ``[name N]:``), without captures.
 _RANKED = r"^\s*(?:\d+: |\[[A-Za-z_]*?\d+\]:)"
 _STEP_LITERAL = "elapsed time per iteration (ms):"
@@ -213,15 +215,20 @@ class TimingCollector:
         if not frame.height:
             return
         text = pl.col("text")
-        state = text.str.contains(_STATE_RE)
-        m = (frame.select("line", "text", state.alias("_state"))
-             .filter(pl.col("_state") | _lit(text, "iteration"))
-             .with_columns(_iter_expr().alias("_iter"))
-             .filter(pl.col("_state") | pl.col("_iter").is_not_null()))
+        m = (frame.select("line", "text", text.str.contains(_STATE_RE).alias("_state"),
+                          text.str.contains(_ITER).alias("_it"))
+             .filter(pl.col("_state") | pl.col("_it")))
         if not m.height:
             return
+        risky = text.str.contains(_ITER_LONG) | (text.str.len_bytes() != text.str.len_chars())
+        if m.select(risky.any()).item():
+            # a number of 19+ digits may not fit Int64, and ``\d`` also matches non-ASCII digits that
+            # do not cast (the extracted iteration is then null although `_ITER` matches): exact test
+            m = m.with_columns(_iter_expr().is_not_null().alias("_it")).filter(pl.col("_state") | pl.col("_it"))
         m = m.with_columns(pl.lit(self._file).alias("file"))
-        steps = _rank_steps(m)
+        # rank-prefixed iteration lines: the (costly) extraction only on the lines that can be one
+        steps = _rank_steps(m.filter(pl.col("_it") & _lit(text, _STEP_LITERAL) & text.str.contains(_RANKED))
+                            .with_columns(_iter_expr().alias("_iter")))
         if steps.height:
             self._steps.append(steps)
         keep = pl.col("_state") | pl.col("_state").shift(-1).fill_null(True)
