@@ -60,9 +60,13 @@ def line_frames(path: Path) -> Iterator[pl.DataFrame]:
     each of at most ``FRAME_LINES`` lines from at most ``CHUNK_BYTES`` of (decompressed) input, cut
     at a newline so no line is split across frames. A truncated or corrupt compressed stream is an
     `InputError` naming the file and the first line not read."""
-    kind = compression_of(path)
+    try:
+        kind = compression_of(path)
+        fh = open_maybe_compressed(path)
+    except OSError as exc:  # unreadable (permissions, vanished): one line naming the file
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
     offset = 1
-    with open_maybe_compressed(path) as fh:
+    with fh:
         rest = b""
         skipping = False  # inside a line longer than MAX_LINE_BYTES: drop bytes up to its newline
         while True:
