@@ -161,3 +161,13 @@ def test_fuzz_one_segment_shortcut_equals_the_general_path(rows):
     assert_frame_equal(got, want, check_exact=True)
     keyed = [r[0] for r in rows if r[0] is not None]
     assert shortcut == all(a <= b for a, b in zip(keyed, keyed[1:]))
+
+
+def test_aligned_like_keeps_the_chunk_layout():
+    import numpy as np
+
+    frame = pl.concat([pl.DataFrame({"a": [1, 2, 3]}), pl.DataFrame({"a": [4, 5]})], rechunk=False)
+    col = segments.aligned_like(frame, np.arange(5) * 2, "k")
+    assert [c.len() for c in col.get_chunks()] == [3, 2] and col.to_list() == [0, 2, 4, 6, 8]
+    out = frame.with_columns(col)
+    assert out.n_chunks("all") == [2, 2]

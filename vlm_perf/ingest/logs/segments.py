@@ -76,6 +76,25 @@ def assign_segments(df: pl.DataFrame, banner_ords: list[int]) -> pl.DataFrame:
     return out.with_columns(first.alias("first_in_segment"))
 
 
+def aligned_like(frame: pl.DataFrame, values: np.ndarray, name: str) -> pl.Series:
+    """``values`` (one per row of ``frame``) as a Series chunked like ``frame``'s first column.
+
+    A one-chunk column added to a many-chunk frame (the parse's records are one chunk per batch)
+    makes polars' next whole-frame operation (``drop``, ``filter``, ``select``) re-align, i.e. copy,
+    every column; a column with the same chunk boundaries does not."""
+    series = pl.Series(name, values)
+    if not frame.width or frame.height != series.len():
+        return series
+    chunks = frame.get_column(frame.columns[0]).get_chunks()
+    if len(chunks) <= 1:
+        return series
+    parts, start = [], 0
+    for chunk in chunks:
+        parts.append(series.slice(start, chunk.len()))
+        start += chunk.len()
+    return pl.concat(parts, rechunk=False)
+
+
 def _one_segment(df: pl.DataFrame) -> pl.DataFrame | None:
     """`assign_segments` without banners when no record steps back (iterations non-decreasing in
     record order, so no label steps back either): one segment, and ``first_in_segment`` is the first
