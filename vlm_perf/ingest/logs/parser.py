@@ -20,6 +20,7 @@ and no whole-frame copy is made after the loop when it would change nothing.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +41,10 @@ from .schema import (
     concat_records,
     drain_renames,
     empty_frame,
+    extra_name,
+    note_text,
     records_frame,
+    snake_case,
 )
 from .timers import RankTiming, TimingCollector, is_text_log
 from .segments import (
@@ -251,8 +255,120 @@ def _megatron_frame(rows: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(pl.coalesce("_label", "rank_label").alias("rank_label")).drop("_label")
 
 
-def _finish_mega(df: pl.DataFrame) -> pl.DataFrame:
-    if df.height and df.get_column("_unknown_keys").any():
+#: Unknown Megatron keys (MoE / MTP losses, new fields) are extracted batch by batch, so the text of
+#: their lines is not kept to the end of the file (it was: a log with such a key on every line held
+#: its whole text); the keys are named once at the end from the counts over the whole file, as
+#: ``megatron.discover_unknown`` names them. False: the previous whole-file path (the tests'
+#: reference, tests/ingest/logs/test_unknown_keys_early.py).
+EARLY_UNKNOWN = True
+_TMP, _LOST = "\x00unknown\x00", "\x00lost\x00"  # per-key columns until the keys are named
+
+
+class _UnknownKeys:
+    """Per-file state of the batch-by-batch unknown-key extraction (see ``EARLY_UNKNOWN``)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, list[int]] = {}  # key spelling as matched -> [lines, first line]
+        self.samples: dict[str, str] = {}  # key -> its first value text (for the "not a number" note)
+        self.columns: dict[str, None] = {}  # every column the frames had (``discover_unknown``'s ``taken``)
+
+    def take(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """``frame`` (extracted rows of a batch, in order) with the unknown keys of its
+        ``_unknown_keys`` rows as per-key value / lost columns, and without ``text``."""
+        self.columns.update(dict.fromkeys(frame.columns))
+        if "text" not in frame.columns:
+            return frame
+        flag = frame.get_column("_unknown_keys").fill_null(False) if "_unknown_keys" in frame.columns else None
+        if flag is None or not flag.any():
+            return frame.drop("text")
+        unk = frame.filter(flag)
+        found = (unk.select(pl.col("line"), pl.col("text").str.extract_all(megatron._KEY_DISCOVERY_RE).alias("k"))
+                 .explode("k").drop_nulls("k"))
+        for raw, n, first in found.group_by("k").agg(pl.len(), pl.col("line").min()).iter_rows():
+            entry = self.counts.setdefault(raw, [0, first])
+            entry[0] += n
+            entry[1] = min(entry[1], first)
+        keys = {}
+        for raw in found.get_column("k").unique().to_list():
+            key = _key_of(raw)
+            if key:
+                keys[key] = (_TMP + key, 1.0)
+        if not keys:
+            return frame.drop("text")
+        out = megatron.extract(frame.select("text", "line"), "text", keys)
+        text = pl.col("text")
+        cols = []
+        for key, (tmp, _) in keys.items():
+            if tmp not in out.columns:
+                continue
+            value = pl.when(flag).then(out.get_column(tmp))
+            cols.append(value.alias(tmp))
+            cols.append(pl.when(flag).then(text.str.contains(f"| {key}:", literal=True) & value.is_null())
+                        .alias(_LOST + key))
+            if key not in self.samples:
+                sample = unk.get_column("text").str.extract(re.escape(f"| {key}:") + r"\s*([^|]{0,40})", 1).drop_nulls()
+                if len(sample):
+                    self.samples[key] = sample[0]
+        return frame.with_columns(cols).drop("text")
+
+    def name(self, df: pl.DataFrame) -> pl.DataFrame:
+        """The concatenated frames -> the columns ``megatron.discover_unknown`` would have added."""
+        tmp_cols = [c for c in df.columns if c.startswith((_TMP, _LOST))]
+        if not self.counts:
+            return df.drop(tmp_cols)
+        counts = (pl.DataFrame({"k": list(self.counts), "n": [v[0] for v in self.counts.values()],
+                                "first": [v[1] for v in self.counts.values()]},
+                               schema={"k": pl.Utf8, "n": pl.UInt32, "first": pl.Int64})
+                  .with_columns((~pl.col("k").str.contains(r"^\|\s*[A-Za-z0-9 _/().-]+:$")).alias("odd"))
+                  .sort(["n", "odd", "first", "k"], descending=[True, False, False, False]))
+        unknown: dict[str, str] = {}
+        taken = ({c for c in self.columns if not c.startswith((_TMP, _LOST))}
+                 | {name for name, _ in megatron.KNOWN_KEYS.values()} | set(megatron._COALESCE))
+        for raw in counts.get_column("k").to_list():
+            key = _key_of(raw)
+            if not key or key in unknown:
+                continue
+            name = extra_name(snake_case(key), taken)
+            if name in taken:  # one more repeat of an over-used spelling: dropped (and noted)
+                continue
+            taken.add(name)
+            unknown[key] = name
+        if not unknown:
+            return df.drop(tmp_cols)
+        renames, lost = {}, []
+        for key, name in unknown.items():
+            tmp = _TMP + key
+            if tmp not in df.columns:
+                continue
+            if df.get_column(tmp).null_count() == df.height:
+                sample = self.samples.get(key)
+                note_text(f"Megatron field {key!r} is not a number (e.g. {sample.strip()!r}); not kept"
+                          if sample is not None else f"Megatron field {key!r} is not a number; not kept")
+                continue
+            renames[tmp] = name
+            lost.append(pl.col(_LOST + key).fill_null(False))
+        if lost:
+            partial = pl.col(PARTIAL_FLAG)
+            unk = pl.col("_unknown_keys").fill_null(False)
+            df = df.with_columns(pl.when(unk).then(partial | pl.any_horizontal(*lost)).otherwise(partial)
+                                 .alias(PARTIAL_FLAG))
+        return df.drop([c for c in tmp_cols if c not in renames]).rename(renames)
+
+
+def _key_of(raw: str) -> str | None:
+    """A matched ``| key:`` spelling -> the key ``discover_unknown`` would extract, or None (no key,
+    a known key, an iteration)."""
+    m = re.match(megatron._KEY_DISCOVERY_RE, raw)
+    key = m.group(1).strip() if m else None
+    if not key or key in megatron.KNOWN_KEYS or key.startswith("iteration"):
+        return None
+    return key
+
+
+def _finish_mega(df: pl.DataFrame, early: _UnknownKeys | None = None) -> pl.DataFrame:
+    if early is not None:
+        df = early.name(df)
+    elif df.height and df.get_column("_unknown_keys").any():
         unk = megatron.discover_unknown(df.filter(pl.col("_unknown_keys")))
         df = pl.concat([df.filter(~pl.col("_unknown_keys")), unk], how="diagonal_relaxed")
     df = df.drop([c for c in ("text", "_unknown_keys", "_kind") if c in df.columns])
@@ -303,13 +419,16 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
     want_mega = only in (None, "megatron")
     probe: _Probe | None = None
     pending: list[pl.DataFrame] = []  # fast-path rows seen before the probe sample is complete
+    early = _UnknownKeys() if EARLY_UNKNOWN else None
 
     def extract(rows: pl.DataFrame) -> None:
         out = probe.plan(rows.lazy()).collect(**_EXTRACT_OPTS)
         # one chunk per column per batch (the plan leaves columns split differently): misaligned
         # chunks make the first whole-frame operation after the loop copy every record
         out = _finish_fast(out, probe)
-        if out.get_column("text").null_count() < out.height:
+        if early is not None:  # unknown keys extracted now; the text is not kept
+            out = early.take(out)
+        elif out.get_column("text").null_count() < out.height:
             # rows kept for the checked redo hold their text as views into the whole batch's buffers:
             # copy those strings, or one such row per batch keeps every batch's text alive
             out = out.with_columns(pl.concat_str([pl.col("text"), pl.lit("")]).alias("text"))
@@ -362,12 +481,13 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
 
     if router.mega_rows:
         slow = pl.DataFrame(router.mega_rows, schema={"line": pl.Int64, "_sub": pl.Int64, "rank_label": pl.Utf8, "text": pl.Utf8}, orient="row")
-        mega_frames.append(_megatron_frame(slow))
+        slow = _megatron_frame(slow)
+        mega_frames.append(early.take(slow) if early is not None else slow)
     frames: list[pl.DataFrame] = []
     if mega_frames:
         mega = pl.concat(mega_frames, how="diagonal_relaxed") if len(mega_frames) > 1 else mega_frames[0]
         mega_frames.clear()  # the batches' frames are not needed twice (memory: docs/benchmarks.md)
-        mega = check_int_columns(_finish_mega(mega))
+        mega = check_int_columns(_finish_mega(mega, early))
         if mega.get_column("iteration").null_count():  # (a filter copies every column: only when needed)
             router.failed.extend(mega.filter(pl.col("iteration").is_null()).get_column("line").to_list())
             mega = mega.filter(pl.col("iteration").is_not_null())
