@@ -239,6 +239,8 @@ def _child(name: str, data: Path, out: Path, pandas_shards: int) -> dict:
         from vlm_perf.ingest.logs import parse_logs
 
         frame = parse_logs(files).iterations
+    elif name == "log:partials":
+        info.update(_partials_breakdown(files))
     elif what.startswith("dask") and kind == "log":
         from vlm_perf.scale import parse_logs_dask
 
@@ -256,6 +258,33 @@ def _child(name: str, data: Path, out: Path, pandas_shards: int) -> dict:
         client.close()
         cluster.close()
     return info
+
+
+def _partials_breakdown(files: list[str]) -> dict:
+    """Where the Dask log path's extra time goes, in one process: the map (``parse_file_partial``
+    per file, as a worker runs it), pickling the partials as Dask does (protocol 5, out-of-band
+    buffers: what a worker sends), unpickling them (the client) and the one ``finish``; bytes sent
+    per record (in-band + out-of-band)."""
+    import pickle
+
+    from vlm_perf.ingest.logs.partial import finish, merge_partials, parse_file_partial
+
+    t0 = time.perf_counter()
+    parts = [parse_file_partial(f, i) for i, f in enumerate(files)]
+    t1 = time.perf_counter()
+    pickled = []  # as Dask pickles a result: protocol 5, buffers out of band
+    for p in parts:
+        buffers: list = []
+        pickled.append((pickle.dumps(p, protocol=5, buffer_callback=buffers.append), buffers))
+    t2 = time.perf_counter()
+    parts = [pickle.loads(blob, buffers=buffers) for blob, buffers in pickled]
+    t3 = time.perf_counter()
+    finish(merge_partials(parts))
+    t4 = time.perf_counter()
+    records = sum(p.records for p in parts)
+    size = sum(len(blob) + sum(b.raw().nbytes for b in buffers) for blob, buffers in pickled)
+    return {"map_s": t1 - t0, "pickle_s": t2 - t1, "unpickle_s": t3 - t2, "finish_s": t4 - t3,
+            "pickled_mb": size / 1e6, "bytes_per_record": size / max(records, 1)}
 
 
 class _TreeSampler:
@@ -303,8 +332,8 @@ class _TreeSampler:
         self._thread.join()
 
 
-def run_child(name: str, data: Path, size: str, rep: int) -> dict:
-    cap_gib = SIZES[size][4]
+def run_child(name: str, data: Path, size: str, rep: int, capped: bool = True) -> dict:
+    cap_gib = SIZES[size][4] if capped else None
     out = data / f"result-{name.replace(':', '-')}.arrow"
     cmd = [sys.executable, __file__, "--child", name, "--size", size, "--data-dir", str(data), "--out", str(out)]
 
@@ -354,6 +383,7 @@ LABELS = {
     "log:ours": "**`parse_logs(files)`** (single machine)",
     "log:dask1": "`parse_logs_dask`, LocalCluster 1 worker",
     "log:dask2": "`parse_logs_dask`, LocalCluster 2 workers",
+    "log:partials": "map + pickle + unpickle + finish in one process (the Dask path's parts, see below)",
 }
 
 
@@ -370,19 +400,29 @@ def summarize(runs: list[dict]) -> dict:
         out["startup"] = med("startup_s")
     if any("cpu_per_wall" in r for r in ok):
         out["cpu"] = med("cpu_per_wall")
+    for key in ("map_s", "pickle_s", "unpickle_s", "finish_s", "pickled_mb", "bytes_per_record"):
+        if any(key in r for r in ok):
+            out[key] = med(key)
     out["errors"] = sorted({r["failed"] for r in runs if "failed" in r})
     return out
 
 
-def render(size: str, gen: dict, res: dict, same: dict, repeats: int, pandas_rows: int, rows: int, load0: float) -> str:
+def heading(size: str, title: str | None) -> str:
+    return f"### `--size {size}`" + (f": {title}" if title else "")
+
+
+def render(size: str, gen: dict, res: dict, same: dict, repeats: int, pandas_rows: int, rows: int, load0: float,
+           title: str | None = None, capped: bool = True) -> str:
     shards, per_shard, log_its, log_files, cap, _ = SIZES[size]
+    cap = cap if capped else None
     pd_scale = rows / pandas_rows
     lines = [
-        f"### `--size {size}`", "",
+        heading(size, title), "",
         f"Metadata: {shards} per-rank shards, {rows:,} rows, {gen['metadata_bytes'] / 1e6:,.0f} MB JSONL. "
         f"Log: {log_its:,} iterations in {log_files} files, {gen['log_bytes'] / 1e6:,.0f} MB."
         + (f" Metadata measurements ran under `RLIMIT_AS` = {cap} GiB per process, Dask workers included "
-           f"(the input is {gen['metadata_bytes'] / 2**30:.1f} GiB), with `MALLOC_ARENA_MAX=2`." if cap else ""),
+           f"(the input is {gen['metadata_bytes'] / 2**30:.1f} GiB), with `MALLOC_ARENA_MAX=2`." if cap else "")
+        + (" No `RLIMIT_AS` cap in this table (`--no-cap`)." if SIZES[size][4] and not capped else ""),
         f"Medians of {repeats} runs (min-max in brackets); load average {load0:.1f} before, "
         f"{statistics.median(v['load'] for v in res.values() if 'load' in v):.1f} median during the runs. "
         "Peak memory: summed over the measured process and its Dask workers.", "",
@@ -414,12 +454,25 @@ def render(size: str, gen: dict, res: dict, same: dict, repeats: int, pandas_row
             cpu = f"{r['cpu']:.2f}" if "cpu" in r else ""
             lines.append(f"| {label} | {sec:.2f}{span} | {vs_scan} | {vs_ours} | {cpu} | {r['rss']:,.0f} "
                          f"| {r['anon']:,.0f} | {mark} |")
+    for kind, what in (("md", "metadata"), ("log", "logs")):
+        one, two = res.get(f"{kind}:dask1", {}), res.get(f"{kind}:dask2", {})
+        if "seconds" in one and "seconds" in two:
+            pairs = ", ".join(f"{r:.2f}" for r in two.get("pair_ratios", []))
+            lines += ["", f"Dask {what}, 2 workers / 1 worker: **{two['seconds'] / one['seconds']:.2f}x** (medians; "
+                      f"per interleaved repetition: {pairs})."]
+    parts = res.get("log:partials", {})
+    if "map_s" in parts:
+        lines += ["", f"The Dask log path's parts, medians (one process): map (`parse_file_partial` per file) "
+                  f"{parts['map_s']:.2f} s; pickling the partials {parts['pickle_s']:.2f} s "
+                  f"({parts['pickled_mb']:,.0f} MB, {parts['bytes_per_record']:.0f} B per record); unpickling "
+                  f"{parts['unpickle_s']:.2f} s; the one `finish` (concatenate, sort, restart segments) "
+                  f"{parts['finish_s']:.2f} s."]
     lines.append("")
     return "\n".join(lines)
 
 
-def write_docs(size: str, block: str, preamble: str) -> Path:
-    """Replace this size's subsection inside "## Scale" (creating the section if needed)."""
+def write_docs(size: str, block: str, preamble: str, title: str | None = None) -> Path:
+    """Replace this size's (and title's) subsection inside "## Scale" (creating it if needed)."""
     path = ROOT / "docs" / "benchmarks.md"
     text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
     if SECTION + "\n" not in text:
@@ -428,10 +481,10 @@ def write_docs(size: str, block: str, preamble: str) -> Path:
     nxt = text.find("\n## ", start + len(SECTION))
     end = len(text) if nxt < 0 else nxt + 1
     section = text[start:end]
-    head = f"### `--size {size}`"
+    head = heading(size, title) + "\n"  # the whole heading line: "--size huge" is a prefix of its titled variants
     if head in section:
         s = section.index(head)
-        e = section.find("\n### ", s + len(head))
+        e = section.find("\n### ", s + len(head) - 1)
         section = section[:s] + block.rstrip("\n") + "\n" + ("\n" + section[e + 1:] if e >= 0 else "")
     else:
         section = section.rstrip("\n") + "\n\n" + block.rstrip("\n") + "\n"
@@ -454,6 +507,10 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--only", default=None, help="comma-separated measurement names (default: all)")
     ap.add_argument("--write-docs", action="store_true")
+    ap.add_argument("--no-cap", action="store_true", help="no RLIMIT_AS cap for --size huge (memory is still "
+                                                           "measured; the cap only proves that the input is streamed)")
+    ap.add_argument("--title", default=None, help="subsection title after the size (its own table in the docs, "
+                                                   "e.g. for an --only subset)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
@@ -477,19 +534,25 @@ def main() -> None:
         for name in names:
             if name == "md:pandas" and rep > 0:
                 continue  # slow and only a reference: once
-            info = run_child(name, data, args.size, rep)
+            info = run_child(name, data, args.size, rep, capped=not args.no_cap)
             runs[name].append(info)
             print(f"{name} #{rep}: {info}", file=sys.stderr)
     res = {n: summarize(r) for n, r in runs.items()}
+    for kind in ("md", "log"):  # 2 vs 1 workers, repetition by repetition (they ran back to back)
+        one, two = runs.get(f"{kind}:dask1", []), runs.get(f"{kind}:dask2", [])
+        if one and two and "seconds" in res[f"{kind}:dask2"]:
+            res[f"{kind}:dask2"]["pair_ratios"] = [b["seconds"] / a["seconds"] for a, b in zip(one, two)
+                                                   if "seconds" in a and "seconds" in b]
     same = {n: identical(data, n, "md:ours") for n in names if n.startswith("md:dask")}
     same.update({n: identical(data, n, "log:ours") for n in names if n.startswith("log:dask")})
     shards, per_shard, *_ = SIZES[args.size]
-    block = render(args.size, gen, res, same, args.repeats, SIZES[args.size][5] * per_shard, shards * per_shard, load0)
+    block = render(args.size, gen, res, same, args.repeats, SIZES[args.size][5] * per_shard, shards * per_shard, load0,
+                   args.title, capped=not args.no_cap)
     print(block)
     print(json.dumps({"size": args.size, "summary": res, "identical": same,
                       "python": platform.python_version(), "cpus": os.cpu_count()}), file=sys.stderr)
     if args.write_docs:
-        print(f"wrote {write_docs(args.size, block, PREAMBLE)}", file=sys.stderr)
+        print(f"wrote {write_docs(args.size, block, PREAMBLE, args.title)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

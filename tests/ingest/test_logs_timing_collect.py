@@ -117,3 +117,15 @@ def test_fuzz_collector_equals_the_whole_frame_extraction(files):
         for a, b in zip([0, *cuts], [*cuts, len(lines)]):
             collector.feed(frame.slice(a, b - a))
     assert_same(collector.result(), extract_rank_timing(pl.concat(frames)))
+
+
+def test_per_file_partials_carry_the_timing_through_pickling_and_merge():
+    import pickle
+
+    from vlm_perf.ingest.logs.partial import combine_partials, merge_partials, parse_file_partial
+
+    paths = [TIMERS / "megatron_timers.log", TIMERS / "rank_prefixed.log"]
+    parts = [pickle.loads(pickle.dumps(parse_file_partial(p, i), protocol=5)) for i, p in enumerate(paths)]
+    want = extract_rank_timing(all_lines(paths))
+    assert_same(combine_partials(parts).rank_timing, want)
+    assert_same(combine_partials([merge_partials(parts[:1]), merge_partials(parts[1:])]).rank_timing, want)

@@ -187,3 +187,68 @@ def test_jsonl_and_parquet_together_are_refused(tmp_path):
         MetadataSource(tmp_path / "m").read()
     assert MetadataSource(tmp_path / "m" / "metadata.parquet").read().per_iteration.equals(
         MetadataSource(jsonl).read().per_iteration)
+
+
+def _mixed_rows() -> list:
+    """Valid rows over 3 iterations x 2 ranks, with a float, a string, a too-long line, a blank
+    line and an invalid grid scattered through (lines 41, 95, 130, 170, 201)."""
+    rows: list = []
+    for i in range(240):
+        rows.append({"iteration": 1 + i // 80, "microbatch": i % 40, "dp_rank": (i // 40) % 2,
+                     "seq_lens": [3 + i % 7, 11], "image_grid_thw": [[1, 2 * (1 + i % 3), 4]] if i % 2 else None})
+    rows[40] = '{"iteration": 1.5, "seq_lens": [4]}'
+    rows[94] = '{"iteration": "2", "seq_lens": [4]}'
+    rows[129] = '{"iteration": 2, "seq_lens": [' + ",".join(["1"] * 600) + "]}"
+    rows[169] = ""
+    rows[200] = {"iteration": 3, "seq_lens": [4], "image_grid_thw": [[1, 3, 4]]}
+    return rows
+
+
+@pytest.mark.parametrize("chunk", [1 << 9, 1 << 11, 1 << 25])
+def test_prefetch_changes_nothing(tmp_path, chunk):
+    """Parsing the next chunk in a worker thread gives the same outputs, diagnostics and first
+    error as the sequential pass, whatever the chunking."""
+    f = write_jsonl(tmp_path / "m.jsonl", _mixed_rows())
+    cols = {"lm": lambda s: s["lm_tokens"].cast(pl.Float64) * 2.0}
+    out = []
+    for prefetch in (False, True):
+        src = MetadataSource(f, skip_bad=True, per_rank=True, row_columns=cols, chunk_bytes=chunk,
+                             max_line_bytes=1000, prefetch=prefetch).read()
+        out.append((src.per_iteration, src.per_rank, src.row_values["lm"], src.diagnostics.to_dict()))
+    (it0, rk0, v0, d0), (it1, rk1, v1, d1) = out
+    assert it0.equals(it1) and rk0.equals(rk1) and v0.equals(v1)
+    assert d0 == d1
+    assert [b.split(": ")[0] for b in d1["bad_lines"]] == [f"{f}:{n}" for n in (41, 95, 130, 201)]
+    errors = []
+    for prefetch in (False, True):
+        with pytest.raises(Exception) as info:
+            MetadataSource(f, chunk_bytes=chunk, max_line_bytes=1000, prefetch=prefetch).read()
+        errors.append(str(info.value))
+    assert errors[0] == errors[1] and f"{f}:41" in errors[0]
+
+
+@pytest.mark.parametrize("chunk", [1 << 9, 1 << 25])
+def test_prefetch_across_shards_changes_nothing(tmp_path, chunk):
+    """The pipeline spans shards (the next shard's first chunk is parsed while the previous one's
+    last is aggregated): outputs, diagnostics, progress calls and the first error are unchanged."""
+    rows = _mixed_rows()
+    shards = [write_jsonl(tmp_path / "s0.jsonl", rows[:70]), write_jsonl(tmp_path / "s1.jsonl", rows[70:150])]
+    with gzip.open(tmp_path / "s2.jsonl.gz", "wt") as fh:
+        fh.write("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows[150:]))
+    shards.append(tmp_path / "s2.jsonl.gz")
+    out = []
+    for prefetch in (False, True):
+        calls: list = []
+        src = MetadataSource(shards, skip_bad=True, per_rank=True, chunk_bytes=chunk, max_line_bytes=1000,
+                             prefetch=prefetch, progress=lambda done, total: calls.append((done, total))).read()
+        out.append((src.per_iteration, src.per_rank, src.diagnostics.to_dict(), calls))
+    assert out[0][0].equals(out[1][0]) and out[0][1].equals(out[1][1])
+    assert out[0][2] == out[1][2] and out[0][3] == out[1][3]
+    assert [b.split(": ")[0] for b in out[1][2]["bad_lines"]] == [
+        f"{shards[0]}:41", f"{shards[1]}:25", f"{shards[1]}:60", f"{shards[2]}:51"]
+    errors = []
+    for prefetch in (False, True):
+        with pytest.raises(Exception) as info:
+            MetadataSource(shards[1:], chunk_bytes=chunk, max_line_bytes=1000, prefetch=prefetch).read()
+        errors.append(str(info.value))
+    assert errors[0] == errors[1] and f"{shards[1]}:25" in errors[0]

@@ -251,3 +251,76 @@ def test_per_rank_bit_identical(tmp_path, client, fpp, split_every):
     assert got.per_rank.equals(ref.per_rank) and got.per_rank.schema == ref.per_rank.schema
     assert got.frame.equals(ref.per_iteration)
     assert aggregate_metadata_dask(d, client=client, files_per_partition=fpp).per_rank is None
+
+
+# ---------------------------------------------- logs: the same map + combine as parse_logs
+def _same_parse(got, ref) -> None:
+    assert got.raw.equals(ref.raw) and got.raw.schema == ref.raw.schema
+    assert got.deduplicated.equals(ref.deduplicated) and got.iterations.equals(ref.iterations)
+    assert got.diagnostics.to_dict() == ref.diagnostics.to_dict()  # notes, capped lists included
+    assert got.run_config == ref.run_config
+
+
+@pytest.mark.parametrize("order", ["as given", "reversed"])
+@pytest.mark.parametrize("split_every", [None, 2, 3])
+def test_logs_mixed_run_bit_identical(tmp_path, client, order, split_every):
+    """Restarts (banners at a file's top, middle and end; step-backs across files), replays,
+    a hard-wrapped record, six formats, failed / partial / undecodable lines, a record-less file."""
+    from mixed_logs import write_run
+
+    files = write_run(tmp_path / "run")
+    if order == "reversed":
+        files = files[::-1]
+    ref = parse_logs(files)
+    got = parse_logs_dask(files, client=client, split_every=split_every)
+    _same_parse(got, ref)
+    assert ref.diagnostics.segments >= 8 and ref.diagnostics.failed_count and ref.diagnostics.partial_count
+
+
+def test_logs_capped_locations_identical(tmp_path, client, monkeypatch):
+    """With the location lists capped at 1 entry the first failed / partial line and the first
+    note in file order survive on both paths (the workers run in this process: threads)."""
+    from mixed_logs import write_run
+
+    from vlm_perf.ingest.logs import diagnostics
+
+    monkeypatch.setattr(diagnostics, "MAX_LOCATIONS", 1)
+    files = write_run(tmp_path / "run")
+    ref = parse_logs(files)
+    assert len(ref.diagnostics.notes) == 1 and ref.diagnostics.failed_count == 2
+    for split_every in (None, 2):
+        _same_parse(parse_logs_dask(files, client=client, split_every=split_every), ref)
+
+
+def test_logs_error_is_the_first_in_file_order(tmp_path, client):
+    """Errors found by the map (a missing file, a truncated .gz) travel as data: the one raised is
+    the first in file order, as the sequential parse raises it, whichever task failed first."""
+    from mixed_logs import mline, write_run
+
+    files = write_run(tmp_path / "run")
+    data = gzip.compress(("\n".join(mline(i, 1.0) for i in range(1, 4000)) + "\n").encode())
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(data[: len(data) // 2])  # a truncated download
+    missing = tmp_path / "missing.log"
+    for bad in ([files[0], missing, *files[1:], cut], [*files[:3], cut, missing]):
+        with pytest.raises(ValueError) as ref_err:
+            parse_logs(bad)
+        for split_every in (None, 2):
+            with pytest.raises(ValueError) as err:
+                parse_logs_dask(bad, client=client, split_every=split_every)
+            assert str(err.value) == str(ref_err.value)
+            assert str(bad[1] if bad[1] == missing else cut) in str(err.value)
+    no_events = tmp_path / "tb"  # a directory without logs: raised before any task, as parse_logs
+    no_events.mkdir()
+    with pytest.raises(ValueError, match="no training log found"):
+        parse_logs_dask([files[0], no_events], client=client)
+    with pytest.raises(ValueError, match="unknown format 'bogus'"):
+        parse_logs_dask(files, format="bogus", client=client)
+
+
+def test_logs_format_filter_identical(tmp_path, client):
+    from mixed_logs import write_run
+
+    files = write_run(tmp_path / "run")
+    for fmt in ("megatron", "hf", "nemo2"):
+        _same_parse(parse_logs_dask(files, format=fmt, client=client), parse_logs(files, format=fmt))

@@ -10,6 +10,7 @@ stderr. Without ``--out`` a short summary table is printed to stdout.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -92,6 +93,23 @@ def _summary(result) -> str:
         return str(agg)
 
 
+def _progress_callback(stack: contextlib.ExitStack):
+    """``progress(done_bytes, total_bytes)`` for ``parse_logs``: on its first call (the total of
+    the expanded files) it opens a rich bar on stderr if stderr is a terminal and the input is
+    large (``_progress.want_progress``, as ``report`` and ``metadata`` decide), else stays quiet."""
+    from . import _progress
+
+    update: list = []
+
+    def progress(done: int, total: int) -> None:
+        if not update:
+            enabled = _progress.want_progress(sys.stderr, total, _progress.LARGE_INPUT_BYTES)
+            update.append(stack.enter_context(_progress.byte_progress("parsing logs", total, enabled)))
+        update[0](done, total)
+
+    return progress
+
+
 def register(app: typer.Typer) -> None:
     @app.command("parse")
     def parse(
@@ -107,7 +125,8 @@ def register(app: typer.Typer) -> None:
         from ..ingest.logs import parse_logs
 
         check_out_suffix(out)
-        result = parse_logs(list(logs), format=format)
+        with contextlib.ExitStack() as stack:
+            result = parse_logs(list(logs), format=format, progress=_progress_callback(stack))
         print(_diagnostics_text(result.diagnostics), file=sys.stderr)
         if out is not None:
             table = result.raw if raw else result.iterations

@@ -23,6 +23,10 @@ an out-of-range integer in a schema field make it fail). A chunk that fails is s
 and only failing pieces go through the precise per-line path (`metadata_io.parse_line`), which
 names ``file:line`` and the field. Integer statistics are exact Int64 sums; chunk partials are
 merged by summation, so chunking (and the Dask partitioning) cannot change a result.
+The engine parses chunk k+1 in a worker thread while chunk k is aggregated (``prefetch``; both
+engines and polars release the GIL, so parse and aggregation share the cores); the grid statistics
+of well-formed grid columns come from their flat t/h/w arrays (`metadata_schema.grid_columns_flat`),
+the same integers as the ``list.eval`` expressions that handle every other case.
 
 Rows a resumed job recorded twice (the same (iteration, microbatch, dp_rank)) are detected from
 per-iteration key spans in the same pass; only when some are found are the shards read a second
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import io
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Union
@@ -187,16 +192,18 @@ def _iter_chunks(path: Path, display: str, chunk_bytes: int, max_line: int,
                 block = block[cut + 1:]
                 skipping = False
                 line += 1
-            buf = rest + block if rest else block
-            cut = buf.rfind(b"\n") + 1
+            cut = block.rfind(b"\n") + 1  # ``rest`` never holds a line end
             if cut == 0:  # no line end in the buffer
+                buf = rest + block
                 if len(buf) > max_line:
                     on_long(line)
                     skipping, rest = True, b""
                 else:
                     rest = buf
                 continue
-            whole, rest = buf[:cut], buf[cut:]
+            # one copy: the carried-over start of a line + this block up to its last line end
+            whole = b"".join((rest, memoryview(block)[:cut])) if rest or cut < len(block) else block
+            rest = block[cut:]
             if len(rest) > max_line:
                 on_long(line + whole.count(b"\n"))
                 skipping, rest = True, b""
@@ -385,6 +392,8 @@ class MetadataSource:
     ``progress(done_bytes, total_bytes)``: called after every chunk (input bytes on disk).
     ``raw_sink(frame)``: receives the schema v1 columns of every batch of valid rows, in file
     order (before replay deduplication), e.g. to convert the metadata to Parquet in the same pass.
+    ``prefetch``: parse the next chunk in a worker thread while the current one is aggregated
+    (outputs, errors and their order are the same either way; it costs one chunk's memory).
 
     The pass runs on first access to an output (or `read()`); outputs are then plain frames.
     """
@@ -394,7 +403,7 @@ class MetadataSource:
                  row_columns: Mapping[str, RowColumn] | None = None, engine: str = DEFAULT_ENGINE,
                  chunk_bytes: int = CHUNK_BYTES, max_line_bytes: int = MAX_LINE_BYTES,
                  progress: Callable[[int, int], None] | None = None,
-                 raw_sink: Callable[[pl.DataFrame], None] | None = None) -> None:
+                 raw_sink: Callable[[pl.DataFrame], None] | None = None, prefetch: bool = True) -> None:
         if engine not in ENGINES:
             raise ValueError(f"unknown metadata engine {engine!r}; known: {', '.join(sorted(ENGINES))}")
         self.files = expand_paths(paths)
@@ -409,11 +418,13 @@ class MetadataSource:
         self.max_line_bytes = int(max_line_bytes)
         self.progress = progress
         self.raw_sink = raw_sink
+        self.prefetch = bool(prefetch)
         self.merge_size, self.window_side = geometry(spec)
         self.cls_per_frame = cls_per_frame(spec)
         self._exprs = row_exprs(self.merge_size, self.window_side, self.cls_per_frame)
         self._media = MediaConverter(spec)
         self._done = False
+        self._total = 0
         self._per_iteration: pl.DataFrame | None = None
         self._per_rank: pl.DataFrame | None = None
         self._per_microbatch: pl.DataFrame | None = None
@@ -463,27 +474,68 @@ class MetadataSource:
         keys = ["iteration", "dp_rank"] if self.want_per_rank else ["iteration"]
         state = _PassState(keys)
         unknown: dict[str, int] = {}
-        total = sum(p.stat().st_size for p in self.files)
-        done_before = 0
-        for index, (path, display) in enumerate(zip(self.files, self.displays)):
-            for frame, lines in self._frames(index, path, display, state, sample=unknown if index < 4 else None,
-                                             done_before=done_before, total=total):
-                self._consume(index, display, frame, lines, state)
-            if state.pending_error:
-                self._raise_first(state)
-            done_before += path.stat().st_size
-            if self.progress is not None:
-                self.progress(done_before, total)
+        total = self._total = sum(p.stat().st_size for p in self.files)
+        # One pipeline over all shards: the engine parses the next chunk (possibly the next
+        # shard's first) in a worker thread while this one is aggregated; reading, callbacks and
+        # aggregation stay on this thread, in file order. At most two chunks are held at once.
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vlm-perf-parse") if self.prefetch else None
+        pending: tuple[tuple, Future | None] | None = None
+        try:
+            for item in self._stream(state, unknown, total):
+                ahead = pool.submit(self.engine.parse, item[3].data) if pool is not None and item[0] == "chunk" else None
+                if pending is not None:
+                    self._handle(*pending, state)
+                pending = (item, ahead)
+            if pending is not None:
+                self._handle(*pending, state)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
         self._finish(state, unknown)
         self._done = True
         return self
 
+    def _stream(self, state: "_PassState", unknown: dict[str, int], total: int) -> Iterator[tuple]:
+        """Every shard in order as items: ``("chunk", index, display, _Chunk)`` for JSON lines,
+        ``("parquet", index, display, path)``, then ``("end", index, display, bytes read so far)``."""
+        done_before = 0
+        for index, (path, display) in enumerate(zip(self.files, self.displays)):
+            if is_parquet(path):
+                yield "parquet", index, display, path
+            else:
+                for chunk in self._chunks(index, path, display, state, unknown if index < 4 else None,
+                                          done_before, total):
+                    yield "chunk", index, display, chunk
+            done_before += path.stat().st_size
+            yield "end", index, display, done_before
+
+    def _handle(self, item: tuple, parsed: "Future | None", state: "_PassState") -> None:
+        kind, index, display, payload = item
+        if kind == "chunk":
+            for frame, lines in self._parse_chunk(index, display, payload, parsed, state):
+                self._consume(index, display, frame, lines, state)
+        elif kind == "parquet":
+            for frame, lines in _parquet_frames(payload, display):
+                self._consume(index, display, frame, lines, state)
+        else:  # "end" of shard ``index``: its first bad line is known now
+            if state.pending_error:
+                self._raise_first(state)
+            if self.progress is not None:
+                self.progress(payload, self._total)
+
     def _frames(self, index: int, path: Path, display: str, state: "_PassState", sample: dict[str, int] | None,
                 done_before: int, total: int) -> Iterator[tuple[pl.DataFrame, Callable[[], list[int]] | None]]:
-        """(frame with SCHEMA, lazily computed line number per row) for every batch of ``path``."""
+        """(frame with SCHEMA, lazily computed line number per row) for every batch of ``path``
+        (sequentially; the main pass pipelines `_stream` instead)."""
         if is_parquet(path):
             yield from _parquet_frames(path, display)
             return
+        for chunk in self._chunks(index, path, display, state, sample, done_before, total):
+            yield from self._parse_chunk(index, display, chunk, None, state)
+
+    def _chunks(self, index: int, path: Path, display: str, state: "_PassState", sample: dict[str, int] | None,
+                done_before: int, total: int) -> Iterator[_Chunk]:
+        """The chunks of one JSON-lines shard; over-long lines reported, the first lines' keys sampled."""
         left = [SAMPLE_LINES] if sample is not None else [0]
         plain = compression_of(path) is None
         read = [0]
@@ -500,12 +552,12 @@ class MetadataSource:
         for chunk in _iter_chunks(path, display, self.chunk_bytes, self.max_line_bytes, on_long, on_bytes):
             if left[0] > 0 and sample is not None:
                 _sample_keys(chunk.data, left, sample)
-            yield from self._parse_chunk(index, display, chunk, state)
+            yield chunk
 
-    def _parse_chunk(self, index: int, display: str, chunk: _Chunk,
+    def _parse_chunk(self, index: int, display: str, chunk: _Chunk, parsed: "Future | None",
                      state: "_PassState") -> Iterator[tuple[pl.DataFrame, Callable[[], list[int]] | None]]:
         try:
-            frame = self.engine.parse(chunk.data)
+            frame = parsed.result() if parsed is not None else self.engine.parse(chunk.data)
         except Exception:  # noqa: BLE001 - any engine error: locate it precisely below
             pass
         else:
@@ -574,7 +626,7 @@ class MetadataSource:
         cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
         raw = frame  # as read (v2 sizes, no derived grids): what raw_sink receives
         frame, media_code = self._convert_media(frame, count=True)
-        rows = ex.apply(frame.lazy()).select(cols).collect()
+        rows = ex.apply_frame(frame).select(cols).collect()
         if media_code is not None:  # the v1 rules first, then the v2 media ones
             rows = rows.with_columns(pl.when(pl.col(_CODE) != 0).then(pl.col(_CODE)).otherwise(media_code).alias(_CODE))
         self._diag.rows_read += rows.height
@@ -677,7 +729,7 @@ class MetadataSource:
                 frame = frame.filter(pl.col("iteration").is_in(wanted))
                 if frame.height:
                     frame, media_code = self._convert_media(frame)
-                    rows = ex.apply(frame.lazy()).select(cols).collect()
+                    rows = ex.apply_frame(frame).select(cols).collect()
                     if media_code is not None:
                         rows = rows.with_columns(pl.when(pl.col(_CODE) != 0).then(pl.col(_CODE))
                                                  .otherwise(media_code).alias(_CODE))
@@ -764,9 +816,11 @@ def _empty_partial(keys: list[str]) -> pl.DataFrame:
 def _sample_keys(data: bytes, left: list[int], seen: dict[str, int]) -> None:
     """Count top-level keys outside schema v1 in the first lines of a shard (free-form extras are
     allowed, but a misspelled key such as ``image_grids`` would otherwise drop data silently)."""
-    for raw in data.split(b"\n"):
-        if left[0] <= 0:
-            return
+    start = 0
+    while start < len(data) and left[0] > 0:
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        raw, start = data[start:end], end + 1
         if not raw.strip(b" \t\r\n"):
             continue
         left[0] -= 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Mapping
 
+from ...errors import ConfigError, UnsupportedModelError
 from ..blocks import (DecoderAttention, DenseMLP, FinalNorm, LMHead, LMLayerNorms, MLAttention, MoEMLP,
                       MTPModules, TokenEmbedding)
 from ..fields import Fields, text_section
@@ -24,6 +25,22 @@ from . import Family, register_family
 
 # transformers' class default for tie_word_embeddings when a config omits it (False for every family here)
 TIE_DEFAULT = False
+
+
+def vision_and_text_sections(config: Mapping[str, Any], source: str, model_type: str, default_text_type: str,
+                             lm_families: tuple[str, ...]) -> tuple[dict, dict, str]:
+    """The ``vision_config`` and ``text_config`` sections of a two-tower checkpoint config and the
+    text model's type (``default_text_type`` when absent); an error names the missing section or
+    the unsupported language model."""
+    vc, tc = config.get("vision_config"), config.get("text_config")
+    if not isinstance(vc, dict) or not isinstance(tc, dict):
+        missing = "vision_config" if not isinstance(vc, dict) else "text_config"
+        raise ConfigError(f"{source}: config lacks required field {missing} for model_type {model_type}")
+    text_type = tc.get("model_type", default_text_type)
+    if text_type not in lm_families:
+        raise UnsupportedModelError(f"{source}: {model_type} with text_config.model_type {text_type!r} is not "
+                                    f"modelled; supported LMs: {', '.join(lm_families)}")
+    return vc, tc, text_type
 
 
 def read_lm(f: Fields, family: str, tie_default: bool = TIE_DEFAULT) -> LMSpec:

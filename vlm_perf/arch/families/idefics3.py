@@ -28,7 +28,7 @@ from ..fields import Fields
 from ..parts import MERGER, VISION_TOWER
 from ..spec import ModelSpec, VisionSpec
 from . import Family, register_family
-from .decoder import lm_blocks, read_lm
+from .decoder import lm_blocks, read_lm, vision_and_text_sections
 from .media import DerivedMedia, MediaRule, positive
 
 LM_FAMILIES = ("llama",)
@@ -39,15 +39,7 @@ MAX_IMAGE_SIZE = 4096  # idefics3 image processors' absolute bound on the resize
 def _build(model_type: str):
     def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         top = Fields(config, "", source)
-        vc, tc = config.get("vision_config"), config.get("text_config")
-        if not isinstance(vc, dict) or not isinstance(tc, dict):
-            raise ConfigError(f"{source}: config lacks required field "
-                              f"{'vision_config' if not isinstance(vc, dict) else 'text_config'} "
-                              f"for model_type {model_type}")
-        text_type = tc.get("model_type", "llama")
-        if text_type not in LM_FAMILIES:
-            raise UnsupportedModelError(f"{source}: {model_type} with text_config.model_type {text_type!r} is not "
-                                        f"modelled; supported LMs: {', '.join(LM_FAMILIES)}")
+        vc, tc, text_type = vision_and_text_sections(config, source, model_type, "llama", LM_FAMILIES)
         text = dict(tc)
         text["tie_word_embeddings"] = bool(config.get("tie_word_embeddings", tc.get("tie_word_embeddings", False)))
         lm = read_lm(Fields(text, "text_config", source), text_type)

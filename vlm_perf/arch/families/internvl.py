@@ -27,7 +27,7 @@ from ..fields import Fields
 from ..parts import MERGER, VISION_TOWER
 from ..spec import ModelSpec, VisionSpec
 from . import Family, register_family
-from .decoder import lm_blocks, read_lm
+from .decoder import lm_blocks, read_lm, vision_and_text_sections
 from .media import DerivedMedia, MediaRule, positive
 
 LM_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama")  # text_config.model_type values read here
@@ -36,14 +36,7 @@ LM_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama")  # text_config.model_type
 
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     top = Fields(config, "", source)
-    vc, tc = config.get("vision_config"), config.get("text_config")
-    if not isinstance(vc, dict) or not isinstance(tc, dict):
-        raise ConfigError(f"{source}: config lacks required field "
-                          f"{'vision_config' if not isinstance(vc, dict) else 'text_config'} for model_type internvl")
-    text_type = tc.get("model_type", "qwen2")
-    if text_type not in LM_FAMILIES:
-        raise UnsupportedModelError(f"{source}: internvl with text_config.model_type {text_type!r} is not modelled; "
-                                    f"supported LMs: {', '.join(LM_FAMILIES)}")
+    vc, tc, text_type = vision_and_text_sections(config, source, "internvl", "qwen2", LM_FAMILIES)
     text = dict(tc)
     if "tie_word_embeddings" in config:
         text["tie_word_embeddings"] = config["tie_word_embeddings"]

@@ -31,7 +31,7 @@ from ..fields import Fields
 from ..parts import MERGER, VISION_TOWER
 from ..spec import ModelSpec, VisionSpec
 from . import Family, register_family
-from .decoder import lm_blocks, read_lm
+from .decoder import lm_blocks, read_lm, vision_and_text_sections
 from .media import DerivedMedia, MediaRule, positive
 
 LM_FAMILIES = ("mistral", "llama")
@@ -43,14 +43,7 @@ REFERENCE_LONGEST_EDGE = 1540
 
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     top = Fields(config, "", source)
-    vc, tc = config.get("vision_config"), config.get("text_config")
-    if not isinstance(vc, dict) or not isinstance(tc, dict):
-        raise ConfigError(f"{source}: config lacks required field "
-                          f"{'vision_config' if not isinstance(vc, dict) else 'text_config'} for model_type mistral3")
-    text_type = tc.get("model_type", "mistral")
-    if text_type not in LM_FAMILIES:
-        raise UnsupportedModelError(f"{source}: mistral3 with text_config.model_type {text_type!r} is not modelled; "
-                                    f"supported LMs: {', '.join(LM_FAMILIES)}")
+    vc, tc, text_type = vision_and_text_sections(config, source, "mistral3", "mistral", LM_FAMILIES)
     if vc.get("model_type", "pixtral") != "pixtral":
         raise UnsupportedModelError(f"{source}: mistral3 with vision_config.model_type {vc.get('model_type')!r} is "
                                     "not modelled (pixtral only)")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import polars as pl
@@ -31,11 +32,10 @@ from ...errors import InputError
 from . import megatron
 from .diagnostics import Diagnostics
 from .discover import LOG_SUBDIRS, expand_dir
-from .formats import candidate_regex, file_formats, names
+from .formats import candidate_regex, file_formats
 from .reader import MAX_LINE_BYTES, line_frames
 from .router import MAX_PIECES, REASON_RULES, Router
 from .schema import (
-    CORE_COLUMNS,
     PARTIAL_FLAG,
     check_int_columns,
     concat_records,
@@ -46,15 +46,13 @@ from .schema import (
     records_frame,
     snake_case,
 )
-from .timers import RankTiming, TimingCollector, is_text_log
+from .timers import RankTiming, TimingCollector
 from .segments import (
     FILE_SCALE,
     ORD,
     SUB_SCALE,
-    assign_segments,
     dedup_view,
     last_write_wins,
-    strictly_increasing,
 )
 
 #: Rows per streaming batch handed back to Python (slow path / ignored lines only).
@@ -587,7 +585,8 @@ def _file_format(path: Path, only: str | None):
 
 # ---- public entry point ---------------------------------------------------------------------------
 
-def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto", *, empty_ok: bool = False) -> ParseResult:
+def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto", *, empty_ok: bool = False,
+               progress: Callable[[int, int], None] | None = None) -> ParseResult:
     """Parse training logs into one iteration table.
 
     ``paths``: log files (plain, .gz, .zst), ``trainer_state.json``, JSONL sidecars, or TensorBoard
@@ -595,73 +594,28 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto", *, em
     of other formats are counted as ignored ``other_format``).
     Raises ``InputError`` (a ValueError) for a missing file, or when no file holds a recognisable
     record. Among several files, one without records (an NCCL or launcher log) is skipped with a
-    note. ``empty_ok``: return an empty result (with that note) instead of raising, as the
-    per-file map step of a map/combine does (``scale.dask_backend``).
+    note. ``empty_ok``: return an empty result (with that note) instead of raising.
+    ``progress``: called as ``progress(done_bytes, total_bytes)`` before the first file and after
+    each file (bytes on disk of the files parsed so far).
+
+    This is a map over files and one combine (``partial.py``): ``combine_partials(
+    parse_file_partial(f, i, format) for i, f in enumerate(files))``; the Dask path
+    (``scale.parse_logs_dask``) runs the same map on workers and the same combine.
     """
+    from .partial import check_format, combine_partials, file_bytes, parse_file_partial
+
     if isinstance(paths, (str, Path)):
         paths = [paths]
     paths = _expand(paths)
-    several = len(paths) > 1 or empty_ok
-    known = names()
-    if format != "auto" and format not in known:
-        raise InputError(f"unknown format {format!r}; expected 'auto' or one of: {', '.join(known)}")
-    only = None if format == "auto" else format
-    diag = Diagnostics()
-    timing = TimingCollector()
-    frames: list[pl.DataFrame] = []
-    banners: list[int] = []
-    run_config: dict = {}
-    for file_idx, p in enumerate(paths):
-        path = Path(p)
-        if not path.exists():
-            raise InputError(f"log file not found: {path}")
-        diag.files.append(str(path))
-        before = diag.records
-        before_lines = diag.lines_read
-        reader = _file_format(path, only)
-        text_log = is_text_log(path)
-        if text_log:
-            timing.start_file(path)
-        if reader is not None:
-            df = _take_partial(reader.read(path, file_idx, diag), path, diag)
-            if text_log:  # a structured file that is not JSON (a W&B CSV export): its timing lines too
-                _feed_file(timing, path)
-        elif path.is_dir():
-            raise InputError(f"{path} is a directory without TensorBoard event files")
-        else:
-            df, file_banners, cfg = _parse_text(path, file_idx, only, diag, timing if text_log else None)
-            if df.height:  # a skipped (record-less) file contributes counts only
-                banners.extend(file_banners)
-                for k, v in cfg.items():
-                    run_config.setdefault(k, v)
-        diag.records = before + df.height
-        if df.height == 0:
-            tried = ", ".join(known) if only is None else only
-            if not several:
-                raise InputError(f"{path}: no recognisable training-log record (formats tried: {tried})")
-            # one of several files (e.g. an NCCL or launcher log in a run directory): skipped, said
-            diag.note(f"{path}: skipped, no training-log record ({diag_lines(diag, before_lines)} lines read)")
-            diag.records = before
-            continue
-        frames.append(df)
-    if not frames and empty_ok:
-        raw = empty_frame().with_columns(pl.lit(False).alias("first_in_segment"))
-        return ParseResult(raw=raw, diagnostics=diag, run_config=run_config, _timing=timing)
-    if not frames:
-        tried = ", ".join(known) if only is None else only
-        raise InputError(f"none of {len(paths)} log files holds a recognisable training-log record "
-                         f"(formats tried: {tried}); first: {paths[0]}")
-    raw = concat_records(frames) if len(frames) > 1 else frames[0]
-    raw = raw.select([*CORE_COLUMNS, *sorted(c for c in raw.columns if c not in CORE_COLUMNS)])
-    raw = _sort_ord(raw)
-    raw = assign_segments(raw, banners)
-    diag.segments = int(raw.get_column("segment").max() or 0) + 1 if raw.height else 0
-    keyed = raw.filter(pl.col("iteration").is_not_null()) if raw.get_column("iteration").null_count() else raw
-    if strictly_increasing(keyed.get_column("iteration")):
-        diag.duplicates = 0  # all (segment, iteration, framework) distinct: skip the hashing
-    else:
-        diag.duplicates = keyed.height - keyed.select(pl.struct("segment", "iteration", "framework").n_unique()).item()
-    raw = raw.drop([c for c in (ORD, "_sub") if c in raw.columns])
-    extras = sorted(c for c in raw.columns if c not in CORE_COLUMNS)
-    raw = raw.select([*CORE_COLUMNS, *extras])
-    return ParseResult(raw=raw, diagnostics=diag, run_config=run_config, _timing=timing)
+    check_format(format)
+    total = sum(file_bytes(p) for p in paths) if progress is not None else 0
+    done = 0
+    if progress is not None:
+        progress(0, total)
+    parts = []
+    for file_idx, path in enumerate(paths):  # sequential: the first bad file raises before the next is read
+        parts.append(parse_file_partial(path, file_idx, format))
+        if progress is not None:
+            done += file_bytes(path)
+            progress(done, total)
+    return combine_partials(parts, empty_ok=empty_ok)

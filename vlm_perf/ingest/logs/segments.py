@@ -76,8 +76,9 @@ def assign_segments(df: pl.DataFrame, banner_ords: list[int]) -> pl.DataFrame:
     return out.with_columns(first.alias("first_in_segment"))
 
 
-def aligned_like(frame: pl.DataFrame, values: np.ndarray, name: str) -> pl.Series:
-    """``values`` (one per row of ``frame``) as a Series chunked like ``frame``'s first column.
+def aligned_like(frame: pl.DataFrame, values: np.ndarray, name: str, like: str = "line") -> pl.Series:
+    """``values`` (one per row of ``frame``) as a Series chunked like ``frame``'s column ``like``
+    (its first column when it has none; a literal column has one chunk, so ``line`` by default).
 
     A one-chunk column added to a many-chunk frame (the parse's records are one chunk per batch)
     makes polars' next whole-frame operation (``drop``, ``filter``, ``select``) re-align, i.e. copy,
@@ -85,7 +86,7 @@ def aligned_like(frame: pl.DataFrame, values: np.ndarray, name: str) -> pl.Serie
     series = pl.Series(name, values)
     if not frame.width or frame.height != series.len():
         return series
-    chunks = frame.get_column(frame.columns[0]).get_chunks()
+    chunks = frame.get_column(like if like in frame.columns else frame.columns[0]).get_chunks()
     if len(chunks) <= 1:
         return series
     parts, start = [], 0

@@ -207,6 +207,17 @@ class TimingCollector:
         self._steps: list[pl.DataFrame] = []
         self._file: str | None = None
 
+    @classmethod
+    def merged(cls, parts: "list[TimingCollector | None]") -> "TimingCollector | None":
+        """The collector of consecutive files (in order) from theirs; None if one is missing."""
+        if any(part is None for part in parts):
+            return None
+        out = cls()
+        for part in parts:
+            out._lines += part._lines
+            out._steps += part._steps
+        return out
+
     def start_file(self, path: str | Path) -> None:
         self._file = str(path)
 
