@@ -76,12 +76,19 @@ def run_child(name: str, run: Path, before: Path | None = None) -> dict:
     return info
 
 
+#: Hand-written analysis after this line of the section is kept when the section is rewritten.
+NOTES_MARK = "<!-- notes: kept by bench_estimate.py -->"
+
+
 def write_docs(section: str) -> Path:
     path = ROOT / "docs" / "benchmarks.md"
     text = path.read_text(encoding="utf-8")
     if SECTION in text:
         start = text.index(SECTION)
         nxt = text.find("\n## ", start + len(SECTION))
+        old = text[start:nxt if nxt >= 0 else len(text)]
+        if NOTES_MARK in old:
+            section = section.rstrip("\n") + "\n\n" + old[old.index(NOTES_MARK):].rstrip("\n") + "\n"
         text = text[:start] + section.rstrip("\n") + "\n" + ("\n" + text[nxt + 1:] if nxt >= 0 else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section

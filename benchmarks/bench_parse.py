@@ -9,14 +9,19 @@ reports, warnings, blank lines, checkpoint messages) in a temp dir and times, in
 
 Each polars measurement is the median of ``--repeat`` runs (the machine may be shared; process CPU
 time is reported too, it is less sensitive to other load than wall time); the naive loop runs
-once. Results go to stdout and to the "## Log parsing" section of docs/benchmarks.md; text after
+once. Peak memory of the parse alone: ``parse_logs`` in a fresh subprocess per round (this code, and
+``--before DIR``: another checkout's, interleaved), ``VmHWM`` from /proc/self/status sampled after
+each phase (imports, ``parse_logs``, the ``.iterations`` view, ``.rank_timing``), against the file size
+(target <= 1.2x). Results go to stdout and to the "## Log parsing" section of docs/benchmarks.md; text after
 the ``NOTES_MARK`` line of that section (hand-written analysis) is kept when it is regenerated.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import platform
 import random
 import re
@@ -27,7 +32,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# (the peak-RSS child of another checkout imports that checkout's vlm_perf: BENCH_CODE)
+sys.path.insert(0, os.environ.get("BENCH_CODE", str(ROOT)))
 
 import polars as pl  # noqa: E402
 
@@ -85,6 +91,47 @@ def bare_read(path: Path) -> int:
 NOTES_MARK = "<!-- notes: kept by bench_parse.py -->"
 
 
+def _vm(key: str) -> int:
+    """``VmHWM`` / ``VmRSS`` of this process in bytes."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def child_parse(path: Path) -> dict:
+    """In a fresh process: peak RSS after each phase of one parse."""
+    out = {"import": _vm("VmHWM")}
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = parse_logs([path])
+    out["parse_s"], out["parse_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
+    out["parse_logs"] = _vm("VmHWM")
+    _ = res.iterations  # (the views are computed on first access)
+    out["iterations"] = _vm("VmHWM")
+    timing = getattr(res, "rank_timing", None)
+    out["rank_timing"] = _vm("VmHWM") if timing is not None else None
+    out["records"] = res.raw.height
+    return out
+
+
+def peak_rounds(path: Path, rounds: int, before: Path | None) -> dict[str, list[dict]]:
+    """Interleaved subprocess rounds of `child_parse`: this code, and ``before`` when given."""
+    codes = {"after": ROOT, **({"before": before} if before else {})}
+    runs: dict[str, list[dict]] = {k: [] for k in codes}
+    for _ in range(rounds):
+        for name, code in codes.items():
+            load = os.getloadavg()[0]
+            proc = subprocess.run([sys.executable, __file__, "--child-parse", str(path)], capture_output=True,
+                                  text=True, env=dict(os.environ, PYTHONPATH=str(code), BENCH_CODE=str(code)),
+                                  check=True)
+            info = json.loads(proc.stdout.strip().splitlines()[-1])
+            info["load"] = load
+            runs[name].append(info)
+            print(name, info, file=sys.stderr, flush=True)
+    return runs
+
+
 def median_of(fn, repeat: int) -> tuple[float, float, object]:
     """(median wall s, median process CPU s, last result)."""
     walls, cpus, out = [], [], None
@@ -119,7 +166,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--iterations", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-docs", action="store_true", help="do not update docs/benchmarks.md")
+    ap.add_argument("--before", type=Path, default=None, help="another checkout: its parse peak RSS measured too")
+    ap.add_argument("--rss-rounds", type=int, default=2, help="subprocess rounds of the peak-RSS measurement")
+    ap.add_argument("--child-parse", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.child_parse:
+        print(json.dumps(child_parse(args.child_parse)))
+        return
 
     with tempfile.TemporaryDirectory(prefix="vlm-perf-bench-parse-") as tmp:
         path = Path(tmp) / "megatron.log"
@@ -144,7 +197,21 @@ def main(argv: list[str] | None = None) -> None:
         t_naive = time.perf_counter() - t0
         print(f"(b) naive per-line regex  : {t_naive:8.2f} s  ({len(naive):,} records)")
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peaks = peak_rounds(path, args.rss_rounds, args.before)
+        size_b = path.stat().st_size
         load = os.getloadavg()[0]
+
+    def last(r: dict) -> int:  # the parse's peak: after the last phase measured
+        return r["rank_timing"] or r["iterations"]
+
+    peak_rows = ""
+    for name, v in peaks.items():
+        timing = f"{max(r['rank_timing'] for r in v) / 1e6:,.0f}" if v[0]["rank_timing"] else "not collected"
+        walls = ", ".join(f"{r['parse_s']:.1f} / {r['parse_cpu_s']:.1f}" for r in v)
+        peak_rows += (f"| {name} | {max(r['import'] for r in v) / 1e6:,.0f} | {max(r['parse_logs'] for r in v) / 1e6:,.0f} "
+                      f"| {max(r['iterations'] for r in v) / 1e6:,.0f} | {timing} | {max(last(r) for r in v) / size_b:.2f}x "
+                      f"| {walls} |\n")
+    peak_after = max(last(r) for r in peaks["after"]) / size_b
 
     assert res.raw.height == len(naive) == args.iterations, "parsers disagree on the record count"
     vs_bare = t_parse / t_bare
@@ -164,10 +231,17 @@ All three run in one process on a warm page cache; polars timings are the median
 | (c) **`parse_logs`** (raw table + diagnostics); process CPU time {c_parse:.2f} s | {t_parse:.2f} | {vs_bare:.2f}x |
 | dedup + last-write-wins views (`.iterations`, computed on first access) | {t_views:.2f} | — |
 
+Peak RSS of `parse_logs` alone (fresh subprocess per round, interleaved{", code before: `--before " + str(args.before) + "`" if args.before else ""}; `VmHWM` after each phase, max over {args.rss_rounds} rounds; file {size_b / 1e6:,.0f} MB; load {", ".join(f"{r['load']:.1f}" for v in peaks.values() for r in v)}):
+
+| code | after imports (MB) | after `parse_logs` (MB) | after `.iterations` | after `.rank_timing` | peak / file size | parse wall / CPU (s), per round |
+|---|---:|---:|---:|---:|---:|---|
+""" + peak_rows + f"""
 Targets:
+* parse peak RSS <= 1.2x the file size: **{peak_after:.2f}x** ({"met" if peak_after <= 1.2 else "MISSED"}).
 * >= 10x faster than the naive loop: **{vs_naive:.1f}x** ({"met" if vs_naive >= 10 else "MISSED"}).
 * within 2x of the bare line read: **{vs_bare:.2f}x** ({"met" if vs_bare <= 2 else "MISSED"}).
 """
+    print(section)
     if not args.no_docs:
         print(f"updated {write_docs(section)}")
 

@@ -153,13 +153,15 @@ def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None
     return hfu_summary(analysis, spec, policy, frozen, causal)
 
 
-def stragglers_of(logs, config, balance, analysis: RunAnalysis) -> dict:
-    """Per-rank timing lines of the logs, correlated with the DP load balance when metadata exists."""
+def stragglers_of(logs, config, balance, analysis: RunAnalysis, timing=None) -> dict:
+    """Per-rank timing lines of the logs, correlated with the DP load balance when metadata exists.
+    ``timing``: the `RankTiming` the log parse collected (``ParseResult.rank_timing``); the logs are
+    read again only without it."""
     from .analysis.stragglers import straggler_summary
     from .analysis.windows import infer_log_interval
     from .ingest.logs.timers import read_rank_timing
 
-    timing = read_rank_timing(logs)
+    timing = timing if timing is not None else read_rank_timing(logs)
     interval = config.log_interval or infer_log_interval(analysis.windows.select("segment", "iteration"))
     return straggler_summary(timing, ranks=balance.ranks if balance is not None else None,
                              tp=config.tensor_parallel, cp=config.context_parallel, dp=config.data_parallel,
@@ -278,5 +280,5 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
         microbatch_vision_share=micro_share, sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
                   hfu_provider(hfu_of(analysis, spec, config, frozen, recompute_cli, causal)), balance_provider(balance),
-                  straggler_provider(stragglers_of(logs, config, balance, analysis))])
+                  straggler_provider(stragglers_of(logs, config, balance, analysis, parsed.rank_timing))])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw, metadata=source)

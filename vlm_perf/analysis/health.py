@@ -36,7 +36,10 @@ def run_health(windows: pl.DataFrame, rated: pl.DataFrame | None = None, world_s
     redid are still there; ``rated``: the analysis windows (``reliable``, ``lm_tokens`` sums) for
     tokens/s/GPU.
     """
-    w = windows.sort("segment", "iteration")
+    # only the columns used here (the windows of a long run are wide; every filter / sort below copies)
+    used = ["segment", "iteration", "window_start", "window_seconds", "window_iterations", "elapsed_s",
+            "step_time_excluded", "first_in_segment", "timestamp"]
+    w = windows.select([c for c in used if c in windows.columns]).sort("segment", "iteration")
     usable = pl.col("step_time_excluded").is_null() & pl.col("window_seconds").is_finite()
     has_ts = "timestamp" in w.columns and w["timestamp"].null_count() < w.height and w.height > 0
     w = w.with_columns(_replayed_iterations(w).alias("_replayed"))
@@ -143,7 +146,7 @@ def _event(kind: str, at_s: float | None, seconds: float, what: str) -> dict:
 def _tokens_rate(windows: pl.DataFrame, world_size: int | None) -> float | None:
     if not world_size or "lm_tokens" not in windows.columns or "reliable" not in windows.columns:
         return None
-    good = windows.filter(pl.col("reliable"))
+    good = windows.select("reliable", "window_seconds", "lm_tokens").filter(pl.col("reliable"))
     seconds = float(good["window_seconds"].sum()) if good.height else 0.0
     return float(good["lm_tokens"].sum()) / (seconds * world_size) if seconds > 0 else None
 

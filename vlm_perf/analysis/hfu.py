@@ -145,8 +145,11 @@ def recompute_expr(spec: ModelSpec, policy: Recompute, frozen: Iterable[str] = (
 def hfu_summary(run: RunAnalysis, spec: ModelSpec, policy: Recompute, frozen: Iterable[str] = (),
                 causal: str = "half") -> dict:
     """HFU next to MFU (exact), time-weighted over the windows the means use, with the rule stated."""
-    per = run.per_iteration.with_columns(recompute_expr(spec, policy, frozen, causal).alias("recompute_flops"))
-    windows = window_sums(run.windows.drop("recompute_flops", strict=False), per, ["recompute_flops"])
+    per = run.per_iteration.select("iteration", recompute_expr(spec, policy, frozen, causal).alias("recompute_flops"))
+    # only the columns used below (the windows frame of a long run is wide)
+    windows = window_sums(run.windows.select("segment", "iteration", "window_start", "first_in_segment",
+                                             "window_iterations", "window_seconds", "exact_total"),
+                          per, ["recompute_flops"])
     good = windows.filter(~pl.col("first_in_segment") & (pl.col("covered_iterations")
                                                           == pl.col("window_iterations")))
     out: dict[str, Any] = {"recompute": policy.label(), "source": policy.source,

@@ -40,9 +40,13 @@ def build_windows(iterations: pl.DataFrame, log_interval: int | None = None) -> 
     ``step_time_excluded`` (null when the value is usable).
     """
     interval = log_interval or infer_log_interval(iterations)
-    frame = iterations.filter(pl.col("elapsed_s").is_not_null())
-    frame = frame.sort("segment", "iteration").with_columns(
-        pl.col("iteration").shift(1).over("segment").alias("_prev"))
+    # (no filter / sort when they would change nothing: each copies every column of a long run)
+    frame = iterations.filter(pl.col("elapsed_s").is_not_null()) if iterations["elapsed_s"].null_count() else iterations
+    frame = _sorted_by_segment(frame)
+    # previous logged iteration of the same segment (segments are contiguous once sorted: the same as
+    # ``shift(1).over("segment")`` without grouping)
+    same = pl.col("segment") == pl.col("segment").shift(1)
+    frame = frame.with_columns(pl.when(same).then(pl.col("iteration").shift(1)).alias("_prev"))
     frame = frame.with_columns(
         pl.col("_prev").is_null().alias("first_in_segment"),
         pl.coalesce(pl.col("_prev"), pl.col("iteration") - interval).clip(lower_bound=0).alias("window_start"),
@@ -51,7 +55,19 @@ def build_windows(iterations: pl.DataFrame, log_interval: int | None = None) -> 
     ).with_columns(
         (pl.col("elapsed_s") * pl.col("window_iterations")).alias("window_seconds"),
     ).drop("_prev")
-    return frame.with_columns(step_time_exclusions(frame))
+    return constants_as_scalars(frame.with_columns(step_time_exclusions(frame)))
+
+
+def _sorted_by_segment(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame.sort("segment", "iteration")``, without the copy when the rows are already in that order
+    with no ties (then the sort is the identity)."""
+    if frame.height > 1 and not (frame["segment"].null_count() or frame["iteration"].null_count()):
+        step = frame.select(pl.col("segment").diff().slice(1).alias("s"), pl.col("iteration").diff().slice(1).alias("i"))
+        if step.select(((pl.col("s") > 0) | ((pl.col("s") == 0) & (pl.col("i") > 0))).all()).item():
+            return frame
+    elif frame.height <= 1:
+        return frame
+    return frame.sort("segment", "iteration")
 
 
 def step_time_exclusions(windows: pl.DataFrame) -> pl.Expr:
@@ -86,8 +102,8 @@ def window_sums(windows: pl.DataFrame, per_iteration: pl.DataFrame, value_column
     """
     per = per_iteration.select("iteration", *value_columns).sort("iteration")
     its = per["iteration"].cast(pl.Int64).to_numpy()
-    out = windows.with_columns(pl.col("iteration").cast(pl.Int64), pl.col("window_start").cast(pl.Int64)).sort(
-        "segment", "iteration")
+    out = _sorted_by_segment(windows.with_columns(pl.col("iteration").cast(pl.Int64),
+                                                  pl.col("window_start").cast(pl.Int64)))
     # rows at or before a bound = the running count there (a backward as-of match), 0 before the first row
     upto_end = np.searchsorted(its, out["iteration"].to_numpy(), side="right")
     upto_start = np.searchsorted(its, out["window_start"].to_numpy(), side="right")
@@ -101,9 +117,41 @@ def window_sums(windows: pl.DataFrame, per_iteration: pl.DataFrame, value_column
             column = column.cast(pl.Int64)
         values = column.to_numpy()
         running = np.concatenate([np.zeros(1, dtype=values.dtype), np.cumsum(values)])  # (out= is 5x slower)
-        sums.append(pl.Series(c, running[at_end] - running[at_start], dtype=column.dtype))
+        sums.append(_scalar_if_constant(pl.Series(c, running[at_end] - running[at_start], dtype=column.dtype)))
     covered = pl.Series("covered_iterations", (upto_end - upto_start).astype(np.int64), dtype=pl.Int64)
-    return out.drop([c for c in value_columns if c in out.columns]).with_columns(*sums, covered)
+    return out.drop([c for c in value_columns if c in out.columns]).with_columns(*sums, _scalar_if_constant(covered))
+
+
+def _scalar_if_constant(column: pl.Series) -> pl.Series | pl.Expr:
+    """``column`` as a literal (a polars scalar column: one value, whatever the height) when every
+    row holds the same bits (nulls: all null), else the Series. Estimate mode's constant statistics
+    make most columns of a long run's windows constant; as scalars every later copy of the frame
+    (filters, sorts) skips them. Bit equality, so ``-0.0`` / ``0.0`` and NaN payloads stay as they were."""
+    n = column.len()
+    if n < 2:
+        return column
+    nulls = column.null_count()
+    if nulls == n:
+        return pl.lit(None, dtype=column.dtype).alias(column.name)
+    if nulls:
+        return column
+    dtype = column.dtype
+    if dtype in (pl.Float64, pl.Float32):
+        bits = column.to_numpy().view(np.int64 if dtype == pl.Float64 else np.int32)
+        same = bool((bits == bits[0]).all())
+    elif dtype.is_integer() or dtype in (pl.Boolean, pl.Utf8, pl.Date) or isinstance(dtype, pl.Datetime):
+        same = bool((column == column[0]).all())
+    else:
+        return column
+    return pl.lit(column[0], dtype=dtype).alias(column.name) if same else column
+
+
+def constants_as_scalars(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with every constant column (`_scalar_if_constant`) held as a scalar column: equal
+    values, dtypes and column order."""
+    if frame.height < 2:
+        return frame
+    return frame.with_columns([_scalar_if_constant(frame.get_column(c)) for c in frame.columns])
 
 
 def _as_slice(index: np.ndarray) -> np.ndarray | slice:

@@ -1,7 +1,10 @@
 """``parse_logs``: files -> one tidy iteration table + diagnostics.
 
-Per text file (or per 64 MB chunk of a compressed one), ONE streaming polars pass reads the lines
-and computes the fast-line mask once; it hands back batches of ``BATCH_ROWS`` lines, each split:
+Per text file, ONE pass: the reader hands over bounded frames of lines (``reader.line_frames``:
+16 MiB blocks of the plain or decompressed text), the per-rank timing collector sees each frame
+(``ParseResult.rank_timing``), and the fast-line mask is computed once per batch of at most
+``BATCH_ROWS`` lines (a possibly hard-wrapped record at a batch's end moves to the next batch). Each
+batch is split:
 
 1. clean, complete Megatron iteration lines (``_fast_mask``: the bulk of big logs) go through
    ``megatron.canonical_plan`` (``fast_plan`` / ``extract`` for the rows it cannot vouch for);
@@ -10,11 +13,14 @@ and computes the fast-line mask once; it hands back batches of ``BATCH_ROWS`` li
    non-ASCII, ...) go to the per-line Python ``Router``;
 3. the rest are counted by ignore reason, vectorised.
 
-Memory is bounded by the batch size and the records, not by the file size.
+Memory is bounded by the block size and the records, not by the file size (measured peak about 0.9x
+the file on the benchmark logs, docs/benchmarks.md "Log parsing"): records are rechunked per batch
+and no whole-frame copy is made after the loop when it would change nothing.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -27,16 +33,20 @@ from . import megatron
 from .diagnostics import Diagnostics
 from .discover import LOG_SUBDIRS, expand_dir
 from .formats import candidate_regex, file_formats
-from .reader import MAX_LINE_BYTES, lazy_line_frames
-from .router import REASON_RULES, Router
+from .reader import MAX_LINE_BYTES, line_frames
+from .router import MAX_PIECES, REASON_RULES, Router
 from .schema import (
     PARTIAL_FLAG,
     check_int_columns,
     concat_records,
     drain_renames,
     empty_frame,
+    extra_name,
+    note_text,
     records_frame,
+    snake_case,
 )
+from .timers import RankTiming, TimingCollector
 from .segments import (
     FILE_SCALE,
     ORD,
@@ -69,6 +79,19 @@ class ParseResult:
     run_config: dict = field(default_factory=dict)
     _dedup: pl.DataFrame | None = None
     _iterations: pl.DataFrame | None = None
+    #: per-rank timing lines gathered during the same read (`timers.TimingCollector`); None when the
+    #: result was not built by `parse_logs` (then `timers.read_rank_timing` reads them)
+    _timing: TimingCollector | None = None
+    _rank_timing: RankTiming | None = None
+
+    @property
+    def rank_timing(self) -> RankTiming | None:
+        """`timers.RankTiming` of the text logs parsed (the same as ``read_rank_timing`` of those
+        files), built on first access; None when not collected."""
+        if self._rank_timing is None and self._timing is not None:
+            self._rank_timing = self._timing.result()
+            self._timing = None
+        return self._rank_timing
 
     @property
     def deduplicated(self) -> pl.DataFrame:
@@ -230,65 +253,224 @@ def _megatron_frame(rows: pl.DataFrame) -> pl.DataFrame:
     return out.with_columns(pl.coalesce("_label", "rank_label").alias("rank_label")).drop("_label")
 
 
-def _finish_mega(df: pl.DataFrame) -> pl.DataFrame:
-    if df.height and df.get_column("_unknown_keys").any():
+#: Unknown Megatron keys (MoE / MTP losses, new fields) are extracted batch by batch, so the text of
+#: their lines is not kept to the end of the file (it was: a log with such a key on every line held
+#: its whole text); the keys are named once at the end from the counts over the whole file, as
+#: ``megatron.discover_unknown`` names them. False: the previous whole-file path (the tests'
+#: reference, tests/ingest/logs/test_unknown_keys_early.py).
+EARLY_UNKNOWN = True
+_TMP, _LOST = "\x00unknown\x00", "\x00lost\x00"  # per-key columns until the keys are named
+
+
+class _UnknownKeys:
+    """Per-file state of the batch-by-batch unknown-key extraction (see ``EARLY_UNKNOWN``)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, list[int]] = {}  # key spelling as matched -> [lines, first line]
+        self.samples: dict[str, str] = {}  # key -> its first value text (for the "not a number" note)
+        self.columns: dict[str, None] = {}  # every column the frames had (``discover_unknown``'s ``taken``)
+
+    def take(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """``frame`` (extracted rows of a batch, in order) with the unknown keys of its
+        ``_unknown_keys`` rows as per-key value / lost columns, and without ``text``."""
+        self.columns.update(dict.fromkeys(frame.columns))
+        if "text" not in frame.columns:
+            return frame
+        flag = frame.get_column("_unknown_keys").fill_null(False) if "_unknown_keys" in frame.columns else None
+        if flag is None or not flag.any():
+            return frame.drop("text")
+        unk = frame.filter(flag)
+        found = (unk.select(pl.col("line"), pl.col("text").str.extract_all(megatron._KEY_DISCOVERY_RE).alias("k"))
+                 .explode("k").drop_nulls("k"))
+        for raw, n, first in found.group_by("k").agg(pl.len(), pl.col("line").min()).iter_rows():
+            entry = self.counts.setdefault(raw, [0, first])
+            entry[0] += n
+            entry[1] = min(entry[1], first)
+        keys = {}
+        for raw in found.get_column("k").unique().to_list():
+            key = _key_of(raw)
+            if key:
+                keys[key] = (_TMP + key, 1.0)
+        if not keys:
+            return frame.drop("text")
+        out = megatron.extract(frame.select("text", "line"), "text", keys)
+        text = pl.col("text")
+        cols = []
+        for key, (tmp, _) in keys.items():
+            if tmp not in out.columns:
+                continue
+            value = pl.when(flag).then(out.get_column(tmp))
+            cols.append(value.alias(tmp))
+            cols.append(pl.when(flag).then(text.str.contains(f"| {key}:", literal=True) & value.is_null())
+                        .alias(_LOST + key))
+            if key not in self.samples:
+                sample = unk.get_column("text").str.extract(re.escape(f"| {key}:") + r"\s*([^|]{0,40})", 1).drop_nulls()
+                if len(sample):
+                    self.samples[key] = sample[0]
+        return frame.with_columns(cols).drop("text")
+
+    def name(self, df: pl.DataFrame) -> pl.DataFrame:
+        """The concatenated frames -> the columns ``megatron.discover_unknown`` would have added."""
+        tmp_cols = [c for c in df.columns if c.startswith((_TMP, _LOST))]
+        if not self.counts:
+            return df.drop(tmp_cols)
+        counts = (pl.DataFrame({"k": list(self.counts), "n": [v[0] for v in self.counts.values()],
+                                "first": [v[1] for v in self.counts.values()]},
+                               schema={"k": pl.Utf8, "n": pl.UInt32, "first": pl.Int64})
+                  .with_columns((~pl.col("k").str.contains(r"^\|\s*[A-Za-z0-9 _/().-]+:$")).alias("odd"))
+                  .sort(["n", "odd", "first", "k"], descending=[True, False, False, False]))
+        unknown: dict[str, str] = {}
+        taken = ({c for c in self.columns if not c.startswith((_TMP, _LOST))}
+                 | {name for name, _ in megatron.KNOWN_KEYS.values()} | set(megatron._COALESCE))
+        for raw in counts.get_column("k").to_list():
+            key = _key_of(raw)
+            if not key or key in unknown:
+                continue
+            name = extra_name(snake_case(key), taken)
+            if name in taken:  # one more repeat of an over-used spelling: dropped (and noted)
+                continue
+            taken.add(name)
+            unknown[key] = name
+        if not unknown:
+            return df.drop(tmp_cols)
+        renames, lost = {}, []
+        for key, name in unknown.items():
+            tmp = _TMP + key
+            if tmp not in df.columns:
+                continue
+            if df.get_column(tmp).null_count() == df.height:
+                sample = self.samples.get(key)
+                note_text(f"Megatron field {key!r} is not a number (e.g. {sample.strip()!r}); not kept"
+                          if sample is not None else f"Megatron field {key!r} is not a number; not kept")
+                continue
+            renames[tmp] = name
+            lost.append(pl.col(_LOST + key).fill_null(False))
+        if lost:
+            partial = pl.col(PARTIAL_FLAG)
+            unk = pl.col("_unknown_keys").fill_null(False)
+            df = df.with_columns(pl.when(unk).then(partial | pl.any_horizontal(*lost)).otherwise(partial)
+                                 .alias(PARTIAL_FLAG))
+        return df.drop([c for c in tmp_cols if c not in renames]).rename(renames)
+
+
+def _key_of(raw: str) -> str | None:
+    """A matched ``| key:`` spelling -> the key ``discover_unknown`` would extract, or None (no key,
+    a known key, an iteration)."""
+    m = re.match(megatron._KEY_DISCOVERY_RE, raw)
+    key = m.group(1).strip() if m else None
+    if not key or key in megatron.KNOWN_KEYS or key.startswith("iteration"):
+        return None
+    return key
+
+
+def _finish_mega(df: pl.DataFrame, early: _UnknownKeys | None = None) -> pl.DataFrame:
+    if early is not None:
+        df = early.name(df)
+    elif df.height and df.get_column("_unknown_keys").any():
         unk = megatron.discover_unknown(df.filter(pl.col("_unknown_keys")))
         df = pl.concat([df.filter(~pl.col("_unknown_keys")), unk], how="diagonal_relaxed")
     df = df.drop([c for c in ("text", "_unknown_keys", "_kind") if c in df.columns])
     return megatron.finish(df)
 
 
-def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) -> tuple[pl.DataFrame, list[int], dict]:
+def _batches(path: Path, timing: TimingCollector | None):
+    """The file's lines in batches of at most ``BATCH_ROWS`` (plus a held-back tail), from the
+    reader's bounded frames; ``timing`` is fed every frame. A batch never ends on a Megatron line
+    followed only by continuation-shaped lines: that tail (a possibly hard-wrapped record, at most
+    ``MAX_PIECES`` lines) starts the next batch, so its pieces are routed together."""
+    carry: pl.DataFrame | None = None
+    for frame in line_frames(path):
+        if timing is not None:
+            timing.feed(frame)
+        for batch in frame.iter_slices(BATCH_ROWS):
+            if carry is not None:
+                batch, carry = pl.concat([carry, batch]), None
+            batch, carry = _split_wrap_tail(batch)
+            if batch.height:
+                yield batch
+    if carry is not None:
+        yield carry
+
+
+def _split_wrap_tail(batch: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """(batch without its tail, tail) where the tail is a Megatron line and the continuation-shaped
+    lines after it (`_route_wrapped`'s chain), None when the batch does not end so."""
+    tail = batch.tail(MAX_PIECES + 1)
+    flags = tail.select(pl.col("text").str.contains(megatron.DETECT_RE).alias("det"),
+                        _continuation_expr().alias("cont"))
+    det, cont = flags.get_column("det").to_list(), flags.get_column("cont").to_list()
+    j = len(det) - 1
+    while j >= 0 and cont[j]:
+        j -= 1
+    if j < 0 or not det[j]:
+        return batch, None
+    keep = batch.height - (len(det) - j)
+    return (batch, None) if keep <= 0 else (batch.slice(0, keep), batch.slice(keep))
+
+
+def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
+                timing: TimingCollector | None = None) -> tuple[pl.DataFrame, list[int], dict]:
+    """One text log -> (records, restart-banner ordering keys, run configuration); ``timing`` (when
+    given) is fed the same line frames, so per-rank timing lines need no second read."""
     router = Router(file=str(path), only=only)
     mega_frames: list[pl.DataFrame] = []
     want_mega = only in (None, "megatron")
     probe: _Probe | None = None
     pending: list[pl.DataFrame] = []  # fast-path rows seen before the probe sample is complete
+    early = _UnknownKeys() if EARLY_UNKNOWN else None
 
     def extract(rows: pl.DataFrame) -> None:
         out = probe.plan(rows.lazy()).collect(**_EXTRACT_OPTS)
-        mega_frames.append(_finish_fast(out, probe))
+        # one chunk per column per batch (the plan leaves columns split differently): misaligned
+        # chunks make the first whole-frame operation after the loop copy every record
+        out = _finish_fast(out, probe)
+        if early is not None:  # unknown keys extracted now; the text is not kept
+            out = early.take(out)
+        elif out.get_column("text").null_count() < out.height:
+            # rows kept for the checked redo hold their text as views into the whole batch's buffers:
+            # copy those strings, or one such row per batch keeps every batch's text alive
+            out = out.with_columns(pl.concat_str([pl.col("text"), pl.lit("")]).alias("text"))
+        mega_frames.append(out.rechunk())
 
     wrap_carry = 0  # last line to route after an unterminated Megatron line of an earlier batch
-    for lf in lazy_line_frames(path):
-        # ONE streaming pass: the reader and the fast-line mask run on the streaming engine and hand
-        # back bounded batches; each batch is split three ways (see the module docstring)
-        too_long = pl.col("text").str.len_bytes() > MAX_LINE_BYTES
-        lf = lf.with_columns((_fast_mask() & ~too_long).alias("_fast"), too_long.alias("_long"),
-                             _continuation_expr().alias("_cont"))
-        for batch in lf.collect_batches(chunk_size=BATCH_ROWS):
-            diag.lines_read += batch.height
-            if batch.get_column("_long").any():  # over the line-size limit: failed, never scanned
-                router.failed.extend(batch.filter(pl.col("_long")).get_column("line").to_list())
-                batch = batch.filter(~pl.col("_long"))
-            if batch.get_column("_cont").any():  # hard-wrapped records: route them whole
-                batch = _route_wrapped(batch)
-            is_fast = batch.get_column("_fast")
-            n_fast = int(is_fast.sum())
-            if n_fast and not want_mega:
-                diag.ignore("other_format", n_fast)
-            elif n_fast:
-                fast = batch.filter(is_fast).select("line", "text")
-                if probe is None:  # the layout is probed on the file's first PROBE_ROWS fast lines
-                    pending.append(fast)
-                    if sum(f.height for f in pending) >= PROBE_ROWS:
-                        fast = pl.concat(pending)
-                        pending.clear()
-                        probe = _probe(fast.head(PROBE_ROWS))
-                if probe is not None:
-                    extract(fast)
-            rest = batch.filter(~is_fast).select("line", "text", "_cont") if n_fast else batch.select("line", "text", "_cont")
-            if not rest.height:
-                continue
-            kinds = rest.select(_candidate_expr() | pl.col("_cont")).to_series()
-            kinds, wrap_carry = _wrapped_followers(rest, kinds, wrap_carry)
-            cand = rest.filter(kinds).select("line", "text")
-            for line, t in cand.iter_rows():
-                if "\ufffd" in t:  # only non-ASCII rows can hold replacement characters
-                    diag.decode_errors += t.count("\ufffd")
-                router.feed(line, t)
-            diag.ignore_counts(_count_reasons(rest.get_column("text").filter(~kinds)))
-            rest = rest.drop("_cont")
+    too_long = pl.col("text").str.len_bytes() > MAX_LINE_BYTES
+    # ONE pass over bounded frames (``reader.line_frames``): the fast-line mask is computed once per
+    # batch; each batch is split three ways (see the module docstring)
+    for batch in _batches(path, timing):
+        batch = batch.with_columns((_fast_mask() & ~too_long).alias("_fast"), too_long.alias("_long"),
+                                   _continuation_expr().alias("_cont"))
+        diag.lines_read += batch.height
+        if batch.get_column("_long").any():  # over the line-size limit: failed, never scanned
+            router.failed.extend(batch.filter(pl.col("_long")).get_column("line").to_list())
+            batch = batch.filter(~pl.col("_long"))
+        if batch.get_column("_cont").any():  # hard-wrapped records: route them whole
+            batch = _route_wrapped(batch)
+        is_fast = batch.get_column("_fast")
+        n_fast = int(is_fast.sum())
+        if n_fast and not want_mega:
+            diag.ignore("other_format", n_fast)
+        elif n_fast:
+            fast = batch.filter(is_fast).select("line", "text")
+            if probe is None:  # the layout is probed on the file's first PROBE_ROWS fast lines
+                pending.append(fast)
+                if sum(f.height for f in pending) >= PROBE_ROWS:
+                    fast = pl.concat(pending)
+                    pending.clear()
+                    probe = _probe(fast.head(PROBE_ROWS))
+            if probe is not None:
+                extract(fast)
+        rest = batch.filter(~is_fast).select("line", "text", "_cont") if n_fast else batch.select("line", "text", "_cont")
+        if not rest.height:
+            continue
+        kinds = rest.select(_candidate_expr() | pl.col("_cont")).to_series()
+        kinds, wrap_carry = _wrapped_followers(rest, kinds, wrap_carry)
+        cand = rest.filter(kinds).select("line", "text")
+        for line, t in cand.iter_rows():
+            if "\ufffd" in t:  # only non-ASCII rows can hold replacement characters
+                diag.decode_errors += t.count("\ufffd")
+            router.feed(line, t)
+        diag.ignore_counts(_count_reasons(rest.get_column("text").filter(~kinds)))
+        rest = rest.drop("_cont")
     if pending:  # fewer than PROBE_ROWS fast lines in the whole file
         fast = pl.concat(pending)
         probe = _probe(fast)
@@ -297,15 +479,19 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
 
     if router.mega_rows:
         slow = pl.DataFrame(router.mega_rows, schema={"line": pl.Int64, "_sub": pl.Int64, "rank_label": pl.Utf8, "text": pl.Utf8}, orient="row")
-        mega_frames.append(_megatron_frame(slow))
+        slow = _megatron_frame(slow)
+        mega_frames.append(early.take(slow) if early is not None else slow)
     frames: list[pl.DataFrame] = []
     if mega_frames:
-        mega = check_int_columns(_finish_mega(pl.concat(mega_frames, how="diagonal_relaxed")))
-        bad = mega.filter(pl.col("iteration").is_null())
-        router.failed.extend(bad.get_column("line").to_list())
-        mega = mega.filter(pl.col("iteration").is_not_null())
-        for line in sorted(mega.filter(pl.col(PARTIAL_FLAG)).get_column("line").to_list()):
-            diag.mark_partial(f"{path}:{line}")
+        mega = pl.concat(mega_frames, how="diagonal_relaxed") if len(mega_frames) > 1 else mega_frames[0]
+        mega_frames.clear()  # the batches' frames are not needed twice (memory: docs/benchmarks.md)
+        mega = check_int_columns(_finish_mega(mega, early))
+        if mega.get_column("iteration").null_count():  # (a filter copies every column: only when needed)
+            router.failed.extend(mega.filter(pl.col("iteration").is_null()).get_column("line").to_list())
+            mega = mega.filter(pl.col("iteration").is_not_null())
+        if mega.get_column(PARTIAL_FLAG).any():
+            for line in sorted(mega.filter(pl.col(PARTIAL_FLAG)).get_column("line").to_list()):
+                diag.mark_partial(f"{path}:{line}")
         diag.saw("megatron", mega.height)
         frames.append(mega.drop(PARTIAL_FLAG))
     if router.records:
@@ -327,6 +513,11 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics) 
     df = _attach_step_time(df)
     banners = [file_idx * _FILE_SCALE + line * _SUB_SCALE + sub for line, sub in router.banners]
     return df, banners, router.run_config
+
+
+def _feed_file(timing: TimingCollector, path: Path) -> None:
+    for frame in line_frames(path):
+        timing.feed(frame)
 
 
 _records_frame = records_frame  # (kept for callers of the old private name)

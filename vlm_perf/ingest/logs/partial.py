@@ -42,7 +42,8 @@ from . import diagnostics as _diagnostics
 from .diagnostics import Diagnostics
 from .formats import names
 from .schema import CORE_COLUMNS, concat_records, drain_renames, empty_frame
-from .segments import ORD, assign_segments, strictly_increasing
+from .segments import ORD, aligned_like, assign_segments, strictly_increasing
+from .timers import TimingCollector, is_text_log
 
 __all__ = ["LogPartial", "parse_file_partial", "merge_partials", "finish", "combine_partials",
            "merge_diagnostics", "check_format", "tried_formats", "file_bytes"]
@@ -73,6 +74,9 @@ class LogPartial:
     empty: int = 0
     tried: str = ""
     error: VlmPerfError | None = None
+    #: per-rank timing lines of these files (`timers.TimingCollector`, fed during the same read; in
+    #: file order); None when some partial did not collect them (then they are read again)
+    timing: TimingCollector | None = None
 
     @property
     def records(self) -> int:
@@ -124,7 +128,7 @@ def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") ->
     records is not an error here (`finish` decides: skipped with a note among several files, an
     error alone).
     """
-    from .parser import _file_format, _parse_text, _sort_ord, _take_partial
+    from .parser import _feed_file, _file_format, _parse_text, _sort_ord, _take_partial
 
     only = check_format(format)
     path = Path(path)
@@ -132,19 +136,26 @@ def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") ->
         raise InputError(f"log file not found: {path}")
     diag = Diagnostics()
     diag.files.append(str(path))
-    part = LogPartial(first_file=file_idx, files=[str(path)], diagnostics=diag, tried=tried_formats(format))
+    timing = TimingCollector()
+    text_log = is_text_log(path)
+    if text_log:
+        timing.start_file(path)
+    part = LogPartial(first_file=file_idx, files=[str(path)], diagnostics=diag, tried=tried_formats(format),
+                      timing=timing)
     reader = _file_format(path, only)
     banners: list[int] = []
     run_config: dict = {}
     if reader is not None:
         df = _take_partial(reader.read(path, LOCAL_FILE, diag), path, diag)
+        if text_log:  # a structured file that is not JSON (a W&B CSV export): its timing lines too
+            _feed_file(timing, path)
         # a structured reader's renames are this file's: said here, not with the next text file's
         for note in drain_renames():
             diag.note(f"{path}: {note}")
     elif path.is_dir():
         raise InputError(f"{path} is a directory without TensorBoard event files")
     else:
-        df, banners, run_config = _parse_text(path, LOCAL_FILE, only, diag)
+        df, banners, run_config = _parse_text(path, LOCAL_FILE, only, diag, timing if text_log else None)
     if df.height == 0:  # counts only; skipped with this note among several files (finish)
         diag.records = 0
         diag.note(f"{path}: skipped, no training-log record ({diag.lines_read} lines read)")
@@ -202,7 +213,8 @@ def merge_partials(parts: Sequence[LogPartial]) -> LogPartial:
         if p.error is not None:  # the first error in file order wins, as in a sequential parse
             return p
     out = LogPartial(first_file=parts[0].first_file if parts else 0,
-                     diagnostics=merge_diagnostics(p.diagnostics for p in parts))
+                     diagnostics=merge_diagnostics(p.diagnostics for p in parts),
+                     timing=TimingCollector.merged([p.timing for p in parts]))
     for p in parts:
         if p.first_file != out.first_file + len(out.files):
             raise ValueError(f"log partials out of file order: file {p.first_file} after files "
@@ -227,7 +239,7 @@ def finish(total: LogPartial, empty_ok: bool = False):
     if not total.frames:
         if empty_ok:
             raw = empty_frame().with_columns(pl.lit(False).alias("first_in_segment"))
-            return ParseResult(raw=raw, diagnostics=diag, run_config=total.run_config)
+            return ParseResult(raw=raw, diagnostics=diag, run_config=total.run_config, _timing=total.timing)
         if len(total.files) == 1:
             raise InputError(f"{total.files[0]}: no recognisable training-log record (formats tried: {total.tried})")
         first = total.files[0] if total.files else "?"
@@ -238,7 +250,8 @@ def finish(total: LogPartial, empty_ok: bool = False):
     raw = raw.select([*CORE_COLUMNS, *sorted(c for c in raw.columns if c not in CORE_COLUMNS)])
     # the run's ordering key: files in order, each already in log order -> 2 x row number; a
     # banner opening a segment at row r of its file gets 2 x (rows before the file + r) - 1
-    raw = raw.with_columns((pl.int_range(0, pl.len(), dtype=pl.Int64) * 2).alias(ORD))
+    # (chunked like the records: a one-chunk key would make the next drop copy every record)
+    raw = raw.with_columns(aligned_like(raw, np.arange(raw.height, dtype=np.int64) * 2, ORD))
     banners: list[int] = []
     offset = 0
     for frame, rows in zip(frames, total.banner_rows):
@@ -246,14 +259,14 @@ def finish(total: LogPartial, empty_ok: bool = False):
         offset += frame.height
     raw = assign_segments(raw, banners)
     diag.segments = int(raw.get_column("segment").max() or 0) + 1 if raw.height else 0
-    keyed = raw.filter(pl.col("iteration").is_not_null())
+    keyed = raw.filter(pl.col("iteration").is_not_null()) if raw.get_column("iteration").null_count() else raw
     if strictly_increasing(keyed.get_column("iteration")):
         diag.duplicates = 0  # all (segment, iteration, framework) distinct: skip the hashing
     else:
         diag.duplicates = keyed.height - keyed.select(pl.struct("segment", "iteration", "framework").n_unique()).item()
     raw = raw.drop([c for c in (ORD, "_sub") if c in raw.columns])
     raw = raw.select([*CORE_COLUMNS, *sorted(c for c in raw.columns if c not in CORE_COLUMNS)])
-    return ParseResult(raw=raw, diagnostics=diag, run_config=total.run_config)
+    return ParseResult(raw=raw, diagnostics=diag, run_config=total.run_config, _timing=total.timing)
 
 
 def combine_partials(parts: Iterable[LogPartial], empty_ok: bool = False):

@@ -134,18 +134,24 @@ def drain_renames() -> list[str]:
 def check_int_columns(df: pl.DataFrame) -> pl.DataFrame:
     """Integer core columns given as floats: values that are not exact integers within Int64
     (``nan``, ``inf``, ``1.5``, ``1234.5``, ``1e30``) become null and flag the row ``_partial``
-    (OR-ed into an existing flag). Never rounds."""
-    bad_exprs = []
-    fixes = []
+    (OR-ed into an existing flag). Never rounds. Columns without such a value are left as they are
+    (no copy: the usual case of a big log)."""
+    bad_of = {}
     for name in INT_COLUMNS:
         if name not in df.columns or not df.schema[name].is_float():
             continue
         x = pl.col(name)
-        bad = x.is_not_null() & (x.is_nan() | x.is_infinite() | (x != x.floor()) | (x.abs() > 9.2e18))
-        bad_exprs.append(bad.fill_null(False))
-        fixes.append(pl.when(bad).then(None).otherwise(x).alias(name))
-    if not bad_exprs:
+        bad_of[name] = (x.is_not_null() & (x.is_nan() | x.is_infinite() | (x != x.floor()) | (x.abs() > 9.2e18))
+                        ).fill_null(False)
+    if not bad_of:
         return df
+    counts = df.select([bad.sum().alias(name) for name, bad in bad_of.items()]).row(0, named=True)
+    bad_exprs = [bad_of[name] for name, n in counts.items() if n]
+    fixes = [pl.when(bad_of[name]).then(None).otherwise(pl.col(name)).alias(name) for name, n in counts.items() if n]
+    if not bad_exprs:  # nothing to fix: the flag as the full check would leave it (nulls -> False)
+        if PARTIAL_FLAG not in df.columns:
+            return df.with_columns(pl.lit(False).alias(PARTIAL_FLAG))
+        return df.with_columns(pl.col(PARTIAL_FLAG).fill_null(False)) if df[PARTIAL_FLAG].null_count() else df
     any_bad = pl.any_horizontal(*bad_exprs)
     flag = (pl.col(PARTIAL_FLAG).fill_null(False) | any_bad) if PARTIAL_FLAG in df.columns else any_bad
     return df.with_columns(flag.alias(PARTIAL_FLAG)).with_columns(fixes)

@@ -32,6 +32,10 @@ def assign_segments(df: pl.DataFrame, banner_ords: list[int]) -> pl.DataFrame:
     n = df.height
     if n == 0:
         return df.with_columns(pl.lit(0, pl.Int64).alias("segment"), pl.lit(False).alias("first_in_segment"))
+    if not banner_ords:
+        one = _one_segment(df)
+        if one is not None:
+            return one
     idx = pl.int_range(0, pl.len(), dtype=pl.Int64)
     has_it = pl.col("iteration").is_not_null()
     lab = pl.col("rank_label").fill_null("")
@@ -70,6 +74,47 @@ def assign_segments(df: pl.DataFrame, banner_ords: list[int]) -> pl.DataFrame:
     has = pl.col("iteration").is_not_null()
     first = has & (has.cast(pl.Int64).cum_sum().over("segment") == 1)
     return out.with_columns(first.alias("first_in_segment"))
+
+
+def aligned_like(frame: pl.DataFrame, values: np.ndarray, name: str, like: str = "line") -> pl.Series:
+    """``values`` (one per row of ``frame``) as a Series chunked like ``frame``'s column ``like``
+    (its first column when it has none; a literal column has one chunk, so ``line`` by default).
+
+    A one-chunk column added to a many-chunk frame (the parse's records are one chunk per batch)
+    makes polars' next whole-frame operation (``drop``, ``filter``, ``select``) re-align, i.e. copy,
+    every column; a column with the same chunk boundaries does not."""
+    series = pl.Series(name, values)
+    if not frame.width or frame.height != series.len():
+        return series
+    chunks = frame.get_column(like if like in frame.columns else frame.columns[0]).get_chunks()
+    if len(chunks) <= 1:
+        return series
+    parts, start = [], 0
+    for chunk in chunks:
+        parts.append(series.slice(start, chunk.len()))
+        start += chunk.len()
+    return pl.concat(parts, rechunk=False)
+
+
+def _one_segment(df: pl.DataFrame) -> pl.DataFrame | None:
+    """`assign_segments` without banners when no record steps back (iterations non-decreasing in
+    record order, so no label steps back either): one segment, and ``first_in_segment`` is the first
+    record with an iteration. Computed with element-wise expressions only, so the columns keep the
+    frame's chunk layout (a 1-chunk column added to a many-chunk frame makes polars' next whole-frame
+    operation copy every column). None when the shortcut does not apply (the general path decides)."""
+    its = df.get_column("iteration")
+    keyed = its.drop_nulls() if its.null_count() else its
+    if keyed.len() > 1 and not bool((keyed.diff().slice(1) >= 0).all()):
+        return None
+    ords = df.get_column(ORD)
+    if not strictly_increasing(ords):  # the first record is found by its (then unique) key
+        return None
+    has = pl.col("iteration").is_not_null()
+    if keyed.len() == 0:
+        first = pl.lit(False)
+    else:
+        first = has & (pl.col(ORD) == ords.gather(its.is_not_null().arg_max()).item())
+    return df.with_columns(pl.lit(0, pl.Int64).alias("segment"), first.alias("first_in_segment"))
 
 
 def strictly_increasing(s: pl.Series) -> bool:
