@@ -11,7 +11,9 @@ Read from transformers ``models/llava/modeling_llava.py`` (``LlavaModel.get_imag
   pre-norm layers: LayerNorm, q/k/v/out Linear (all with bias), attention over the image's (n + 1) positions,
   LayerNorm, fc1 -> quick_gelu -> fc2 (bias); ``post_layernorm`` on the pooled CLS only (no matmul).
   **Every layer runs**: ``vision_feature_layer`` (LLaVA default -2) only selects which hidden state feeds the
-  projector; ``CLIPEncoder`` loops over all layers (measured in ``tests/verify/test_llava_flops.py``).
+  projector; ``CLIPEncoder`` loops over all layers. The layers after the deepest selected hidden state (LLaVA-1.5:
+  the last one) reach no loss, so training never back-propagates through them: forward FLOPs only
+  (:class:`~vlm_perf.arch.blocks.ForwardOnly`; both measured in ``tests/verify/test_llava_flops.py``).
 * ``vision_feature_select_strategy`` "default" drops the CLS position before the projector (n rows per image,
   n LM tokens); "full" keeps it and is modelled only for the Pixtral tower, which has no CLS ("full" on CLIP
   would feed n + 1 rows to the projector: refused, no released checkpoint uses it; "default" on Pixtral drops
@@ -34,7 +36,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import ConfigError, UnsupportedModelError
-from ..blocks import ClsToken, ExtraParams, MlpProjector, PatchEmbed, PositionTable, VisionLayers
+from ..blocks import ClsToken, ExtraParams, ForwardOnly, MlpProjector, PatchEmbed, PositionTable, VisionLayers
 from ..fields import Fields
 from ..parts import MERGER, VISION_TOWER
 from ..spec import ModelSpec, VisionSpec
@@ -61,9 +63,10 @@ def _count(f: Fields, key: str, default: int) -> int:
     return value
 
 
-def _feature_layers(value: Any, depth: int, source: str) -> int:
-    """How many hidden states ``vision_feature_layer`` concatenates (int: 1; list: its length). Indexes
-    address ``hidden_states`` (depth + 1 entries: the embeddings, then each layer)."""
+def _feature_layers(value: Any, depth: int, source: str) -> tuple[int, int]:
+    """(how many hidden states ``vision_feature_layer`` concatenates, how many tower layers the deepest one
+    passes through). Indexes address ``hidden_states`` (depth + 1 entries: the embeddings, then each layer's
+    output), so index i (i mod depth + 1) is reached after i layers; the layers after it run forward only."""
     layers = list(value) if isinstance(value, (list, tuple)) else [value]
     if not layers:
         raise ConfigError(f"{source}: vision_feature_layer is an empty list")
@@ -71,7 +74,7 @@ def _feature_layers(value: Any, depth: int, source: str) -> int:
         if isinstance(layer, bool) or not isinstance(layer, int) or not -(depth + 1) <= layer <= depth:
             raise ConfigError(f"{source}: vision_feature_layer {value!r}: each entry must be an integer index into "
                               f"the tower's {depth + 1} hidden states")
-    return len(layers)
+    return len(layers), max(layer % (depth + 1) for layer in layers)
 
 
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
@@ -98,7 +101,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     strategy = top.opt("vision_feature_select_strategy", "default")
     if strategy not in ("default", "full"):
         raise ConfigError(f"{source}: vision_feature_select_strategy must be 'default' or 'full', got {strategy!r}")
-    n_layers = _feature_layers(top.opt("vision_feature_layer", -2), depth, source)
+    n_layers, used = _feature_layers(top.opt("vision_feature_layer", -2), depth, source)
     bias = bool(top.opt("multimodal_projector_bias", True))
     clip = tower == "clip_vision_model"
     if clip and strategy != "default":
@@ -116,23 +119,29 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         in_channels=channels, spatial_merge_size=1, out_hidden_size=lm.hidden_size,
         num_position_embeddings=side * side + 1 if clip else 0, patch_embed_bias=False,
         norm="layernorm" if clip else "rmsnorm", cls_per_frame=1 if clip else 0)
+    def layers(count: int) -> VisionLayers:
+        if clip:
+            return VisionLayers(part=VISION_TOWER, count=count, width=width, num_heads=heads, head_dim=width // heads,
+                                mlp_width=mlp_width, mlp_gated=False, attention="frame", cls=True, qkv_bias=True,
+                                proj_bias=True, mlp_bias=True, norm="layernorm")
+        return VisionLayers(part=VISION_TOWER, count=count, width=width, num_heads=heads, head_dim=width // heads,
+                            mlp_width=mlp_width, mlp_gated=True, attention="frame", qkv_bias=False, proj_bias=False,
+                            mlp_bias=False, norm="rmsnorm")
+
+    # layers after the deepest selected hidden state run (every encoder loops over all layers) but reach no loss
+    stack = ((layers(used),) if used else ()) + (
+        (ForwardOnly(part=VISION_TOWER, count=1, module=layers(depth - used)),) if depth > used else ())
     embed = PatchEmbed(part=VISION_TOWER, count=1, in_volume=vision.patch_volume, width=width, bias=False)
     if clip:
         tower_blocks: tuple = (
             embed, ClsToken(part=VISION_TOWER, count=1, width=width),
             PositionTable(part=VISION_TOWER, count=1, entries=side * side + 1, width=width),
-            ExtraParams(part=VISION_TOWER, count=1, label="pre_layrnorm LayerNorm", numel=2 * width),
-            VisionLayers(part=VISION_TOWER, count=depth, width=width, num_heads=heads, head_dim=width // heads,
-                         mlp_width=mlp_width, mlp_gated=False, attention="frame", cls=True, qkv_bias=True,
-                         proj_bias=True, mlp_bias=True, norm="layernorm"),
+            ExtraParams(part=VISION_TOWER, count=1, label="pre_layrnorm LayerNorm", numel=2 * width), *stack,
             ExtraParams(part=VISION_TOWER, count=1, label="post_layernorm LayerNorm (pooled CLS only)",
                         numel=2 * width))
     else:
         tower_blocks = (
-            embed, ExtraParams(part=VISION_TOWER, count=1, label="ln_pre RMSNorm", numel=width),
-            VisionLayers(part=VISION_TOWER, count=depth, width=width, num_heads=heads, head_dim=width // heads,
-                         mlp_width=mlp_width, mlp_gated=True, attention="frame", qkv_bias=False, proj_bias=False,
-                         mlp_bias=False, norm="rmsnorm"))
+            embed, ExtraParams(part=VISION_TOWER, count=1, label="ln_pre RMSNorm", numel=width), *stack)
     blocks = tower_blocks + (
         MlpProjector(part=MERGER, count=1, in_width=width * n_layers, hidden_width=lm.hidden_size,
                      out_width=lm.hidden_size, norm_width=0, norm="none", bias=bias),
@@ -227,7 +236,8 @@ class LlavaMedia(MediaRule):
 register_family(Family(
     name="llava", model_types=("llava",), build=build, hf_class="LlavaForConditionalGeneration", is_vlm=True,
     media=LlavaMedia(),
-    notes=("every tower layer runs whichever hidden state vision_feature_layer selects (LLaVA-1.5: -2)",
+    notes=("every tower layer runs whichever hidden state vision_feature_layer selects (LLaVA-1.5: -2); the layers "
+           "after it are never back-propagated (forward FLOPs only in training)",
            "CLIP: one CLS position per image in every tower layer, dropped before the projector ('default')",
            "Pixtral: per image conv and attention over its own patches (sum n^2); transformers' eager Pixtral "
            "pads a multi-image batch and joins it into one sequence ((sum n)^2)",
