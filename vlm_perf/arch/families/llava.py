@@ -28,7 +28,9 @@ Read from transformers ``models/llava/modeling_llava.py`` (``LlavaModel.get_imag
 Defaults: a ``vision_config`` dict takes its tower class's defaults (``CLIPVisionConfig``: width 768, 12 layers,
 224 px, patch 32; ``PixtralVisionConfig``: 1024, 24 layers, patch 16); ``LlavaConfig`` fields
 (``vision_feature_layer`` -2, ``vision_feature_select_strategy`` "default", ``multimodal_projector_bias`` True,
-``tie_word_embeddings`` False unless ``text_config`` ties) take ``LlavaConfig``'s class defaults.
+``tie_word_embeddings`` False unless ``text_config`` ties) take ``LlavaConfig``'s class defaults; a ``llama``
+``text_config`` takes ``LlamaConfig``'s (llava-1.5-7b-hf ships only model_type, vocab_size, max_position_embeddings
+and rms_norm_eps); other LMs must state their sizes.
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ CLIP_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_laye
                  "num_channels": 3, "image_size": 224, "patch_size": 32}
 PIXTRAL_DEFAULTS = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
                     "num_attention_heads": 16, "num_channels": 3, "image_size": 1024, "patch_size": 16}
+# LlamaConfig class defaults (transformers 5.x configuration_llama.py): llava-hf/llava-1.5-7b-hf ships a partial
+# text_config (model_type, vocab_size 32064, max_position_embeddings, rms_norm_eps) and relies on them
+LLAMA_DEFAULTS = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                  "num_attention_heads": 32}
 # PixtralImageProcessor's class default size.longest_edge (mistral-community/pixtral-12b ships the same)
 PIXTRAL_LONGEST_EDGE = 1024
 
@@ -86,7 +92,8 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
                                     f"({', '.join(TOWERS)} only)")
     # LlavaConfig.__post_init__: a false top-level tie_word_embeddings takes text_config's true one
     tie = bool(config.get("tie_word_embeddings", False)) or bool(tc.get("tie_word_embeddings", False))
-    lm = read_lm(Fields({**tc, "tie_word_embeddings": tie}, "text_config", source), text_type)
+    text = {**(LLAMA_DEFAULTS if text_type == "llama" else {}), **{k: v for k, v in tc.items() if v is not None}}
+    lm = read_lm(Fields({**text, "tie_word_embeddings": tie}, "text_config", source), text_type)
     f = Fields(vc, "vision_config", source)
     d = CLIP_DEFAULTS if tower == "clip_vision_model" else PIXTRAL_DEFAULTS
     width, heads = _count(f, "hidden_size", d["hidden_size"]), _count(f, "num_attention_heads", d["num_attention_heads"])
