@@ -133,3 +133,24 @@ def test_parameters_per_part(clip_model, pixtral_model, which):
     assert c.merger == numel(model.model.multi_modal_projector)
     assert c.lm == numel(model.model.language_model) + numel(model.lm_head)
     assert c.total == numel(model)
+
+
+def test_pixtral_several_images_eager_excess_by_hand(pixtral_model):
+    """Two images in one forward: transformers' Pixtral pads the conv input to the largest H and W and joins the
+    images into one attention sequence, so eager measures the per-image count plus exactly that excess."""
+    images = [(30, 50), (70, 20)]
+    m = measure_family("llava_pixtral", model=pixtral_model, image_sizes=images)
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES
+
+    spec = spec_from_config(pixtral_model.config.to_dict(), name="tiny-llava", processor=PIXTRAL_PROCESSOR)
+    grids = [FAMILIES["llava"].media.image(spec, h, w).grid for h, w in images]
+    lib = _library(pixtral_model, m, images, PIXTRAL_PROCESSOR)
+    n = [g[1] * g[2] for g in grids]
+    ph, pw = max(g[1] for g in grids), max(g[2] for g in grids)
+    conv_excess = 2 * (len(n) * ph * pw - sum(n)) * 48 * 32
+    core_excess = 2 * 4 * 32 * (sum(n) ** 2 - sum(x * x for x in n))
+    measured = m.parts("forward")
+    assert measured["vision_tower"] == lib.parts["vision_tower"] + conv_excess + core_excess
+    assert measured["projector"] == lib.parts["projector"]
+    assert measured["language_model"] == lib.parts["language_model"]

@@ -87,3 +87,26 @@ def test_pixtral_tokens_and_parts(pixtral_model, size):
     layer = 2 * n * 4 * 32 * 32 + 2 * 2 * n * n * 32 + 2 * n * 3 * 32 * 48
     assert m.forward["vision_tower"] == conv + 2 * layer
     assert m.forward["projector"] == 2 * n * (32 * 64 + 64 * 64)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(derandomize=True, deadline=None, max_examples=15)
+@given(h=st.integers(5, 150), w=st.integers(5, 150))
+def test_pixtral_fuzz_processor_and_tower(pixtral_model, h, w):
+    """transformers' Pixtral processor vs the resize written above, and the measured tower vs its closed form."""
+    m = measure_family("llava_pixtral", model=pixtral_model, image_sizes=[(h, w)], text_len=2)
+    rh, rw = pixtral_resize_by_hand(h, w)
+    assert m.media["resized"] == [(rh, rw)]
+    n = (rh // 4) * (rw // 4)
+    layer = 2 * n * 4 * 32 * 32 + 2 * 2 * n * n * 32 + 2 * n * 3 * 32 * 48
+    assert m.forward["vision_tower"] == 2 * n * 48 * 32 + 2 * layer
+
+
+@settings(derandomize=True, deadline=None, max_examples=15)
+@given(h=st.integers(1, 300), w=st.integers(1, 300))
+def test_clip_fuzz_processor_and_tower(clip_model, h, w):
+    m = measure_family("llava", model=clip_model, image_sizes=[(h, w)], text_len=2)
+    assert m.media["resized"] == [(32, 32)] and m.media["visual_tokens"] == 16
+    assert m.forward["vision_tower"] == clip_tower_by_hand(1)
