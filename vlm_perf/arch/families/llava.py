@@ -58,7 +58,8 @@ PIXTRAL_DEFAULTS = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_
 # text_config (model_type, vocab_size 32064, max_position_embeddings, rms_norm_eps) and relies on them
 LLAMA_DEFAULTS = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
                   "num_attention_heads": 32}
-# PixtralImageProcessor's class default size.longest_edge (mistral-community/pixtral-12b ships the same)
+# PixtralImageProcessor's class default size.longest_edge (a shipped preprocessor_config.json overrides it; the
+# mistral-community/pixtral-12b file was not checked from here)
 PIXTRAL_LONGEST_EDGE = 1024
 
 
@@ -126,6 +127,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         in_channels=channels, spatial_merge_size=1, out_hidden_size=lm.hidden_size,
         num_position_embeddings=side * side + 1 if clip else 0, patch_embed_bias=False,
         norm="layernorm" if clip else "rmsnorm", cls_per_frame=1 if clip else 0)
+
     def layers(count: int) -> VisionLayers:
         if clip:
             return VisionLayers(part=VISION_TOWER, count=count, width=width, num_heads=heads, head_dim=width // heads,
@@ -178,7 +180,7 @@ class LlavaMedia(MediaRule):
       (1) - 1 under "default"). Settings from preprocessor_config.json / processor_config.json when shipped
       (they must agree with the model config: transformers would reject a mismatch), else the model config.
     * **Pixtral** (Pixtral-12B): the Pixtral resize (:func:`.mistral3.pixtral_resize`) with ``size.longest_edge``
-      from preprocessor_config.json, else 1024 (``PixtralImageProcessor``'s default and pixtral-12b's file), step =
+      from preprocessor_config.json, else 1024 (``PixtralImageProcessor``'s class default), step =
       patch (``spatial_merge_size`` 1): grid (1, H/p, W/p), rows x cols ``[IMG]`` tokens plus one ``[IMG_BREAK]``
       per row (the last one ``[IMG_END]``; ``break_tokens``, text tokens that are part of ``--seq-len``).
     """
@@ -194,7 +196,7 @@ class LlavaMedia(MediaRule):
             if size and "longest_edge" not in size:
                 raise UnsupportedModelError(f"{spec.name}: Pixtral size {size} without longest_edge is not modelled")
             return {"tower": "pixtral", "longest_edge": int(size.get("longest_edge", PIXTRAL_LONGEST_EDGE)),
-                    "source": "processor files" if "longest_edge" in size else "reference checkpoint default",
+                    "source": "processor files" if "longest_edge" in size else "PixtralImageProcessor class default",
                     "patch_step": v.patch_size}
         tile = spec.extra["image_size"]
         crop = _hw(pre.get("crop_size")) if pre.get("do_center_crop", True) else _hw(pre.get("size"))
