@@ -779,3 +779,21 @@ class LinearProjector(Block):
         chain = " -> ".join(str(w) for w in self.widths)
         norm = f"{self.norm}({self.norm_width}) -> " if self.norm != "none" else ""
         return f"{self.count} {self.label}: {norm}Linear chain {chain} on merged tokens"
+# --- llava ---
+
+
+@dataclass(frozen=True)
+class ForwardOnly(Block):
+    """A module that runs but whose output reaches no loss, so autograd never back-propagates through it: its
+    forward FLOPs count in training too, with neither weight nor input gradient. LLaVA's CLIP tower with
+    ``vision_feature_layer`` -2: the last layer runs (``CLIPEncoder`` loops over every layer) but only the
+    hidden state before it feeds the projector. ``module`` carries its own ``count``; ``count`` copies of it."""
+
+    kind: ClassVar[str] = "forward_only"
+    module: Block
+
+    def params(self) -> int:
+        return self.module.count * self.module.params()
+
+    def describe(self) -> str:
+        return f"{self.count} x forward only (output unused, never back-propagated): {self.module.describe()}"

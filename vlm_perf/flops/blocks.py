@@ -258,3 +258,15 @@ def _linear_projector(b: LinearProjector, s: BatchStats, ctx: FlopsContext) -> l
     return [Term("vision.merger", b.count * matmul(rows, n_in, n_out),
                  b.part, input_kind=first_input if i == 0 else INPUT_STAGE)
             for i, (n_in, n_out, _) in enumerate(b.linears())]
+# --- llava ---
+from dataclasses import replace  # noqa: E402
+
+from ..arch.blocks import ForwardOnly  # noqa: E402
+
+
+@block_flops(ForwardOnly)
+def _forward_only(b: ForwardOnly, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """the wrapped module's forward FLOPs x count; no weight or input gradient in training"""
+    terms = inventory_terms((b.module,), s, ctx)
+    return [replace(t, forward=b.count * t.forward if b.count != 1 else t.forward, weights=False,
+                    input_kind=INPUT_PIXELS, input_grad=None) for t in terms]

@@ -18,7 +18,8 @@ from typing import Any, Sequence
 from . import common
 from .common import PARTS, REGISTRY, PartMeasurement
 
-_FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4")
+_FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
+                  "llava")  # --- llava ---
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -42,6 +43,9 @@ CASES: dict[str, list[dict]] = {
                  dict(image_sizes=[(30, 50)], do_image_splitting=False)],
     "smolvlm": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(300, 90)])],
     "llama4": [dict(tiles=[5, 1]), dict(tiles=[1])],
+    # --- llava ---
+    "llava": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
+    "llava_pixtral": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(200, 100)])],
 }
 
 

@@ -75,5 +75,6 @@ from . import decoder, qwen_vl, internvl, gemma3, llava_onevision  # noqa: E402,
 from . import glm4v  # noqa: E402,F401  (--- glm4v ---)
 from . import qwen3_5  # noqa: E402,F401  (--- qwen3_5 ---)
 from . import mistral3, idefics3  # noqa: E402,F401  (--- mistral3 / idefics3 ---)
+from . import llava  # noqa: E402,F401  (--- llava ---)
 
 __all__ = ["FAMILIES", "Family", "family_for", "register_family", "supported_model_types"]
