@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from ...errors import InputError
+from ..prefetch import prefetched
 from . import megatron
 from .diagnostics import Diagnostics
 from .discover import LOG_SUBDIRS, expand_dir
@@ -379,7 +380,7 @@ def _batches(path: Path, timing: TimingCollector | None):
     followed only by continuation-shaped lines: that tail (a possibly hard-wrapped record, at most
     ``MAX_PIECES`` lines) starts the next batch, so its pieces are routed together."""
     carry: pl.DataFrame | None = None
-    for frame in line_frames(path):
+    for frame in prefetched(line_frames(path)):  # the next frame is read while this one is parsed
         if timing is not None:
             timing.feed(frame)
         for batch in frame.iter_slices(BATCH_ROWS):
