@@ -129,3 +129,13 @@ def test_siglip_pooling_head(mode, frozen):
 
     tower = head_model.model.vision_tower
     assert count_params(_spec(head_model)).vision_tower == sum(p.numel() for p in tower.parameters())
+
+
+@pytest.mark.parametrize("layer", [-2, [0, -2], 1], ids=["minus2", "two", "first"])
+def test_feature_layer_before_the_last(layer):
+    """``vision_feature_layer`` other than -1 (int or list): every SigLIP layer runs, the layers after the deepest
+    selected hidden state are never back-propagated (measured per part, forward and training)."""
+    model = build_model(tiny_config(vision_feature_layer=layer), 0)
+    for mode in ("forward", "training"):
+        m = measure_family("llava_onevision", model=model, image_sizes=[(30, 50)], mode=mode)
+        assert _library(model, m, [(30, 50)], mode=mode).parts == m.parts(mode)

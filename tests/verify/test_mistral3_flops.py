@@ -118,3 +118,15 @@ def test_parameters_per_part(model):
     assert c.merger == numel(model.model.multi_modal_projector)
     assert c.lm == numel(model.model.language_model) + numel(model.lm_head)
     assert c.total == numel(model)
+
+
+@pytest.mark.parametrize("layer", [-2, -3, 1], ids=["minus2", "embeddings", "first"])
+def test_feature_layer_before_the_last(layer):
+    """``vision_feature_layer`` other than -1: every tower layer still runs (Pixtral's transformer loops over all),
+    but the layers after the selected hidden state never reach the loss, so training does not back-propagate
+    through them (measured: 3x the layers up to it, 1x the rest)."""
+    model = build_model(tiny_config(vision_feature_layer=layer), 0)
+    for mode in ("forward", "training"):
+        m = measure_family("mistral3", model=model, image_sizes=[(30, 50)], mode=mode)
+        lib, _, _ = _library(model, m, [(30, 50)], mode=mode)
+        assert lib.parts == m.parts(mode)

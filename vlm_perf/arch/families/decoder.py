@@ -12,12 +12,13 @@ Qwen2/Qwen3 use it only with ``use_sliding_window`` and only on layers ``>= max_
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Mapping
 
 from ...errors import ConfigError, UnsupportedModelError
-from ..blocks import (DecoderAttention, DenseMLP, FinalNorm, LMHead, LMLayerNorms, MLAttention, MoEMLP,
-                      MTPModules, TokenEmbedding)
+from ..blocks import (DecoderAttention, DenseMLP, FinalNorm, ForwardOnly, LMHead, LMLayerNorms, MLAttention, MoEMLP,
+                      MTPModules, TokenEmbedding, VisionLayers)
 from ..fields import Fields, text_section
 from ..parts import LANGUAGE_MODEL
 from ..spec import LMSpec, MLASpec, ModelSpec, MoESpec
@@ -41,6 +42,30 @@ def vision_and_text_sections(config: Mapping[str, Any], source: str, model_type:
         raise UnsupportedModelError(f"{source}: {model_type} with text_config.model_type {text_type!r} is not "
                                     f"modelled; supported LMs: {', '.join(lm_families)}")
     return vc, tc, text_type
+
+
+def feature_layer_depth(value: Any, depth: int, source: str) -> tuple[int, int]:
+    """``vision_feature_layer`` (an int or a list) of a tower of ``depth`` layers -> (how many hidden states
+    the projector concatenates, how many tower layers the deepest one passes through). Indexes address
+    ``hidden_states`` (depth + 1 entries: the embeddings, then each layer's output), so index i reaches
+    i mod (depth + 1) layers; the layers after it still run but feed no loss (`forward_only_after`)."""
+    layers = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not layers:
+        raise ConfigError(f"{source}: vision_feature_layer is an empty list")
+    for layer in layers:
+        if isinstance(layer, bool) or not isinstance(layer, int) or not -(depth + 1) <= layer <= depth:
+            raise ConfigError(f"{source}: vision_feature_layer {value!r}: each entry must be an integer index into "
+                              f"the tower's {depth + 1} hidden states")
+    return len(layers), max(layer % (depth + 1) for layer in layers)
+
+
+def forward_only_after(layers: VisionLayers, used: int) -> tuple:
+    """``layers`` (all ``layers.count`` tower layers, each run in the forward) split at ``used``: the first
+    ``used`` as they are, the rest as one `ForwardOnly` (their output reaches no loss, so training never
+    back-propagates through them: forward FLOPs only)."""
+    kept = (replace(layers, count=used),) if used else ()
+    rest = layers.count - used
+    return kept + ((ForwardOnly(part=layers.part, count=1, module=replace(layers, count=rest)),) if rest > 0 else ())
 
 
 def read_lm(f: Fields, family: str, tie_default: bool = TIE_DEFAULT) -> LMSpec:

@@ -38,12 +38,12 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import ConfigError, UnsupportedModelError
-from ..blocks import ClsToken, ExtraParams, ForwardOnly, MlpProjector, PatchEmbed, PositionTable, VisionLayers
+from ..blocks import ClsToken, ExtraParams, MlpProjector, PatchEmbed, PositionTable, VisionLayers
 from ..fields import Fields
 from ..parts import MERGER, VISION_TOWER
 from ..spec import ModelSpec, VisionSpec
 from . import Family, register_family
-from .decoder import lm_blocks, read_lm, vision_and_text_sections
+from .decoder import feature_layer_depth, forward_only_after, lm_blocks, read_lm, vision_and_text_sections
 from .media import DerivedMedia, MediaRule, positive
 from .mistral3 import pixtral_resize
 
@@ -68,20 +68,6 @@ def _count(f: Fields, key: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(f"{f.source}: field {f.name_of(key)} must be a positive integer, got {value!r}")
     return value
-
-
-def _feature_layers(value: Any, depth: int, source: str) -> tuple[int, int]:
-    """(how many hidden states ``vision_feature_layer`` concatenates, how many tower layers the deepest one
-    passes through). Indexes address ``hidden_states`` (depth + 1 entries: the embeddings, then each layer's
-    output), so index i (i mod depth + 1) is reached after i layers; the layers after it run forward only."""
-    layers = list(value) if isinstance(value, (list, tuple)) else [value]
-    if not layers:
-        raise ConfigError(f"{source}: vision_feature_layer is an empty list")
-    for layer in layers:
-        if isinstance(layer, bool) or not isinstance(layer, int) or not -(depth + 1) <= layer <= depth:
-            raise ConfigError(f"{source}: vision_feature_layer {value!r}: each entry must be an integer index into "
-                              f"the tower's {depth + 1} hidden states")
-    return len(layers), max(layer % (depth + 1) for layer in layers)
 
 
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
@@ -109,7 +95,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     strategy = top.opt("vision_feature_select_strategy", "default")
     if strategy not in ("default", "full"):
         raise ConfigError(f"{source}: vision_feature_select_strategy must be 'default' or 'full', got {strategy!r}")
-    n_layers, used = _feature_layers(top.opt("vision_feature_layer", -2), depth, source)
+    n_layers, used = feature_layer_depth(top.opt("vision_feature_layer", -2), depth, source)
     bias = bool(top.opt("multimodal_projector_bias", True))
     clip = tower == "clip_vision_model"
     if clip and strategy != "default":
@@ -138,8 +124,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
                             mlp_bias=False, norm="rmsnorm")
 
     # layers after the deepest selected hidden state run (every encoder loops over all layers) but reach no loss
-    stack = ((layers(used),) if used else ()) + (
-        (ForwardOnly(part=VISION_TOWER, count=1, module=layers(depth - used)),) if depth > used else ())
+    stack = forward_only_after(layers(depth), used)
     embed = PatchEmbed(part=VISION_TOWER, count=1, in_volume=vision.patch_volume, width=width, bias=False)
     if clip:
         tower_blocks: tuple = (

@@ -26,12 +26,12 @@ import math
 from typing import Any, Mapping
 
 from ...errors import ConfigError, UnsupportedModelError
-from ..blocks import ExtraParams, MlpProjector
+from ..blocks import ExtraParams, MlpProjector, VisionLayers
 from ..fields import Fields, text_section
 from ..parts import MERGER
 from ..spec import ModelSpec, VisionSpec
 from . import Family, register_family
-from .decoder import lm_blocks, read_lm
+from .decoder import feature_layer_depth, forward_only_after, lm_blocks, read_lm
 from .media import DerivedMedia, MediaRule, positive
 from .siglip import read_siglip, siglip_blocks
 
@@ -79,10 +79,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     if top.opt("vision_feature_select_strategy", "full") != "full":
         raise UnsupportedModelError(f"{source}: vision_feature_select_strategy must be 'full' (SigLIP has no CLS "
                                     "token; 'default' drops a patch that pack_image_features cannot re-grid)")
-    layer = top.opt("vision_feature_layer", -1)
-    n_layers = len(layer) if isinstance(layer, (list, tuple)) else 1
-    if n_layers == 0:
-        raise ConfigError(f"{source}: vision_feature_layer is an empty list")
+    n_layers, used = feature_layer_depth(top.opt("vision_feature_layer", -1), tower.depth, source)
     bias = bool(top.opt("multimodal_projector_bias", True))
     budget = _aspect_budget(top.opt("vision_aspect_ratio", "anyres_max_9"), source)
     pinpoints = _pinpoints(config.get("image_grid_pinpoints"), source)
@@ -91,7 +88,10 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
                         mlp_gated=False, patch_size=tower.patch_size, temporal_patch_size=1,
                         in_channels=tower.channels, spatial_merge_size=1, out_hidden_size=lm.hidden_size,
                         num_position_embeddings=tower.patches, patch_embed_bias=True, norm="layernorm")
-    blocks = siglip_blocks(tower) + (
+    # every SigLIP layer runs; those after the deepest selected hidden state feed no loss (forward only)
+    tower_blocks = tuple(part for block in siglip_blocks(tower)
+                         for part in (forward_only_after(block, used) if isinstance(block, VisionLayers) else (block,)))
+    blocks = tower_blocks + (
         MlpProjector(part=MERGER, count=1, in_width=tower.width * n_layers, hidden_width=lm.hidden_size,
                      out_width=lm.hidden_size, norm_width=0, norm="none", bias=bias),
         ExtraParams(part=MERGER, count=1, label="image_newline", numel=lm.hidden_size),

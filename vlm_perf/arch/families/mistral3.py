@@ -31,7 +31,7 @@ from ..fields import Fields
 from ..parts import MERGER, VISION_TOWER
 from ..spec import ModelSpec, VisionSpec
 from . import Family, register_family
-from .decoder import lm_blocks, read_lm, vision_and_text_sections
+from .decoder import feature_layer_depth, forward_only_after, lm_blocks, read_lm, vision_and_text_sections
 from .media import DerivedMedia, MediaRule, positive
 
 LM_FAMILIES = ("mistral", "llama")
@@ -63,6 +63,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     patch = f.square("patch_size") if "patch_size" in vc else 16
     merge = int(top.opt("spatial_merge_size", 2))
     bias = bool(top.opt("multimodal_projector_bias", False))
+    _, used = feature_layer_depth(layer, int(f.opt("num_hidden_layers", 24)), source)
     vision = VisionSpec(
         family="mistral3", depth=int(f.opt("num_hidden_layers", 24)), hidden_size=width, num_heads=heads,
         head_dim=width // heads, intermediate_size=int(f.opt("intermediate_size", 4096)), mlp_gated=True,
@@ -72,9 +73,11 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     blocks = (
         PatchEmbed(part=VISION_TOWER, count=1, in_volume=vision.patch_volume, width=width, bias=False),
         ExtraParams(part=VISION_TOWER, count=1, label="ln_pre RMSNorm", numel=width),
-        VisionLayers(part=VISION_TOWER, count=vision.depth, width=width, num_heads=heads, head_dim=vision.head_dim,
-                     mlp_width=vision.intermediate_size, mlp_gated=True, attention="frame", qkv_bias=False,
-                     proj_bias=False, mlp_bias=False, norm="rmsnorm"),
+        # every layer runs; those after the selected hidden state feed no loss (forward only in training)
+        *forward_only_after(VisionLayers(part=VISION_TOWER, count=vision.depth, width=width, num_heads=heads,
+                                         head_dim=vision.head_dim, mlp_width=vision.intermediate_size, mlp_gated=True,
+                                         attention="frame", qkv_bias=False, proj_bias=False, mlp_bias=False,
+                                         norm="rmsnorm"), used),
         LinearProjector(part=MERGER, count=1, widths=(merge * merge * width, width, lm.hidden_size, lm.hidden_size),
                         biases=(False, bias, bias), norm_width=width, norm="rmsnorm",
                         label="projector (patch merger + MLP)"),
