@@ -252,3 +252,18 @@ def test_prefetch_across_shards_changes_nothing(tmp_path, chunk):
             MetadataSource(shards[1:], chunk_bytes=chunk, max_line_bytes=1000, prefetch=prefetch).read()
         errors.append(str(info.value))
     assert errors[0] == errors[1] and f"{shards[1]}:25" in errors[0]
+
+
+def test_line_longer_than_a_pyarrow_block_is_parsed_not_refused(tmp_path):
+    """pyarrow parses in blocks (256 KiB up to 4 MiB, by chunk size); a line longer than a block is
+    re-read as one block, so block sizing never changes a verdict or a statistic."""
+    long_row = {"iteration": 2, "microbatch": 0, "dp_rank": 0, "seq_lens": [1] * 200_000}
+    rows = [{"iteration": 1, "microbatch": i, "dp_rank": 0, "seq_lens": [3, 4]} for i in range(20_000)]
+    tail = [{"iteration": 1, "microbatch": 20_000 + i, "dp_rank": 0, "seq_lens": [3, 4]} for i in range(5)]
+    f = write_jsonl(tmp_path / "m.jsonl", rows + [long_row] + tail)
+    src = MetadataSource(f).read()
+    assert src.diagnostics.cleaned == []  # no fallback to the per-line path
+    it = src.per_iteration
+    # hand arithmetic: iteration 1 holds 20,005 rows of [3, 4]; iteration 2 one row of 200,000 ones
+    assert it["lm_tokens"].to_list() == [20_005 * 7, 200_000]
+    assert it["lm_tokens_sq"].to_list() == [20_005 * 25, 200_000]

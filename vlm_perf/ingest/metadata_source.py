@@ -112,6 +112,9 @@ def arrow_schema():
 
 
 _PYARROW_OPTIONS: list = []
+#: pyarrow parses a buffer in blocks on its thread pool: blocks of len/8 (256 KiB to 4 MiB) keep a
+#: small shard (one chunk of a few MB) on several threads instead of one.
+_BLOCK_MIN, _BLOCK_MAX, _BLOCKS_PER_CHUNK = 256 << 10, 4 << 20, 8
 
 
 def _parse_pyarrow(data: bytes) -> pl.DataFrame:
@@ -120,8 +123,18 @@ def _parse_pyarrow(data: bytes) -> pl.DataFrame:
 
     if not _PYARROW_OPTIONS:
         _PYARROW_OPTIONS.append(pj.ParseOptions(explicit_schema=arrow_schema(), unexpected_field_behavior="ignore"))
-        _PYARROW_OPTIONS.append(pj.ReadOptions(block_size=4 << 20))
-    table = pj.read_json(pa.BufferReader(data), parse_options=_PYARROW_OPTIONS[0], read_options=_PYARROW_OPTIONS[1])
+    block = min(_BLOCK_MAX, max(_BLOCK_MIN, len(data) // _BLOCKS_PER_CHUNK))
+
+    def read(block_size: int):
+        return pj.read_json(pa.BufferReader(data), parse_options=_PYARROW_OPTIONS[0],
+                            read_options=pj.ReadOptions(block_size=block_size))
+
+    try:
+        table = read(block)
+    except pa.ArrowInvalid as exc:
+        if "straddl" not in str(exc) or block > len(data):
+            raise
+        table = read(len(data) + 1)  # a line longer than a block: the whole buffer as one block
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
     return frame.cast(SCHEMA)  # type: ignore[arg-type]
