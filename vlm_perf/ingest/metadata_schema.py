@@ -126,25 +126,10 @@ class RowExprs:
     padded_only: pl.Expr
     stage1: tuple[pl.Expr, ...] = ()  # intermediate columns (``__*``) the other expressions refer to
     checks: tuple[tuple[pl.Expr, int], ...] = ()
-    geometry: tuple[int, int | None, int] = (2, None, 0)  # merge_size, window_side, cls_per_frame
 
     def apply(self, lf: pl.LazyFrame) -> pl.LazyFrame:
         """``lf`` with the intermediate columns added (select the other expressions from it)."""
         return lf.with_columns(self.stage1)
-
-    def apply_frame(self, frame: pl.DataFrame) -> pl.LazyFrame:
-        """`apply` on an in-memory frame, with the grid intermediates of every grid column whose
-        rows are all well-formed ``[t, h, w]`` triples computed by `grid_columns_flat` (the same
-        integers, without ``list.eval``); other columns, and any column with a malformed row, go
-        through the expressions."""
-        flat: dict[str, pl.Series] = {}
-        for prefix, col in _GRID_PREFIXES:
-            if col in frame.columns:
-                flat.update(grid_columns_flat(frame[col], prefix, *self.geometry) or {})
-        if not flat:
-            return self.apply(frame.lazy())
-        rest = [expr for expr in self.stage1 if expr.meta.output_name() not in flat]
-        return frame.with_columns(list(flat.values())).lazy().with_columns(rest)
 
 
 # per-grid-row problem codes, ordered so that the max over a row's grids is the first rule broken
@@ -181,68 +166,6 @@ def _grid_parts(col: str, merge_size: int, window_side: int | None,
     return sums, worst
 
 
-_GRID_PREFIXES = (("__img_", "image_grid_thw"), ("__vid_", "video_grid_thw"))
-
-
-def grid_columns_flat(grids: pl.Series, prefix: str, merge_size: int, window_side: int | None,
-                      cls_per_frame: int = 0) -> dict[str, pl.Series] | None:
-    """The intermediate columns `_grid_parts` defines for one grid column (``prefix + key``: the
-    per-microbatch sums of `grid_row_stats`, ``items`` and the worst problem code), computed on the
-    flat t/h/w arrays of all grid rows at once with numpy, or None when some grid row is not three
-    non-null integers (the expressions then name the problem).
-
-    The same Int64 arithmetic in the same order as the expressions, so the values are identical;
-    per-microbatch sums are differences of running sums (wrap-around cancels, so a sum is exact
-    whenever the expressions' is).
-    """
-    import numpy as np
-    import pyarrow as pa
-
-    items_column = grids.list.len().fill_null(0)  # UInt32, as ``list.len`` gives it
-    items = items_column.to_numpy().astype(np.int64)
-    outer = grids.to_arrow()
-    if isinstance(outer, pa.ChunkedArray):
-        outer = outer.combine_chunks()
-    inner = outer.flatten()  # the grid rows of the non-null microbatches, in order
-    if inner.null_count or len(inner) != int(items.sum()):
-        return None
-    if len(inner) and not (np.diff(np.asarray(inner.offsets)) == 3).all():
-        return None
-    values = inner.flatten()
-    if values.null_count:
-        return None
-    t, h, w = np.ascontiguousarray(np.asarray(values, dtype=np.int64).reshape(-1, 3).T)
-    with np.errstate(over="ignore"):
-        row = grid_row_stats(t, h, w, merge_size, window_side, cls_per_frame=cls_per_frame)
-        if not cls_per_frame:
-            row.pop("cls_tokens")
-        if not window_side:
-            row.pop("window_patches_sq")
-        ends = np.cumsum(items)
-        starts = ends - items
-
-        def per_microbatch(per_grid_row: np.ndarray) -> np.ndarray:
-            running = np.concatenate(([0], np.cumsum(per_grid_row, dtype=np.int64)))
-            return running[ends] - running[starts]
-
-        out = {prefix + key: pl.Series(prefix + key, per_microbatch(np.asarray(v, dtype=np.int64)))
-               for key, v in row.items()}
-        out.setdefault(prefix + "window_patches_sq", out[prefix + "patches_sq_per_frame"].alias(
-            prefix + "window_patches_sq"))
-        out[prefix + "items"] = items_column.alias(prefix + "items")
-        nonpositive = (t <= 0) | (h <= 0) | (w <= 0)
-        too_big = (t > GRID_SIDE_MAX) | (h > GRID_SIDE_MAX) | (w > GRID_SIDE_MAX) | (t * h * w > GRID_PATCHES_MAX)
-        unmergeable = (h % merge_size != 0) | (w % merge_size != 0)
-    worst = np.zeros(len(items), dtype=np.int32)
-    if (nonpositive | too_big | unmergeable).any():  # the first rule broken, worst over a row's grids
-        problem = np.select([nonpositive, too_big, unmergeable], [_GRID_NONPOS, _GRID_BIG, _GRID_MERGE],
-                            _GRID_OK).astype(np.int32)
-        nonempty = items > 0
-        worst[nonempty] = np.maximum.reduceat(problem, starts[nonempty])
-    out[prefix + "worst"] = pl.Series(prefix + "worst", worst)
-    return out
-
-
 def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
 
@@ -260,7 +183,7 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0) 
         "__seq_bad": seq.list.eval(pl.element().is_null() | (pl.element() <= 0)).list.any(),
         "__seq_big": seq.list.max() > SEQ_LEN_MAX,
     }
-    for prefix, col in _GRID_PREFIXES:
+    for prefix, col in (("__img_", "image_grid_thw"), ("__vid_", "video_grid_thw")):
         sums, worst = _grid_parts(col, merge_size, window_side, cls_per_frame)
         stage1.update({prefix + key: expr for key, expr in sums.items()})
         stage1[prefix + "worst"] = worst
@@ -343,5 +266,4 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0) 
         code = code.when(cond.fill_null(False)).then(pl.lit(value, pl.UInt8))
     code = code.otherwise(pl.lit(0, pl.UInt8))
     return RowExprs(code=code, stats=stats, pre_lm=has_pre_lm, pre_vision=has_pre_vis, padded_only=padded_only,
-                    stage1=tuple(expr.alias(name) for name, expr in stage1.items()), checks=tuple(checks),
-                    geometry=(merge_size, window_side, cls_per_frame))
+                    stage1=tuple(expr.alias(name) for name, expr in stage1.items()), checks=tuple(checks))

@@ -24,9 +24,7 @@ and only failing pieces go through the precise per-line path (`metadata_io.parse
 names ``file:line`` and the field. Integer statistics are exact Int64 sums; chunk partials are
 merged by summation, so chunking (and the Dask partitioning) cannot change a result.
 The engine parses chunk k+1 in a worker thread while chunk k is aggregated (``prefetch``; both
-engines and polars release the GIL, so parse and aggregation share the cores); the grid statistics
-of well-formed grid columns come from their flat t/h/w arrays (`metadata_schema.grid_columns_flat`),
-the same integers as the ``list.eval`` expressions that handle every other case.
+engines and polars release the GIL, so parse and aggregation share the cores).
 
 Rows a resumed job recorded twice (the same (iteration, microbatch, dp_rank)) are detected from
 per-iteration key spans in the same pass; only when some are found are the shards read a second
@@ -648,7 +646,7 @@ class MetadataSource:
         cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
         raw = frame  # as read (v2 sizes, no derived grids): what raw_sink receives
         frame, media_code = self._convert_media(frame, count=True)
-        rows = ex.apply_frame(frame).select(cols).collect()
+        rows = ex.apply(frame.lazy()).select(cols).collect()
         if media_code is not None:  # the v1 rules first, then the v2 media ones
             rows = rows.with_columns(pl.when(pl.col(_CODE) != 0).then(pl.col(_CODE)).otherwise(media_code).alias(_CODE))
         self._diag.rows_read += rows.height
@@ -751,7 +749,7 @@ class MetadataSource:
                 frame = frame.filter(pl.col("iteration").is_in(wanted))
                 if frame.height:
                     frame, media_code = self._convert_media(frame)
-                    rows = ex.apply_frame(frame).select(cols).collect()
+                    rows = ex.apply(frame.lazy()).select(cols).collect()
                     if media_code is not None:
                         rows = rows.with_columns(pl.when(pl.col(_CODE) != 0).then(pl.col(_CODE))
                                                  .otherwise(media_code).alias(_CODE))
