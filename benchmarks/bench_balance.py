@@ -41,6 +41,8 @@ from vlm_perf.analysis.balance import balance_by_iteration, lpt_balance, ranks_f
 from vlm_perf.ingest.logs.reader import lazy_line_frames  # noqa: E402
 from vlm_perf.ingest.logs.timers import read_rank_timing  # noqa: E402
 
+from _docs import replace_section  # noqa: E402 - benchmarks/_docs.py (the script's folder is on sys.path)
+
 SECTION = "## DP load balance and per-rank timing"
 
 
@@ -186,16 +188,8 @@ def run(args) -> str:
     return "\n".join(out)
 
 
-def write_docs(section: str) -> None:
-    doc = ROOT / "docs" / "benchmarks.md"
-    text = doc.read_text()
-    if SECTION in text:
-        head, _, rest = text.partition(SECTION)
-        nxt = rest.find("\n## ")
-        text = head + section + (rest[nxt + 1:] if nxt >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    doc.write_text(text if text.endswith("\n") else text + "\n")
+def write_docs(section: str) -> Path:
+    return replace_section(SECTION, section)
 
 
 def main() -> None:

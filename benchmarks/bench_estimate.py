@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from _docs import replace_section  # benchmarks/_docs.py (the script's folder is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Estimate mode"
 
@@ -81,19 +83,7 @@ NOTES_MARK = "<!-- notes: kept by bench_estimate.py -->"
 
 
 def write_docs(section: str) -> Path:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text(encoding="utf-8")
-    if SECTION in text:
-        start = text.index(SECTION)
-        nxt = text.find("\n## ", start + len(SECTION))
-        old = text[start:nxt if nxt >= 0 else len(text)]
-        if NOTES_MARK in old:
-            section = section.rstrip("\n") + "\n\n" + old[old.index(NOTES_MARK):].rstrip("\n") + "\n"
-        text = text[:start] + section.rstrip("\n") + "\n" + ("\n" + text[nxt + 1:] if nxt >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text, encoding="utf-8")
-    return path
+    return replace_section(SECTION, section, NOTES_MARK)
 
 
 def main() -> None:

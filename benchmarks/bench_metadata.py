@@ -47,8 +47,11 @@ import sys
 import time
 from pathlib import Path
 
+from _docs import replace_section  # benchmarks/_docs.py (the script's folder is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Metadata aggregation"
+NOTES_MARK = "<!-- notes: kept by bench_metadata.py -->"
 MEASUREMENTS = ("scan-all", "scan-len", "lines-decode", "pyarrow-parse", "duckdb-parse", "duckdb-strict-parse", "ours", "ours-seq", "before-ours",
                 "ours-polars", "ours-rank", "ours-shards", "ours-parquet", "duckdb-sql", "pandas", "report",
                 "before-report")
@@ -502,18 +505,7 @@ def render(rows: int, size_mb: float, res: dict, pandas_rows: int, repeats: int,
 
 
 def write_docs(section: str) -> Path:
-    path = ROOT / "docs" / "benchmarks.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n"
-    if SECTION in text:
-        start = text.index(SECTION)
-        nxt = text.find("\n## ", start + len(SECTION))
-        end = len(text) if nxt < 0 else nxt + 1
-        text = text[:start] + section.rstrip("\n") + "\n" + ("\n" + text[end:] if nxt >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text, encoding="utf-8")
-    return path
+    return replace_section(SECTION, section, NOTES_MARK)
 
 
 def main() -> None:

@@ -24,7 +24,6 @@ import os
 import subprocess
 import platform
 import random
-import re
 import resource
 import sys
 import tempfile
@@ -39,6 +38,8 @@ import polars as pl  # noqa: E402
 
 from vlm_perf.ingest.logs import parse_logs  # noqa: E402
 from vlm_perf.ingest.logs.baseline import parse_file  # noqa: E402
+
+from _docs import replace_section  # noqa: E402 - benchmarks/_docs.py (the script's folder is on sys.path)
 
 NOISE = [
     "time (ms) | forward-backward: 1530.12 | forward-compute: 512.34 | backward-compute: 1001.22 | optimizer: 20.31",
@@ -144,21 +145,7 @@ def median_of(fn, repeat: int) -> tuple[float, float, object]:
 
 
 def write_docs(section: str) -> Path:
-    doc = ROOT / "docs" / "benchmarks.md"
-    text = doc.read_text() if doc.exists() else "# Benchmarks\n"
-    pattern = re.compile(r"^## Log parsing\n.*?(?=^## |\Z)", re.S | re.M)
-    m = pattern.search(text)
-    if m:
-        old = m.group(0)
-        if NOTES_MARK in old:  # keep the hand-written analysis
-            section = section.rstrip("\n") + "\n\n" + old[old.index(NOTES_MARK):]
-        section = section.rstrip("\n") + "\n\n"  # blank line before the next section
-        text = pattern.sub(lambda _: section, text)
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(text.rstrip("\n") + "\n")
-    return doc
+    return replace_section("## Log parsing", section, NOTES_MARK)
 
 
 def main(argv: list[str] | None = None) -> None:
