@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .common import VOCAB, FamilyHarness, eager, finish_model, random_images, register, rotary_modules, text_ids
+from .mistral3 import MISTRAL_TEXT, PIXTRAL_VISION
 
 IMAGE_TOKEN, IMG_BREAK, IMG_END = 990, 991, 992
 CLIP_IMAGE = 32
@@ -54,11 +55,8 @@ def tiny_pixtral_config(**over: Any):
     """Pixtral tower (Pixtral-12B shape)."""
     import transformers
 
-    vision = dict(model_type="pixtral", hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                  num_attention_heads=2, head_dim=16, num_channels=3, image_size=LONGEST_EDGE, patch_size=4,
-                  hidden_act="silu", rope_theta=10000.0)
-    vision.update(over.pop("vision", {}))
-    text = _text(model_type="mistral", sliding_window=None, **over.pop("text", {}))
+    vision = {**PIXTRAL_VISION, "image_size": LONGEST_EDGE, **over.pop("vision", {})}
+    text = {**MISTRAL_TEXT, **over.pop("text", {})}
     kw = dict(vision_config=vision, text_config=text, image_token_index=IMAGE_TOKEN, projector_hidden_act="gelu",
               vision_feature_layer=-1, vision_feature_select_strategy="full", multimodal_projector_bias=True,
               tie_word_embeddings=False)

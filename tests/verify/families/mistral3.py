@@ -24,15 +24,19 @@ IMAGE_TOKEN, IMG_BREAK, IMG_END = 990, 991, 992
 LONGEST_EDGE = 64
 
 
+#: the tiny Pixtral tower and Mistral LM (also the llava harness's Pixtral variant)
+PIXTRAL_VISION = dict(model_type="pixtral", hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                      num_attention_heads=2, head_dim=16, num_channels=3, image_size=LONGEST_EDGE, patch_size=4,
+                      hidden_act="silu", rope_theta=10000.0)
+MISTRAL_TEXT = dict(model_type="mistral", vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
+                    sliding_window=None, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+
+
 def tiny_config(**over: Any):
     import transformers
 
-    vision = dict(model_type="pixtral", hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                  num_attention_heads=2, head_dim=16, num_channels=3, image_size=LONGEST_EDGE, patch_size=4,
-                  hidden_act="silu", rope_theta=10000.0)
-    text = dict(model_type="mistral", vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
-                sliding_window=None, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    vision, text = dict(PIXTRAL_VISION), dict(MISTRAL_TEXT)
     vision.update(over.pop("vision", {}))
     text.update(over.pop("text", {}))
     kw = dict(vision_config=vision, text_config=text, image_token_index=IMAGE_TOKEN, spatial_merge_size=2,
