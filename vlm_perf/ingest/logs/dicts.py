@@ -20,6 +20,7 @@ from .formats import LogFormat, register
 from .preprocess import put_int, to_float, to_seconds
 from .reader import head_text, read_text
 from .schema import empty_frame, extra_name, records_frame, snake_case
+from .vocab import SUMMARY_KEYS, is_eval_key
 from .segments import FILE_SCALE, ORD, SUB_SCALE
 
 #: Kept for reference: the outermost ``{...}`` of a line (``load_dict`` finds it with find/rfind,
@@ -91,12 +92,38 @@ def classify(d: dict) -> str:
     return "hf"
 
 
+def dict_kind(d: dict) -> str:
+    """The record kind of a metrics dict: ``summary`` when it holds an end-of-run key (HF
+    ``train_runtime`` ...), ``eval`` when every metric carries an evaluation prefix (``eval_loss``,
+    ``val/acc``; ``epoch``/``step`` do not count), else ``train``."""
+    keys = [k for k in d if isinstance(k, str)]
+    if any(k in SUMMARY_KEYS for k in keys):
+        return "summary"
+    metrics = [k for k in keys if k not in _KIND_NEUTRAL]
+    if metrics and all(is_eval_key(k) for k in metrics):
+        return "eval"
+    return "train"
+
+
+_KIND_NEUTRAL = frozenset({"epoch", "step", "global_step", "current_steps", "total_steps", "percentage",
+                           "elapsed_time", "remaining_time", "global_step/max_steps", "_step", "_runtime",
+                           "_timestamp"})
+
+
 def record_from_dict(d: dict) -> tuple[str, dict]:
-    """(format, record) for any supported dict shape. ``iteration`` may be absent (HF console)."""
+    """(format, record) for any supported dict shape. ``iteration`` may be absent (HF console).
+    ``kind``: see ``dict_kind``."""
     fmt = classify(d)
     if fmt == "verl-jsonl":
-        return fmt, verl.record_from_items(d.get("step"), d["data"])
-    rec: dict = {}
+        rec = verl.record_from_items(d.get("step"), d["data"])
+        data = d["data"]
+        if isinstance(data, dict) and (kind := dict_kind(data)) != "train":
+            rec["kind"] = kind
+        return fmt, rec
+    rec = {}
+    kind = dict_kind(d)
+    if kind != "train":
+        rec["kind"] = kind
     for key, raw in d.items():
         if key == "global_step/max_steps" and isinstance(raw, str) and "/" in raw:
             cur, _, tot = raw.partition("/")
@@ -255,7 +282,7 @@ class HFSteps:
             else:
                 continue
             rec["iteration"] = use.n
-            if use.sec is not None:
+            if use.sec is not None and rec.get("kind", "train") == "train":  # not a summary's step time
                 rec.setdefault("elapsed_s", use.sec)
 
 
@@ -278,7 +305,7 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
         if d is not None:
             fmt, rec = record_from_dict(d)
             if router.allowed(fmt):
-                if len(rec):
+                if any(k != "kind" for k in rec):
                     router.emit(fmt, line, sub, label, rec)
                     if fmt == "hf":
                         hf.events.append(("dict", rec))

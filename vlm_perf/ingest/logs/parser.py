@@ -37,6 +37,7 @@ from .formats import candidate_regex, file_formats
 from .reader import MAX_LINE_BYTES, line_frames
 from .router import MAX_PIECES, REASON_RULES, Router
 from .schema import (
+    KIND_DTYPE,
     PARTIAL_FLAG,
     check_int_columns,
     concat_records,
@@ -425,6 +426,7 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
         # one chunk per column per batch (the plan leaves columns split differently): misaligned
         # chunks make the first whole-frame operation after the loop copy every record
         out = _finish_fast(out, probe)
+        out = out.with_columns(pl.lit("train", KIND_DTYPE).alias("kind"))  # per batch: chunked like the rest
         if early is not None:  # unknown keys extracted now; the text is not kept
             out = early.take(out)
         elif out.get_column("text").null_count() < out.height:
