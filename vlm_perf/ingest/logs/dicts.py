@@ -20,7 +20,7 @@ from .formats import LogFormat, register
 from .preprocess import put_int, to_float, to_seconds
 from .reader import head_text, read_text
 from .schema import empty_frame, extra_name, records_frame, snake_case
-from .vocab import SUMMARY_KEYS, is_eval_key
+from .vocab import SUMMARY_KEYS, is_eval_key, put_known_or_extra
 from .segments import FILE_SCALE, ORD, SUB_SCALE
 
 #: Kept for reference: the outermost ``{...}`` of a line (``load_dict`` finds it with find/rfind,
@@ -115,11 +115,7 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
     ``kind``: see ``dict_kind``."""
     fmt = classify(d)
     if fmt == "verl-jsonl":
-        rec = verl.record_from_items(d.get("step"), d["data"])
-        data = d["data"]
-        if isinstance(data, dict) and (kind := dict_kind(data)) != "train":
-            rec["kind"] = kind
-        return fmt, rec
+        return fmt, verl.record_from_items(d.get("step"), d["data"])
     rec = {}
     kind = dict_kind(d)
     if kind != "train":
@@ -145,7 +141,11 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
             continue
         name = HF_MAP.get(key)
         if name is None:
-            name = extra_name(snake_case(key), rec, _HF_OUTPUTS)
+            if not isinstance(key, str) or is_eval_key(key) or kind != "train":
+                name = extra_name(snake_case(str(key)), rec, _HF_OUTPUTS)
+            else:  # xtuner / slime / custom scripts: `train/loss`, `tflops`, `tokens_per_sec` via the vocabulary
+                put_known_or_extra(rec, key, raw, v, _HF_OUTPUTS)
+                continue
         if name == "iteration":
             if "iteration" not in rec:
                 put_int(rec, "iteration", raw)

@@ -52,7 +52,7 @@ _BAR = re.compile(r"(?P<desc>[^|\r]{0,80}?)(?:\d{1,3}%)?\|[^|]{0,200}\|\s{0,8}(?
                   r"\s{0,8}\[(?P<post>[^\]]{0,2000})\]?")
 _BAR_EPOCH = re.compile(r"Epoch (\d{1,9})")
 _BAR_RATE = re.compile(r"(?<![\d.])(\d{1,12}(?:\.\d{1,12})?)\s?(s/it|it/s)")
-_KEYED = re.compile(r"(?<![\w/.-])(?P<key>global[_ ]step|steps?|iteration|iter)(?![\w/-])\s{0,4}(?:[:=#]\s{0,4}|\s{1,4})"
+_KEYED = re.compile(r"(?:(?<![\w/.-])(?P<key>global[_ ]step|steps?|iteration|iter)|(?<=/)(?P<key2>global_step))(?![\w/-])\s{0,4}(?:[:=#]\s{0,4}|\s{1,4})"
                     r"\[?\s{0,8}(?P<n>\d{1,19})(?![\d.eE])(?:\s{0,4}/\s{0,4}(?P<tot>\d{1,19}))?", re.IGNORECASE)
 _KEY_RANK = {"global_step": 0, "global step": 0, "step": 1, "steps": 1, "iteration": 2, "iter": 3}
 _EVAL_WORDS = re.compile(r"(?i)\b(?:validat\w*|evaluat\w*|eval|sanity checking|testing)\b")
@@ -62,7 +62,7 @@ _KV = re.compile(
     rf"\s{{0,4}}[:=]\s{{0,4}}(?P<val>{_VAL})(?:\s{{0,2}}\((?:{_NUM})\))?(?=$|[\s|,;\])}}])")
 _SPACED = re.compile(rf"(?:^|(?<=\s))(?<![A-Za-z_]\s)(?P<key>[A-Za-z_][\w./@%-]{{0,80}})\s{{1,4}}(?P<val>{_VAL})(?:\s{{0,2}}\({_NUM}\))?"
                      r"(?=\s|$)")
-_SEGMENTS = re.compile(r"\s*\|\s*|\t|\s{2,}")
+_SEGMENTS = re.compile(r"\s*\|\s*|\t|\s{2,}|,\s+")
 _MODE_WORDS = {"train": "train", "training": "train", "eval": "eval", "val": "eval", "validation": "eval",
                "test": "eval"}
 _STEP_KEYS = frozenset({"global_step", "step", "steps", "iteration", "iter", "it", "global step", "_step",
@@ -128,7 +128,7 @@ def find_step(text: str) -> Step | None:
                         "bar", m.start(), m.end(), post, sec)
     best = None
     for m in _KEYED.finditer(text):
-        key = m.group("key").lower()
+        key = (m.group("key") or m.group("key2")).lower()
         rank = _KEY_RANK.get(key, 9)
         if best is None or rank < best[0]:
             best = (rank, m)
@@ -142,7 +142,7 @@ def find_step(text: str) -> Step | None:
 def pairs(text: str) -> list[tuple[str, str]]:
     """(key, value text) pairs of a line, in order (see the module doc)."""
     out = [(m.group("key").strip(), m.group("val")) for m in _KV.finditer(text)]
-    if "|" in text or "\t" in text or "  " in text:
+    if "|" in text or "\t" in text or "  " in text or ", " in text:
         for seg in _SEGMENTS.split(text):
             for m in _SPACED.finditer(seg):
                 out.append((m.group("key"), m.group("val")))

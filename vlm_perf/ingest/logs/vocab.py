@@ -331,3 +331,21 @@ def docs_markdown() -> str:
 
 VOCAB_BEGIN = "<!-- vocabulary: generated from vlm_perf/ingest/logs/vocab.py; do not edit by hand -->"
 VOCAB_END = "<!-- vocabulary: end -->"
+
+
+def put_known_or_extra(rec: dict, key: str, raw: object, v: float, outputs=frozenset()) -> str:
+    """For a declared format's key its own table does not know: the vocabulary's column when it has
+    one and the record has no value for it yet, else an extra column (``schema.extra_name``). ``raw``
+    is the printed value (its own unit, ``%`` or ``ms``, is read by ``value_of``), ``v`` its number.
+    Returns the column used."""
+    from .schema import extra_name
+
+    m = lookup(key) if isinstance(key, str) else None
+    if m is not None and m.column and m.column not in rec:
+        val = value_of(raw, m) if isinstance(raw, str) else v * m.mult
+        if val is not None:
+            rec[m.column] = val
+            return m.column
+    name = extra_name(snake_case(key), rec, outputs)
+    rec.setdefault(name, v)
+    return name
