@@ -48,7 +48,7 @@ _COMPOSER = re.compile(r"\[(?:epoch=(?P<ep>\d{1,9})\]\[)?batch=(?P<n>\d{1,19})/(
 _METRICLOGGER = re.compile(r"(?P<mode>Epoch|Train|Test|Val|Eval):\s{0,4}\[(?P<ep>\d{1,9})?(?:/\d{1,9})?\]?"
                            r"\s{0,8}\[\s{0,12}(?P<n>\d{1,19})/(?P<tot>\d{1,19})\]")
 _METRICLOGGER_TEST = re.compile(r"(?P<mode>Test|Val|Eval):\s{1,8}\[\s{0,12}(?P<n>\d{1,19})/(?P<tot>\d{1,19})\]")
-_BAR = re.compile(r"(?P<desc>[^|\r]{0,80}?)(?:\d{1,3}%)?\|[^|]{0,200}\|\s{0,8}(?P<n>\d{1,18})/(?P<tot>\d{1,18}|\?)"
+_BAR = re.compile(r"(?P<desc>[^|\r]{0,80}?)(?:(?:\d{1,3}%)?\|[^|]{0,200}\||:)\s{0,8}(?P<n>\d{1,18})(?:/(?P<tot>\d{1,18}|\?)|it)"
                   r"\s{0,8}\[(?P<post>[^\]]{0,2000})\]?")
 _BAR_EPOCH = re.compile(r"Epoch (\d{1,9})")
 _BAR_RATE = re.compile(r"(?<![\d.])(\d{1,12}(?:\.\d{1,12})?)\s?(s/it|it/s)")
@@ -59,7 +59,7 @@ _EVAL_WORDS = re.compile(r"(?i)\b(?:validat\w*|evaluat\w*|eval|sanity checking|t
 
 _KV = re.compile(
     r"(?:^|(?<=[\s|,;\[(\]{]))(?P<key>[A-Za-z_][\w./@%()-]{0,80}(?: [A-Za-z_(][\w./@%()-]{0,40}){0,5}?)"
-    rf"\s{{0,4}}[:=]\s{{0,4}}(?P<val>{_VAL})(?:\s{{0,2}}\((?:{_NUM})\))?(?=$|[\s|,;\])}}])")
+    rf"\s{{0,4}}[:=]\s{{0,4}}\[?(?P<val>{_VAL})(?:\s{{0,2}}\((?:{_NUM})\))?(?=$|[\s|,;\])}}])")
 _SPACED = re.compile(rf"(?:^|(?<=\s))(?<![A-Za-z_]\s)(?P<key>[A-Za-z_][\w./@%-]{{0,80}})\s{{1,4}}(?P<val>{_VAL})(?:\s{{0,2}}\({_NUM}\))?"
                      r"(?=\s|$)")
 _SEGMENTS = re.compile(r"\s*\|\s*|\t|\s{2,}|,\s+")
@@ -111,12 +111,12 @@ def find_step(text: str) -> Step | None:
     m = _METRICLOGGER_TEST.search(text)
     if m:
         return Step(int(m.group("n")), int(m.group("tot")), None, "eval", "metriclogger", m.start(), m.end())
-    if "|" in text and "/" in text:
+    if ("|" in text and "/" in text) or "it [" in text:
         m = _BAR.search(text)
         if m and ("=" in m.group("post") or _BAR_EPOCH.search(m.group("desc"))):
             desc = m.group("desc")
             ep = _BAR_EPOCH.search(desc)
-            tot = m.group("tot")
+            tot = m.group("tot") or "?"
             kind = "eval" if _EVAL_WORDS.search(desc) else "train"
             post = m.group("post")
             r = _BAR_RATE.search(post)
@@ -266,7 +266,7 @@ SHAPES: tuple[Shape, ...] = (
 
 #: Raw-text pre-filter for lines that may hold a step (the router only sees candidates).
 PREFILTER = (r"(?i:(?:global[_ ]step|\bsteps?|\biteration|\biter)\b\s{0,4}[:=#\s]\s{0,4}\[?\s{0,8}\d)"
-             r"|\((?:train|val|test)\)\s{0,8}\[|batch=\d|\d/(?:\d+|\?) \[|(?:Epoch|Train|Test): \[")
+             r"|\((?:train|val|test)\)\s{0,8}\[|batch=\d|\d/(?:\d+|\?) \[|\dit \[|(?:Epoch|Train|Test): \[")
 
 
 def shape_of(text: str) -> Shape | None:

@@ -112,9 +112,11 @@ FULL_KEYS: dict[str, tuple[str, float, str]] = {
 #: Prefixes removed from a key (repeatedly), and the unit each one implies.
 PREFIXES: tuple[tuple[str, str], ...] = (
     ("train/", ""), ("training/", ""), ("actor/", ""), ("perf/", ""), ("timing_s/", "s"), ("timing_ms/", "ms"),
-    ("timing/", ""), ("trainer/", ""), ("throughput/", ""), ("metrics/", ""), ("train_", ""),
+    ("timing/", ""), ("trainer/", ""), ("throughput/", ""), ("metrics/", ""),
 )
-_PREFIX_KEEP_WHOLE = {"train_loss"}  # `train_` is a prefix except where the whole key is a synonym
+#: Keys never shortened by a prefix (none today; `train_` is deliberately not a prefix: modded-nanogpt's
+#: `train_time` is the cumulative training time, not a step time)
+_PREFIX_KEEP_WHOLE: set[str] = set()
 
 #: Key prefixes of evaluation metrics (never mapped to training columns).
 EVAL_PREFIXES: tuple[str, ...] = ("val/", "eval/", "eval_", "val_", "val-core/", "val-aux/", "validation/",
@@ -312,7 +314,7 @@ def docs_markdown() -> str:
     for k, (col, mult, why) in FULL_KEYS.items():
         out.append(f"| `{k}` | {f'`{col}`' if col else '(extra)'} | {mult:g} | {why} |")
     out += ["", "Prefixes removed: " + ", ".join(f"`{p}`" + (f" (unit {u})" if u else "") for p, u in PREFIXES)
-            + f" (not from {', '.join(f'`{k}`' for k in sorted(_PREFIX_KEEP_WHOLE))}).",
+            + " (`train_` is not one: `train_time` is a cumulative time, `train_loss` a synonym).",
             "Evaluation prefixes (never mapped; the record is an evaluation when all its metrics carry one): "
             + ", ".join(f"`{p}`" for p in EVAL_PREFIXES) + ".",
             "End-of-run summary keys (the record is a summary): " + ", ".join(f"`{k}`" for k in sorted(SUMMARY_KEYS))
