@@ -157,6 +157,32 @@ def _mode_split(key: str) -> tuple[str, str]:
     return "", key
 
 
+_KEY_INFO: dict[str, tuple] = {}
+
+
+def _key_info(raw_key: str) -> tuple:
+    """(what, key, is_summary_key, mapping, extra column name) of a printed key, cached (a log has few
+    distinct keys): what is "skip" (a step key, v_num), "epoch", "rank", "eval" or "metric"."""
+    info = _KEY_INFO.get(raw_key)
+    if info is not None:
+        return info
+    mode, key = _mode_split(raw_key)
+    low = key.lower()
+    if low in _STEP_KEYS or low == "v_num":
+        info = ("skip", key, False, None, "")
+    elif low == "epoch":
+        info = ("epoch", key, False, None, "")
+    elif low == "rank":
+        info = ("rank", key, False, None, "")
+    elif mode == "eval" or is_eval_key(key):
+        info = ("eval", key, key in SUMMARY_KEYS, None, snake_case(("eval " if mode == "eval" else "") + key))
+    else:
+        info = ("metric", key, key in SUMMARY_KEYS, lookup(key), snake_case(key))
+    if len(_KEY_INFO) < 100_000:
+        _KEY_INFO[raw_key] = info
+    return info
+
+
 @dataclass
 class Extraction:
     """What the generic extractor made of a line (also what ``parse --explain`` shows)."""
@@ -183,29 +209,29 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
     summary = False
     rank = None
     for key, raw in pairs(body):
-        mode, key = _mode_split(key)
-        low = key.lower()
-        if low in _STEP_KEYS or low == "v_num":
+        info = _key_info(key)
+        what = info[0]
+        if what == "skip":
             continue
-        if low == "epoch":
+        if what == "epoch":
             v = value_of(raw)
             if v is not None:
                 rec.setdefault("epoch", v)
             continue
-        if low == "rank":
+        if what == "rank":
             rank = raw.strip()
             continue
-        if key in SUMMARY_KEYS:
+        key = info[1]
+        if info[2]:
             summary = True
-        if mode == "eval" or is_eval_key(key):
+        if what == "eval":
             n_eval += 1
             v = value_of(raw)
             if v is not None:
-                name = extra_name(snake_case(("eval " if mode == "eval" else "") + key), rec, _OUTPUTS)
-                rec.setdefault(name, v)
+                rec.setdefault(extra_name(info[4], rec, _OUTPUTS), v)
                 unknown.append(key)
             continue
-        m = (overrides or {}).get(key) or lookup(key)
+        m = (overrides or {}).get(key) or info[3]
         if m is not None and m.column:
             v = value_of(raw, m)
             if v is not None and m.column not in rec:
@@ -215,7 +241,7 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
         v = value_of(raw)
         if v is None:
             continue
-        rec.setdefault(extra_name(snake_case(key), rec, _OUTPUTS), v)
+        rec.setdefault(extra_name(info[4], rec, _OUTPUTS), v)
         unknown.append(key)
     if step.shape == "bar" and step.sec is not None and "elapsed_s" not in rec and kind == "train":
         rec["elapsed_s"] = step.sec
@@ -264,9 +290,14 @@ SHAPES: tuple[Shape, ...] = (
     Shape("composer", re.compile(r"\[(?:epoch=\d{1,9}\]\[)?batch=\d{1,19}/\d{1,19}\]")),
 )
 
-#: Raw-text pre-filter for lines that may hold a step (the router only sees candidates).
+#: Raw-text pre-filter for lines that may hold a step (the router only sees candidates); a line is a
+#: generic candidate only when it also matches ``METRIC_PREFILTER`` (both vectorised in the parser),
+#: so `saving checkpoint at iteration 100` never costs a Python call.
 PREFILTER = (r"(?i:(?:global[_ ]step|\bsteps?|\biteration|\biter)\b\s{0,4}[:=#\s]\s{0,4}\[?\s{0,8}\d)"
              r"|\((?:train|val|test)\)\s{0,8}\[|batch=\d|\d/(?:\d+|\?) \[|\dit \[|(?:Epoch|Train|Test): \[")
+
+
+METRIC_PREFILTER = (r"(?i:loss|lr|learning|grad|time|tflop|mfu|tok|throughput|tps|wps|tgs|dt[:= ]|/s\b|s/it|it/s)")
 
 
 def shape_of(text: str) -> Shape | None:
@@ -289,7 +320,7 @@ def _emit(router, fmt: str, line: int, sub: int, label: str | None, ex: Extracti
 def _claimed(router, text: str) -> bool:
     """A line a declared format's strict detector claims is that format's (failed, if it came to
     nothing), never the generic extractor's."""
-    return any(rx.search(text) for _, rx in router._detects)
+    return router.detect_any.search(text) is not None
 
 
 def _handler(name: str):
@@ -400,7 +431,7 @@ def _register() -> None:
                 "step_time: 1.25s, tokens_per_sec_per_gpu: 3,456",
         notes="lower confidence (a per-file note counts these records); keys mapped through the vocabulary "
               "below; a line needs a step and a known training metric (or an evaluation metric: kind `eval`)",
-        prefilter=PREFILTER,
+        prefilter=None,  # PREFILTER and METRIC_PREFILTER, both: the parser's candidate expression
         order=1000,
         handle=_handler("generic"),
         finish=_finish,

@@ -30,7 +30,7 @@ import polars as pl
 
 from ...errors import InputError
 from ..prefetch import prefetched
-from . import megatron
+from . import generic, megatron
 from .diagnostics import Diagnostics
 from .discover import LOG_SUBDIRS, expand_dir
 from .formats import candidate_regex, file_formats
@@ -149,7 +149,8 @@ def _route_wrapped(batch: pl.DataFrame) -> pl.DataFrame:
 def _candidate_expr() -> pl.Expr:
     """Rows NOT on the fast path that go to the per-line Python router (the rest are ignored)."""
     text = pl.col("text")
-    return (text.str.len_bytes() != text.str.len_chars()) | text.str.contains(CANDIDATE_RE)
+    return ((text.str.len_bytes() != text.str.len_chars()) | text.str.contains(CANDIDATE_RE)
+            | (text.str.contains(generic.PREFILTER) & text.str.contains(generic.METRIC_PREFILTER)))
 
 
 #: Lines after an unterminated Megatron iteration line that are routed as possible continuations.

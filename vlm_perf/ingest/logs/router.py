@@ -69,6 +69,8 @@ class Router:
     def __post_init__(self) -> None:
         self._formats = line_formats()
         self._detects = [(f.name, re.compile(f.detect)) for f in self._formats if f.detect]
+        #: one alternation of every strict detector (the generic extractor's "claimed by a format" test)
+        self.detect_any = re.compile("|".join(f"(?:{f.detect})" for f in self._formats if f.detect) or r"(?!)")
 
     # -- public -----------------------------------------------------------------------------------
     def feed(self, line: int, text: str) -> None:
