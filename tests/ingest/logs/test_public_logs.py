@@ -27,14 +27,14 @@ def by_line(rs, line):
 
 def test_every_fixture_cites_a_public_source():
     for p in sorted(PUBLIC.glob("*.log")):
-        head = [l for l in p.read_text().splitlines() if l.startswith("#")]
-        assert sum("https://github.com/" in l for l in head) >= 2, p.name
+        head = [ln for ln in p.read_text().splitlines() if ln.startswith("#")]
+        assert sum("https://github.com/" in ln for ln in head) >= 2, p.name
 
 
 def test_header_comments_are_not_records():
     for p in sorted(PUBLIC.glob("*.log")):
         r = parse_logs([p])
-        n_head = sum(1 for l in p.read_text().splitlines() if l.startswith("#"))
+        n_head = sum(1 for ln in p.read_text().splitlines() if ln.startswith("#"))
         assert r.raw.get_column("line").min() > n_head, p.name
 
 
