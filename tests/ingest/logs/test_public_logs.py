@@ -138,3 +138,19 @@ def test_declared_formats_from_public_logs():
     assert a["framework"] == "automodel" and a["tokens_per_s"] == 1409.82 and a["tokens_per_s_total"] == 11278.56
     x = by_line(rs, 9)
     assert x["framework"] == "maxtext" and x["elapsed_s"] == 5.667 and x["tflops_per_gpu_logged"] == 134.924
+
+
+def test_dict_scalars_and_step_before_dict(tmp_path):
+    # mmengine's vis_data/scalars.json lines (xtuner writes them next to the console log): JSON scalars
+    # mapped through the vocabulary (`time` s/iter); and a dict printed after `step N:` takes step N
+    p = tmp_path / "scalars.json"
+    p.write_text('{"lr": 0.0001, "data_time": 0.0172, "loss": 0.8473, "time": 2.8955, "iter": 1020, "memory": 15266, '
+                 '"step": 1020}\n', encoding="utf-8")
+    row = parse_logs([p]).raw.row(0, named=True)
+    assert (row["iteration"], row["elapsed_s"], row["loss"], row["lr"]) == (1020, 2.8955, 0.8473, 0.0001)
+    q = tmp_path / "slime.log"
+    q.write_text("step 3: {'train/loss': 0.52, 'train/grad_norm': 1.5, 'train/lr': 1e-06}\n"
+                 "step 3: {'eval/acc': 0.4}\n", encoding="utf-8")
+    rs = parse_logs([q]).raw.rows(named=True)
+    assert (rs[0]["iteration"], rs[0]["loss"], rs[0]["grad_norm"], rs[0]["lr"], rs[0]["kind"]) == (3, 0.52, 1.5, 1e-06, "train")
+    assert rs[1]["kind"] == "eval" and rs[1]["iteration"] == 3

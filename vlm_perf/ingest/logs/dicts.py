@@ -304,6 +304,8 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
         d = load_dict(text)
         if d is not None:
             fmt, rec = record_from_dict(d)
+            if fmt == "hf" and "iteration" not in rec:
+                _step_before_dict(rec, text)
             if router.allowed(fmt):
                 if any(k != "kind" for k in rec):
                     router.emit(fmt, line, sub, label, rec)
@@ -319,6 +321,19 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
         router.ignored["progress_bar"] += 1
         return True
     return parsed is False
+
+
+def _step_before_dict(rec: dict, text: str) -> None:
+    """A dict printed after a keyed step on the same line (``step 3: {...}``, slime and custom
+    scripts) takes that step (a bar's count would otherwise be guessed later, or none)."""
+    head = text[:text.find("{")]
+    if not head or not any(w in head.lower() for w in ("step", "iter")):
+        return
+    from .generic import find_step
+
+    st = find_step(head)
+    if st is not None and st.shape == "keyed":
+        rec["iteration"] = st.n
 
 
 def _finish(router) -> None:
