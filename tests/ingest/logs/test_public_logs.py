@@ -112,8 +112,7 @@ def test_deepspeed_prints():
     r, rs = rows("deepspeed_prints.log")
     assert [(x["rank_label"], x["iteration"], x["loss"]) for x in rs if x["loss"] is not None] == [
         ("rank3", 77, 0.95703125), ("rank1", 77, 0.71484375), ("rank3", 78, 0.921875)]
-    eng = [x for x in rs if x["iteration"] == 4510]
-    assert eng and eng[0]["lr"] == 1.9e-05
+    assert not [x for x in rs if x["iteration"] == 4510]  # DeepSpeed's engine line: an lr alone is no record
     assert 5 not in [x["line"] for x in rs]  # the ThroughputTimer line: samples/s only
     assert any("generic extractor" in n for n in r.diagnostics.notes)
 

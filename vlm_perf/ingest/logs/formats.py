@@ -160,7 +160,6 @@ def _load_builtin() -> None:
     # importing a format module registers its formats (beside their parsers)
     from . import (  # noqa: F401
         dicts,
-        generic,
         maxtext,
         megatron,
         nanotron,
@@ -171,6 +170,9 @@ def _load_builtin() -> None:
         verl,
         wandb,
     )
+    from . import generic
+
+    generic.register_formats()  # last: the generic extractor and its declared shapes
 
 
 __all__ = ["LogFormat", "register", "registry", "line_formats", "file_formats", "names", "candidate_regex",

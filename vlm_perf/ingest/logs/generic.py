@@ -70,8 +70,9 @@ _STEP_KEYS = frozenset({"global_step", "step", "steps", "iteration", "iter", "it
 #: The columns a generic record may fill besides the vocabulary's (so an unknown key never takes them).
 _OUTPUTS = frozenset({"loss", "lr", "grad_norm", "elapsed_s", "tflops_per_gpu_logged", "mfu_logged", "tokens_per_s",
                       "tokens_per_s_total", "global_batch_size", "consumed_samples", "epoch", "train_iters"})
-#: Canonical training columns: a line needs one of them to be a training record.
-TRAINING_COLUMNS = frozenset({"loss", "lr", "grad_norm", "elapsed_s", "tflops_per_gpu_logged", "mfu_logged",
+#: Canonical training columns: a line needs one of them to be a training record (the learning rate alone
+#: is not enough: DeepSpeed's engine line `step=10, skipped=0, lr=[1e-05]` is not a training record).
+TRAINING_COLUMNS = frozenset({"loss", "grad_norm", "elapsed_s", "tflops_per_gpu_logged", "mfu_logged",
                               "tokens_per_s", "tokens_per_s_total"})
 
 
@@ -381,7 +382,16 @@ def _finish(router) -> None:
                   f"no declared format; `vlm-perf parse --explain` shows the field mapping)")
 
 
-def _register() -> None:
+_REGISTERED = False
+
+
+def register_formats() -> None:
+    """Register the generic extractor and its declared shapes (called last by ``formats._load_builtin``,
+    so the declared formats come first in the registry and in error messages)."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    _REGISTERED = True
     from .formats import LogFormat, register
 
     register(LogFormat(
@@ -437,5 +447,3 @@ def _register() -> None:
         finish=_finish,
     ))
 
-
-_register()
