@@ -13,7 +13,7 @@ import re
 
 from .formats import LogFormat, register
 from .preprocess import put_int, to_float
-from .schema import extra_name, snake_case
+from .vocab import put_known_or_extra
 
 NEMO2_RE = re.compile(r"(?P<kind>Training|Validation|Testing) epoch (?P<epoch>\d+), iteration (?P<it>\d+)/(?P<total>\d+)(?P<rest>.*)$")
 NEMO1_RE = re.compile(
@@ -45,7 +45,10 @@ _OUTPUTS = frozenset(_MAP.values())
 def _put(rec: dict, key: str, value: float | None) -> None:
     if value is None:
         return
-    name = _MAP.get(key) or extra_name(snake_case(key), rec, _OUTPUTS)
+    name = _MAP.get(key)
+    if name is None:  # a key NeMo's own table does not know: through the vocabulary, else an extra
+        put_known_or_extra(rec, key, None, value, _OUTPUTS)
+        return
     rec.setdefault(name, value)
 
 
