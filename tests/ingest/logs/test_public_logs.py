@@ -153,3 +153,22 @@ def test_dict_scalars_and_step_before_dict(tmp_path):
     rs = parse_logs([q]).raw.rows(named=True)
     assert (rs[0]["iteration"], rs[0]["loss"], rs[0]["grad_norm"], rs[0]["lr"], rs[0]["kind"]) == (3, 0.52, 1.5, 1e-06, "train")
     assert rs[1]["kind"] == "eval" and rs[1]["iteration"] == 3
+
+
+def test_swift_and_trl_dicts():
+    r, rs = rows("swift_trl_hf.log")
+    a, b, c = by_line(rs, 6), by_line(rs, 7), by_line(rs, 8)
+    assert a["framework"] == "swift" and a["iteration"] == 5 and a["loss"] == 2.28026438
+    assert a["elapsed_s"] == pytest.approx(1 / 0.081597)  # iter/s inverted
+    assert b["framework"] == "swift" and b["iteration"] == 55 and b["loss"] == 0.01419 and b["elapsed_s"] == 2.143
+    assert c["framework"] == "hf" and c["iteration"] is None and c["loss"] == 0.0 and c["kl"] == 0.0005371240986278281
+    assert c["kind"] == "train"
+
+
+def test_nanotron():
+    r, rs = rows("nanotron.log")
+    a, b = by_line(rs, 5), by_line(rs, 6)
+    assert (a["iteration"], a["train_iters"]) == (327281, 378950)
+    assert a["elapsed_s"] == pytest.approx(11.5e3 / 1000) and a["tokens_per_s"] == pytest.approx(11.4e3)
+    assert a["tokens_per_s_total"] == pytest.approx(22.8e3) and a["tflops_per_gpu_logged"] == 38.3 and a["loss"] == 2.38
+    assert b["iteration"] == 991 and b["elapsed_s"] == pytest.approx(0.045) and b["tokens_per_s"] == pytest.approx(1780)

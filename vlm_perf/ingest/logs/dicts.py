@@ -155,6 +155,8 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
         speed = rec.get("train_speed_iter_s")
         if speed:
             rec["elapsed_s"] = 1.0 / speed
+        elif rec.get("train_speed_s_it") is not None:  # newer ms-swift prints seconds per iteration
+            rec["elapsed_s"] = rec["train_speed_s_it"]
     if fmt == "llamafactory" and "throughput" in rec:
         # cumulative tokens / elapsed since (re)start, all GPUs: NOT tokens/s/GPU, keep as extra
         rec["throughput_tokens_per_s"] = rec.pop("throughput")
@@ -404,7 +406,8 @@ register(LogFormat(
     source="ms-swift `logging.jsonl` / console dicts",
     example='{"loss": 1.234, "grad_norm": 2.5, "learning_rate": 1e-05, "memory(GiB)": 30.5, "train_speed(iter/s)": '
             '0.25, "epoch": 0.1, "global_step/max_steps": "5/50", "percentage": "10.00%", "elapsed_time": "20s"}',
-    notes="`global_step/max_steps` → `iteration`, `max_steps`; `elapsed_s` = 1 / `train_speed(iter/s)`",
+    notes="`global_step/max_steps` → `iteration`, `max_steps`; `elapsed_s` = 1 / `train_speed(iter/s)` (newer "
+          "versions: `train_speed(s/it)`, taken as is)",
     example_suffix=".jsonl",
 ))
 
