@@ -163,3 +163,14 @@ def test_generic_needs_a_known_metric():
 def test_generic_kinds():
     assert extract("step 0: val/loss: 2.3").kind == "eval"
     assert extract("step 9: train_runtime: 240, loss: 1.0").kind == "summary"
+
+
+def test_described_bar_with_a_metric_postfix_is_a_record(tmp_path):
+    from vlm_perf.ingest.logs import parse_logs
+
+    p = tmp_path / "x.log"
+    p.write_text("train:   5%|5         | 50/1000 [00:10<03:10,  2.00s/it, loss=2.31, lr=1e-4]\n"
+                 "Map (num_proc=8):  50%|#####     | 500/1000 [00:01<00:01, 400.00 examples/s]\n", encoding="utf-8")
+    r = parse_logs([p])
+    assert r.raw.select("framework", "iteration", "loss", "lr", "elapsed_s").rows() == [("generic", 50, 2.31, 1e-4, 2.0)]
+    assert r.diagnostics.ignored == {"progress_bar": 1}  # the data-loading bar is still just a bar

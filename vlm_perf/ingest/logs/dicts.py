@@ -298,6 +298,8 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
         bar = _Bar((line, sub), n, total, sec, glued="{" in text[end:])
         if hf.is_training(bar, desc):
             hf.events.append(("bar", bar))
+        elif "{" not in text and "=" in text and _postfix_record(text):
+            return False  # a described bar with a `k=v` postfix of known metrics: the generic extractor's
         else:
             bar = None
             router.ignored["progress_bar"] += 1
@@ -323,6 +325,14 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
         router.ignored["progress_bar"] += 1
         return True
     return parsed is False
+
+
+def _postfix_record(text: str) -> bool:
+    """Whether the generic extractor makes a record of a described bar's postfix (``train: 5%|..| 50/1000
+    [00:10<03:10, 2.00s/it, loss=2.31]``): then the bar is not counted here."""
+    from .generic import extract
+
+    return extract(text).record is not None
 
 
 def _step_before_dict(rec: dict, text: str) -> None:
