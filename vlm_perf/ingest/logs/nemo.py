@@ -20,7 +20,9 @@ NEMO1_RE = re.compile(
     r"Epoch (?P<epoch>\d+):(?:\s*:)?\s*\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<post>[^\]]*)\]?"
 )
 _RATE_RE = re.compile(r"([\d.]+)\s*(s/it|it/s)")
-_KV1_RE = re.compile(r"(?<!\w)(\w+)=([^,\]\s]+)")
+#: A postfix ``key=value``; keys may hold single spaces (``train_step_timing in s=4.21``: the whole key,
+#: which used to be read as a key ``s``, losing the step time: issue 19)
+_KV1_RE = re.compile(r"(?:^|(?<=[,\[]))\s*(\w+(?: \w+){0,4})=([^,\]\s]+)")
 
 # key -> core column (seconds and TFLOP/s already in core units)
 _MAP = {
