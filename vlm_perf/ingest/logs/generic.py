@@ -142,11 +142,21 @@ def find_step(text: str) -> Step | None:
 
 def pairs(text: str) -> list[tuple[str, str]]:
     """(key, value text) pairs of a line, in order (see the module doc)."""
-    out = [(m.group("key").strip(), m.group("val")) for m in _KV.finditer(text)]
+    return [(k, v) for k, v, _ in pairs_at(text)]
+
+
+def pairs_at(text: str) -> list[tuple[str, str, int]]:
+    """``pairs`` with the offset of each value in ``text``."""
+    out = [(m.group("key").strip(), m.group("val"), m.start("val")) for m in _KV.finditer(text)]
     if "|" in text or "\t" in text or "  " in text or ", " in text:
-        for seg in _SEGMENTS.split(text):
+        pos = 0
+        for sep in [*_SEGMENTS.finditer(text), None]:
+            end = sep.start() if sep is not None else len(text)
+            seg = text[pos:end]
             for m in _SPACED.finditer(seg):
-                out.append((m.group("key"), m.group("val")))
+                out.append((m.group("key"), m.group("val"), pos + m.start("val")))
+            if sep is not None:
+                pos = sep.end()
     return out
 
 
@@ -194,6 +204,8 @@ class Extraction:
     mapped: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (column, why)
     unknown: list[str] = field(default_factory=list)
     reason: str = ""
+    #: column -> (value text, offset of the value in the line) of each number the record took from the line
+    sources: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step | None = None) -> Extraction:
@@ -201,7 +213,12 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
     step = step if step is not None else find_step(text)
     if step is None:
         return Extraction(None, None, "other", reason="no step found")
-    body = (step.post or "") if step.shape == "bar" else text[:step.start] + " " + text[step.end:]
+    if step.shape == "bar":
+        body = step.post or ""
+    else:
+        body = text[:step.start] + " " + text[step.end:]
+    cut, shift = step.start, step.end - step.start - 1  # body offset p > cut is text offset p + shift
+    sources: dict[str, tuple[str, int]] = {}
     rec: dict = {}
     mapped: dict[str, tuple[str, str]] = {}
     unknown: list[str] = []
@@ -209,15 +226,17 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
     n_eval = 0
     summary = False
     rank = None
-    for key, raw in pairs(body):
+    for key, raw, at in pairs_at(body):
+        at = at if (step.shape == "bar" or at < cut) else at + shift
         info = _key_info(key)
         what = info[0]
         if what == "skip":
             continue
         if what == "epoch":
             v = value_of(raw)
-            if v is not None:
-                rec.setdefault("epoch", v)
+            if v is not None and "epoch" not in rec:
+                rec["epoch"] = v
+                sources["epoch"] = (raw, at)
             continue
         if what == "rank":
             rank = raw.strip()
@@ -229,7 +248,10 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
             n_eval += 1
             v = value_of(raw)
             if v is not None:
-                rec.setdefault(extra_name(info[4], rec, _OUTPUTS), v)
+                name = extra_name(info[4], rec, _OUTPUTS)
+                if name not in rec:
+                    rec[name] = v
+                    sources[name] = (raw, at)
                 unknown.append(key)
             continue
         m = (overrides or {}).get(key) or info[3]
@@ -238,11 +260,15 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
             if v is not None and m.column not in rec:
                 rec[m.column] = v
                 mapped[key] = (m.column, m.why)
+                sources[m.column] = (raw, at)
             continue
         v = value_of(raw)
         if v is None:
             continue
-        rec.setdefault(extra_name(info[4], rec, _OUTPUTS), v)
+        name = extra_name(info[4], rec, _OUTPUTS)
+        if name not in rec:
+            rec[name] = v
+            sources[name] = (raw, at)
         unknown.append(key)
     if step.shape == "bar" and step.sec is not None and "elapsed_s" not in rec and kind == "train":
         rec["elapsed_s"] = step.sec
@@ -267,7 +293,7 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
         rec["kind"] = kind
     if rank is not None:
         rec["_rank"] = rank
-    return Extraction(step, rec, kind, mapped, unknown)
+    return Extraction(step, rec, kind, mapped, unknown, sources=sources)
 
 
 # ---- declared shapes: what is specific to a framework ----------------------------------------------
