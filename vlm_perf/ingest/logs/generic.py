@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 
 from .schema import extra_name, snake_case
-from .vocab import SUMMARY_KEYS, Mapping, is_eval_key, lookup, value_of
+from .vocab import SUMMARY_KEYS, Mapping, is_eval_key, lookup, value_factors, value_of
 
 _NUM = r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _VAL = (rf"(?:{_NUM}(?:\s?[KMBGT](?![a-zA-Z]))?(?:\s?(?:%|ms|sec|s|GiB|GB|MiB|MB)(?![A-Za-z]))?"
@@ -204,8 +204,9 @@ class Extraction:
     mapped: dict[str, tuple[str, str]] = field(default_factory=dict)  # key -> (column, why)
     unknown: list[str] = field(default_factory=list)
     reason: str = ""
-    #: column -> (value text, offset of the value in the line) of each number the record took from the line
-    sources: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: column -> (value text, offset of the value in the line, ``vocab.value_factors``, mapped) of each
+    #: number the record took from the line (what the vectorised lane replays)
+    sources: dict[str, tuple] = field(default_factory=dict)
 
 
 def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step | None = None) -> Extraction:
@@ -218,7 +219,7 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
     else:
         body = text[:step.start] + " " + text[step.end:]
     cut, shift = step.start, step.end - step.start - 1  # body offset p > cut is text offset p + shift
-    sources: dict[str, tuple[str, int]] = {}
+    sources: dict[str, tuple] = {}
     rec: dict = {}
     mapped: dict[str, tuple[str, str]] = {}
     unknown: list[str] = []
@@ -236,7 +237,7 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
             v = value_of(raw)
             if v is not None and "epoch" not in rec:
                 rec["epoch"] = v
-                sources["epoch"] = (raw, at)
+                sources["epoch"] = (raw, at, value_factors(raw), False)
             continue
         if what == "rank":
             rank = raw.strip()
@@ -251,7 +252,7 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
                 name = extra_name(info[4], rec, _OUTPUTS)
                 if name not in rec:
                     rec[name] = v
-                    sources[name] = (raw, at)
+                    sources[name] = (raw, at, value_factors(raw), False)
                 unknown.append(key)
             continue
         m = (overrides or {}).get(key) or info[3]
@@ -260,7 +261,7 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
             if v is not None and m.column not in rec:
                 rec[m.column] = v
                 mapped[key] = (m.column, m.why)
-                sources[m.column] = (raw, at)
+                sources[m.column] = (raw, at, value_factors(raw, m), True)
             continue
         v = value_of(raw)
         if v is None:
@@ -268,7 +269,7 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
         name = extra_name(info[4], rec, _OUTPUTS)
         if name not in rec:
             rec[name] = v
-            sources[name] = (raw, at)
+            sources[name] = (raw, at, value_factors(raw), False)
         unknown.append(key)
     if step.shape == "bar" and step.sec is not None and "elapsed_s" not in rec and kind == "train":
         rec["elapsed_s"] = step.sec

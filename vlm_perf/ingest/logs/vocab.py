@@ -351,3 +351,24 @@ def put_known_or_extra(rec: dict, key: str, raw: object, v: float, outputs=froze
     name = extra_name(snake_case(key), rec, outputs)
     rec.setdefault(name, v)
     return name
+
+
+def value_factors(raw: str, mapping: Mapping | None = None) -> tuple[float, float, float] | None:
+    """The factors ``value_of`` applies to the printed number, in its order: (K/M/B/G/T suffix, the
+    key's scale, the unit); ``value_of(raw, m) == ((number * suffix) * scale) * unit`` exactly (up to
+    the -0.0 -> 0.0 of a mapped value). None when ``raw`` is not a number. Without a mapping the last
+    two are 1.0 (``value_of`` returns the number times its suffix)."""
+    m = _VALUE_RE.match(raw)
+    if not m:
+        return None
+    suf = _SUFFIX[m.group("suf")] if m.group("suf") else 1.0
+    if mapping is None:
+        return suf, 1.0, 1.0
+    unit = m.group("unit") or ""
+    own = None
+    if mapping.quantity == "time" and unit in ("ms", "s", "sec"):
+        own = _VALUE_UNIT[unit]
+    elif mapping.quantity == "fraction" and unit == "%":
+        own = 0.01
+    scale = mapping.mult / mapping.unit_mult if mapping.unit_mult else mapping.mult
+    return suf, scale, (own if own is not None else mapping.unit_mult)
