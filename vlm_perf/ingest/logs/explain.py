@@ -19,6 +19,7 @@ from pathlib import Path
 from .preprocess import clean_line
 from .router import reason_of
 
+_COMPOSER_PIECE = re.compile(r"^(?:Train|Eval) [^:]{1,160}: ")
 _NUM_RE = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _WS_RE = re.compile(r"\s+")
 #: Distinct shapes remembered (beyond it, further new shapes are only counted).
@@ -96,15 +97,18 @@ def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], in
                 ex = extract(clean, shape.overrides if shape is not None else None)
                 info.fields = [f"{k} -> {col} ({why})" for k, (col, why) in ex.mapped.items()]
                 info.unknown = list(ex.unknown)
-            else:
+            if not info.fields:  # a declared format, or a block record (Composer) read from several lines
+
                 info.fields = [f"{c}={_fmt(v)}" for c, v in row.items() if v is not None and c not in _NOT_KEYS
                                and c in _CORE_VALUES]
-                info.unknown = [c for c, v in row.items() if v is not None and c not in _NOT_KEYS
-                                and c not in _CORE_VALUES]
+                info.unknown = info.unknown or [c for c, v in row.items() if v is not None and c not in _NOT_KEYS
+                                                and c not in _CORE_VALUES]
         elif info.first_line in failed:
             info.why_not = "failed: a format's detector claims it but no record came of it"
         elif not clean.strip():
             info.why_not = "ignored: blank"
+        elif _COMPOSER_PIECE.match(clean.strip()):
+            info.why_not = "joined onto the Composer block record above it (its fields are that record's)"
         else:
             step = find_step(clean)
             if step is not None:
