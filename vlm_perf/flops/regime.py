@@ -14,7 +14,7 @@
 * a LoRA adapter on a Linear of ``n_in`` -> ``n_out`` over ``R`` rows, rank ``r``: forward
   ``2·R·r·(n_in + n_out)``; backward: B's weight and input gradients ``2·2·R·r·n_out``, A's weight gradient
   ``2·R·n_in·r``, A's input gradient ``2·R·n_in·r`` only when the Linear's input requires a gradient;
-  DoRA adds, per forward call and per adapted Linear, the low-rank update pushed through an identity
+  DoRA adds, per call of each adapted Linear (the LM once per forward, a Qwen-VL tower once per media kind), the low-rank update pushed through an identity
   (``2·n_in²·r + 2·n_in·r·n_out``, forward only: PEFT detaches the weight norm) and, with ``lora_dropout > 0``
   in training, a second base matmul on the dropped-out input (its input gradient too when the input needs one).
   QLoRA: the base matmuls are counted as the dequantised weights compute them; dequantisation is not a matmul
@@ -109,6 +109,17 @@ class _Walker:
     def add(self, component: str, category: str, value: Any) -> None:
         self.acc[self.stage][component][category] += value
 
+    def calls(self) -> Any:
+        """How often the current stage's modules run per step: the LM once per forward call; the vision stages
+        once per media kind present (transformers' Qwen-VL models encode images and videos in separate tower
+        calls), per forward call."""
+        if self.stage == LANGUAGE_MODEL:
+            return self.forward_calls
+        patches, video = self.stats.vision_patches, self.stats.video_patches
+        if isinstance(patches, (int, float)) and isinstance(video, (int, float)):
+            return self.forward_calls * (int(patches - video > 0) + int(video > 0))
+        return self.forward_calls
+
     def rows(self, lin: Lin) -> Any:
         total: Any = 0
         for name in lin.rows:
@@ -146,8 +157,8 @@ class _Walker:
             if self.training:
                 self.add(lin.component, ADAPTER_BACKWARD, 2 * b_fwd + a_fwd + (a_fwd if needs_input else 0))
             if a.use_dora:
-                self.add(lin.component, DORA_EXTRA, self.forward_calls * (matmul(lin.n_in, lin.n_in, r)
-                                                                          + matmul(lin.n_in, r, lin.n_out)))
+                self.add(lin.component, DORA_EXTRA, self.calls() * (matmul(lin.n_in, lin.n_in, r)
+                                                                    + matmul(lin.n_in, r, lin.n_out)))
                 if self.training and a.lora_dropout > 0:
                     self.add(lin.component, DORA_EXTRA, fwd + (fwd if needs_input else 0))
         bias_trains = lin.bias and a is not None and (a.bias == "all" or (a.bias == "lora_only" and adapted))

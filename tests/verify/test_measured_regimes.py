@@ -1,0 +1,143 @@
+"""Training regimes (LoRA, DoRA, modules_to_save, partial freezing, input-grad hook) against FlopCounterMode.
+
+transformers' own Qwen-VL classes (tiny random configs of ``measure``), wrapped by ``peft`` where the regime is
+an adapter, run forward + ``logits.mean().backward()`` under FlopCounterMode split by part; the library counts
+the same batch with ``regime_flops`` (``causal="full"``: eager attention) from the adapter config PEFT itself
+saved (``save_pretrained`` -> ``adapter_config.json`` -> ``read_adapter_config``). Every part must match TO THE
+FLOP, and the modules the library adapts must be exactly those PEFT wrapped.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+pytestmark = pytest.mark.measured
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+peft = pytest.importorskip("peft")
+
+from vlm_perf.arch.trainability import Trainability  # noqa: E402
+from vlm_perf.ingest.adapter_config import read_adapter_config  # noqa: E402
+
+from .measure import build_model, make_batch  # noqa: E402
+from .regimes import library_regime, measure_regime, measured_parts, peft_adapted_names  # noqa: E402
+
+GRIDS = ([(1, 4, 4), (1, 10, 14)], [(2, 4, 6)])
+LM_ALL = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+LORA_CASES = {
+    # LM-style short names: on Qwen2.5-VL gate/up/down_proj also hit the tower MLP (PEFT matches suffixes)
+    "lm-names": dict(target_modules=LM_ALL),
+    "q-v-only": dict(target_modules=["q_proj", "v_proj"]),
+    "all-linear": dict(target_modules="all-linear"),
+    "lm-only-regex": dict(target_modules=r"model\.language_model\..*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"),
+    "lm-and-tower-regex": dict(target_modules=r".*\.(qkv|attn\.proj|q_proj|v_proj|down_proj)"),
+    "dora": dict(target_modules=["q_proj", "v_proj", "qkv"], use_dora=True),
+    "modules-to-save-head": dict(target_modules=["q_proj", "v_proj"], modules_to_save=["lm_head"]),
+    "modules-to-save-merger": dict(target_modules=["q_proj", "v_proj"], modules_to_save=["merger"]),
+    "layers-to-transform": dict(target_modules=["q_proj", "v_proj", "qkv"], layers_to_transform=[1, 3]),
+    "rank-pattern": dict(target_modules=LM_ALL, rank_pattern={"o_proj": 2, r"layers\.1\.mlp\.down_proj": 6}),
+    "bias-all": dict(target_modules=[r"model.language_model.layers.1.self_attn.q_proj"], bias="all"),
+}
+
+
+@pytest.fixture(scope="module")
+def qwen25():
+    model = build_model("qwen2_5_vl")
+    return model, make_batch(model, *GRIDS)
+
+
+def _peft_case(model, batch, kwargs, tmp_path, input_require_grads=False, trainable=()):
+    from peft import LoraConfig, get_peft_model
+
+    pm = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, **kwargs))
+    if input_require_grads:
+        pm.enable_input_require_grads()
+    measured = measured_parts(measure_regime(pm, batch.inputs))
+    pm.save_pretrained(tmp_path)
+    adapter = read_adapter_config(tmp_path)
+    lib = library_regime(model.config.to_dict(), batch.seq_lens, batch.image_grids,
+                         Trainability.build(trainable, adapter=adapter, input_require_grads=input_require_grads),
+                         video_grids=batch.video_grids)
+    return pm, measured, lib
+
+
+@pytest.mark.parametrize("case", sorted(LORA_CASES))
+def test_lora_qwen2_5_vl_per_part_to_the_flop(qwen25, case, tmp_path):
+    model, batch = qwen25
+    pm, measured, lib = _peft_case(model, batch, LORA_CASES[case], tmp_path)
+    assert {a.name for a in lib.adapted} == peft_adapted_names(pm)
+    assert lib.parts == measured
+
+
+def test_lora_with_gradient_checkpointing_hook(qwen25, tmp_path):
+    """``enable_input_require_grads`` (what HF/PEFT call under gradient checkpointing) makes the frozen tower and
+    projector compute input gradients nobody uses; ``input_require_grads=True`` counts them."""
+    model, batch = qwen25
+    kwargs = LORA_CASES["lm-only-regex"]
+    pm, measured, lib = _peft_case(model, batch, kwargs, tmp_path / "a", input_require_grads=True)
+    assert lib.parts == measured
+    _, plain, _ = _peft_case(model, batch, kwargs, tmp_path / "b")
+    assert measured["vision_tower"] > plain["vision_tower"]  # the hook is not free
+
+
+def test_lora_forward_only(qwen25, tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    model, batch = qwen25
+    pm = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, target_modules="all-linear", use_dora=True))
+    measured = measured_parts(measure_regime(pm, batch.inputs, training=False), training=False)
+    pm.save_pretrained(tmp_path)
+    lib = library_regime(model.config.to_dict(), batch.seq_lens, batch.image_grids,
+                         Trainability.build(adapter=read_adapter_config(tmp_path)), video_grids=batch.video_grids,
+                         mode="forward")
+    assert lib.parts == measured
+
+
+def _freeze_case(model, batch, select, trainable):
+    """``select(model)``: the modules whose parameters train (everything else frozen)."""
+    m = copy.deepcopy(model)
+    m.requires_grad_(False)
+    for mod in select(m):
+        mod.requires_grad_(True)
+    measured = measured_parts(measure_regime(m, batch.inputs))
+    lib = library_regime(model.config.to_dict(), batch.seq_lens, batch.image_grids, Trainability.build(trainable),
+                         video_grids=batch.video_grids)
+    return measured, lib
+
+
+FREEZE_CASES = {
+    "tower-last-2-layers+projector+lm": (lambda m: [*m.model.visual.blocks[-2:], m.model.visual.merger,
+                                                    m.model.language_model, m.lm_head],
+                                         ["vision_tower[-2:]", "projector", "lm"]),
+    "tower-last-layer-only": (lambda m: [m.model.visual.blocks[-1]], ["vision_tower[-1]"]),
+    "projector-only": (lambda m: [m.model.visual.merger], ["projector"]),
+    "lm-layer-1-mlp": (lambda m: [m.model.language_model.layers[1].mlp], ["lm[1:].mlp"]),
+    "lm-attention": (lambda m: [layer.self_attn for layer in m.model.language_model.layers], ["lm.attention"]),
+    "lm-norms": (lambda m: [mod for layer in m.model.language_model.layers
+                            for mod in (layer.input_layernorm, layer.post_attention_layernorm)], ["lm.norms"]),
+    "lm-head-only": (lambda m: [m.lm_head], ["lm.head"]),
+    "tower-mlp-layers-1-2": (lambda m: [b.mlp for b in m.model.visual.blocks[1:3]], ["vision_tower[1:3].mlp"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FREEZE_CASES))
+def test_partial_freezing_qwen2_5_vl_per_part_to_the_flop(qwen25, case):
+    model, batch = qwen25
+    select, trainable = FREEZE_CASES[case]
+    measured, lib = _freeze_case(model, batch, select, trainable)
+    assert lib.parts == measured
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen3_vl"])
+def test_lora_and_partial_freezing_other_qwen_families(family, tmp_path):
+    model = build_model(family)
+    batch = make_batch(model, *GRIDS)
+    pm, measured, lib = _peft_case(model, batch, dict(target_modules="all-linear"), tmp_path)
+    assert {a.name for a in lib.adapted} == peft_adapted_names(pm)
+    assert lib.parts == measured
+    measured, lib = _freeze_case(model, batch, lambda m: [m.model.visual.blocks[-1], m.model.language_model],
+                                 ["vision_tower[-1:]", "lm.attention+mlp+norms+embeddings"])
+    assert lib.parts == measured
