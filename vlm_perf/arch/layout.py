@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .blocks import (Block, ClsToken, DecoderAttention, DenseMLP, ExtraParams, FinalNorm, LMHead, LMLayerNorms,
-                     MlpProjector, PatchEmbed, PositionTable, TokenEmbedding, VisionLayers)
+                     MlpProjector, NormLinearProjector, PatchEmbed, PositionTable, TokenEmbedding, VisionLayers)
 from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from .spec import ModelSpec
 from .trainability import ATTENTION, EMBEDDINGS, HEAD, MLP, NORMS
@@ -47,6 +47,8 @@ class Lin:
     bias: bool = False
     pixels: bool = False  # its input is data (the patch embed): never an input gradient
     head: bool = False  # the output head (excluded from PEFT's "all-linear")
+    adaptable: bool = True  # an nn.Linear / conv PEFT can wrap (False: a bare weight matmul, Gemma 3's projector)
+    tied: bool = False  # the head shares the input embedding's weight (trains when either is selected)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class AttnSub:
     qk_norms: Params | None
     core: Block
     out: Lin
+    post_norm: Params | None = None  # a norm on the sublayer output before the residual add (Gemma)
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class MlpSub:
     norm: Params | None
     ins: tuple[Lin, ...]
     out: Lin
+    post_norm: Params | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ class StageLayout:
 class _Names:
     patch: str
     pos: str
+    cls: str
     tower_layer: str  # format with i
     tower_norms: tuple[str, str]
     tower_qkv: tuple[str, ...]  # one (fused) or three names
@@ -134,10 +139,12 @@ class _Names:
     deepstack_norm: str
     deepstack_linears: tuple[str, ...]
     lm_prefix: str  # "model.language_model" or "model"
+    tower_qk_norms: str = "attn.qk_norm"
+    tower_tail_norm: str = ""
     head: str = "lm_head"
 
 
-_QWEN_TOWER = dict(patch="model.visual.patch_embed.proj", pos="model.visual.pos_embed",
+_QWEN_TOWER = dict(patch="model.visual.patch_embed.proj", pos="model.visual.pos_embed", cls="",
                    tower_layer="model.visual.blocks.{i}", tower_norms=("norm1", "norm2"), tower_qkv=("attn.qkv",),
                    tower_out="attn.proj", lm_prefix="model.language_model")
 _NAMES = {
@@ -156,6 +163,23 @@ _NAMES = {
                        deepstack_linears=("linear_fc1", "linear_fc2")),
 }
 _NAMES["qwen3_vl_moe"] = _NAMES["qwen3_vl"]
+_NAMES["internvl"] = _Names(
+    patch="model.vision_tower.embeddings.patch_embeddings.projection",
+    pos="model.vision_tower.embeddings.position_embeddings", cls="model.vision_tower.embeddings.cls_token",
+    tower_layer="model.vision_tower.encoder.layer.{i}", tower_norms=("layernorm_before", "layernorm_after"),
+    tower_qkv=("attention.q_proj", "attention.k_proj", "attention.v_proj"), tower_out="attention.projection_layer",
+    tower_mlp_in=("mlp.fc1",), tower_mlp_out="mlp.fc2", merger_norm="model.multi_modal_projector.layer_norm",
+    merger_linears=("model.multi_modal_projector.linear_1", "model.multi_modal_projector.linear_2"),
+    deepstack="", deepstack_norm="", deepstack_linears=(), lm_prefix="model.language_model",
+    tower_qk_norms="attention.q_norm", tower_tail_norm="model.vision_tower.layernorm")
+_NAMES["gemma3"] = _Names(
+    patch="model.vision_tower.embeddings.patch_embedding", pos="model.vision_tower.embeddings.position_embedding",
+    cls="", tower_layer="model.vision_tower.encoder.layers.{i}", tower_norms=("layer_norm1", "layer_norm2"),
+    tower_qkv=("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), tower_out="self_attn.out_proj",
+    tower_mlp_in=("mlp.fc1",), tower_mlp_out="mlp.fc2", merger_norm="model.multi_modal_projector.mm_soft_emb_norm",
+    merger_linears=("model.multi_modal_projector.mm_input_projection_weight",),
+    deepstack="", deepstack_norm="", deepstack_linears=(), lm_prefix="model.language_model",
+    tower_tail_norm="model.vision_tower.post_layernorm")
 _LM_ONLY_PREFIX = "model"
 
 
@@ -213,13 +237,15 @@ def _tower(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageL
         if isinstance(b, PatchEmbed):
             head.append(Lin(names.patch if names else _generic("vision_tower", "patch_embed"), EMBEDDINGS,
                             ("vision_patches",), b.in_volume, b.width, "vision.patch_embed", b.bias, pixels=True))
-        elif isinstance(b, (PositionTable, ClsToken)):
-            head.append(Params(names.pos if names and isinstance(b, PositionTable)
-                               else _generic("vision_tower", b.kind), EMBEDDINGS))
+        elif isinstance(b, PositionTable):
+            head.append(Params(names.pos if names else _generic("vision_tower", b.kind), EMBEDDINGS))
+        elif isinstance(b, ClsToken):
+            head.append(Params(names.cls if names and names.cls else _generic("vision_tower", b.kind), EMBEDDINGS))
         elif type(b) is VisionLayers:
             continue
         elif isinstance(b, ExtraParams) or type(b).__name__ == "ExtraNorms":
-            tail.append(Params(_generic("vision_tower", b.kind), NORMS))
+            tail.append(Params(names.tower_tail_norm if names and names.tower_tail_norm
+                               else _generic("vision_tower", b.kind), NORMS))
         else:
             tail.append(Opaque(b, MLP))
     layers = tuple(Layer(i, _vision_layer(per_layer[i], i, names)) for i in range(depth))
@@ -239,7 +265,7 @@ def _vision_layer(b: VisionLayers, i: int, names: _Names | None) -> tuple[Any, .
     else:
         projections = tuple(Lin(pre + n, ATTENTION, rows, h, q, "vision.attn_proj", b.qkv_bias) for n in qkv_names)
         sources = (0, 1, 2)
-    qk = Params(pre + "attn.qk_norm", NORMS) if b.qk_norm != "none" else None
+    qk = Params(pre + (names.tower_qk_norms if names else "attn.qk_norm"), NORMS) if b.qk_norm != "none" else None
     attn = AttnSub(Params(pre + norms[0], NORMS), projections, sources, qk, replace(b, count=1),
                    Lin(pre + (names.tower_out if names else "attn.proj"), ATTENTION, rows, q, h, "vision.attn_proj",
                        b.proj_bias))
@@ -254,10 +280,19 @@ def _vision_layer(b: VisionLayers, i: int, names: _Names | None) -> tuple[Any, .
 
 
 def _projectors(spec: ModelSpec, stage: str, blocks: list[Block], names: _Names | None) -> StageLayout:
-    if not all(type(b) is MlpProjector for b in blocks):
+    if not all(type(b) in (MlpProjector, NormLinearProjector) for b in blocks):
         return _opaque_stage(stage, blocks, 0)
     chains = []
     for b in blocks:
+        if isinstance(b, NormLinearProjector):
+            if b.count != 1 or stage != MERGER:
+                return _opaque_stage(stage, blocks, 0)
+            lin_name = names.merger_linears[0] if names else "<merger>.linear"
+            chains.append(Chain(Params(names.merger_norm if names else "<merger>.norm", NORMS)
+                                if b.norm != "none" else None,
+                                (Lin(lin_name, MLP, ("vision_merged_tokens",), b.in_width, b.out_width, b.component,
+                                     b.bias, adaptable=False),)))
+            continue
         assert isinstance(b, MlpProjector)
         for k in range(b.count):
             if stage == DEEPSTACK_MERGER:
@@ -321,12 +356,12 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
             tail.append(Params(f"{prefix}.norm", NORMS))
         elif isinstance(b, LMHead):
             tail.append(Lin("lm_head" if known_names else "<language_model>.lm_head", HEAD, ("lm_tokens",), b.hidden,
-                            b.vocab, "lm.logits", head=True))
+                            b.vocab, "lm.logits", head=True, tied=b.tied))
         elif b.count == n and b.params() == 0:
             per_layer_extra.append(b)  # e.g. Gemma 3's bidirectional image-block attention (a core, no weights)
         else:
             tail.append(Opaque(b, MLP))
-    if len(attn_for) != n or len(mlp_for) != n or norms is None or norms.norms_per_layer != 2:
+    if len(attn_for) != n or len(mlp_for) != n or norms is None or norms.norms_per_layer not in (2, 4):
         return _opaque_stage(LANGUAGE_MODEL, blocks, n)
     layers = []
     for i in range(n):
@@ -334,6 +369,10 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
         a, m = attn_for[i], mlp_for[i]
         subs: list[Any] = []
         in_norm = Params(pre + "input_layernorm", NORMS)
+        sandwich = norms.norms_per_layer == 4  # Gemma: input, post-attention, pre- and post-feedforward norms
+        attn_post = Params(pre + "post_attention_layernorm", NORMS) if sandwich else None
+        mlp_pre = Params(pre + ("pre_feedforward_layernorm" if sandwich else "post_attention_layernorm"), NORMS)
+        mlp_post = Params(pre + "post_feedforward_layernorm", NORMS) if sandwich else None
         if type(a) is DecoderAttention:
             rows = ("lm_tokens",)
             projections = (Lin(pre + "self_attn.q_proj", ATTENTION, rows, a.hidden, a.q_width, "lm.attn_proj",
@@ -345,18 +384,21 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
             qk = Params(pre + "self_attn.qk_norm", NORMS) if a.qk_norm else None
             subs.append(AttnSub(in_norm, projections, (0, 1, 2), qk, replace(a, count=1),
                                 Lin(pre + "self_attn.o_proj", ATTENTION, rows, a.q_width, a.hidden, "lm.attn_proj",
-                                    a.o_bias)))
+                                    a.o_bias), attn_post))
         else:
+            if sandwich:
+                return _opaque_stage(LANGUAGE_MODEL, blocks, n)
             subs.append(Opaque(replace(a, count=1), ATTENTION, in_norm))
         subs += [Opaque(replace(x, count=1), ATTENTION) for x in per_layer_extra]
-        post_norm = Params(pre + "post_attention_layernorm", NORMS)
         if isinstance(m, DenseMLP):
             rows = ("lm_tokens",)
-            subs.append(MlpSub(post_norm, (Lin(pre + "mlp.gate_proj", MLP, rows, m.hidden, m.width, "lm.dense_mlp"),
-                                           Lin(pre + "mlp.up_proj", MLP, rows, m.hidden, m.width, "lm.dense_mlp")),
-                               Lin(pre + "mlp.down_proj", MLP, rows, m.width, m.hidden, "lm.dense_mlp")))
+            subs.append(MlpSub(mlp_pre, (Lin(pre + "mlp.gate_proj", MLP, rows, m.hidden, m.width, "lm.dense_mlp"),
+                                         Lin(pre + "mlp.up_proj", MLP, rows, m.hidden, m.width, "lm.dense_mlp")),
+                               Lin(pre + "mlp.down_proj", MLP, rows, m.width, m.hidden, "lm.dense_mlp"), mlp_post))
         else:
-            subs.append(Opaque(replace(m, count=1), MLP, post_norm))
+            if sandwich:
+                return _opaque_stage(LANGUAGE_MODEL, blocks, n)
+            subs.append(Opaque(replace(m, count=1), MLP, mlp_pre))
         layers.append(Layer(i, tuple(subs)))
     return StageLayout(LANGUAGE_MODEL, n, tuple(head), tuple(layers), tuple(tail))
 

@@ -36,7 +36,7 @@ from typing import Any
 from ..arch.layout import AttnSub, Chain, Layer, Lin, MlpSub, Opaque, Params, StageLayout, layout, module_names_known
 from ..arch.parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from ..arch.spec import ModelSpec
-from ..arch.trainability import Trainability
+from ..arch.trainability import EMBEDDINGS, HEAD, Trainability
 from ..errors import ConfigError, UnsupportedModelError
 from ..stats.batch import BatchStats
 from .blocks import FlopsContext, inventory_terms
@@ -137,7 +137,7 @@ class _Walker:
         """Count one Linear; returns whether its output requires a gradient."""
         rows = self.rows(lin)
         fwd = matmul(rows, lin.n_in, lin.n_out)
-        trains = self.trains(layer, lin.kind, lin.name)
+        trains = self.trains(layer, lin.kind, lin.name) or (lin.tied and self.trains(layer, EMBEDDINGS, ""))
         needs_input = live_in and not lin.pixels
         self.add(lin.component, FORWARD, fwd)
         if trains:
@@ -148,7 +148,8 @@ class _Walker:
             if needs_input:
                 self.add(lin.component, INPUT_GRAD, fwd)
         a = self.adapter
-        adapted = bool(a is not None and not trains and a.targets(lin.name, is_linear=True, is_head=lin.head))
+        adapted = bool(a is not None and not trains and lin.adaptable
+                       and a.targets(lin.name, is_linear=True, is_head=lin.head))
         if adapted and a is not None:
             r = a.rank(lin.name)
             self.adapted.append(AdaptedModule(lin.name, self.stage, r, lin.n_in, lin.n_out))
@@ -187,13 +188,13 @@ class _Walker:
             q = k = True
         self.core(sub, q, k, v)
         out = self.linear(sub.out, q or k or v, layer)
-        return live or out
+        return live or out or self.params(sub.post_norm, layer)
 
     def mlp(self, sub: MlpSub, live: bool, layer: int | None) -> bool:
         live_n = live or self.params(sub.norm, layer)
         hidden = any([self.linear(x, live_n, layer) for x in sub.ins])
         out = self.linear(sub.out, hidden, layer)
-        return live or out
+        return live or out or self.params(sub.post_norm, layer)
 
     def chain(self, c: Chain, live: bool) -> bool:
         x = live or self.params(c.norm, None)
@@ -227,12 +228,17 @@ class _Walker:
         if isinstance(op, Lin):
             return self.linear(op, live, layer)
         if isinstance(op, Params):
-            return live or self.params(op, layer)
+            tied_head = op.kind == EMBEDDINGS and self.stage == LANGUAGE_MODEL and self.tied_head_trains()
+            return live or self.params(op, layer) or tied_head
         if isinstance(op, Chain):
             return self.chain(op, live)
         if isinstance(op, Opaque):
             return self.opaque(op, live, layer)
         raise TypeError(op)
+
+    def tied_head_trains(self) -> bool:
+        """A tied LM head that trains trains the input embedding too (one weight)."""
+        return any(b.kind == "lm_head" and b.tied for b in self.spec.blocks) and self.trains(None, HEAD, "lm_head")
 
     # -------------------------------------------------------------- stages
     def check_uniform(self, s: StageLayout) -> None:
