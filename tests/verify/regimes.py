@@ -46,7 +46,10 @@ def measured_parts(m: dict, training: bool = True) -> dict[str, int]:
     names = {"tower": "vision_tower", "merger": "projector", "lm": "language_model"}
     out = {}
     for short, long in names.items():
-        out[long] = m["forward"].get(short, 0) + (m["backward"].get(short, 0) if training else 0)
+        for key in (short, long):  # the Qwen harness names parts short, the family harnesses long
+            if key in m["forward"] or key in m["backward"]:
+                out[long] = m["forward"].get(key, 0) + (m["backward"].get(key, 0) if training else 0)
+        out.setdefault(long, 0)
     return out
 
 
@@ -56,6 +59,25 @@ def peft_adapted_names(model) -> set[str]:
 
     base = model.get_base_model()
     return {name for name, mod in base.named_modules() if isinstance(mod, LoraLayer)}
+
+
+def family_case(family: str, image_sizes, processor: dict, seed: int = 0):
+    """(model, inputs, library spec, library stats) of a tiny ``family`` model (tests/verify/families harness) on
+    HF-processed images; the library derives the same media with its own processor rule (checked)."""
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.stats import BatchStats
+
+    from .families import harness
+
+    h = harness(family)
+    model = h.build_model(h.tiny_config(), seed)
+    inputs, media = h.make_inputs(model, image_sizes=image_sizes, video_sizes=(), text_len=8, seed=seed + 1)
+    spec = spec_from_config(model.config.to_dict(), name=f"tiny-{family}", processor=processor)
+    lib_media = [FAMILIES[spec.family].media.image(spec, hh, ww) for hh, ww in image_sizes]
+    assert sum(m.visual_tokens for m in lib_media) == media["visual_tokens"]
+    stats = BatchStats.from_batch(seq_lens=[media["seq_len"]], image_grids=[m.grid for m in lib_media], spec=spec)
+    return model, inputs, spec, stats, h
 
 
 def library_regime(config_dict: dict, seq_lens, image_grids, trainability, video_grids=(), mode: str = "training",

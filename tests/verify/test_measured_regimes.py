@@ -141,3 +141,66 @@ def test_lora_and_partial_freezing_other_qwen_families(family, tmp_path):
     measured, lib = _freeze_case(model, batch, lambda m: [m.model.visual.blocks[-1], m.model.language_model],
                                  ["vision_tower[-1:]", "lm.attention+mlp+norms+embeddings"])
     assert lib.parts == measured
+
+
+# --------------------------------------------------------------------------- InternVL and Gemma 3
+PROCESSORS = {
+    "internvl": {"preprocessor_config.json": {"size": {"height": 32, "width": 32}, "min_patches": 1, "max_patches": 6,
+                                              "crop_to_patches": False}},
+    "gemma3": {"preprocessor_config.json": {"size": {"height": 32, "width": 32}, "do_pan_and_scan": None}},
+}
+FAMILY_LORA = {
+    "all-linear": dict(target_modules="all-linear"),
+    "q-v": dict(target_modules=["q_proj", "v_proj"]),  # LM-style names also hit InternViT / SigLIP q/v
+    "lm-only": dict(target_modules=r"model\.language_model\..*\.(q_proj|v_proj|down_proj)"),
+    "dora": dict(target_modules=["q_proj", "v_proj", "fc1"], use_dora=True),
+    "modules-to-save": dict(target_modules=["o_proj"], modules_to_save=["lm_head"]),
+}
+FAMILY_FREEZE = {
+    "tower-last-layer+projector+lm": (["vision_tower[-1]", "projector", "lm"],
+                                      lambda m, tower: [tower[-1], m.model.multi_modal_projector,
+                                                        m.model.language_model, m.lm_head]),
+    "projector-only": (["projector"], lambda m, tower: [m.model.multi_modal_projector]),
+    "lm-head": (["lm.head"], lambda m, tower: [m.lm_head]),  # Gemma 3: tied, so the embedding trains too
+}
+
+
+def _tower_layers(model):
+    enc = model.model.vision_tower.encoder
+    return enc.layers if hasattr(enc, "layers") else enc.layer
+
+
+@pytest.fixture(scope="module", params=["internvl", "gemma3"])
+def family(request):
+    from .regimes import family_case
+
+    return request.param, family_case(request.param, [(48, 80), (32, 32)], PROCESSORS[request.param])
+
+
+@pytest.mark.parametrize("case", sorted(FAMILY_LORA))
+def test_lora_internvl_gemma3_per_part_to_the_flop(family, case, tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    from vlm_perf.flops.regime import regime_flops
+
+    _, (model, inputs, spec, stats, h) = family
+    pm = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, **FAMILY_LORA[case]))
+    measured = measured_parts(measure_regime(pm, inputs, parts=h.part_modules(pm.get_base_model())))
+    pm.save_pretrained(tmp_path)
+    lib = regime_flops(spec, stats, Trainability.build(adapter=read_adapter_config(tmp_path)), causal="full")
+    assert {a.name for a in lib.adapted} == peft_adapted_names(pm)
+    assert lib.parts == measured
+
+
+@pytest.mark.parametrize("case", sorted(FAMILY_FREEZE))
+def test_partial_freezing_internvl_gemma3_per_part_to_the_flop(family, case):
+    from vlm_perf.flops.regime import regime_flops
+
+    _, (model, inputs, spec, stats, h) = family
+    trainable, select = FAMILY_FREEZE[case]
+    m = copy.deepcopy(model)
+    m.requires_grad_(False)
+    for mod in select(m, _tower_layers(m)):
+        mod.requires_grad_(True)
+    measured = measured_parts(measure_regime(m, inputs, parts=h.part_modules(m)))
+    assert regime_flops(spec, stats, Trainability.build(trainable), causal="full").parts == measured

@@ -237,8 +237,9 @@ class _Walker:
         raise TypeError(op)
 
     def tied_head_trains(self) -> bool:
-        """A tied LM head that trains trains the input embedding too (one weight)."""
-        return any(b.kind == "lm_head" and b.tied for b in self.spec.blocks) and self.trains(None, HEAD, "lm_head")
+        """A tied LM head that trains trains the input embedding too (one weight). Not when PEFT's
+        ``modules_to_save`` trains it: that trains an untied copy (the name is left out so it cannot match)."""
+        return any(b.kind == "lm_head" and b.tied for b in self.spec.blocks) and self.trains(None, HEAD, "")
 
     # -------------------------------------------------------------- stages
     def check_uniform(self, s: StageLayout) -> None:
