@@ -74,6 +74,7 @@ class RegimeFlops:
     trainable_base_linears: tuple[str, ...] = ()
     adapter_params: int = 0
     notes: tuple[str, ...] = field(default=())
+    full_training: Breakdown | None = None  # every weight trains, no adapter: what a full fine-tune would run
 
     @property
     def total(self) -> Any:
@@ -87,6 +88,7 @@ class RegimeFlops:
         return {"total": self.total, "parts": self.parts, "by_part": {p: dict(c) for p, c in self.by_part.items()},
                 "components": dict(self.breakdown.components), "adapted_modules": len(self.adapted),
                 "adapter_params": self.adapter_params, "trainable_base_linears": len(self.trainable_base_linears),
+                "full_training_total": None if self.full_training is None else self.full_training.total,
                 "notes": list(self.notes)}
 
 
@@ -304,10 +306,12 @@ def _halves(forward: Any, n: int) -> Any:
 
 
 def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability, causal: str = "half",
-                 mode: str = "training", forward_calls: Any = 1) -> RegimeFlops:
+                 mode: str = "training", forward_calls: Any = 1, full_reference: bool = True) -> RegimeFlops:
     """Exact FLOPs of one step of ``stats`` under ``trainability`` (see the module docstring).
 
     ``forward_calls``: forward passes the statistics span (micro-batches), for the DoRA per-forward term.
+    ``full_reference``: also count full training of every weight (``RegimeFlops.full_training``), the number a
+    tool that ignores the regime would use.
     Training with nothing that trains (no weight, no adapter) is a ConfigError (count it with mode forward).
     """
     if mode not in ("training", "forward"):
@@ -331,7 +335,11 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
     a = trainability.adapter
     adapter_params = sum(m.rank * (m.n_in + m.n_out) for m in w.adapted)
     if a is not None:
-        notes.append(f"{len(w.adapted)} Linears adapted ({a.describe()}), {adapter_params:,} adapter weights")
+        per_part: dict[str, int] = {}
+        for m in w.adapted:
+            per_part[_PART[m.stage]] = per_part.get(_PART[m.stage], 0) + 1
+        where = ", ".join(f"{n} in the {p.replace('_', ' ')}" for p, n in per_part.items()) or "none"
+        notes.append(f"{len(w.adapted)} Linears adapted ({a.describe()}): {where}; {adapter_params:,} adapter weights")
         if a.quantized_base:
             notes.append("QLoRA: base matmuls counted at the dequantised weights' FLOPs; the dequantisation "
                          "(elementwise, twice per Linear per step) is not counted")
@@ -339,8 +347,11 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
             notes.append("DoRA: the weight-norm term (low-rank update through an identity) is counted once per "
                          "forward call per adapted Linear; the norm itself is elementwise and not counted")
     options = Options(mode=mode, causal=causal, frozen=())
+    full = None
+    if mode == "training" and full_reference:
+        full = regime_flops(spec, stats, Trainability(), causal=causal, mode=mode, full_reference=False).breakdown
     return RegimeFlops(Breakdown("exact", components, options, tuple(notes)), by_part, tuple(w.adapted),
-                       tuple(w.trained_linears), adapter_params, tuple(notes))
+                       tuple(w.trained_linears), adapter_params, tuple(notes), full)
 
 
 def _any_params_train(w: _Walker, spec: ModelSpec) -> bool:
