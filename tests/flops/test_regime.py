@@ -204,3 +204,10 @@ def test_adapter_on_a_family_without_names_is_refused():
     stats = BatchStats.from_batch(seq_lens=[512], image_grids=[(1, 32, 32)], spec=spec)
     with pytest.raises(UnsupportedModelError, match="module names"):
         regime_flops(spec, stats, Trainability(trainable=(), adapter=AdapterConfig(target_modules="all-linear")))
+
+
+def test_lora_on_an_embedding_table_is_refused_not_dropped():
+    spec, stats = _tiny()
+    adapter = AdapterConfig(target_modules=("embed_tokens", "q_proj"))
+    with pytest.raises(UnsupportedModelError, match="embedding table"):
+        regime_flops(spec, stats, Trainability(trainable=(), adapter=adapter))

@@ -39,6 +39,7 @@ LORA_CASES = {
     "modules-to-save-merger": dict(target_modules=["q_proj", "v_proj"], modules_to_save=["merger"]),
     "layers-to-transform": dict(target_modules=["q_proj", "v_proj", "qkv"], layers_to_transform=[1, 3]),
     "rank-pattern": dict(target_modules=LM_ALL, rank_pattern={"o_proj": 2, r"layers\.1\.mlp\.down_proj": 6}),
+    "conv-patch-embed": dict(target_modules=["proj"]),  # hits the Conv3d patch embed and the tower's attn.proj
     "bias-all": dict(target_modules=[r"model.language_model.layers.1.self_attn.q_proj"], bias="all"),
 }
 

@@ -133,7 +133,12 @@ class _Walker:
 
     # -------------------------------------------------------------- ops
     def params(self, p: Params | None, layer: int | None) -> bool:
-        return p is not None and self.trains(layer, p.kind, p.name)
+        if p is None:
+            return False
+        if self.adapter is not None and p.kind == EMBEDDINGS and self.adapter.targets(p.name, is_linear=False):
+            raise UnsupportedModelError(f"{self.spec.name}: the adapter targets {p.name} (an embedding table); "
+                                        "LoRA on embeddings is not modelled")
+        return self.trains(layer, p.kind, p.name)
 
     def linear(self, lin: Lin, live_in: bool, layer: int | None) -> bool:
         """Count one Linear; returns whether its output requires a gradient."""
