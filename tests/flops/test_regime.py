@@ -45,12 +45,12 @@ TINY = {"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96, "num_
         "max_position_embeddings": 4096}
 T = 10
 # forward FLOPs per layer, written out: q/o 2*T*64*64, k/v 2*T*64*32, core 2*H*2d*T^2 (eager square), MLP 3*2*T*64*96
-Q = O = 2 * T * 64 * 64
+Q = OUT = 2 * T * 64 * 64
 K = V = 2 * T * 64 * 32
 CORE = 2 * 4 * 2 * 16 * T * T
 MLP = 3 * 2 * T * 64 * 96
 HEAD = 2 * T * 64 * 1000
-LAYER = Q + K + V + O + CORE + MLP
+LAYER = Q + K + V + OUT + CORE + MLP
 FORWARD = 2 * LAYER + HEAD
 
 
@@ -68,7 +68,7 @@ def test_lora_on_one_q_proj_by_hand():
                 + a_fwd + b_fwd  # adapter forward
                 + 2 * b_fwd + a_fwd  # B weight + input gradient, A weight gradient (layer-1 input needs none)
                 + CORE  # eager core with only q requiring grad: dP and dQ, two halves
-                + O + MLP + HEAD)  # input gradients above the adapter
+                + OUT + MLP + HEAD)  # input gradients above the adapter
     assert got.total == expected
     assert [m.name for m in got.adapted] == ["model.layers.1.self_attn.q_proj"]
     assert got.adapter_params == 4 * (64 + 64)
@@ -105,7 +105,7 @@ def test_input_require_grads_hook_runs_input_gradients_from_the_embedding():
     hooked = regime_flops(spec, stats, Trainability(trainable=(), adapter=adapter, input_require_grads=True),
                           causal="full").total
     # layer 0 gains every input gradient (q, k, v, o, MLP, full core); layer 1 q/k/v base, the rest of its core, A
-    assert hooked - plain == (Q + K + V + O + 2 * CORE + MLP) + (Q + K + V + CORE) + 2 * T * 64 * 4
+    assert hooked - plain == (Q + K + V + OUT + 2 * CORE + MLP) + (Q + K + V + CORE) + 2 * T * 64 * 4
 
 
 def test_nothing_trainable_is_refused_in_training_only():

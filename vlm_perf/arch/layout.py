@@ -144,23 +144,20 @@ class _Names:
     head: str = "lm_head"
 
 
-_QWEN_TOWER = dict(patch="model.visual.patch_embed.proj", pos="model.visual.pos_embed", cls="",
+_QWEN2_VL = _Names(patch="model.visual.patch_embed.proj", pos="model.visual.pos_embed", cls="",
                    tower_layer="model.visual.blocks.{i}", tower_norms=("norm1", "norm2"), tower_qkv=("attn.qkv",),
-                   tower_out="attn.proj", lm_prefix="model.language_model")
+                   tower_out="attn.proj", tower_mlp_in=("mlp.fc1",), tower_mlp_out="mlp.fc2",
+                   merger_norm="model.visual.merger.ln_q",
+                   merger_linears=("model.visual.merger.mlp.0", "model.visual.merger.mlp.2"),
+                   deepstack="", deepstack_norm="", deepstack_linears=(), lm_prefix="model.language_model")
 _NAMES = {
-    "qwen2_vl": _Names(**_QWEN_TOWER, tower_mlp_in=("mlp.fc1",), tower_mlp_out="mlp.fc2",
-                       merger_norm="model.visual.merger.ln_q",
-                       merger_linears=("model.visual.merger.mlp.0", "model.visual.merger.mlp.2"),
-                       deepstack="", deepstack_norm="", deepstack_linears=()),
-    "qwen2_5_vl": _Names(**_QWEN_TOWER, tower_mlp_in=("mlp.gate_proj", "mlp.up_proj"), tower_mlp_out="mlp.down_proj",
-                         merger_norm="model.visual.merger.ln_q",
-                         merger_linears=("model.visual.merger.mlp.0", "model.visual.merger.mlp.2"),
-                         deepstack="", deepstack_norm="", deepstack_linears=()),
-    "qwen3_vl": _Names(**_QWEN_TOWER, tower_mlp_in=("mlp.linear_fc1",), tower_mlp_out="mlp.linear_fc2",
-                       merger_norm="model.visual.merger.norm",
-                       merger_linears=("model.visual.merger.linear_fc1", "model.visual.merger.linear_fc2"),
-                       deepstack="model.visual.deepstack_merger_list.{k}", deepstack_norm="norm",
-                       deepstack_linears=("linear_fc1", "linear_fc2")),
+    "qwen2_vl": _QWEN2_VL,
+    "qwen2_5_vl": replace(_QWEN2_VL, tower_mlp_in=("mlp.gate_proj", "mlp.up_proj"), tower_mlp_out="mlp.down_proj"),
+    "qwen3_vl": replace(_QWEN2_VL, tower_mlp_in=("mlp.linear_fc1",), tower_mlp_out="mlp.linear_fc2",
+                        merger_norm="model.visual.merger.norm",
+                        merger_linears=("model.visual.merger.linear_fc1", "model.visual.merger.linear_fc2"),
+                        deepstack="model.visual.deepstack_merger_list.{k}", deepstack_norm="norm",
+                        deepstack_linears=("linear_fc1", "linear_fc2")),
 }
 _NAMES["qwen3_vl_moe"] = _NAMES["qwen3_vl"]
 _NAMES["internvl"] = _Names(
@@ -363,7 +360,7 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
             tail.append(Opaque(b, MLP))
     if len(attn_for) != n or len(mlp_for) != n or norms is None or norms.norms_per_layer not in (2, 4):
         return _opaque_stage(LANGUAGE_MODEL, blocks, n)
-    layers = []
+    laid: list[Layer] = []
     for i in range(n):
         pre = f"{prefix}.layers.{i}."
         a, m = attn_for[i], mlp_for[i]
@@ -399,8 +396,8 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
             if sandwich:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
             subs.append(Opaque(replace(m, count=1), MLP, mlp_pre))
-        layers.append(Layer(i, tuple(subs)))
-    return StageLayout(LANGUAGE_MODEL, n, tuple(head), tuple(layers), tuple(tail))
+        laid.append(Layer(i, tuple(subs)))
+    return StageLayout(LANGUAGE_MODEL, n, tuple(head), tuple(laid), tuple(tail))
 
 
 def names_of(stages: tuple[StageLayout, ...]) -> list[tuple[str, Lin]]:
