@@ -211,3 +211,26 @@ def test_lora_on_an_embedding_table_is_refused_not_dropped():
     adapter = AdapterConfig(target_modules=("embed_tokens", "q_proj"))
     with pytest.raises(UnsupportedModelError, match="embedding table"):
         regime_flops(spec, stats, Trainability(trainable=(), adapter=adapter))
+
+
+# --------------------------------------------------------------------------- observed trainability
+def test_observed_trainability_from_parameter_names():
+    from vlm_perf.arch.observed import canonical, observed_trainability
+
+    spec, stats = _tiny()
+    assert canonical("base_model.model.model.layers.1.mlp.down_proj.modules_to_save.default.weight") == \
+        "model.layers.1.mlp.down_proj.weight"
+    assert canonical("module._orig_mod.model.layers.0.self_attn.q_proj.base_layer.weight") == \
+        "model.layers.0.self_attn.q_proj.weight"
+    names = ["model.layers.1.mlp.gate_proj.weight", "model.layers.1.mlp.up_proj.weight",
+             "module.model.layers.1.mlp.down_proj.weight"]
+    observed = observed_trainability(spec, names).trainability
+    assert regime_flops(spec, stats, observed, causal="full").total == \
+        regime_flops(spec, stats, Trainability.build(["lm[-1].mlp"]), causal="full").total
+    with pytest.raises(UnsupportedModelError, match="belongs to no module"):
+        observed_trainability(spec, ["model.layers.1.mlp.secret_gate.weight"])
+    with pytest.raises(UnsupportedModelError, match="no adapter config"):
+        observed_trainability(spec, ["base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight"])
+    lora = observed_trainability(spec, ["base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight"],
+                                 adapter=AdapterConfig(r=4, target_modules=("q_proj",)))
+    assert lora.adapter_tensors == 1 and not lora.trainability.modules

@@ -62,7 +62,21 @@ def _peft_case(model, batch, kwargs, tmp_path, input_require_grads=False, traina
     lib = library_regime(model.config.to_dict(), batch.seq_lens, batch.image_grids,
                          Trainability.build(trainable, adapter=adapter, input_require_grads=input_require_grads),
                          video_grids=batch.video_grids)
+    _check_observed(model.config.to_dict(), pm, batch, measured, adapter, input_require_grads)
     return pm, measured, lib
+
+
+def _check_observed(config, model, batch, measured, adapter=None, input_require_grads=False):
+    """What a callback would record (names of parameters requiring grad) gives the same FLOPs."""
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.observed import observed_trainability
+
+    spec = spec_from_config(config, name="tiny")
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    observed = observed_trainability(spec, names, adapter=adapter, input_require_grads=input_require_grads)
+    lib = library_regime(config, batch.seq_lens, batch.image_grids, observed.trainability,
+                         video_grids=batch.video_grids)
+    assert lib.parts == measured, "observed trainability"
 
 
 @pytest.mark.parametrize("case", sorted(LORA_CASES))
@@ -106,6 +120,7 @@ def _freeze_case(model, batch, select, trainable):
     measured = measured_parts(measure_regime(m, batch.inputs))
     lib = library_regime(model.config.to_dict(), batch.seq_lens, batch.image_grids, Trainability.build(trainable),
                          video_grids=batch.video_grids)
+    _check_observed(model.config.to_dict(), m, batch, measured)
     return measured, lib
 
 
@@ -188,9 +203,20 @@ def test_lora_internvl_gemma3_per_part_to_the_flop(family, case, tmp_path):
     pm = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, **FAMILY_LORA[case]))
     measured = measured_parts(measure_regime(pm, inputs, parts=h.part_modules(pm.get_base_model())))
     pm.save_pretrained(tmp_path)
-    lib = regime_flops(spec, stats, Trainability.build(adapter=read_adapter_config(tmp_path)), causal="full")
+    adapter = read_adapter_config(tmp_path)
+    lib = regime_flops(spec, stats, Trainability.build(adapter=adapter), causal="full")
     assert {a.name for a in lib.adapted} == peft_adapted_names(pm)
     assert lib.parts == measured
+    _check_family_observed(spec, stats, pm, measured, adapter)
+
+
+def _check_family_observed(spec, stats, model, measured, adapter=None):
+    from vlm_perf.arch.observed import observed_trainability
+    from vlm_perf.flops.regime import regime_flops
+
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    regime = observed_trainability(spec, names, adapter=adapter).trainability
+    assert regime_flops(spec, stats, regime, causal="full").parts == measured, "observed trainability"
 
 
 @pytest.mark.parametrize("case", sorted(FAMILY_FREEZE))
@@ -205,3 +231,4 @@ def test_partial_freezing_internvl_gemma3_per_part_to_the_flop(family, case):
         mod.requires_grad_(True)
     measured = measured_parts(measure_regime(m, inputs, parts=h.part_modules(m)))
     assert regime_flops(spec, stats, Trainability.build(trainable), causal="full").parts == measured
+    _check_family_observed(spec, stats, m, measured)

@@ -67,7 +67,7 @@ class AttnSub:
     norm: Params | None
     projections: tuple[Lin, ...]
     sources: tuple[int, int, int]
-    qk_norms: Params | None
+    qk_norms: tuple[Params, ...]  # () or (q norm, k norm)
     core: Block
     out: Lin
     post_norm: Params | None = None  # a norm on the sublayer output before the residual add (Gemma)
@@ -139,7 +139,7 @@ class _Names:
     deepstack_norm: str
     deepstack_linears: tuple[str, ...]
     lm_prefix: str  # "model.language_model" or "model"
-    tower_qk_norms: str = "attn.qk_norm"
+    tower_qk_norms: tuple[str, str] = ("attn.q_norm", "attn.k_norm")
     tower_tail_norm: str = ""
     head: str = "lm_head"
 
@@ -168,7 +168,7 @@ _NAMES["internvl"] = _Names(
     tower_mlp_in=("mlp.fc1",), tower_mlp_out="mlp.fc2", merger_norm="model.multi_modal_projector.layer_norm",
     merger_linears=("model.multi_modal_projector.linear_1", "model.multi_modal_projector.linear_2"),
     deepstack="", deepstack_norm="", deepstack_linears=(), lm_prefix="model.language_model",
-    tower_qk_norms="attention.q_norm", tower_tail_norm="model.vision_tower.layernorm")
+    tower_qk_norms=("attention.q_norm", "attention.k_norm"), tower_tail_norm="model.vision_tower.layernorm")
 _NAMES["gemma3"] = _Names(
     patch="model.vision_tower.embeddings.patch_embedding", pos="model.vision_tower.embeddings.position_embedding",
     cls="", tower_layer="model.vision_tower.encoder.layers.{i}", tower_norms=("layer_norm1", "layer_norm2"),
@@ -262,17 +262,20 @@ def _vision_layer(b: VisionLayers, i: int, names: _Names | None) -> tuple[Any, .
     else:
         projections = tuple(Lin(pre + n, ATTENTION, rows, h, q, "vision.attn_proj", b.qkv_bias) for n in qkv_names)
         sources = (0, 1, 2)
-    qk = Params(pre + (names.tower_qk_norms if names else "attn.qk_norm"), NORMS) if b.qk_norm != "none" else None
+    qk_names = names.tower_qk_norms if names else ("attn.q_norm", "attn.k_norm")
+    qk = tuple(Params(pre + n, NORMS) for n in qk_names) if b.qk_norm != "none" else ()
+    # InternViT layer scale: lambda_1 / lambda_2 scale each sublayer's output before the residual add
+    scale = (Params(pre + "lambda_1", NORMS), Params(pre + "lambda_2", NORMS)) if b.layer_scale else (None, None)
     attn = AttnSub(Params(pre + norms[0], NORMS), projections, sources, qk, replace(b, count=1),
                    Lin(pre + (names.tower_out if names else "attn.proj"), ATTENTION, rows, q, h, "vision.attn_proj",
-                       b.proj_bias))
+                       b.proj_bias), scale[0])
     mlp_in = (names.tower_mlp_in if names else (("mlp.gate_proj", "mlp.up_proj") if b.mlp_gated else ("mlp.fc1",)))
     if len(mlp_in) != b.mlp_matrices - 1:
         raise ValueError(f"layout: {len(mlp_in)} MLP input names for a {b.mlp_matrices}-matrix MLP")
     mlp = MlpSub(Params(pre + norms[1], NORMS),
                  tuple(Lin(pre + n, MLP, rows, h, b.mlp_width, "vision.mlp", b.mlp_bias) for n in mlp_in),
                  Lin(pre + (names.tower_mlp_out if names else "mlp.fc2"), MLP, rows, b.mlp_width, h, "vision.mlp",
-                     b.mlp_bias))
+                     b.mlp_bias), scale[1])
     return (attn, mlp)
 
 
@@ -378,7 +381,8 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
                                a.qkv_bias),
                            Lin(pre + "self_attn.v_proj", ATTENTION, rows, a.hidden, a.kv_width, "lm.attn_proj",
                                a.qkv_bias))
-            qk = Params(pre + "self_attn.qk_norm", NORMS) if a.qk_norm else None
+            qk = ((Params(pre + "self_attn.q_norm", NORMS), Params(pre + "self_attn.k_norm", NORMS)) if a.qk_norm
+                  else ())
             subs.append(AttnSub(in_norm, projections, (0, 1, 2), qk, replace(a, count=1),
                                 Lin(pre + "self_attn.o_proj", ATTENTION, rows, a.q_width, a.hidden, "lm.attn_proj",
                                     a.o_bias), attn_post))

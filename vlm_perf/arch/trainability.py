@@ -139,6 +139,8 @@ class Trainability:
     frozen: tuple[Selector, ...] = ()
     adapter: AdapterConfig | None = None
     input_require_grads: bool = False
+    modules: frozenset[str] = frozenset()  # module names observed training (``vlm_perf.arch.observed``)
+    biases: frozenset[str] = frozenset()  # Linears whose bias alone trains (no weight gradient, output needs grad)
 
     @classmethod
     def from_frozen(cls, parts: Iterable[str]) -> "Trainability":
@@ -161,7 +163,7 @@ class Trainability:
                    input_require_grads=input_require_grads)
 
     def weight_trains(self, stage: str, layer: int | None, kind: str, name: str, num_layers: int) -> bool:
-        if self.adapter is not None and name and self.adapter.saves(name):
+        if name and (name in self.modules or (self.adapter is not None and self.adapter.saves(name))):
             return True
         if any(f.matches(stage, layer, kind, num_layers) for f in self.frozen):
             return False
@@ -170,7 +172,7 @@ class Trainability:
     @property
     def stage_level(self) -> bool:
         """Only whole parts are selected, no adapter, no input hook: what ``frozen`` alone can say."""
-        return (self.adapter is None and not self.input_require_grads
+        return (self.adapter is None and not self.input_require_grads and not self.modules and not self.biases
                 and all(s.whole_stages for s in self.trainable + self.frozen))
 
     def frozen_stage_set(self) -> frozenset[str]:
@@ -191,6 +193,8 @@ class Trainability:
             bits.append("trainable: everything")
         if self.frozen:
             bits.append("frozen: " + ", ".join(map(str, self.frozen)))
+        if self.modules:
+            bits.append(f"{len(self.modules)} modules observed training")
         if self.input_require_grads:
             bits.append("input embeddings require grad (gradient-checkpointing hook)")
         return "; ".join(bits) or "nothing trainable"

@@ -103,6 +103,8 @@ class _Walker:
         self.trained_linears: list[str] = []
         self.num_layers = 0
         self.stage = ""
+        self.embed_name = ""  # the LM's input embedding (a tied head trains with it)
+        self.any_trains = False  # any weight, bias, norm, table or adapter trains
         self.adapter = t.adapter
         if self.adapter is not None and not module_names_known(spec):
             raise UnsupportedModelError(f"{spec.name}: the module names of family {spec.family!r} are not laid out "
@@ -138,13 +140,15 @@ class _Walker:
         if self.adapter is not None and p.kind == EMBEDDINGS and self.adapter.targets(p.name, is_linear=False):
             raise UnsupportedModelError(f"{self.spec.name}: the adapter targets {p.name} (an embedding table); "
                                         "LoRA on embeddings is not modelled")
-        return self.trains(layer, p.kind, p.name)
+        trains = self.trains(layer, p.kind, p.name)
+        self.any_trains = self.any_trains or trains
+        return trains
 
     def linear(self, lin: Lin, live_in: bool, layer: int | None) -> bool:
         """Count one Linear; returns whether its output requires a gradient."""
         rows = self.rows(lin)
         fwd = matmul(rows, lin.n_in, lin.n_out)
-        trains = self.trains(layer, lin.kind, lin.name) or (lin.tied and self.trains(layer, EMBEDDINGS, ""))
+        trains = self.trains(layer, lin.kind, lin.name) or (lin.tied and self.trains(None, EMBEDDINGS, self.embed_name))
         needs_input = live_in and not lin.pixels
         self.add(lin.component, FORWARD, fwd)
         if trains:
@@ -169,7 +173,9 @@ class _Walker:
                                                                     + matmul(lin.n_in, r, lin.n_out)))
                 if self.training and a.lora_dropout > 0:
                     self.add(lin.component, DORA_EXTRA, fwd + (fwd if needs_input else 0))
-        bias_trains = lin.bias and a is not None and (a.bias == "all" or (a.bias == "lora_only" and adapted))
+        bias_trains = lin.bias and ((a is not None and (a.bias == "all" or (a.bias == "lora_only" and adapted)))
+                                    or lin.name in self.t.biases)
+        self.any_trains = self.any_trains or trains or adapted or bias_trains
         return live_in or trains or adapted or bias_trains
 
     def core(self, sub: AttnSub, q: bool, k: bool, v: bool) -> None:
@@ -191,8 +197,9 @@ class _Walker:
         live_n = live or self.params(sub.norm, layer)
         outs = [self.linear(p, live_n, layer) for p in sub.projections]
         q, k, v = (outs[i] for i in sub.sources)
-        if self.params(sub.qk_norms, layer):
-            q = k = True
+        if sub.qk_norms:
+            q = self.params(sub.qk_norms[0], layer) or q
+            k = self.params(sub.qk_norms[1], layer) or k
         self.core(sub, q, k, v)
         out = self.linear(sub.out, q or k or v, layer)
         return live or out or self.params(sub.post_norm, layer)
@@ -212,6 +219,7 @@ class _Walker:
     def opaque(self, op: Opaque, live: bool, layer: int | None, ) -> bool:
         live_n = live or self.params(op.norm, layer)
         trains = self.trains(layer, op.kind, "")
+        self.any_trains = self.any_trains or trains
         for term in inventory_terms((op.block,), self.stats, self.ctx):
             self.add(term.component, FORWARD, term.forward)
             if not self.training:
@@ -281,6 +289,9 @@ class _Walker:
 
     def run(self) -> None:
         stages = {s.stage: s for s in layout(self.spec)}
+        if LANGUAGE_MODEL in stages:
+            self.embed_name = next((op.name for op in stages[LANGUAGE_MODEL].head
+                                    if isinstance(op, Params) and op.kind == EMBEDDINGS), "")
         tower_after: list[bool] = []
         tower_live = False
         if VISION_TOWER in stages:
@@ -323,7 +334,7 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
         raise ConfigError(f"mode must be training or forward, got {mode!r}")
     w = _Walker(spec, stats, trainability, causal, mode == "training", forward_calls)
     w.run()
-    if mode == "training" and not w.adapted and not w.trained_linears and not _any_params_train(w, spec):
+    if mode == "training" and not w.any_trains:
         raise ConfigError(f"{spec.name}: nothing trains under '{trainability.describe()}', so a training step has "
                           "no backward pass; count it with mode 'forward' instead")
     components: dict[str, Any] = {name: 0 for name in COMPONENTS if spec.is_vlm or not name.startswith("vision.")}
@@ -357,14 +368,3 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
         full = regime_flops(spec, stats, Trainability(), causal=causal, mode=mode, full_reference=False).breakdown
     return RegimeFlops(Breakdown("exact", components, options, tuple(notes)), by_part, tuple(w.adapted),
                        tuple(w.trained_linears), adapter_params, tuple(notes), full)
-
-
-def _any_params_train(w: _Walker, spec: ModelSpec) -> bool:
-    """Whether any weight of the model trains at all (norms, tables, opaque blocks included)."""
-    for s in layout(spec):
-        for kind in ("attention", "mlp", "norms", "embeddings", "head"):
-            layers = range(s.num_layers) if s.num_layers else [None]
-            for layer in list(layers) + [None]:
-                if w.t.weight_trains(s.stage, layer, kind, "", s.num_layers):
-                    return True
-    return False
