@@ -35,6 +35,9 @@ LORA_CASES = {
     "lm-only-regex": dict(target_modules=r"model\.language_model\..*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"),
     "lm-and-tower-regex": dict(target_modules=r".*\.(qkv|attn\.proj|q_proj|v_proj|down_proj)"),
     "dora": dict(target_modules=["q_proj", "v_proj", "qkv"], use_dora=True),
+    # DoRA with dropout recomputes the base matmul on the dropped-out input (and its input gradient)
+    "dora-dropout": dict(target_modules=["q_proj", "v_proj", "qkv", "down_proj"], use_dora=True, lora_dropout=0.1),
+    "lora-dropout": dict(target_modules=["q_proj", "v_proj"], lora_dropout=0.1),  # dropout itself: no matmul
     "modules-to-save-head": dict(target_modules=["q_proj", "v_proj"], modules_to_save=["lm_head"]),
     "modules-to-save-merger": dict(target_modules=["q_proj", "v_proj"], modules_to_save=["merger"]),
     "layers-to-transform": dict(target_modules=["q_proj", "v_proj", "qkv"], layers_to_transform=[1, 3]),
@@ -53,7 +56,7 @@ def qwen25():
 def _peft_case(model, batch, kwargs, tmp_path, input_require_grads=False, trainable=()):
     from peft import LoraConfig, get_peft_model
 
-    pm = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, **kwargs))
+    pm = get_peft_model(copy.deepcopy(model), LoraConfig(**{"r": 4, "lora_alpha": 8, "lora_dropout": 0.0, **kwargs}))
     if input_require_grads:
         pm.enable_input_require_grads()
     measured = measured_parts(measure_regime(pm, batch.inputs))
