@@ -10,12 +10,45 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..arch.adapters import AdapterConfig, adapter_from_dict
 from ..errors import ConfigError, InputError
 
 FILENAME = "adapter_config.json"
+TRAINABILITY_FILE = "trainability.json"  # written by vlm_perf.capture_trainer.MetadataCallback
+
+
+@dataclass(frozen=True)
+class TrainabilityRecord:
+    """What a run's callback observed: parameter names that required grad, the input hook, the adapter."""
+
+    requires_grad: tuple[str, ...]
+    input_require_grads: bool
+    adapter: AdapterConfig | None
+    source: str
+
+
+def read_trainability_record(path: str | Path) -> TrainabilityRecord:
+    """``trainability.json`` (or a folder holding it); errors name the file."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / TRAINABILITY_FILE
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("trainability record not found", str(p)) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", f"{p}:{exc.lineno}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("requires_grad"), list) \
+            or not all(isinstance(n, str) for n in data["requires_grad"]):
+        raise InputError("a trainability record needs a 'requires_grad' list of parameter names", str(p))
+    adapter = data.get("adapter_config")
+    if adapter is not None and not isinstance(adapter, dict):
+        raise InputError("'adapter_config' must be an object", str(p))
+    return TrainabilityRecord(tuple(data["requires_grad"]), bool(data.get("input_require_grads", False)),
+                              adapter_from_dict(adapter, source=f"{p} adapter_config") if adapter else None, str(p))
 
 
 def read_adapter_config(path: str | Path, quantized_base: bool = False) -> AdapterConfig:
