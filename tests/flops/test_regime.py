@@ -234,3 +234,17 @@ def test_observed_trainability_from_parameter_names():
     lora = observed_trainability(spec, ["base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight"],
                                  adapter=AdapterConfig(r=4, target_modules=("q_proj",)))
     assert lora.adapter_tensors == 1 and not lora.trainability.modules
+
+
+def test_polars_expression_statistics_give_the_numbers_row_by_row():
+    pl = pytest.importorskip("polars")
+    spec = load_model("qwen2.5-vl-7b")
+    rows = [BatchStats.from_batch(seq_lens=[4096], image_grids=[(1, 64, 64)], spec=spec),
+            BatchStats.from_batch(seq_lens=[2000, 2096], image_grids=[(1, 32, 48)], video_grids=[(4, 32, 32)],
+                                  spec=spec),
+            BatchStats.from_batch(seq_lens=[1024], spec=spec)]
+    frame = pl.DataFrame([r.as_dict() for r in rows])
+    regime = Trainability.build(["vision_tower[-4:]"], adapter=AdapterConfig(r=16, target_modules="all-linear",
+                                                                            use_dora=True))
+    exprs = regime_flops(spec, BatchStats.columns(), regime).breakdown.as_exprs()
+    assert frame.select(exprs)["flops_total"].to_list() == [float(regime_flops(spec, r, regime).total) for r in rows]

@@ -29,6 +29,7 @@ preset). Units: FLOPs.
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,6 +123,9 @@ class _Walker:
         patches, video = self.stats.vision_patches, self.stats.video_patches
         if isinstance(patches, (int, float)) and isinstance(video, (int, float)):
             return self.forward_calls * (int(patches - video > 0) + int(video > 0))
+        pl = sys.modules.get("polars")  # expression statistics: the same rule per row
+        if pl is not None and isinstance(patches - video, pl.Expr):
+            return self.forward_calls * (((patches - video) > 0).cast(pl.Float64) + (video > 0).cast(pl.Float64))
         return self.forward_calls
 
     def rows(self, lin: Lin) -> Any:
