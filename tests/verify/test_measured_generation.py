@@ -61,3 +61,42 @@ def test_prefill_alone_is_one_forward_with_the_head_on_the_last_position(model):
     head = 2 * spec.lm.hidden_size * spec.lm.vocab_size
     assert lib.decode["language_model"] == 0
     assert full.counts[("forward", "lm")] - lib.prefill["language_model"] == (batch.seq_lens[0] - 1) * head
+
+
+def _generate_counts(model, inputs, parts, new_tokens):
+    counter = _make_counter_class()(model, parts=parts)
+    inputs = {k: v for k, v in inputs.items() if k != "use_cache"}
+    with torch.no_grad(), counter:
+        model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                       use_cache=True, pad_token_id=0)
+    return {p: n for (phase, p), n in counter.counts.items() if phase == "forward"}
+
+
+def test_generate_qwen3_vl_deepstack():
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.flops.generation import generation_flops
+
+    model = build_model("qwen3_vl")
+    batch = make_batch(model, [(1, 4, 4)], [(2, 4, 6)])
+    measured = _generate_counts(model, batch.inputs, part_modules(model), 4)
+    lib = generation_flops(spec_from_config(model.config.to_dict(), name="tiny"), batch.seq_lens, [4],
+                           batch.image_grids, batch.video_grids, causal="full")
+    assert {"tower": lib.prefill["vision_tower"], "merger": lib.prefill["projector"],
+            "lm": lib.prefill["language_model"] + lib.decode["language_model"]} == {
+        p: measured.get(p, 0) for p in ("tower", "merger", "lm")}
+
+
+def test_generate_internvl():
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.flops.generation import generation_flops
+
+    from .regimes import family_case
+
+    processor = {"preprocessor_config.json": {"size": {"height": 32, "width": 32}, "min_patches": 1,
+                                              "max_patches": 6, "crop_to_patches": False}}
+    model, inputs, spec, stats, h = family_case("internvl", [(48, 80)], processor)
+    measured = _generate_counts(model, inputs, h.part_modules(model), 5)
+    media = FAMILIES[spec.family].media.image(spec, 48, 80)
+    lib = generation_flops(spec, [stats.lm_tokens], [5], [media.grid], causal="full")
+    assert {k: lib.prefill[k] + lib.decode[k] for k in lib.prefill} == {
+        p: measured.get(p, 0) for p in ("vision_tower", "projector", "language_model")}
