@@ -56,7 +56,17 @@ def test_rl_step_phases_by_hand():
     assert critic.phase_totals()["values"] == forward and critic.phase_totals()["update_critic"] == 3 * forward
 
 
-def test_decode_past_a_sliding_window_is_refused():
-    spec = load_model("gemma3-4b")
-    with pytest.raises(UnsupportedModelError, match="sliding window"):
-        generation_flops(spec, [2000], [2000])
+def test_decode_in_a_sliding_window_layer_attends_to_the_window_only():
+    from vlm_perf.flops.generation import _windowed
+
+    assert _windowed(6, 4, 8) == 7 + 8 + 8  # steps attend to 7, 8, 9 -> clipped at the window 8
+    spec = load_model("gemma3-4b")  # 5 of 6 layers slide (window 1024)
+    short, long = generation_flops(spec, [500], [400]), generation_flops(spec, [3000], [400])
+    assert long.decode["language_model"] - short.decode["language_model"] < \
+        399 * 2500 * 2 * spec.lm.num_heads * 2 * spec.lm.head_dim * spec.lm.num_layers  # far less than unclipped
+
+
+def test_decode_of_a_recurrent_layer_is_refused():
+    spec = load_model("qwen3.5-35b-a3b")  # gated delta nets decode with a recurrent state
+    with pytest.raises(UnsupportedModelError, match="gated_delta_net"):
+        generation_flops(spec, [100], [10])

@@ -86,6 +86,23 @@ def test_generate_qwen3_vl_deepstack():
         p: measured.get(p, 0) for p in ("tower", "merger", "lm")}
 
 
+def test_generate_gemma3_sliding_window_cache():
+    """Gemma 3's sliding layers keep the last ``window`` positions: decode attends to min(P + j, W)."""
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.flops.generation import generation_flops
+
+    from .regimes import family_case
+
+    processor = {"preprocessor_config.json": {"size": {"height": 32, "width": 32}, "do_pan_and_scan": None}}
+    model, inputs, spec, stats, h = family_case("gemma3", [(48, 80)], processor)
+    assert spec.lm.sliding_window and stats.lm_tokens + 6 > spec.lm.sliding_window  # the window binds
+    measured = _generate_counts(model, inputs, h.part_modules(model), 6)
+    media = FAMILIES[spec.family].media.image(spec, 48, 80)
+    lib = generation_flops(spec, [stats.lm_tokens], [6], [media.grid], causal="full")
+    assert {k: lib.prefill[k] + lib.decode[k] for k in lib.prefill} == {
+        p: measured.get(p, 0) for p in ("vision_tower", "projector", "language_model")}
+
+
 def test_generate_internvl():
     from vlm_perf.arch.families import FAMILIES
     from vlm_perf.flops.generation import generation_flops

@@ -12,8 +12,8 @@ sample, as Hugging Face ``generate()`` with a KV cache runs it:
 
 So decode FLOPs per sample = ``(N - 1)·(per-token matmuls + head) + core_per_position·Σ_{j=1}^{N-1} (P + j)``.
 A batched ``generate()`` keeps finished rows in the batch until the longest stops (padding work): that waste
-is not counted (these are the FLOPs each sample needs). Sliding-window LMs are refused when a sequence outgrows
-the window (the decode core would be clipped to the window).
+is not counted (these are the FLOPs each sample needs). A sliding-window layer's cache keeps the last ``W``
+positions: its decode step attends to ``min(P + j, W)``. Recurrent layers (gated delta nets) are refused.
 
 :func:`rl_step_flops` counts the phases of one RL step (veRL / EasyR1 / TRL GRPO / OpenRLHF structure):
 generation, old-policy and reference log-prob forwards over prompt + response, the actor update (forward +
@@ -69,9 +69,7 @@ def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens:
         raise ConfigError(f"{len(prompt_lens)} prompt lengths but {len(response_lens)} response lengths")
     if any(p <= 0 for p in prompt_lens) or any(n < 0 for n in response_lens):
         raise ConfigError("prompt lengths must be > 0 and response lengths >= 0")
-    window = spec.lm.sliding_window
-    if window and spec.lm.sliding_layers and any(p + n > window for p, n in zip(prompt_lens, response_lens)):
-        raise UnsupportedModelError(f"{spec.name}: decode past the sliding window ({window}) is not modelled")
+    window = spec.lm.sliding_window if spec.lm.sliding_layers else None
     samples = [(p, n) for p, n in zip(prompt_lens, response_lens) if n > 0]
     head = _lm_head_per_token(spec)
     # prefill: one forward over every prompt, the head on the last position of each sample only
@@ -89,10 +87,26 @@ def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens:
                              lm_padded_tokens=steps)
         decode["language_model"] = _forward_parts(spec, lm_only, "full")["language_model"]
         ctx = FlopsContext(causal="full")
-        per_position = BatchStats(lm_tokens_sq=attended)
-        decode["language_model"] += sum(t.forward for t in inventory_terms(spec.blocks, per_position, ctx)
-                                        if not t.weights and t.component == "lm.attn_core")
+        for block in spec.blocks:
+            if block.kind not in _ATTENTION_KINDS:
+                if any(not t.weights and t.component == "lm.attn_core"
+                       for t in inventory_terms((block,), BatchStats(lm_tokens_sq=1, vision_frames=1), ctx)):
+                    raise UnsupportedModelError(f"{spec.name}: decode of block kind {block.kind} is not modelled")
+                continue
+            # a sliding-window layer's cache keeps the last ``window`` positions: it attends to min(P + j, W)
+            span = attended if not getattr(block, "window", None) else sum(
+                _windowed(p, n, block.window) for p, n in samples)
+            decode["language_model"] += sum(t.forward for t in inventory_terms((block,), BatchStats(lm_tokens_sq=span),
+                                                                              ctx) if not t.weights)
     return GenerationFlops(prefill, decode, sum(n for _, n in samples))
+
+
+_ATTENTION_KINDS = ("decoder_attention", "mla_attention", "gated_decoder_attention")
+
+
+def _windowed(p: int, n: int, window: int) -> int:
+    """Σ_{j=1}^{n-1} min(p + j, window)."""
+    return sum(min(p + j, window) for j in range(1, n))
 
 
 @dataclass(frozen=True)
