@@ -69,7 +69,6 @@ def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens:
         raise ConfigError(f"{len(prompt_lens)} prompt lengths but {len(response_lens)} response lengths")
     if any(p <= 0 for p in prompt_lens) or any(n < 0 for n in response_lens):
         raise ConfigError("prompt lengths must be > 0 and response lengths >= 0")
-    window = spec.lm.sliding_window if spec.lm.sliding_layers else None
     samples = [(p, n) for p, n in zip(prompt_lens, response_lens) if n > 0]
     head = _lm_head_per_token(spec)
     # prefill: one forward over every prompt, the head on the last position of each sample only
