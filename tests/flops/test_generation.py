@@ -70,3 +70,16 @@ def test_decode_of_a_recurrent_layer_is_refused():
     spec = load_model("qwen3.5-35b-a3b")  # gated delta nets decode with a recurrent state
     with pytest.raises(UnsupportedModelError, match="gated_delta_net"):
         generation_flops(spec, [100], [10])
+
+
+def test_phase_rates_from_verl_timings():
+    from vlm_perf.flops.generation import phase_rates
+
+    step = rl_step_flops(_spec(), [6], [4], causal="full")
+    totals = step.phase_totals()
+    rates = phase_rates(step, {"timing_s/gen": 2.0, "timing_s/update_actor": 0.5, "timing_s/reward": 0.1,
+                               "timing_s/step": 3.0}, num_gpus=4)
+    assert rates["generation"]["tflops_per_gpu"] == totals["generation"] / 2.0 / 4 / 1e12
+    assert rates["update_actor"]["flops"] == totals["update_actor"]
+    assert rates["reward"] == {"seconds": 0.1, "flops": 0, "tflops_per_gpu": 0.0}
+    assert rates["ref"]["seconds"] is None and "step" not in rates

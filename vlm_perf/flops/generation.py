@@ -162,3 +162,31 @@ def rl_step_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Se
              "generation counts each sample's own work (no padding of finished rows); log-prob forwards compute "
              "logits at every position")
     return RLStepFlops(phases, gen, notes)
+
+
+# timer names of the frameworks' RL step (veRL ``timing_s/<name>``, EasyR1's ``old``) -> the phases above
+PHASE_TIMERS: dict[str, str] = {"gen": "generation", "generate_sequences": "generation",
+                                "old_log_prob": "old_log_prob", "old": "old_log_prob", "ref": "ref",
+                                "values": "values", "update_critic": "update_critic", "update_actor": "update_actor"}
+
+
+def phase_rates(step: RLStepFlops, timings_s: dict[str, float], num_gpus: int) -> dict[str, dict[str, Any]]:
+    """Per phase: seconds, FLOPs, TFLOP/s per GPU, from one step's FLOPs and the log's phase timings (keys: the
+    phase names or the frameworks' timer names, with or without ``timing_s/``). Phases without a timing get
+    ``None`` rates; a timing with no FLOPs phase (``reward``, ``adv``, ``update_weights``, ...) is kept with 0
+    FLOPs, so the step's time is fully accounted for."""
+    if num_gpus <= 0:
+        raise ConfigError(f"num_gpus must be > 0, got {num_gpus}")
+    flops = step.phase_totals()
+    out: dict[str, dict[str, Any]] = {}
+    for key, seconds in timings_s.items():
+        name = key.split("/", 1)[1] if key.startswith("timing_s/") else key
+        if name == "step":
+            continue
+        phase = PHASE_TIMERS.get(name, name)
+        work = flops.get(phase, 0)
+        rate = work / seconds / num_gpus / 1e12 if seconds and seconds > 0 else None
+        out[phase] = {"seconds": seconds, "flops": work, "tflops_per_gpu": rate}
+    for phase, work in flops.items():
+        out.setdefault(phase, {"seconds": None, "flops": work, "tflops_per_gpu": None})
+    return out
