@@ -101,6 +101,26 @@ def test_lora_with_gradient_checkpointing_hook(qwen25, tmp_path):
     assert measured["vision_tower"] > plain["vision_tower"]  # the hook is not free
 
 
+def test_lora_with_an_unfrozen_base_layer(qwen25, tmp_path):
+    """LoRA on q/v plus every LM weight of layer 1 unfrozen (its q/v base weights too, under their adapters)."""
+    from peft import LoraConfig, get_peft_model
+
+    model, batch = qwen25
+    pm = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    pm.get_base_model().model.language_model.layers[1].requires_grad_(True)
+    for name, p in pm.named_parameters():
+        if "lora_" in name:
+            assert p.requires_grad
+    measured = measured_parts(measure_regime(pm, batch.inputs))
+    pm.save_pretrained(tmp_path)
+    adapter = read_adapter_config(tmp_path)
+    lib = library_regime(model.config.to_dict(), batch.seq_lens, batch.image_grids,
+                         Trainability.build(["lm[1].attention+mlp+norms"], adapter=adapter),
+                         video_grids=batch.video_grids)
+    assert lib.parts == measured
+    _check_observed(model.config.to_dict(), pm, batch, measured, adapter)
+
+
 def test_lora_forward_only(qwen25, tmp_path):
     from peft import LoraConfig, get_peft_model
 

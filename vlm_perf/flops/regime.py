@@ -163,8 +163,9 @@ class _Walker:
             if needs_input:
                 self.add(lin.component, INPUT_GRAD, fwd)
         a = self.adapter
-        adapted = bool(a is not None and not trains and lin.adaptable
-                       and a.targets(lin.name, is_linear=True, is_head=lin.head))
+        # a targeted Linear keeps its adapter even when its base weight is also unfrozen (PEFT injects it either
+        # way; only modules_to_save are never adapted, which ``targets`` handles)
+        adapted = bool(a is not None and lin.adaptable and a.targets(lin.name, is_linear=True, is_head=lin.head))
         if adapted and a is not None:
             r = a.rank(lin.name)
             self.adapted.append(AdaptedModule(lin.name, self.stage, r, lin.n_in, lin.n_out))
