@@ -170,7 +170,7 @@ def test_partial_freezing_qwen2_5_vl_per_part_to_the_flop(qwen25, case):
     assert lib.parts == measured
 
 
-@pytest.mark.parametrize("family", ["qwen2_vl", "qwen3_vl"])
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen3_vl", "qwen3_vl_moe"])
 def test_lora_and_partial_freezing_other_qwen_families(family, tmp_path):
     model = build_model(family)
     batch = make_batch(model, *GRIDS)

@@ -99,6 +99,7 @@ class Opaque:
     block: Block
     kind: str
     norm: Params | None = None
+    name: str = ""  # the module holding its weights (observed trainability maps parameters under it here)
 
 
 @dataclass(frozen=True)
@@ -389,7 +390,7 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
         else:
             if sandwich:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
-            subs.append(Opaque(replace(a, count=1), ATTENTION, in_norm))
+            subs.append(Opaque(replace(a, count=1), ATTENTION, in_norm, name=pre + "self_attn"))
         subs += [Opaque(replace(x, count=1), ATTENTION) for x in per_layer_extra]
         if isinstance(m, DenseMLP):
             rows = ("lm_tokens",)
@@ -399,7 +400,7 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
         else:
             if sandwich:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
-            subs.append(Opaque(replace(m, count=1), MLP, mlp_pre))
+            subs.append(Opaque(replace(m, count=1), MLP, mlp_pre, name=pre + "mlp"))
         laid.append(Layer(i, tuple(subs)))
     return StageLayout(LANGUAGE_MODEL, n, tuple(head), tuple(laid), tuple(tail))
 

@@ -59,6 +59,8 @@ def layout_names(spec: ModelSpec) -> list[str]:
         elif isinstance(op, Opaque):
             if op.norm is not None:
                 names.append(op.norm.name)
+            if op.name:
+                names.append(op.name)
 
     for stage in layout(spec):
         for op in stage.head + tuple(o for layer in stage.layers for o in layer.subs) + stage.tail:

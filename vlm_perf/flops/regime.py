@@ -223,7 +223,7 @@ class _Walker:
 
     def opaque(self, op: Opaque, live: bool, layer: int | None, ) -> bool:
         live_n = live or self.params(op.norm, layer)
-        trains = self.trains(layer, op.kind, "")
+        trains = self.trains(layer, op.kind, op.name)
         self.any_trains = self.any_trains or trains
         for term in inventory_terms((op.block,), self.stats, self.ctx):
             self.add(term.component, FORWARD, term.forward)
@@ -361,6 +361,9 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
             per_part[_PART[m.stage]] = per_part.get(_PART[m.stage], 0) + 1
         where = ", ".join(f"{n} in the {p.replace('_', ' ')}" for p, n in per_part.items()) or "none"
         notes.append(f"{len(w.adapted)} Linears adapted ({a.describe()}): {where}; {adapter_params:,} adapter weights")
+        if any(isinstance(op, Opaque) for s in layout(spec) for layer in s.layers for op in layer.subs):
+            notes.append("the LM's MoE / non-standard sublayers are laid out as whole blocks: an adapter inside them "
+                         "(expert or router weights) is not resolved")
         if a.quantized_base:
             notes.append("QLoRA: base matmuls counted at the dequantised weights' FLOPs; the dequantisation "
                          "(elementwise, twice per Linear per step) is not counted")
