@@ -248,3 +248,20 @@ def test_polars_expression_statistics_give_the_numbers_row_by_row():
                                                                             use_dora=True))
     exprs = regime_flops(spec, BatchStats.columns(), regime).breakdown.as_exprs()
     assert frame.select(exprs)["flops_total"].to_list() == [float(regime_flops(spec, r, regime).total) for r in rows]
+
+
+@pytest.mark.parametrize("selector", ["lm[5:]", "lm[2]", "lm[-3]", "lm[0:0]"])
+def test_a_selector_that_names_nothing_is_an_error(selector):
+    spec, stats = _tiny()  # an LM-only model with 2 layers
+    with pytest.raises(ConfigError, match="matches no weight"):
+        regime_flops(spec, stats, Trainability.build([selector]))
+
+
+def test_selectors_on_every_part_of_a_vlm_are_accepted():
+    spec = load_model("qwen3-vl-8b")
+    stats = BatchStats.from_batch(seq_lens=[2048], image_grids=[(1, 32, 32)], spec=spec)
+    for sel in ("vision_tower[-2:]", "projector", "deepstack_merger", "lm.head",
+                "vision_tower.embeddings", "lm[0].norms"):
+        assert regime_flops(spec, stats, Trainability.build([sel])).total > 0
+    with pytest.raises(ConfigError, match="matches no weight"):
+        regime_flops(spec, stats, Trainability.build(["projector.attention"]))

@@ -37,7 +37,7 @@ from typing import Any
 from ..arch.layout import AttnSub, Chain, Layer, Lin, MlpSub, Opaque, Params, StageLayout, layout, module_names_known
 from ..arch.parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from ..arch.spec import ModelSpec
-from ..arch.trainability import EMBEDDINGS, HEAD, Trainability
+from ..arch.trainability import EMBEDDINGS, EVERYTHING, HEAD, Trainability
 from ..errors import ConfigError, UnsupportedModelError
 from ..stats.batch import BatchStats
 from .blocks import FlopsContext, inventory_terms
@@ -319,6 +319,48 @@ class _Walker:
             self.stage_walk(stages[LANGUAGE_MODEL], into_lm or self.t.input_require_grads)
 
 
+def _weights(stages: tuple[StageLayout, ...]) -> list[tuple[str, int | None, str, int]]:
+    """(stage, layer, kind, number of layers) of every weight-bearing op of the layout."""
+    out: list[tuple[str, int | None, str, int]] = []
+
+    def visit(stage: StageLayout, layer: int | None, op: Any) -> None:
+        if isinstance(op, (Lin, Params)):
+            out.append((stage.stage, layer, op.kind, stage.num_layers))
+        elif isinstance(op, Opaque):
+            out.append((stage.stage, layer, op.kind, stage.num_layers))
+            if op.norm is not None:
+                visit(stage, layer, op.norm)
+        elif isinstance(op, (AttnSub, MlpSub, Chain)):
+            parts = ([op.norm, *op.projections, *op.qk_norms, op.out, op.post_norm] if isinstance(op, AttnSub) else
+                     [op.norm, *op.ins, op.out, op.post_norm] if isinstance(op, MlpSub) else [op.norm, *op.linears])
+            for x in parts:
+                if x is not None:
+                    visit(stage, layer, x)
+
+    for s in stages:
+        for op in s.head + s.tail:
+            visit(s, None, op)
+        for layer in s.layers:
+            for op in layer.subs:
+                visit(s, layer.index, op)
+    return out
+
+
+def check_selectors(spec: ModelSpec, trainability: Trainability) -> None:
+    """A layer-range or kind selector that names no weight of the model (a range past the last layer, a kind the
+    part does not have) is a ConfigError, never a silent no-op. Whole parts the model lacks are accepted, as
+    ``frozen`` always accepted them."""
+    stages = layout(spec)
+    weights = _weights(stages)
+    opaque = {s.stage for s in stages if not s.expanded}
+    for sel in trainability.trainable + trainability.frozen:
+        if sel.stages & opaque or sel.whole_stages:
+            continue  # the walk says what an opaque stage accepts; a whole part the model lacks is harmless
+        if not any(sel.matches(stage, layer, kind, n) for stage, layer, kind, n in weights):
+            raise ConfigError(f"{spec.name}: selector '{sel}' matches no weight of the model (its parts have "
+                              + ", ".join(f"{s.stage} {s.num_layers} layers" for s in stages) + ")")
+
+
 def _halves(forward: Any, n: int) -> Any:
     """``n`` halves of ``forward`` (exact for even integers, the attention core always is)."""
     if isinstance(forward, int) and forward % 2 == 0:
@@ -337,6 +379,8 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
     """
     if mode not in ("training", "forward"):
         raise ConfigError(f"mode must be training or forward, got {mode!r}")
+    if trainability.trainable != (EVERYTHING,) or trainability.frozen:
+        check_selectors(spec, trainability)
     w = _Walker(spec, stats, trainability, causal, mode == "training", forward_calls)
     w.run()
     if mode == "training" and not w.any_trains:
