@@ -1,0 +1,234 @@
+"""PyTorch profiler / Kineto Chrome-trace JSON (``.json``, ``.json.gz``, ``.json.zst``), streamed.
+
+The file is one JSON object whose ``traceEvents`` array holds the events (facts:
+docs/traces.md, from pytorch/kineto ``output_json.cpp``). It is read in fixed-size chunks and each
+event object is decoded on its own (``json.JSONDecoder.raw_decode``, the C scanner), so memory is
+one chunk plus the compact event table (`events.EventBuilder`), whatever the file size. Top-level
+keys other than ``traceEvents`` (``distributedInfo``, ``deviceProperties``, ...) are small and are
+decoded whole, before or after the events.
+
+Kept: complete (``ph: X``) events of the categories the attribution uses. ``python_function``
+frames other than ``nn.Module: ...`` are skipped (they only name Python frames), as are flow,
+counter, instant and metadata events (the ids the flows carry are also in the events' ``args``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+from pathlib import Path
+
+from ...errors import InputError
+from ..compressed import open_maybe_compressed
+from .events import KINDS, EventBuilder, TracePartial
+
+__all__ = ["read_kineto", "CHUNK", "MAX_PENDING"]
+
+CHUNK = 1 << 20
+MAX_PENDING = 64 << 20  # an event longer than this is taken as bad JSON, not as incomplete
+_K = {k: i for i, k in enumerate(KINDS)}
+_CATEGORY = {"cpu_op": _K["cpu_op"], "user_annotation": _K["annotation"], "cuda_runtime": _K["runtime"],
+             "cuda_driver": _K["runtime"], "kernel": _K["kernel"], "gpu_memcpy": _K["memcpy"],
+             "gpu_memset": _K["memset"], "gpu_user_annotation": _K["gpu_annotation"],
+             "python_function": _K["module"], "Kernel": _K["kernel"], "Memcpy": _K["memcpy"],
+             "Memset": _K["memset"], "Runtime": _K["runtime"], "Operator": _K["cpu_op"]}
+_RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
+_WS = " \t\r\n"
+
+
+class _Stream:
+    """Decoded text of a (compressed) file, consumed from the front; tracks the byte position."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fh = open_maybe_compressed(path)
+        self.dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.buf = ""
+        self.pos = 0           # index into buf
+        self.consumed = 0      # characters dropped before buf
+        self.eof = False
+
+    def more(self) -> bool:
+        if self.eof:
+            return False
+        raw = self.fh.read(CHUNK)
+        if not raw:
+            self.eof = True
+            self.buf = self.buf[self.pos:] + self.dec.decode(b"", final=True)
+        else:
+            self.buf = self.buf[self.pos:] + self.dec.decode(raw)
+        self.consumed += self.pos
+        self.pos = 0
+        return True
+
+    def peek(self) -> str:
+        """The next non-blank character ('' at end of input)."""
+        while True:
+            buf, n = self.buf, len(self.buf)
+            i = self.pos
+            while i < n and buf[i] in _WS:
+                i += 1
+            self.pos = i
+            if i < n:
+                return buf[i]
+            if not self.more():
+                return ""
+
+    def take(self, char: str) -> None:
+        got = self.peek()
+        if got != char:
+            raise self.error(f"expected {char!r}, found {got!r}" if got else f"expected {char!r}, found end of file")
+        self.pos += 1
+
+    def value(self, decoder: json.JSONDecoder):
+        """Decode one JSON value at the current position (reading more input while it is incomplete)."""
+        self.peek()
+        while True:
+            try:
+                obj, end = decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                self.retry_or_raise(exc)
+                continue
+            self.pos = end
+            return obj
+
+    def retry_or_raise(self, exc: json.JSONDecodeError) -> None:
+        """A value failed to decode: read more input if it may just be incomplete, else raise."""
+        pending = len(self.buf) - self.pos
+        if not self.eof and pending < MAX_PENDING:
+            self.more()
+            return
+        if not self.buf[self.pos:].strip():
+            raise self.error("file ends inside the trace (truncated?)")
+        if self.eof and exc.pos >= len(self.buf) - 1:
+            raise self.error(f"file ends inside an event (truncated?): {exc.msg}")
+        raise self.error(f"invalid JSON ({exc.msg})")
+
+    def error(self, message: str) -> InputError:
+        return InputError(f"{message} at character {self.consumed + self.pos}", str(self.path))
+
+
+def read_kineto(path: str | Path, file_index: int = 0) -> TracePartial:
+    """One Kineto trace file -> a `TracePartial` (errors are returned in it, not raised)."""
+    path = Path(path)
+    try:
+        builder, meta, notes = _scan(path)
+    except InputError as exc:
+        return TracePartial(files=[str(path)], error=exc)
+    except OSError as exc:
+        return TracePartial(files=[str(path)], error=InputError(f"cannot read trace: {exc}", str(path)))
+    rank = _rank_of(path, meta, file_index, notes)
+    meta["rank"] = rank
+    meta["format"] = "kineto"
+    return TracePartial(files=[str(path)], frames=[builder.frame(rank)], meta=[meta], notes=notes)
+
+
+def _rank_of(path: Path, meta: dict, file_index: int, notes: list[str]) -> int:
+    info = meta.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return int(info["rank"])
+    m = _RANK_IN_NAME.search(path.name)
+    if m:
+        return int(m.group(1))
+    notes.append(f"{path.name}: no distributedInfo.rank and no rank in the file name; rank {file_index} "
+                 "(its position among the files) assumed")
+    return file_index
+
+
+def _scan(path: Path) -> tuple[EventBuilder, dict, list[str]]:
+    s = _Stream(path)
+    decoder = json.JSONDecoder()
+    builder = EventBuilder()
+    meta: dict = {}
+    notes: list[str] = []
+    try:
+        if s.peek() == "":
+            raise s.error("empty file")
+        s.take("{")
+        seen_events = False
+        while True:
+            c = s.peek()
+            if c == ",":
+                s.pos += 1
+                continue
+            if c == "}":
+                break
+            key = s.value(decoder)
+            if not isinstance(key, str):
+                raise s.error("expected a key")
+            s.take(":")
+            if key == "traceEvents":
+                seen_events = True
+                _events(s, decoder, builder)
+            else:
+                value = s.value(decoder)
+                if key in ("distributedInfo", "deviceProperties", "schemaVersion", "baseTimeNanoseconds",
+                           "displayTimeUnit", "with_stack", "record_shapes", "traceName") or key.startswith("vlm_perf"):
+                    meta[key] = value
+    finally:
+        s.fh.close()
+    if not seen_events:
+        raise InputError("no traceEvents array: not a PyTorch profiler / Chrome trace", str(path))
+    if not len(builder):
+        notes.append(f"{path.name}: no timed events kept")
+    return builder, meta, notes
+
+
+def _events(s: _Stream, decoder: json.JSONDecoder, b: EventBuilder) -> None:
+    s.take("[")
+    category = _CATEGORY
+    module_kind = _K["module"]
+    add = b.add
+    raw_decode = decoder.raw_decode
+    ws = _WS
+    while True:
+        # decode the complete events of the buffer; stop at its end or at an incomplete event
+        buf, n, i = s.buf, len(s.buf), s.pos
+        failure = None
+        while True:
+            while i < n and (buf[i] in ws or buf[i] == ","):
+                i += 1
+            if i >= n:
+                break
+            if buf[i] == "]":
+                s.pos = i + 1
+                return
+            try:
+                e, i = raw_decode(buf, i)
+            except json.JSONDecodeError as exc:
+                failure = exc
+                break
+            if type(e) is not dict or e.get("ph") != "X":
+                continue
+            kind = category.get(e.get("cat"))
+            if kind is None:
+                continue
+            name = e.get("name", "")
+            if kind == module_kind and not name.startswith("nn.Module: "):
+                continue
+            ts = e.get("ts")
+            if ts is None:
+                continue
+            start = round(float(ts) * 1000)
+            args = e.get("args") or {}
+            add(kind, str(name), _int(e.get("pid")), _int(e.get("tid")), start,
+                start + round(float(e.get("dur", 0)) * 1000),
+                _int(args.get("External id"), -1), _int(args.get("correlation"), -1),
+                _int(args.get("Sequence number"), -1), _int(args.get("Fwd thread id"), -1))
+        s.pos = i
+        if failure is not None:
+            s.retry_or_raise(failure)
+        elif not s.more():
+            raise s.error("file ends inside traceEvents (truncated?)")
+
+
+def _int(value, default: int = 0) -> int:
+    if value is None:
+        return default
+    if type(value) is int:
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default  # e.g. a thread named by a string
