@@ -13,7 +13,7 @@ forward, backward, optimizer).
 To keep the bundled file small, the written Chrome trace is trimmed, keeping its structure: only
 the ``active`` steps are recorded; ``python_function`` events other than ``nn.Module:`` ones are
 dropped (they only name Python frames), as are zero-FLOP view ops (``VIEW_OPS``: their tiny self
-time goes to the enclosing op of the same part) and the flow events (their ids are in the args);
+time goes to the enclosing op of the same part; kept when they made an autograd node) and the flow events (their ids are in the args);
 per-op ``args`` keep the ids the attribution uses (``External id``, ``Sequence number``,
 ``Fwd thread id``) and ``Input Dims``. The result is gzipped (``trace/rank0.pt.trace.json.gz``).
 """
@@ -47,12 +47,24 @@ def trim(raw: dict, keep_steps: set[str]) -> dict:
     spans = [(e["ts"], e["ts"] + e["dur"]) for e in events
              if e.get("ph") == "X" and e.get("name") in keep_steps]
     lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
+    # a view op that made an autograd node (the last forward op carrying a sequence number a backward
+    # node refers to) stays: the backward node finds its module through it
+    last_fwd: dict[int, int] = {}
+    wanted: set[int] = set()
+    for k, e in sorted(enumerate(events), key=lambda ke: ke[1].get("ts", 0)):
+        a = e.get("args") or {}
+        if e.get("cat") == "cpu_op" and "Sequence number" in a:
+            if a.get("Fwd thread id", 0) == 0:
+                last_fwd[a["Sequence number"]] = k
+            else:
+                wanted.add(a["Sequence number"])
+    makers = {last_fwd[q] for q in wanted if q in last_fwd}
     kept = []
-    for e in events:
+    for k, e in enumerate(events):
         if e.get("ph") in ("s", "f"):  # flows: the ids they carry are in the events' args
             continue
         if e.get("ph") == "X":
-            if e.get("cat") == "cpu_op" and e.get("name") in VIEW_OPS:
+            if e.get("cat") == "cpu_op" and e.get("name") in VIEW_OPS and k not in makers:
                 continue
             if e.get("cat") == "python_function" and not str(e.get("name", "")).startswith("nn.Module: "):
                 continue
