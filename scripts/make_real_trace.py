@@ -98,11 +98,12 @@ def child(out: Path, steps: int, accumulation: int, seed: int, wait: int, active
         activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=True,
         schedule=torch.profiler.schedule(wait=wait, warmup=1, active=active, repeat=1),
         on_trace_ready=lambda p: p.export_chrome_trace(str(raw_path)))
-    prof.add_metadata_json("vlm_perf_first_iteration", "1")  # ProfilerStep#0 = optimizer step 1
 
     class Step(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             prof.step()
+            if prof.profiler is not None:  # the metadata goes into the trace only while recording
+                prof.add_metadata_json("vlm_perf_first_iteration", "1")  # ProfilerStep#0 = optimizer step 1
 
     args = TrainingArguments(
         output_dir=str(out / "_trainer"), per_device_train_batch_size=1, gradient_accumulation_steps=accumulation,

@@ -651,3 +651,46 @@ def _rate(v: float) -> str:
         if v >= scale:
             return f"{v / scale:.2f} {unit}"
     return f"{v:.0f} FLOP/s"
+
+
+# ------------------------------------------------------------------------------------------ entry point
+def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, first_iteration: int | None = None,
+                   causal: str = "half", frozen=(), peak_flops: float | None = None) -> TraceParts:
+    """Read ``traces`` (files / folders / a merged `TracePartial`), attribute the time and, with ``spec`` and
+    ``metadata`` (paths of the run's per-microbatch metadata), join exact FLOPs per part and iteration.
+
+    ``first_iteration``: the training iteration of ``ProfilerStep#0``; None: the trace's
+    ``vlm_perf_first_iteration`` metadata, else 1 (``profile.step()`` after every optimizer step from
+    the first, as with a Trainer callback), said in ``notes``.
+    """
+    from ..ingest.traces import TracePartial, read_traces
+
+    partial = traces if isinstance(traces, TracePartial) else read_traces(traces)
+    notes = list(partial.notes)
+    if first_iteration is None:
+        stated = {m.get("vlm_perf_first_iteration") for m in partial.meta} - {None}
+        if len(stated) == 1:
+            first_iteration = int(stated.pop())
+        else:
+            first_iteration = 1
+            notes.append("ProfilerStep#N taken as training iteration N+1 (profile.step() after every optimizer "
+                         "step from the first); pass the first iteration when the profiler started later")
+    result = attribute(partial.events, first_iteration)
+    result.notes = list(dict.fromkeys(notes + result.notes))
+    result.peak_flops = peak_flops
+    if spec is not None and metadata is not None:
+        from ..ingest.metadata import iteration_stats
+
+        stats = iteration_stats(metadata, spec)
+        wanted = sorted({int(i) for i in result.steps["iteration"].drop_nulls().to_list()})
+        have = set(stats.frame["iteration"].to_list())
+        missing = [i for i in wanted if i not in have]
+        if missing:
+            result.notes.append(f"no metadata for profiled iteration(s) {missing[:10]}: their parts have no FLOPs")
+        result.flops = flops_frame({i: flops_by_part(spec, stats.stats_for(i), frozen=frozen, causal=causal)
+                                    for i in wanted if i in have})
+    elif spec is None:
+        result.notes.append("no model: times only (pass a run folder with run.yaml + metadata, or --model)")
+    else:
+        result.notes.append("no per-microbatch metadata: times only, no FLOPs per part")
+    return result
