@@ -85,6 +85,7 @@ class Ctx:
     backward: bool = False
     in_module: bool = False      # inside some nn.Module event / model range
     generic_leaf: str | None = None  # "linear" / "embedding" when the innermost module is a bare torch layer
+    forward: bool = False        # inside a range named as the forward pass (e.g. "## forward ##")
 
 
 _CLASS_SUFFIX = re.compile(r"_\d+$")
@@ -103,6 +104,7 @@ _LM_HEAD = re.compile(r"LMHead|LmHead")
 # Transformer Engine's, and plain user ranges naming a part
 _R_OPT = re.compile(r"^Optimizer\.(step|zero_grad)#|optimizer|Optimizer", re.IGNORECASE)
 _R_DATA = re.compile(r"^enumerate\(DataLoader\)|DataLoader|data_load|get_batch|dataloader", re.IGNORECASE)
+_R_FORWARD = re.compile(r"(^|[._ #])forward($|[._ #])", re.IGNORECASE)
 _R_BACKWARD = re.compile(r"(^|[._ ])backward($|[._ ])|Backward", re.IGNORECASE)
 _R_VISION = re.compile(r"vision|visual|\bvit\b|image_encoder", re.IGNORECASE)
 _R_PROJ = re.compile(r"projector|merger|adapter", re.IGNORECASE)
@@ -165,7 +167,7 @@ def _module_update(ctx: Ctx, cls: str) -> Ctx:
         sub = "head"  # a bare Linear directly under the *ForConditionalGeneration / *ForCausalLM: the LM head
     if sub in ("attention", "mlp", "embeddings", "head") and zone in (None, "root"):
         zone = "language_model"
-    return Ctx(zone, sub, ctx.special, ctx.backward, True, generic)
+    return Ctx(zone, sub, ctx.special, ctx.backward, True, generic, ctx.forward)
 
 
 def _range_update(ctx: Ctx, name: str) -> Ctx:
@@ -174,13 +176,14 @@ def _range_update(ctx: Ctx, name: str) -> Ctx:
     zone, sub, special, backward = ctx.zone, ctx.sub, ctx.special, ctx.backward
     m = _R_COMM.search(name)
     if m:
-        return Ctx(zone, sub, f"communication.{_collective(name)}", backward, ctx.in_module)
+        return Ctx(zone, sub, f"communication.{_collective(name)}", backward, ctx.in_module, None, ctx.forward)
     if _R_OPT.search(name):
         special = "optimizer"
     elif _R_DATA.search(name):
         special = "data_loading"
     if _R_BACKWARD.search(name):
         backward = True
+    forward = ctx.forward or bool(_R_FORWARD.search(name))
     in_model = ctx.in_module
     if _R_PROJ.search(name):
         zone, sub, in_model = "projector", None, True
@@ -198,13 +201,19 @@ def _range_update(ctx: Ctx, name: str) -> Ctx:
         special = "loss"
     if sub is not None and zone in (None, "root"):
         zone = "language_model"
-    return Ctx(zone, sub, special, backward, in_model)
+    return Ctx(zone, sub, special, backward, in_model, None, forward)
 
 
 def _op_update(ctx: Ctx, name: str) -> Ctx:
     if ctx.special is None and ctx.sub is None and ctx.zone in (None, "root") and _LOSS_OPS.match(name):
-        return Ctx(ctx.zone, ctx.sub, "loss", ctx.backward, ctx.in_module)
+        return Ctx(ctx.zone, ctx.sub, "loss", ctx.backward, ctx.in_module, None, ctx.forward)
     return ctx
+
+
+def _direction(ctx: Ctx) -> str:
+    if ctx.backward:
+        return "backward"
+    return "forward" if ctx.in_module or ctx.zone or ctx.forward else "none"
 
 
 def label_of(ctx: Ctx, kind: str) -> str:
@@ -316,6 +325,7 @@ def efficiency(result: TraceParts) -> pl.DataFrame:
 
 # -------------------------------------------------------------------------------------------- attribution
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_NVTX_STEP = re.compile(r"^(?:step|iteration|train_step)[ _#:=]*(\d+)$", re.IGNORECASE)
 
 
 def attribute(events: pl.DataFrame, first_iteration: int | None = None) -> TraceParts:
@@ -403,33 +413,39 @@ def _host_contexts(ev: pl.DataFrame) -> tuple[dict[int, tuple[Ctx, str]], dict[i
     return ctx_of, children, clipped
 
 
-def _steps_of(ev: pl.DataFrame, rank: int, notes: list[str]) -> list[tuple[int, int, int, int]]:
-    """(row, step number, start, end) of the ProfilerStep ranges (or one pseudo-step over the whole trace)."""
-    ann = ev.with_row_index("row").filter((pl.col("kind") == "annotation") & pl.col("name").str.starts_with(
-        "ProfilerStep#"))
+def _steps_of(ev: pl.DataFrame, rank: int, notes: list[str]) -> tuple[list[tuple[int, int, int, int]], bool]:
+    """(row, step number, start, end) of the ProfilerStep ranges (or of NVTX "step N" ranges, or one
+    pseudo-step over the whole trace), and whether they are ProfilerStep ranges (numbered from 0)."""
+    ann = ev.with_row_index("row").filter(pl.col("kind") == "annotation")
     out = []
-    for row, name, s, e in ann.select("row", "name", "start", "end").iter_rows():
-        m = _STEP.match(name)
-        if m and e > s:
-            out.append((int(row), int(m.group(1)), int(s), int(e)))
+    for pattern in (_STEP, _NVTX_STEP):  # ProfilerStep#N; else NVTX / record_function "step N" ranges
+        for row, name, s, e in ann.select("row", "name", "start", "end").iter_rows():
+            m = pattern.match(name)
+            if m and e > s:
+                out.append((int(row), int(m.group(1)), int(s), int(e)))
+        if out:
+            return sorted(out, key=lambda r: r[2]), pattern is _STEP
     if not out:
         notes.append(f"rank {rank}: no ProfilerStep#N ranges (profile.step() not called): the whole trace is one "
                      "step, iterations unknown")
-        return [(-1, -1, int(ev["start"].min()), int(ev["end"].max()))]  # type: ignore[arg-type]
-    return sorted(out, key=lambda r: r[2])
+    return [(-1, -1, int(ev["start"].min()), int(ev["end"].max()))], False  # type: ignore[arg-type]
 
 
 def _attribute_rank(rank: int, ev: pl.DataFrame, first_iteration: int | None, part_rows: list, step_rows: list,
                     top: dict, notes: list[str]) -> None:
     ctx_of, children, clipped = _host_contexts(ev)
-    steps = _steps_of(ev, rank, notes)
+    steps, profiler_steps = _steps_of(ev, rank, notes)
     device = ev.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
     names = ev["name"].to_list()
     kinds = ev["kind"].cast(pl.String).to_list()
     starts = ev["start"].to_list()
 
     def iteration(step: int) -> int | None:
-        return None if step < 0 or first_iteration is None else step + first_iteration
+        if step < 0:
+            return None
+        if not profiler_steps:
+            return step  # an NVTX "step N" range names its iteration
+        return None if first_iteration is None else step + first_iteration
 
     if device.height:
         _device_partition(rank, ev, device, steps, ctx_of, iteration, part_rows, step_rows, top, notes)
@@ -487,7 +503,7 @@ def _self_times(row: int, s: int, e: int, ctx_of, children, clipped, starts, nam
                 todo.append(c)
         ctx, kind = ctx_of[r]
         part = label_of(ctx, kind)
-        direction = "backward" if ctx.backward else ("forward" if ctx.in_module or ctx.zone else "none")
+        direction = _direction(ctx)
         key = (part, direction)
         acc[key] = acc.get(key, 0) + own
         added += own
@@ -517,7 +533,7 @@ def _device_partition(rank, ev, device, steps, ctx_of, iteration, part_rows, ste
         else:
             ctx, k = ctx_of[launch]
             part = label_of(ctx, "cpu_op")
-        direction = "backward" if ctx.backward else ("forward" if ctx.in_module or ctx.zone else "none")
+        direction = _direction(ctx)
         if comm is not None:
             labels.append((comm, direction, "comm"))
         elif kind == "memcpy":
@@ -540,6 +556,8 @@ def _device_partition(rank, ev, device, steps, ctx_of, iteration, part_rows, ste
         acc: dict[tuple[str, str], float] = {}
         comm_ns = overlap_ns = 0
         sel = [int(i) for i in order if d_end[i] > s and d_start[i] < e]
+        for i in sel:
+            top.setdefault((d_name[i], labels[i][0]), [0, 0])[1] += 1
         # sweep of elementary intervals over [s, e]
         bounds: list[tuple[int, int, int]] = []  # (time, +1/-1, index)
         for i in sel:

@@ -90,6 +90,9 @@ class _Stream:
             except json.JSONDecodeError as exc:
                 self.retry_or_raise(exc)
                 continue
+            if end >= len(self.buf) and not self.eof:  # a number or literal may go on in the next chunk
+                self.more()
+                continue
             self.pos = end
             return obj
 
