@@ -43,14 +43,25 @@ def _rows(events: pl.DataFrame) -> list[tuple]:
     return list(events.select("name", "start", "end", "ext", "corr", "seq").iter_rows())
 
 
+@pytest.fixture(params=["msgspec", "stdlib"])
+def backend(request, monkeypatch):
+    """Both decoding paths (the optional msgspec fast path and the stdlib one) must keep the same events."""
+    if request.param == "msgspec":
+        pytest.importorskip("msgspec")
+        monkeypatch.setattr(kineto, "_FAST", [])
+    else:
+        monkeypatch.setattr(kineto, "_FAST", [None])
+    return request.param
+
+
 @pytest.mark.parametrize("path", [HTA, REAL], ids=["hta-gpu", "real-cpu"])
-def test_streamed_equals_json_load(path):
+def test_streamed_equals_json_load(path, backend):
     part = read_trace(path)
     part.raise_error()
     assert _rows(part.events) == _reference(path)
 
 
-def test_chunk_boundaries_do_not_matter(monkeypatch, tmp_path):
+def test_chunk_boundaries_do_not_matter(monkeypatch, tmp_path, backend):
     ref = _rows(read_trace(HTA).events)
     for chunk in (7, 333, 4096):
         monkeypatch.setattr(kineto, "CHUNK", chunk)
@@ -86,8 +97,9 @@ def test_rank_from_file_name_and_position(tmp_path):
     ('{"other": 1}', "no traceEvents"),
     ("", "empty file"),
     ("[1, 2]", "expected '{'"),
+    ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "x"}, {"ph": "X"}]}', "not a number"),
 ])
-def test_bad_files_give_one_line_errors(tmp_path, text, message):
+def test_bad_files_give_one_line_errors(tmp_path, text, message, backend):
     p = tmp_path / "bad.json"
     p.write_text(text)
     with pytest.raises(InputError) as exc:
@@ -144,3 +156,26 @@ def test_nsys_not_an_export(tmp_path):
     sqlite3.connect(p).execute("CREATE TABLE t (a)").connection.commit()
     with pytest.raises(InputError, match="not an Nsight Systems export"):
         read_traces(p)
+
+
+def test_odd_but_valid_events_same_on_both_paths(tmp_path, monkeypatch):
+    """Strings for ids, null dur, a "}," inside a name, args that are not an object: both paths agree."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "a},{b", "pid": "1", "tid": 2, "ts": 1, "dur": None,
+         "args": {"External id": "7"}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2.5, "dur": 1,
+         "args": {"correlation": 3, "Comms Id": 2 ** 70}},
+        {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 1, "tid": 1, "ts": 3, "dur": 1, "args": [1]},
+        {"ph": "i", "name": "instant", "ts": 4},
+    ]
+    p = tmp_path / "odd.json"
+    p.write_text(json.dumps({"traceEvents": events * 50}))
+    out = []
+    for fast in ([], [None]):
+        monkeypatch.setattr(kineto, "_FAST", fast)
+        monkeypatch.setattr(kineto, "CHUNK", 97)
+        part = read_trace(p)
+        part.raise_error()
+        out.append(part.events.rows())
+    assert out[0] == out[1]
+    assert out[0][0][2:] == ("a},{b", 1, 2, 1000, 1000, 7, -1, -1, -1)

@@ -18,6 +18,7 @@ import codecs
 import json
 import re
 from pathlib import Path
+from typing import List, Optional, Union
 
 from ...errors import InputError
 from ..compressed import open_maybe_compressed
@@ -185,10 +186,13 @@ def _events(s: _Stream, decoder: json.JSONDecoder, b: EventBuilder) -> None:
     add = b.add
     raw_decode = decoder.raw_decode
     ws = _WS
+    fast = _fast_decoder()
     while True:
         # decode the complete events of the buffer; stop at its end or at an incomplete event
         buf, n, i = s.buf, len(s.buf), s.pos
         failure = None
+        if fast is not None:
+            i = _fast_batch(fast, buf, i, b)
         while True:
             while i < n and (buf[i] in ws or buf[i] == ","):
                 i += 1
@@ -210,13 +214,19 @@ def _events(s: _Stream, decoder: json.JSONDecoder, b: EventBuilder) -> None:
             name = e.get("name", "")
             if kind == module_kind and not name.startswith("nn.Module: "):
                 continue
-            ts = e.get("ts")
+            ts, dur = e.get("ts"), e.get("dur")
             if ts is None:
                 continue
-            start = round(float(ts) * 1000)
-            args = e.get("args") or {}
-            add(kind, str(name), _int(e.get("pid")), _int(e.get("tid")), start,
-                start + round(float(e.get("dur", 0)) * 1000),
+            try:
+                start = round(float(ts) * 1000)
+                length = 0 if dur is None else round(float(dur) * 1000)
+            except (TypeError, ValueError):
+                s.pos = i
+                raise s.error(f"event {str(name)[:60]!r}: ts/dur is not a number") from None
+            args = e.get("args")
+            if type(args) is not dict:
+                args = {}
+            add(kind, str(name), _int(e.get("pid")), _int(e.get("tid")), start, start + length,
                 _int(args.get("External id"), -1), _int(args.get("correlation"), -1),
                 _int(args.get("Sequence number"), -1), _int(args.get("Fwd thread id"), -1))
         s.pos = i
@@ -224,6 +234,73 @@ def _events(s: _Stream, decoder: json.JSONDecoder, b: EventBuilder) -> None:
             s.retry_or_raise(failure)
         elif not s.more():
             raise s.error("file ends inside traceEvents (truncated?)")
+
+
+# ------------------------------------------------------------------------------------------------
+# Optional fast path (extra ``traces``: msgspec). The complete events at the front of the buffer (up
+# to its last "}," ) are decoded in one call into small typed records that hold only the fields
+# used; a batch that does not decode or validate (a "}," inside a string or a nested list, a field
+# of another type) is left to the stdlib path above, which then reads it event by event, so both
+# paths keep exactly the same events with the same values (tested with and without msgspec).
+_FAST: list = []
+
+
+def _fast_decoder():
+    if not _FAST:
+        try:
+            import msgspec
+        except ImportError:
+            _FAST.append(None)
+        else:
+            # defstruct (not class syntax): this module's annotations are strings (PEP 563)
+            opt_int = Optional[int]
+            args = msgspec.defstruct("Args", [
+                ("ext", opt_int, msgspec.field(name="External id", default=None)),
+                ("corr", opt_int, msgspec.field(name="correlation", default=None)),
+                ("seq", opt_int, msgspec.field(name="Sequence number", default=None)),
+                ("fwd", opt_int, msgspec.field(name="Fwd thread id", default=None))])
+            event = msgspec.defstruct("Event", [
+                ("ph", Optional[str], None), ("cat", Optional[str], None), ("name", str, ""),
+                ("pid", Union[int, str, None], None), ("tid", Union[int, str, None], None),
+                ("ts", Optional[float], None), ("dur", Optional[float], None), ("args", Optional[args], None)])
+            _FAST.append((msgspec.json.Decoder(List[event]), (msgspec.DecodeError, msgspec.ValidationError)))
+    return _FAST[0]
+
+
+def _fast_batch(fast, buf: str, i: int, b: EventBuilder) -> int:
+    """Decode the complete events of ``buf`` from ``i`` in one call; the new position (``i`` on failure)."""
+    decoder, errors = fast
+    n = len(buf)
+    while i < n and buf[i] in " \t\r\n,":
+        i += 1
+    j = buf.rfind("},", i)
+    if j < 0 or i >= n or buf[i] != "{":
+        return i
+    try:
+        events = decoder.decode("[" + buf[i:j + 1] + "]")
+    except errors:
+        return i
+    category = _CATEGORY
+    module_kind = _K["module"]
+    add = b.add
+    for e in events:
+        if e.ph != "X" or e.ts is None:
+            continue
+        kind = category.get(e.cat)  # type: ignore[arg-type]
+        if kind is None:
+            continue
+        name = e.name
+        if kind == module_kind and not name.startswith("nn.Module: "):
+            continue
+        start = round(e.ts * 1000)
+        a = e.args
+        pid, tid = e.pid, e.tid
+        add(kind, name, pid if type(pid) is int else _int(pid), tid if type(tid) is int else _int(tid), start,
+            start + (0 if e.dur is None else round(e.dur * 1000)),
+            *((-1, -1, -1, -1) if a is None else
+              (-1 if a.ext is None else a.ext, -1 if a.corr is None else a.corr, -1 if a.seq is None else a.seq,
+               -1 if a.fwd is None else a.fwd)))
+    return j + 1
 
 
 def _int(value, default: int = 0) -> int:
