@@ -35,9 +35,9 @@ FLOPs library's components, forward and training modes) divided by the part's me
 
 from __future__ import annotations
 
-import heapq
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import polars as pl
@@ -130,11 +130,13 @@ def _collective(name: str) -> str:
     return "other"
 
 
+@lru_cache(maxsize=1 << 16)
 def classify_kernel(name: str) -> str | None:
     """``communication.<collective>`` for a communication kernel name, else None (facts: HTA's regexes)."""
     return f"communication.{_collective(name)}" if _COMM_KERNEL.search(name) else None
 
 
+@lru_cache(maxsize=1 << 16)
 def _module_update(ctx: Ctx, cls: str) -> Ctx:
     zone, sub, generic = ctx.zone, ctx.sub, None
     if _PROJECTOR.search(cls):
@@ -170,6 +172,7 @@ def _module_update(ctx: Ctx, cls: str) -> Ctx:
     return Ctx(zone, sub, ctx.special, ctx.backward, True, generic, ctx.forward)
 
 
+@lru_cache(maxsize=1 << 16)
 def _range_update(ctx: Ctx, name: str) -> Ctx:
     if name.startswith("ProfilerStep#"):
         return ctx
@@ -204,6 +207,7 @@ def _range_update(ctx: Ctx, name: str) -> Ctx:
     return Ctx(zone, sub, special, backward, in_model, None, forward)
 
 
+@lru_cache(maxsize=1 << 16)
 def _op_update(ctx: Ctx, name: str) -> Ctx:
     if ctx.special is None and ctx.sub is None and ctx.zone in (None, "root") and _LOSS_OPS.match(name):
         return Ctx(ctx.zone, ctx.sub, "loss", ctx.backward, ctx.in_module, None, ctx.forward)
@@ -216,6 +220,7 @@ def _direction(ctx: Ctx) -> str:
     return "forward" if ctx.in_module or ctx.zone or ctx.forward else "none"
 
 
+@lru_cache(maxsize=1 << 16)
 def label_of(ctx: Ctx, kind: str) -> str:
     """The part of an event with context ``ctx`` (``kind``: the event's kind)."""
     if ctx.special is not None:
@@ -476,7 +481,8 @@ def _top_level(ev: pl.DataFrame, clipped: np.ndarray) -> list[int]:
     busiest = host.group_by("pid", "tid").agg((pl.col("end") - pl.col("start")).sum().alias("t")).sort(
         "t", descending=True).head(1)
     host = host.join(busiest.select("pid", "tid"), on=["pid", "tid"])
-    out, ends = [], {}
+    out: list[int] = []
+    ends: dict[tuple[int, int], int] = {}
     for row, pid, tid, s in host.sort("start").select("row", "pid", "tid", "start").iter_rows():
         key = (pid, tid)
         if s >= ends.get(key, -1):
@@ -555,7 +561,8 @@ def _device_partition(rank, ev, device, steps, ctx_of, iteration, part_rows, ste
     for _row, step, s, e in steps:
         acc: dict[tuple[str, str], float] = {}
         comm_ns = overlap_ns = 0
-        sel = [int(i) for i in order if d_end[i] > s and d_start[i] < e]
+        inside = (d_end > s) & (d_start < e)
+        sel = order[inside[order]].tolist()
         for i in sel:
             top.setdefault((d_name[i], labels[i][0]), [0, 0])[1] += 1
         # sweep of elementary intervals over [s, e]
@@ -688,7 +695,10 @@ def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, firs
     if first_iteration is None:
         stated = {m.get("vlm_perf_first_iteration") for m in partial.meta} - {None}
         if len(stated) == 1:
-            first_iteration = int(stated.pop())
+            value = stated.pop()
+            if type(value) is not int:
+                raise InputError(f"vlm_perf_first_iteration must be an integer, got {value!r}", partial.files[0])
+            first_iteration = value
         else:
             first_iteration = 1
             notes.append("ProfilerStep#N taken as training iteration N+1 (profile.step() after every optimizer "

@@ -208,7 +208,7 @@ def _events(s: _Stream, decoder: json.JSONDecoder, b: EventBuilder) -> None:
                 break
             if type(e) is not dict or e.get("ph") != "X":
                 continue
-            kind = category.get(e.get("cat"))
+            kind = category.get(e.get("cat"))  # type: ignore[arg-type]
             if kind is None:
                 continue
             name = e.get("name", "")

@@ -121,6 +121,7 @@ def _rows(db: sqlite3.Connection, sql: str):
 def _device(db, table: str, kind: str, strings: dict, b: EventBuilder, path: Path) -> None:
     cols = _columns(db, table)
     _need(cols, ("start", "end", "deviceId", "streamId", "correlationId"), table, path)
+    name_col: str | None
     if kind == "kernel":
         name_col = next((c for c in ("demangledName", "shortName", "mangledName") if c in cols), None)
         if name_col is None:
