@@ -89,6 +89,40 @@ def test_hand_trace_by_hand(tmp_path):
     assert r.check_sums() == 0
 
 
+def test_gpu_hand_trace_idle_under_data_loading(tmp_path):
+    def dev(cat, name, ts, end, corr):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": end - ts,
+                "args": {"correlation": corr}}
+
+    ev = [
+        _x("user_annotation", "ProfilerStep#4", 0, 100),
+        _x("user_annotation", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 0, 30),
+        _mod("Qwen2VLForConditionalGeneration_0", 31, 90),
+        _mod("Qwen2VisionTransformerPretrainedModel_0", 32, 50),
+        _mod("VisionAttention_0", 33, 45),
+        _x("cpu_op", "aten::mm", 34, 40),
+        _x("cuda_runtime", "cudaLaunchKernel", 35, 36, correlation=1),
+        _x("cuda_runtime", "cudaLaunchKernel", 60, 61, correlation=2),   # under the root module only
+        _x("cuda_runtime", "cudaMemcpyAsync", 20, 21, correlation=3),    # inside the data loading range
+        dev("kernel", "sm90_gemm", 40, 60, 1),
+        dev("kernel", "elementwise", 62, 70, 2),
+        dev("gpu_memcpy", "Memcpy HtoD", 22, 25, 3),
+        dev("kernel", "orphan_kernel", 95, 105, 99),                     # no launch in the trace
+    ]
+    p = tmp_path / "gpu.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    r = attribute(read_traces(p).events, first_iteration=1)
+    ns = 1000
+    # by hand over [0, 100): memcpy 22-25 (3); idle under the DataLoader range 0-22, 25-30 (27); kernel 40-60
+    # vision attention (20); 62-70 model.other (8); orphan 95-100 (5, clipped) unattributed; idle the rest
+    expected = {"memory_copy": 3, "data_loading": 27, "vision_tower.attention": 20, "model.other": 8,
+                "unattributed": 5}
+    expected["idle"] = 100 - sum(expected.values())
+    assert _times(r) == {k: v * ns for k, v in expected.items()}
+    assert r.steps.select("iteration", "step_ns", "attributed_ns").row(0) == (5, 100 * ns, 100 * ns)
+    assert any("no launch" in n for n in r.notes)
+
+
 # ---------------------------------------------------------------------------------------- Nsight SQLite
 def test_nsys_partition_by_hand():
     r = attribute(read_traces(FIX / "nsys_tiny.sqlite").events)
@@ -221,3 +255,14 @@ def test_cli_bad_file_one_line(tmp_path):
                           cwd=ROOT, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "truncated" in proc.stderr
+
+
+def test_mfu_per_part(real):
+    from dataclasses import replace
+
+    eff = replace(real, peak_flops=2e12).summary()
+    for r in eff.iter_rows(named=True):
+        if r["flops_per_s"] is not None:
+            assert r["mfu"] == pytest.approx(r["flops_per_s"] / 2e12)
+        else:
+            assert r["mfu"] is None

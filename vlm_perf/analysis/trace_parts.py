@@ -554,6 +554,9 @@ def _device_partition(rank, ev, device, steps, ctx_of, iteration, part_rows, ste
     if device["pid"].n_unique() > 1:
         notes.append(f"rank {rank}: device events on {device['pid'].n_unique()} devices; their intervals are merged "
                      "into one timeline")
+    # host data-loading ranges (merged intervals): device idle time under them is data loading
+    loading = _merge_intervals([(int(ev["start"][r]), int(ev["end"][r])) for r, (c, k) in ctx_of.items()
+                                if k == "annotation" and c.special == "data_loading"])
     d_start = device["start"].to_numpy()
     d_end = device["end"].to_numpy()
     d_name = device["name"].to_list()
@@ -576,6 +579,12 @@ def _device_partition(rank, ev, device, steps, ctx_of, iteration, part_rows, ste
         for time, sign, i in bounds + [(e, 0, -1)]:
             if time > t:
                 span = time - t
+                if not active and loading:
+                    # device idle while the host loads data: charged to data_loading, not to idle
+                    waited = _overlap(loading, t, time)
+                    if waited:
+                        acc[("data_loading", "none")] = acc.get(("data_loading", "none"), 0) + waited
+                        span -= waited
                 _spread(span, active, labels, acc, top, d_name)
                 classes = {labels[j][2] for j in active}
                 if "comm" in classes:
@@ -596,7 +605,33 @@ def _device_partition(rank, ev, device, steps, ctx_of, iteration, part_rows, ste
                           "attributed_ns": total, "device": "gpu", "comm_ns": comm_ns, "overlap_ns": overlap_ns})
 
 
+def _merge_intervals(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def _overlap(intervals: list[tuple[int, int]], s: int, e: int) -> int:
+    """Length of [s, e) covered by sorted disjoint ``intervals``."""
+    import bisect
+
+    k = max(0, bisect.bisect_right(intervals, (s, s)) - 1)
+    total = 0
+    while k < len(intervals) and intervals[k][0] < e:
+        a, b = intervals[k]
+        if b > s:
+            total += min(b, e) - max(a, s)
+        k += 1
+    return total
+
+
 def _spread(span: int, active: dict, labels, acc: dict, top: dict, names) -> None:
+    if span <= 0:
+        return
     if not active:
         acc[("idle", "none")] = acc.get(("idle", "none"), 0) + span
         return
