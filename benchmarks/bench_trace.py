@@ -189,19 +189,21 @@ def main() -> None:
              "resident set (`ru_maxrss`) of that process, imports included (\"imports\": the same process after "
              "imports only).", "",
              "| trace | events | size (MB) | reader | wall (s) | CPU (s) | peak RSS (MB) | RSS / size | imports (MB) "
-             "| vs HTA (wall) |", "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+             "| HTA / this (CPU) | HTA / this (wall) |", "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for steps in a.steps:
         group = [r for r in rows if r["steps"] == steps]
         hta_wall = next((r.get("wall") for r in group if r["mode"] == "hta"), None)
+        hta_cpu = next((r.get("cpu") for r in group if r["mode"] == "hta"), None)
         for r in group:
             if "error" in r:
                 lines.append(f"| {steps} steps | {r['events']:,} | {r['size'] / 1e6:,.0f} | {r['mode']} | error: "
-                             f"{r['error'][:60]} | | | | | |")
+                             f"{r['error'][:60]} | | | | | | |")
                 continue
-            speed = f"{hta_wall / r['wall']:.2f}x faster" if hta_wall and r["mode"] != "hta" else "—"
+            speed = f"{hta_wall / r['wall']:.2f}x" if hta_wall and r["mode"] != "hta" else "—"
+            speed_cpu = f"{hta_cpu / r['cpu']:.2f}x" if hta_cpu and r["mode"] != "hta" else "—"
             lines.append(f"| {steps} steps | {r['events']:,} | {r['size'] / 1e6:,.0f} | {r['mode']} | {r['wall']:.2f} | "
                          f"{r['cpu']:.2f} | {r['rss'] / 1e6:,.0f} | {r['rss'] / r['size']:.2f}x | "
-                         f"{(r['rss_imports'] or 0) / 1e6:,.0f} | {speed} |")
+                         f"{(r['rss_imports'] or 0) / 1e6:,.0f} | {speed_cpu} | {speed} |")
     section = "\n".join(lines) + "\n"
     print(section)
     if a.write_docs:

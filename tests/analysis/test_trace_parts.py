@@ -266,3 +266,79 @@ def test_mfu_per_part(real):
             assert r["mfu"] == pytest.approx(r["flops_per_s"] / 2e12)
         else:
             assert r["mfu"] is None
+
+
+# (outer -> inner module classes, part). The class names are checked to exist in the installed
+# transformers (the models' own modeling files), so the table is tested against the real names.
+CHAINS = [
+    ("llava", ["LlavaForConditionalGeneration", "LlavaModel", "CLIPVisionModel", "CLIPEncoderLayer", "CLIPAttention",
+               "Linear"], "vision_tower.attention"),
+    ("llava", ["LlavaForConditionalGeneration", "LlavaModel", "CLIPVisionModel", "CLIPVisionEmbeddings", "Conv2d"],
+     "vision_tower.patch_embed"),
+    ("llava", ["LlavaForConditionalGeneration", "LlavaModel", "LlavaMultiModalProjector", "Linear"], "projector"),
+    ("llava", ["LlavaForConditionalGeneration", "LlavaModel", "LlamaModel", "LlamaDecoderLayer", "LlamaMLP", "Linear"],
+     "language_model.mlp"),
+    ("llava", ["LlavaForConditionalGeneration", "Linear"], "language_model.head"),
+    ("llava", ["LlavaForConditionalGeneration", "LlavaModel", "LlamaModel", "Embedding"],
+     "language_model.embeddings"),
+    ("internvl", ["InternVLForConditionalGeneration", "InternVLModel", "InternVLVisionModel", "InternVLVisionLayer",
+                  "InternVLVisionMLP", "Linear"], "vision_tower.mlp"),
+    ("internvl", ["InternVLForConditionalGeneration", "InternVLModel", "InternVLMultiModalProjector", "Linear"],
+     "projector"),
+    ("qwen2", ["InternVLForConditionalGeneration", "InternVLModel", "Qwen2Model", "Qwen2DecoderLayer",
+               "Qwen2Attention"], "language_model.attention"),
+    ("gemma3", ["Gemma3ForConditionalGeneration", "Gemma3Model", "SiglipVisionModel", "SiglipEncoderLayer",
+                "SiglipMLP"], "vision_tower.mlp"),
+    ("gemma3", ["Gemma3ForConditionalGeneration", "Gemma3Model", "Gemma3TextModel",
+                "Gemma3TextScaledWordEmbedding"], "language_model.embeddings"),
+    ("gemma3", ["Gemma3ForConditionalGeneration", "Gemma3Model"], "model.other"),
+    ("qwen3_vl", ["Qwen3VLForConditionalGeneration", "Qwen3VLModel", "Qwen3VLVisionModel", "Qwen3VLVisionPatchMerger"],
+     "projector"),
+    ("qwen3_vl", ["Qwen3VLForConditionalGeneration", "Qwen3VLModel", "Qwen3VLVisionModel", "Qwen3VLVisionPatchEmbed"],
+     "vision_tower.patch_embed"),
+    ("qwen3_vl", ["Qwen3VLForConditionalGeneration", "Qwen3VLModel", "Qwen3VLTextModel", "Qwen3VLTextDecoderLayer",
+                  "Qwen3VLTextRMSNorm"], "language_model.other"),
+    ("qwen3_vl_moe", ["Qwen3VLMoeForConditionalGeneration", "Qwen3VLMoeModel", "Qwen3VLMoeTextModel",
+                      "Qwen3VLMoeTextDecoderLayer", "Qwen3VLMoeTextSparseMoeBlock", "Qwen3VLMoeTextExperts"],
+     "language_model.mlp"),
+    ("mistral3", ["Mistral3ForConditionalGeneration", "Mistral3Model", "PixtralVisionModel", "PixtralTransformer",
+                  "PixtralAttentionLayer", "PixtralAttention"], "vision_tower.attention"),
+    ("mistral3", ["Mistral3ForConditionalGeneration", "Mistral3Model", "Mistral3MultiModalProjector",
+                  "Mistral3PatchMerger"], "projector"),
+    ("mistral", ["Mistral3ForConditionalGeneration", "Mistral3Model", "MistralModel", "MistralDecoderLayer",
+                 "MistralMLP"], "language_model.mlp"),
+    ("idefics3", ["Idefics3ForConditionalGeneration", "Idefics3Model", "Idefics3VisionTransformer",
+                  "Idefics3EncoderLayer", "Idefics3VisionAttention"], "vision_tower.attention"),
+    ("idefics3", ["Idefics3ForConditionalGeneration", "Idefics3Model", "Idefics3Connector"], "projector"),
+    ("glm4v", ["Glm4vForConditionalGeneration", "Glm4vModel", "Glm4vVisionModel", "Glm4vVisionBlock",
+               "Glm4VisionMlp"], "vision_tower.mlp"),
+    ("glm4v", ["Glm4vForConditionalGeneration", "Glm4vModel", "Glm4vTextModel", "Glm4vTextDecoderLayer",
+               "Glm4vTextAttention"], "language_model.attention"),
+    ("qwen2_5_vl", ["Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLModel", "Qwen2_5_VisionTransformerPretrainedModel",
+                    "Qwen2_5_VLVisionBlock", "Qwen2_5_VLMLP"], "vision_tower.mlp"),
+    ("qwen2_5_vl", ["Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLModel", "Qwen2_5_VisionTransformerPretrainedModel",
+                    "Qwen2_5_VLVisionRotaryEmbedding"], "vision_tower.other"),
+]
+_TORCH_LAYERS = {"Linear", "Embedding", "Conv2d"}
+
+
+@pytest.mark.parametrize("family, chain, part", CHAINS, ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(CHAINS)])
+def test_module_class_table(family, chain, part):
+    import importlib
+
+    from vlm_perf.analysis.trace_parts import Ctx, _module_update, label_of
+
+    pytest.importorskip("transformers")
+    known = set()
+    for mod in {family, "clip", "llama", "siglip", "qwen2", "pixtral", "mistral", family.replace("_moe", ""),
+                "internvl", "mistral3", "idefics3", "gemma3", "qwen3_vl", "qwen3_vl_moe", "glm4v", "qwen2_5_vl", "llava"}:
+        try:
+            known |= set(dir(importlib.import_module(f"transformers.models.{mod}.modeling_{mod}")))
+        except ImportError:
+            pass
+    unknown = [c for c in chain if c not in known and c not in _TORCH_LAYERS]
+    assert not unknown, f"not transformers class names: {unknown}"
+    ctx = Ctx()
+    for cls in chain:
+        ctx = _module_update(ctx, cls)
+    assert label_of(ctx, "cpu_op") == part
