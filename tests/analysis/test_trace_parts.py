@@ -342,3 +342,15 @@ def test_module_class_table(family, chain, part):
     for cls in chain:
         ctx = _module_update(ctx, cls)
     assert label_of(ctx, "cpu_op") == part
+
+
+def test_rate_and_excess_vs_lm(real):
+    eff = real.summary()
+    rows = {r["part"]: r for r in eff.iter_rows(named=True)}
+    lm = [r for p, r in rows.items() if p.startswith("language_model.") and r["flops"]]
+    ref = sum(r["flops"] for r in lm) / sum(r["time_s"] for r in lm)
+    v = rows["vision_tower.attention"]
+    assert v["rate_vs_lm"] == pytest.approx(v["flops"] / v["time_s"] / ref)
+    assert v["excess_vs_lm_s"] == pytest.approx(v["time_s"] - v["flops"] / ref)
+    # over the LM's own parts the excesses cancel
+    assert sum(r["excess_vs_lm_s"] for r in lm) == pytest.approx(0.0, abs=1e-12)

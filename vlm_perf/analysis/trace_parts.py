@@ -324,6 +324,18 @@ def efficiency(result: TraceParts) -> pl.DataFrame:
         parts = parts.with_columns((pl.col("flops_per_s") / result.peak_flops).alias("mfu"))
     else:
         parts = parts.with_columns(pl.lit(None, pl.Float64).alias("mfu"))
+    # the reference efficiency: the language model's (every language_model.* part with FLOPs, together);
+    # "vs LM" = the part's rate over it, "excess" = its time minus the time its FLOPs take at that rate
+    lm = parts.filter(pl.col("part").str.starts_with("language_model.") & (pl.col("flops") > 0))
+    lm_time = float(lm["time_s"].sum()) if lm.height else 0.0
+    ref = float(lm["flops"].sum()) / lm_time if lm_time > 0 else None
+    if ref:
+        parts = parts.with_columns((pl.col("flops_per_s") / ref).alias("rate_vs_lm"),
+                                   pl.when(pl.col("flops") > 0).then(pl.col("time_s") - pl.col("flops") / ref)
+                                   .alias("excess_vs_lm_s"))
+    else:
+        parts = parts.with_columns(pl.lit(None, pl.Float64).alias("rate_vs_lm"),
+                                   pl.lit(None, pl.Float64).alias("excess_vs_lm_s"))
     return parts.with_columns(pl.col("part").map_elements(_order, return_dtype=pl.Int64).alias("_o")).sort(
         "_o", "part").drop("_o")
 

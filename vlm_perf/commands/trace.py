@@ -91,13 +91,15 @@ def markdown(result) -> str:
     if rates and max(rates) < 1e12:
         unit, scale = ("GFLOP/s", 1e9)
     lines = ["| part | time (ms) | share of time | forward (ms) | backward (ms) | FLOPs share | achieved " + unit
-             + " | MFU |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             + " | vs LM | excess vs LM (ms) | MFU |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in eff.iter_rows(named=True):
         lines.append(f"| {r['part']} | {_fmt(r['time_s'], 1e-3)} | {_fmt(r['time_share'], pct=True)} | "
                      f"{_fmt(r['forward_s'], 1e-3)} | {_fmt(r['backward_s'], 1e-3)} | "
                      f"{_fmt(r['flops_share'], pct=True)} | {_fmt(r['flops_per_s'], scale)} | "
-                     f"{_fmt(r['mfu'], pct=True)} |")
+                     f"{_fmt(r['rate_vs_lm'])} | {_fmt(r['excess_vs_lm_s'], 1e-3)} | {_fmt(r['mfu'], pct=True)} |")
     steps = result.steps
+    lines += ["", "vs LM: the part's achieved FLOP/s over the language model's (its parts with FLOPs, together); excess: "
+              "its time minus the time its FLOPs would take at the LM's rate (where optimisation pays)."]
     lines += ["", f"{steps.height} step(s) over {steps['rank'].n_unique()} rank(s); the parts add up to each step's "
               f"ProfilerStep time within {100 * result.check_sums():.4f}%."]
     comm = int(steps["comm_ns"].sum())
