@@ -682,10 +682,7 @@ def flops_frame(per_iteration: dict[int, dict[str, tuple[float, float]]]) -> pl.
 # ------------------------------------------------------------------------------------------------ figure
 def trace_parts_figure(result: TraceParts, path=None):
     """Stacked time per part per (rank, step), each part annotated with its achieved FLOP/s. Returns the figure."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the caller's backend (Agg when headless, inline in a notebook)
 
     per = result.per_step()
     coarse = per.with_columns(pl.col("part").map_elements(coarse_part, return_dtype=pl.String).alias("coarse"))
