@@ -354,3 +354,26 @@ def test_rate_and_excess_vs_lm(real):
     assert v["excess_vs_lm_s"] == pytest.approx(v["time_s"] - v["flops"] / ref)
     # over the LM's own parts the excesses cancel
     assert sum(r["excess_vs_lm_s"] for r in lm) == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("events, message", [
+    ([{"ph": "s", "id": 1, "ts": 1, "cat": "ac2g", "name": "ac2g"}], "no timed events"),
+    ([], "no timed events"),
+])
+def test_no_timed_events_is_a_typed_error(tmp_path, events, message):
+    from vlm_perf.errors import InputError
+
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    with pytest.raises(InputError, match=message) as exc:
+        analyze_traces(p)
+    assert str(p) in str(exc.value)
+
+
+def test_kernels_without_launches_are_unattributed_and_shown(tmp_path):
+    p = tmp_path / "k.json"
+    p.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1,
+                                              "dur": 2, "args": {"correlation": 1}}]}))
+    r = analyze_traces(p)
+    assert _times(r) == {"unattributed": 2000}
+    assert any("no ProfilerStep" in n for n in r.notes) and any("no launch" in n for n in r.notes)

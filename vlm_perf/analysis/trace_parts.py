@@ -735,6 +735,9 @@ def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, firs
     from ..ingest.traces import TracePartial, read_traces
 
     partial = traces if isinstance(traces, TracePartial) else read_traces(traces)
+    if not any(f.height for f in partial.frames):
+        raise InputError("no timed events (complete 'X' events of profiler categories) in the trace",
+                         ", ".join(partial.files[:3]) + (" ..." if len(partial.files) > 3 else ""))
     notes = list(partial.notes)
     if first_iteration is None:
         stated = {m.get("vlm_perf_first_iteration") for m in partial.meta} - {None}
