@@ -377,3 +377,18 @@ def test_kernels_without_launches_are_unattributed_and_shown(tmp_path):
     r = analyze_traces(p)
     assert _times(r) == {"unattributed": 2000}
     assert any("no ProfilerStep" in n for n in r.notes) and any("no launch" in n for n in r.notes)
+
+
+def test_real_trace_recorded_shapes_give_the_same_flops(real):
+    """Independent of the metadata: the matmuls the trace recorded (Input Dims of aten::mm/addmm/bmm/baddbmm,
+    forward and backward, each placed by the time attribution incl. the backward sequence-number links)
+    add up, part by part, to the library's exact FLOPs. The patch embedding is a convolution (no count)."""
+    eff = {r["part"]: r for r in real.summary().iter_rows(named=True)}
+    checked = 0
+    for part, r in eff.items():
+        if part == "vision_tower.patch_embed":
+            assert r["shape_flops"] is None
+        elif r["flops"]:
+            assert r["shape_flops"] == r["flops"], part
+            checked += 1
+    assert checked == 6

@@ -178,4 +178,36 @@ def test_odd_but_valid_events_same_on_both_paths(tmp_path, monkeypatch):
         part.raise_error()
         out.append(part.events.rows())
     assert out[0] == out[1]
-    assert out[0][0][2:] == ("a},{b", 1, 2, 1000, 1000, 7, -1, -1, -1)
+    assert out[0][0][2:] == ("a},{b", 1, 2, 1000, 1000, 7, -1, -1, -1, 0)
+
+
+def test_matmul_flops_from_recorded_shapes(tmp_path, backend):
+    """2*m*k*n per multiply-add, worked by hand; the bias of addmm/baddbmm is not a matmul; bad shapes -> 0."""
+    ops = [("aten::mm", [[3, 4], [4, 5]], 2 * 3 * 4 * 5), ("aten::addmm", [[5], [3, 4], [4, 5]], 2 * 3 * 4 * 5),
+           ("aten::bmm", [[2, 3, 4], [2, 4, 5]], 2 * 2 * 3 * 4 * 5),
+           ("aten::baddbmm", [[2, 3, 5], [2, 3, 4], [2, 4, 5]], 2 * 2 * 3 * 4 * 5),
+           ("aten::mm", [[3, 4], [7, 5]], 0), ("aten::mm", [[3, 4]], 0), ("aten::add", [[3, 4], [3, 4]], 0)]
+    events = [{"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1, "ts": i, "dur": 1,
+               "args": {"Input Dims": d}} for i, (n, d, _) in enumerate(ops)]
+    p = tmp_path / "mm.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    part = read_trace(p)
+    part.raise_error()
+    assert part.events["flops"].to_list() == [f for _, _, f in ops]
+
+
+def test_fast_path_is_really_taken():
+    """The msgspec path must decode real traces itself (a silent fallback would hide a broken fast path)."""
+    pytest.importorskip("msgspec")
+    from vlm_perf.ingest.traces.events import EventBuilder
+
+    fast = kineto._fast_decoder() if kineto._FAST and kineto._FAST[0] is not None else None
+    if fast is None:
+        kineto._FAST.clear()
+        fast = kineto._fast_decoder()
+    for path in (REAL, HTA):
+        events = json.load(gzip.open(path))["traceEvents"]
+        text = ",\n".join(json.dumps(e) for e in events[:2000]) + ","
+        b = EventBuilder()
+        assert kineto._fast_batch(fast, text, 0, b) == len(text) - 1
+        assert len(b) > 0

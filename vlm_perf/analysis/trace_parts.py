@@ -258,6 +258,11 @@ class TraceParts:
         schema={"iteration": pl.Int64, "part": pl.String, "flops": pl.Float64, "forward_flops": pl.Float64}))
     notes: list[str] = field(default_factory=list)
     peak_flops: float | None = None
+    #: matmul FLOPs of the recorded ops (``Input Dims`` of aten::mm/addmm/bmm/baddbmm, forward and backward) per
+    #: rank, step and part: an independent count from the trace itself (convolutions and fused attention kernels
+    #: carry no shapes-based count)
+    shape_flops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(
+        schema={"rank": pl.Int64, "step": pl.Int64, "part": pl.String, "flops": pl.Int64}))
 
     def check_sums(self) -> float:
         """Largest |attributed - step| / step over ranks and steps (0 when exact)."""
@@ -302,6 +307,11 @@ def efficiency(result: TraceParts) -> pl.DataFrame:
         (pl.col("time_ns").filter(pl.col("direction") == "backward").sum() / 1e9).alias("backward_s"))
     total = float(parts["time_s"].sum()) or 1.0
     parts = parts.with_columns((pl.col("time_s") / total).alias("time_share"))
+    if result.shape_flops.height:
+        shape = result.shape_flops.group_by("part").agg(pl.col("flops").sum().cast(pl.Float64).alias("shape_flops"))
+        parts = parts.join(shape, on="part", how="left")
+    else:
+        parts = parts.with_columns(pl.lit(None, pl.Float64).alias("shape_flops"))
     if result.flops.height:
         # FLOPs of every profiled (rank, step): the iteration's FLOPs per rank-step
         used = result.steps.select("rank", "step", "iteration").join(result.flops, on="iteration", how="inner")
@@ -354,8 +364,9 @@ def attribute(events: pl.DataFrame, first_iteration: int | None = None) -> Trace
     step_rows: list[dict] = []
     top_rows: dict[tuple[str, str], list] = {}
     notes: list[str] = []
+    shape_rows: list[dict] = []
     for (rank,), ev in events.partition_by("rank", as_dict=True, maintain_order=True).items():
-        _attribute_rank(int(rank), ev, first_iteration, part_rows, step_rows, top_rows, notes)
+        _attribute_rank(int(rank), ev, first_iteration, part_rows, step_rows, top_rows, notes, shape_rows)
     parts = pl.DataFrame(part_rows, schema={"rank": pl.Int64, "step": pl.Int64, "iteration": pl.Int64,
                                             "part": pl.String, "direction": pl.String, "time_ns": pl.Int64})
     parts = parts.group_by("rank", "step", "iteration", "part", "direction").agg(pl.col("time_ns").sum()).sort(
@@ -366,7 +377,10 @@ def attribute(events: pl.DataFrame, first_iteration: int | None = None) -> Trace
     top = pl.DataFrame([{"name": k[0], "part": k[1], "time_ns": v[0], "count": v[1]} for k, v in top_rows.items()],
                        schema={"name": pl.String, "part": pl.String, "time_ns": pl.Int64, "count": pl.Int64})
     top = top.sort("time_ns", descending=True).head(50)
-    return TraceParts(parts=parts, steps=steps, top=top, notes=list(dict.fromkeys(notes)))
+    shape = pl.DataFrame(shape_rows, schema={"rank": pl.Int64, "step": pl.Int64, "part": pl.String,
+                                             "flops": pl.Int64})
+    shape = shape.group_by("rank", "step", "part").agg(pl.col("flops").sum()).sort("rank", "step", "part")
+    return TraceParts(parts=parts, steps=steps, top=top, notes=list(dict.fromkeys(notes)), shape_flops=shape)
 
 
 def _host_contexts(ev: pl.DataFrame) -> tuple[dict[int, tuple[Ctx, str]], dict[int, list], np.ndarray]:
@@ -449,9 +463,10 @@ def _steps_of(ev: pl.DataFrame, rank: int, notes: list[str]) -> tuple[list[tuple
 
 
 def _attribute_rank(rank: int, ev: pl.DataFrame, first_iteration: int | None, part_rows: list, step_rows: list,
-                    top: dict, notes: list[str]) -> None:
+                    top: dict, notes: list[str], shape_rows: list) -> None:
     ctx_of, children, clipped = _host_contexts(ev)
     steps, profiler_steps = _steps_of(ev, rank, notes)
+    _shape_flops(rank, ev, steps, ctx_of, shape_rows)
     device = ev.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
     names = ev["name"].to_list()
     kinds = ev["kind"].cast(pl.String).to_list()
@@ -485,6 +500,20 @@ def _attribute_rank(rank: int, ev: pl.DataFrame, first_iteration: int | None, pa
             total += t
         step_rows.append({"rank": rank, "step": step, "iteration": iteration(step), "step_ns": e - s,
                           "attributed_ns": total, "device": "cpu", "comm_ns": 0, "overlap_ns": 0})
+
+
+def _shape_flops(rank: int, ev: pl.DataFrame, steps, ctx_of, shape_rows: list) -> None:
+    """Matmul FLOPs of the recorded ops, by the step holding the op's start and the op's part."""
+    mm = ev.with_row_index("row").filter((pl.col("kind") == "cpu_op") & (pl.col("flops") > 0))
+    if mm.height == 0:
+        return
+    starts = np.array([s for _, _, s, _ in steps])
+    for row, start, flops in mm.select("row", "start", "flops").iter_rows():
+        k = int(np.searchsorted(starts, start, side="right")) - 1
+        if k < 0 or start >= steps[k][3]:
+            continue
+        ctx, kind = ctx_of[row]
+        shape_rows.append({"rank": rank, "step": steps[k][1], "part": label_of(ctx, kind), "flops": flops})
 
 
 def _top_level(ev: pl.DataFrame, clipped: np.ndarray) -> list[int]:

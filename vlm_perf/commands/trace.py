@@ -85,6 +85,8 @@ def _fmt(v, scale=1.0, digits=2, pct=False) -> str:
 
 def markdown(result) -> str:
     """The per-part table, the step sums and the top ops, as Markdown."""
+    import polars as pl
+
     eff = result.summary()
     unit, scale = ("TFLOP/s", 1e12)
     rates = [r for r in eff["flops_per_s"].to_list() if r] if "flops_per_s" in eff.columns else []
@@ -97,6 +99,11 @@ def markdown(result) -> str:
                      f"{_fmt(r['forward_s'], 1e-3)} | {_fmt(r['backward_s'], 1e-3)} | "
                      f"{_fmt(r['flops_share'], pct=True)} | {_fmt(r['flops_per_s'], scale)} | "
                      f"{_fmt(r['rate_vs_lm'])} | {_fmt(r['excess_vs_lm_s'], 1e-3)} | {_fmt(r['mfu'], pct=True)} |")
+    both = eff.filter(pl.col("flops").is_not_null() & pl.col("shape_flops").is_not_null() & (pl.col("flops") > 0))
+    if both.height:
+        gap = float(((both["shape_flops"] - both["flops"]).abs() / both["flops"]).max())  # type: ignore[arg-type]
+        lines += ["", f"Cross-check: the matmul FLOPs the trace recorded (Input Dims) match the exact FLOPs within "
+                      f"{100 * gap:.3f}% for {both.height} part(s) ({', '.join(both['part'].to_list())})."]
     steps = result.steps
     lines += ["", "vs LM: the part's achieved FLOP/s over the language model's (its parts with FLOPs, together); excess: "
               "its time minus the time its FLOPs would take at the LM's rate (where optimisation pays)."]

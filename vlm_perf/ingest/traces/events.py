@@ -15,6 +15,8 @@ ext        ``External id`` (op -> kernel link), -1 when absent
 corr       ``correlation`` (launch -> kernel link), -1 when absent
 seq        autograd ``Sequence number`` (forward op <-> backward node), -1 when absent
 fwd_tid    ``Fwd thread id`` (> 0 on backward nodes), -1 when absent
+flops      matmul FLOPs of ``aten::mm/addmm/bmm/baddbmm`` ops from their recorded ``Input Dims``
+           (``record_shapes=True``; 2 per multiply-add), else 0 (`matmul_flops`)
 ========== ===================================================================================
 
 Columns are accumulated in ``array('q')`` buffers (8 bytes a value) and names are interned, so a
@@ -34,12 +36,35 @@ import polars as pl
 
 from ...errors import InputError
 
-__all__ = ["KINDS", "EventBuilder", "TracePartial", "merge_partials", "HOST_KINDS", "DEVICE_KINDS"]
+__all__ = ["KINDS", "MATMUL_OPS", "matmul_flops", "EventBuilder", "TracePartial", "merge_partials", "HOST_KINDS", "DEVICE_KINDS"]
 
 KINDS = ("cpu_op", "annotation", "module", "runtime", "kernel", "memcpy", "memset", "gpu_annotation")
 HOST_KINDS = ("cpu_op", "annotation", "module", "runtime")
 DEVICE_KINDS = ("kernel", "memcpy", "memset")
-_INT_COLUMNS = ("pid", "tid", "start", "end", "ext", "corr", "seq", "fwd_tid")
+_INT_COLUMNS = ("pid", "tid", "start", "end", "ext", "corr", "seq", "fwd_tid", "flops")
+
+
+MATMUL_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
+
+
+def matmul_flops(name: str, dims) -> int:
+    """2·m·k·n (times the batch for bmm) from an op's ``Input Dims``; 0 when the shapes do not fit.
+
+    ``aten::mm(a[m,k], b[k,n])``, ``aten::addmm(bias, a[m,k], b[k,n])``, ``aten::bmm(a[b,m,k], b[b,k,n])``,
+    ``aten::baddbmm(bias, a[b,m,k], b[b,k,n])`` (ATen's signatures; the bias add is not a matmul).
+    """
+    if not isinstance(dims, list):
+        return 0
+    if name in ("aten::addmm", "aten::baddbmm"):
+        dims = dims[1:]
+    if len(dims) < 2 or not all(isinstance(d, list) and all(type(x) is int for x in d) for d in dims[:2]):
+        return 0
+    a, b = dims[0], dims[1]
+    if name in ("aten::mm", "aten::addmm") and len(a) == 2 and len(b) == 2 and a[1] == b[0]:
+        return 2 * a[0] * a[1] * b[1]
+    if name in ("aten::bmm", "aten::baddbmm") and len(a) == 3 and len(b) == 3 and a[0] == b[0] and a[2] == b[1]:
+        return 2 * a[0] * a[1] * a[2] * b[2]
+    return 0
 
 
 class EventBuilder:
@@ -52,7 +77,7 @@ class EventBuilder:
         self._names: dict[str, int] = {}
 
     def add(self, kind: int, name: str, pid: int, tid: int, start: int, end: int,
-            ext: int = -1, corr: int = -1, seq: int = -1, fwd_tid: int = -1) -> None:
+            ext: int = -1, corr: int = -1, seq: int = -1, fwd_tid: int = -1, flops: int = 0) -> None:
         code = self._names.get(name)
         if code is None:
             code = self._names[name] = len(self._names)
@@ -67,6 +92,7 @@ class EventBuilder:
         c["corr"].append(corr)
         c["seq"].append(seq)
         c["fwd_tid"].append(fwd_tid)
+        c["flops"].append(flops)
 
     def __len__(self) -> int:
         return len(self.kind)

@@ -22,7 +22,7 @@ from typing import List, Optional, Union
 
 from ...errors import InputError
 from ..compressed import open_maybe_compressed
-from .events import KINDS, EventBuilder, TracePartial
+from .events import KINDS, MATMUL_OPS, EventBuilder, TracePartial, matmul_flops
 
 __all__ = ["read_kineto", "CHUNK", "MAX_PENDING"]
 
@@ -228,7 +228,8 @@ def _events(s: _Stream, decoder: json.JSONDecoder, b: EventBuilder) -> None:
                 args = {}
             add(kind, str(name), _int(e.get("pid")), _int(e.get("tid")), start, start + length,
                 _int(args.get("External id"), -1), _int(args.get("correlation"), -1),
-                _int(args.get("Sequence number"), -1), _int(args.get("Fwd thread id"), -1))
+                _int(args.get("Sequence number"), -1), _int(args.get("Fwd thread id"), -1),
+                matmul_flops(name, args.get("Input Dims")) if name in MATMUL_OPS else 0)
         s.pos = i
         if failure is not None:
             s.retry_or_raise(failure)
@@ -258,7 +259,9 @@ def _fast_decoder():
                 ("ext", opt_int, msgspec.field(name="External id", default=None)),
                 ("corr", opt_int, msgspec.field(name="correlation", default=None)),
                 ("seq", opt_int, msgspec.field(name="Sequence number", default=None)),
-                ("fwd", opt_int, msgspec.field(name="Fwd thread id", default=None))])
+                ("fwd", opt_int, msgspec.field(name="Fwd thread id", default=None)),
+                # left undecoded (a slice of the text) unless the op is a matmul
+                ("dims", msgspec.Raw, msgspec.field(name="Input Dims", default=msgspec.Raw()))])
             event = msgspec.defstruct("Event", [
                 ("ph", Optional[str], None), ("cat", Optional[str], None), ("name", str, ""),
                 ("pid", Union[int, str, None], None), ("tid", Union[int, str, None], None),
@@ -297,10 +300,20 @@ def _fast_batch(fast, buf: str, i: int, b: EventBuilder) -> int:
         pid, tid = e.pid, e.tid
         add(kind, name, pid if type(pid) is int else _int(pid), tid if type(tid) is int else _int(tid), start,
             start + (0 if e.dur is None else round(e.dur * 1000)),
-            *((-1, -1, -1, -1) if a is None else
+            *((-1, -1, -1, -1, 0) if a is None else
               (-1 if a.ext is None else a.ext, -1 if a.corr is None else a.corr, -1 if a.seq is None else a.seq,
-               -1 if a.fwd is None else a.fwd)))
+               -1 if a.fwd is None else a.fwd,
+               matmul_flops(name, _raw_json(a.dims)) if name in MATMUL_OPS else 0)))
     return j + 1
+
+
+def _raw_json(raw):
+    import msgspec
+
+    try:
+        return msgspec.json.decode(raw) if raw else None
+    except msgspec.DecodeError:
+        return None
 
 
 def _int(value, default: int = 0) -> int:
