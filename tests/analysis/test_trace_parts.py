@@ -392,3 +392,15 @@ def test_real_trace_recorded_shapes_give_the_same_flops(real):
             assert r["shape_flops"] == r["flops"], part
             checked += 1
     assert checked == 6
+
+
+def test_without_metadata_flops_come_from_recorded_shapes(real):
+    r = analyze_traces(TRACE_RUN / "trace")
+    assert r.flops_source == "trace shapes" and any("matmul shapes" in n for n in r.notes)
+    got = {x["part"]: x["flops"] for x in r.summary().iter_rows(named=True)}
+    want = {x["part"]: x["flops"] for x in real.summary().iter_rows(named=True)}
+    for part in ("vision_tower.attention", "language_model.mlp", "projector"):
+        assert got[part] == want[part]
+    assert got["vision_tower.patch_embed"] is None          # a convolution: no shapes-based count
+    per = r.per_step().filter(pl.col("part") == "language_model.mlp")
+    assert per["flops"].sum() == want["language_model.mlp"]

@@ -263,6 +263,9 @@ class TraceParts:
     #: carry no shapes-based count)
     shape_flops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(
         schema={"rank": pl.Int64, "step": pl.Int64, "part": pl.String, "flops": pl.Int64}))
+    #: where ``flops`` comes from: "metadata" (exact, the FLOPs library), "trace shapes" (the recorded matmuls
+    #: only, when there is no model + metadata) or None
+    flops_source: str | None = None
 
     def check_sums(self) -> float:
         """Largest |attributed - step| / step over ranks and steps (0 when exact)."""
@@ -281,6 +284,7 @@ class TraceParts:
             "steps": self.steps.to_dicts(), "parts": eff.to_dicts(),
             "per_step": self.per_step().to_dicts(), "top": self.top.to_dicts(),
             "max_sum_gap": self.check_sums(), "notes": self.notes, "peak_flops": self.peak_flops,
+            "flops_source": self.flops_source,
         }
 
     def per_step(self) -> pl.DataFrame:
@@ -288,6 +292,9 @@ class TraceParts:
         t = self.parts.group_by("rank", "step", "iteration", "part").agg(pl.col("time_ns").sum())
         if self.flops.height:
             t = t.join(self.flops.select("iteration", "part", "flops"), on=["iteration", "part"], how="left")
+        elif self.flops_source == "trace shapes" and self.shape_flops.height:
+            t = t.join(self.shape_flops.with_columns(pl.col("flops").cast(pl.Float64)), on=["rank", "step", "part"],
+                       how="left")
         else:
             t = t.with_columns(pl.lit(None, dtype=pl.Float64).alias("flops"))
         return t.with_columns((pl.col("time_ns") / 1e9).alias("time_s"),
@@ -312,10 +319,15 @@ def efficiency(result: TraceParts) -> pl.DataFrame:
         parts = parts.join(shape, on="part", how="left")
     else:
         parts = parts.with_columns(pl.lit(None, pl.Float64).alias("shape_flops"))
+    fl = None
     if result.flops.height:
         # FLOPs of every profiled (rank, step): the iteration's FLOPs per rank-step
         used = result.steps.select("rank", "step", "iteration").join(result.flops, on="iteration", how="inner")
         fl = used.group_by("part").agg(pl.col("flops").sum(), pl.col("forward_flops").sum())
+    elif result.flops_source == "trace shapes" and result.shape_flops.height:
+        fl = result.shape_flops.group_by("part").agg(pl.col("flops").sum().cast(pl.Float64),
+                                                     pl.lit(None, pl.Float64).alias("forward_flops"))
+    if fl is not None:
         parts = parts.join(fl, on="part", how="full", coalesce=True).with_columns(
             pl.col("time_s").fill_null(0.0), pl.col("time_share").fill_null(0.0))
         total_flops = float(parts["flops"].sum() or 0) or None
@@ -793,6 +805,12 @@ def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, firs
             result.notes.append(f"no metadata for profiled iteration(s) {missing[:10]}: their parts have no FLOPs")
         result.flops = flops_frame({i: flops_by_part(spec, stats.stats_for(i), frozen=frozen, causal=causal)
                                     for i in wanted if i in have})
+        result.flops_source = "metadata"
+    elif result.shape_flops.height:
+        result.flops_source = "trace shapes"
+        result.notes.append("no model + metadata: FLOPs per part from the matmul shapes the trace recorded "
+                            "(aten::mm/addmm/bmm/baddbmm only; convolutions, fused attention (SDPA / flash) and "
+                            "grouped GEMMs are not counted, so those parts read low)")
     elif spec is None:
         result.notes.append("no model: times only (pass a run folder with run.yaml + metadata, or --model)")
     else:

@@ -100,11 +100,13 @@ def markdown(result) -> str:
                      f"{_fmt(r['flops_share'], pct=True)} | {_fmt(r['flops_per_s'], scale)} | "
                      f"{_fmt(r['rate_vs_lm'])} | {_fmt(r['excess_vs_lm_s'], 1e-3)} | {_fmt(r['mfu'], pct=True)} |")
     both = eff.filter(pl.col("flops").is_not_null() & pl.col("shape_flops").is_not_null() & (pl.col("flops") > 0))
-    if both.height:
+    if both.height and result.flops_source == "metadata":
         gap = float(((both["shape_flops"] - both["flops"]).abs() / both["flops"]).max())  # type: ignore[arg-type]
         lines += ["", f"Cross-check: the matmul FLOPs the trace recorded (Input Dims) match the exact FLOPs within "
                       f"{100 * gap:.3f}% for {both.height} part(s) ({', '.join(both['part'].to_list())})."]
     steps = result.steps
+    if result.flops_source:
+        lines += ["", f"FLOPs from: {result.flops_source}."]
     lines += ["", "vs LM: the part's achieved FLOP/s over the language model's (its parts with FLOPs, together); excess: "
               "its time minus the time its FLOPs would take at the LM's rate (where optimisation pays)."]
     lines += ["", f"{steps.height} step(s) over {steps['rank'].n_unique()} rank(s); the parts add up to each step's "
