@@ -404,3 +404,31 @@ def test_without_metadata_flops_come_from_recorded_shapes(real):
     assert got["vision_tower.patch_embed"] is None          # a convolution: no shapes-based count
     per = r.per_step().filter(pl.col("part") == "language_model.mlp")
     assert per["flops"].sum() == want["language_model.mlp"]
+
+
+def _two_rank_run(tmp_path):
+    """Two DP ranks: both trace files are the REAL trace (rank 0 and 1 by name); rank 1's metadata for
+    iteration N is rank 0's microbatches of iteration N+1, so its FLOPs must be the measured FLOPs of N+1."""
+    import shutil
+
+    (tmp_path / "trace").mkdir()
+    for r in (0, 1):
+        shutil.copy(TRACE_RUN / "trace" / "rank0.pt.trace.json.gz", tmp_path / "trace" / f"rank{r}.pt.trace.json.gz")
+    lines = [json.loads(x) for x in (TRACE_RUN / "metadata" / "metadata-rank00000.jsonl").read_text().splitlines()]
+    shifted = [{**x, "iteration": x["iteration"] - 1, "dp_rank": 1} for x in lines if x["iteration"] > 1]
+    (tmp_path / "metadata.jsonl").write_text("\n".join(json.dumps(x) for x in lines + shifted) + "\n")
+    return tmp_path
+
+
+def test_two_dp_ranks_get_their_own_flops(tmp_path):
+    run = _two_rank_run(tmp_path)
+    spec = load_model(str(TRACE_RUN / "config.json"))
+    r = analyze_traces(run / "trace", spec=spec, metadata=[run / "metadata.jsonl"], causal="full", world_size=2)
+    measured = {s["iteration"]: s["flops"] for s in json.loads(MEASURED.read_text())["per_step"]}
+    got = dict(r.flops.filter(pl.col("iteration") == 3).group_by("rank").agg(pl.col("flops").sum()).rows())
+    assert got == {0: measured[3], 1: measured[4]}
+    # a world size that is not the DP size: each rank gets the iteration's FLOPs / world size
+    r4 = analyze_traces(run / "trace", spec=spec, metadata=[run / "metadata.jsonl"], causal="full", world_size=4)
+    got4 = dict(r4.flops.filter(pl.col("iteration") == 3).group_by("rank").agg(pl.col("flops").sum()).rows())
+    assert got4 == {0: (measured[3] + measured[4]) / 4, 1: (measured[3] + measured[4]) / 4}
+    assert any("/ 4 GPUs" in n for n in r4.notes)

@@ -248,14 +248,14 @@ class TraceParts:
     ``steps``: rank, step, iteration, step_ns (the ProfilerStep range), attributed_ns, device (cpu/gpu),
     comm_ns (communication kernel busy time), overlap_ns (communication under compute).
     ``top``: the events with the most time (name, part, time_ns, count), per trace.
-    ``flops``: iteration, part, flops, forward_flops (empty without a model and metadata).
+    ``flops``: rank, iteration, part, flops, forward_flops: the FLOPs of that rank's work in the iteration
+    (empty without a model and metadata).
     """
 
     parts: pl.DataFrame
     steps: pl.DataFrame
     top: pl.DataFrame
-    flops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(
-        schema={"iteration": pl.Int64, "part": pl.String, "flops": pl.Float64, "forward_flops": pl.Float64}))
+    flops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FLOPS_SCHEMA))
     notes: list[str] = field(default_factory=list)
     peak_flops: float | None = None
     #: matmul FLOPs of the recorded ops (``Input Dims`` of aten::mm/addmm/bmm/baddbmm, forward and backward) per
@@ -291,7 +291,8 @@ class TraceParts:
         """Per rank, step and part: time_s, flops, achieved FLOP/s (null without FLOPs)."""
         t = self.parts.group_by("rank", "step", "iteration", "part").agg(pl.col("time_ns").sum())
         if self.flops.height:
-            t = t.join(self.flops.select("iteration", "part", "flops"), on=["iteration", "part"], how="left")
+            t = t.join(self.flops.select("rank", "iteration", "part", "flops"), on=["rank", "iteration", "part"],
+                       how="left")
         elif self.flops_source == "trace shapes" and self.shape_flops.height:
             t = t.join(self.shape_flops.with_columns(pl.col("flops").cast(pl.Float64)), on=["rank", "step", "part"],
                        how="left")
@@ -322,7 +323,8 @@ def efficiency(result: TraceParts) -> pl.DataFrame:
     fl = None
     if result.flops.height:
         # FLOPs of every profiled (rank, step): the iteration's FLOPs per rank-step
-        used = result.steps.select("rank", "step", "iteration").join(result.flops, on="iteration", how="inner")
+        used = result.steps.select("rank", "step", "iteration").join(result.flops, on=["rank", "iteration"],
+                                                                      how="inner")
         fl = used.group_by("part").agg(pl.col("flops").sum(), pl.col("forward_flops").sum())
     elif result.flops_source == "trace shapes" and result.shape_flops.height:
         fl = result.shape_flops.group_by("part").agg(pl.col("flops").sum().cast(pl.Float64),
@@ -713,11 +715,15 @@ def flops_by_part(spec: ModelSpec, stats: BatchStats, frozen=(), causal: str = "
     return {k: (v[0], v[1]) for k, v in out.items() if v[0] or v[1]}
 
 
-def flops_frame(per_iteration: dict[int, dict[str, tuple[float, float]]]) -> pl.DataFrame:
-    rows = [{"iteration": it, "part": part, "flops": f, "forward_flops": ff}
-            for it, parts in per_iteration.items() for part, (f, ff) in parts.items()]
-    return pl.DataFrame(rows, schema={"iteration": pl.Int64, "part": pl.String, "flops": pl.Float64,
-                                      "forward_flops": pl.Float64})
+FLOPS_SCHEMA = {"rank": pl.Int64, "iteration": pl.Int64, "part": pl.String, "flops": pl.Float64,
+                "forward_flops": pl.Float64}
+
+
+def flops_frame(per_rank_iteration: dict[tuple[int, int], dict[str, tuple[float, float]]]) -> pl.DataFrame:
+    """{(rank, iteration): {part: (training FLOPs, forward FLOPs)}} -> rows of `FLOPS_SCHEMA`."""
+    rows = [{"rank": rank, "iteration": it, "part": part, "flops": f, "forward_flops": ff}
+            for (rank, it), parts in per_rank_iteration.items() for part, (f, ff) in parts.items()]
+    return pl.DataFrame(rows, schema=FLOPS_SCHEMA)
 
 
 # ------------------------------------------------------------------------------------------------ figure
@@ -765,13 +771,18 @@ def _rate(v: float) -> str:
 
 # ------------------------------------------------------------------------------------------ entry point
 def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, first_iteration: int | None = None,
-                   causal: str = "half", frozen=(), peak_flops: float | None = None) -> TraceParts:
+                   causal: str = "half", frozen=(), peak_flops: float | None = None,
+                   world_size: int | None = None) -> TraceParts:
     """Read ``traces`` (files / folders / a merged `TracePartial`), attribute the time and, with ``spec`` and
     ``metadata`` (paths of the run's per-microbatch metadata), join exact FLOPs per part and iteration.
 
     ``first_iteration``: the training iteration of ``ProfilerStep#0``; None: the trace's
     ``vlm_perf_first_iteration`` metadata, else 1 (``profile.step()`` after every optimizer step from
     the first, as with a Trainer callback), said in ``notes``.
+
+    FLOPs per rank: the metadata's per-(iteration, dp_rank) statistics when the trace ranks are DP ranks (pure
+    data parallelism: ``world_size`` equal to the number of DP ranks in the metadata, or one rank only);
+    otherwise the iteration's FLOPs divided by ``world_size`` (an average over GPUs, said in ``notes``).
     """
     from ..ingest.traces import TracePartial, read_traces
 
@@ -795,16 +806,7 @@ def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, firs
     result.notes = list(dict.fromkeys(notes + result.notes))
     result.peak_flops = peak_flops
     if spec is not None and metadata is not None:
-        from ..ingest.metadata import iteration_stats
-
-        stats = iteration_stats(metadata, spec)
-        wanted = sorted({int(i) for i in result.steps["iteration"].drop_nulls().to_list()})
-        have = set(stats.frame["iteration"].to_list())
-        missing = [i for i in wanted if i not in have]
-        if missing:
-            result.notes.append(f"no metadata for profiled iteration(s) {missing[:10]}: their parts have no FLOPs")
-        result.flops = flops_frame({i: flops_by_part(spec, stats.stats_for(i), frozen=frozen, causal=causal)
-                                    for i in wanted if i in have})
+        result.flops = _metadata_flops(result, spec, metadata, frozen, causal, world_size)
         result.flops_source = "metadata"
     elif result.shape_flops.height:
         result.flops_source = "trace shapes"
@@ -816,3 +818,49 @@ def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, firs
     else:
         result.notes.append("no per-microbatch metadata: times only, no FLOPs per part")
     return result
+
+
+def _metadata_flops(result: TraceParts, spec: ModelSpec, metadata, frozen, causal: str,
+                    world_size: int | None) -> pl.DataFrame:
+    from ..ingest.metadata_source import STAT_FIELDS, MetadataSource
+
+    source = MetadataSource(metadata, spec, per_rank=True)
+    per_it = source.result().frame
+    per_rank = source.per_rank
+    steps = result.steps.filter(pl.col("iteration").is_not_null())
+    wanted = sorted(set(steps["iteration"].to_list()))
+    have = set(per_it["iteration"].to_list())
+    missing = [i for i in wanted if i not in have]
+    if missing:
+        result.notes.append(f"no metadata for profiled iteration(s) {missing[:10]}: their parts have no FLOPs")
+    trace_ranks = sorted(set(steps["rank"].to_list()))
+    dp_ranks = set(per_rank["dp_rank"].drop_nulls().to_list()) if "dp_rank" in per_rank.columns else set()
+    pure_dp = len(dp_ranks) > 1 and set(trace_ranks) <= dp_ranks and world_size in (None, len(dp_ranks))
+
+    def stats(frame: pl.DataFrame) -> BatchStats:
+        return BatchStats(**{k: int(v) for k, v in frame.select(STAT_FIELDS).row(0, named=True).items()})
+
+    out: dict[tuple[int, int], dict[str, tuple[float, float]]] = {}
+    divide = 1
+    if not pure_dp and len(dp_ranks) > 1:
+        if world_size:
+            divide = world_size
+            result.notes.append(f"trace ranks are not the metadata's DP ranks: each rank is credited the iteration's "
+                                f"FLOPs / {world_size} GPUs (an average; model-parallel layouts split the work)")
+        else:
+            result.notes.append("the metadata holds several DP ranks but the world size is unknown: each rank is "
+                                "credited the WHOLE iteration's FLOPs (pass a run.yaml with num_gpus)")
+    for rank in trace_ranks:
+        for it in wanted:
+            if it not in have:
+                continue
+            if pure_dp:
+                row = per_rank.filter((pl.col("iteration") == it) & (pl.col("dp_rank") == rank))
+                if row.height == 0:
+                    continue
+                parts = flops_by_part(spec, stats(row), frozen=frozen, causal=causal)
+            else:
+                parts = flops_by_part(spec, stats(per_it.filter(pl.col("iteration") == it)), frozen=frozen,
+                                      causal=causal)
+            out[(rank, it)] = {k: (f / divide, ff / divide) for k, (f, ff) in parts.items()}
+    return flops_frame(out)

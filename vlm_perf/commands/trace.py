@@ -61,7 +61,7 @@ def trace(
         peak = peak_flops(gpu_name, dtype or values.get("dtype") or "bf16")
     result = analyze_traces([str(t) for t in traces], spec=spec, metadata=metadata or None,
                             first_iteration=first_iteration, causal=causal, frozen=tuple(values.get("frozen") or ()),
-                            peak_flops=peak)
+                            peak_flops=peak, world_size=values.get("num_gpus"))
     payload = result.to_dict()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
