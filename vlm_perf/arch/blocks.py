@@ -797,3 +797,24 @@ class ForwardOnly(Block):
 
     def describe(self) -> str:
         return f"{self.count} x forward only (output unused, never back-propagated): {self.module.describe()}"
+# --- paligemma ---
+
+
+@dataclass(frozen=True)
+class PrefixLMSquare(Block):
+    """PaliGemma's prefix-LM mask (``token_type_ids``: image tokens + ``<bos>`` + prompt attend bidirectionally,
+    the suffix causally). transformers refuses FlashAttention for it (the mask would be lost), and eager and SDPA
+    compute every score entry of the square whatever the mask (also on Gemma 2's sliding-window layers), so the
+    core is the whole square under both ``--causal`` rules: under ``half`` this block adds the half that the
+    attention blocks leave out (``4·H·d·Σs²·½`` per layer; 0 under ``full``). Parameters: none."""
+
+    kind: ClassVar[str] = "prefix_lm_square"
+    num_heads: int
+    head_dim: int
+
+    def params(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return (f"{self.count} layers: prefix-LM mask, no causal-skipping kernel in transformers: the whole "
+                "score square under both causal rules")
