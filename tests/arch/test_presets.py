@@ -25,6 +25,8 @@ QWEN3_5 = ["qwen3.5-35b-a3b", "qwen3.5-397b-a17b"]  # tests/arch/test_qwen3_5.py
 EXPECTED += QWEN3_5
 PALIGEMMA = ["paligemma-3b-224", "paligemma2-3b-224"]  # tests/verify/test_paligemma_flops.py
 EXPECTED += PALIGEMMA
+LLAVA_NEXT = ["llava-v1.6-mistral-7b"]  # tests/verify/test_llava_next_flops.py, tests/arch/test_llava_next.py
+EXPECTED += LLAVA_NEXT
 FLOAT32_HUB = {"paligemma-3b-224"}  # the hub file says float32 (PaliGemma 1 was released in float32)
 
 
@@ -39,7 +41,7 @@ def test_every_preset_loads(name):
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
     assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL + GEMMA3_LLAVA_OV + QWEN3_5
-                           + MISTRAL_IDEFICS + PALIGEMMA)
+                           + MISTRAL_IDEFICS + PALIGEMMA + LLAVA_NEXT)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -126,6 +128,7 @@ LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "qwen3.5-397b-a17b": (60, 4096, 32, 2, 256, 0, 248320, False),
     "paligemma-3b-224": (18, 2048, 8, 1, 256, 16384, 257216, True),  # Gemma-2B LM (GemmaConfig head_dim 256)
     "paligemma2-3b-224": (26, 2304, 8, 4, 256, 9216, 257216, True),  # Gemma 2 2B LM
+    "llava-v1.6-mistral-7b": (32, 4096, 32, 8, 128, 14336, 32064, False),  # MistralConfig defaults fill the rest
 })
 
 
