@@ -17,7 +17,7 @@ from ._common import human_flops, parse_grid, parse_int_list
 
 
 def flops(
-    model: str = typer.Option(..., "--model", "-m", help="Preset name, path to config.json, or a checkpoint directory "
+    model: str = typer.Option(..., "--model", "-m", help="Preset name (or its Hugging Face repo id: vlm-perf families --presets), path to config.json, or a checkpoint directory "
                               "(config.json + optional preprocessor_config.json / processor_config.json / "
                               "video_preprocessor_config.json)."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Tokens per LM sequence (visual tokens included)."),
