@@ -133,3 +133,21 @@ def test_model_by_hub_repo_id_on_the_cli():
     assert a["total"] == b["total"]
     r = cli("flops", "--model", "Qwen/Qwen2-VL-2B-Instruct", "--seq-len", "1024")
     assert r.returncode == 2 and "did you mean" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_llava_onevision_multi_image_sample_uses_the_base_tile_rule():
+    """Issue 21: several images in ONE LLaVA-OneVision sample use only the base tile per image in transformers
+    (measured in tests/verify: CASES llava_onevision multi_image); --multi-image applies that rule on the CLI:
+    each image one 27x27 tile, 729 + 1 newline tokens, no anyres."""
+    args = ("--model", "llava-onevision-qwen2-7b", "--seq-len", "2000", "--image-size", "480,640",
+            "--image-size", "1000,300")
+    out = flops_json(*args, "--multi-image")
+    assert [(m["grid"], m["visual_tokens"], m["tiles"]) for m in out["media"]] == [([1, 27, 27], 730, 1)] * 2
+    assert out["total"] == flops_json("--model", "llava-onevision-qwen2-7b", "--seq-len", "2000",
+                                      "--grid", "1,27,27", "--grid", "1,27,27")["total"]
+    r = cli("flops", *args)  # anyres per image: 5764 tokens, more than 2000
+    assert r.returncode == 2 and "--multi-image" in r.stderr and "Traceback" not in r.stderr
+    one = flops_json("--model", "qwen2.5-vl-7b", "--seq-len", "4096", "--image-size", "480,640", "--image-size",
+                     "100,100", "--multi-image")
+    assert one["total"] == flops_json("--model", "qwen2.5-vl-7b", "--seq-len", "4096", "--image-size", "480,640",
+                                      "--image-size", "100,100")["total"]  # same rule either way for Qwen

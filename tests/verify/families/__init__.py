@@ -46,6 +46,9 @@ CASES: dict[str, list[dict]] = {
     # --- llava ---
     "llava": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
     "llava_pixtral": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(200, 100)])],
+    # --- paligemma --- llava_next ---
+    "paligemma": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
+    "llava_next": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)]), dict(image_sizes=[(1, 300)])],
 }
 
 
