@@ -818,3 +818,21 @@ class PrefixLMSquare(Block):
     def describe(self) -> str:
         return (f"{self.count} layers: prefix-LM mask, no causal-skipping kernel in transformers: the whole "
                 "score square under both causal rules")
+# --- llava_next_video ---
+
+
+@dataclass(frozen=True)
+class PooledVideoProjector(Block):
+    """LLaVA-NeXT-Video's projector: ``module`` (the LLaVA 2-layer MLP) on every image row, but on video frames only
+    after the ``vision_resampler`` (average / max pool, stride ``pool``: no FLOPs, no parameters), i.e. on
+    1/pool^2 of each frame's rows. Parameters: the wrapped projector's."""
+
+    kind: ClassVar[str] = "pooled_video_projector"
+    module: Block
+    pool: int
+
+    def params(self) -> int:
+        return self.module.count * self.module.params()
+
+    def describe(self) -> str:
+        return f"{self.module.describe()}; video frames pooled {self.pool}x{self.pool} first (rows / {self.pool ** 2})"

@@ -17,6 +17,14 @@ Read from transformers ``models/llava_next/modeling_llava_next.py`` (``get_image
   LM tokens: 576 (base) + unpadded grid features + one per row.
 * ``LlavaNextConfig`` has no ``LlavaConfig`` tie rule: only the top-level ``tie_word_embeddings`` (class default
   False) ties the head.
+
+**LLaVA-NeXT-Video** (``llava_next_video``: ``LlavaNextVideoForConditionalGeneration``, read from
+``models/llava_next_video/modeling_llava_next_video.py`` (``get_video_features``, ``LlavaNextVideoPooler``) and
+``processing_llava_next_video.py`` (``replace_video_token``)): images exactly as LLaVA-NeXT; every video frame (at the
+tower's ``image_size``) runs the whole tower with its CLS, the "default" strategy drops the CLS, then the
+``vision_resampler`` pools 2 x 2 (``spatial_pool_mode`` "average" or "max": no FLOPs) **before** the projector, which
+therefore runs on (side/2)^2 rows per frame (:class:`~vlm_perf.arch.blocks.PooledVideoProjector`); LM tokens
+(side^2 // 4) per frame (the processor hard-codes the 4), no newline. ``LlavaNextVideoConfig`` keeps LLaVA's tie rule.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import ConfigError, UnsupportedModelError
-from ..blocks import ExtraParams
+from ..blocks import ExtraParams, MlpProjector, PooledVideoProjector
 from ..fields import Fields
 from ..parts import MERGER
 from ..spec import ModelSpec
@@ -50,9 +58,23 @@ def _pinpoints(value: Any, source: str) -> tuple[tuple[int, int], ...]:
     return tuple((int(h), int(w)) for h, w in value)
 
 
-def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
-    lm, vision, blocks, extra = llava_parts(config, source, "llava_next", towers=("clip_vision_model",),
-                                            tie_from_text=False)
+def build(config: Mapping[str, Any], source: str, name: str = "", model_type: str = "llava_next") -> ModelSpec:
+    video = model_type == "llava_next_video"
+    lm, vision, blocks, extra = llava_parts(config, source, model_type, towers=("clip_vision_model",),
+                                            tie_from_text=video)  # LlavaNextVideoConfig keeps LLaVA's tie rule
+    if video:
+        top = Fields(config, "", source)
+        mode, stride = top.opt("spatial_pool_mode", "average"), top.opt("spatial_pool_stride", 2)
+        if mode not in ("average", "max"):
+            raise UnsupportedModelError(f"{source}: spatial_pool_mode {mode!r}: only 'average' / 'max' pooling is "
+                                        "modelled (a 'conv' resampler has weights and FLOPs)")
+        side = extra["image_size"] // vision.patch_size
+        if stride != 2 or side % 2:
+            raise UnsupportedModelError(f"{source}: spatial_pool_stride {stride!r} with {side} patches per side: "
+                                        "LlavaNextVideoProcessor counts side^2 // 4 tokens per frame, which only a "
+                                        "stride-2 pool of an even side produces")
+        blocks = tuple(PooledVideoProjector(part=b.part, count=1, module=b, pool=2) if isinstance(b, MlpProjector)
+                       else b for b in blocks)
     pinpoints = _pinpoints(Fields(config, "", source).opt("image_grid_pinpoints"), source)
     tile = extra["image_size"]
     bad = [p for p in pinpoints if p[0] % tile or p[1] % tile]
@@ -60,8 +82,8 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         raise UnsupportedModelError(f"{source}: image_grid_pinpoints {bad} are not multiples of the {tile}-px tile "
                                     "(transformers' grid reshape would fail)")
     blocks = blocks + (ExtraParams(part=MERGER, count=1, label="image_newline", numel=lm.hidden_size),)
-    spec = ModelSpec(name=name or str(config.get("_name_or_path") or "llava_next"), model_type="llava_next", lm=lm,
-                     vision=replace(vision, family="llava_next"), source=source, family="llava_next",
+    spec = ModelSpec(name=name or str(config.get("_name_or_path") or model_type), model_type=model_type, lm=lm,
+                     vision=replace(vision, family=model_type), source=source, family=model_type,
                      blocks=blocks + lm_blocks(lm))
     spec.extra.update(extra, pinpoints=pinpoints)
     return spec
@@ -118,7 +140,26 @@ class LlavaNextMedia(MediaRule):
                                     "unpadded_tokens": grid_tokens, "newline_tokens": newlines, "cls_tokens": tiles})
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{spec.name}: llava_next has no video input (llava_next_video is not modelled)")
+        raise UnsupportedModelError(f"{spec.name}: llava_next has no video input (that is llava_next_video)")
+
+
+def build_video(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
+    return build(config, source, name, model_type="llava_next_video")
+
+
+class LlavaNextVideoMedia(LlavaNextMedia):
+    """LLaVA-NeXT-Video: images as LLaVA-NeXT (anyres, unpadding, newlines); a video of T sampled frames is T frames
+    at the tower's ``image_size`` (the video processor resizes and crops every frame to it), grid (T, side, side),
+    (side^2 // 4) tokens per frame (the 2 x 2 pool; ``LlavaNextVideoProcessor.replace_video_token``)."""
+
+    family = "llava_next_video"
+
+    def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
+        frames, height, width = positive((frames, height, width), "--video-size")
+        s = self.settings(spec)
+        side = s["tile"] // spec.vision.patch_size
+        return DerivedMedia("video", (frames, height, width), (s["tile"], s["tile"]), (frames, side, side),
+                            frames * (side * side // 4), tiles=frames, detail={"cls_tokens": frames})
 
 
 register_family(Family(
@@ -128,3 +169,10 @@ register_family(Family(
            "patches, before unpadding: the LM sees fewer visual tokens than the projector processed",
            "the layers after vision_feature_layer (-2: the last one) are never back-propagated (forward only)",
            "unpadding is not a matmul (0 FLOPs); image_newline is a parameter of the projector part")))
+
+register_family(Family(
+    name="llava_next_video", model_types=("llava_next_video",), build=build_video,
+    hf_class="LlavaNextVideoForConditionalGeneration", is_vlm=True, media=LlavaNextVideoMedia(),
+    notes=("images: as llava_next; video frames: the whole CLIP tower per frame, 2x2 pooling (no FLOPs) before the "
+           "projector, so the projector runs on a quarter of each frame's rows",
+           "the layers after vision_feature_layer (-2: the last one) are never back-propagated (forward only)")))
