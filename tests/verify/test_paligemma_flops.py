@@ -146,3 +146,15 @@ def build_model_cached():
     if "m" not in _CACHE:
         _CACHE["m"] = build_model(tiny_config("gemma"), 0)
     return _CACHE["m"]
+
+
+def test_siglip_pooling_head_runs_forward_only():
+    """A vision_config without ``vision_use_head: false`` takes SiglipVisionConfig's default (True): the attention-
+    pooling head runs on every image but PaliGemma reads last_hidden_state, so it is never back-propagated."""
+    model = build_model(tiny_config("gemma", vision={"vision_use_head": True}), 0)
+    from vlm_perf.arch.params import count_params
+
+    assert count_params(_spec(model)).total == sum(p.numel() for p in model.parameters())
+    for mode in ("forward", "training"):
+        m = measure_family("paligemma", model=model, image_sizes=[(30, 50), (9, 9)], mode=mode)
+        assert _library(model, m, [(30, 50), (9, 9)], mode).parts == m.parts(mode), mode
