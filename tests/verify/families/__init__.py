@@ -41,7 +41,7 @@ CASES: dict[str, list[dict]] = {
     "mistral3": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(30, 50), (70, 20)]), dict(image_sizes=[(200, 100)])],
     "idefics3": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(10, 10)]),
                  dict(image_sizes=[(30, 50)], do_image_splitting=False)],
-    "smolvlm": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(300, 90)])],
+    "smolvlm": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(300, 90)]), dict(video_sizes=[(3, 100, 200)])],
     "llama4": [dict(tiles=[5, 1]), dict(tiles=[1])],
     # --- llava ---
     "llava": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
