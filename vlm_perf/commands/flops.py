@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import json
 from typing import List, Optional
 
@@ -17,7 +19,7 @@ from ._common import human_flops, parse_grid, parse_int_list
 
 
 def flops(
-    model: str = typer.Option(..., "--model", "-m", help="Preset name, path to config.json, or a checkpoint directory "
+    model: str = typer.Option(..., "--model", "-m", help="Preset name (or its Hugging Face repo id: vlm-perf families --presets), path to config.json, or a checkpoint directory "
                               "(config.json + optional preprocessor_config.json / processor_config.json / "
                               "video_preprocessor_config.json)."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Tokens per LM sequence (visual tokens included)."),
@@ -28,6 +30,9 @@ def flops(
                                          "processor rule (repeatable)."),
     video_size: List[str] = typer.Option([], "--video-size", help="Video T,H,W: sampled frames and pixels "
                                          "(repeatable)."),
+    multi_image: bool = typer.Option(False, "--multi-image", help="The --image-size images form ONE sample (its "
+                                     "processor's several-images rule: LLaVA-OneVision pads each image square to its "
+                                     "base tile, no anyres); default: each image is a sample of its own."),
     grid: List[str] = typer.Option([], "--grid", help="Image grid T,H,W in patches before merging (repeatable)."),
     video_grid: List[str] = typer.Option([], "--video-grid", help="Video grid T,H,W in patches (repeatable)."),
     mode: str = typer.Option("training", "--mode", help="training | forward"),
@@ -55,7 +60,7 @@ def flops(
         raise ValueError("give the LM tokens: --seq-len S [--samples B] or --seq-lens L1,L2,...")
     spec = load_model(model)
     media = derive_media(spec, [parse_grid(x, "--image-size", 2) for x in image_size],
-                         [parse_grid(x, "--video-size") for x in video_size])
+                         [parse_grid(x, "--video-size") for x in video_size], multi_image=multi_image)
     images = [parse_grid(g, "--grid") for g in grid] + [m.grid for m in media if m.kind == "image"]
     videos = [parse_grid(g, "--video-grid") for g in video_grid] + [m.grid for m in media if m.kind == "video"]
     stats = BatchStats.from_batch(
@@ -162,14 +167,19 @@ def _family(spec):
     return FAMILIES[spec.family]
 
 
-def derive_media(spec, images: list, videos: list) -> list:
-    """Pixels -> the family's derived media (grids, tiles, visual tokens), as its HF processor applies it."""
+def derive_media(spec, images: list, videos: list, multi_image: bool = False) -> list:
+    """Pixels -> the family's derived media (grids, tiles, visual tokens), as its HF processor applies it.
+    ``multi_image``: the images form one sample; a family whose processor treats that case differently
+    (its rule's ``image`` takes ``multi_image``: LLaVA-OneVision) applies its several-images rule when there are
+    two or more; for the others each image's rule is the same either way."""
     if not images and not videos:
         return []
     if spec.vision is None:
         raise ValueError(f"model {spec.name} has no vision tower, but --image-size/--video-size were given")
     rule = _family(spec).media
-    return [rule.image(spec, h, w) for h, w in images] + [rule.video(spec, t, h, w) for t, h, w in videos]
+    several = multi_image and len(images) > 1 and "multi_image" in inspect.signature(rule.image).parameters
+    return ([rule.image(spec, h, w, multi_image=True) if several else rule.image(spec, h, w) for h, w in images]
+            + [rule.video(spec, t, h, w) for t, h, w in videos])
 
 
 def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
@@ -179,9 +189,14 @@ def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
     rows = sum(g[0] * (g[1] // m) * (g[2] // m) for g in (item.grid for item in media))
     visual = stats.vision_merged_tokens - rows + sum(item.visual_tokens for item in media)
     if visual > stats.lm_tokens:
+        several = sum(1 for item in media if item.kind == "image") > 1 and spec is not None \
+            and "multi_image" in inspect.signature(_family(spec).media.image).parameters \
+            and not any(item.detail.get("multi_image") for item in media)
+        hint = ("; if the images are one sample, --multi-image applies its processor's several-images rule"
+                if several else "")
         raise ValueError(f"the media give {visual} visual tokens, more than the "
                          f"{stats.lm_tokens} LM tokens; --seq-len counts every LM token, visual placeholders "
-                         "included")
+                         f"included{hint}")
 
 
 def _payload(result, inputs, stats) -> dict:
