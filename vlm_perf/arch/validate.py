@@ -80,8 +80,19 @@ def read_json_file(path: str | Path, what: str = "JSON file") -> Any:
         raise InputError(f"{name} is not a JSON number; write a finite number",
                          f"{p}:{line}" if line else str(p))
 
+    def unique(pairs: list) -> dict:  # json keeps the last of two equal keys silently: refuse them
+        out: dict = {}
+        for key, value in pairs:
+            if key in out:
+                spot = text.find(json.dumps(key))
+                spot = text.find(json.dumps(key), spot + 1) if spot >= 0 else -1
+                line = text.count("\n", 0, spot) + 1 if spot >= 0 else None
+                raise InputError(f"duplicate key {bounded(key)}; state each key once", f"{p}:{line}" if line else str(p))
+            out[key] = value
+        return out
+
     try:
-        data = json.loads(text, parse_constant=constant)
+        data = json.loads(text, parse_constant=constant, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON ({exc.msg})", f"{p}:{exc.lineno}") from None
     except RecursionError:
