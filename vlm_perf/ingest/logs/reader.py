@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from ...errors import InputError
-from ..compressed import compression_of, open_maybe_compressed
+from ..compressed import compression_of, is_blank, open_maybe_compressed
 
 __all__ = ["CHUNK_BYTES", "FRAME_LINES", "MAX_LINE_BYTES", "compression_of", "head_text", "lazy_line_frames",
            "line_frames", "read_text"]
@@ -96,11 +96,14 @@ def line_frames(path: Path) -> Iterator[pl.DataFrame]:
             rest = block[cut + 1:]
             block = block[: cut + 1] if rest else block
             for piece in _split_lines(block):
+                if is_blank(piece):  # nothing to parse: skip the frame, keep the line numbers
+                    offset += piece.count(b"\n")
+                    continue
                 frame = _frame_from_bytes(piece, offset)
                 offset += frame.height
                 yield frame
             del block
-        if rest:
+        if rest and not is_blank(rest):
             yield _frame_from_bytes(rest, offset)
 
 
