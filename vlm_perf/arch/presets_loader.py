@@ -7,6 +7,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
+from ..errors import UnsupportedModelError
 from .hf_config import load_config_file, load_processor_files, spec_from_config
 from .spec import ModelSpec
 
@@ -28,7 +29,7 @@ def preset_config(name: str) -> dict:
         close = [n for n in names if n.startswith(key) or key in n][:3] or difflib.get_close_matches(
             key, names, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; known presets: {', '.join(preset_names())}"
-        raise ValueError(f"unknown model preset {name!r}{hint}")
+        raise UnsupportedModelError(f"unknown model preset {name!r}{hint}")
     return json.loads(path.read_text(encoding="utf-8"))
 
 

@@ -89,9 +89,9 @@ REASONS: dict[int, tuple[str, str]] = {
     24: ("image_tiles", "must hold one positive integer per image (as many entries as image_sizes / image_grid_thw)"),
     25: ("image_tiles", "differs from the tiles the model family's processor rule derives for the image (check the "
                         "processor files given with the config)"),
-    26: ("image_sizes", "media in pixels need a model whose family converts them (--config of a VLM family with a "
+    26: ("image_sizes", "media in pixels need a model whose family converts them (the config of a VLM family with a "
                         "pixel rule); give image_grid_thw instead"),
-    27: ("video_sizes", "media in pixels need a model whose family converts them (--config of a VLM family with a "
+    27: ("video_sizes", "media in pixels need a model whose family converts them (the config of a VLM family with a "
                         "pixel rule); give video_grid_thw instead"),
     28: ("image_tiles", "given without image_sizes or image_grid_thw"),
     29: ("image_sizes", "the model family's processor rule rejects a size (e.g. Qwen-VL: aspect ratio over 200)"),

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Un
 
 import polars as pl
 
-from ..errors import InputError, SchemaError
+from ..errors import ConfigError, InputError, SchemaError
 from ..stats import DEFAULT_MERGE_SIZE, BatchStats
 from .compressed import compression_of, is_blank, open_maybe_compressed
 from .metadata_io import expand_paths, is_parquet, parse_line
@@ -417,7 +417,7 @@ class MetadataSource:
                  progress: Callable[[int, int], None] | None = None,
                  raw_sink: Callable[[pl.DataFrame], None] | None = None, prefetch: bool = True) -> None:
         if engine not in ENGINES:
-            raise ValueError(f"unknown metadata engine {engine!r}; known: {', '.join(sorted(ENGINES))}")
+            raise ConfigError(f"unknown metadata engine {engine!r}; known: {', '.join(sorted(ENGINES))}")
         self.files = expand_paths(paths)
         self.displays = [str(p) for p in self.files]
         self.spec = spec
