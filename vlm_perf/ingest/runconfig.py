@@ -301,6 +301,8 @@ def _normalise(values: Mapping[str, Any]) -> dict[str, Any]:
                 raise ConfigError(f"image_size must be [height, width] in pixels, got {bounded(value)}")
             out[key] = tuple(_int(v, "image_size") for v in size)
         elif key in ("recompute_granularity", "recompute_method"):
+            if isinstance(value, (dict, list, tuple)):
+                raise ConfigError(f"{key} must be a single value, got {bounded(value)}")
             out[key] = str(value).strip().lower()
         elif key in ("synthetic", "gradient_checkpointing"):
             if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
