@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError, InputError
 
-__all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "MAX_SIZE", "TEXT_FIELDS", "TOP_FIELDS", "VISION_FIELDS", "bounded",
+__all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "MAX_SIZE", "TEXT_FIELDS", "TOP_FIELDS", "VISION_FIELDS", "INDEX_FIELDS", "bounded",
            "check_config", "check_spec", "check_tree", "read_json_file"]
 
 #: Largest config / manifest JSON file read (the largest released config.json is a few tens of KB).
@@ -170,6 +170,9 @@ VISION_FIELDS: dict[str, Kind] = {
 }
 #: Square sizes (``n`` or ``[n, n]``) under ``vision_config``.
 VISION_SQUARE = ("patch_size", "image_size")
+#: Layer indexes (any integer, negative counting from the end, or a list of them): range-checked by the family
+#: against its tower depth (``families.decoder.feature_layer_depth``), not by a kind.
+INDEX_FIELDS = ("vision_feature_layer",)
 #: Top-level fields of the families that read them (mistral3's patch merger, idefics3/smolvlm's pixel
 #: shuffle, internvl's downsample ratio, gemma3's pooled tokens, llava's image tokens).
 TOP_FIELDS: dict[str, Kind] = {
