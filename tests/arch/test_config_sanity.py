@@ -39,7 +39,7 @@ def _members(kinds: str) -> list[tuple[str, int, str]]:
     """(family, section index, field) for every declared integer field present in a family's sample."""
     out = []
     for family in SAMPLES:
-        for i, (section, prefix) in enumerate(_sections(sample(family))):
+        for i, (section, _prefix) in enumerate(_sections(sample(family))):
             table = TEXT_FIELDS if i == 0 else VISION_FIELDS
             for key, value in section.items():
                 kind = table.get(key)

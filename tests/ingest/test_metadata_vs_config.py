@@ -52,7 +52,7 @@ def test_more_visual_tokens_than_lm_tokens_is_refused_at_its_line(tmp_path, pres
     fields, visual = _media(media, m, 8)
     row = {"iteration": 1, **fields, **_lm_side(lm, visual - 1)}
     path = _write(tmp_path, [OK_ROW, row])
-    with pytest.raises(SchemaError, match=rf"meta.jsonl:2: image_grid_thw: the row's media give more visual tokens"):
+    with pytest.raises(SchemaError, match=r"meta.jsonl:2: image_grid_thw: the row's media give more visual tokens"):
         MetadataSource(path, spec).read()
     # skip-bad: counted and skipped, the good row kept
     src = MetadataSource(path, spec, skip_bad=True).read()

@@ -34,7 +34,7 @@ def test_every_manifest_key_has_a_valid_example():
 @pytest.mark.parametrize("key", MANIFEST_KEYS)
 def test_duplicate_yaml_key_names_the_key_and_both_lines(tmp_path, key):
     text = f"{key}: {VALID[key]}\nnotes: between\n{key}: {VALID[key]}\n" if key != "notes" else \
-        f"notes: a\nmodel: x\nnotes: b\n"
+        "notes: a\nmodel: x\nnotes: b\n"
     with pytest.raises(SchemaError, match=rf"run.yaml: line 3: duplicate key '{key}' \(first at line 1\)"):
         load_manifest(_yaml(tmp_path, text))
 
