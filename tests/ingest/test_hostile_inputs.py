@@ -103,22 +103,27 @@ def test_non_finite_and_deep_json_exit_2(tmp_path, where, payload):
 
 
 # ---------------------------------------------------------------------------------------- blank lines
-def test_blank_log_frames_are_skipped_without_parsing(tmp_path):
-    """A counter, not a clock: a .zst log of 64 MiB of blank lines yields no frame to parse, and line numbers
-    after a blank stretch stay exact."""
+def test_blank_log_stretches_are_not_parsed_line_by_line(tmp_path):
+    """A counter, not a clock: a .zst log of 64 MiB of blank lines reaches the parser as one blank line per piece of
+    at most 2**20 lines (the rest counted as omitted), and line numbers after a blank stretch stay exact."""
     import zstandard
 
+    from vlm_perf.ingest.logs import parse_logs
     from vlm_perf.ingest.logs.reader import line_frames
 
+    n = 64 << 20
     path = tmp_path / "train.log.zst"
-    path.write_bytes(zstandard.ZstdCompressor(level=3).compress(b"\n" * (64 << 20)))
+    path.write_bytes(zstandard.ZstdCompressor(level=3).compress(b"\n" * n))
     assert path.stat().st_size < 64 << 10
-    assert sum(1 for _ in line_frames(path)) == 0
+    omitted = [0]
+    rows = sum(f.height for f in line_frames(path, omitted))
+    assert rows <= 64 and rows + omitted[0] == n  # one row per piece of at most 2**20 lines
     mixed = tmp_path / "mixed.log"
-    mixed.write_bytes(b"\n" * (3 << 20) + b"hello\n" + b" \t\r\n" * 5 + b"bye")
-    frames = list(line_frames(mixed))
-    rows = [r for f in frames for r in f.iter_rows() if r[1].strip()]
-    assert rows == [((3 << 20) + 1, "hello"), ((3 << 20) + 7, "bye")]
+    mixed.write_bytes(b"\n" * (40 << 20) + b"hello\n" + b" \t\r\n" * 5 + b"bye")
+    text = [r for f in line_frames(mixed) for r in f.iter_rows() if r[1].strip()]
+    assert text == [((40 << 20) + 1, "hello"), ((40 << 20) + 7, "bye")]
+    with pytest.raises(InputError, match="no recognisable training-log record"):
+        parse_logs([path])
 
 
 def test_blank_metadata_shard_is_read_quickly(tmp_path):

@@ -172,13 +172,16 @@ def _grid_parts(col: str, merge_size: int, window_side: int | None,
     return sums, worst
 
 
-def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False) -> RowExprs:
+def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
+              with_model: bool = False) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
 
-    ``text_only``: the model has no vision tower, so a row with media is refused (code 32) instead of
-    its vision being dropped silently. Every row whose visual tokens (merged grid tokens or the
-    pre-aggregated ``vision_merged_tokens``) exceed its LM tokens is refused (code 31); rows with media
-    in pixels are exempt (their processor's placeholder count may be below the merged grid tokens).
+    Against the model's config (``with_model``: a spec was given, so the merge size is the model's, not a
+    default): a row whose visual tokens (merged grid tokens or the pre-aggregated
+    ``vision_merged_tokens``) exceed its LM tokens is refused (code 31; rows with media in pixels are
+    exempt: their processor's placeholder count may be below the merged grid tokens); ``text_only``: the
+    model has no vision tower, so a row with media is refused (code 32) instead of its vision being
+    dropped silently.
 
     ``cls_per_frame``: CLS tokens the tower prepends to every frame/tile sequence (InternViT: 1);
     the squared sums then count each sequence as h*w + cls positions and ``vision_cls_tokens`` is
@@ -277,7 +280,8 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     has_media = has_grids | (c("vision_patches").fill_null(0) > 0) | (c("vision_merged_tokens").fill_null(0) > 0)
     if text_only:
         checks.append((has_media, 32))
-    checks.append((~in_pixels & (visual_tokens > lm_tokens), 31))
+    elif with_model:
+        checks.append((~in_pixels & (visual_tokens > lm_tokens), 31))
     code = pl.when(checks[0][0]).then(pl.lit(checks[0][1], pl.UInt8))
     for cond, value in checks[1:]:
         code = code.when(cond.fill_null(False)).then(pl.lit(value, pl.UInt8))
