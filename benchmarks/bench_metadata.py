@@ -5,7 +5,8 @@
 1. Generates (once, reused) a realistic metadata JSONL (vectorised numpy/pyarrow + ``write_ndjson``,
    numpy seed 0; SYNTHETIC): 64 DP ranks x 8 microbatches per iteration; 40% text-only rows, 45%
    with 1-4 images, 15% with one video; 1-6 packed documents per row; padded_tokens rounded up to
-   1024. Also: the same rows as 64 per-rank shards, as Parquet (``vlm-perf metadata --to-parquet``),
+   1024; each row's first document also holds its merged visual tokens (an LM sequence counts every
+   visual placeholder). Also: the same rows as 64 per-rank shards, as Parquet (``vlm-perf metadata --to-parquet``),
    and a run directory (the JSONL + a Megatron log of every iteration + run.yaml) for ``report``.
 2. Every measurement runs in its own subprocess (imports and memory isolated; peak RSS of that
    child from ``os.wait4``); times are measured inside the child around the work only. Rounds are
@@ -76,15 +77,15 @@ def generate(path: Path, rows: int, seed: int = 0) -> None:
 
     n_docs = rng.integers(1, 7, size=rows)
     doc_lens = rng.integers(64, 1400, size=int(n_docs.sum()))
-    seq_lens = list_array(n_docs, pa.array(doc_lens))
-    tokens = np.add.reduceat(doc_lens, np.concatenate([[0], np.cumsum(n_docs)[:-1]]))
-    padded = (tokens + 1023) // 1024 * 1024
+    first_doc = np.concatenate([[0], np.cumsum(n_docs)[:-1]])
+    visual = np.zeros(rows, dtype=np.int64)  # merged visual tokens per row (merge size 2)
 
     def grids(n_per_row, t_lo, t_hi, side_lo, side_hi, mask):
         n = int(n_per_row.sum())
         t = rng.integers(t_lo, t_hi + 1, size=n)
         h = rng.integers(side_lo, side_hi + 1, size=n) * 2
         w = rng.integers(side_lo, side_hi + 1, size=n) * 2
+        np.add.at(visual, np.repeat(np.arange(rows), n_per_row), t * (h // 2) * (w // 2))
         flat = np.stack([t, h, w], axis=1).reshape(-1)
         inner = list_array(np.full(n, 3), pa.array(flat))
         return list_array(n_per_row, inner, mask)
@@ -93,6 +94,12 @@ def generate(path: Path, rows: int, seed: int = 0) -> None:
     n_vid = np.where(kind == 2, 1, 0)
     image = grids(n_img, 1, 1, 4, 40, kind != 1)
     video = grids(n_vid, 2, 16, 4, 24, kind != 2)
+    # the LM sequence holds every visual placeholder: the first document of a row carries its media
+    # (the reader refuses a row with more visual tokens than LM tokens)
+    doc_lens[first_doc] += visual
+    seq_lens = list_array(n_docs, pa.array(doc_lens))
+    tokens = np.add.reduceat(doc_lens, first_doc)
+    padded = (tokens + 1023) // 1024 * 1024
     table = pa.table({
         "iteration": pa.array(idx // per_iter + 1),
         "microbatch": pa.array(idx % 8),
@@ -515,7 +522,7 @@ def main() -> None:
     ap.add_argument("--pandas-rows", type=int, default=200_000)
     ap.add_argument("--only", default=None, help="comma-separated measurements (default: all)")
     ap.add_argument("--before", type=Path, default=None, help="source root of the code to compare with (before-*)")
-    ap.add_argument("--file", type=Path, default=None, help="data file (default: /tmp/vlm-perf-bench-<rows>.jsonl)")
+    ap.add_argument("--file", type=Path, default=None, help="data file (default: /tmp/vlm-perf-bench-v2-<rows>.jsonl)")
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
@@ -532,7 +539,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(_measure(args.child, str(args.file), args.rows)))
         return
-    path = args.file or Path(f"/tmp/vlm-perf-bench-{args.rows}.jsonl")
+    path = args.file or Path(f"/tmp/vlm-perf-bench-v2-{args.rows}.jsonl")  # v2: rows hold their visual tokens
     if not path.exists():  # in a child, so that this parent stays small (children inherit its peak RSS at fork)
         subprocess.run([sys.executable, __file__, "--generate", "--file", str(path), "--rows", str(args.rows)],
                        check=True)

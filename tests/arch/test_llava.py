@@ -197,5 +197,5 @@ def test_processor_mismatch_is_refused(processor, match):
 def test_no_video_and_bad_sizes():
     with pytest.raises(UnsupportedModelError, match="no video"):
         RULE.video(_spec(), 4, 100, 100)
-    with pytest.raises(Exception, match="--image-size"):
+    with pytest.raises(Exception, match="image size"):
         RULE.image(_spec(), 0, 100)

@@ -100,5 +100,5 @@ def test_errors_are_one_line():
         spec_from_config({k: v for k, v in cfg.items() if k != "text_config"})
     with pytest.raises(UnsupportedModelError, match="video"):
         RULE.video(_spec(), 4, 100, 100)
-    with pytest.raises(ConfigError, match="--image-size"):
+    with pytest.raises(ConfigError, match="image size"):
         RULE.image(_spec(), 0, 100)

@@ -93,7 +93,7 @@ def test_window_statistic_with_spec(tmp_path):
     assert s.vision_window_sq == 4 * 64**2 + 2 * 32**2 == 18432
     assert s.vision_patches_sq_frame == (16 * 20) ** 2 == 102400
     # pre-aggregated rows cannot split windows: the per-frame sum (upper bound) is used and noted
-    write_jsonl(tmp_path / "m.jsonl", [{"iteration": 1, "lm_tokens": 8, "lm_tokens_sq": 64, "vision_patches": 320,
+    write_jsonl(tmp_path / "m.jsonl", [{"iteration": 1, "lm_tokens": 80, "lm_tokens_sq": 6400, "vision_patches": 320,
                                         "vision_patches_sq": 102400, "vision_merged_tokens": 80}])
     res = iteration_stats(tmp_path / "m.jsonl", spec=spec_with(2, 4))
     assert res.stats_for(1).vision_window_sq == 102400
@@ -127,8 +127,8 @@ def test_stats_for_unknown_iteration():
 def test_matches_batchstats_from_batch(tmp_path):
     """The vectorised reader agrees with the scalar reference BatchStats.from_batch, row by row."""
     rows = [
-        {"iteration": 3, "seq_lens": [5, 6, 7], "padded_tokens": 20, "image_grid_thw": [[1, 14, 18], [1, 2, 2]]},
-        {"iteration": 3, "seq_lens": [30], "video_grid_thw": [[4, 8, 6]], "image_grid_thw": [[1, 4, 4]]},
+        {"iteration": 3, "seq_lens": [51, 6, 7], "padded_tokens": 70, "image_grid_thw": [[1, 14, 18], [1, 2, 2]]},
+        {"iteration": 3, "seq_lens": [60], "video_grid_thw": [[4, 8, 6]], "image_grid_thw": [[1, 4, 4]]},
         {"iteration": 4, "seq_lens": [1, 1]},
     ]
     f = write_jsonl(tmp_path / "m.jsonl", rows)

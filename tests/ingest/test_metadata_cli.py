@@ -53,8 +53,12 @@ def test_skip_bad_reports_diagnostics(tmp_path, capsys):
 
 
 def test_model_option_and_bad_suffix(tmp_path, capsys):
-    code, stdout, stderr = run(["metadata", str(FIXTURES / "small.jsonl"), "--model", "qwen2.5-vl-7b"], capsys)
+    valid = tmp_path / "valid.jsonl"  # small.jsonl has more visual tokens than LM tokens for a real model
+    valid.write_text('{"iteration": 1, "seq_lens": [100], "image_grid_thw": [[1, 8, 8]]}\n')
+    code, stdout, stderr = run(["metadata", str(valid), "--model", "qwen2.5-vl-7b"], capsys)
     assert code == 0 and "window=4" in stderr
+    code, stdout, stderr = run(["metadata", str(FIXTURES / "small.jsonl"), "--model", "qwen2.5-vl-7b"], capsys)
+    assert code == 2 and "small.jsonl:1: image_grid_thw: the row's media give more visual tokens" in stderr
     code, _, stderr = run(["metadata", str(FIXTURES / "small.jsonl"), "--out", str(tmp_path / "x.xlsx")], capsys)
     assert code == 2 and "unsupported format" in stderr
     code, _, stderr = run(["metadata", str(tmp_path / "missing.jsonl")], capsys)

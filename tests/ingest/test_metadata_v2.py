@@ -59,7 +59,7 @@ def _rows(sizes_per_row, media):
     """v1 and v2 rows for the same microbatches; ``media(sizes)`` -> (v1 extra keys, v2 extra keys)."""
     v1, v2 = [], []
     for i, sizes in enumerate(sizes_per_row):
-        base = {"iteration": 1 + i // 2, "microbatch": i % 2, "dp_rank": 0, "seq_lens": [3000, 1000 + i]}
+        base = {"iteration": 1 + i // 2, "microbatch": i % 2, "dp_rank": 0, "seq_lens": [30000, 1000 + i]}
         one, two = media(sizes)
         v1.append({**base, "schema_version": 1, **one})
         v2.append({**base, "schema_version": 2, **two})
@@ -133,7 +133,7 @@ def test_internvl_image_sizes_equal_hf_tiles_and_cls_by_hand(tmp_path, internvl_
 
 
 def test_cls_tower_pre_aggregated_rows_use_vision_frames(tmp_path, internvl_spec):
-    row = {"iteration": 0, "seq_lens": [10], "vision_patches": 2048, "vision_patches_sq": 2 * 1025 ** 2,
+    row = {"iteration": 0, "seq_lens": [600], "vision_patches": 2048, "vision_patches_sq": 2 * 1025 ** 2,
            "vision_merged_tokens": 512, "vision_frames": 2}
     _, mb, _ = _frames(_write(tmp_path / "m.jsonl", [row]), internvl_spec)
     assert mb["vision_cls_tokens"].to_list() == [2]

@@ -126,13 +126,22 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 _grid = st.tuples(st.integers(1, 4), st.integers(1, 12).map(lambda v: 2 * v), st.integers(1, 12).map(lambda v: 2 * v))
+
+
+def _holds_its_visual_tokens(row: dict) -> dict:
+    """The first sequence holds the row's merged visual tokens (merge 2): an LM sequence counts every placeholder
+    (the reader refuses a row with more visual tokens than LM tokens)."""
+    visual = sum(t * (h // 2) * (w // 2) for t, h, w in row["image_grid_thw"] + row["video_grid_thw"])
+    return {**row, "seq_lens": [row["seq_lens"][0] + visual, *row["seq_lens"][1:]]}
+
+
 _row = st.fixed_dictionaries({
     "iteration": st.integers(0, 3),
     "seq_lens": st.lists(st.integers(1, 5000), min_size=1, max_size=5),
     "image_grid_thw": st.lists(_grid, max_size=3),
     "video_grid_thw": st.lists(_grid, max_size=2),
     "pad": st.integers(0, 100),
-})
+}).map(_holds_its_visual_tokens)
 
 
 @settings(max_examples=25, deadline=None)

@@ -42,6 +42,9 @@ def _row(rng: random.Random, it: int, mb: int, rank: int) -> dict:
                                      for _ in range(rng.randint(1, 3))]
         if rng.random() < 0.2:
             row["video_grid_thw"] = [[rng.randint(1, 16), 2 * rng.randint(1, 20), 2 * rng.randint(1, 20)]]
+        # the first sequence holds the merged visual tokens (merge 2): an LM sequence counts every placeholder
+        seq[0] += sum(t * (h // 2) * (w // 2) for t, h, w in row.get("image_grid_thw", []) + row.get("video_grid_thw", []))
+        row["padded_tokens"] = (sum(seq) // 1024 + 1) * 1024
     return row
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..errors import ConfigError
 from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 
 __all__ = [
@@ -60,7 +61,7 @@ class Block:
         if self.part not in STAGES:
             raise ValueError(f"{type(self).__name__}: part must be one of {', '.join(STAGES)}, got {self.part!r}")
         if self.count < 0:
-            raise ValueError(f"{type(self).__name__}: count must be >= 0, got {self.count}")
+            raise ConfigError(f"{type(self).__name__}: count must be >= 0, got {self.count}")
 
     def params(self) -> int:
         """Stored parameters of ONE copy."""

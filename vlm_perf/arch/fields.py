@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any, Mapping
 
 from ..errors import ConfigError, UnsupportedModelError
+from .validate import bounded
 
 
 class Fields:
@@ -32,9 +34,10 @@ class Fields:
     # ``builtins.int`` in the annotations below: inside the class body ``int`` names this method
     def int(self, *keys: str) -> builtins.int:
         value = self.req(*keys)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 0:
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or int(value) != value or value < 0):
             raise ConfigError(f"{self.source}: field {self.name_of(keys[0])} must be a non-negative integer, "
-                              f"got {value!r}")
+                              f"got {bounded(value)}")
         return int(value)
 
     def square(self, key: str, default: Any = None) -> builtins.int:
@@ -44,11 +47,11 @@ class Fields:
         value = self.req(key) if default is None else self.opt(key, default)
         if isinstance(value, (list, tuple)):
             if len(value) != 2 or value[0] != value[1]:
-                raise UnsupportedModelError(f"{self.source}: {self.name_of(key)} {value!r}: only square "
+                raise UnsupportedModelError(f"{self.source}: {self.name_of(key)} {bounded(value)}: only square "
                                             "tiles/patches are modelled")
             value = value[0]
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(f"{self.source}: field {self.name_of(key)} must be a positive integer, got {value!r}")
+            raise ConfigError(f"{self.source}: field {self.name_of(key)} must be a positive integer, got {bounded(value)}")
         return value
 
     def int_list(self, key: str, default: Any = None) -> tuple[builtins.int, ...]:
@@ -56,7 +59,7 @@ class Fields:
         if value is None:
             value = self.req(key)
         if not isinstance(value, (list, tuple)) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
-            raise ConfigError(f"{self.source}: field {self.name_of(key)} must be a list of integers, got {value!r}")
+            raise ConfigError(f"{self.source}: field {self.name_of(key)} must be a list of integers, got {bounded(value)}")
         return tuple(value)
 
 

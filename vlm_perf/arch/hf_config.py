@@ -14,7 +14,6 @@ which VLM family reads that tower cannot be told, and dropping it silently would
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -23,6 +22,7 @@ from ..errors import InputError, UnsupportedModelError
 from .families import FAMILIES, family_for, supported_model_types
 from .fields import Fields as _Fields  # noqa: F401  (kept importable under its old name)
 from .spec import ModelSpec
+from .validate import check_config, check_spec, read_json_file
 
 VLM_TYPES = tuple(t for f in FAMILIES.values() if f.is_vlm for t in f.model_types)
 LM_TYPES = tuple(t for f in FAMILIES.values() if not f.is_vlm for t in f.model_types)
@@ -42,12 +42,7 @@ def load_config_file(path: str | Path) -> dict:
 
 
 def _read_json(p: Path) -> dict:
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg})", f"{p}:{exc.lineno}") from None
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", str(p)) from None
+    data = read_json_file(p, "config file")  # size, NaN/Infinity and nesting limits (vlm_perf.arch.validate)
     if not isinstance(data, dict):
         raise InputError("top-level JSON value must be an object", str(p))
     return data
@@ -75,7 +70,9 @@ def spec_from_config(config: Mapping[str, Any], name: str = "", source: str = "c
             notes.append(f"config has no top-level model_type: read as the text-only LM {model_type!r} "
                          "from text_config")
     family = family_for(model_type, source)
+    check_config(config, source)  # impossible or non-finite architectures: one line naming the field
     spec = family.build(config, source, name)
+    check_spec(spec, source)
     if processor:
         spec = replace(spec, processor=dict(processor))
     if notes:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import UnsupportedModelError
 from .blocks import (DecoderAttention, DenseMLP, LMHead, LMLayerNorms, MLAttention, MlpProjector, MoEMLP,
                      MTPModules, PatchEmbed, PositionTable, TokenEmbedding, VisionLayers, inventory_params)
 from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, VISION_TOWER
@@ -142,7 +143,7 @@ def lm_attention_params(lm: LMSpec) -> int:
     for b in _lm_blocks(lm):
         if isinstance(b, (DecoderAttention, MLAttention)):
             return b.params()
-    raise ValueError(f"{lm.family}: no attention block")
+    raise UnsupportedModelError(f"{lm.family}: no attention block")
 
 
 def lm_layer_params(lm: LMSpec, moe_layer: bool) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ..errors import ConfigError
 VISION_TOWER, MERGER, DEEPSTACK_MERGER, LANGUAGE_MODEL = "vision_tower", "merger", "deepstack_merger", "language_model"
 STAGES = (VISION_TOWER, MERGER, DEEPSTACK_MERGER, LANGUAGE_MODEL)  # data-flow order
 PROJECTOR = "projector"  # the user-facing name of merger + deepstack mergers (``parts`` in JSON)
@@ -57,6 +58,6 @@ def frozen_stages(parts: Iterable[str]) -> frozenset[str]:
     for part in parts:
         key = str(part).strip().lower().replace("-", "_")
         if key not in PART_ALIASES:
-            raise ValueError(f"unknown frozen part {part!r}; use one of: {', '.join(sorted(PART_ALIASES))}")
+            raise ConfigError(f"unknown frozen part {part!r}; use one of: {', '.join(sorted(PART_ALIASES))}")
         stages.update(PART_ALIASES[key])
     return frozenset(stages)

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import InputError
+from ..errors import InputError, UnsupportedModelError
 from .hf_config import load_config_file, load_processor_files, spec_from_config
 from .spec import ModelSpec
 
@@ -113,7 +113,7 @@ def preset_config(name: str) -> dict:
     :func:`resolve_preset` accepts."""
     resolved = resolve_preset(name)
     if resolved is None:
-        raise ValueError(_unknown(name))
+        raise UnsupportedModelError(_unknown(name))
     return _raw(resolved)
 
 
@@ -133,7 +133,7 @@ def load_model(name_or_config: str | Path | dict) -> ModelSpec:
     if resolved is not None:
         return spec_from_config(_raw(resolved), name=resolved, source=f"preset:{resolved}")
     if "/" not in text and not text.endswith(".json"):
-        raise ValueError(_unknown(text))
+        raise UnsupportedModelError(_unknown(text))
     if text.endswith(".json") or text.count("/") != 1 or text.startswith((".", "/", "~")):
         load_config_file(path)  # a path that does not exist: the usual one-line InputError
     # "org/name": a Hugging Face repo id without a shipped preset (nothing is downloaded)

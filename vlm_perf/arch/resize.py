@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import ConfigError
 MAX_ASPECT = 200  # the processors refuse more extreme aspect ratios
 
 
@@ -17,12 +18,12 @@ def smart_resize(height: float, width: float, factor: int, min_pixels: int, max_
     ``sqrt(min_pixels / (h*w))`` and round UP.
     """
     if height <= 0 or width <= 0:
-        raise ValueError(f"image size must be positive, got {height}x{width} px")
+        raise ConfigError(f"image size must be positive, got {height}x{width} px")
     if max(height, width) / min(height, width) > MAX_ASPECT:
-        raise ValueError(f"aspect ratio {max(height, width) / min(height, width):.0f} exceeds {MAX_ASPECT} "
+        raise ConfigError(f"aspect ratio {max(height, width) / min(height, width):.0f} exceeds {MAX_ASPECT} "
                          "(the Qwen processors reject it)")
     if min_pixels > max_pixels:
-        raise ValueError(f"min_pixels ({min_pixels}) > max_pixels ({max_pixels})")
+        raise ConfigError(f"min_pixels ({min_pixels}) > max_pixels ({max_pixels})")
     h = round(height / factor) * factor  # may be 0 for a side under factor/2: the min_pixels branch fixes it
     w = round(width / factor) * factor
     if h * w > max_pixels:
@@ -45,14 +46,14 @@ def smart_resize_video(frames: int, height: float, width: float, temporal_factor
     ``factor`` first scales both sides up (truncating to int) until the short one reaches ``factor``.
     """
     if frames < temporal_factor:
-        raise ValueError(f"a clip needs at least temporal_patch_size={temporal_factor} frames, got {frames}")
+        raise ConfigError(f"a clip needs at least temporal_patch_size={temporal_factor} frames, got {frames}")
     if height <= 0 or width <= 0:
-        raise ValueError(f"video frame size must be positive, got {height}x{width} px")
+        raise ConfigError(f"video frame size must be positive, got {height}x{width} px")
     if height < factor or width < factor:
         scale = max(factor / height, factor / width)
         height, width = int(height * scale), int(width * scale)
     if max(height, width) / min(height, width) > MAX_ASPECT:
-        raise ValueError(f"aspect ratio {max(height, width) / min(height, width):.0f} exceeds {MAX_ASPECT}")
+        raise ConfigError(f"aspect ratio {max(height, width) / min(height, width):.0f} exceeds {MAX_ASPECT}")
     h = round(height / factor) * factor
     w = round(width / factor) * factor
     t = round(frames / temporal_factor) * temporal_factor

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Iterable, Union
 
 import polars as pl
 
+from ..errors import InputError
+
 from ..stats import BatchStats
 from .metadata_schema import SCHEMA, SCHEMA_VERSION
 from .metadata_source import MAX_BAD_LINES, STAT_FIELDS, MetadataDiagnostics, MetadataSource, finish_notes
@@ -47,7 +49,7 @@ class MetadataResult:
     def stats_for(self, iteration: int) -> BatchStats:
         row = self.frame.filter(pl.col("iteration") == iteration)
         if row.height == 0:
-            raise ValueError(f"iteration {iteration} is not in the metadata "
+            raise InputError(f"iteration {iteration} is not in the metadata "
                              f"({self.frame.height} iterations, "
                              f"{self._range()})")
         values = row.select(STAT_FIELDS).row(0, named=True)

@@ -89,13 +89,19 @@ REASONS: dict[int, tuple[str, str]] = {
     24: ("image_tiles", "must hold one positive integer per image (as many entries as image_sizes / image_grid_thw)"),
     25: ("image_tiles", "differs from the tiles the model family's processor rule derives for the image (check the "
                         "processor files given with the config)"),
-    26: ("image_sizes", "media in pixels need a model whose family converts them (--config of a VLM family with a "
+    26: ("image_sizes", "media in pixels need a model whose family converts them (the config of a VLM family with a "
                         "pixel rule); give image_grid_thw instead"),
-    27: ("video_sizes", "media in pixels need a model whose family converts them (--config of a VLM family with a "
+    27: ("video_sizes", "media in pixels need a model whose family converts them (the config of a VLM family with a "
                         "pixel rule); give video_grid_thw instead"),
     28: ("image_tiles", "given without image_sizes or image_grid_thw"),
     29: ("image_sizes", "the model family's processor rule rejects a size (e.g. Qwen-VL: aspect ratio over 200)"),
     30: ("video_sizes", "the model family's processor rule rejects a size (e.g. Qwen-VL: aspect ratio over 200)"),
+    # metadata vs the model's config
+    31: ("image_grid_thw", "the row's media give more visual tokens than the row has LM tokens (seq_lens / "
+                           "lm_tokens / padded_tokens count every visual placeholder): a grid or a length is wrong, "
+                           "or the metadata belongs to a model with another merge size"),
+    32: ("media", "the row has images or videos but the model has no vision tower (a text-only config); "
+                           "give the VLM's config, or drop the media"),
 }
 #: Sane bounds that keep every Int64 statistic of a row (and sums of many rows) exact.
 GRID_SIDE_MAX = 1 << 20
@@ -166,8 +172,16 @@ def _grid_parts(col: str, merge_size: int, window_side: int | None,
     return sums, worst
 
 
-def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0) -> RowExprs:
+def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
+              with_model: bool = False) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
+
+    Against the model's config (``with_model``: a spec was given, so the merge size is the model's, not a
+    default): a row whose visual tokens (merged grid tokens or the pre-aggregated
+    ``vision_merged_tokens``) exceed its LM tokens is refused (code 31; rows with media in pixels are
+    exempt: their processor's placeholder count may be below the merged grid tokens); ``text_only``: the
+    model has no vision tower, so a row with media is refused (code 32) instead of its vision being
+    dropped silently.
 
     ``cls_per_frame``: CLS tokens the tower prepends to every frame/tile sequence (InternViT: 1);
     the squared sums then count each sequence as h*w + cls positions and ``vision_cls_tokens`` is
@@ -261,6 +275,13 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0) 
         (vid_worst == _GRID_MERGE, 13),
         (vis_bad, 15),
     ]
+    visual_tokens = pick("vision_merged_tokens", "merged_tokens")
+    in_pixels = c("image_sizes").is_not_null() | c("video_sizes").is_not_null()
+    has_media = has_grids | (c("vision_patches").fill_null(0) > 0) | (c("vision_merged_tokens").fill_null(0) > 0)
+    if text_only:
+        checks.append((has_media, 32))
+    elif with_model:
+        checks.append((~in_pixels & (visual_tokens > lm_tokens), 31))
     code = pl.when(checks[0][0]).then(pl.lit(checks[0][1], pl.UInt8))
     for cond, value in checks[1:]:
         code = code.when(cond.fill_null(False)).then(pl.lit(value, pl.UInt8))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +43,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Un
 
 import polars as pl
 
-from ..errors import InputError, SchemaError
+from ..errors import ConfigError, InputError, SchemaError
 from ..stats import DEFAULT_MERGE_SIZE, BatchStats
-from .compressed import compression_of, open_maybe_compressed
+from .compressed import compression_of, is_blank, open_maybe_compressed
 from .metadata_io import expand_paths, is_parquet, parse_line
 from .metadata_media import MediaConverter
 from .metadata_schema import SCHEMA, reason_key, row_exprs
@@ -416,7 +417,7 @@ class MetadataSource:
                  progress: Callable[[int, int], None] | None = None,
                  raw_sink: Callable[[pl.DataFrame], None] | None = None, prefetch: bool = True) -> None:
         if engine not in ENGINES:
-            raise ValueError(f"unknown metadata engine {engine!r}; known: {', '.join(sorted(ENGINES))}")
+            raise ConfigError(f"unknown metadata engine {engine!r}; known: {', '.join(sorted(ENGINES))}")
         self.files = expand_paths(paths)
         self.displays = [str(p) for p in self.files]
         self.spec = spec
@@ -432,7 +433,8 @@ class MetadataSource:
         self.prefetch = bool(prefetch)
         self.merge_size, self.window_side = geometry(spec)
         self.cls_per_frame = cls_per_frame(spec)
-        self._exprs = row_exprs(self.merge_size, self.window_side, self.cls_per_frame)
+        self._exprs = row_exprs(self.merge_size, self.window_side, self.cls_per_frame,
+                                text_only=spec is not None and spec.vision is None, with_model=spec is not None)
         self._media = MediaConverter(spec)
         self._done = False
         self._total = 0
@@ -833,16 +835,25 @@ def _empty_partial(keys: list[str]) -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
 
+_NONBLANK = re.compile(rb"[^ \t\r\n]")
+
+
 def _sample_keys(data: bytes, left: list[int], seen: dict[str, int]) -> None:
     """Count top-level keys outside schema v1 in the first lines of a shard (free-form extras are
     allowed, but a misspelled key such as ``image_grids`` would otherwise drop data silently)."""
     start = 0
-    while start < len(data) and left[0] > 0:
-        end = data.find(b"\n", start)
+    while left[0] > 0:
+        # jump over blank lines in C: a shard of blank lines costs one regex scan, not a Python loop per line
+        found = _NONBLANK.search(data, start, start + (1 << 16))
+        if found is None:  # a long blank stretch: is the rest of the chunk blank? (translate runs at memory speed)
+            if is_blank(data[start:] if start else data):
+                return
+            found = _NONBLANK.search(data, start)
+            if found is None:  # pragma: no cover - the translate above says there is a non-blank byte
+                return
+        end = data.find(b"\n", found.start())
         end = len(data) if end < 0 else end
-        raw, start = data[start:end], end + 1
-        if not raw.strip(b" \t\r\n"):
-            continue
+        raw, start = data[found.start():end], end + 1
         left[0] -= 1
         try:
             row = json.loads(raw)

@@ -8,12 +8,14 @@ so a report can show it; nothing is silently dropped.
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..arch.parts import PART_ALIASES
+from ..arch.validate import bounded
+from ..errors import ConfigError, InputError, SchemaError
 
 __all__ = ["MANIFEST_KEYS", "MANIFEST_NAMES", "RunConfig", "find_manifest", "image_grid_from_size", "load_manifest",
            "resolve_run_config"]
@@ -96,33 +98,33 @@ def find_manifest(run_dir_or_log: str | Path) -> Path | None:
     folder = path if path.is_dir() else path.parent
     found = [folder / name for name in MANIFEST_NAMES if (folder / name).is_file()]
     if len(found) > 1:
-        raise ValueError(f"{folder}: several manifests ({', '.join(p.name for p in found)}); keep one")
+        raise InputError(f"several manifests ({', '.join(p.name for p in found)}); keep one", str(folder))
     return found[0] if found else None
 
 
 def load_manifest(path: str | Path) -> dict[str, Any]:
-    """Read and validate a manifest; ``model`` paths are resolved relative to the manifest."""
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix == ".json":
-            data = json.loads(text) if text.strip() else {}
-        else:
-            import yaml
+    """Read and validate a manifest; ``model`` paths are resolved relative to the manifest.
 
-            data = yaml.safe_load(text) or {}
-    except Exception as exc:  # noqa: BLE001 - yaml/json errors become one-line ValueErrors
-        raise ValueError(f"{path}: cannot parse manifest: {str(exc).splitlines()[0]}") from None
+    YAML is read with `_read_yaml` (duplicate keys refused with their line, alias expansion and nesting
+    bounded), JSON with the config reader's limits (size, NaN/Infinity, nesting) and duplicate keys refused;
+    every error is one `SchemaError` line naming the file that prints bounded values only."""
+    path = Path(path)
+    if path.suffix == ".json":
+        data = _read_json_manifest(path)
+    else:
+        data = _read_yaml(path)
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a manifest must be a mapping of keys to values")
+        raise SchemaError("a manifest must be a mapping of keys to values", str(path))
     for key in data:
         if key not in MANIFEST_KEYS:
-            raise ValueError(f"{path}: unknown manifest key {key!r} (known: {', '.join(MANIFEST_KEYS)})")
+            raise SchemaError(f"unknown manifest key {bounded(key)} (known: {', '.join(MANIFEST_KEYS)})", str(path))
     out = {k: v for k, v in data.items() if v is not None}
     try:
         out = _normalise(out)
     except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        raise SchemaError(str(exc), str(path)) from None
     model = out.get("model")
     if model is not None:
         candidate = (path.parent / model)
@@ -132,15 +134,140 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
     return out
 
 
-def _int(value: Any, name: str) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+#: Largest manifest read, and the most nodes its YAML may expand to through aliases (a manifest has a
+#: few dozen; an "alias bomb" of 1.2 KB expands to billions).
+MAX_MANIFEST_BYTES = 1 << 20
+MAX_YAML_NODES = 10_000
+
+
+def _read_json_manifest(path: Path) -> Any:
+    from ..arch.validate import read_json_file
+
+    if not path.read_bytes().strip():
+        return {}
     try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}") from None
-    if not number.is_integer() or number <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        return read_json_file(path, "manifest")  # size, NaN/Infinity, nesting and duplicate-key limits
+    except (InputError, ConfigError) as exc:
+        raise _as_schema_error(exc, path) from None
+
+
+def _as_schema_error(exc: Exception, path: Path) -> SchemaError:
+    """The same one line as a SchemaError, its ``path[:line]`` prefix kept once."""
+    message = str(exc)
+    source = getattr(exc, "source", None) or str(path)
+    for prefix in (f"{source}: ", f"{path}: "):
+        message = message.removeprefix(prefix)
+    return SchemaError(message, source)
+
+
+def _read_yaml(path: Path) -> Any:
+    """Safe YAML with duplicate keys refused (key and line named), alias expansion bounded by
+    `MAX_YAML_NODES` and nesting by the config limit; non-finite floats refused like in JSON."""
+    import yaml
+
+    from ..arch.validate import MAX_DEPTH, check_tree
+
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise SchemaError(f"larger than {MAX_MANIFEST_BYTES} bytes; a manifest is a short list of keys", str(path))
+    text = path.read_text(encoding="utf-8")
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise SchemaError(f"nested deeper than {MAX_DEPTH} levels; a manifest is a flat mapping", str(path)) from None
+        except yaml.YAMLError as exc:
+            raise SchemaError(f"cannot parse manifest: {str(exc).splitlines()[0]}", str(path)) from None
+        if node is None:
+            return None
+        _check_nodes(node, path)
+        try:
+            data = loader.construct_document(node)
+        except yaml.YAMLError as exc:
+            raise SchemaError(f"cannot parse manifest: {str(exc).splitlines()[0]}", str(path)) from None
+    finally:
+        loader.dispose()
+    try:
+        check_tree(data, str(path))
+    except ValueError as exc:
+        raise _as_schema_error(exc, path) from None
+    return data
+
+
+def _check_nodes(root: Any, path: Path) -> None:
+    """Walk the composed YAML graph once per node (shared through aliases): count the nodes the document
+    expands to, refuse a cycle, nesting deeper than MAX_DEPTH and duplicate mapping keys (line named)."""
+    import yaml
+
+    from ..arch.validate import MAX_DEPTH
+
+    expanded: dict[int, int] = {}  # node id -> nodes it expands to (itself included)
+    stack: list[tuple[Any, int, bool]] = [(root, 0, False)]
+    active: set[int] = set()
+    while stack:
+        node, depth, done = stack.pop()
+        key = id(node)
+        if done:
+            active.discard(key)
+            children = _children(node)
+            expanded[key] = 1 + sum(expanded[id(c)] for c in children)
+            if expanded[key] > MAX_YAML_NODES:
+                raise SchemaError(f"the YAML expands to more than {MAX_YAML_NODES} values through aliases "
+                                  f"(line {node.start_mark.line + 1}); write the values out", str(path))
+            continue
+        if key in expanded:
+            continue
+        if key in active:
+            raise SchemaError(f"line {node.start_mark.line + 1}: an alias refers to itself", str(path))
+        if depth > MAX_DEPTH:
+            raise SchemaError(f"line {node.start_mark.line + 1}: nested deeper than {MAX_DEPTH} levels", str(path))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for k, _ in node.value:
+                if isinstance(k, yaml.ScalarNode):
+                    name = (k.tag, k.value)
+                    if name in seen:
+                        raise SchemaError(f"line {k.start_mark.line + 1}: duplicate key {bounded(k.value)} (first at "
+                                          f"line {seen[name]}); state each key once", str(path))
+                    seen[name] = k.start_mark.line + 1
+        active.add(key)
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for c in _children(node) if id(c) not in expanded)
+
+
+def _children(node: Any) -> list:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+#: Upper bound of each integer key: far beyond any real run, small enough that every product the
+#: analysis forms stays exact in Int64 / float64 (``log_interval: 1e20`` used to end in an overflow).
+_INT_MAX = {"num_gpus": 1 << 24, "tensor_parallel": 1 << 24, "pipeline_parallel": 1 << 24,
+            "context_parallel": 1 << 24, "expert_parallel": 1 << 24, "data_parallel": 1 << 24,
+            "seq_length": 1 << 26, "micro_batch_size": 1 << 24, "global_batch_size": 1 << 31,
+            "log_interval": 1 << 31, "images_per_sample": 1 << 16, "recompute_num_layers": 1 << 16,
+            "image_grid": 1 << 20, "image_size": 1 << 20}
+
+
+def _int(value: Any, name: str) -> int:
+    high = _INT_MAX.get(name, 1 << 31)
+    wanted = f"{name} must be a positive integer (at most {high}), got {bounded(value)}"
+    if isinstance(value, bool):
+        raise ConfigError(wanted)
+    if isinstance(value, int):
+        number: float = value
+    else:
+        try:
+            number = float(str(value).strip()) if isinstance(value, str) else float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise ConfigError(wanted) from None
+    if not (isinstance(number, int) or (math.isfinite(number) and number.is_integer())) or not 0 < number <= high:
+        raise ConfigError(wanted)
     return int(number)
 
 
@@ -157,38 +284,42 @@ def _normalise(values: Mapping[str, Any]) -> dict[str, Any]:
         elif key == "frozen":
             parts = [value] if isinstance(value, str) else value
             if not isinstance(parts, (list, tuple)):
-                raise ValueError(f"frozen must be a list of parts ({', '.join(FROZEN_PARTS)}), got {value!r}")
+                raise ConfigError(f"frozen must be a list of parts ({', '.join(FROZEN_PARTS)}), got {bounded(value)}")
             parts = [str(p).strip().lower().replace("-", "_") for p in parts]
             unknown = [p for p in parts if p not in FROZEN_PARTS]
             if unknown:
-                raise ValueError(f"frozen: unknown part(s) {unknown} (known: {', '.join(FROZEN_PARTS)})")
+                raise ConfigError(f"frozen: unknown part(s) {bounded(unknown)} (known: {', '.join(FROZEN_PARTS)})")
             out[key] = tuple(dict.fromkeys(parts))
         elif key == "image_grid":
             grid = value.replace("x", ",").split(",") if isinstance(value, str) else value
             if not isinstance(grid, (list, tuple)) or len(grid) != 3:
-                raise ValueError(f"image_grid must be [t, h, w], got {value!r}")
+                raise ConfigError(f"image_grid must be [t, h, w], got {bounded(value)}")
             out[key] = tuple(_int(v, "image_grid") for v in grid)
         elif key == "image_size":
             size = value.replace("x", ",").split(",") if isinstance(value, str) else value
             if not isinstance(size, (list, tuple)) or len(size) != 2:
-                raise ValueError(f"image_size must be [height, width] in pixels, got {value!r}")
+                raise ConfigError(f"image_size must be [height, width] in pixels, got {bounded(value)}")
             out[key] = tuple(_int(v, "image_size") for v in size)
         elif key in ("recompute_granularity", "recompute_method"):
+            if isinstance(value, (dict, list, tuple)):
+                raise ConfigError(f"{key} must be a single value, got {bounded(value)}")
             out[key] = str(value).strip().lower()
         elif key in ("synthetic", "gradient_checkpointing"):
             if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
                 value = value.lower() in ("true", "yes", "1")
             if not isinstance(value, bool):
-                raise ValueError(f"{key} must be true or false, got {value!r}")
+                raise ConfigError(f"{key} must be true or false, got {bounded(value)}")
             out[key] = value
         elif key == "seed":
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"seed must be an integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not -(1 << 63) <= value < 1 << 63:
+                raise ConfigError(f"seed must be an integer, got {bounded(value)}")
             out[key] = value
         elif key in ("model", "gpu", "dtype", "notes", "generator"):
+            if isinstance(value, (dict, list, tuple)):
+                raise ConfigError(f"{key} must be a single value, got {bounded(value)}")
             out[key] = str(value)
         else:
-            raise ValueError(f"unknown run configuration key {key!r}")
+            raise ConfigError(f"unknown run configuration key {bounded(key)}")
     return out
 
 
@@ -206,7 +337,7 @@ def _from_log(log_config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, 
         try:
             value = _normalise({target: value})[target]
         except ValueError as exc:
-            raise ValueError(f"log run_config: {exc}") from None
+            raise ConfigError(f"log run_config: {exc}") from None
         if target in values and values[target] != value:  # e.g. world_size vs num_gpus in the log
             conflicts.append({"field": target, "used": values[target],
                               "values": {f"log:{seen_from[target]}": values[target], f"log:{key}": value}})
@@ -232,11 +363,11 @@ def resolve_run_config(log_config: Mapping[str, Any] | None = None, manifest_pat
     cli_raw = {k: v for k, v in (overrides or {}).items() if v is not None}
     for key in cli_raw:
         if key not in known:
-            raise ValueError(f"unknown override {key!r} (known: {', '.join(sorted(known))})")
+            raise ConfigError(f"unknown override {bounded(key)} (known: {', '.join(sorted(known))})")
     try:
         cli = _normalise(cli_raw)
     except ValueError as exc:
-        raise ValueError(f"override {exc}") from None
+        raise ConfigError(f"override {exc}") from None
 
     layers = (("cli", cli), ("manifest", manifest), ("log", log_values))
     cfg = RunConfig(manifest_path=str(manifest_path) if manifest_path is not None else None,

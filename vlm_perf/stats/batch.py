@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+from ..errors import InputError
 from .lm import seq_len_stats, uniform_stats
 from .vision import grid_row_stats, validate_grid
 
@@ -104,27 +105,27 @@ class BatchStats:
         window side come from ``spec`` when it has a vision tower.
         """
         if seq_lens is not None and seq_len is not None:
-            raise ValueError("give either seq_lens or seq_len/samples, not both")
+            raise InputError("give either seq_lens or seq_len/samples, not both")
         lm_window = getattr(getattr(spec, "lm", None), "sliding_window", None)
         if seq_lens is not None:
             lm = seq_len_stats(seq_lens, window=lm_window)
             if samples is not None and (int(samples) != samples or not 0 < samples <= lm["sequences"]):
-                raise ValueError(f"samples must be an integer from 1 to the number of sequences ({lm['sequences']}), "
+                raise InputError(f"samples must be an integer from 1 to the number of sequences ({lm['sequences']}), "
                                  f"got {samples!r}")
             n_samples = samples if samples is not None else lm["sequences"]
         elif seq_len is not None:
             if int(seq_len) != seq_len or seq_len <= 0:
-                raise ValueError(f"seq_len must be a positive integer, got {seq_len!r}")
+                raise InputError(f"seq_len must be a positive integer, got {seq_len!r}")
             n_samples = 1 if samples is None else samples
             if int(n_samples) != n_samples or n_samples <= 0:
-                raise ValueError(f"samples must be a positive integer, got {samples!r}")
+                raise InputError(f"samples must be a positive integer, got {samples!r}")
             lm = uniform_stats(int(seq_len), int(n_samples), window=lm_window)
         else:
             lm = {"tokens": 0, "tokens_sq": 0, "sequences": 0, "tokens_sq_beyond_window": 0}
             n_samples = samples or 0
         padded = lm["tokens"] if padded_tokens is None else padded_tokens
         if padded < lm["tokens"]:
-            raise ValueError(f"padded_tokens ({padded}) is smaller than the real token count ({lm['tokens']})")
+            raise InputError(f"padded_tokens ({padded}) is smaller than the real token count ({lm['tokens']})")
 
         vision = spec.vision if spec is not None else None
         m = merge_size or (vision.spatial_merge_size if vision else DEFAULT_MERGE_SIZE)
@@ -145,7 +146,7 @@ class BatchStats:
                     for key in video:
                         video[key] += row_stats[key]
         if totals["patches"] and vision is None and spec is not None:
-            raise ValueError(f"model {spec.name} has no vision tower, but image/video grids were given")
+            raise InputError(f"model {spec.name} has no vision tower, but image/video grids were given")
         return cls(
             lm_tokens=lm["tokens"], lm_tokens_sq=lm["tokens_sq"], lm_sequences=lm["sequences"],
             lm_samples=n_samples, lm_padded_tokens=padded,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ..errors import InputError
 
 def beyond_window_sq(seq_len: Any, window: int | None) -> Any:
     """max(s - W, 0)^2: what a sliding window of W tokens (query included) removes from s^2.
@@ -31,7 +32,7 @@ def seq_len_stats(seq_lens: Iterable[int], where: str = "seq_lens", window: int 
     tokens = tokens_sq = count = beyond = 0
     for i, s in enumerate(seq_lens):
         if isinstance(s, bool) or not isinstance(s, (int, float)) or int(s) != s or s <= 0:
-            raise ValueError(f"{where}[{i}]: sequence lengths must be positive integers, got {s!r}")
+            raise InputError(f"{where}[{i}]: sequence lengths must be positive integers, got {s!r}")
         s = int(s)
         tokens += s
         tokens_sq += s * s

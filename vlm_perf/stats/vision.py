@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import InputError
+
 
 def sum_sq_of_window_sides(merged_side: Any, window_side: int) -> Any:
     """Sum of squared window extents along one axis, in merged tokens.
@@ -68,9 +70,9 @@ def validate_grid(row: Any, merge_size: int = 2, where: str = "grid") -> tuple[i
         if any(int(v) != v for v in row):
             raise ValueError
     except (TypeError, ValueError):
-        raise ValueError(f"{where}: expected three integers t,h,w, got {row!r}") from None
+        raise InputError(f"{where}: expected three integers t,h,w, got {row!r}") from None
     if min(t, h, w) <= 0:
-        raise ValueError(f"{where}: t,h,w must be positive, got {t},{h},{w}")
+        raise InputError(f"{where}: t,h,w must be positive, got {t},{h},{w}")
     if h % merge_size or w % merge_size:
-        raise ValueError(f"{where}: h and w must be divisible by spatial_merge_size={merge_size}, got {t},{h},{w}")
+        raise InputError(f"{where}: h and w must be divisible by spatial_merge_size={merge_size}, got {t},{h},{w}")
     return t, h, w

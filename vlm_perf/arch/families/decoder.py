@@ -189,7 +189,7 @@ def lm_blocks(lm: LMSpec) -> tuple:
         # the HF index rule, which agrees for every released config (DeepSeek-V3: both MoE)
         last_is_moe = bool(lm.moe_layers) and lm.moe_layers[-1] == lm.num_layers - 1
         if last_is_moe != _mtp_layer_is_moe(lm, 0):
-            raise ValueError(f"{lm.family}: MTP layer type is ambiguous for this config (last layer "
+            raise UnsupportedModelError(f"{lm.family}: MTP layer type is ambiguous for this config (last layer "
                              f"{'MoE' if last_is_moe else 'dense'}, HF index rule disagrees)")
         mlp = _moe(lm, 1) if last_is_moe else DenseMLP(part=LANGUAGE_MODEL, count=1, hidden=h,
                                                        width=lm.intermediate_size)

@@ -158,7 +158,7 @@ class Gemma3Media(MediaRule):
         ``pan_and_scan_min_ratio_to_activate``): what a caller passes to the processor at call time."""
         unknown = set(call_kwargs) - set(PROCESSOR_FORCED)
         if unknown:
-            raise ValueError(f"unknown Gemma 3 processor call kwargs: {', '.join(sorted(unknown))}")
+            raise ConfigError(f"unknown Gemma 3 processor call kwargs: {', '.join(sorted(unknown))}")
         self.pan_and_scan = pan_and_scan
         self.call_kwargs = call_kwargs
 
@@ -176,7 +176,7 @@ class Gemma3Media(MediaRule):
         return out
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
-        height, width = positive((height, width), "--image-size")
+        height, width = positive((height, width), "image size (H, W pixels)")
         s = self.settings(spec)
         crops = pan_and_scan_crops(height, width, s["pan_and_scan_min_crop_size"], s["pan_and_scan_max_num_crops"],
                                    s["pan_and_scan_min_ratio_to_activate"]) if self.pan_and_scan else 0

@@ -243,13 +243,13 @@ class GlmMedia(MediaRule):
         return DerivedMedia(kind, pixels, (h, w), grid, t * grid[1] * grid[2] // v.merge_unit)
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
-        height, width = positive((height, width), "--image-size")
+        height, width = positive((height, width), "image size (H, W pixels)")
         # an image is one temporal patch: the processor repeats it T_p times
         t_p = spec.vision.temporal_patch_size
         return self._derive(spec, "image", (height, width), t_p, height, width, self.settings(spec))
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        frames, height, width = positive((frames, height, width), "--video-size")
+        frames, height, width = positive((frames, height, width), "video size (T frames, H, W pixels)")
         return self._derive(spec, "video", (frames, height, width), frames, height, width,
                             self.settings(spec)["video"])
 

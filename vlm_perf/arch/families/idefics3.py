@@ -143,7 +143,7 @@ class Idefics3Media(MediaRule):
                 "source": "processor files" if pre else "reference checkpoint default (tile = vision image_size)"}
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
-        height, width = positive((height, width), "--image-size")
+        height, width = positive((height, width), "image size (H, W pixels)")
         s, v = self.settings(spec), spec.vision
         if s["tile"] % (v.patch_size * v.spatial_merge_size):
             raise UnsupportedModelError(f"{spec.name}: a {s['tile']}-px tile is not a multiple of patch x scale_factor "

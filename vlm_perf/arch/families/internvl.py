@@ -153,7 +153,7 @@ class InternVLMedia(MediaRule):
         return tiles, side, side
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
-        height, width = positive((height, width), "--image-size")
+        height, width = positive((height, width), "image size (H, W pixels)")
         s = self.settings(spec)
         if not 1 <= s["min_patches"] <= s["max_patches"]:
             raise ConfigError(f"{spec.name}: min_patches {s['min_patches']} / max_patches {s['max_patches']} invalid")
@@ -165,7 +165,7 @@ class InternVLMedia(MediaRule):
                             detail={"canvas": [rows, cols], "thumbnail": cols * rows > 1})
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        frames, height, width = positive((frames, height, width), "--video-size")
+        frames, height, width = positive((frames, height, width), "video size (T frames, H, W pixels)")
         s = self.settings(spec)
         grid = self._grid(spec, s["video_frame"], frames)
         per_tile = (grid[1] // spec.vision.spatial_merge_size) ** 2

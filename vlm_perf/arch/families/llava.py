@@ -229,7 +229,7 @@ class LlavaMedia(MediaRule):
                 "resize": "shortest edge to image_size, center crop image_size x image_size"}
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
-        height, width = positive((height, width), "--image-size")
+        height, width = positive((height, width), "image size (H, W pixels)")
         s, v = self.settings(spec), spec.vision
         if s["tower"] == "pixtral":
             h, w = pixtral_resize(height, width, s["longest_edge"], s["patch_step"])

@@ -115,7 +115,7 @@ def select_best_resolution(height: int, width: int, pinpoints) -> tuple[int, int
         if effective > best_effective or (effective == best_effective and waste < best_waste):
             best, best_effective, best_waste = (ph, pw), effective, waste
     if best is None:  # unreachable for a built spec: _pinpoints rejects an empty list
-        raise ValueError("select_best_resolution: no pinpoints to choose from")
+        raise ConfigError("select_best_resolution: no pinpoints to choose from")
     return best
 
 
@@ -190,7 +190,7 @@ class LlavaOnevisionMedia(MediaRule):
         return out
 
     def image(self, spec, height: int, width: int, multi_image: bool = False) -> DerivedMedia:
-        height, width = positive((height, width), "--image-size")
+        height, width = positive((height, width), "image size (H, W pixels)")
         s = self.settings(spec)
         tile, side = s["tile"], s["tile"] // spec.vision.patch_size
         if multi_image:
@@ -207,7 +207,7 @@ class LlavaOnevisionMedia(MediaRule):
                                     "unpadded_tokens": grid_tokens, "newline_tokens": newlines})
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        frames, height, width = positive((frames, height, width), "--video-size")
+        frames, height, width = positive((frames, height, width), "video size (T frames, H, W pixels)")
         s = self.settings(spec)
         side = s["video_frame"] // spec.vision.patch_size
         pooled = -(-side // 2)

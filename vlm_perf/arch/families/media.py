@@ -55,10 +55,10 @@ class MediaRule:
         return {}
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{self.family}: images in pixels are not modelled; give --grid")
+        raise UnsupportedModelError(f"{self.family}: images in pixels are not modelled; give the image grid (t, h, w patches) instead")
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{self.family}: videos in pixels are not modelled; give --video-grid")
+        raise UnsupportedModelError(f"{self.family}: videos in pixels are not modelled; give the video grid (t, h, w patches) instead")
 
 
 def positive(values, what: str) -> tuple[int, ...]:
@@ -123,14 +123,14 @@ class QwenMedia(MediaRule):
         return out
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
-        height, width = positive((height, width), "--image-size")
+        height, width = positive((height, width), "image size (H, W pixels)")
         v, s = spec.vision, self.settings(spec)
         h, w = smart_resize(height, width, v.patch_size * v.spatial_merge_size, s["min_pixels"], s["max_pixels"])
         grid = (1, h // v.patch_size, w // v.patch_size)
         return DerivedMedia("image", (height, width), (h, w), grid, grid[1] * grid[2] // v.merge_unit)
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        frames, height, width = positive((frames, height, width), "--video-size")
+        frames, height, width = positive((frames, height, width), "video size (T frames, H, W pixels)")
         v, s = spec.vision, self.settings(spec)["video"]
         factor = v.patch_size * v.spatial_merge_size
         if self.family in QWEN_VIDEO_BOUNDS:

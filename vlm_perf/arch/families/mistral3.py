@@ -121,7 +121,7 @@ class Mistral3Media(MediaRule):
         return out
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
-        height, width = positive((height, width), "--image-size")
+        height, width = positive((height, width), "image size (H, W pixels)")
         s, v = self.settings(spec), spec.vision
         h, w = pixtral_resize(height, width, s["longest_edge"], s["patch_step"])
         grid = (1, h // v.patch_size, w // v.patch_size)

@@ -380,13 +380,13 @@ def _finish_mega(df: pl.DataFrame, early: _UnknownKeys | None = None) -> pl.Data
     return megatron.finish(df)
 
 
-def _batches(path: Path, timing: TimingCollector | None):
+def _batches(path: Path, timing: TimingCollector | None, omitted: list[int] | None = None):
     """The file's lines in batches of at most ``BATCH_ROWS`` (plus a held-back tail), from the
     reader's bounded frames; ``timing`` is fed every frame. A batch never ends on a Megatron line
     followed only by continuation-shaped lines: that tail (a possibly hard-wrapped record, at most
     ``MAX_PIECES`` lines) starts the next batch, so its pieces are routed together."""
     carry: pl.DataFrame | None = None
-    for frame in prefetched(line_frames(path)):  # the next frame is read while this one is parsed
+    for frame in prefetched(line_frames(path, omitted)):  # the next frame is read while this one is parsed
         if timing is not None:
             timing.feed(frame)
         for batch in frame.iter_slices(BATCH_ROWS):
@@ -445,7 +445,8 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
     too_long = pl.col("text").str.len_bytes() > MAX_LINE_BYTES
     # ONE pass over bounded frames (``reader.line_frames``): the fast-line mask is computed once per
     # batch; each batch is split three ways (see the module docstring)
-    for batch in _batches(path, timing):
+    omitted = [0]  # blank lines the reader stood in for by one (a blank stretch is never parsed line by line)
+    for batch in _batches(path, timing, omitted):
         batch = batch.with_columns((_fast_mask() & ~too_long).alias("_fast"), too_long.alias("_long"),
                                    _continuation_expr().alias("_cont"))
         diag.lines_read += batch.height
@@ -524,6 +525,9 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
     for fmt, n in router.seen.items():
         diag.saw(fmt, n)
     diag.ignore_counts(router.ignored)
+    if omitted[0]:
+        diag.lines_read += omitted[0]
+        diag.ignore("blank", omitted[0])
     for line in sorted(router.failed):
         diag.fail(f"{path}:{line}")
     df = concat_records(frames) if frames else empty_frame()

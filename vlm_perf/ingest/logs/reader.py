@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from ...errors import InputError
-from ..compressed import compression_of, open_maybe_compressed
+from ..compressed import compression_of, is_blank, open_maybe_compressed
 
 __all__ = ["CHUNK_BYTES", "FRAME_LINES", "MAX_LINE_BYTES", "compression_of", "head_text", "lazy_line_frames",
            "line_frames", "read_text"]
@@ -55,10 +55,13 @@ def _csv_kwargs() -> dict:
     )
 
 
-def line_frames(path: Path) -> Iterator[pl.DataFrame]:
-    """Yield DataFrames with columns ``line`` (Int64) and ``text`` (Utf8) covering the whole file,
-    each of at most ``FRAME_LINES`` lines from at most ``CHUNK_BYTES`` of (decompressed) input, cut
-    at a newline so no line is split across frames. A truncated or corrupt compressed stream is an
+def line_frames(path: Path, omitted: list[int] | None = None) -> Iterator[pl.DataFrame]:
+    """Yield DataFrames with columns ``line`` (Int64) and ``text`` (Utf8) covering every non-blank line
+    of the file, each of at most ``FRAME_LINES`` lines from at most ``CHUNK_BYTES`` of (decompressed)
+    input, cut at a newline so no line is split across frames. A piece of nothing but blank lines is
+    handed on as ONE empty line (at its first line number; later line numbers stay exact) and the
+    blank lines it stands for besides are added to ``omitted[0]``: a 32 KB ``.zst`` can expand to
+    1 GiB of newlines, which would otherwise be parsed as a thousand frames of empty lines. A truncated or corrupt compressed stream is an
     `InputError` naming the file and the first line not read."""
     try:
         kind = compression_of(path)
@@ -96,6 +99,13 @@ def line_frames(path: Path) -> Iterator[pl.DataFrame]:
             rest = block[cut + 1:]
             block = block[: cut + 1] if rest else block
             for piece in _split_lines(block):
+                if is_blank(piece):  # nothing to parse: one blank line stands for the piece
+                    lines = piece.count(b"\n")
+                    if omitted is not None:
+                        omitted[0] += lines - 1
+                    yield _blank_frame(offset)
+                    offset += lines
+                    continue
                 frame = _frame_from_bytes(piece, offset)
                 offset += frame.height
                 yield frame
@@ -125,6 +135,10 @@ def _split_lines(data: bytes) -> Iterator[bytes]:
         start = end
     if start < len(data):
         yield data[start:]
+
+
+def _blank_frame(line: int) -> pl.DataFrame:
+    return pl.DataFrame({"line": [line], "text": [""]}, schema={"line": pl.Int64, "text": pl.Utf8})
 
 
 def _frame_from_bytes(data: bytes, offset: int) -> pl.DataFrame:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ...errors import InputError
 from .diagnostics import Diagnostics
 from .formats import LogFormat, register
 from .schema import check_int_columns, conform, snake_case
@@ -87,7 +88,7 @@ def parse_tensorboard(path: Path, ord_base: int, diag: Diagnostics) -> pl.DataFr
     try:
         from tbparse import SummaryReader
     except ImportError as exc:  # optional extra
-        raise ValueError(
+        raise InputError(
             f"{path}: reading TensorBoard event files needs the optional extra: pip install 'vlm-perf[tensorboard]'"
         ) from exc
     files = sorted(p for p in path.iterdir() if p.is_file() and "tfevents" in p.name) if path.is_dir() else [path]

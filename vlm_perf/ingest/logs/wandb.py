@@ -20,6 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ...errors import InputError
 from .formats import LogFormat, register
 from .reader import head_text, read_text
 from .schema import (
@@ -92,6 +93,17 @@ def _column_name(key: str, taken: set[str]) -> tuple[str, float] | None:
     return (extra_name(snake_case(key), taken), 1.0)
 
 
+def _ragged_row(path: Path, text: str) -> str:
+    """``path:line`` of the first row with more comma-separated fields than the header (rows without
+    quotes only; ``path`` when none is found that way)."""
+    lines = text.split("\n")
+    width = lines[0].count(",") if lines else 0
+    for n, line in enumerate(lines[1:], start=2):
+        if '"' not in line and line.strip() and line.count(",") > width:
+            return f"{path}:{n}"
+    return str(path)
+
+
 def read(path: Path, file_idx: int, diag) -> pl.DataFrame:
     kind = _kind(path)
     if kind == "parquet":
@@ -100,7 +112,12 @@ def read(path: Path, file_idx: int, diag) -> pl.DataFrame:
     elif kind == "csv":
         text, bad = read_text(path)
         diag.decode_errors += bad
-        table = pl.read_csv(text.lstrip("\ufeff").encode(), infer_schema=False)
+        text = text.lstrip("\ufeff")
+        try:
+            table = pl.read_csv(text.encode(), infer_schema=False)
+        except pl.exceptions.PolarsError as exc:  # a ragged row: one line naming the file (and the row)
+            raise InputError(f"not a W&B CSV export: {str(exc).splitlines()[0][:200]}; every row needs the header's "
+                             "columns", source=_ragged_row(path, text)) from None
         first_line = 2  # the header is line 1
     else:
         text, bad = read_text(path)
