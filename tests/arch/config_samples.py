@@ -61,6 +61,22 @@ def _llava() -> dict:
                             "vocab_size": 32064}}
 
 
+def _llava_next() -> dict:
+    """The LLaVA-1.6 preset with the MistralConfig class defaults its partial text_config relies on written out,
+    so the fuzz mutates them too."""
+    cfg = preset_config("llava-v1.6-mistral-7b")
+    cfg["text_config"] = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                          **cfg["text_config"]}
+    return cfg
+
+
+def _llava_next_video() -> dict:
+    cfg = _llava_next()
+    cfg.update(model_type="llava_next_video", architectures=["LlavaNextVideoForConditionalGeneration"],
+               spatial_pool_mode="average", spatial_pool_stride=2, video_token_index=32000, image_token_index=32001)
+    return cfg
+
+
 _BUILDERS: dict[str, Any] = {
     "qwen2": _qwen2,
     "qwen3": lambda: _text_only("qwen3-vl-8b", "qwen3"),
@@ -85,6 +101,9 @@ _BUILDERS: dict[str, Any] = {
     "idefics3": _idefics3,
     "smolvlm": lambda: preset_config("smolvlm2-500m"),
     "llava": _llava,
+    "llava_next": _llava_next,
+    "llava_next_video": _llava_next_video,
+    "paligemma": lambda: preset_config("paligemma2-3b-224"),
 }
 _CACHE: dict[str, dict] = {}
 
