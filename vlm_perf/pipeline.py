@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+import polars as pl
+
 from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run
 from .analysis.balance import costs_from_row_values, microbatch_cost_columns, microbatch_vision_share
 from .analysis.checks import run_checks
@@ -126,7 +128,7 @@ def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: boo
 def balance_of(costs, spec: ModelSpec, frozen, analysis: RunAnalysis):
     """DP load balance from the per-microbatch exact FLOPs (`vlm_perf.analysis.balance`), over the
     iterations the report's means use; the step-time model comes from the attribution when it was fitted."""
-    from .analysis.balance import TimeModel, analyze_balance, ranks_from_microbatches, reliable_iterations
+    from .analysis.balance import TimeModel, analyze_balance, ranks_from_microbatches
 
     unranked = int(costs["dp_rank"].null_count())
     if unranked:  # (a filter copies every column: only when there is something to drop)
@@ -137,7 +139,7 @@ def balance_of(costs, spec: ModelSpec, frozen, analysis: RunAnalysis):
     att, dp = analysis.attribution, ranks["dp_rank"].n_unique()
     model = (TimeModel(att.lm_tflops_per_gpu, att.vision_tflops_per_gpu, analysis.world_size / dp)
              if att.ok and att.lm_tflops_per_gpu and att.vision_tflops_per_gpu and analysis.world_size else None)
-    return analyze_balance(ranks, costs=costs, iterations=reliable_iterations(analysis.windows), time_model=model,
+    return analyze_balance(ranks, costs=costs, iterations=analysis.selection.iterations(), time_model=model,
                            rows_without_rank=unranked)
 
 
@@ -271,7 +273,9 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     balance = balance_of(costs, spec, frozen, analysis) if costs is not None else None
     # after the balance analysis (its group-by is the largest transient): one value per microbatch for the
     # vision-share figure is all that outlives the per-microbatch FLOPs
-    micro_share = microbatch_vision_share(costs) if costs is not None else None
+    # (the microbatches of the iterations the means use: one selection of windows for every figure and number)
+    micro_share = microbatch_vision_share(costs.filter(pl.col("iteration").is_in(
+        analysis.selection.iterations().implode()))) if costs is not None else None
     del costs
     context = ReportContext(
         run=str(run), gpu=config.gpu, dtype=config.dtype or "bf16", synthetic=bool(config.synthetic),

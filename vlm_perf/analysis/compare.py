@@ -19,7 +19,6 @@ import math
 
 import polars as pl
 
-from .balance import reliable_iterations
 from .crosscheck import TOLERANCE
 from .run import RunAnalysis
 
@@ -35,9 +34,9 @@ def _div(num: float | None, den: float | None) -> float | None:
 def step_facts(run: RunAnalysis) -> dict:
     """Per-iteration means over the windows the report's means use: seconds, exact FLOPs, tokens,
     visual-token share of LM tokens, patches per frame. Means of sums (ratio of totals)."""
-    good = run.reliable_windows()
+    good = run.selection.windows
     its = float(good["window_iterations"].sum()) if good.height else 0.0
-    per = run.per_iteration.filter(pl.col("iteration").is_in(reliable_iterations(run.windows).implode()))
+    per = run.per_iteration.filter(pl.col("iteration").is_in(run.selection.iterations().implode()))
 
     def total(col: str) -> float | None:
         return float(per[col].sum()) if col in per.columns and per.height else None

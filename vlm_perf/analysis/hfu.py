@@ -146,12 +146,9 @@ def hfu_summary(run: RunAnalysis, spec: ModelSpec, policy: Recompute, frozen: It
                 causal: str = "half") -> dict:
     """HFU next to MFU (exact), time-weighted over the windows the means use, with the rule stated."""
     per = run.per_iteration.select("iteration", recompute_expr(spec, policy, frozen, causal).alias("recompute_flops"))
-    # only the columns used below (the windows frame of a long run is wide)
-    windows = window_sums(run.windows.select("segment", "iteration", "window_start", "first_in_segment",
-                                             "window_iterations", "window_seconds", "exact_total"),
-                          per, ["recompute_flops"])
-    good = windows.filter(~pl.col("first_in_segment") & (pl.col("covered_iterations")
-                                                          == pl.col("window_iterations")))
+    # the windows every mean uses (one selection: `RunAnalysis.selection`), only the columns used below
+    good = window_sums(run.selection.windows.select("segment", "iteration", "window_start", "window_iterations",
+                                                    "window_seconds", "exact_total"), per, ["recompute_flops"])
     out: dict[str, Any] = {"recompute": policy.label(), "source": policy.source,
                            "rule": policy.rule(spec.lm.num_layers), "policy": asdict(policy),
                            "model_tflops_per_gpu_mean": None, "hardware_tflops_per_gpu_mean": None,

@@ -15,6 +15,7 @@ from .crosscheck import crosscheck_log
 from .differences import convention_differences
 from .health import run_health
 from .flops_frame import with_flops
+from .selection import WindowSelection, reliable_expr, select_windows
 from .windows import build_windows, infer_log_interval, window_sums
 
 DEFAULT_CONVENTIONS = ("megatron-lm", "exact", "megatron-bridge", "mbridge-pr2575")
@@ -41,9 +42,23 @@ class RunAnalysis:
     differences: dict = field(default_factory=dict)  # differences.convention_differences: per-component vs exact
     health: dict = field(default_factory=dict)  # health.run_health: wall-clock, goodput, step-time percentiles
 
+    @property
+    def selection(self) -> WindowSelection:
+        """The one selection of windows every mean uses (`vlm_perf.analysis.selection`), computed once per
+        windows frame."""
+        cached = self.__dict__.get("_selection")
+        if cached is None or cached[0] is not self.windows:
+            cached = (self.windows, select_windows(self.windows))
+            self.__dict__["_selection"] = cached
+        return cached[1]
+
     def convention_summary(self) -> dict:
-        """Mean TFLOP/s/GPU and MFU per convention over complete windows (time-weighted)."""
-        good = self.reliable_windows()
+        """Mean TFLOP/s/GPU and MFU per convention over the selected windows (time-weighted)."""
+        cached = self.__dict__.get("_convention_summary")
+        if cached is not None and cached[0] is self.windows and cached[1] == (self.world_size, self.peak_tflops,
+                                                                              tuple(self.conventions)):
+            return {k: dict(v) for k, v in cached[2].items()}
+        good = self.selection.windows
         out = {}
         for conv in self.conventions:
             entry = {"tflops_per_gpu_mean": None, "mfu_mean": None, "flops_total": _sum(self.per_iteration,
@@ -54,18 +69,19 @@ class RunAnalysis:
                 if self.peak_tflops:
                     entry["mfu_mean"] = entry["tflops_per_gpu_mean"] / self.peak_tflops
             out[conv] = entry
-        return out
+        self.__dict__["_convention_summary"] = (self.windows, (self.world_size, self.peak_tflops,
+                                                               tuple(self.conventions)), out)
+        return {k: dict(v) for k, v in out.items()}
 
     def reliable_windows(self) -> pl.DataFrame:
         """Windows every mean uses: not the first after a (re)start, statistics for every iteration
-        (complete metadata), and a usable step time (see ``windows.step_time_exclusions``)."""
-        return self.windows.filter(pl.col("reliable"))
+        (complete metadata), and a usable step time (`vlm_perf.analysis.selection`)."""
+        return self.selection.windows
 
     def vision_share_mean(self) -> float | None:
-        if "exact_total" not in self.per_iteration.columns:
-            return None
-        total = _sum(self.per_iteration, "exact_total")
-        return _sum(self.per_iteration, "exact_vision") / total if total else None
+        """`vlm_perf.analysis.selection.VISION_SHARE`: Σ exact vision / Σ exact training FLOPs over the
+        selected windows (the same windows as every TFLOP/s and MFU mean)."""
+        return self.selection.vision_share()
 
 
 def _sum(frame: pl.DataFrame, column: str) -> float:
@@ -155,7 +171,7 @@ def analyze_run(
         rate_cols.append((rate / (peak_tflops or float("nan"))).alias(f"{conv}_mfu"))
     windows = windows.with_columns(rate_cols).with_columns(
         (pl.col("covered_iterations") == pl.col("window_iterations")).alias("complete")).with_columns(
-        (~pl.col("first_in_segment") & pl.col("complete") & pl.col("step_time_excluded").is_null()).alias("reliable"))
+        reliable_expr().alias("reliable"))
     reliable = windows.filter(pl.col("reliable"))
     n = reliable.height
     attribution = fit_step_time(
