@@ -48,6 +48,7 @@ def step_facts(run: RunAnalysis) -> dict:
         "seconds_per_iteration": _div(float(good["window_seconds"].sum()) if its else None, its),
         "exact_flops_per_iteration": _div(float(good["exact_total"].sum()) if its else None, its),
         "exact_vision_flops_per_iteration": _div(float(good["exact_vision"].sum()) if its else None, its),
+        "vision_share": run.vision_share_mean(),
         "lm_tokens_per_iteration": _div(tokens, n),
         "padded_tokens_per_iteration": _div(total("lm_padded_tokens"), n),
         "visual_token_share": _div(visual, tokens),

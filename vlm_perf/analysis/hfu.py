@@ -156,13 +156,15 @@ def hfu_summary(run: RunAnalysis, spec: ModelSpec, policy: Recompute, frozen: It
     if not good.height:
         return out
     model, extra = float(good["exact_total"].sum()), float(good["recompute_flops"].sum())
-    out["hardware_over_model"] = (model + extra) / model if model else None
+    ratio = (model + extra) / model if model else None
+    out["hardware_over_model"] = ratio
     out["recompute_flops_share_of_model"] = extra / model if model else None
-    if run.world_size:
-        seconds = float(good["window_seconds"].sum())
-        out["model_tflops_per_gpu_mean"] = model / (seconds * run.world_size * 1e12)
-        out["hardware_tflops_per_gpu_mean"] = (model + extra) / (seconds * run.world_size * 1e12)
-        if run.peak_tflops:
-            out["mfu_mean"] = out["model_tflops_per_gpu_mean"] / run.peak_tflops
-            out["hfu_mean"] = out["hardware_tflops_per_gpu_mean"] / run.peak_tflops
+    # MFU is the headline's own value (one truth); hardware = model x the recompute ratio of the same windows
+    exact = run.convention_summary().get("exact", {})
+    if exact.get("tflops_per_gpu_mean") is not None and ratio is not None:
+        out["model_tflops_per_gpu_mean"] = exact["tflops_per_gpu_mean"]
+        out["hardware_tflops_per_gpu_mean"] = exact["tflops_per_gpu_mean"] * ratio
+        if exact.get("mfu_mean") is not None:
+            out["mfu_mean"] = exact["mfu_mean"]
+            out["hfu_mean"] = exact["mfu_mean"] * ratio
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -49,6 +50,7 @@ def report(
     """
     from ..pipeline import load_run
     from ..report import write_report
+    from ..report.terminal import number_lines
 
     from ._progress import want_progress
 
@@ -79,7 +81,6 @@ def report(
     console.print(f"report written to {out}/")
     for message in loaded.analysis.messages:
         console.print(f"[yellow]warning:[/] {escape(message)}")
-    summary = loaded.analysis.convention_summary()
     bad = [c for c in checks if c.status == "fail"]
     warned = [c for c in checks if c.status == "warn"]
     print(f"checks:  {len(bad)} FAILED ({', '.join(c.name for c in bad)}), {len(warned)} warning(s)" if bad else
@@ -87,19 +88,9 @@ def report(
                                                                 else ""))
     print(f"report:  {out / 'report.html'}  (also report.md, summary.json)")
     print(f"figures: {', '.join(str(out / name) for name in paths if name.endswith('.png'))}")
-    peak = next((p.summary for p in loaded.context.sections if p.key == "peak"), None)
-    if peak:
-        print(f"peak:    {peak['tflops']:,.1f} TFLOP/s/GPU {peak['dtype']} dense, {peak['device']} "
-              f"({peak['source_short']})" if not peak["override"] else f"peak:    {peak['tflops']:,.1f} TFLOP/s/GPU "
-              "(--peak-tflops override)")
-    for name, entry in summary.items():
-        tf, mfu = entry["tflops_per_gpu_mean"], entry["mfu_mean"]
-        if tf is not None:
-            print(f"  {name:16s} {tf:8.1f} TFLOP/s/GPU" + (f"   MFU {100 * mfu:5.1f}%" if mfu is not None else ""))
-    hfu = next((p.summary for p in loaded.context.sections if p.key == "hfu"), None)
-    if hfu and hfu.get("hfu_mean") is not None:
-        print(f"  HFU (exact + recompute {hfu['recompute']}) {100 * hfu['hfu_mean']:5.1f}%   "
-              f"hardware/model FLOPs {hfu['hardware_over_model']:.4f}")
+    # the numbers as summary.json states them (the file just written), in the report's own formatting
+    for line in number_lines(json.loads(paths["summary.json"].read_text())):
+        print(line)
     if bad:
         print(f"checks: {len(bad)} FAILED ({', '.join(c.name for c in bad)}); see the top of report.md")
         if strict:
