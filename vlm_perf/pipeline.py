@@ -5,7 +5,6 @@ This is the top layer: it wires ingest (logs, metadata, run configuration) to an
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from .arch.spec import ModelSpec
 from .flops import get_convention
 from .hardware import device_peak, peak_used
 from .report import ReportContext
+from .run.options import check_value
 from .report.providers import balance_provider, hfu_provider, peak_provider, straggler_provider
 from .stats import BatchStats
 
@@ -177,7 +177,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
              seq_length: int | None = None, global_batch_size: int | None = None,
              image_size: Sequence[int] | str | None = None, image_grid: Sequence[int] | str | None = None,
              images_per_sample: int | None = None, causal: str = "half",
-             recompute: str | None = None,
+             recompute: str | None = None, frozen: Sequence[str] | None = None, log_interval: int | None = None,
              metadata_progress: Callable[[int, int], None] | None = None,
              per_rank: bool = False) -> LoadedRun:
     """Parse, resolve the configuration, aggregate metadata and analyse one run.
@@ -197,8 +197,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
 
     from .analysis.hfu import parse_recompute
 
-    if causal not in ("half", "full"):
-        raise ValueError(f"--causal must be half or full, got {causal!r}")
+    check_value("causal", causal)
     conventions = list(conventions)
     defaults = not conventions
     conventions = conventions or list(DEFAULT_CONVENTIONS)
@@ -213,7 +212,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     overrides = {k: v for k, v in {"model": model, "num_gpus": gpus, "gpu": gpu, "dtype": dtype,
                                    "seq_length": seq_length, "global_batch_size": global_batch_size,
                                    "image_size": image_size, "image_grid": image_grid,
-                                   "images_per_sample": images_per_sample}.items() if v is not None}
+                                   "images_per_sample": images_per_sample, "frozen": list(frozen) if frozen else None,
+                                   "log_interval": log_interval}.items() if v is not None}
     config = resolve_run_config(parsed.run_config, find_manifest(run), overrides)
     if not config.model:
         raise ValueError("model unknown: pass --model NAME_OR_CONFIG or set 'model' in run.yaml")
@@ -224,10 +224,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     spec = load_model(config.model)
     if defaults:  # the default set keeps only conventions defined for this family (asked-for ones still refuse)
         conventions = [c for c in conventions if get_convention(c).covers(spec.family)]
-    if peak_tflops is not None and not (math.isfinite(peak_tflops) and peak_tflops > 0):
-        raise ValueError(f"--peak-tflops must be a positive number of TFLOP/s per GPU, got {peak_tflops!r}")
-    if gpus is not None and gpus <= 0:
-        raise ValueError(f"--gpus must be a positive integer, got {gpus!r}")
+    check_value("peak_tflops", peak_tflops)
     peak, notes = peak_tflops, []
     if peak is None and config.gpu:
         try:

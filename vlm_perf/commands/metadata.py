@@ -17,6 +17,7 @@ from typing import List, Optional
 import typer
 
 from ._common import check_out_suffix, write_frame
+from ._options import run_options
 
 
 def _summary(frame, diag) -> str:
@@ -82,18 +83,19 @@ def _convert(paths, spec, skip_bad: bool, progress, target: Path):
 
 def register(app: typer.Typer) -> None:
     @app.command("metadata")
+    @run_options("metadata")
     def metadata(
         paths: List[str] = typer.Argument(..., help="metadata .jsonl/.jsonl.gz files, directories of shards, or globs"),
         out: Optional[Path] = typer.Option(None, "--out", "-o", help="write per-iteration stats (.parquet|.csv|.jsonl)"),
-        skip_bad: bool = typer.Option(False, "--skip-bad", help="skip invalid lines (counted in the diagnostics)"),
-        model: Optional[str] = typer.Option(None, "--model", "-m",
-                                            help="model preset or config.json (merge size, window size)"),
         to_parquet: Optional[Path] = typer.Option(None, "--to-parquet",
                                                   help="also write the valid per-microbatch rows as Parquet"),
+        options: Optional[dict] = None,
     ) -> None:
         """Per-iteration sufficient statistics from per-microbatch metadata."""
         from ..ingest.metadata_source import MetadataSource
         from ._progress import byte_progress, input_bytes, want_progress
+
+        model, skip_bad = (options or {}).get("model"), bool((options or {}).get("skip_bad"))
 
         check_out_suffix(out)
         if to_parquet is not None and to_parquet.suffix.lower() != ".parquet":
