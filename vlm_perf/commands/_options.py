@@ -15,7 +15,7 @@ from typing import Any, Callable, List, Optional
 import typer
 
 from ..errors import ConfigError
-from ..run.options import check_value, option, options_for
+from ..run.options import MissingSettings, RunOption, check_value, option, option_for_field, options_for
 
 _TYPES: dict[str, Any] = {"int": Optional[int], "float": Optional[float], "str": Optional[str], "choice": str,
                           "bool": bool, "list": List[str]}
@@ -52,7 +52,13 @@ def run_options(command: str) -> Callable[[Callable], Callable]:
             options = {name: kwargs.pop(name) for name in names if name in kwargs}
             for name, value in options.items():
                 _check(command, name, value)
-            return fn(*args, options=options, **kwargs)
+            try:
+                return fn(*args, options=options, **kwargs)
+            except MissingSettings as exc:  # the library names the settings; the command line adds its flags
+                flags = [_flag(command, o) for o in map(option_for_field, exc.fields) if o and command in o.commands]
+                if not flags:
+                    raise
+                raise ConfigError(f"{exc}; on the command line: {', '.join(flags)}") from None
 
         params = own + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=ann)
                         for name, ann, info in generated]
@@ -61,6 +67,14 @@ def run_options(command: str) -> Callable[[Callable], Callable]:
                                    "return": sig.return_annotation}
         return wrapper
     return decorate
+
+
+def _flag(command: str, opt: RunOption) -> str:
+    """How ``command`` spells ``opt`` (compare: both runs' flags)."""
+    metavar = f" {opt.metavar}" if opt.metavar else ""
+    if command == "compare" and opt.per_run:
+        return f"{opt.flag}-a{metavar} / {opt.flag}-b{metavar}"
+    return f"{opt.flag}{metavar}"
 
 
 def _check(command: str, name: str, value: Any) -> None:

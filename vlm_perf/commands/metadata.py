@@ -81,6 +81,20 @@ def _convert(paths, spec, skip_bad: bool, progress, target: Path):
     return source
 
 
+def run_metadata_paths(paths: List[str]) -> List[str]:
+    """A run folder stands for its metadata, found by the rule `report` uses (`vlm_perf.run.discover`):
+    ``metadata*.jsonl[.gz]`` / ``.parquet`` files and a ``metadata/`` shard folder; any other folder is a
+    folder of shards."""
+    from ..run.discover import metadata_of
+
+    out: List[str] = []
+    for text in paths:
+        path = Path(text)
+        found = metadata_of(path) if path.is_dir() else []
+        out += [str(p) for p in found] or [text]
+    return out
+
+
 def register(app: typer.Typer) -> None:
     @app.command("metadata")
     @run_options("metadata")
@@ -96,6 +110,7 @@ def register(app: typer.Typer) -> None:
         from ._progress import byte_progress, input_bytes, want_progress
 
         model, skip_bad = (options or {}).get("model"), bool((options or {}).get("skip_bad"))
+        paths = run_metadata_paths(paths)
 
         check_out_suffix(out)
         if to_parquet is not None and to_parquet.suffix.lower() != ".parquet":

@@ -20,11 +20,20 @@ from typing import Any
 
 from ..errors import ConfigError
 
-__all__ = ["RunOption", "OPTIONS", "YAML_ONLY", "option", "options_for", "check_value", "options_markdown",
+__all__ = ["MissingSettings", "RunOption", "OPTIONS", "YAML_ONLY", "option", "options_for", "check_value", "options_markdown",
            "SOURCES", "COMMANDS"]
 
 SOURCES = ("command line", "run.yaml", "log", "checkpoint")
 COMMANDS = ("report", "compare", "parse", "metadata")
+
+
+class MissingSettings(ConfigError):
+    """Settings a computation needs that no source states; ``fields``: their RunConfig fields / run.yaml keys
+    (the command line adds its flags for them, `vlm_perf.commands._options`)."""
+
+    def __init__(self, message: str, fields: tuple[str, ...]) -> None:
+        self.fields = tuple(fields)
+        super().__init__(message)
 
 
 @dataclass(frozen=True)
@@ -120,6 +129,11 @@ if len(_BY_NAME) != len(OPTIONS) or len({o.flag for o in OPTIONS}) != len(OPTION
 
 def option(name: str) -> RunOption:
     return _BY_NAME[name]
+
+
+def option_for_field(key: str) -> RunOption | None:
+    """The option that sets RunConfig field / run.yaml key ``key`` (None: no flag sets it)."""
+    return next((o for o in OPTIONS if o.field == key), None)
 
 
 def options_for(command: str) -> list[RunOption]:
