@@ -63,8 +63,25 @@ def _estimate(dst: Path) -> list[str]:
     return []
 
 
+def _frozen_flags(dst: Path) -> list[str]:
+    """The video sample (vision tower frozen) without its run.yaml: model, GPUs and the frozen tower as flags."""
+    dst.mkdir()
+    for name in ("train.log", "metadata.jsonl.gz"):
+        shutil.copy(VIDEO / name, dst / name)
+    return ["--model", "qwen2.5-vl-7b", "--gpus", "64", "--gpu", "H100-SXM", "--frozen", "vision"]
+
+
 CASES = {**{p.name: (lambda dst, p=p: (shutil.copytree(p, dst), [])[1]) for p in SAMPLES},
-         "slow-and-zero-step": _slow_step, "missing-dp-ranks": _missing_ranks, "estimate": _estimate}
+         "slow-and-zero-step": _slow_step, "missing-dp-ranks": _missing_ranks, "estimate": _estimate,
+         "frozen-tower-by-flags": _frozen_flags}
+
+
+def _per_run(args: list[str]) -> list[str]:
+    """``compare`` spells per-run flags twice (``--NAME-a`` / ``--NAME-b``)."""
+    out = []
+    for flag, value in zip(args[::2], args[1::2]):
+        out += [f"{flag}-a", value, f"{flag}-b", value]
+    return out
 
 
 def _cells(page: str) -> list[list[str]]:
@@ -102,7 +119,8 @@ def shown(request, tmp_path_factory):
     r = runner.invoke(app, ["report", str(run), "-o", str(tmp / "out"), *extra])
     assert r.exit_code == 0, (r.output, r.exception)
     terminal = r.stdout
-    r2 = runner.invoke(app, ["compare", str(run), str(run), "-o", str(tmp / "cmp"), *extra], env={"COLUMNS": "220"})
+    r2 = runner.invoke(app, ["compare", str(run), str(run), "-o", str(tmp / "cmp"), *_per_run(extra)],
+                       env={"COLUMNS": "220"})
     assert r2.exit_code == 0, (r2.output, r2.exception)
     out = tmp / "out"
     return {"summary": json.loads((out / "summary.json").read_text()),
@@ -192,3 +210,19 @@ def test_compare_shows_the_summary_values(shown):
     row = next(r for r in terminal if r and r[0] == "exact")
     assert row[1] == row[2] == _num(exact["tflops_per_gpu_mean"])
     assert row[5] == row[6] == _pct(exact["mfu_mean"])
+
+
+def test_each_perturbation_took_effect(shown, request):
+    """The perturbed runs are what they claim to be (otherwise the checks above prove less)."""
+    s = shown["summary"]
+    case = request.node.callspec.params["shown"]
+    if case == "slow-and-zero-step":
+        assert s["logged_windows"] - s["windows_used"] >= 3  # the two excluded step times + each first window
+        assert any(c["name"] == "step_times" and c["status"] != "ok" for c in s["checks"])
+    elif case == "missing-dp-ranks":
+        assert s["metadata_coverage"]["iterations_short"] == 20
+        assert s["step"]["iterations"] < 190
+    elif case == "estimate":
+        assert s["estimated"] and s["vision_share_mean"] > 0
+    elif case == "frozen-tower-by-flags":
+        assert s["run_config"]["frozen"] == ["vision"] and s["inputs"]["model_source"] == "cli"
