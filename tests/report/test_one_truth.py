@@ -226,3 +226,16 @@ def test_each_perturbation_took_effect(shown, request):
         assert s["estimated"] and s["vision_share_mean"] > 0
     elif case == "frozen-tower-by-flags":
         assert s["run_config"]["frozen"] == ["vision"] and s["inputs"]["model_source"] == "cli"
+
+
+def test_summary_conforms_to_its_declared_schema(shown):
+    from vlm_perf.report.schema import check_summary
+
+    s = shown["summary"]
+    assert check_summary(s) == []
+    bad = {**s, "vision_share": 0.1, "conventions": {**s["conventions"], "exact": {**s["conventions"]["exact"],
+                                                                                   "mfu_mean": "22%"}}}
+    del bad["windows_used"]
+    assert sorted(check_summary(bad)) == ["summary.conventions.exact.mfu_mean: str, declared int/float",
+                                          "summary.vision_share: not declared",
+                                          "summary.windows_used: declared, missing"]

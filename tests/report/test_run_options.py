@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from vlm_perf.cli import app
 from vlm_perf.errors import ConfigError
 from vlm_perf.ingest.runconfig import MANIFEST_KEYS
-from vlm_perf.run.docs import DOC, with_table
+from vlm_perf.report.doc_tables import DOC, SCHEMA_DOC, with_schema, with_table
 from vlm_perf.run.options import COMMANDS, OPTIONS, YAML_ONLY, check_value, options_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,9 +29,11 @@ def _flags(command: str) -> dict[str, list[str]]:
 
 def test_doc_table_is_generated_from_the_declaration():
     text = DOC.read_text()
-    assert with_table(text) == text, "docs/run-config.md is stale: run python -m vlm_perf.run.docs"
+    assert with_table(text) == text, "docs/run-config.md is stale: run python -m vlm_perf.report.doc_tables"
     for o in OPTIONS:
         assert f"`{o.flag}`" in text
+    schema = SCHEMA_DOC.read_text()
+    assert with_schema(schema) == schema, "docs/report.md's summary schema is stale: run python -m vlm_perf.report.doc_tables"
 
 
 @pytest.mark.parametrize("command", COMMANDS)
