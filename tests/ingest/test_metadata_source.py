@@ -176,7 +176,11 @@ def test_load_run_keeps_the_source_and_per_rank():
     summed = (src.per_rank.group_by("iteration").agg(pl.col(c).sum() for c in (*STAT_FIELDS, "microbatches"))
               .sort("iteration").select(src.per_iteration.columns))
     assert summed.equals(src.per_iteration)
-    assert len(loaded.context.microbatch_vision_share) == src.diagnostics.rows_used
+    # one share per microbatch of the iterations the means use (the analysis' one window selection)
+    used = loaded.analysis.selection.iterations()
+    rows_used = int(src.per_iteration.filter(pl.col("iteration").is_in(used.implode()))["microbatches"].sum())
+    assert 0 < rows_used < src.diagnostics.rows_used
+    assert len(loaded.context.microbatch_vision_share) == rows_used
 
 
 def test_jsonl_and_parquet_together_are_refused(tmp_path):

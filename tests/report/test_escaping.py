@@ -108,3 +108,49 @@ def test_code_block_cannot_be_closed_by_its_content():
     fence = md_fence(text)
     md = f"{fence}json\n{text}\n{fence}\n"
     assert re.fullmatch(r"<pre><code class=\"language-json\">.*</code></pre>", MD.render(md).strip(), re.S)
+
+
+def _hostile_summary(text: str, tflops: float) -> dict:
+    return {"run": text, "model": text, "gpu": text, "dtype": text, "world_size": 8, "peak_tflops": 989.0,
+            "synthetic": False, "estimated": False, "messages": [text],
+            "conventions": {"exact": {"tflops_per_gpu_mean": tflops, "mfu_mean": tflops / 989.0}},
+            "step": {"iterations": 10, "seconds_per_iteration": 1.0, "exact_flops_per_iteration": tflops * 8e12},
+            "hfu": {"recompute": text, "rule": text, "source": text, "hfu_mean": tflops / 989.0},
+            "log_crosscheck": {"message": text}}
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_compare_pages_escape_input_strings(text, tmp_path):
+    """compare.md goes through the report's escaping: every input string renders as that text (CommonMark,
+    raw HTML on); compare.html is autoescaped by the same template."""
+    from vlm_perf.analysis.compare import compare_summaries
+    from vlm_perf.report.compare_page import headline, write_compare
+
+    cmp = compare_summaries(_hostile_summary(text, 400.0), _hostile_summary(text, 500.0))
+    paths = write_compare(cmp, tmp_path)
+    rendered = MD.render(paths["compare.md"].read_text())
+    flat = " ".join(text.splitlines())
+    items = [html.unescape(re.sub(r"<[^>]+>", "", li)) for li in re.findall(r"<li>(.*?)</li>", rendered, re.S)]
+    assert items[0].startswith(f"A: {flat} — {flat} on 8 × {flat}")  # the run, model and GPU strings as text
+    assert f"B: {flat}" in items and items[1].startswith(f"B: {flat}")
+    assert f"A: {flat}" in items  # the messages
+    assert items[0] == headline(cmp)[0].replace("\n", " ")
+    for li in re.findall(r"<li>(.*?)</li>", rendered, re.S):  # no element but the page's own bold marks
+        assert "<" not in li.replace("<strong>", "").replace("</strong>", ""), li
+    assert "<script" not in rendered and "<img src=x" not in rendered
+    page = paths["compare.html"].read_text()
+    assert "<script" not in page and "<img src=x" not in page
+    assert html.escape(text, quote=False) in page or html.escape(text) in page
+
+
+def test_compare_terminal_prints_input_strings_as_text(tmp_path):
+    """A run path holding rich markup is printed as written (the terminal is one more place input reaches)."""
+    from typer.testing import CliRunner
+
+    from vlm_perf.cli import app
+
+    run = tmp_path / "[red]run[/red] *x*"
+    shutil.copytree(ROOT / "sample_logs" / "qwen2-vl-tiny-real", run)
+    r = CliRunner().invoke(app, ["compare", str(run), str(run)], env={"COLUMNS": "250"})
+    assert r.exit_code == 0, r.output
+    assert f"A: {run} — " in r.stdout and f"B: {run} — " in r.stdout

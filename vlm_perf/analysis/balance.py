@@ -295,14 +295,11 @@ def lpt_balance(costs: pl.DataFrame, ranks_per_iteration: pl.DataFrame) -> pl.Da
 
 
 def reliable_iterations(windows: pl.DataFrame) -> pl.Series:
-    """Iterations inside the windows the report's means use (complete, not first after a (re)start)."""
-    good = windows.filter(~pl.col("first_in_segment") & (pl.col("covered_iterations")
-                                                          == pl.col("window_iterations")))
-    if good.height == 0:
-        return pl.Series("iteration", [], dtype=pl.Int64)
-    return (good.select(pl.int_ranges(pl.col("window_start").cast(pl.Int64) + 1,
-                                      pl.col("iteration").cast(pl.Int64) + 1).alias("iteration"))
-            .explode("iteration")["iteration"].unique().sort())
+    """Iterations inside the windows the report's means use (`vlm_perf.analysis.selection`: complete,
+    not first after a (re)start, usable step time)."""
+    from .selection import select_windows
+
+    return select_windows(windows).iterations()
 
 
 @dataclass

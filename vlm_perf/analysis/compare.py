@@ -19,7 +19,6 @@ import math
 
 import polars as pl
 
-from .balance import reliable_iterations
 from .crosscheck import TOLERANCE
 from .run import RunAnalysis
 
@@ -35,9 +34,9 @@ def _div(num: float | None, den: float | None) -> float | None:
 def step_facts(run: RunAnalysis) -> dict:
     """Per-iteration means over the windows the report's means use: seconds, exact FLOPs, tokens,
     visual-token share of LM tokens, patches per frame. Means of sums (ratio of totals)."""
-    good = run.reliable_windows()
+    good = run.selection.windows
     its = float(good["window_iterations"].sum()) if good.height else 0.0
-    per = run.per_iteration.filter(pl.col("iteration").is_in(reliable_iterations(run.windows).implode()))
+    per = run.per_iteration.filter(pl.col("iteration").is_in(run.selection.iterations().implode()))
 
     def total(col: str) -> float | None:
         return float(per[col].sum()) if col in per.columns and per.height else None
@@ -49,6 +48,7 @@ def step_facts(run: RunAnalysis) -> dict:
         "seconds_per_iteration": _div(float(good["window_seconds"].sum()) if its else None, its),
         "exact_flops_per_iteration": _div(float(good["exact_total"].sum()) if its else None, its),
         "exact_vision_flops_per_iteration": _div(float(good["exact_vision"].sum()) if its else None, its),
+        "vision_share": run.vision_share_mean(),
         "lm_tokens_per_iteration": _div(tokens, n),
         "padded_tokens_per_iteration": _div(total("lm_padded_tokens"), n),
         "visual_token_share": _div(visual, tokens),

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from .selection import reliable_expr
+
 TOLERANCE = 0.02
 
 
@@ -24,8 +26,7 @@ def crosscheck_log(windows: pl.DataFrame, world_size: int | None, flops_column: 
     """
     if "tflops_per_gpu_logged" not in windows.columns:
         return {"status": "no_logged_value", "message": "the log prints no TFLOP/s/GPU to compare with"}
-    good = pl.col("reliable") if "reliable" in windows.columns else (
-        ~pl.col("first_in_segment") & (pl.col("covered_iterations") == pl.col("window_iterations")))
+    good = pl.col("reliable") if "reliable" in windows.columns else reliable_expr(windows.columns)
     logged = pl.col("tflops_per_gpu_logged")
     usable = windows.filter(logged.is_not_null() & logged.is_finite() & (logged > 0) & (pl.col(flops_column) > 0)
                             & good)

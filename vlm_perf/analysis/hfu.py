@@ -31,6 +31,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from ..arch.spec import ModelSpec
+from ..errors import ConfigError
 from ..flops import compute_flops
 from ..stats import BatchStats
 from .run import RunAnalysis
@@ -71,16 +72,16 @@ class Recompute:
         return self.granularity if self.granularity != "full" or self.layers is None else f"full:{self.layers}"
 
 
-def parse_recompute(text: str, source: str = "--recompute") -> Recompute:
+def parse_recompute(text: str, source: str = "recompute") -> Recompute:
     """``none`` | ``selective`` | ``full`` | ``full:N`` (N decoder layers in total)."""
     raw = str(text).strip().lower()
     head, _, tail = raw.partition(":")
     if head not in GRANULARITIES or (tail and head != "full"):
-        raise ValueError(f"{source}: expected none, selective, full or full:N, got {text!r}")
+        raise ConfigError(f"{source}: expected none, selective, full or full:N, got {text!r}")
     layers = None
     if tail:
         if not tail.isdigit() or int(tail) <= 0:
-            raise ValueError(f"{source}: full:N needs a positive number of layers, got {text!r}")
+            raise ConfigError(f"{source}: full:N needs a positive number of layers, got {text!r}")
         layers = int(tail)
     return Recompute(head, layers, source)
 
@@ -100,14 +101,14 @@ def recompute_from_config(granularity: Any = None, method: Any = None, num_layer
     if g == "selective":
         return Recompute("selective", None, f"{source}: recompute_granularity selective")
     if g != "full":
-        raise ValueError(f"{source}: recompute_granularity must be full, selective or none, got {granularity!r}")
+        raise ConfigError(f"{source}: recompute_granularity must be full, selective or none, got {granularity!r}")
     m = None if method is None else str(method).strip().lower()
     if m in (None, "", "none", "uniform"):
         return Recompute("full", None, f"{source}: full, method {m or 'uniform'} (every layer, in chunks)")
     if m != "block":
-        raise ValueError(f"{source}: recompute_method must be uniform or block, got {method!r}")
+        raise ConfigError(f"{source}: recompute_method must be uniform or block, got {method!r}")
     if num_layers is None:
-        raise ValueError(f"{source}: recompute_method block needs recompute_num_layers")
+        raise ConfigError(f"{source}: recompute_method block needs recompute_num_layers")
     per_stage = int(num_layers)
     pp = int(pipeline_parallel or 1)
     return Recompute("full", per_stage * pp,
@@ -146,12 +147,9 @@ def hfu_summary(run: RunAnalysis, spec: ModelSpec, policy: Recompute, frozen: It
                 causal: str = "half") -> dict:
     """HFU next to MFU (exact), time-weighted over the windows the means use, with the rule stated."""
     per = run.per_iteration.select("iteration", recompute_expr(spec, policy, frozen, causal).alias("recompute_flops"))
-    # only the columns used below (the windows frame of a long run is wide)
-    windows = window_sums(run.windows.select("segment", "iteration", "window_start", "first_in_segment",
-                                             "window_iterations", "window_seconds", "exact_total"),
-                          per, ["recompute_flops"])
-    good = windows.filter(~pl.col("first_in_segment") & (pl.col("covered_iterations")
-                                                          == pl.col("window_iterations")))
+    # the windows every mean uses (one selection: `RunAnalysis.selection`), only the columns used below
+    good = window_sums(run.selection.windows.select("segment", "iteration", "window_start", "window_iterations",
+                                                    "window_seconds", "exact_total"), per, ["recompute_flops"])
     out: dict[str, Any] = {"recompute": policy.label(), "source": policy.source,
                            "rule": policy.rule(spec.lm.num_layers), "policy": asdict(policy),
                            "model_tflops_per_gpu_mean": None, "hardware_tflops_per_gpu_mean": None,
@@ -159,13 +157,15 @@ def hfu_summary(run: RunAnalysis, spec: ModelSpec, policy: Recompute, frozen: It
     if not good.height:
         return out
     model, extra = float(good["exact_total"].sum()), float(good["recompute_flops"].sum())
-    out["hardware_over_model"] = (model + extra) / model if model else None
+    ratio = (model + extra) / model if model else None
+    out["hardware_over_model"] = ratio
     out["recompute_flops_share_of_model"] = extra / model if model else None
-    if run.world_size:
-        seconds = float(good["window_seconds"].sum())
-        out["model_tflops_per_gpu_mean"] = model / (seconds * run.world_size * 1e12)
-        out["hardware_tflops_per_gpu_mean"] = (model + extra) / (seconds * run.world_size * 1e12)
-        if run.peak_tflops:
-            out["mfu_mean"] = out["model_tflops_per_gpu_mean"] / run.peak_tflops
-            out["hfu_mean"] = out["hardware_tflops_per_gpu_mean"] / run.peak_tflops
+    # MFU is the headline's own value (one truth); hardware = model x the recompute ratio of the same windows
+    exact = run.convention_summary().get("exact", {})
+    if exact.get("tflops_per_gpu_mean") is not None and ratio is not None:
+        out["model_tflops_per_gpu_mean"] = exact["tflops_per_gpu_mean"]
+        out["hardware_tflops_per_gpu_mean"] = exact["tflops_per_gpu_mean"] * ratio
+        if exact.get("mfu_mean") is not None:
+            out["mfu_mean"] = exact["mfu_mean"]
+            out["hfu_mean"] = exact["mfu_mean"] * ratio
     return out

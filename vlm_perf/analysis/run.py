@@ -9,12 +9,14 @@ import numpy as np
 import polars as pl
 
 from ..arch.spec import ModelSpec
+from ..errors import ConfigError
 from ..stats import BatchStats
 from .attribution import Attribution, fit_step_time
 from .crosscheck import crosscheck_log
 from .differences import convention_differences
 from .health import run_health
 from .flops_frame import with_flops
+from .selection import WindowSelection, reliable_expr, select_windows
 from .windows import build_windows, infer_log_interval, window_sums
 
 DEFAULT_CONVENTIONS = ("megatron-lm", "exact", "megatron-bridge", "mbridge-pr2575")
@@ -41,9 +43,23 @@ class RunAnalysis:
     differences: dict = field(default_factory=dict)  # differences.convention_differences: per-component vs exact
     health: dict = field(default_factory=dict)  # health.run_health: wall-clock, goodput, step-time percentiles
 
+    @property
+    def selection(self) -> WindowSelection:
+        """The one selection of windows every mean uses (`vlm_perf.analysis.selection`), computed once per
+        windows frame."""
+        cached = self.__dict__.get("_selection")
+        if cached is None or cached[0] is not self.windows:
+            cached = (self.windows, select_windows(self.windows))
+            self.__dict__["_selection"] = cached
+        return cached[1]
+
     def convention_summary(self) -> dict:
-        """Mean TFLOP/s/GPU and MFU per convention over complete windows (time-weighted)."""
-        good = self.reliable_windows()
+        """Mean TFLOP/s/GPU and MFU per convention over the selected windows (time-weighted)."""
+        cached = self.__dict__.get("_convention_summary")
+        if cached is not None and cached[0] is self.windows and cached[1] == (self.world_size, self.peak_tflops,
+                                                                              tuple(self.conventions)):
+            return {k: dict(v) for k, v in cached[2].items()}
+        good = self.selection.windows
         out = {}
         for conv in self.conventions:
             entry = {"tflops_per_gpu_mean": None, "mfu_mean": None, "flops_total": _sum(self.per_iteration,
@@ -54,18 +70,19 @@ class RunAnalysis:
                 if self.peak_tflops:
                     entry["mfu_mean"] = entry["tflops_per_gpu_mean"] / self.peak_tflops
             out[conv] = entry
-        return out
+        self.__dict__["_convention_summary"] = (self.windows, (self.world_size, self.peak_tflops,
+                                                               tuple(self.conventions)), out)
+        return {k: dict(v) for k, v in out.items()}
 
     def reliable_windows(self) -> pl.DataFrame:
         """Windows every mean uses: not the first after a (re)start, statistics for every iteration
-        (complete metadata), and a usable step time (see ``windows.step_time_exclusions``)."""
-        return self.windows.filter(pl.col("reliable"))
+        (complete metadata), and a usable step time (`vlm_perf.analysis.selection`)."""
+        return self.selection.windows
 
     def vision_share_mean(self) -> float | None:
-        if "exact_total" not in self.per_iteration.columns:
-            return None
-        total = _sum(self.per_iteration, "exact_total")
-        return _sum(self.per_iteration, "exact_vision") / total if total else None
+        """`vlm_perf.analysis.selection.VISION_SHARE`: Σ exact vision / Σ exact training FLOPs over the
+        selected windows (the same windows as every TFLOP/s and MFU mean)."""
+        return self.selection.vision_share()
 
 
 def _sum(frame: pl.DataFrame, column: str) -> float:
@@ -120,8 +137,8 @@ def analyze_run(
     estimated = stats is None
     if estimated:
         if estimate is None:
-            raise ValueError("no metadata and no run configuration to estimate from: pass --metadata, or state "
-                             "seq_length/global_batch_size (and an image grid) in run.yaml")
+            raise ConfigError("no metadata and no run configuration to estimate from: give the per-microbatch "
+                              "metadata, or state seq_length/global_batch_size (and an image grid) in run.yaml")
         stats = estimate_stats(iterations, estimate)
         messages.append("ESTIMATE: no per-microbatch metadata; statistics come from the run configuration")
     per_iteration = with_flops(stats.sort("iteration"), spec, convs, frozen, causal=causal)
@@ -155,7 +172,7 @@ def analyze_run(
         rate_cols.append((rate / (peak_tflops or float("nan"))).alias(f"{conv}_mfu"))
     windows = windows.with_columns(rate_cols).with_columns(
         (pl.col("covered_iterations") == pl.col("window_iterations")).alias("complete")).with_columns(
-        (~pl.col("first_in_segment") & pl.col("complete") & pl.col("step_time_excluded").is_null()).alias("reliable"))
+        reliable_expr().alias("reliable"))
     reliable = windows.filter(pl.col("reliable"))
     n = reliable.height
     attribution = fit_step_time(

@@ -4,41 +4,32 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
+from ._options import load_run_arguments, run_options
 
+
+@run_options("compare")
 def compare(
     run_a: Path = typer.Argument(..., help="Run A (before): a training log file or a run directory."),
     run_b: Path = typer.Argument(..., help="Run B (after): a training log file or a run directory."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write compare.{json,md,html,png} here."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object keyed by convention (a, b, delta, "
                                                        "ratio of TFLOP/s/GPU; mfu the same) and nothing else."),
-    model_a: Optional[str] = typer.Option(None, "--model-a", help="Model of run A (overrides its run.yaml)."),
-    model_b: Optional[str] = typer.Option(None, "--model-b", help="Model of run B (overrides its run.yaml)."),
-    gpus_a: Optional[int] = typer.Option(None, "--gpus-a", help="World size of run A."),
-    gpus_b: Optional[int] = typer.Option(None, "--gpus-b", help="World size of run B."),
-    peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Dense peak TFLOP/s per GPU (both)."),
-    convention: List[str] = typer.Option([], "--convention", help="Conventions to show (repeatable)."),
-    skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip (and count) bad metadata lines."),
-    recompute_a: Optional[str] = typer.Option(None, "--recompute-a", help="Recompute of run A for HFU: none, "
-                                              "selective, full or full:N (default: what its log / run.yaml state)."),
-    recompute_b: Optional[str] = typer.Option(None, "--recompute-b", help="Recompute of run B (as --recompute-a)."),
-    causal: str = typer.Option("half", "--causal",
-                               help="exact's LM attention core in both runs: half (causal kernels) or full."),
+    options: Optional[dict] = None,
 ) -> None:
     """Compare two runs: TFLOP/s/GPU and MFU per convention, step time, tokens, and the exact-FLOPs change
     split into "the data changed" and "the system changed"."""
     from ..analysis.compare import compare_summaries
     from ..pipeline import load_run
     from ..report import build_summary
-    from ..report.compare_page import fact_rows, headline, write_compare
+    from ..report.compare_page import CONV_HEADERS, FACT_HEADERS, convention_rows, fact_rows, headline, write_compare
 
     summaries = []
-    for run, model, gpus, recompute in ((run_a, model_a, gpus_a, recompute_a), (run_b, model_b, gpus_b, recompute_b)):
-        loaded = load_run(run, model=model, gpus=gpus, peak_tflops=peak_tflops, conventions=convention,
-                          skip_bad=skip_bad, recompute=recompute, causal=causal)
+    for run, suffix in ((run_a, "_a"), (run_b, "_b")):
+        loaded = load_run(run, **load_run_arguments(options or {}, suffix))
         summaries.append(build_summary(loaded.analysis, loaded.context))
     cmp = compare_summaries(*summaries)
     if out is not None:
@@ -49,22 +40,20 @@ def compare(
         print(json.dumps(_clean(cmp["conventions"]), indent=2))
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
-    for line in headline(cmp):
-        console.print(line.replace("**", ""), highlight=False)
-    table = Table("convention", "A TFLOP/s/GPU", "B TFLOP/s/GPU", "delta", "B/A", "A MFU", "B MFU")
-    for name, e in cmp["conventions"].items():
-        m = e["mfu"]
-        table.add_row(name, *[f"{x:,.1f}" if x is not None else "—" for x in (e["a"], e["b"])],
-                      f"{e['delta']:+,.1f}" if e["delta"] is not None else "—",
-                      f"{e['ratio']:.4f}" if e["ratio"] is not None else "—",
-                      *[f"{100 * x:.1f}%" if x is not None else "—" for x in (m["a"], m["b"])])
+    for line in headline(cmp):  # input strings (run paths, model, GPU) are text, never rich markup
+        console.print(line, highlight=False, markup=False)
+    # the rows of compare.md / compare.html (one formatting of every number)
+    table = Table(*CONV_HEADERS)
+    for row in convention_rows(cmp):
+        table.add_row(*map(escape, row))
     console.print(table)
-    facts = Table("per iteration", "A", "B", "delta", "B/A")
+    facts = Table(*FACT_HEADERS)
     for row in fact_rows(cmp):
-        facts.add_row(*row)
+        facts.add_row(*map(escape, row))
     console.print(facts)
     if out is not None:
         console.print(f"comparison written to {out}/ (compare.html, compare.md, compare.json, compare.png)")

@@ -16,7 +16,9 @@ from typing import List, Optional
 
 import typer
 
+from ..errors import ConfigError
 from ._common import check_out_suffix, write_frame
+from ._options import run_options
 
 
 def _summary(frame, diag) -> str:
@@ -80,24 +82,40 @@ def _convert(paths, spec, skip_bad: bool, progress, target: Path):
     return source
 
 
+def run_metadata_paths(paths: List[str]) -> List[str]:
+    """A run folder stands for its metadata, found by the rule `report` uses (`vlm_perf.run.discover`):
+    ``metadata*.jsonl[.gz]`` / ``.parquet`` files and a ``metadata/`` shard folder; any other folder is a
+    folder of shards."""
+    from ..run.discover import metadata_of
+
+    out: List[str] = []
+    for text in paths:
+        path = Path(text)
+        found = metadata_of(path) if path.is_dir() else []
+        out += [str(p) for p in found] or [text]
+    return out
+
+
 def register(app: typer.Typer) -> None:
     @app.command("metadata")
+    @run_options("metadata")
     def metadata(
         paths: List[str] = typer.Argument(..., help="metadata .jsonl/.jsonl.gz files, directories of shards, or globs"),
         out: Optional[Path] = typer.Option(None, "--out", "-o", help="write per-iteration stats (.parquet|.csv|.jsonl)"),
-        skip_bad: bool = typer.Option(False, "--skip-bad", help="skip invalid lines (counted in the diagnostics)"),
-        model: Optional[str] = typer.Option(None, "--model", "-m",
-                                            help="model preset or config.json (merge size, window size)"),
         to_parquet: Optional[Path] = typer.Option(None, "--to-parquet",
                                                   help="also write the valid per-microbatch rows as Parquet"),
+        options: Optional[dict] = None,
     ) -> None:
         """Per-iteration sufficient statistics from per-microbatch metadata."""
         from ..ingest.metadata_source import MetadataSource
         from ._progress import byte_progress, input_bytes, want_progress
 
+        model, skip_bad = (options or {}).get("model"), bool((options or {}).get("skip_bad"))
+        paths = run_metadata_paths(paths)
+
         check_out_suffix(out)
         if to_parquet is not None and to_parquet.suffix.lower() != ".parquet":
-            raise ValueError(f"--to-parquet {to_parquet}: the file name must end in .parquet")
+            raise ConfigError(f"--to-parquet {to_parquet}: the file name must end in .parquet")
         spec = None
         if model:
             from ..arch import load_model

@@ -18,6 +18,7 @@ from typing import List, Optional
 import typer
 
 from ._common import check_out_suffix, write_frame
+from ._options import run_options
 
 
 def _diagnostics_text(diag) -> str:
@@ -128,16 +129,17 @@ def _progress_callback(stack: contextlib.ExitStack):
 
 def register(app: typer.Typer) -> None:
     @app.command("parse")
+    @run_options("parse")
     def parse(
         logs: List[Path] = typer.Argument(..., help="training logs (.log/.txt/.gz/.zst, JSONL, trainer_state.json, "
                                                      "TensorBoard dirs) or run directories"),
-        format: str = typer.Option("auto", "--format", "-f", help="auto (detect per line) or one format name"),
         out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the deduplicated iteration table "
                                                                       "(.parquet|.csv|.jsonl)"),
         raw: bool = typer.Option(False, "--raw", help="with --out: write every record (per rank, per restart) "
                                                       "instead of one row per iteration"),
         explain: bool = typer.Option(False, "--explain", help="per distinct line shape: which format read it, the "
                                                               "record kind, each key's column and why, unknown keys"),
+        options: Optional[dict] = None,
     ) -> None:
         """Parse training logs into one tidy iteration table."""
         from ..ingest.logs import parse_logs
@@ -151,7 +153,7 @@ def register(app: typer.Typer) -> None:
             return
         check_out_suffix(out)
         with contextlib.ExitStack() as stack:
-            result = parse_logs(list(logs), format=format, progress=_progress_callback(stack))
+            result = parse_logs(list(logs), format=(options or {}).get("log_format", "auto"), progress=_progress_callback(stack))
         print(_diagnostics_text(result.diagnostics), file=sys.stderr)
         if out is not None:
             table = result.raw if raw else result.iterations

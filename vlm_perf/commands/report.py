@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -11,36 +12,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ._options import load_run_arguments, run_options
 
+
+@run_options("report")
 def report(
     run: Path = typer.Argument(..., help="A training log file or a run directory (log + metadata + run.yaml)."),
     out: Path = typer.Option(..., "-o", "--out", help="Output directory."),
     metadata: List[Path] = typer.Option([], "--metadata", help="Metadata JSONL file(s), directory or glob."),
-    model: Optional[str] = typer.Option(None, "--model", help="Preset or config.json (overrides run.yaml)."),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="World size (number of GPUs)."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type, e.g. H100, GB200, MI300X."),
-    peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Dense peak TFLOP/s per GPU (override)."),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="Training dtype for the peak (default bf16)."),
-    convention: List[str] = typer.Option([], "--convention", help="Conventions to show (repeatable)."),
-    log_format: str = typer.Option("auto", "--format", help="Log format (auto-detected per line by default)."),
-    skip_bad: bool = typer.Option(False, "--skip-bad", help="Skip (and count) bad metadata lines."),
-    causal: str = typer.Option("half", "--causal",
-                               help="exact's LM attention core: half (causal kernels) or full (eager/masked)."),
-    seq_length: Optional[int] = typer.Option(None, "--seq-length", help="Estimate mode: LM tokens per sample "
-                                             "(run.yaml seq_length)."),
-    global_batch_size: Optional[int] = typer.Option(
-        None, "--global-batch-size", help="Estimate mode: samples per iteration (run.yaml global_batch_size; else "
-        "what the log prints); also what metadata coverage is checked against."),
-    image_size: Optional[str] = typer.Option(None, "--image-size", help="Estimate mode: H,W pixels of each sample's "
-                                             "image (run.yaml image_size)."),
-    grid: Optional[str] = typer.Option(None, "--grid", help="Estimate mode: T,H,W patches of each sample's image, "
-                                       "as image_grid_thw (run.yaml image_grid)."),
-    images_per_sample: Optional[int] = typer.Option(None, "--images-per-sample", help="Estimate mode: images per "
-                                                    "sample (default 1; run.yaml images_per_sample)."),
     strict: bool = typer.Option(False, "--strict", help="Exit with status 4 when any check fails (the report is "
                                 "still written)."),
-    recompute: Optional[str] = typer.Option(None, "--recompute", help="Activation recompute for HFU: none, selective, "
-                                            "full or full:N layers (default: what the log / run.yaml state)."),
+    options: Optional[dict] = None,
 ) -> None:
     """Recompute TFLOP/s/GPU and MFU of a finished run before/after vision accounting.
 
@@ -49,6 +31,7 @@ def report(
     """
     from ..pipeline import load_run
     from ..report import write_report
+    from ..report.terminal import number_lines
 
     from ._progress import want_progress
 
@@ -64,12 +47,8 @@ def report(
             if bar:
                 progress.update(bar[0], completed=done, total=total)
 
-        loaded = load_run(run, metadata=metadata, model=model, gpus=gpus, gpu=gpu, peak_tflops=peak_tflops,
-                          dtype=dtype, conventions=convention, log_format=log_format, skip_bad=skip_bad,
-                          causal=causal, on_step=lambda text: progress.update(task, description=text),
-                          seq_length=seq_length, global_batch_size=global_batch_size, image_size=image_size,
-                          image_grid=grid, images_per_sample=images_per_sample, recompute=recompute,
-                          metadata_progress=metadata_progress)
+        loaded = load_run(run, metadata=metadata, on_step=lambda text: progress.update(task, description=text),
+                          metadata_progress=metadata_progress, **load_run_arguments(options or {}))
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)
     checks = loaded.analysis.checks
@@ -79,7 +58,6 @@ def report(
     console.print(f"report written to {out}/")
     for message in loaded.analysis.messages:
         console.print(f"[yellow]warning:[/] {escape(message)}")
-    summary = loaded.analysis.convention_summary()
     bad = [c for c in checks if c.status == "fail"]
     warned = [c for c in checks if c.status == "warn"]
     print(f"checks:  {len(bad)} FAILED ({', '.join(c.name for c in bad)}), {len(warned)} warning(s)" if bad else
@@ -87,19 +65,9 @@ def report(
                                                                 else ""))
     print(f"report:  {out / 'report.html'}  (also report.md, summary.json)")
     print(f"figures: {', '.join(str(out / name) for name in paths if name.endswith('.png'))}")
-    peak = next((p.summary for p in loaded.context.sections if p.key == "peak"), None)
-    if peak:
-        print(f"peak:    {peak['tflops']:,.1f} TFLOP/s/GPU {peak['dtype']} dense, {peak['device']} "
-              f"({peak['source_short']})" if not peak["override"] else f"peak:    {peak['tflops']:,.1f} TFLOP/s/GPU "
-              "(--peak-tflops override)")
-    for name, entry in summary.items():
-        tf, mfu = entry["tflops_per_gpu_mean"], entry["mfu_mean"]
-        if tf is not None:
-            print(f"  {name:16s} {tf:8.1f} TFLOP/s/GPU" + (f"   MFU {100 * mfu:5.1f}%" if mfu is not None else ""))
-    hfu = next((p.summary for p in loaded.context.sections if p.key == "hfu"), None)
-    if hfu and hfu.get("hfu_mean") is not None:
-        print(f"  HFU (exact + recompute {hfu['recompute']}) {100 * hfu['hfu_mean']:5.1f}%   "
-              f"hardware/model FLOPs {hfu['hardware_over_model']:.4f}")
+    # the numbers as summary.json states them (the file just written), in the report's own formatting
+    for line in number_lines(json.loads(paths["summary.json"].read_text())):
+        print(line)
     if bad:
         print(f"checks: {len(bad)} FAILED ({', '.join(c.name for c in bad)}); see the top of report.md")
         if strict:

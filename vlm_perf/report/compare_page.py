@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 from pathlib import Path
 
@@ -13,12 +11,17 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .content import B, Bullets, FigureRef, Inline, Paragraph, SectionContent, T, Table, plain  # noqa: E402
 from .document import _clean  # noqa: E402
+from .render import render_html as render_page, render_markdown as render_md  # noqa: E402
+
+TITLE = "A vs B"
 
 FACT_LABELS = {
     "seconds_per_iteration": ("step time (s)", 3),
     "exact_flops_per_iteration": ("exact FLOPs / iteration", "e"),
     "exact_vision_flops_per_iteration": ("exact vision FLOPs / iteration", "e"),
+    "vision_share": ("vision share of exact FLOPs", "%"),
     "lm_tokens_per_iteration": ("LM tokens / iteration", 0),
     "padded_tokens_per_iteration": ("padded tokens / iteration", 0),
     "visual_token_share": ("visual-token share of LM tokens", "%"),
@@ -58,28 +61,38 @@ def fact_rows(cmp: dict) -> list[list[str]]:
     return rows
 
 
-def headline(cmp: dict) -> list[str]:
+def headline_inline(cmp: dict) -> list[Inline]:
+    """The comparison's headline lines as typed spans (input strings stay plain text in every format)."""
     ra, rb = cmp["runs"]["a"], cmp["runs"]["b"]
-    lines = []
+    lines: list[Inline] = []
     for label, r in (("A", ra), ("B", rb)):
         peak = r.get("peak") or {}
         src = f"; {peak.get('clock', '')} — {peak.get('source_short', '')}" if peak else ""
-        lines.append(f"{label}: {r['run']} — {r['model']} on {r['world_size']} × {r['gpu']} "
-                     f"(peak {_f(r['peak_tflops'], 0)} TFLOP/s dense {r['dtype']}{src})"
-                     + (" — **SYNTHETIC**" if r.get("synthetic") else "") + (" — **ESTIMATE**" if r.get("estimated") else "")
-                     + f"; the log printed {_f(r.get('logged_tflops_per_gpu_mean'))} TFLOP/s/GPU: {r['logged']['note']}.")
+        parts: list = [f"{label}: ", r["run"], " — ", r["model"], f" on {r['world_size']} × ", r["gpu"],
+                       f" (peak {_f(r['peak_tflops'], 0)} TFLOP/s dense ", r["dtype"], f"{src})"]
+        if r.get("synthetic"):
+            parts += [" — ", B("SYNTHETIC")]
+        if r.get("estimated"):
+            parts += [" — ", B("ESTIMATE")]
+        parts += [f"; the log printed {_f(r.get('logged_tflops_per_gpu_mean'))} TFLOP/s/GPU: ", r["logged"]["note"], "."]
+        lines.append(T(*parts))
     h = cmp.get("hfu") or {}
     if h.get("hfu", {}).get("a") is not None or h.get("hfu", {}).get("b") is not None:
-        lines.append(f"HFU (exact + recompute): A {_f(h['hfu']['a'], '%')} (recompute {h['a']['recompute']}), "
-                     f"B {_f(h['hfu']['b'], '%')} (recompute {h['b']['recompute']}).")
+        lines.append(T(f"HFU (exact + recompute): A {_f(h['hfu']['a'], '%')} (recompute ", h["a"]["recompute"],
+                       f"), B {_f(h['hfu']['b'], '%')} (recompute ", h["b"]["recompute"], ")."))
     d = cmp.get("decomposition")
     if d:
-        lines.append(f"Step time {d['step_time_delta_s']:+.3f} s ({100 * (d['step_time_ratio'] - 1):+.1f}%) = "
-                     f"**data changed {d['data_changed_s']:+.3f} s** (exact FLOPs/iteration ×"
-                     f"{d['flops_per_iteration_ratio']:.4f}, at A's time per FLOP) + **system changed "
-                     f"{d['system_changed_s']:+.3f} s** (GPU-seconds per FLOP ×{d['gpu_seconds_per_flop_ratio']:.4f}, "
-                     f"GPUs ×{d['gpus_ratio']:.3g}).")
+        lines.append(T(f"Step time {d['step_time_delta_s']:+.3f} s ({100 * (d['step_time_ratio'] - 1):+.1f}%) = ",
+                       B(f"data changed {d['data_changed_s']:+.3f} s"),
+                       f" (exact FLOPs/iteration ×{d['flops_per_iteration_ratio']:.4f}, at A's time per FLOP) + ",
+                       B(f"system changed {d['system_changed_s']:+.3f} s"),
+                       f" (GPU-seconds per FLOP ×{d['gpu_seconds_per_flop_ratio']:.4f}, GPUs ×{d['gpus_ratio']:.3g})."))
     return lines
+
+
+def headline(cmp: dict) -> list[str]:
+    """The headline lines as plain text (the terminal)."""
+    return [plain(line) for line in headline_inline(cmp)]
 
 
 def figure(cmp: dict, path: Path) -> Path:
@@ -110,46 +123,28 @@ CONV_HEADERS = ["convention", "A TFLOP/s/GPU", "B TFLOP/s/GPU", "delta", "B/A", 
 FACT_HEADERS = ["per iteration", "A", "B", "delta", "B/A"]
 
 
-def _md_table(headers, rows) -> list[str]:
-    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + ["| " + " | ".join(r) + " |"
-                                                                            for r in rows]
+def compare_sections(cmp: dict) -> list[SectionContent]:
+    """The comparison page as typed sections, rendered by the report's own templates (`render`)."""
+    sections = [SectionContent("", [Bullets(headline_inline(cmp))], anchor="headline"),
+                SectionContent("TFLOP/s/GPU and MFU by convention", [
+                    Table(CONV_HEADERS, [[T(c) for c in row] for row in convention_rows(cmp)]),
+                    Paragraph(T("Means are time-weighted over the windows each run's report uses, exactly as in "
+                                "each run's report."))], anchor="conventions"),
+                SectionContent("Step time, tokens and media", [
+                    Table(FACT_HEADERS, [[T(c) for c in row] for row in fact_rows(cmp)]),
+                    FigureRef("compare.png", "A vs B")], anchor="step")]
+    if cmp["messages"]:
+        sections.append(SectionContent("Gaps and warnings", [Bullets([T(m) for m in cmp["messages"]])],
+                                       anchor="messages"))
+    return sections
 
 
 def render_markdown(cmp: dict) -> str:
-    out = ["# vlm-perf compare: A vs B", ""] + [f"- {x}" for x in headline(cmp)] + [""]
-    out += ["## TFLOP/s/GPU and MFU by convention", ""] + _md_table(CONV_HEADERS, convention_rows(cmp)) + [""]
-    out += ["Means are time-weighted over complete windows, exactly as in each run's report.", ""]
-    out += ["## Step time, tokens and media", ""] + _md_table(FACT_HEADERS, fact_rows(cmp)) + [""]
-    out += ["![A vs B](compare.png)", ""]
-    if cmp["messages"]:
-        out += ["## Gaps and warnings", ""] + [f"- {m}" for m in cmp["messages"]] + [""]
-    return "\n".join(out)
+    return render_md(TITLE, compare_sections(cmp), kind="compare")
 
 
 def render_html(cmp: dict, out_dir: Path) -> str:
-    esc = html.escape
-
-    def inline(text: str) -> str:
-        parts = esc(text).split("**")
-        return "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
-
-    def table(headers, rows) -> str:
-        return ("<table><tr>" + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr>"
-                + "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows) + "</table>")
-
-    png = base64.b64encode((out_dir / "compare.png").read_bytes()).decode()
-    msgs = "".join(f"<li>{esc(m)}</li>" for m in cmp["messages"])
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>vlm-perf compare</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;color:#222}}
-table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}}
-td:first-child{{text-align:left}}img{{max-width:100%}}</style></head><body>
-<h1>vlm-perf compare: A vs B</h1><ul>{''.join(f'<li>{inline(x)}</li>' for x in headline(cmp))}</ul>
-<h2>TFLOP/s/GPU and MFU by convention</h2>{table(CONV_HEADERS, convention_rows(cmp))}
-<p>Means are time-weighted over complete windows, exactly as in each run's report.</p>
-<h2>Step time, tokens and media</h2>{table(FACT_HEADERS, fact_rows(cmp))}
-<figure><img alt="A vs B" src="data:image/png;base64,{png}"></figure>
-{('<h2>Gaps and warnings</h2><ul>' + msgs + '</ul>') if msgs else ''}</body></html>
-"""
+    return render_page(TITLE, compare_sections(cmp), out_dir, kind="compare")
 
 
 def write_compare(cmp: dict, out_dir: Path) -> dict[str, Path]:

@@ -208,22 +208,31 @@ def share_histogram(shares: pl.Series, bins: int = 40) -> tuple[np.ndarray, np.n
 
 
 def vision_share_hist(run: RunAnalysis, per_microbatch: pl.Series | None, path: Path) -> Path:
+    """Distribution of the vision share per microbatch and per iteration (the iterations of the windows the
+    means use); the dashed line is the run's one vision share (`vlm_perf.analysis.selection.VISION_SHARE`),
+    the value every other place of the report shows, not a mean of the plotted shares."""
     if "exact_vision" not in run.per_iteration.columns or run.per_iteration["exact_vision"].sum() <= 0:
         raise Skip("no vision FLOPs in this run: text only, or no image/video grids")
-    per_iteration = run.per_iteration.select(
+    share = run.vision_share_mean()
+    if share is None:
+        raise Skip("no window is usable for the means: no run vision share")
+    used = run.per_iteration.filter(pl.col("iteration").is_in(run.selection.iterations().implode()))
+    per_iteration = used.select(
         pl.when(pl.col("exact_total") > 0).then(pl.col("exact_vision") / pl.col("exact_total")))[:, 0]
     panels = [("per iteration", per_iteration, "iterations")]
     if per_microbatch is not None and per_microbatch.drop_nulls().len():
         panels.insert(0, ("per microbatch", per_microbatch, "microbatches"))
     fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
     for ax, (title, values, unit) in zip(axes[0], panels):
-        edges, counts, mean = share_histogram(values)
+        edges, counts, _ = share_histogram(values)
         ax.hist(edges[:-1], bins=edges, weights=counts, color="#1f77b4" if unit == "microbatches" else "#ff7f0e")
-        ax.axvline(mean, color="black", lw=1, ls="--")
+        ax.axvline(100 * share, color="black", lw=1, ls="--")
         ax.set_xlabel("vision share of training FLOPs (%, exact)")
         ax.set_ylabel(f"number of {unit}")
-        ax.set_title(f"Vision share {title} (dashed: mean {mean:.1f}%)")
+        ax.set_title(f"Vision share {title} (dashed: run share {100 * share:.1f}%)")
         ax.grid(alpha=0.3)
+    _note(fig, "run share = Σ exact vision FLOPs / Σ exact training FLOPs over the windows the means use; "
+               "the histograms show the iterations of those windows")
     return _save(fig, path)
 
 
@@ -306,7 +315,7 @@ FIGURES: list[tuple[str, str, FigureFn]] = [
     ("mfu.png", "MFU before/after vision accounting", lambda run, ctx, path: mfu_over_time(run, path)),
     ("components.png", "Share of each component in the exact training FLOPs",
      lambda run, ctx, path: component_shares(run, path)),
-    ("vision_share.png", "Vision share of FLOPs per microbatch and per iteration",
+    ("vision_share.png", "Vision share of FLOPs per microbatch and per iteration (dashed: the run's vision share)",
      lambda run, ctx, path: vision_share_hist(run, ctx.microbatch_vision_share, path)),
     ("step_time.png", "Step time vs FLOPs with the attribution fit", lambda run, ctx, path: step_time_fit(run, path)),
     ("timeline.png", "Run timeline: training segments and the time lost", lambda run, ctx, path: health_timeline(

@@ -37,14 +37,16 @@ _MD = _environment(autoescape=False)
 _HTML = _environment(autoescape=True)
 
 
-def render_markdown(title: str, sections: list[SectionContent]) -> str:
-    text = _MD.get_template("report.md.j2").render(title=title, sections=sections)
+def render_markdown(title: str, sections: list[SectionContent], kind: str = "report") -> str:
+    """Markdown of a report (``kind`` report) or a comparison page (``kind`` compare): one template, one escaping."""
+    text = _MD.get_template("report.md.j2").render(title=title, sections=sections, kind=kind)
     while "\n\n\n" in text:
         text = text.replace("\n\n\n", "\n\n")
     return text
 
 
-def render_html(title: str, sections: list[SectionContent], figure_dir: Path) -> str:
+def render_html(title: str, sections: list[SectionContent], figure_dir: Path, kind: str = "report") -> str:
+    """Self-contained HTML (figures inlined from ``figure_dir``) of the same sections as `render_markdown`."""
     files = {b.file for s in sections for b in s.blocks if b.kind == "figure"}
     images = {name: base64.b64encode((figure_dir / name).read_bytes()).decode() for name in files}
-    return _HTML.get_template("report.html.j2").render(title=title, sections=sections, images=images)
+    return _HTML.get_template("report.html.j2").render(title=title, sections=sections, images=images, kind=kind)

@@ -39,7 +39,8 @@ def headline(inputs: SectionInputs) -> SectionContent:
     if s.get("logged_tflops_per_gpu_mean"):
         lines.append(T("The log printed ", B(fmt(s["logged_tflops_per_gpu_mean"])), " TFLOP/s/GPU on average."))
     if s.get("vision_share_mean") is not None:
-        lines.append(T("Vision share of exact training FLOPs: ", B(fmt(s["vision_share_mean"], 1, True)), "."))
+        lines.append(T("Vision share of exact training FLOPs: ", B(fmt(s["vision_share_mean"], 1, True)),
+                       " (Σ vision / Σ total over the windows the means use)."))
     if lines:
         blocks.append(Bullets(lines))
     return SectionContent("", blocks)

@@ -1,0 +1,99 @@
+"""Run options are declared once (`vlm_perf.run.options`): the flags of every command come from the
+declaration with one spelling, docs/run-config.md's table is generated from it, and an option a command
+gains this way (report --frozen) does what the same key in run.yaml does."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from vlm_perf.cli import app
+from vlm_perf.errors import ConfigError
+from vlm_perf.ingest.runconfig import MANIFEST_KEYS
+from vlm_perf.report.doc_tables import DOC, SCHEMA_DOC, with_schema, with_table
+from vlm_perf.run.options import COMMANDS, OPTIONS, YAML_ONLY, check_value, options_for
+
+ROOT = Path(__file__).resolve().parents[2]
+VIDEO = ROOT / "sample_logs" / "qwen2.5-vl-7b-video"
+
+
+def _flags(command: str) -> dict[str, list[str]]:
+    group = typer.main.get_command(app)
+    return {p.name: sorted(p.opts) for p in group.commands[command].params}
+
+
+def test_doc_table_is_generated_from_the_declaration():
+    text = DOC.read_text()
+    assert with_table(text) == text, "docs/run-config.md is stale: run python -m vlm_perf.report.doc_tables"
+    for o in OPTIONS:
+        assert f"`{o.flag}`" in text
+    schema = SCHEMA_DOC.read_text()
+    assert with_schema(schema) == schema, "docs/report.md's summary schema is stale: run python -m vlm_perf.report.doc_tables"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_spells_each_option_as_declared(command):
+    flags = _flags(command)
+    for o in options_for(command):
+        if command == "compare" and o.per_run:
+            assert flags[o.name + "_a"] == [o.flag + "-a"] and flags[o.name + "_b"] == [o.flag + "-b"]
+        else:
+            assert flags[o.name] == sorted([o.flag] + ([o.short] if o.short else []))
+    # no hand-written flag of this command spells a declared option differently
+    declared = {o.flag for o in OPTIONS}
+    for name, opts in flags.items():
+        base = name[:-2] if name.endswith(("_a", "_b")) else name
+        match = [o for o in OPTIONS if o.name == base]
+        if match:
+            assert any(opt.startswith(match[0].flag) for opt in opts), (command, name, opts)
+        else:
+            assert not set(opts) & declared, (command, name, opts)
+
+
+def test_run_yaml_keys_are_the_declared_ones():
+    declared = {o.field for o in OPTIONS if o.field} | {key for key, *_ in YAML_ONLY}
+    assert declared == set(MANIFEST_KEYS)
+
+
+@pytest.mark.parametrize("name,value", [("gpus", 0), ("gpus", -3), ("peak_tflops", 0.0), ("peak_tflops", float("nan")),
+                                        ("peak_tflops", float("inf")), ("causal", "square"), ("seq_length", True)])
+def test_values_outside_the_declared_bounds_are_config_errors(name, value):
+    with pytest.raises(ConfigError) as err:
+        check_value(name, value)
+    assert "--" not in str(err.value)  # library messages name no flag
+
+
+def test_report_frozen_flag_equals_the_run_yaml_key(tmp_path):
+    """The video sample freezes its vision tower in run.yaml; without run.yaml, --frozen vision gives the
+    same numbers, and leaving it out counts the tower's backward (a higher, wrong TFLOP/s)."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("train.log", "metadata.jsonl.gz"):
+        shutil.copy(VIDEO / name, bare / name)
+    runner = CliRunner()
+    common = ["--model", "qwen2.5-vl-7b", "--gpus", "64", "--gpu", "H100-SXM"]
+    exact = {}
+    for label, run, extra in (("yaml", VIDEO, []), ("flag", bare, common + ["--frozen", "vision"]),
+                              ("none", bare, common)):
+        r = runner.invoke(app, ["report", str(run), "-o", str(tmp_path / label), *extra])
+        assert r.exit_code == 0, r.output
+        s = json.loads((tmp_path / label / "summary.json").read_text())
+        exact[label] = s["conventions"]["exact"]["tflops_per_gpu_mean"]
+        if label != "none":
+            assert s["run_config"]["frozen"] == ["vision"]
+    assert exact["flag"] == exact["yaml"]
+    assert exact["none"] > exact["flag"] * 1.05
+
+
+@pytest.mark.parametrize("command", ["flops", "explain"])
+def test_model_level_commands_accept_the_declared_spelling(command):
+    """`flops` and `explain` are not run commands, but where they take the same quantity (LM tokens per
+    sample) they accept the declared spelling too (``--seq-len`` stays as an alias)."""
+    flags = _flags(command)
+    assert "--seq-length" in flags["seq_len"] and "--seq-len" in flags["seq_len"]
+    assert "--model" in flags["model"] and "-m" in flags["model"]

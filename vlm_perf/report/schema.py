@@ -1,0 +1,171 @@
+"""The summary.json schema: every key declared once, with its unit, type and the module that computes it.
+
+`check_summary(summary)` lists every difference between a written summary and this declaration (a key
+missing or undeclared, a value of the wrong type); `tests/report/test_one_truth.py` runs it on every
+bundled sample and perturbed run, so a key added to `build_summary` without a declaration fails there.
+Units: ``TFLOP/s/GPU``; ``fraction`` (0..1, shown as a percentage); ``FLOPs``; ``s``; ``count``;
+``ratio`` (dimensionless); ``text``; ``bool``; ``block`` (a nested object documented by its producer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Key", "SUMMARY", "check_summary", "schema_markdown"]
+
+_NUM = (int, float)
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    unit: str
+    types: tuple[type, ...]
+    meaning: str
+    producer: str
+    nullable: bool = False
+    required: bool = True  # nested keys: False when the producer leaves it out in some runs
+    fields: tuple["Key", ...] = ()  # keys of a nested object (checked when declared)
+    each: tuple["Key", ...] = ()  # keys of every entry of a nested mapping (e.g. per convention)
+
+
+def _k(name, unit, types, meaning, producer, **kw) -> Key:
+    return Key(name, unit, types if isinstance(types, tuple) else (types,), meaning, producer, **kw)
+
+
+_CONVENTION = (
+    _k("tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "time-weighted mean over the windows the means use",
+       "analysis.run", nullable=True),
+    _k("mfu_mean", "fraction", _NUM, "tflops_per_gpu_mean / peak_tflops", "analysis.run", nullable=True),
+    _k("flops_total", "FLOPs", _NUM, "training FLOPs of every iteration with statistics", "analysis.run"),
+)
+_STEP = tuple(_k(n, u, _NUM, m, "analysis.compare.step_facts", nullable=True) for n, u, m in (
+    ("iterations", "count", "iterations of the windows the means use"),
+    ("seconds_per_iteration", "s", "Σ window seconds / Σ window iterations"),
+    ("exact_flops_per_iteration", "FLOPs", "exact training FLOPs per iteration"),
+    ("exact_vision_flops_per_iteration", "FLOPs", "exact vision FLOPs per iteration"),
+    ("vision_share", "fraction", "the run's vision share (= vision_share_mean)"),
+    ("lm_tokens_per_iteration", "count", "LM tokens per iteration"),
+    ("padded_tokens_per_iteration", "count", "padded LM tokens per iteration"),
+    ("visual_token_share", "fraction", "merged visual tokens / LM tokens"),
+    ("images_and_videos_per_iteration", "count", "media items per iteration"),
+    ("patches_per_frame", "count", "vision patches per frame"),
+))
+_HFU = (
+    _k("recompute", "text", str, "recompute policy label (none, selective, full, full:N)", "analysis.hfu"),
+    _k("source", "text", str, "where the policy came from", "analysis.hfu"),
+    _k("rule", "text", str, "what is recomputed, in words", "analysis.hfu"),
+    _k("policy", "block", dict, "the policy's fields", "analysis.hfu"),
+    _k("model_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "= conventions.exact.tflops_per_gpu_mean", "analysis.hfu",
+       nullable=True),
+    _k("hardware_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "model x hardware_over_model", "analysis.hfu",
+       nullable=True),
+    _k("mfu_mean", "fraction", _NUM, "= conventions.exact.mfu_mean", "analysis.hfu", nullable=True),
+    _k("hfu_mean", "fraction", _NUM, "mfu_mean x hardware_over_model", "analysis.hfu", nullable=True),
+    _k("hardware_over_model", "ratio", _NUM, "(model + recomputed FLOPs) / model FLOPs", "analysis.hfu",
+       nullable=True),
+    _k("recompute_flops_share_of_model", "fraction", _NUM, "recomputed FLOPs / model FLOPs", "analysis.hfu",
+       nullable=True, required=False),
+)
+_INPUTS = (
+    _k("logs", "text", list, "log files and TensorBoard folders read", "run.discover"),
+    _k("metadata", "text", list, "metadata files / shard folders read", "run.discover"),
+    _k("model", "text", str, "the model as stated (preset name or config path)", "run.core"),
+    _k("model_source", "text", str, "which source named the model (cli, manifest, log, checkpoint:config.json)",
+       "run.core", nullable=True),
+    _k("causal", "text", str, "how exact counts the LM attention core (half | full)", "pipeline"),
+)
+
+SUMMARY: tuple[Key, ...] = (
+    _k("checks_status", "text", str, "fail | warn | ok: the most severe check", "report.document"),
+    _k("checks_failed", "text", list, "names of the failed checks", "report.document"),
+    _k("checks", "block", list, "every check: name, status, summary, detail", "analysis.checks"),
+    _k("run", "text", str, "the run as given (log file or folder)", "pipeline"),
+    _k("model", "text", str, "the model's name", "analysis.run"),
+    _k("synthetic", "bool", bool, "generated data, not a real training job", "run configuration"),
+    _k("estimated", "bool", bool, "statistics estimated from the run configuration (no metadata)", "analysis.run"),
+    _k("iterations", "count", int, "iterations with statistics", "analysis.run"),
+    _k("logged_windows", "count", int, "logging windows with a step time", "analysis.windows"),
+    _k("windows_used", "count", int, "windows the means use (analysis.selection)", "analysis.selection"),
+    _k("world_size", "count", int, "GPUs of the run", "run configuration", nullable=True),
+    _k("gpu", "text", str, "GPU type", "run configuration", nullable=True),
+    _k("dtype", "text", str, "dtype of the peak", "run configuration"),
+    _k("peak_tflops", "TFLOP/s/GPU", _NUM, "dense peak per GPU the MFUs divide by", "hardware", nullable=True),
+    _k("vision_share_mean", "fraction", _NUM, "Σ exact vision FLOPs / Σ exact training FLOPs over the windows the "
+       "means use (analysis.selection.VISION_SHARE)", "analysis.selection", nullable=True),
+    _k("conventions", "block", dict, "per convention: rates over the windows the means use", "analysis.run",
+       each=_CONVENTION),
+    _k("convention_differences", "block", dict, "per convention: component differences vs exact",
+       "analysis.differences"),
+    _k("logged_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "the log's own number, time-weighted over the same "
+       "windows", "report.document", nullable=True),
+    _k("step", "block", dict, "per-iteration facts over the windows the means use", "analysis.compare",
+       fields=_STEP),
+    _k("log_crosscheck", "block", dict, "the log's number vs the recomputed conventions", "analysis.crosscheck"),
+    _k("metadata_coverage", "block", dict, "samples per iteration vs the global batch size", "analysis.run"),
+    _k("health", "block", dict, "wall clock, goodput, lost time, step-time percentiles", "analysis.health"),
+    _k("attribution", "block", dict, "step time fitted to LM and vision FLOPs", "analysis.attribution"),
+    _k("gaps", "block", dict, "log vs metadata iteration gaps", "analysis.run"),
+    _k("messages", "text", list, "warnings and notes of the analysis", "pipeline.evidence_checks"),
+    _k("run_config", "block", dict, "the resolved run configuration with sources and conflicts",
+       "ingest.runconfig"),
+    _k("inputs", "block", dict, "files and model read", "run.core", fields=_INPUTS),
+    _k("diagnostics", "block", dict, "log parser and metadata reader diagnostics", "ingest"),
+    _k("peak", "block", dict, "the peak used for MFU and its provenance", "hardware", nullable=True),
+    _k("hfu", "block", dict, "HFU next to MFU under activation recompute", "analysis.hfu", nullable=True,
+       fields=_HFU),
+    _k("balance", "block", dict, "DP load balance from per-microbatch FLOPs", "analysis.balance", nullable=True),
+    _k("stragglers", "block", dict, "per-rank timing lines of the logs", "analysis.stragglers", nullable=True),
+    _k("figures", "block", dict, "figure file -> drawn, or skipped: reason", "report.figures"),
+)
+
+
+def _check(value: Any, key: Key, where: str, out: list[str]) -> None:
+    if value is None:
+        if not key.nullable:
+            out.append(f"{where}: null, declared not nullable")
+        return
+    if isinstance(value, bool) and bool not in key.types:
+        out.append(f"{where}: bool, declared {key.unit}")
+        return
+    if not isinstance(value, key.types):
+        out.append(f"{where}: {type(value).__name__}, declared {'/'.join(t.__name__ for t in key.types)}")
+        return
+    if key.fields:
+        _check_object(value, key.fields, where, out)
+    if key.each:
+        for name, entry in value.items():
+            _check_object(entry, key.each, f"{where}.{name}", out)
+
+
+def _check_object(obj: dict, keys: tuple[Key, ...], where: str, out: list[str]) -> None:
+    declared = {k.name: k for k in keys}
+    for name in obj:
+        if name not in declared:
+            out.append(f"{where}.{name}: not declared")
+    for key in keys:
+        if key.name in obj:
+            _check(obj[key.name], key, f"{where}.{key.name}", out)
+        elif key.required:
+            out.append(f"{where}.{key.name}: declared, missing")
+
+
+def check_summary(summary: dict) -> list[str]:
+    """Differences between a written summary and `SUMMARY` (empty when it conforms)."""
+    out: list[str] = []
+    _check_object(summary, SUMMARY, "summary", out)
+    return out
+
+
+def schema_markdown() -> str:
+    """The schema as a Markdown table (top-level keys and the declared nested ones)."""
+    rows = ["| key | unit | meaning | computed in |", "|---|---|---|---|"]
+
+    def add(keys: tuple[Key, ...], prefix: str) -> None:
+        for k in keys:
+            rows.append(f"| `{prefix}{k.name}` | {k.unit} | {k.meaning} | `{k.producer}` |")
+            add(k.fields, f"{prefix}{k.name}.")
+            add(k.each, f"{prefix}{k.name}.<name>.")
+    add(SUMMARY, "")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,154 @@
+"""`Run`: a run on disk opened once — its files, the parsed logs, the resolved configuration, the
+model, the peak and the per-iteration statistics (metadata, read in one pass, or an estimate from the
+configuration). Every analysis and every output starts from one `Run` (`vlm_perf.pipeline.load_run`).
+
+Precedence of the configuration (`vlm_perf.run.options`): command line > run.yaml > log > checkpoint
+files (a ``config.json`` in the run folder is the model when no other source names one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from ..arch import load_model
+from ..arch.spec import ModelSpec
+from ..errors import ConfigError, UnsupportedModelError
+from ..hardware import device_peak
+from ..stats import BatchStats
+from .discover import RunFiles, discover_run
+from .options import MissingSettings, check_value
+
+__all__ = ["Run", "open_run", "estimate_from_config", "logged_global_batch_size", "links_outside", "ESTIMATE_HELP"]
+
+ESTIMATE_HELP = ("state seq_length and global_batch_size in run.yaml, with the media of each sample as "
+                 "image_grid: [t, h, w] or image_size: [h, w] (images_per_sample for several); or give the "
+                 "per-microbatch metadata for exact numbers")
+
+
+@dataclass
+class Run:
+    """One run, opened once. ``metadata``: the `MetadataSource` (already read) or None; ``estimate``: the
+    statistics of one iteration from the configuration when there is no metadata."""
+
+    path: Path
+    files: RunFiles
+    metadata_paths: list[Path]
+    parsed: Any  # vlm_perf.ingest.logs.ParseResult
+    config: Any  # vlm_perf.ingest.runconfig.RunConfig
+    spec: ModelSpec
+    peak_tflops: float | None
+    frozen: tuple[str, ...]
+    causal: str
+    metadata: Any = None
+    estimate: BatchStats | None = None
+    notes: list[str] = field(default_factory=list)  # what opening the run noticed (for the report's messages)
+
+    @property
+    def stats_frame(self):
+        """Per-iteration statistics from the metadata (None in estimate mode)."""
+        return self.metadata.per_iteration if self.metadata is not None else None
+
+    @property
+    def metadata_diagnostics(self) -> dict:
+        return self.metadata.diagnostics.to_dict() if self.metadata is not None else {}
+
+
+def estimate_from_config(config, spec: ModelSpec, run: str | Path = "") -> BatchStats:
+    """Per-iteration statistics from seq_length x global_batch_size (+ the stated media of each sample)."""
+    seq = config.seq_length
+    batch = getattr(config, "global_batch_size", None)
+    missing = [name for name, value in (("seq_length", seq), ("global_batch_size", batch)) if not value]
+    if missing:
+        raise MissingSettings(f"{run}: no metadata, and neither the log nor run.yaml states {' and '.join(missing)} "
+                              f"to estimate from: {ESTIMATE_HELP}",
+                              ("seq_length", "global_batch_size", "image_grid", "image_size", "images_per_sample"))
+    grid = getattr(config, "image_grid", None)
+    size = getattr(config, "image_size", None)
+    if grid and size:
+        raise ConfigError(f"{run}: both image_grid {list(grid)} and image_size {list(size)} are set; keep one")
+    if size and spec.vision is not None:
+        # the family's own processor rule (smart resize with its pixel bounds, tiling, fixed size, ...)
+        from ..arch.families import family_for
+
+        rule = family_for(spec.model_type, spec.source).media
+        if rule is None:
+            raise UnsupportedModelError(f"{run}: {spec.name} has no pixel rule for image_size; state image_grid "
+                                        "instead")
+        grid = rule.image(spec, int(size[0]), int(size[1])).grid
+    per_sample = getattr(config, "images_per_sample", None) or 1
+    grids = [tuple(grid)] * (int(batch) * per_sample) if grid and spec.vision is not None else []
+    return BatchStats.from_batch(seq_len=int(seq), samples=int(batch), image_grids=grids, spec=spec)
+
+
+def logged_global_batch_size(iterations) -> int | None:
+    """The global batch size the log's iteration lines print (their most common value)."""
+    if "global_batch_size" not in iterations.columns:
+        return None
+    values = iterations["global_batch_size"].drop_nulls()
+    return int(values.mode().sort()[0]) if values.len() else None
+
+
+def links_outside(paths: Iterable[Path], run_dir: Path) -> list[str]:
+    """Messages for inputs that are symlinks leading outside the run folder (read, but noted)."""
+    root = run_dir.resolve()
+    out = []
+    for path in paths:
+        if path.is_symlink():
+            target = path.resolve()
+            if root != target and root not in target.parents:
+                out.append(f"input {path.name} is a symlink to {target}, outside the run folder {run_dir}")
+    return out
+
+
+def open_run(path: str | Path, *, metadata: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None,
+             peak_tflops: float | None = None, causal: str = "half", log_format: str = "auto",
+             skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None,
+             metadata_progress: Callable[[int, int], None] | None = None, per_rank: bool = False,
+             row_columns: Callable[[ModelSpec, tuple[str, ...], str], dict] | None = None) -> Run:
+    """Open a run: discover its files (`discover_run`), parse the logs, resolve the configuration
+    (``overrides``: RunConfig field -> value from the command line; None values are not stated), load
+    the model, look up the peak and read the metadata once (or build the estimate).
+    ``row_columns(spec, frozen, causal)``: per-microbatch columns the metadata pass computes as it reads."""
+    from ..ingest.logs import parse_logs
+    from ..ingest.metadata_source import MetadataSource
+    from ..ingest.runconfig import resolve_run_config
+
+    check_value("causal", causal)
+    check_value("peak_tflops", peak_tflops)
+    path = Path(path)
+    files = discover_run(path)
+    meta_paths = [Path(p) for p in metadata] or list(files.metadata)
+    on_step(f"parsing {len(files.logs)} log file(s)")
+    parsed = parse_logs(files.logs, format=log_format)
+    config = resolve_run_config(parsed.run_config, files.manifest,
+                                {k: v for k, v in (overrides or {}).items() if v is not None})
+    if not config.model and files.checkpoint_config is not None:  # lowest precedence: the checkpoint files
+        config.model = str(files.checkpoint_config)
+        config.sources["model"] = "checkpoint:config.json"
+    if not config.model:
+        raise MissingSettings("model unknown: set 'model' in run.yaml (a preset name or a config.json), or put the "
+                              "checkpoint's config.json in the run folder", ("model",))
+    if not config.global_batch_size:  # the iteration lines may print it where the arguments block did not
+        config.global_batch_size = logged_global_batch_size(parsed.iterations)
+        if config.global_batch_size:
+            config.sources["global_batch_size"] = "log:iteration lines"
+    spec = load_model(config.model)
+    peak, notes = peak_tflops, []
+    if peak is None and config.gpu:
+        try:
+            peak = device_peak(config.gpu).flops(config.dtype or "bf16") / 1e12
+        except ValueError as exc:  # partial results beat none: MFU stays empty, the gap is stated
+            notes.append(f"{exc}; MFU left empty")
+    frozen = tuple(config.frozen or ())
+    opened = Run(path, files, meta_paths, parsed, config, spec, peak, frozen, causal, notes=notes)
+    if meta_paths:
+        on_step(f"aggregating metadata ({len(meta_paths)} path(s))")
+        opened.metadata = MetadataSource(meta_paths, spec, skip_bad=skip_bad, progress=metadata_progress,
+                                         per_rank=per_rank,
+                                         row_columns=row_columns(spec, frozen, causal) if row_columns else None
+                                         ).read()
+    else:
+        opened.estimate = estimate_from_config(config, spec, path)
+    return opened

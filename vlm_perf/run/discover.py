@@ -1,0 +1,65 @@
+"""Which files make up a run: ONE rule for `parse`, `report`, `compare` and `metadata`.
+
+A run is a log file (its folder holds the rest) or a run folder. In the folder:
+
+* **logs**: `vlm_perf.ingest.logs.discover.expand_dir` — the top level and the named sub-folders
+  (``logs/``, ``tensorboard/``, ``wandb/``, ...): text logs (``.log``/``.txt``, compressed too),
+  JSON(L) logs, ``trainer_state.json``, W&B history exports, TensorBoard event folders; metadata
+  shards are never logs. A log file given directly is the only log.
+* **metadata**: files named ``metadata*.jsonl|ndjson[.gz|.zst]`` / ``metadata*.parquet`` at the top
+  level, and a ``metadata/`` sub-folder of shards.
+* **manifest**: ``run.yaml`` / ``run.yml`` / ``run.json`` (`vlm_perf.ingest.runconfig.find_manifest`).
+* **checkpoint config**: a ``config.json`` at the top level (the model when no other source names one).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+from ..ingest.logs.discover import LOG_SUBDIRS, expand_dir
+from ..ingest.runconfig import find_manifest
+
+__all__ = ["RunFiles", "discover_run", "metadata_of", "METADATA_NAME", "LOOKED_FOR"]
+
+METADATA_NAME = re.compile(r"^metadata.*(\.(jsonl|ndjson)(\.gz|\.zst)?|\.parquet)$")
+LOOKED_FOR = ("*.log[.gz|.zst], *.txt, *.jsonl, trainer_state.json, W&B history exports, TensorBoard events; at "
+              f"the top level and in {', '.join(s + '/' for s in LOG_SUBDIRS)}")
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The files of one run, found once."""
+
+    folder: Path
+    logs: list[Path]  # log files and TensorBoard folders
+    metadata: list[Path] = field(default_factory=list)  # metadata files and shard folders
+    manifest: Path | None = None
+    checkpoint_config: Path | None = None  # config.json in the run folder
+
+
+def metadata_of(folder: Path) -> list[Path]:
+    """Metadata files and the ``metadata/`` shard folder of a run folder."""
+    found = sorted(p for p in folder.iterdir() if p.is_file() and METADATA_NAME.match(p.name))
+    if (folder / "metadata").is_dir():
+        found.append(folder / "metadata")
+    return found
+
+
+def discover_run(path: str | Path) -> RunFiles:
+    """The `RunFiles` of a log file or a run folder; an `InputError` when there is none or no log in it."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("no such log file or run directory", str(path))
+    folder = path.parent if path.is_file() else path
+    if path.is_file():  # a log file: the metadata and manifest next to it belong to the same run
+        logs = [path]
+    else:
+        logs = expand_dir(path)
+        if not logs:
+            raise InputError(f"no training log found (looked for {LOOKED_FOR})", str(path))
+    config = folder / "config.json"
+    return RunFiles(folder, logs, metadata_of(folder), find_manifest(path),
+                    config if config.is_file() else None)

@@ -1,0 +1,183 @@
+"""Every run option, declared once: name, type, bounds, help, the sources that may state it, and the
+commands whose result it changes.
+
+Precedence of the sources: **command line > run.yaml (manifest) > log > checkpoint files** (a
+``config.json`` in the run folder is the model when nothing else names one). The command-line flags of
+`vlm-perf report`, `compare`, `parse` and `metadata` are generated from this table
+(`vlm_perf.commands._options`), so an option has one spelling everywhere; ``docs/run-config.md``'s
+option table is generated from it too (`options_markdown`; a test keeps the two in sync).
+
+``field`` is the `vlm_perf.ingest.runconfig.RunConfig` field (and run.yaml key) the option sets, or
+None for an option only the command line states. ``per_run`` options of `compare` come as a pair,
+``--NAME-a`` / ``--NAME-b``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["MissingSettings", "RunOption", "OPTIONS", "YAML_ONLY", "option", "options_for", "check_value", "options_markdown",
+           "SOURCES", "COMMANDS"]
+
+SOURCES = ("command line", "run.yaml", "log", "checkpoint")
+COMMANDS = ("report", "compare", "parse", "metadata")
+
+
+class MissingSettings(ConfigError):
+    """Settings a computation needs that no source states; ``fields``: their RunConfig fields / run.yaml keys
+    (the command line adds its flags for them, `vlm_perf.commands._options`)."""
+
+    def __init__(self, message: str, fields: tuple[str, ...]) -> None:
+        self.fields = tuple(fields)
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class RunOption:
+    name: str  # python parameter name of the generated flag
+    flag: str  # the one spelling, e.g. --seq-length
+    kind: str  # int | float | str | bool | list (repeatable str) | choice
+    help: str
+    commands: tuple[str, ...]
+    sources: tuple[str, ...] = ("command line",)
+    field: str | None = None  # RunConfig field / run.yaml key
+    short: str | None = None
+    metavar: str | None = None
+    minimum: float | None = None  # values must be > minimum when exclusive, else >= minimum
+    exclusive: bool = False
+    choices: tuple[str, ...] = ()
+    default: Any = None
+    per_run: bool = False  # compare: one flag per run (--NAME-a / --NAME-b)
+    pattern: str | None = None  # a str value must match (case-insensitive, whole value)
+    shape: str = ""  # what ``pattern`` accepts, in words
+
+    def bounds(self) -> str:
+        if self.choices:
+            return ", ".join(self.choices)
+        if self.minimum is None:
+            return ""
+        return f"{'>' if self.exclusive else '>='} {self.minimum:g}"
+
+
+_REPORT_ESTIMATE = ("report",)
+_RUN_CMDS = ("report", "compare")
+
+OPTIONS: tuple[RunOption, ...] = (
+    RunOption("model", "--model", "str", "Model: preset name, config.json or checkpoint folder (default: run.yaml's "
+              "model, else a config.json in the run folder).", ("report", "compare", "metadata"),
+              ("command line", "run.yaml", "log", "checkpoint"), "model", "-m", "NAME_OR_CONFIG", per_run=True),
+    RunOption("gpus", "--gpus", "int", "World size: the number of GPUs of the run.", _RUN_CMDS,
+              ("command line", "run.yaml", "log"), "num_gpus", metavar="N", minimum=1, per_run=True),
+    RunOption("gpu", "--gpu", "str", "GPU type for the peak, e.g. H100-SXM, GB200, MI300X.", _RUN_CMDS,
+              ("command line", "run.yaml", "log"), "gpu", metavar="TYPE", per_run=True),
+    RunOption("peak_tflops", "--peak-tflops", "float", "Dense peak TFLOP/s per GPU (overrides the GPU table).",
+              _RUN_CMDS, metavar="TFLOPS", minimum=0, exclusive=True),
+    RunOption("dtype", "--dtype", "str", "Training dtype for the peak (default bf16).", _RUN_CMDS,
+              ("command line", "run.yaml", "log"), "dtype", metavar="DTYPE", per_run=True),
+    RunOption("frozen", "--frozen", "list", "Frozen part (repeatable): vision_tower, merger, vision, language_model "
+              "(aliases vit, projector, lm, ...).", _RUN_CMDS, ("command line", "run.yaml"), "frozen",
+              metavar="PART", default=[], per_run=True),
+    RunOption("recompute", "--recompute", "str", "Activation recompute for HFU: none, selective, full or full:N "
+              "layers (default: what the log / run.yaml state).", _RUN_CMDS, ("command line", "run.yaml", "log"),
+              metavar="POLICY", per_run=True, pattern=r"\s*(none|selective|full(:[1-9][0-9]*)?)\s*",
+              shape="none, selective, full or full:N (N > 0 layers)"),
+    RunOption("causal", "--causal", "choice", "exact's LM attention core: half (causal kernels) or full "
+              "(eager/masked).", _RUN_CMDS, choices=("half", "full"), default="half", metavar="MODE"),
+    RunOption("seq_length", "--seq-length", "int", "Estimate mode: LM tokens per sample.", _REPORT_ESTIMATE,
+              ("command line", "run.yaml", "log"), "seq_length", metavar="TOKENS", minimum=1),
+    RunOption("global_batch_size", "--global-batch-size", "int", "Samples per iteration: estimate mode, and what "
+              "metadata coverage is checked against (default: what the log prints).", _REPORT_ESTIMATE,
+              ("command line", "run.yaml", "log"), "global_batch_size", metavar="SAMPLES", minimum=1),
+    RunOption("image_size", "--image-size", "str", "Estimate mode: H,W pixels of each sample's image (through the "
+              "family's processor rule).", _REPORT_ESTIMATE, ("command line", "run.yaml"), "image_size",
+              metavar="H,W"),
+    RunOption("image_grid", "--grid", "str", "Estimate mode: T,H,W patches of each sample's image, as "
+              "image_grid_thw.", _REPORT_ESTIMATE, ("command line", "run.yaml"), "image_grid", metavar="T,H,W"),
+    RunOption("images_per_sample", "--images-per-sample", "int", "Estimate mode: images per sample (default 1).",
+              _REPORT_ESTIMATE, ("command line", "run.yaml"), "images_per_sample", metavar="N", minimum=1),
+    RunOption("log_interval", "--log-interval", "int", "Iterations per log line (default: inferred from the log).",
+              _REPORT_ESTIMATE, ("command line", "run.yaml", "log"), "log_interval", metavar="N", minimum=1),
+    RunOption("log_format", "--format", "str", "Log format: auto (detected per line) or one format name.",
+              ("report", "parse"), short="-f", metavar="FORMAT", default="auto"),
+    RunOption("skip_bad", "--skip-bad", "bool", "Skip (and count) bad metadata lines.",
+              ("report", "compare", "metadata"), default=False),
+    RunOption("convention", "--convention", "list", "Conventions to show (repeatable; default: every one defined "
+              "for the family).", _RUN_CMDS, metavar="NAME", default=[]),
+)
+
+#: run.yaml keys no command-line flag sets (type, meaning)
+YAML_ONLY: tuple[tuple[str, str, str, str], ...] = (  # (key, type, sources, meaning)
+    ("micro_batch_size", "int", "run.yaml, log", "samples per microbatch (metadata coverage counts microbatches x "
+     "this)"),
+    ("recompute_granularity", "str", "run.yaml, log", "activation recompute as Megatron names it: full, selective or "
+     "none (HFU; --recompute overrides)"),
+    ("recompute_method", "str", "run.yaml, log", "uniform (every layer, in chunks) or block (the first "
+     "recompute_num_layers layers of each pipeline stage)"),
+    ("recompute_num_layers", "int", "run.yaml, log", "Megatron's --recompute-num-layers"),
+    ("gradient_checkpointing", "bool", "run.yaml, log", "Hugging Face Trainer flag: full recompute of every layer"),
+    ("synthetic", "bool", "run.yaml", "synthetic-data run"),
+    ("generator", "str", "run.yaml", "provenance of a synthetic run (e.g. vlm_perf.synth)"),
+    ("seed", "int", "run.yaml", "seed of a synthetic run"),
+    ("notes", "str", "run.yaml", "free text"),
+)
+
+_BY_NAME = {o.name: o for o in OPTIONS}
+if len(_BY_NAME) != len(OPTIONS) or len({o.flag for o in OPTIONS}) != len(OPTIONS):
+    raise RuntimeError("run options: a name or flag is declared twice")
+
+
+def option(name: str) -> RunOption:
+    return _BY_NAME[name]
+
+
+def option_for_field(key: str) -> RunOption | None:
+    """The option that sets RunConfig field / run.yaml key ``key`` (None: no flag sets it)."""
+    return next((o for o in OPTIONS if o.field == key), None)
+
+
+def options_for(command: str) -> list[RunOption]:
+    """The options command ``command`` takes, in declaration order."""
+    return [o for o in OPTIONS if command in o.commands]
+
+
+def check_value(name: str, value: Any) -> Any:
+    """``value`` of option ``name`` within its declared bounds (None passes); a `ConfigError` naming the
+    option's field (or name) otherwise. Library messages name no flag."""
+    if value is None:
+        return None
+    opt = _BY_NAME[name]
+    label = opt.field or opt.name
+    if opt.choices and value not in opt.choices:
+        names = list(opt.choices)
+        either = " or ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + " or " + names[-1]
+        raise ConfigError(f"{label} must be {either}, got {value!r}")
+    if opt.pattern and not (isinstance(value, str) and re.fullmatch(opt.pattern, value, flags=re.I)):
+        raise ConfigError(f"{label} must be {opt.shape}, got {value!r}")
+    if opt.kind in ("int", "float") and opt.minimum is not None:
+        bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
+            value <= opt.minimum if opt.exclusive else value < opt.minimum)
+        if bad:
+            what = "a positive integer" if opt.kind == "int" else "a positive number"
+            raise ConfigError(f"{label} must be {what} ({opt.bounds()}), got {value!r}")
+    return value
+
+
+def options_markdown() -> str:
+    """The option table of docs/run-config.md (generated; `tests/report/test_run_options.py` checks the doc)."""
+    rows = ["| option | flag | run.yaml key | type | bounds | sources (highest first) | commands | meaning |",
+            "|---|---|---|---|---|---|---|---|"]
+    for o in OPTIONS:
+        flag = f"`{o.flag}`" + (f" / `{o.short}`" if o.short else "")
+        if o.per_run:
+            flag += f" (compare: `{o.flag}-a`, `{o.flag}-b`)" if "compare" in o.commands else ""
+        key = f"`{o.field}`" if o.field else "—"
+        rows.append(f"| {o.name} | {flag} | {key} | {o.kind} | {o.bounds() or '—'} | {', '.join(o.sources)} | "
+                    f"{', '.join(o.commands)} | {o.help} |")
+    for key, kind, sources, meaning in YAML_ONLY:
+        rows.append(f"| {key} | — | `{key}` | {kind} | — | {sources} | report, compare | {meaning} |")
+    return "\n".join(rows) + "\n"
