@@ -126,7 +126,7 @@ def test_config_double_mutations_never_crash(data):
 
 
 # -------------------------------------------------------------------------------------------- run.yaml
-from vlm_perf.ingest.runconfig import _INT_FIELDS, _INT_MAX, MANIFEST_KEYS, load_manifest  # noqa: E402
+from vlm_perf.ingest.runconfig import _INT_FIELDS, INT_MAX, MANIFEST_KEYS, load_manifest  # noqa: E402
 
 MANIFEST = {"model": "qwen2.5-vl-7b", "num_gpus": 8, "gpu": "H100", "frozen": ["vision_tower"], "log_interval": 10,
             "seq_length": 4096, "global_batch_size": 256, "image_grid": [1, 28, 28], "seed": 3, "synthetic": False}
@@ -164,7 +164,7 @@ def test_run_yaml_mutations_error_or_read_exactly(tmp_path_factory, key, value, 
     if value is None:
         assert key not in out
     elif key in _INT_FIELDS:
-        assert isinstance(out[key], int) and 0 < out[key] <= _INT_MAX.get(key, 1 << 31) and out[key] == value
+        assert isinstance(out[key], int) and 0 < out[key] <= INT_MAX.get(key, 1 << 31) and out[key] == value
 
 
 @settings(FUZZ, max_examples=40)

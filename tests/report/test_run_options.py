@@ -97,3 +97,17 @@ def test_model_level_commands_accept_the_declared_spelling(command):
     flags = _flags(command)
     assert "--seq-length" in flags["seq_len"] and "--seq-len" in flags["seq_len"]
     assert "--model" in flags["model"] and "-m" in flags["model"]
+
+
+@pytest.mark.parametrize("name", [o.name for o in OPTIONS if o.kind == "int" and o.field])
+def test_an_integer_option_has_the_manifest_range_whichever_source_states_it(name):
+    """A flag and a run.yaml key set the same field: one range (run.yaml's bounds, `ingest.runconfig.INT_MAX`)."""
+    from vlm_perf.ingest.runconfig import INT_MAX, resolve_run_config
+
+    opt = next(o for o in OPTIONS if o.name == name)
+    high = INT_MAX.get(opt.field, 1 << 31)
+    assert check_value(name, high) == high
+    with pytest.raises(ConfigError):
+        check_value(name, high + 1)
+    with pytest.raises(ConfigError):
+        resolve_run_config({}, None, {opt.field: high + 1})

@@ -247,7 +247,7 @@ def _children(node: Any) -> list:
 
 #: Upper bound of each integer key: far beyond any real run, small enough that every product the
 #: analysis forms stays exact in Int64 / float64 (``log_interval: 1e20`` used to end in an overflow).
-_INT_MAX = {"num_gpus": 1 << 24, "tensor_parallel": 1 << 24, "pipeline_parallel": 1 << 24,
+INT_MAX = {"num_gpus": 1 << 24, "tensor_parallel": 1 << 24, "pipeline_parallel": 1 << 24,
             "context_parallel": 1 << 24, "expert_parallel": 1 << 24, "data_parallel": 1 << 24,
             "seq_length": 1 << 26, "micro_batch_size": 1 << 24, "global_batch_size": 1 << 31,
             "log_interval": 1 << 31, "images_per_sample": 1 << 16, "recompute_num_layers": 1 << 16,
@@ -255,7 +255,7 @@ _INT_MAX = {"num_gpus": 1 << 24, "tensor_parallel": 1 << 24, "pipeline_parallel"
 
 
 def _int(value: Any, name: str) -> int:
-    high = _INT_MAX.get(name, 1 << 31)
+    high = INT_MAX.get(name, 1 << 31)
     wanted = f"{name} must be a positive integer (at most {high}), got {bounded(value)}"
     if isinstance(value, bool):
         raise ConfigError(wanted)

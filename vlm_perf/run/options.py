@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from ..ingest.runconfig import INT_MAX
 
 __all__ = ["MissingSettings", "RunOption", "OPTIONS", "YAML_ONLY", "option", "options_for", "check_value", "options_markdown",
            "SOURCES", "COMMANDS"]
@@ -56,12 +57,19 @@ class RunOption:
     pattern: str | None = None  # a str value must match (case-insensitive, whole value)
     shape: str = ""  # what ``pattern`` accepts, in words
 
+    @property
+    def maximum(self) -> int | None:
+        """The upper bound of an integer option: the manifest's (``ingest.runconfig.INT_MAX``), so that a value
+        has one range whichever source states it."""
+        return INT_MAX.get(self.field or "", 1 << 31) if self.kind == "int" else None
+
     def bounds(self) -> str:
         if self.choices:
             return ", ".join(self.choices)
         if self.minimum is None:
             return ""
-        return f"{'>' if self.exclusive else '>='} {self.minimum:g}"
+        low = f"{'>' if self.exclusive else '>='} {self.minimum:g}"
+        return low + (f", <= {self.maximum}" if self.maximum is not None else "")
 
 
 _REPORT_ESTIMATE = ("report",)
@@ -160,7 +168,8 @@ def check_value(name: str, value: Any) -> Any:
         raise ConfigError(f"{label} must be {opt.shape}, got {value!r}")
     if opt.kind in ("int", "float") and opt.minimum is not None:
         bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
-            value <= opt.minimum if opt.exclusive else value < opt.minimum)
+            value <= opt.minimum if opt.exclusive else value < opt.minimum) or (
+            opt.maximum is not None and value > opt.maximum)
         if bad:
             what = "a positive integer" if opt.kind == "int" else "a positive number"
             raise ConfigError(f"{label} must be {what} ({opt.bounds()}), got {value!r}")
