@@ -1,0 +1,163 @@
+"""Named conventions against the frameworks' own FLOPs functions (where they import on CPU) and against hand
+arithmetic written from the cited source lines (where they do not).
+
+veRL: ``verl/utils/flops_counter.py`` of the installed ``verl`` package (release v0.9.0, the same file as main
+1dda039b9c63) is loaded on its own, with ``verl.utils.device`` stubbed, and ``FlopsCounter.estimate_flops`` is
+called on the same batches. ``pip install --no-deps verl==0.9.0`` makes it available; without it these tests skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from vlm_perf.arch import load_model
+from vlm_perf.arch.presets_loader import preset_config
+from vlm_perf.errors import ConventionNotDefined
+from vlm_perf.flops import compute_flops
+from vlm_perf.stats import BatchStats
+
+
+@pytest.fixture(scope="module")
+def verl_counter():
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("veRL not installed (pip install --no-deps verl==0.9.0)")
+    path = Path(spec.submodule_search_locations[0]) / "utils" / "flops_counter.py"
+    import torch
+
+    stubs = {"verl": types.ModuleType("verl"), "verl.utils": types.ModuleType("verl.utils"),
+             "verl.utils.device": types.ModuleType("verl.utils.device")}
+    stubs["verl.utils.device"].get_torch_device = lambda: torch.cpu  # type: ignore[attr-defined]
+    saved = {k: sys.modules.get(k) for k in stubs}
+    sys.modules.update(stubs)
+    try:
+        mod_spec = importlib.util.spec_from_file_location("_verl_flops_counter", path)
+        module = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(module)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+    def run(preset: str, seq_lens: list[int], grids=()) -> float:
+        """veRL's FLOPs (TFLOP for dt = 1 s) for a batch of documents and image grids."""
+        cfg = dict(preset_config(preset))
+        config = transformers.AutoConfig.for_model(**cfg)
+        images = [h * w for t, h, w in grids for _ in range(t)] or None
+        kwargs = {"images_seqlens": images} if images else {}
+        return module.FlopsCounter(config).estimate_flops(seq_lens, 1.0, **kwargs)[0]
+
+    return run
+
+
+def _ours(preset: str, seq_lens, grids=(), convention="verl") -> float:
+    spec = load_model(preset)
+    stats = BatchStats.from_batch(seq_lens=list(seq_lens), image_grids=list(grids), spec=spec)
+    return compute_flops(spec, stats, convention).total / 1e12
+
+
+VERL_CASES = [
+    ("qwen3-vl-4b", [512, 1024, 2048], [(1, 16, 32), (1, 32, 32), (1, 32, 64)]),  # head_dim: 2560 // 32 = 80
+    ("qwen3-vl-8b", [4096] * 3, [(1, 64, 64)] * 3),
+    ("qwen3-vl-32b", [3000, 1096], [(2, 36, 64)]),
+    ("qwen3-vl-30b-a3b", [4096, 777], [(1, 32, 48)]),
+    ("qwen2.5-vl-7b", [2048, 2048], [(1, 28, 40), (1, 16, 16)]),
+    ("qwen3-30b-a3b", [4096, 1280], []),
+    ("llama3-8b", [8192], []),
+    ("deepseek-v3", [4096, 2048], []),
+    ("qwen3.5-35b-a3b", [4096, 1000], [(1, 32, 32)]),
+    ("qwen3.5-397b-a17b", [2048], []),
+]
+
+
+@pytest.mark.parametrize("preset,seq_lens,grids", VERL_CASES, ids=[c[0] for c in VERL_CASES])
+def test_verl_matches_verls_own_function(verl_counter, preset, seq_lens, grids):
+    assert _ours(preset, seq_lens, grids) == pytest.approx(verl_counter(preset, seq_lens, grids), rel=1e-12)
+
+
+def test_verl_qwen2_vl_refused_with_the_reason(verl_counter):
+    with pytest.raises(ConventionNotDefined, match="out_hidden_size"):
+        _ours("qwen2-vl-7b", [1024], [(1, 16, 16)])
+    with pytest.raises(AttributeError):  # what veRL itself does on that config
+        verl_counter("qwen2-vl-7b", [1024], [(1, 16, 16)])
+
+
+# --------------------------------------------------------------------------------- hand arithmetic
+
+
+def test_verl_qwen3_vl_head_dim_is_derived_by_hand():
+    # verl/utils/flops_counter.py _estimate_qwen3_vl_flops: head_dim = hidden_size // num_attention_heads
+    h, H, G, L, F, V, s = 2560, 32, 8, 36, 9728, 151936, 4096  # Qwen3-VL-4B text_config
+    d = h // H
+    dense = (3 * h * F + h * (H * d + 2 * G * d + H * d)) * L + 2 * V * h
+    hand = 6 * dense * s + 6 * s * s * d * H * L
+    assert _ours("qwen3-vl-4b", [s]) * 1e12 == pytest.approx(hand, rel=1e-12)
+    # the config's head_dim (128) would give 1.12x as much
+    assert hand < compute_flops(load_model("qwen3-vl-4b"), BatchStats.from_batch(seq_lens=[s]), "megatron-lm").total
+
+
+def test_verl_v071_counts_qwen25_vl_text_only():
+    # v0.7.1 ESTIMATE_FUNC: "qwen2_5_vl": _estimate_qwen2_flops (no ViT term)
+    spec = load_model("qwen2.5-vl-7b")
+    with_images = BatchStats.from_batch(seq_lens=[2048], image_grids=[(1, 32, 32)], spec=spec)
+    old = compute_flops(spec, with_images, "verl@v0.7.1")
+    assert old.vision == 0
+    assert old.language == compute_flops(spec, with_images, "verl").language
+    assert compute_flops(spec, with_images, "verl").vision > 0
+
+
+def test_pr2575_text_only_keeps_the_configured_length():
+    # PR #2575 moved VLMs to runtime lengths; text-only models keep B x seq_length (2 rows of 4096 here)
+    spec = load_model("qwen3-30b-a3b")
+    packed = BatchStats.from_batch(seq_lens=[1000, 3096, 2000, 2096], padded_tokens=8192, samples=2)
+    unpacked = BatchStats.from_batch(seq_len=4096, samples=2)
+    assert compute_flops(spec, packed, "mbridge-pr2575").total == compute_flops(spec, unpacked, "megatron-lm").total
+    assert compute_flops(spec, packed, "mbridge-pr2575").total > compute_flops(spec, packed, "megatron-lm").total
+
+
+def test_pr2575_qwen25_vl_has_no_vision_term():
+    # the PR's vision function returns 0 when vision_config has no num_position_embeddings (Qwen2.5-VL)
+    spec = load_model("qwen2.5-vl-7b")
+    assert not spec.vision.num_position_embeddings
+    b = compute_flops(spec, BatchStats.from_batch(seq_lens=[2048], image_grids=[(1, 32, 32)], spec=spec),
+                      "mbridge-pr2575")
+    assert b.vision == 0 and b.language > 0
+
+
+@pytest.mark.parametrize("convention", ["megatron-bridge", "mbridge-pr2575", "verl"])
+def test_qwen2_vl_refused_by_frameworks_that_cannot_train_it(convention):
+    spec = load_model("qwen2-vl-7b")
+    with pytest.raises(ConventionNotDefined, match="qwen2_vl"):
+        compute_flops(spec, BatchStats.from_batch(seq_lens=[1024]), convention)
+
+
+def test_megatron_lm_dev_qwen35_vl_v2_vision_by_hand():
+    # Megatron-LM PR #6173: 6P*C*Tp*Ps^2*hv + Lv*[6P*(3hv*qv + qv*hv + 2hv*iv) + 12qv*P2] + 6M*((m^2hv)^2 + m^2hv*dout)
+    spec = load_model("qwen3.5-35b-a3b")
+    v = spec.vision
+    grids = [(1, 32, 32), (1, 16, 48)]
+    P = sum(t * h * w for t, h, w in grids)
+    P2 = sum(t * (h * w) ** 2 for t, h, w in grids)
+    M = P // 4
+    hv, qv, iv, Lv, vol, dout = v.hidden_size, v.num_heads * v.head_dim, v.intermediate_size, v.depth, \
+        v.in_channels * v.temporal_patch_size * v.patch_size ** 2, v.out_hidden_size
+    hand = 6 * P * vol * hv + Lv * (6 * P * (3 * hv * qv + qv * hv + 2 * hv * iv) + 12 * qv * P2) \
+        + 6 * M * ((4 * hv) ** 2 + 4 * hv * dout)
+    stats = BatchStats.from_batch(seq_lens=[4096], image_grids=grids, spec=spec)
+    dev = compute_flops(spec, stats, "megatron-lm@dev-qwen35_vl_v2")
+    main = compute_flops(spec, stats, "megatron-lm")
+    assert dev.vision == hand
+    assert dev.language == main.language and main.vision == 0
+    # other VLMs: the variant is set by the Qwen3.5-VL factory only
+    q3 = load_model("qwen3-vl-8b")
+    s3 = BatchStats.from_batch(seq_lens=[4096], image_grids=grids, spec=q3)
+    assert compute_flops(q3, s3, "megatron-lm@dev-qwen35_vl_v2").total == compute_flops(q3, s3, "megatron-lm").total
