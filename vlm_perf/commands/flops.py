@@ -32,7 +32,7 @@ def flops(
     video_grid: List[str] = typer.Option([], "--video-grid", help="Video grid T,H,W in patches (repeatable)."),
     mode: str = typer.Option("training", "--mode", help="training | forward"),
     causal: str = typer.Option("half", "--causal", help="half (flash-style) | full (square, as eager kernels)"),
-    convention: str = typer.Option("exact", "--convention", help=f"One of: {', '.join(CONVENTIONS)}, or 'all'."),
+    convention: str = typer.Option("exact", "--convention", help="A convention name (list: vlm-perf conventions), or 'all'."),
     frozen: List[str] = typer.Option([], "--frozen", help="Frozen part: vision_tower, projector, language_model, "
                                      "deepstack_merger (aliases: merger, vision, vit, lm, ...)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
@@ -158,6 +158,11 @@ def conventions(name: Optional[str] = typer.Argument(None, help="Show one conven
     selected = [get_convention(name)] if name else list(CONVENTIONS.values())
     for conv in selected:
         console.print(f"[bold]{conv.name}[/]  ({conv.source})")
+        if conv.pin is not None and conv.pin.verified:
+            console.print(f"  verified: {conv.pin.verified}")
+        if conv.refuses:
+            for family, why in conv.refuses.items():
+                console.print(f"  refuses {family}: {why}")
         console.print(f"  formula: {conv.formula}")
         for deviation in conv.deviations:
             console.print(f"  - {deviation}")

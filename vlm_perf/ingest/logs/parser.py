@@ -64,7 +64,7 @@ PROBE_ROWS = 5000
 #: Candidate pre-filter for the slow path (raw text, before cleaning): the union of every registered
 #: line format's ``prefilter`` and the generic rules (``formats.candidate_regex``). Deliberately broad:
 #: a false positive costs one Python call, a false negative loses a record.
-CANDIDATE_RE = candidate_regex()
+CANDIDATE_RE = candidate_regex()  # as built at import; parsing calls candidate_regex() (late formats)
 _FAST_EXCLUDE_RE = r"[\x1b\r]|" + megatron.NEMO2_COLLISION_RE
 _SUB_SCALE = SUB_SCALE    # ordering key: (file, line, \r-piece)
 _FILE_SCALE = FILE_SCALE
@@ -148,7 +148,7 @@ def _route_wrapped(batch: pl.DataFrame) -> pl.DataFrame:
 def _candidate_expr() -> pl.Expr:
     """Rows NOT on the fast path that go to the per-line Python router (the rest are ignored)."""
     text = pl.col("text")
-    return (text.str.len_bytes() != text.str.len_chars()) | text.str.contains(CANDIDATE_RE)
+    return (text.str.len_bytes() != text.str.len_chars()) | text.str.contains(candidate_regex())
 
 
 #: Lines after an unterminated Megatron iteration line that are routed as possible continuations.
