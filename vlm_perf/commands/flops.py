@@ -152,8 +152,15 @@ def _print_table(console: Console, model_name: str, result, stats: BatchStats) -
         console.print(f"[yellow]note:[/] {note}")
 
 
-def conventions(name: Optional[str] = typer.Argument(None, help="Show one convention only.")) -> None:
+def conventions(name: Optional[str] = typer.Argument(None, help="Show one convention only."),
+                markdown: bool = typer.Option(False, "--markdown", help="Print the table of docs/conventions.md.")
+                ) -> None:
     """List the FLOPs conventions: formula, source and how each deviates from exact."""
+    if markdown:
+        from ..flops.conventions.table import conventions_markdown
+
+        print(conventions_markdown(), end="")
+        return
     console = Console()
     selected = [get_convention(name)] if name else list(CONVENTIONS.values())
     for conv in selected:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from .base import (CONVENTIONS, X3, Convention, ConventionRegistryError, Pin, get_convention, names,
                    register_convention, variants)
-from . import exact, megatron, others, hf  # noqa: E402,F401  (register the built-in conventions)
+from . import exact, megatron, others, hf  # noqa: E402,F401  (register the built-in conventions, in this order)
+from ..._modules import import_submodules  # noqa: E402
+
+import_submodules(__name__, __path__)  # any other module of this package registers too (no list to edit)
 from .exact import EXACT
 from .megatron import MBRIDGE_PR2575, MEGATRON_BRIDGE, MEGATRON_LM
 from .others import SIX_ND, TORCHTITAN, VERL

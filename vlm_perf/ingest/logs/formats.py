@@ -170,6 +170,12 @@ def _load_builtin() -> None:
         verl,
         wandb,
     )
+    from ..._modules import import_submodules
+
+    from pathlib import Path
+
+    # any other module of this package registers its formats too (adding a format edits no list)
+    import_submodules(__name__.rpartition(".")[0], [str(Path(__file__).resolve().parent)])
 
 
 __all__ = ["LogFormat", "register", "registry", "line_formats", "file_formats", "names", "candidate_regex",
