@@ -161,3 +161,35 @@ def test_megatron_lm_dev_qwen35_vl_v2_vision_by_hand():
     q3 = load_model("qwen3-vl-8b")
     s3 = BatchStats.from_batch(seq_lens=[4096], image_grids=grids, spec=q3)
     assert compute_flops(q3, s3, "megatron-lm@dev-qwen35_vl_v2").total == compute_flops(q3, s3, "megatron-lm").total
+
+
+@pytest.mark.parametrize("preset", ["qwen3.5-35b-a3b", "qwen3.5-397b-a17b"])
+def test_torchtitan_qwen35_moe_from_real_parameter_counts(preset):
+    """torchtitan main b5bcd76c66d0, torchtitan/models/utils.py get_moe_model_nparams_and_flops (called by
+    models/qwen3_5/model.py with head_dims = 2 * head_dim): every non-vision parameter is dense except the
+    embedding (excluded, untied), the router and shared experts (active) and the routed experts (x top_k //
+    num_experts); per token 6 * N + 6 * n_full * H * 2d * seq_len. Written here over transformers' own
+    parameters (meta device), in transformers' module names."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = {k: v for k, v in preset_config(preset).items() if not k.startswith("_")}
+    with torch.device("meta"):
+        model = getattr(transformers, cfg["architectures"][0])(transformers.AutoConfig.for_model(**cfg))
+    text = model.config.text_config
+    dense = routed = 0
+    for name, p in model.named_parameters():
+        if ".visual." in f".{name}" or "embed_tokens" in name:
+            continue
+        if ".mlp.experts." in name:
+            routed += p.numel()
+        else:
+            dense += p.numel()  # attention, delta-net, norms, router, shared expert (+ gate), lm_head
+    n_active = dense + routed * text.num_experts_per_tok // text.num_experts
+    n_full = sum(t == "full_attention" for t in text.layer_types)
+    seq, rows = 4096, 2
+    per_token = 6 * n_active + 6 * n_full * text.num_attention_heads * 2 * text.head_dim * seq
+    spec = load_model(preset)
+    got = compute_flops(spec, BatchStats.from_batch(seq_lens=[3000, 1096, 4096], padded_tokens=rows * seq,
+                                                    samples=rows), "torchtitan")
+    assert got.total == per_token * rows * seq
+    assert got.vision == 0

@@ -8,13 +8,55 @@ from ...arch.parts import LANGUAGE_MODEL
 from ...arch.spec import ModelSpec
 from ...stats.batch import BatchStats
 from ..breakdown import Options
+from ...arch.blocks import MoEMLP
 from ..language import attn_core_per_token_sq, linear_per_token
 from .base import QWEN_AND_DECODER_FAMILIES, Convention, Pin, register_convention
+
+
+VERL_HYBRID = ("qwen3_5", "qwen3_5_moe")  # the hybrid gated-delta-net families (veRL / torchtitan formulas)
+
+
+def _torchtitan_hybrid(spec: ModelSpec, tokens: Any, seq_cfg: Any) -> dict[str, Any]:
+    """torchtitan ``Qwen35Model.get_nparams_and_flops`` -> ``get_moe_model_nparams_and_flops`` (forward):
+    2 x every decoder parameter (norms, conv taps, A_log / dt_bias included; embedding excluded unless tied;
+    routed experts x top_k // num_experts; vision encoder excluded) per token, plus 2*H*(2*head_dim)*s_cfg per
+    token per full-attention layer; the gated-delta recurrence has no term."""
+    from ...arch.blocks import DecoderAttention, DenseMLP, LMHead, TokenEmbedding
+
+    out = dict.fromkeys(("lm.attn_proj", "lm.dense_mlp", "lm.routed_experts", "lm.shared_experts", "lm.router",
+                         "lm.logits", "lm.attn_core"), 0)
+    routed_total, top_k, num_experts = 0, 1, 1
+    for b in spec.blocks:
+        if b.part != LANGUAGE_MODEL:
+            continue
+        n = b.count * b.params()
+        if isinstance(b, TokenEmbedding):
+            if spec.lm.tie_word_embeddings:
+                out["lm.logits"] += n
+        elif isinstance(b, MoEMLP):
+            h = b.hidden
+            routed = b.count * b.num_experts * 3 * h * b.expert_width
+            router = b.count * (b.num_experts * h + (b.num_experts if b.router_bias else 0))
+            routed_total, top_k, num_experts = routed_total + routed, b.top_k, b.num_experts
+            out["lm.router"] += router
+            out["lm.shared_experts"] += n - routed - router
+        elif isinstance(b, DenseMLP):
+            out["lm.dense_mlp"] += n
+        elif isinstance(b, LMHead):
+            out["lm.logits"] += n
+        else:
+            out["lm.attn_proj"] += n
+        if isinstance(b, DecoderAttention):
+            out["lm.attn_core"] += b.count * 2 * b.num_heads * 2 * b.head_dim * seq_cfg
+    out["lm.routed_experts"] = routed_total * top_k // num_experts
+    return {k: (v if k == "lm.attn_core" else 2 * v) * tokens for k, v in out.items()}
 
 
 def _torchtitan(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
     tokens = s.lm_padded_tokens  # labels.numel(): padding included
     seq_cfg = s.lm_padded_tokens / s.lm_samples
+    if spec.family in VERL_HYBRID:
+        return _torchtitan_hybrid(spec, tokens, seq_cfg)
     out = {k: v * tokens for k, v in linear_per_token(spec.lm).items()}
     out["lm.attn_core"] = spec.lm.num_layers * attn_core_per_token_sq(spec.lm) * seq_cfg * tokens
     return out
@@ -24,7 +66,6 @@ def _torchtitan(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
 
 # families veRL's ESTIMATE_FUNC routes to its text-only _estimate_qwen2_flops (vision not counted)
 VERL_TEXT_ONLY = ("glm4v",)
-VERL_HYBRID = ("qwen3_5", "qwen3_5_moe")
 
 
 def _verl_vit(spec: ModelSpec, s: BatchStats) -> dict[str, Any]:
@@ -129,17 +170,22 @@ def _six_nd(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
 TORCHTITAN = register_convention(Convention(
     name="torchtitan",
     pin=Pin("torchtitan", "pytorch/torchtitan", "torchtitan/models/utils.py + torchtitan/components/metrics.py",
-            "get_dense_model_nparams_and_flops / get_moe_model_nparams_and_flops", "main b5bcd76c66d0 (2026-08)",
-            verified="tests/cli/test_cli_flops.py and docs/conventions.md worked example (restated formula)"),
+            "get_dense_model_nparams_and_flops / get_moe_model_nparams_and_flops (qwen3_5: Qwen35Model."
+            "get_nparams_and_flops)", "main b5bcd76c66d0 (2026-08-21; before PR #4300)",
+            verified="tests/flops/test_framework_conventions.py: qwen3_5_moe presets against the cited rule applied "
+                     "to transformers' own parameters (meta device)"),
     formula=("per token 6*N_active + 6*L*H*(d_qk + d_v)*s_cfg, times padded tokens (labels.numel()); "
              "s_cfg = the configured sequence length (here: padded tokens per sample); no vision term"),
     deviations=("vision tower and mergers not counted",
                 "attention core: no causal half and configured length instead of sum(s^2)",
                 "linear terms on padded tokens",
                 "router counted (as in exact); norm parameters in N omitted (<0.01%)",
+                "qwen3_5 / qwen3_5_moe (Qwen35Model): N = every decoder parameter incl. norms, conv taps, A_log "
+                "and dt_bias; no gated-delta recurrence term; attention term on full-attention layers only",
                 "always x3 per GEMM"),
     forward=_torchtitan,
     counts_vision=False,
+    families=QWEN_AND_DECODER_FAMILIES + ("qwen3_5", "qwen3_5_moe"),
 ))
 
 _VERL_FILE = "verl/utils/flops_counter.py"
