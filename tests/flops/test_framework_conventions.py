@@ -193,3 +193,75 @@ def test_torchtitan_qwen35_moe_from_real_parameter_counts(preset):
                                                     samples=rows), "torchtitan")
     assert got.total == per_token * rows * seq
     assert got.vision == 0
+
+
+# ------------------------------------------------------------------------------------------------ VeOmni
+
+
+@pytest.fixture(scope="module")
+def veomni_counter():
+    """VeOmni's ``veomni/utils/count_flops.py`` from the installed ``veomni`` (0.1.12; ``pip install --no-deps``),
+    loaded on its own with its logging / device / LoRA-config imports stubbed (no LoRA is exercised)."""
+    import logging as _logging
+
+    transformers = pytest.importorskip("transformers")
+    spec = importlib.util.find_spec("veomni")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("VeOmni not installed (pip install --no-deps veomni==0.1.12)")
+    path = Path(spec.submodule_search_locations[0]) / "utils" / "count_flops.py"
+    log = _logging.getLogger("veomni-stub")
+    log.warning_rank0 = log.warning  # type: ignore[attr-defined]
+    names = ("veomni", "veomni.lora", "veomni.lora.config", "veomni.utils", "veomni.utils.logging",
+             "veomni.utils.device")
+    stubs = {n: types.ModuleType(n) for n in names}
+    for n in ("veomni", "veomni.lora", "veomni.utils"):
+        stubs[n].__path__ = []  # type: ignore[attr-defined]
+    stubs["veomni.lora.config"].LORA_MODULES_BY_MODEL_TYPE = {}  # type: ignore[attr-defined]
+    stubs["veomni.lora.config"].VeOmniLoraConfig = type("VeOmniLoraConfig", (), {})  # type: ignore[attr-defined]
+    stubs["veomni.utils.logging"].get_logger = lambda name: log  # type: ignore[attr-defined]
+    stubs["veomni.utils.device"].get_device_name = lambda: "CPU"  # type: ignore[attr-defined]
+    stubs["veomni.utils"].logging = stubs["veomni.utils.logging"]  # type: ignore[attr-defined]
+    saved = {k: sys.modules.get(k) for k in stubs}
+    sys.modules.update(stubs)
+    try:
+        mod_spec = importlib.util.spec_from_file_location("veomni.utils.count_flops", path)
+        module = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(module)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+    def run(preset: str, seq_lens: list[int], grids=(), freeze_vit=None) -> float:
+        config = transformers.AutoConfig.for_model(**dict(preset_config(preset)))
+        images = [h * w for t, h, w in grids for _ in range(t)] or None
+        counter = module.VeomniFlopsCounter(config)
+        return counter.estimate_flops(seq_lens, 1.0, images_seqlens=images, freeze_vit=freeze_vit)[0]
+
+    return run
+
+
+VEOMNI_CASES = [
+    ("qwen3-vl-8b", [4096, 1000], [(1, 32, 32), (2, 16, 24)]),
+    ("qwen3-vl-30b-a3b", [4096], [(1, 64, 64)]),
+    ("qwen2.5-vl-7b", [2048, 2048], [(1, 28, 40), (1, 16, 16)]),
+    ("qwen2-vl-7b", [3000], [(1, 36, 64)]),
+    ("qwen3-30b-a3b", [4096, 1280], []),
+    ("llama3-8b", [8192], []),
+]
+
+
+@pytest.mark.parametrize("preset,seq_lens,grids", VEOMNI_CASES, ids=[c[0] for c in VEOMNI_CASES])
+def test_veomni_matches_veomnis_own_function(veomni_counter, preset, seq_lens, grids):
+    assert _ours(preset, seq_lens, grids, "veomni") == pytest.approx(veomni_counter(preset, seq_lens, grids), rel=1e-12)
+
+
+@pytest.mark.parametrize("preset", ["qwen3-vl-8b", "qwen2.5-vl-7b"])
+def test_veomni_freeze_vit(veomni_counter, preset):
+    spec = load_model(preset)
+    grids = [(1, 32, 32)]
+    stats = BatchStats.from_batch(seq_lens=[2048], image_grids=grids, spec=spec)
+    ours = compute_flops(spec, stats, "veomni", frozen=("vision_tower",)).total / 1e12
+    assert ours == pytest.approx(veomni_counter(preset, [2048], grids, freeze_vit=True), rel=1e-12)

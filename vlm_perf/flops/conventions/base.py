@@ -83,6 +83,9 @@ class Convention:
     # family -> why the framework gives no number for it (checked before ``families``)
     refuses: Mapping[str, str] = field(default_factory=dict)
     variant_of: str | None = None  # the convention this one is an older/newer version of
+    # (spec, options) -> training rule, for a framework whose rule depends on what is frozen (VeOmni freeze_vit);
+    # None: ``training_rule`` whatever is frozen (the frozen parts are then ignored, with a note)
+    frozen_rule: Callable[[ModelSpec, Options], Mapping[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9._@-]*", self.name):
@@ -138,12 +141,19 @@ class Convention:
         notes = []
         if options.causal != "half":
             notes.append(f"--causal {options.causal} ignored: {self.name} fixes its own causal rule")
-        if options.frozen:
+        if options.frozen and self.frozen_rule is None:
             notes.append(f"frozen parts ignored: {self.name} counts every component as trainable")
         if not self.counts_vision_for(spec.family or spec.model_type) and spec.is_vlm:
             notes.append(f"{self.name} does not count the vision tower")
         if options.mode == "forward":
             components = forward
+        elif self.frozen_rule is not None:
+            rule = self.frozen_rule(spec, options)
+            unknown = sorted(set(rule) - set(COMPONENTS))
+            if unknown:
+                raise ConventionRegistryError(f"convention {self.name!r}: frozen_rule names unknown components "
+                                              f"{', '.join(unknown)}")
+            components = {k: v * rule.get(k, self.rule(k)) for k, v in forward.items()}
         else:
             components = {k: v * self.rule(k) for k, v in forward.items()}
         return Breakdown(self.name, components, options, tuple(notes))
