@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-__all__ = ["DevicePeak", "GPU_TYPES", "DTYPES", "PEAKS", "resolve_gpu", "device_peak", "peak_flops", "peak_used",
-           "register_peak"]
+__all__ = ["DevicePeak", "GPU_TYPES", "DTYPES", "PEAKS", "resolve_gpu", "device_peak", "peak_flops",  # noqa: F822
+           "peak_used", "register_peak"]
 
 DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "tf32", "fp32")
 

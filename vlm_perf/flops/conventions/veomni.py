@@ -51,7 +51,7 @@ def _vit(spec: ModelSpec, s: BatchStats) -> dict[str, Any]:
     if family in ("qwen2_vl", "qwen2_5_vl"):
         full = v.depth if family == "qwen2_vl" else len(v.fullatt_block_indexes)
         core = 4 * hv * full * s.vision_patches_sq_frame
-        if family == "qwen2_5_vl" and v.depth > full:
+        if family == "qwen2_5_vl" and v.depth > full and v.window_size:
             w = (v.window_size // v.spatial_merge_size // v.patch_size) * v.spatial_merge_size
             core = core + 4 * hv * (v.depth - full) * P * w * w
         return {"vision.patch_embed": 0,
