@@ -265,3 +265,42 @@ def test_veomni_freeze_vit(veomni_counter, preset):
     stats = BatchStats.from_batch(seq_lens=[2048], image_grids=grids, spec=spec)
     ours = compute_flops(spec, stats, "veomni", frozen=("vision_tower",)).total / 1e12
     assert ours == pytest.approx(veomni_counter(preset, [2048], grids, freeze_vit=True), rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------ NeMo Automodel
+
+
+@pytest.fixture(scope="module")
+def automodel_flops():
+    """NeMo Automodel's ``flops_utils.py`` (installed ``nemo_automodel`` 0.7.0, ``pip install --no-deps``; the
+    module imports only the standard library), loaded by path."""
+    transformers = pytest.importorskip("transformers")
+    spec = importlib.util.find_spec("nemo_automodel")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("NeMo Automodel not installed (pip install --no-deps nemo_automodel==0.7.0)")
+    path = Path(spec.submodule_search_locations[0]) / "components" / "utils" / "flops_utils.py"
+    mod_spec = importlib.util.spec_from_file_location("_automodel_flops_utils", path)
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+
+    def run(preset: str, rows: int, length: int) -> float:
+        config = transformers.AutoConfig.for_model(**dict(preset_config(preset)))
+        formula = module.get_flops_formula_for_hf_config(config)
+        return formula(config, gbs=rows, seq_len=length)
+
+    return run
+
+
+@pytest.mark.parametrize("preset", ["qwen3-30b-a3b", "llama3-8b", "qwen3-vl-8b", "qwen3-vl-30b-a3b"])
+def test_automodel_matches_automodels_own_function(automodel_flops, preset):
+    spec = load_model(preset)
+    stats = BatchStats.from_batch(seq_lens=[3000, 1096, 4096], padded_tokens=2 * 4096, samples=2,
+                                  image_grids=[(1, 32, 32)] if spec.vision else [], spec=spec)
+    ours = compute_flops(spec, stats, "automodel")
+    assert ours.total == pytest.approx(automodel_flops(preset, 2, 4096), rel=1e-12)
+    assert ours.vision == 0
+
+
+def test_automodel_refuses_qwen25_vl():
+    with pytest.raises(ConventionNotDefined, match="not computed"):
+        _ours("qwen2.5-vl-7b", [1024], [(1, 16, 16)], "automodel")
