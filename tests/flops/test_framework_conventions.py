@@ -304,3 +304,32 @@ def test_automodel_matches_automodels_own_function(automodel_flops, preset):
 def test_automodel_refuses_qwen25_vl():
     with pytest.raises(ConventionNotDefined, match="not computed"):
         _ours("qwen2.5-vl-7b", [1024], [(1, 16, 16)], "automodel")
+
+
+# ------------------------------------------------------------------------------------------------ MaxText
+
+
+def test_maxtext_gemma3_4b_lm_by_hand():
+    # src/maxtext/utils/maxtext_utils.py @ e591f30cbbf2 with MaxText's gemma3-4b.yml: emb 2560, 8 q / 4 kv heads of
+    # 256, mlp 10240 (gelu, linear), 34 layers, vocab 262_144, sliding window 1024, pattern length 6
+    B, s, h, H, G, d, F, L, V, W = 2, 4096, 2560, 8, 4, 256, 10240, 34, 262_144, 1024
+    qkv = 2 * B * s * h * (H + 2 * G) * d
+    proj = 2 * B * s * h * H * d
+    ffn = 2 * B * s * F * h * 2 + 2 * B * s * F * h
+    emb = 2 * B * s * h * V
+    n_global = L // 6
+    core = n_global * 2 * B * s**2 * H * d + (L - n_global) * 4 * B * (s * W - 0.5 * W**2) * H * d
+    lm = 3 * (ffn * L + (qkv + proj) * L + emb) + 3 * core
+    spec = load_model("gemma3-4b")
+    stats = BatchStats.from_batch(seq_lens=[1000, 3096, 4096], padded_tokens=B * s, samples=B, spec=spec)
+    got = compute_flops(spec, stats, "maxtext")
+    assert got.language == pytest.approx(lm, rel=1e-12)
+
+
+def test_maxtext_gemma3_vision_per_image():
+    # reference check values (B = 1, h = 2560, 896 px): trainable 16.386 TF, freeze_vision_encoder_params 5.4649 TF
+    spec = load_model("gemma3-4b")
+    stats = BatchStats.from_batch(seq_len=512, samples=1, spec=spec)  # no image: MaxText bills one anyway
+    assert compute_flops(spec, stats, "maxtext").vision / 1e12 == pytest.approx(16.386, abs=5e-4)
+    frozen = compute_flops(spec, stats, "maxtext", frozen=("vision_tower",)).vision / 1e12
+    assert frozen == pytest.approx(5.4649, abs=5e-5)
