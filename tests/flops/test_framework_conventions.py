@@ -333,3 +333,39 @@ def test_maxtext_gemma3_vision_per_image():
     assert compute_flops(spec, stats, "maxtext").vision / 1e12 == pytest.approx(16.386, abs=5e-4)
     frozen = compute_flops(spec, stats, "maxtext", frozen=("vision_tower",)).vision / 1e12
     assert frozen == pytest.approx(5.4649, abs=5e-5)
+
+
+@pytest.mark.parametrize("preset", ["qwen3.5-35b-a3b", "llama3-8b", "qwen3-30b-a3b"])
+def test_torchtitan_pr4300_from_real_parameter_counts(preset):
+    """torchtitan @ 01c01c88 (PR #4300): per token 6 * N_act + 6*H*(d+d)*s per softmax layer + 18*Hv*dk*dv per
+    gated-delta layer; N_act from get_nparams_and_active_nparams' rule (embedding 0 when untied, routed experts x
+    top_k / E as an exact fraction, vision 0), written over transformers' own parameters (meta device)."""
+    from fractions import Fraction
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = {k: v for k, v in preset_config(preset).items() if not k.startswith("_")}
+    with torch.device("meta"):
+        model = getattr(transformers, cfg["architectures"][0])(transformers.AutoConfig.for_model(**cfg))
+    text = getattr(model.config, "text_config", model.config)
+    active = Fraction(0)
+    for name, p in model.named_parameters():
+        if ".visual." in f".{name}" or "embed_tokens" in name:
+            continue
+        if ".mlp.experts." in name:
+            active += Fraction(p.numel() * text.num_experts_per_tok, text.num_experts)
+        else:
+            active += p.numel()
+    seq, rows = 4096, 2
+    layer_types = getattr(text, "layer_types", None) or ["full_attention"] * text.num_hidden_layers
+    d = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    per_token = 6 * active
+    for t in layer_types:
+        if t == "full_attention":
+            per_token += 6 * text.num_attention_heads * 2 * d * seq
+        else:
+            per_token += 18 * text.linear_num_value_heads * text.linear_key_head_dim * text.linear_value_head_dim
+    spec = load_model(preset)
+    got = compute_flops(spec, BatchStats.from_batch(seq_lens=[3000, 1096, 4096], padded_tokens=rows * seq,
+                                                    samples=rows), "torchtitan@pr4300")
+    assert got.total == per_token * rows * seq
