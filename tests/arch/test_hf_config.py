@@ -215,7 +215,7 @@ def test_non_integer_dimension_rejected():
         spec_from_config(cfg)
 
 
-@pytest.mark.parametrize("model_type", ["paligemma", "blip-2", None])  # internvl, gemma3, llava_onevision: supported since issue 11
+@pytest.mark.parametrize("model_type", ["mllama", "blip-2", None])  # internvl, gemma3, llava_onevision: supported since issue 11; paligemma since issue 21
 def test_unsupported_model_type(model_type):
     cfg = raw("llama3-8b")
     cfg["model_type"] = model_type
@@ -225,7 +225,7 @@ def test_unsupported_model_type(model_type):
 
 @pytest.mark.parametrize("typo,suggestion", [
     ("qwen3-vl-30b", "qwen3-vl-30b-a3b"),
-    ("qwen25-vl-7b", "qwen2.5-vl-7b"),
+    ("qwen2.5-vl-8b", "qwen2.5-vl-7b"),  # "qwen25-vl-7b" now resolves (punctuation variant, test_presets_loader)
     ("llama3-8", "llama3-8b"),
     ("deepseek-v3.1", "deepseek-v3"),
 ])

@@ -97,7 +97,17 @@ def test_errors_are_one_line():
         spec_from_config(dict(cfg, scale_factor=3))
     with pytest.raises(UnsupportedModelError, match="text_config.model_type"):
         spec_from_config(dict(cfg, text_config=dict(cfg["text_config"], model_type="qwen2")))
-    with pytest.raises(UnsupportedModelError, match="videos"):
-        FAMILIES["smolvlm"].media.video(_spec(), 4, 100, 100)
+    with pytest.raises(UnsupportedModelError, match="takes no videos"):
+        FAMILIES["idefics3"].media.video(_spec(), 4, 100, 100)
+    with pytest.raises(UnsupportedModelError, match="video frame"):
+        FAMILIES["smolvlm"].media.video(_spec(tile=100), 4, 100, 100)
     with pytest.raises(UnsupportedModelError, match="tile"):
         FAMILIES["smolvlm"].media.image(_spec(tile=100), 100, 100)
+
+
+def test_smolvlm_video_frames_are_square_tiles_by_hand():
+    """SmolVLM2-500M: every sampled frame becomes one 512 x 512 tile (SmolVLMVideoProcessor.resize ends with the
+    square max_image_size), 32 x 32 patches, pixel shuffle 4 -> 64 placeholders per frame, whatever the aspect."""
+    spec = _spec()
+    v = FAMILIES["smolvlm"].media.video(spec, 16, 1080, 1920)
+    assert (v.grid, v.visual_tokens, v.resized, v.tiles) == ((16, 32, 32), 16 * 64, (512, 512), 16)

@@ -174,7 +174,7 @@ def _with(config, path, value):
     (_with(LLAVA_15, ("vision_config", "image_size"), 10), ConfigError, "smaller than patch_size"),
     (_with(LLAVA_15, ("text_config",), None), ConfigError, "text_config"),
     (_with(LLAVA_15, ("text_config", "model_type"), "gemma"), UnsupportedModelError, "text_config.model_type 'gemma'"),
-    (_with(PIXTRAL, ("text_config", "hidden_size"), None), ConfigError, "text_config.hidden_size"),
+    (_with(PIXTRAL, ("text_config", "hidden_size"), "big"), ConfigError, "text_config.hidden_size"),
 ])
 def test_config_errors_are_one_line(config, error, match):
     with pytest.raises(error, match=match) as exc:

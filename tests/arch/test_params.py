@@ -93,6 +93,11 @@ ROUNDED_TOTAL.update({  # --- glm4v ---
     "qwen3.5-35b-a3b": (35e9, 1e9, "model name Qwen/Qwen3.5-35B-A3B: 35B"),
     "qwen3.5-397b-a17b": (397e9, 1e9, "model name Qwen/Qwen3.5-397B-A17B: 397B"),
 })
+ROUNDED_TOTAL.update({  # --- paligemma --- llava_next --- (exact values in test_paligemma.py / test_llava_next.py)
+    "paligemma-3b-224": (2.92e9, 1e7, "PaliGemma 3B: 2.92B (model card; keras-hub 2,923,335,408 at vocab 257,152)"),
+    "paligemma2-3b-224": (3.03e9, 1e7, "PaliGemma 2 3B: keras-hub 3,032,094,960 at vocab 257,152 -> 3.03B"),
+    "llava-v1.6-mistral-7b": (7.57e9, 1e7, "llava-hf/llava-v1.6-mistral-7b-hf: 7.57B (hub page; reference notes)"),
+})
 
 
 def test_every_preset_has_a_published_total():

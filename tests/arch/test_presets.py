@@ -23,6 +23,11 @@ MISTRAL_IDEFICS = ["mistral-small-3.1-24b", "smolvlm2-500m"]
 NESTED_VL = ["qwen3-vl-2b", "qwen3-vl-4b", "qwen3-vl-8b", "qwen3-vl-32b", "qwen3-vl-30b-a3b", "qwen3-vl-235b-a22b"]
 QWEN3_5 = ["qwen3.5-35b-a3b", "qwen3.5-397b-a17b"]  # tests/arch/test_qwen3_5.py
 EXPECTED += QWEN3_5
+PALIGEMMA = ["paligemma-3b-224", "paligemma2-3b-224"]  # tests/verify/test_paligemma_flops.py
+EXPECTED += PALIGEMMA
+LLAVA_NEXT = ["llava-v1.6-mistral-7b"]  # tests/verify/test_llava_next_flops.py, tests/arch/test_llava_next.py
+EXPECTED += LLAVA_NEXT
+FLOAT32_HUB = {"paligemma-3b-224"}  # the hub file says float32 (PaliGemma 1 was released in float32)
 
 
 def test_preset_names_exact():
@@ -36,7 +41,7 @@ def test_every_preset_loads(name):
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
     assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL + GEMMA3_LLAVA_OV + QWEN3_5
-                           + MISTRAL_IDEFICS)
+                           + MISTRAL_IDEFICS + PALIGEMMA + LLAVA_NEXT)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -49,7 +54,7 @@ def test_preset_provenance_and_core_keys(name):
     assert "model_type" in cfg
     lm = cfg.get("text_config", cfg)
     # Qwen3-VL configs carry the dtype as text_config.dtype (transformers >= 4.56); others torch_dtype.
-    assert lm.get("torch_dtype", lm.get("dtype")) == "bfloat16"
+    assert lm.get("torch_dtype", lm.get("dtype")) == ("float32" if name in FLOAT32_HUB else "bfloat16")
     assert "vocab_size" in lm
     assert "tie_word_embeddings" in cfg
 
@@ -121,6 +126,9 @@ LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "glm-4.5v": (46, 4096, 96, 8, 128, 10944, 151552, False),
     "qwen3.5-35b-a3b": (40, 2048, 16, 2, 256, 0, 248320, False),
     "qwen3.5-397b-a17b": (60, 4096, 32, 2, 256, 0, 248320, False),
+    "paligemma-3b-224": (18, 2048, 8, 1, 256, 16384, 257216, True),  # Gemma-2B LM (GemmaConfig head_dim 256)
+    "paligemma2-3b-224": (26, 2304, 8, 4, 256, 9216, 257216, True),  # Gemma 2 2B LM
+    "llava-v1.6-mistral-7b": (32, 4096, 32, 8, 128, 14336, 32064, False),  # MistralConfig defaults fill the rest
 })
 
 

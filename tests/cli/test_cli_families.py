@@ -114,3 +114,40 @@ def test_config_without_model_type_is_stated_or_refused(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(vlm))
     r = cli("flops", "--model", str(tmp_path), "--seq-len", "1024")
     assert r.returncode == 2 and "no top-level model_type" in r.stderr
+
+
+def test_families_presets_lists_names_families_totals_and_repos():
+    r = cli("families", "--presets")
+    assert r.returncode == 0, r.stderr
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()}
+    from vlm_perf.arch import preset_names
+
+    assert sorted(rows) == preset_names()
+    assert rows["llava-v1.6-mistral-7b"][1:] == ["llava_next", "7.57B", "llava-hf/llava-v1.6-mistral-7b-hf"]
+    assert rows["paligemma-3b-224"][1:] == ["paligemma", "2.92B", "google/paligemma-3b-pt-224"]
+
+
+def test_model_by_hub_repo_id_on_the_cli():
+    a = flops_json("--model", "Qwen/Qwen2.5-VL-7B-Instruct", "--seq-len", "1024")
+    b = flops_json("--model", "qwen2.5-vl-7b", "--seq-len", "1024")
+    assert a["total"] == b["total"]
+    r = cli("flops", "--model", "Qwen/Qwen2-VL-2B-Instruct", "--seq-len", "1024")
+    assert r.returncode == 2 and "did you mean" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_llava_onevision_multi_image_sample_uses_the_base_tile_rule():
+    """Issue 21: several images in ONE LLaVA-OneVision sample use only the base tile per image in transformers
+    (measured in tests/verify: CASES llava_onevision multi_image); --multi-image applies that rule on the CLI:
+    each image one 27x27 tile, 729 + 1 newline tokens, no anyres."""
+    args = ("--model", "llava-onevision-qwen2-7b", "--seq-len", "2000", "--image-size", "480,640",
+            "--image-size", "1000,300")
+    out = flops_json(*args, "--multi-image")
+    assert [(m["grid"], m["visual_tokens"], m["tiles"]) for m in out["media"]] == [([1, 27, 27], 730, 1)] * 2
+    assert out["total"] == flops_json("--model", "llava-onevision-qwen2-7b", "--seq-len", "2000",
+                                      "--grid", "1,27,27", "--grid", "1,27,27")["total"]
+    r = cli("flops", *args)  # anyres per image: 5764 tokens, more than 2000
+    assert r.returncode == 2 and "--multi-image" in r.stderr and "Traceback" not in r.stderr
+    one = flops_json("--model", "qwen2.5-vl-7b", "--seq-len", "4096", "--image-size", "480,640", "--image-size",
+                     "100,100", "--multi-image")
+    assert one["total"] == flops_json("--model", "qwen2.5-vl-7b", "--seq-len", "4096", "--image-size", "480,640",
+                                      "--image-size", "100,100")["total"]  # same rule either way for Qwen

@@ -108,3 +108,26 @@ def test_parameters_per_part(family_model):
     assert c.merger == numel(model.model.connector)
     assert c.lm == numel(model.model.text_model) + numel(model.lm_head)
     assert c.total == numel(model)
+
+
+@pytest.mark.parametrize("frozen", [(), ("vision_tower",), ("language_model",)], ids=["all", "frozen-tower", "frozen-lm"])
+def test_smolvlm_video_per_part(frozen):
+    """SmolVLM video (issue 21: the processor accepts videos): T frames, each one square tile through tower and
+    connector, 16 placeholders per frame (the timestamp is text). The video processor needs torchvision (not
+    installed): the frames are built at the square tile size its resize ends with, placeholders from transformers'
+    own ``_prompt_single_image``. Exact per part, forward and training."""
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    model = build_model(tiny_config(smolvlm=True), 0)
+    spec = spec_from_config(model.config.to_dict(), name="tiny-smolvlm", processor=PROCESSOR)
+    v = FAMILIES["smolvlm"].media.video(spec, 3, 100, 200)
+    for mode in ("forward", "training"):
+        m = measure_family("smolvlm", model=model, video_sizes=[(3, 100, 200)], mode=mode,
+                           frozen=frozen if mode == "training" else ())
+        assert v.visual_tokens == m.media["visual_tokens"] and v.grid[0] == m.media["images_in_tower"]
+        stats = BatchStats.from_batch(seq_lens=[m.media["seq_len"]], video_grids=[v.grid], spec=spec)
+        lib = compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen if mode == "training" else ())
+        assert lib.parts == m.parts(mode), mode

@@ -84,3 +84,44 @@ def test_parameters_per_part(model):
     assert c.merger == numel(model.model.multi_modal_projector)
     assert c.lm == numel(model.model.language_model) + numel(model.lm_head)
     assert c.total == numel(model)
+
+
+@pytest.mark.parametrize("layer", [-2, 1], ids=["minus2", "first"])
+def test_feature_layer_before_the_last(layer):
+    """Found by measurement (issue 21): ``vision_feature_layer`` other than -1 bills the unused last tower layers
+    a backward pass. Every InternViT layer runs (the encoder loops over all), but the projector reads
+    ``hidden_states[layer]``; the layers after it reach no loss, so training does not back-propagate through them.
+    Measured on a 3-layer tower, one 48x80 image (3x2 tiles + thumbnail): before the fix the library said 95,528,832 tower FLOPs
+    in training for -2 (measured 74,911,872, +27.5 %) and for 1 (measured 54,294,912, +76 %)."""
+    model = build_model(tiny_config("qwen2", vision_feature_layer=layer, vision={"num_hidden_layers": 3}), 0)
+    images = [(48, 80)]
+    for mode, frozen in (("forward", ()), ("training", ()), ("training", ("vision_tower",))):
+        m = measure_family("internvl", model=model, image_sizes=images, mode=mode, frozen=frozen)
+        lib, _ = _library(model, m, images, mode=mode, frozen=frozen)
+        assert lib.parts == m.parts(mode), (mode, frozen)
+
+
+def test_feature_layer_tower_training_by_hand():
+    """Hand arithmetic on the tower alone (a 48x80 image with at most 6 tiles: the 3x2 canvas (3/2 is the closest
+    ratio to 80/48 within 6 tiles) + a thumbnail = 7 tiles of 8x8 patches + 1 CLS = 65 rows; width 32, 2 heads of 16, MLP
+    48, q/k RMSNorm: no FLOPs): training = 2 x conv (pixels need no gradient) + 3 x (layers up to the selected
+    one) + 1 x (the rest)."""
+    tiles, rows = 7, 65
+    conv = 2 * tiles * 64 * (3 * 4 * 4) * 32
+    layer = tiles * (2 * rows * 4 * 32 * 32 + 2 * 2 * rows * rows * 32 + 2 * rows * 2 * 32 * 48)
+    model = build_model(tiny_config("qwen2", vision_feature_layer=-2, vision={"num_hidden_layers": 3}), 0)
+    m = measure_family("internvl", model=model, image_sizes=[(48, 80)], mode="training")
+    assert m.media["tiles"] == [tiles]
+    assert m.parts("training")["vision_tower"] == 2 * conv + 3 * 2 * layer + 1 * layer
+    lib, _ = _library(model, m, [(48, 80)], mode="training")
+    assert lib.parts["vision_tower"] == 2 * conv + 3 * 2 * layer + layer
+
+
+def test_feature_layer_list_refused():
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.errors import UnsupportedModelError
+
+    cfg = tiny_config("qwen2").to_dict()
+    cfg["vision_feature_layer"] = [-2, -1]
+    with pytest.raises(UnsupportedModelError, match="vision_feature_layer"):
+        spec_from_config(cfg)

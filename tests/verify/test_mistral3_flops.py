@@ -130,3 +130,49 @@ def test_feature_layer_before_the_last(layer):
         m = measure_family("mistral3", model=model, image_sizes=[(30, 50)], mode=mode)
         lib, _, _ = _library(model, m, [(30, 50)], mode=mode)
         assert lib.parts == m.parts(mode)
+
+
+def test_several_images_training_excess_and_padded_two_sample_batch(model):
+    """Issue 21 asked for the cause of the Mistral 3 multi-image training difference. Measured: with several images
+    in a forward -- in one sample, or one image in each of two samples of a padded batch (the Pixtral tower joins
+    every image of the microbatch, across samples) -- the tower exceeds the per-image count by the eager excess
+    only: the conv over the zero padding to the batch's largest H x W and the joined (sum n)^2 attention. In
+    training that excess takes the usual multipliers (conv 2x: pixels need no gradient; attention core 3x), so the
+    training difference is the forward one under the backward rule, nothing else; projector and LM are exact. The
+    library keeps the per-image count (what a varlen / block-skipping kernel computes)."""
+    from .families import common, harness
+    from .families.common import random_images, text_ids
+    from .families.mistral3 import IMAGE_TOKEN, IMG_BREAK, IMG_END, image_processor
+
+    images = [(30, 50), (70, 20)]
+    cfg = model.config
+    out = image_processor(cfg, 64)(random_images(images, 1), return_tensors="pt", input_data_format="channels_last")
+    step = cfg.vision_config.patch_size * cfg.spatial_merge_size
+    gen = torch.Generator().manual_seed(3)
+    rows = []
+    for h, w in [tuple(int(x) for x in s) for s in out["image_sizes"]]:
+        run = ([IMAGE_TOKEN] * (w // step) + [IMG_BREAK]) * (h // step)
+        run[-1] = IMG_END
+        rows.append(text_ids(8, gen) + run + text_ids(2, gen))
+    width = max(map(len, rows))
+    inputs = dict(input_ids=torch.tensor([r + [0] * (width - len(r)) for r in rows]),
+                  attention_mask=torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows]),
+                  pixel_values=out["pixel_values"].to(torch.float64), image_sizes=out["image_sizes"], use_cache=False)
+    h = harness("mistral3")
+    one = measure_family("mistral3", model=model, image_sizes=images)
+    _, spec, media = _library(model, one, images)
+    v = spec.vision
+    n = [g.grid[1] * g.grid[2] for g in media]
+    conv_excess = 2 * (len(media) * max(g.grid[1] for g in media) * max(g.grid[2] for g in media) - sum(n)) \
+        * v.patch_volume * v.hidden_size
+    core_excess = v.depth * 4 * v.attn_width * (sum(n) ** 2 - sum(x * x for x in n))
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    stats = BatchStats.from_batch(seq_lens=[len(r) for r in rows], image_grids=[m.grid for m in media], spec=spec)
+    for mode, frozen, mult in (("forward", (), (1, 1)), ("training", (), (2, 3)), ("training", ("vision_tower",), (1, 1))):
+        measured = common.count(model, inputs, h.part_modules(model), training=mode == "training", frozen=frozen,
+                                run=h.run, loose_params=h.loose_params).parts(mode)
+        lib = compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen).parts
+        assert measured["vision_tower"] == lib["vision_tower"] + mult[0] * conv_excess + mult[1] * core_excess, mode
+        assert (measured["projector"], measured["language_model"]) == (lib["projector"], lib["language_model"]), mode

@@ -3,11 +3,12 @@
 from .families import FAMILIES, Family, family_for, register_family
 from .families import supported_model_types
 from .hf_config import load_config_file, load_processor_files, spec_from_config
-from .presets_loader import load_model, preset_config, preset_names
+from .presets_loader import PresetInfo, load_model, preset_config, preset_infos, preset_names, resolve_preset
 from .spec import LMSpec, MLASpec, ModelSpec, MoESpec, VisionSpec
 
-__all__ = ["FAMILIES", "Family", "family_for", "load_processor_files", "register_family", "LMSpec", "MLASpec", "ModelSpec", "MoESpec", "SUPPORTED_MODEL_TYPES", "VisionSpec", "load_config_file",
-           "load_model", "preset_config", "preset_names", "spec_from_config"]
+__all__ = ["FAMILIES", "Family", "family_for", "load_processor_files", "register_family", "LMSpec", "MLASpec", "ModelSpec", "MoESpec", "SUPPORTED_MODEL_TYPES", "VisionSpec", "load_config_file",  # noqa: F822
+           "load_model", "preset_config", "preset_names", "spec_from_config", "PresetInfo", "preset_infos",
+           "resolve_preset"]
 
 
 def __getattr__(name: str):

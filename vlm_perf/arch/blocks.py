@@ -797,3 +797,42 @@ class ForwardOnly(Block):
 
     def describe(self) -> str:
         return f"{self.count} x forward only (output unused, never back-propagated): {self.module.describe()}"
+# --- paligemma ---
+
+
+@dataclass(frozen=True)
+class PrefixLMSquare(Block):
+    """PaliGemma's prefix-LM mask (``token_type_ids``: image tokens + ``<bos>`` + prompt attend bidirectionally,
+    the suffix causally). transformers refuses FlashAttention for it (the mask would be lost), and eager and SDPA
+    compute every score entry of the square whatever the mask (also on Gemma 2's sliding-window layers), so the
+    core is the whole square under both ``--causal`` rules: under ``half`` this block adds the half that the
+    attention blocks leave out (``4·H·d·Σs²·½`` per layer; 0 under ``full``). Parameters: none."""
+
+    kind: ClassVar[str] = "prefix_lm_square"
+    num_heads: int
+    head_dim: int
+
+    def params(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return (f"{self.count} layers: prefix-LM mask, no causal-skipping kernel in transformers: the whole "
+                "score square under both causal rules")
+# --- llava_next_video ---
+
+
+@dataclass(frozen=True)
+class PooledVideoProjector(Block):
+    """LLaVA-NeXT-Video's projector: ``module`` (the LLaVA 2-layer MLP) on every image row, but on video frames only
+    after the ``vision_resampler`` (average / max pool, stride ``pool``: no FLOPs, no parameters), i.e. on
+    1/pool^2 of each frame's rows. Parameters: the wrapped projector's."""
+
+    kind: ClassVar[str] = "pooled_video_projector"
+    module: Block
+    pool: int
+
+    def params(self) -> int:
+        return self.module.count * self.module.params()
+
+    def describe(self) -> str:
+        return f"{self.module.describe()}; video frames pooled {self.pool}x{self.pool} first (rows / {self.pool ** 2})"

@@ -10,7 +10,7 @@ import inspect
 
 import typer
 
-from ..arch import load_model, preset_names
+from ..arch import load_model, preset_infos, preset_names
 from ..arch.families import FAMILIES
 from ..arch.parts import PART_OF_STAGE
 from ..flops import CONVENTIONS
@@ -80,10 +80,31 @@ def families_markdown() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def families(markdown: bool = typer.Option(False, "--markdown", help="Print docs/families.md.")) -> None:
+def presets_table() -> list[tuple[str, str, int, str]]:
+    """(preset, family, total parameters, Hugging Face repo of its config.json) for every shipped preset."""
+    from ..arch.params import count_params
+
+    rows = []
+    for info in preset_infos():
+        spec = load_model(info.name)
+        rows.append((info.name, spec.family, count_params(spec).total, info.hub_repo))
+    return rows
+
+
+def families(markdown: bool = typer.Option(False, "--markdown", help="Print docs/families.md."),
+             presets: bool = typer.Option(False, "--presets", help="List the shipped presets (name, family, "
+                                          "parameters, Hugging Face repo); any of the names or repo ids is accepted "
+                                          "wherever a model is asked for.")) -> None:
     """List the model families: block inventories and which conventions define a number for each."""
     if markdown:
         print(families_markdown(), end="")
+        return
+    if presets:
+        rows = presets_table()
+        width = max(len(r[0]) for r in rows)
+        fam_width = max(len(r[1]) for r in rows)
+        for name, family, total, repo in rows:
+            print(f"{name:<{width}}  {family:<{fam_width}}  {total / 1e9:>8.2f}B  {repo}")
         return
     from rich.console import Console
 

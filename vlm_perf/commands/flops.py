@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import json
 from typing import List, Optional
 
@@ -17,7 +19,7 @@ from ._common import human_flops, parse_grid, parse_int_list
 
 
 def flops(
-    model: str = typer.Option(..., "--model", "-m", help="Preset name, path to config.json, or a checkpoint directory "
+    model: str = typer.Option(..., "--model", "-m", help="Preset name (or its Hugging Face repo id: vlm-perf families --presets), path to config.json, or a checkpoint directory "
                               "(config.json + optional preprocessor_config.json / processor_config.json / "
                               "video_preprocessor_config.json)."),
     seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Tokens per LM sequence (visual tokens included)."),
@@ -28,6 +30,9 @@ def flops(
                                          "processor rule (repeatable)."),
     video_size: List[str] = typer.Option([], "--video-size", help="Video T,H,W: sampled frames and pixels "
                                          "(repeatable)."),
+    multi_image: bool = typer.Option(False, "--multi-image", help="The --image-size images form ONE sample (its "
+                                     "processor's several-images rule: LLaVA-OneVision pads each image square to its "
+                                     "base tile, no anyres); default: each image is a sample of its own."),
     grid: List[str] = typer.Option([], "--grid", help="Image grid T,H,W in patches before merging (repeatable)."),
     video_grid: List[str] = typer.Option([], "--video-grid", help="Video grid T,H,W in patches (repeatable)."),
     mode: str = typer.Option("training", "--mode", help="training | forward"),
@@ -35,6 +40,17 @@ def flops(
     convention: str = typer.Option("exact", "--convention", help="A convention name (list: vlm-perf conventions), or 'all'."),
     frozen: List[str] = typer.Option([], "--frozen", help="Frozen part: vision_tower, projector, language_model, "
                                      "deepstack_merger (aliases: merger, vision, vit, lm, ...)."),
+    trainable: List[str] = typer.Option([], "--trainable", help="What trains (repeatable / comma-separated): "
+                                        "PART[SLICE][.KIND+KIND], e.g. 'vision_tower[-4:]', 'lm.attention+mlp', "
+                                        "'projector'. --frozen takes the same syntax. See docs/training-regimes.md."),
+    adapter: Optional[str] = typer.Option(None, "--adapter", help="A PEFT adapter_config.json, or a folder (checkpoint "
+                                          "or run) holding one: LoRA / DoRA FLOPs; base weights frozen unless "
+                                          "--trainable names them."),
+    qlora: bool = typer.Option(False, "--qlora", help="The adapter's base weights are 4/8-bit (QLoRA): counted at "
+                               "the dequantised matmuls' FLOPs (dequantisation not counted)."),
+    input_require_grads: bool = typer.Option(False, "--input-require-grads", help="The gradient-checkpointing "
+                                             "hook (enable_input_require_grads) is on: input gradients run down to "
+                                             "the LM embeddings and the tower's patch embedding."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
     log_tflops: Optional[str] = typer.Option(None, "--log-tflops", help="TFLOP/s per GPU a log printed for this "
                                              "batch: which conventions give it within its print precision."),
@@ -48,13 +64,18 @@ def flops(
         raise ValueError("give the LM tokens: --seq-len S [--samples B] or --seq-lens L1,L2,...")
     spec = load_model(model)
     media = derive_media(spec, [parse_grid(x, "--image-size", 2) for x in image_size],
-                         [parse_grid(x, "--video-size") for x in video_size])
+                         [parse_grid(x, "--video-size") for x in video_size], multi_image=multi_image)
     images = [parse_grid(g, "--grid") for g in grid] + [m.grid for m in media if m.kind == "image"]
     videos = [parse_grid(g, "--video-grid") for g in video_grid] + [m.grid for m in media if m.kind == "video"]
     stats = BatchStats.from_batch(
         seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
         seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec)
     _check_visual_tokens(stats, spec, media)
+    if trainable or adapter or qlora or input_require_grads or any(_fine(x) for x in frozen):
+        _regime(spec, stats, model, media, convention=convention, mode=mode, causal=causal, frozen=frozen,
+                trainable=trainable, adapter=adapter, qlora=qlora, input_require_grads=input_require_grads,
+                as_json=as_json)
+        return
     every = convention.strip().lower() == "all"
     names = list(CONVENTIONS) if every else [convention]
     results, not_defined = [], {}
@@ -131,20 +152,75 @@ def _print_readings(console: Console, readings: dict, printed: str) -> None:
         console.print(f"  {readings['closest']} - exact, {comp}: {human_flops(diff) if diff > 0 else '-' + human_flops(-diff)}")
 
 
+def _fine(selector: str) -> bool:
+    """A --frozen value finer than a whole part (a layer range or module kinds)."""
+    return "[" in selector or "." in selector
+
+
+def _regime(spec, stats: BatchStats, model: str, media: list, *, convention: str, mode: str, causal: str,
+            frozen: List[str], trainable: List[str], adapter: Optional[str], qlora: bool, input_require_grads: bool,
+            as_json: bool) -> None:
+    """``vlm-perf flops`` under a training regime finer than whole frozen parts (exact only)."""
+    from ..arch.trainability import Trainability
+    from ..errors import ConfigError
+    from ..flops.regime import regime_flops
+    from ..ingest.adapter_config import read_adapter_config
+
+    if convention.strip().lower() != "exact":
+        raise ConfigError("named conventions count full training of the parts they cover; --trainable, --adapter, "
+                          "--qlora, --input-require-grads and layer/kind --frozen selectors need --convention exact")
+    if qlora and not adapter:
+        raise ConfigError("--qlora describes the base weights of an adapter run: give --adapter too")
+    config = read_adapter_config(adapter, quantized_base=qlora) if adapter else None
+    regime = Trainability.build(trainable, frozen, adapter=config, input_require_grads=input_require_grads)
+    result = regime_flops(spec, stats, regime, causal=causal, mode=mode)
+    if as_json:
+        payload = _payload(result.breakdown, {"model": model, "model_name": spec.name, "mode": mode, "causal": causal,
+                                              "frozen": list(frozen), "trainable": list(trainable),
+                                              "adapter": adapter, "qlora": qlora,
+                                              "input_require_grads": input_require_grads, "family": spec.family},
+                           stats)
+        payload["regime"] = {"description": regime.describe(), **result.to_dict(),
+                             "adapter_config": config.as_dict() if config else None}
+        if media:
+            payload["media"] = [m.as_dict() for m in media]
+        print(json.dumps(payload))
+        return
+    console = Console()
+    _print_table(console, spec.name, result.breakdown, stats)
+    table = Table(title=f"by part and kind of work ({regime.describe()})")
+    table.add_column("part")
+    for category in ("forward", "input_grad", "weight_grad", "adapter_forward", "adapter_backward", "dora_extra",
+                     "total"):
+        table.add_column(category.replace("_", " "), justify="right")
+    for part, cats in result.by_part.items():
+        table.add_row(part, *(human_flops(v) for v in cats.values()), human_flops(sum(cats.values())))
+    console.print(table)
+    if result.full_training is not None and mode == "training":
+        full = result.full_training.total
+        console.print(f"full training of every weight would be {human_flops(full)} "
+                      f"({full / result.total:.3f}x this regime)" if result.total else "")
+
+
 def _family(spec):
     from ..arch.families import FAMILIES
 
     return FAMILIES[spec.family]
 
 
-def derive_media(spec, images: list, videos: list) -> list:
-    """Pixels -> the family's derived media (grids, tiles, visual tokens), as its HF processor applies it."""
+def derive_media(spec, images: list, videos: list, multi_image: bool = False) -> list:
+    """Pixels -> the family's derived media (grids, tiles, visual tokens), as its HF processor applies it.
+    ``multi_image``: the images form one sample; a family whose processor treats that case differently
+    (its rule's ``image`` takes ``multi_image``: LLaVA-OneVision) applies its several-images rule when there are
+    two or more; for the others each image's rule is the same either way."""
     if not images and not videos:
         return []
     if spec.vision is None:
         raise ValueError(f"model {spec.name} has no vision tower, but --image-size/--video-size were given")
     rule = _family(spec).media
-    return [rule.image(spec, h, w) for h, w in images] + [rule.video(spec, t, h, w) for t, h, w in videos]
+    several = multi_image and len(images) > 1 and "multi_image" in inspect.signature(rule.image).parameters
+    return ([rule.image(spec, h, w, multi_image=True) if several else rule.image(spec, h, w) for h, w in images]
+            + [rule.video(spec, t, h, w) for t, h, w in videos])
 
 
 def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
@@ -154,9 +230,14 @@ def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
     rows = sum(g[0] * (g[1] // m) * (g[2] // m) for g in (item.grid for item in media))
     visual = stats.vision_merged_tokens - rows + sum(item.visual_tokens for item in media)
     if visual > stats.lm_tokens:
+        several = sum(1 for item in media if item.kind == "image") > 1 and spec is not None \
+            and "multi_image" in inspect.signature(_family(spec).media.image).parameters \
+            and not any(item.detail.get("multi_image") for item in media)
+        hint = ("; if the images are one sample, --multi-image applies its processor's several-images rule"
+                if several else "")
         raise ValueError(f"the media give {visual} visual tokens, more than the "
                          f"{stats.lm_tokens} LM tokens; --seq-len counts every LM token, visual placeholders "
-                         "included")
+                         f"included{hint}")
 
 
 def _payload(result, inputs, stats) -> dict:

@@ -270,3 +270,24 @@ def _forward_only(b: ForwardOnly, s: BatchStats, ctx: FlopsContext) -> list[Term
     terms = inventory_terms((b.module,), s, ctx)
     return [replace(t, forward=b.count * t.forward if b.count != 1 else t.forward, weights=False,
                     input_kind=INPUT_PIXELS, input_grad=None) for t in terms]
+# --- paligemma ---
+from ..arch.blocks import PrefixLMSquare  # noqa: E402
+
+
+@block_flops(PrefixLMSquare)
+def _prefix_lm_square(b: PrefixLMSquare, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 4·H·d·Σs²·½ under causal half (the other half of the square); 0 under causal full"""
+    if ctx.causal != "half":
+        return []
+    return [Term("lm.attn_core", b.count * 2 * b.num_heads * 2 * b.head_dim * s.lm_tokens_sq * ctx.causal_factor,
+                 b.part, weights=False)]
+# --- llava_next_video ---
+from ..arch.blocks import PooledVideoProjector  # noqa: E402
+
+
+@block_flops(PooledVideoProjector)
+def _pooled_video_projector(b: PooledVideoProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """the wrapped projector on M - M_video + M_video / pool² rows (video frames pooled before it)"""
+    # frames of side^2 rows with an even side (the family checks it): the division is exact
+    rows = s.vision_merged_tokens - s.video_merged_tokens + s.video_merged_tokens // (b.pool * b.pool)
+    return inventory_terms((b.module,), replace(s, vision_merged_tokens=rows), ctx)

@@ -19,7 +19,7 @@ from . import common
 from .common import PARTS, REGISTRY, PartMeasurement
 
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
-                  "llava")  # --- llava ---
+                  "llava", "paligemma", "llava_next", "llava_next_video")  # --- llava --- paligemma --- llava_next ---
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -41,11 +41,16 @@ CASES: dict[str, list[dict]] = {
     "mistral3": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(30, 50), (70, 20)]), dict(image_sizes=[(200, 100)])],
     "idefics3": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(10, 10)]),
                  dict(image_sizes=[(30, 50)], do_image_splitting=False)],
-    "smolvlm": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(300, 90)])],
+    "smolvlm": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(300, 90)]), dict(video_sizes=[(3, 100, 200)])],
     "llama4": [dict(tiles=[5, 1]), dict(tiles=[1])],
     # --- llava ---
     "llava": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
     "llava_pixtral": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(200, 100)])],
+    # --- paligemma --- llava_next ---
+    "paligemma": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
+    "llava_next": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)]), dict(image_sizes=[(1, 300)])],
+    "llava_next_video": [dict(image_sizes=[(30, 50)]), dict(video_sizes=[(3, 24, 24)]),
+                         dict(image_sizes=[(70, 20)], video_sizes=[(2, 24, 24), (2, 24, 24)])],
 }
 
 

@@ -72,9 +72,9 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
                 seed: int = 1, do_image_splitting: bool = True):
     import torch
 
-    if video_sizes:
-        raise NotImplementedError("idefics3/smolvlm harness: videos not built")
     cfg = model.config
+    if video_sizes and cfg.model_type != "smolvlm":
+        raise ValueError("Idefics3Processor takes no videos")
     vc = cfg.vision_config
     per_tile = (vc.image_size // vc.patch_size) ** 2 // cfg.scale_factor**2
     gen = torch.Generator().manual_seed(seed)
@@ -101,6 +101,28 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
         media["visual_tokens"] = per_tile * media["images_in_tower"]
         inputs.update(pixel_values=out["pixel_values"].to(torch.float64),
                       pixel_attention_mask=out["pixel_attention_mask"])
+    if video_sizes:
+        # SmolVLM video: the video processor (torchvision, not installed) resizes every frame to the square tile;
+        # frames go to the model as images (T random tiles, batch dim 1); per frame the placeholders of
+        # transformers' own _prompt_single_image, after a timestamp (text)
+        from transformers.models.smolvlm.processing_smolvlm import _prompt_single_image
+
+        if image_sizes:
+            raise ValueError("smolvlm harness: images and videos in one sample are not built")
+        frames = [int(t) for t, _, _ in video_sizes]
+        if len(frames) != 1:
+            raise ValueError("smolvlm harness: one video per sample")
+        tile = vc.image_size
+        marks = {"<fake>": FAKE, "<global>": GLOBAL, "<image>": IMAGE_TOKEN}
+        for _ in range(frames[0]):
+            ids += text_ids(3, gen)  # "Frame from mm:ss:"
+            prompt = _prompt_single_image(per_tile, fake_token_around_image="<fake>", image_token="<image>",
+                                          global_image_token="<global>")
+            ids += [marks[t] for t in prompt.replace("><", "> <").split()]
+        media["visual_tokens"] = per_tile * frames[0]
+        media["images_in_tower"] = frames[0]
+        inputs.update(pixel_values=torch.randn(1, frames[0], 3, tile, tile, generator=gen, dtype=torch.float64),
+                      pixel_attention_mask=torch.ones(1, frames[0], tile, tile, dtype=torch.bool))
     media["seq_len"] = len(ids)
     inputs.update(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                   use_cache=False)

@@ -15,7 +15,8 @@ harness("internvl")  # loads every family module
 FAMILIES = sorted(REGISTRY)
 
 # Parameters that no part owns, by design: they take part in no matmul.
-UNOWNED = {"llava_onevision": {"model.image_newline"}}
+UNOWNED = {"llava_onevision": {"model.image_newline"}, "llava_next": {"model.image_newline"},
+           "llava_next_video": {"model.image_newline"}}
 
 
 def test_duplicate_registration_is_rejected():

@@ -76,6 +76,8 @@ from . import glm4v  # noqa: E402,F401  (--- glm4v ---)
 from . import qwen3_5  # noqa: E402,F401  (--- qwen3_5 ---)
 from . import mistral3, idefics3  # noqa: E402,F401  (--- mistral3 / idefics3 ---)
 from . import llava  # noqa: E402,F401  (--- llava ---)
+from . import paligemma  # noqa: E402,F401  (--- paligemma ---)
+from . import llava_next  # noqa: E402,F401  (--- llava_next ---)
 from ..._modules import import_submodules  # noqa: E402
 
 import_submodules(__name__, __path__)  # any other module of this package registers too (no list to edit)

@@ -125,7 +125,7 @@ class Idefics3Media(MediaRule):
     resized to a tile; an image that fits one tile is that tile alone. ``do_image_splitting`` false: one tile.
     Settings from preprocessor_config.json, else the released checkpoints' ratio: tile = the tower's
     ``image_size`` and longest edge = 4 tiles (Idefics3-8B 364 / 1456, SmolVLM2 512 / 2048; the class defaults
-    are 364 / 1456). The processor classes pass nothing that changes sizes. Videos are not modelled."""
+    are 364 / 1456). The processor classes pass nothing that changes sizes. Videos: SmolVLM only (:meth:`video`)."""
 
     def __init__(self, family: str):
         self.family = family
@@ -160,8 +160,27 @@ class Idefics3Media(MediaRule):
                             tiles=tiles, detail={"canvas": [rows, cols], "canvas_px": [h, w], "global_image": rows * cols > 0})
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{self.family}: videos in pixels are not modelled (the video processor needs "
-                                    "torchvision); give frames as images")
+        """SmolVLM only (``Idefics3Processor`` takes no videos): ``SmolVLMVideoProcessor.resize`` resizes every
+        sampled frame to the longest edge, then to ``max_image_size`` x ``max_image_size`` (square, whatever the
+        aspect): each frame is one tile through tower and connector, ``image_seq_len`` placeholders (the frame's
+        timestamp and the video intro are text, part of ``--seq-len``); frames padded to a batch's longest video are
+        all zeros and dropped by the model. Tile from video_preprocessor_config.json ``max_image_size`` (its
+        ``video_sampling.video_size`` is only the first resize), else the image rule's tile (preprocessor_config.json
+        ``max_image_size``, which the video processor reads when no video file ships; else the tower's image_size)."""
+        if self.family != "smolvlm":
+            raise UnsupportedModelError(f"{self.family}: Idefics3Processor takes no videos (SmolVLM's does)")
+        frames, height, width = positive((frames, height, width), "--video-size")
+        v = spec.vision
+        vid = spec.processor.get("video_preprocessor_config.json", {})
+        tiles = vid.get("max_image_size") if isinstance(vid.get("max_image_size"), dict) else {}
+        tile = int(tiles.get("longest_edge", self.settings(spec)["tile"]))
+        if tile % (v.patch_size * v.spatial_merge_size):
+            raise UnsupportedModelError(f"{spec.name}: a {tile}-px video frame is not a multiple of patch x "
+                                        f"scale_factor ({v.patch_size * v.spatial_merge_size} px)")
+        side = tile // v.patch_size
+        per_tile = (side // v.spatial_merge_size) ** 2
+        return DerivedMedia("video", (frames, height, width), (tile, tile), (frames, side, side), per_tile * frames,
+                            tiles=frames)
 
 
 for _type, _cls in (("idefics3", "Idefics3ForConditionalGeneration"), ("smolvlm", "SmolVLMForConditionalGeneration")):

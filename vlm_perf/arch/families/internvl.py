@@ -7,7 +7,11 @@ Read from transformers ``models/internvl/modeling_internvl.py`` and ``got_ocr2/i
   ``num_hidden_layers`` layers: norm, q/k/v (``attention_bias``) + projection (bias), optional q/k RMSNorm
   over the whole width (``use_qk_norm``), eager attention over patches + CLS, layer scale ``lambda_1``,
   norm, MLP fc1 -> GELU -> fc2 (bias), ``lambda_2``. A final LayerNorm only when ``use_mean_pooling`` is
-  false. The whole tower runs whatever ``vision_feature_layer`` is.
+  false. The whole tower runs whatever ``vision_feature_layer`` is (``InternVLVisionEncoder`` loops over every
+  layer); with an index other than -1 the projector reads ``hidden_states[vision_feature_layer]``, so the layers
+  after it (and the final LayerNorm) reach no loss: training does not back-propagate through them, forward FLOPs
+  only (:class:`~vlm_perf.arch.blocks.ForwardOnly`, measured in ``tests/verify/test_measured_internvl.py``). A
+  list of layers is refused: ``get_image_features`` indexes ``hidden_states`` with it directly (a TypeError).
 * **Projector**: CLS dropped (``vision_feature_select_strategy`` "default"; "full" cannot reshape), pixel
   shuffle by ``downsample_ratio`` (0.5: (p x p, d) -> (p/2 x p/2, 4d), no FLOPs), LayerNorm(4d) ->
   Linear(4d -> h_text) -> GELU -> Linear(h_text -> h_text).
@@ -27,7 +31,7 @@ from ..fields import Fields
 from ..parts import MERGER, VISION_TOWER
 from ..spec import ModelSpec, VisionSpec
 from . import Family, register_family
-from .decoder import lm_blocks, read_lm, vision_and_text_sections
+from .decoder import feature_layer_depth, forward_only_after, lm_blocks, read_lm, vision_and_text_sections
 from .media import DerivedMedia, MediaRule, positive
 
 LM_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama")  # text_config.model_type values read here
@@ -49,7 +53,12 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     if top.opt("vision_feature_select_strategy", "default") != "default":
         raise UnsupportedModelError(f"{source}: vision_feature_select_strategy must be 'default' (transformers "
                                     "cannot pixel-shuffle the CLS token)")
+    layer = top.opt("vision_feature_layer", -1)
+    if isinstance(layer, (list, tuple)):
+        raise UnsupportedModelError(f"{source}: vision_feature_layer {layer!r}: InternVL reads one hidden state "
+                                    "(transformers indexes hidden_states with the value; a list fails there)")
     width, heads = f.int("hidden_size"), f.int("num_attention_heads")
+    _, used = feature_layer_depth(layer, f.int("num_hidden_layers"), source)
     tile, patch = f.square("image_size"), f.square("patch_size")
     side = tile // patch
     if side % merge:
@@ -68,11 +77,12 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         blocks.append(ExtraParams(part=VISION_TOWER, count=1, label="mask token", numel=width))
     if vision.num_position_embeddings:
         blocks.append(PositionTable(part=VISION_TOWER, count=1, entries=vision.num_position_embeddings, width=width))
-    blocks.append(VisionLayers(part=VISION_TOWER, count=vision.depth, width=width, num_heads=heads,
-                               head_dim=vision.head_dim, mlp_width=vision.intermediate_size, mlp_gated=False,
-                               attention="frame", cls=True, qkv_bias=bool(f.opt("attention_bias", False)),
-                               norm=vision.norm, qk_norm="rmsnorm" if f.opt("use_qk_norm", False) else "none",
-                               layer_scale=True))
+    # layers after the selected hidden state run but reach no loss: forward FLOPs only, also in training
+    blocks += forward_only_after(VisionLayers(
+        part=VISION_TOWER, count=vision.depth, width=width, num_heads=heads, head_dim=vision.head_dim,
+        mlp_width=vision.intermediate_size, mlp_gated=False, attention="frame", cls=True,
+        qkv_bias=bool(f.opt("attention_bias", False)), norm=vision.norm,
+        qk_norm="rmsnorm" if f.opt("use_qk_norm", False) else "none", layer_scale=True), used)
     if not f.opt("use_mean_pooling", True):
         blocks.append(ExtraParams(part=VISION_TOWER, count=1, label="final LayerNorm", numel=2 * width))
     shuffled = merge * merge * width
@@ -167,4 +177,6 @@ register_family(Family(
     name="internvl", model_types=("internvl",), build=build, hf_class="InternVLForConditionalGeneration",
     is_vlm=True, media=InternVLMedia(),
     notes=("pixel shuffle, CLS removal and position-table interpolation are not matmuls (0 FLOPs)",
-           "video frames: one tile each, no thumbnail")))
+           "video frames: one tile each, no thumbnail",
+           "every tower layer runs; with vision_feature_layer other than -1 the layers after it are forward-only "
+           "in training (their output reaches no loss)")))

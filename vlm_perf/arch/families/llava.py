@@ -30,7 +30,8 @@ Defaults: a ``vision_config`` dict takes its tower class's defaults (``CLIPVisio
 (``vision_feature_layer`` -2, ``vision_feature_select_strategy`` "default", ``multimodal_projector_bias`` True,
 ``tie_word_embeddings`` False unless ``text_config`` ties) take ``LlavaConfig``'s class defaults; a ``llama``
 ``text_config`` takes ``LlamaConfig``'s (llava-1.5-7b-hf ships only model_type, vocab_size, max_position_embeddings
-and rms_norm_eps); other LMs must state their sizes.
+and rms_norm_eps), a ``mistral`` one ``MistralConfig``'s (sliding_window 4096 unless the file says null, as
+llava-v1.6-mistral-7b-hf does); other LMs must state their sizes.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from ...errors import ConfigError, UnsupportedModelError
 from ..blocks import ClsToken, ExtraParams, MlpProjector, PatchEmbed, PositionTable, VisionLayers
 from ..fields import Fields
 from ..parts import MERGER, VISION_TOWER
-from ..spec import ModelSpec, VisionSpec
+from ..spec import LMSpec, ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import feature_layer_depth, forward_only_after, lm_blocks, read_lm, vision_and_text_sections
 from .media import DerivedMedia, MediaRule, positive
@@ -58,6 +59,11 @@ PIXTRAL_DEFAULTS = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_
 # text_config (model_type, vocab_size 32064, max_position_embeddings, rms_norm_eps) and relies on them
 LLAMA_DEFAULTS = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
                   "num_attention_heads": 32}
+# MistralConfig class defaults (transformers 5.x configuration_mistral.py): llava-v1.6-mistral-7b-hf ships a partial
+# text_config (intermediate_size, num_key_value_heads, vocab_size, sliding_window null, ...)
+MISTRAL_DEFAULTS = {"vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                    "num_attention_heads": 32, "num_key_value_heads": 8, "sliding_window": 4096}
+TEXT_DEFAULTS = {"llama": LLAMA_DEFAULTS, "mistral": MISTRAL_DEFAULTS}
 # PixtralImageProcessor's class default size.longest_edge (a shipped preprocessor_config.json overrides it; the
 # mistral-community/pixtral-12b file was not checked from here)
 PIXTRAL_LONGEST_EDGE = 1024
@@ -70,16 +76,23 @@ def _count(f: Fields, key: str, default: int) -> int:
     return value
 
 
-def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
+def llava_parts(config: Mapping[str, Any], source: str, model_type: str = "llava",
+                towers: tuple[str, ...] = TOWERS, tie_from_text: bool = True) -> tuple[LMSpec, VisionSpec, tuple, dict]:
+    """(LM, tower summary, tower + projector blocks, extra) of a LLaVA-style config (``LlavaConfig`` fields:
+    ``vision_feature_layer``, ``vision_feature_select_strategy``, ``multimodal_projector_bias``); shared with
+    LLaVA-NeXT, whose tower, projector and LM are LLaVA's. ``tie_from_text``: ``LlavaConfig.__post_init__``'s rule
+    (a false top-level ``tie_word_embeddings`` takes text_config's true one); ``LlavaNextConfig`` has no such rule."""
     top = Fields(config, "", source)
-    vc, tc, text_type = vision_and_text_sections(config, source, "llava", "llama", LM_FAMILIES)
+    vc, tc, text_type = vision_and_text_sections(config, source, model_type, "llama", LM_FAMILIES)
     tower = vc.get("model_type", "clip_vision_model")
-    if tower not in TOWERS:
-        raise UnsupportedModelError(f"{source}: llava with vision_config.model_type {tower!r} is not modelled "
-                                    f"({', '.join(TOWERS)} only)")
+    if tower not in towers:
+        raise UnsupportedModelError(f"{source}: {model_type} with vision_config.model_type {tower!r} is not modelled "
+                                    f"({', '.join(towers)} only)")
     # LlavaConfig.__post_init__: a false top-level tie_word_embeddings takes text_config's true one
-    tie = bool(config.get("tie_word_embeddings", False)) or bool(tc.get("tie_word_embeddings", False))
-    text = {**(LLAMA_DEFAULTS if text_type == "llama" else {}), **{k: v for k, v in tc.items() if v is not None}}
+    tie = bool(config.get("tie_word_embeddings", False)) or (tie_from_text and bool(tc.get("tie_word_embeddings", False)))
+    # a partial text_config takes its LM config class's defaults; an explicit null sliding_window stays null
+    text = {**TEXT_DEFAULTS.get(text_type, {}),
+            **{k: v for k, v in tc.items() if v is not None or k == "sliding_window"}}
     lm = read_lm(Fields({**text, "tie_word_embeddings": tie}, "text_config", source), text_type)
     f = Fields(vc, "vision_config", source)
     d = CLIP_DEFAULTS if tower == "clip_vision_model" else PIXTRAL_DEFAULTS
@@ -138,11 +151,15 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
             embed, ExtraParams(part=VISION_TOWER, count=1, label="ln_pre RMSNorm", numel=width), *stack)
     blocks = tower_blocks + (
         MlpProjector(part=MERGER, count=1, in_width=width * n_layers, hidden_width=lm.hidden_size,
-                     out_width=lm.hidden_size, norm_width=0, norm="none", bias=bias),
-    ) + lm_blocks(lm)
+                     out_width=lm.hidden_size, norm_width=0, norm="none", bias=bias),)
+    return lm, vision, blocks, {"tower": tower, "image_size": image_size}
+
+
+def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
+    lm, vision, blocks, extra = llava_parts(config, source)
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "llava"), model_type="llava", lm=lm,
-                     vision=vision, source=source, family="llava", blocks=blocks)
-    spec.extra.update(tower=tower, image_size=image_size)
+                     vision=vision, source=source, family="llava", blocks=blocks + lm_blocks(lm))
+    spec.extra.update(extra)
     return spec
 
 

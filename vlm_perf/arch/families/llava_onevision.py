@@ -119,11 +119,13 @@ def select_best_resolution(height: int, width: int, pinpoints) -> tuple[int, int
     return best
 
 
-def unpadded_features(height: int, width: int, side: int, rows: int, cols: int, budget: int) -> tuple[int, int]:
+def unpadded_features(height: int, width: int, side: int, rows: int, cols: int,
+                      budget: int | None) -> tuple[int, int]:
     """(grid features, newline tokens) the LM sees for the grid tiles of one image, as
     ``LlavaOnevisionProcessor._get_unpadded_features``: the (rows*side) x (cols*side) feature map is cropped back
     to the image's aspect (symmetric padding removed), bilinearly shrunk by ratio r when
-    r = sqrt(h*w / (budget * side^2)) > 1.1, and every remaining row ends with one newline token."""
+    r = sqrt(h*w / (budget * side^2)) > 1.1, and every remaining row ends with one newline token. ``budget`` None:
+    no shrink (LLaVA-NeXT's ``LlavaNextProcessor._get_unpadded_features``)."""
     cur_h, cur_w = side * rows, side * cols
     if width / height > cur_w / cur_h:
         new_h = int(round(height * (cur_w / width), 7))
@@ -131,6 +133,8 @@ def unpadded_features(height: int, width: int, side: int, rows: int, cols: int, 
     else:
         new_w = int(round(width * (cur_h / height), 7))
         cur_w -= 2 * ((cur_w - new_w) // 2)
+    if budget is None:
+        return cur_h * cur_w, cur_h
     ratio = math.sqrt(cur_h * cur_w / (budget * side * side))
     if ratio > 1.1:
         return int(cur_h // ratio) * int(cur_w // ratio), int(cur_h // ratio)

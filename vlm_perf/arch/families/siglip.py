@@ -80,14 +80,19 @@ def read_siglip(vc: dict, source: str, defaults: dict | None = None) -> Siglip:
     if model_type not in ("siglip_vision_model", "siglip"):
         raise UnsupportedModelError(f"{source}: vision_config.model_type {model_type!r}: only the SigLIP tower "
                                     "(siglip_vision_model) is modelled for this family")
-    width = int(f.opt("hidden_size", d["hidden_size"]))
-    heads = int(f.opt("num_attention_heads", d["num_attention_heads"]))
-    if heads <= 0 or width % heads:
+    def positive(key: str) -> int:
+        value = f.opt(key, d[key])
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{source}: field {f.name_of(key)} must be a positive integer, got {value!r}")
+        return value
+
+    width = positive("hidden_size")
+    heads = positive("num_attention_heads")
+    if width % heads:
         raise ConfigError(f"{source}: vision_config.hidden_size {width} is not divisible by "
                           f"vision_config.num_attention_heads {heads}")
-    tower = Siglip(width=width, depth=int(f.opt("num_hidden_layers", d["num_hidden_layers"])), num_heads=heads,
-                   mlp_width=int(f.opt("intermediate_size", d["intermediate_size"])),
-                   channels=int(f.opt("num_channels", d["num_channels"])),
+    tower = Siglip(width=width, depth=positive("num_hidden_layers"), num_heads=heads,
+                   mlp_width=positive("intermediate_size"), channels=positive("num_channels"),
                    image_size=_square(f, "image_size", d["image_size"]),
                    patch_size=_square(f, "patch_size", d["patch_size"]),
                    use_head=bool(f.opt("vision_use_head", d["vision_use_head"])))
