@@ -53,7 +53,7 @@ text = load_run(sample_run_dir("qwen3-30b-a3b-text"))
 # | convention | what it counts |
 # |---|---|
 # | `megatron-lm` | LM only: the "before" number the log printed |
-# | `mbridge-pr2575` | the PR's formula: LM on real tokens, plus the ViT (2-matrix MLP), patch embed and mergers |
+# | `mbridge-pr2575` | the PR's formula: LM on real tokens (text-only models: the configured length), plus the ViT (2-matrix MLP), patch embed and mergers |
 # | `megatron-bridge` | Megatron-Bridge main today: LM on *padded* tokens, plus the ViT without the patch embed |
 # | `exact` | every matmul, with the backward passes autograd runs |
 
@@ -133,8 +133,10 @@ display(ratio_figure(table, observed_ratio=AFTER / BEFORE - 1,
 #
 # ## 4. The control: text-only Qwen3-30B-A3B (sample run b)
 #
-# With no vision tower, every vision-aware convention equals its LM part. `mbridge-pr2575` counts the
-# LM exactly as `megatron-lm` does, so the reported number does not move. `exact` differs only by the
+# With no vision tower, every vision-aware convention equals its LM part. PR #2575 moved only VLMs to the
+# runtime document lengths: for a text-only model it keeps Megatron-Bridge's configured length (B x seq_length,
+# padding and pack boundaries ignored), so its number does not move with the PR (it is the pre-PR Bridge
+# number), and on these packed batches it sits above `megatron-lm`, which prices the real documents. `exact` differs from `megatron-lm` only by the
 # router GEMM (2·h·E FLOPs per token per MoE layer), which Megatron does not count. `megatron-bridge`
 # differs by the padded tokens.
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-__all__ = ["DevicePeak", "GPU_TYPES", "DTYPES", "PEAKS", "resolve_gpu", "device_peak", "peak_flops", "peak_used"]
+__all__ = ["DevicePeak", "GPU_TYPES", "DTYPES", "PEAKS", "resolve_gpu", "device_peak", "peak_flops",  # noqa: F822
+           "peak_used", "register_peak"]
 
 DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "tf32", "fp32")
 
@@ -153,8 +154,15 @@ _TABLE: tuple[DevicePeak, ...] = (
        note="TPU7x (Ironwood), per chip (two TensorCores); a table exposing each TensorCore as a device uses half"),
 )
 
-PEAKS: Mapping[str, DevicePeak] = MappingProxyType({p.name: p for p in _TABLE})
-GPU_TYPES: tuple[str, ...] = tuple(PEAKS)
+_PEAKS: dict[str, DevicePeak] = {p.name: p for p in _TABLE}
+#: canonical name -> DevicePeak; a read-only *live* view, so devices added by :func:`register_peak` appear
+PEAKS: Mapping[str, DevicePeak] = MappingProxyType(_PEAKS)
+
+
+def __getattr__(name: str):
+    if name == "GPU_TYPES":  # canonical device names, read at each access (registered devices included)
+        return tuple(_PEAKS)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- name matching -------------------------------------------------------------------------
@@ -190,7 +198,7 @@ def _has_word(s: str, word: str) -> bool:
     return re.search(rf"(?<![a-z]){word}(?![a-z])", s) is not None
 
 
-_RULES: tuple[_Rule, ...] = (
+_RULES: list[_Rule] = [
     _Rule("GB300", "gb300"),
     _Rule("GB200", "gb200"),
     _Rule("B300", "b300"),
@@ -216,7 +224,26 @@ _RULES: tuple[_Rule, ...] = (
     _Rule("TPU v5p", r"(?:tpu ?)?v5p|tpu ?v5$"),
     _Rule("TPU v6e", r"(?:tpu ?)?v6(?:e| ?lite)|trillium"),
     _Rule("TPU v7", r"tpu ?v?7x?|ironwood"),
-)
+]
+
+
+def register_peak(peak: DevicePeak, model: str | None = None, all_of: tuple[str, ...] = (),
+                  none_of: tuple[str, ...] = ()) -> DevicePeak:
+    """Add a device to the peak table (a second device of the same canonical name is rejected).
+
+    ``model``: an optional regex for the model token in free-form device names (as the built-in rules, e.g.
+    ``"h20"``), with qualifier words ``all_of`` / ``none_of``; registered rules are tried before the built-in
+    ones. Without it only the canonical name (any case/separators) resolves to the device.
+    """
+    if peak.name in _PEAKS:
+        raise ValueError(f"device {peak.name!r} is already in the peak table")
+    for d in peak.tflops:
+        if d not in DTYPES:
+            raise ValueError(f"device {peak.name!r}: unknown dtype {d!r} (known: {', '.join(DTYPES)})")
+    _PEAKS[peak.name] = peak
+    if model is not None:
+        _RULES.insert(0, _Rule(peak.name, model, tuple(all_of), tuple(none_of)))
+    return peak
 
 
 def _normalize(name: str) -> str:
@@ -239,13 +266,13 @@ def resolve_gpu(name: str) -> str:
     "TPU v5p". Plain "H100" means SXM. Raises ``ValueError`` for anything not tabulated.
     """
     s = _normalize(name)
-    for canonical in GPU_TYPES:  # exact canonical name, any case/spacing
+    for canonical in tuple(_PEAKS):  # exact canonical name, any case/spacing
         if s == _normalize(canonical):
             return canonical
     for rule in _RULES:
         if rule.matches(s):
             return rule.canonical
-    raise _unknown("device", name, GPU_TYPES)
+    raise _unknown("device", name, tuple(_PEAKS))
 
 
 _DTYPE_ALIASES = {

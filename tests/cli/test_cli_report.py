@@ -52,7 +52,9 @@ def test_text_only_control_does_not_move(tmp_path):
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "summary.json").read_text())
     conv = s["conventions"]
-    assert conv["mbridge-pr2575"]["tflops_per_gpu_mean"] == pytest.approx(conv["megatron-lm"]["tflops_per_gpu_mean"])
+    # PR #2575 keeps the configured length (B x seq_length) for text-only models: no vision added, and never
+    # below the real-document megatron-lm number on packed batches
+    assert conv["mbridge-pr2575"]["tflops_per_gpu_mean"] >= conv["megatron-lm"]["tflops_per_gpu_mean"]
     assert s["vision_share_mean"] == 0
 
 

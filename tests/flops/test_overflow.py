@@ -43,7 +43,8 @@ PRESET_ROWS = {"llama3.1-405b": LM_ROWS, "deepseek-v3": LM_ROWS,
 
 
 def _conventions(spec):
-    return [c for c in CONVENTIONS if spec.lm.family not in CONVENTIONS[c].unsupported]
+    family = spec.family or spec.model_type
+    return [c for c in CONVENTIONS if spec.lm.family not in CONVENTIONS[c].unsupported and CONVENTIONS[c].covers(family)]
 
 
 def _stats(spec, row: dict) -> BatchStats:

@@ -24,9 +24,19 @@ from .fields import Fields as _Fields  # noqa: F401  (kept importable under its 
 from .spec import ModelSpec
 from .validate import check_config, check_spec, read_json_file
 
-VLM_TYPES = tuple(t for f in FAMILIES.values() if f.is_vlm for t in f.model_types)
-LM_TYPES = tuple(t for f in FAMILIES.values() if not f.is_vlm for t in f.model_types)
-SUPPORTED_MODEL_TYPES = supported_model_types()
+
+
+def __getattr__(name: str):
+    # VLM_TYPES / LM_TYPES / SUPPORTED_MODEL_TYPES are read from the family registry at each access, so a
+    # family registered after import (a plugin's register_family) is included
+    if name == "VLM_TYPES":
+        return tuple(t for f in FAMILIES.values() if f.is_vlm for t in f.model_types)
+    if name == "LM_TYPES":
+        return tuple(t for f in FAMILIES.values() if not f.is_vlm for t in f.model_types)
+    if name == "SUPPORTED_MODEL_TYPES":
+        return supported_model_types()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json")
 
@@ -66,7 +76,7 @@ def spec_from_config(config: Mapping[str, Any], name: str = "", source: str = "c
                 f"{source}: config has no top-level model_type, only text_config.model_type {text_type!r} and a "
                 "vision_config; add the checkpoint's model_type (e.g. qwen2_5_vl) so its vision tower is counted")
         model_type = text_type
-        if model_type in SUPPORTED_MODEL_TYPES:
+        if model_type in supported_model_types():
             notes.append(f"config has no top-level model_type: read as the text-only LM {model_type!r} "
                          "from text_config")
     family = family_for(model_type, source)

@@ -38,7 +38,7 @@ def flops(
     video_grid: List[str] = typer.Option([], "--video-grid", help="Video grid T,H,W in patches (repeatable)."),
     mode: str = typer.Option("training", "--mode", help="training | forward"),
     causal: str = typer.Option("half", "--causal", help="half (flash-style) | full (square, as eager kernels)"),
-    convention: str = typer.Option("exact", "--convention", help=f"One of: {', '.join(CONVENTIONS)}, or 'all'."),
+    convention: str = typer.Option("exact", "--convention", help="A convention name (list: vlm-perf conventions), or 'all'."),
     frozen: List[str] = typer.Option([], "--frozen", help="Frozen part: vision_tower, projector, language_model, "
                                      "deepstack_merger (aliases: merger, vision, vit, lm, ...)."),
     trainable: List[str] = typer.Option([], "--trainable", help="What trains (repeatable / comma-separated): "
@@ -53,6 +53,10 @@ def flops(
                                              "hook (enable_input_require_grads) is on: input gradients run down to "
                                              "the LM embeddings and the tower's patch embedding."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+    log_tflops: Optional[str] = typer.Option(None, "--log-tflops", help="TFLOP/s per GPU a log printed for this "
+                                             "batch: which conventions give it within its print precision."),
+    step_time: Optional[float] = typer.Option(None, "--step-time", help="Seconds per step (with --log-tflops)."),
+    gpus: int = typer.Option(1, "--gpus", help="GPUs the step ran on (with --log-tflops)."),
 ) -> None:
     """FLOPs of one batch (one iteration's worth of media and tokens), by component."""
     if seq_lens is not None and seq_len is not None:
@@ -91,11 +95,14 @@ def flops(
               "mode": mode, "causal": causal, "frozen": list(frozen), "family": spec.family}
     model_notes = tuple(spec.extra.get("notes", ()))
     results = [r.__class__(r.convention, r.components, r.options, model_notes + r.notes) for r in results]
+    readings = _reconcile(results, log_tflops, step_time, gpus) if log_tflops is not None else None
     if as_json:
         payload = _payload(results[0], inputs, stats) if not every else {
             "inputs": inputs, "stats": stats.as_dict(),
             "conventions": {r.convention: _payload(r, None, None) for r in results},
             "not_defined": not_defined}
+        if readings is not None:
+            payload["reconcile"] = readings
         if media:
             payload["media"] = [m.as_dict() for m in media]
             payload["processor"] = _family(spec).media.settings(spec)
@@ -110,6 +117,40 @@ def flops(
         _print_table(console, spec.name, result, stats)
     for name, message in not_defined.items():
         console.print(f"[yellow]{name}:[/] {message}")
+    if readings is not None:
+        _print_readings(console, readings, log_tflops)
+
+
+def _reconcile(results, printed: str, step_time, gpus: int) -> dict:
+    """Every computed convention's TFLOP/s/GPU against the printed one; the closest one's departure from exact."""
+    from ..flops.conventions.reconcile import component_difference, reconcile
+
+    if step_time is None or not step_time > 0 or gpus <= 0:
+        raise ValueError("--log-tflops needs --step-time SECONDS (> 0) and --gpus N (> 0)")
+    by_name = {r.convention: r for r in results}
+    readings = reconcile(by_name, printed, 1 / (step_time * gpus * 1e12))
+    best = readings[0]
+    out = {"printed": printed, "step_time": step_time, "gpus": gpus,
+           "conventions": [{"convention": r.convention, "tflops_per_gpu": r.value, "matches": r.matches,
+                            "rel_diff": r.rel_diff} for r in readings],
+           "matches": [r.convention for r in readings if r.matches], "closest": best.convention}
+    if "exact" in by_name and best.convention != "exact":
+        out["closest_minus_exact"] = component_difference(by_name[best.convention], by_name["exact"])
+    return out
+
+
+def _print_readings(console: Console, readings: dict, printed: str) -> None:
+    table = Table(title=f"printed {printed} TFLOP/s/GPU: which convention gives it")
+    for col in ("convention", "TFLOP/s/GPU", "vs printed", "within print precision"):
+        table.add_column(col, justify="left" if col == "convention" else "right")
+    for r in readings["conventions"]:
+        table.add_row(r["convention"], f"{r['tflops_per_gpu']:.4g}", f"{100 * r['rel_diff']:+.2f}%",
+                      "yes" if r["matches"] else "")
+    console.print(table)
+    names = ", ".join(readings["matches"]) or "none"
+    console.print(f"matches: {names}; closest: {readings['closest']}")
+    for comp, diff in readings.get("closest_minus_exact", {}).items():
+        console.print(f"  {readings['closest']} - exact, {comp}: {human_flops(diff) if diff > 0 else '-' + human_flops(-diff)}")
 
 
 def _fine(selector: str) -> bool:
@@ -234,12 +275,24 @@ def _print_table(console: Console, model_name: str, result, stats: BatchStats) -
         console.print(f"[yellow]note:[/] {note}")
 
 
-def conventions(name: Optional[str] = typer.Argument(None, help="Show one convention only.")) -> None:
+def conventions(name: Optional[str] = typer.Argument(None, help="Show one convention only."),
+                markdown: bool = typer.Option(False, "--markdown", help="Print the table of docs/conventions.md.")
+                ) -> None:
     """List the FLOPs conventions: formula, source and how each deviates from exact."""
+    if markdown:
+        from ..flops.conventions.table import conventions_markdown
+
+        print(conventions_markdown(), end="")
+        return
     console = Console()
     selected = [get_convention(name)] if name else list(CONVENTIONS.values())
     for conv in selected:
         console.print(f"[bold]{conv.name}[/]  ({conv.source})")
+        if conv.pin is not None and conv.pin.verified:
+            console.print(f"  verified: {conv.pin.verified}")
+        if conv.refuses:
+            for family, why in conv.refuses.items():
+                console.print(f"  refuses {family}: {why}")
         console.print(f"  formula: {conv.formula}")
         for deviation in conv.deviations:
             console.print(f"  - {deviation}")

@@ -28,7 +28,8 @@ def components_by_convention(spec: ModelSpec, per_iteration: pl.DataFrame, conve
     frame = frame.with_columns([pl.col(c).cast(pl.Float64) for c in BatchStats.field_names()])
     rows = []
     for conv in convs:
-        if spec.lm.family in get_convention(conv).unsupported:
+        c = get_convention(conv)
+        if spec.lm.family in c.unsupported or not c.covers(spec.family or spec.model_type):
             continue
         b = compute_flops(spec, cols, conv, frozen=tuple(frozen) if conv == "exact" else ())
         exprs = [(v if isinstance(v, pl.Expr) else pl.lit(float(v))).cast(pl.Float64).sum().alias(k)

@@ -78,5 +78,8 @@ from . import mistral3, idefics3  # noqa: E402,F401  (--- mistral3 / idefics3 --
 from . import llava  # noqa: E402,F401  (--- llava ---)
 from . import paligemma  # noqa: E402,F401  (--- paligemma ---)
 from . import llava_next  # noqa: E402,F401  (--- llava_next ---)
+from ..._modules import import_submodules  # noqa: E402
+
+import_submodules(__name__, __path__)  # any other module of this package registers too (no list to edit)
 
 __all__ = ["FAMILIES", "Family", "family_for", "register_family", "supported_model_types"]

@@ -9,7 +9,9 @@ from ...stats.batch import BatchStats
 from ..blocks import FlopsContext, inventory_terms
 from ..breakdown import COMPONENTS, Breakdown, Options
 from ..training import frozen_stages, training_flops
-from .base import Convention
+from dataclasses import replace
+
+from .base import Convention, register_convention
 
 
 def exact_terms(spec: ModelSpec, stats: BatchStats, options: Options):
@@ -55,7 +57,7 @@ class _Exact(Convention):
         return Breakdown(self.name, _exact_components(spec, stats, options), options, tuple(notes))
 
 
-EXACT = _Exact(
+EXACT = register_convention(_Exact(
     name="exact",
     source="vlm-perf; verified against torch.utils.flop_counter.FlopCounterMode on transformers' models",
     formula=("sum over every GEMM of the model's block inventory, 2*m*n*k: patch-embed conv, ViT qkv/proj/MLP "
@@ -65,6 +67,7 @@ EXACT = _Exact(
              "routed/shared experts, router, logits on the real vocabulary, MTP; training multiplies each GEMM "
              "by what autograd runs (see training.py)"),
     deviations=(),
-    training=lambda spec, stats, options: _exact_components(spec, stats, options),
+    # the block inventory's own training rule (flops/training.py) applies, so compute() is overridden
+    forward=lambda spec, stats, options: _exact_components(spec, stats, replace(options, mode="forward")),
     families=None,
-)
+))

@@ -1,8 +1,9 @@
 """Megatron-family conventions: ``megatron-lm``, ``megatron-bridge``, ``mbridge-pr2575``.
 
-All three share Megatron's LM formula (training, x3 on every GEMM):
-  6*S*[sum_layers (attention projections) + MLP + experts + shared + h*V_pad*(1 + n_mtp)]
-  + 6*q*L*S2 (causal half; MLA: 3*H*(d_qk + d_v)*S2 per layer) + MTP eh-projection
+All share Megatron's LM formula; the functions here return FORWARD FLOPs, and the frameworks bill x3
+(the conventions' ``training_rule``):
+  2*S*[sum_layers (attention projections) + MLP + experts + shared + h*V_pad*(1 + n_mtp)]
+  + 2*q*L*S2 (causal half; MLA: H*(d_qk + d_v)*S2 per layer) + MTP eh-projection
 with no router GEMM and the vocabulary padded to a multiple of 128 (x TP; TP=1 assumed).
 They differ in the token statistics and the vision term.
 """
@@ -16,7 +17,7 @@ from ...arch.spec import LMSpec, ModelSpec, VisionSpec
 from ...stats.batch import BatchStats
 from ..breakdown import Options
 from ..language import attn_core_per_token_sq, linear_per_token, mtp_mlp_per_token
-from .base import QWEN_AND_DECODER_FAMILIES, Convention
+from .base import QWEN_AND_DECODER_FAMILIES, Convention, Pin, register_convention
 
 HYBRID_GDN_FAMILIES = ("qwen3_5", "qwen3_5_moe")  # Megatron-LM's gated_delta_net branch
 
@@ -28,7 +29,7 @@ def padded_vocab(vocab: int, multiple: int = VOCAB_MULTIPLE) -> int:
 
 
 def megatron_lm_terms(lm: LMSpec, tokens: Any, tokens_sq: Any) -> dict[str, Any]:
-    """Megatron's LM formula, training FLOPs by component (3x forward, causal half).
+    """Megatron's LM formula, forward FLOPs by component (causal half).
 
     Starts from the exact per-token GEMMs and applies Megatron's differences: no router, the padded
     vocabulary, and MLA's q/kv LoRA norms billed as one multiply-add per rank.
@@ -40,27 +41,27 @@ def megatron_lm_terms(lm: LMSpec, tokens: Any, tokens_sq: Any) -> dict[str, Any]
     if lm.mla is not None:
         per_token["lm.attn_proj"] += lm.num_layers * 2 * ((lm.mla.q_lora_rank or 0) + lm.mla.kv_lora_rank)
     core_per_layer = attn_core_per_token_sq(lm) * tokens_sq / 2
-    out = {name: 3 * value * tokens for name, value in per_token.items()}
-    out["lm.attn_core"] = 3 * lm.num_layers * core_per_layer
+    out = {name: value * tokens for name, value in per_token.items()}
+    out["lm.attn_core"] = lm.num_layers * core_per_layer
     out["lm.mtp"] = 0
     if lm.num_mtp_layers:
         proj = per_token["lm.attn_proj"] // lm.num_layers
         layer = proj + mtp_mlp_per_token(lm, router=False) + 2 * (3 * h + 2 * h * h)  # + eh norms, eh_proj
-        out["lm.mtp"] = 3 * lm.num_mtp_layers * ((layer + per_token["lm.logits"]) * tokens + core_per_layer)
+        out["lm.mtp"] = lm.num_mtp_layers * ((layer + per_token["lm.logits"]) * tokens + core_per_layer)
     return out
 
 
 def bridge_vit_terms(v: VisionSpec, s: BatchStats, patch_embed: bool) -> dict[str, Any]:
-    """Megatron-Bridge's ViT term (x3): q_v = h_v, plain 2-matrix MLP, full per-frame attention."""
+    """Megatron-Bridge's ViT term (forward): q_v = h_v, plain 2-matrix MLP, full per-frame attention."""
     h = v.hidden_size
     merger = s.vision_merged_tokens * (2 * v.merger_width**2 + 2 * v.merger_width * v.out_hidden_size)
     return {
-        "vision.patch_embed": 3 * 2 * s.vision_patches * h * v.patch_volume if patch_embed else 0,
-        "vision.attn_proj": 3 * v.depth * 8 * h * h * s.vision_patches,
-        "vision.attn_core": 3 * v.depth * 4 * h * s.vision_patches_sq_frame,
-        "vision.mlp": 3 * v.depth * 4 * h * v.intermediate_size * s.vision_patches,
-        "vision.merger": 3 * merger,
-        "vision.deepstack_merger": 3 * v.num_deepstack * merger,
+        "vision.patch_embed": 2 * s.vision_patches * h * v.patch_volume if patch_embed else 0,
+        "vision.attn_proj": v.depth * 8 * h * h * s.vision_patches,
+        "vision.attn_core": v.depth * 4 * h * s.vision_patches_sq_frame,
+        "vision.mlp": v.depth * 4 * h * v.intermediate_size * s.vision_patches,
+        "vision.merger": merger,
+        "vision.deepstack_merger": v.num_deepstack * merger,
     }
 
 
@@ -86,11 +87,33 @@ def _megatron_bridge(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
 
 
 def _pr2575(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
+    if spec.vision is None:  # the PR moved only VLMs to runtime lengths: text-only keeps B x seq_length
+        return megatron_lm_terms(spec.lm, s.lm_padded_tokens, _configured_sq(s))
     tokens_sq = _configured_sq(s) if spec.lm.mla is not None else s.lm_tokens_sq
     out = megatron_lm_terms(spec.lm, s.lm_tokens, tokens_sq)
-    if spec.vision is not None:
-        out = {**bridge_vit_terms(spec.vision, s, patch_embed=True), **out}
-    return out
+    vit = bridge_vit_terms(spec.vision, s, patch_embed=True)
+    if not spec.vision.num_position_embeddings:  # the PR's vision function returns 0 without this config field
+        vit = {k: 0 for k in vit}
+    return {**vit, **out}
+
+
+def _megatron_lm_qwen35_vl_v2(spec: ModelSpec, s: BatchStats, o: Options) -> dict:
+    """Megatron-LM dev + PR #6173: the LM formula plus the ``qwen35_vl_v2`` vision term (Qwen3.5-VL only)."""
+    out = _megatron_lm(spec, s, o)
+    v = spec.vision
+    if spec.family not in HYBRID_GDN_FAMILIES or v is None:
+        return out
+    img = s.images_only()  # the example forward_step feeds image_grid_thw only
+    h, q, mv = v.hidden_size, v.attn_width, v.merge_unit * v.hidden_size
+    vision = {
+        "vision.patch_embed": 2 * img.vision_patches * v.patch_volume * h,
+        "vision.attn_proj": v.depth * 2 * img.vision_patches * (3 * h * q + q * h),
+        "vision.attn_core": v.depth * 4 * q * img.vision_patches_sq_frame,  # bidirectional: no causal half
+        "vision.mlp": v.depth * 2 * img.vision_patches * 2 * h * v.intermediate_size,
+        "vision.merger": 2 * img.vision_merged_tokens * (mv * mv + mv * v.out_hidden_size),
+        "vision.deepstack_merger": 0,
+    }
+    return {**vision, **out}
 
 
 _LM_DEVIATIONS = (
@@ -100,21 +123,49 @@ _LM_DEVIATIONS = (
     "causal half is fixed",
 )
 
-MEGATRON_LM = Convention(
+_MLM_FILE = "megatron/training/training.py"
+_MBRIDGE_FILE = "src/megatron/bridge/training/utils/flop_utils.py"
+_NO_QWEN2_VL = ("Megatron-Bridge ships no Qwen2-VL model provider (only Qwen2.5-VL, Qwen3-VL, Qwen3.5), so it "
+                "cannot train this model and prints no number for it")
+
+MEGATRON_LM = register_convention(Convention(
     name="megatron-lm",
-    source="NVIDIA/Megatron-LM megatron/training/training.py num_floating_point_operations (main)",
+    pin=Pin("Megatron-LM", "NVIDIA/Megatron-LM", _MLM_FILE, "num_floating_point_operations",
+            "main d98e8a64ddf3 (2026-08)",
+            verified="tests/flops/test_published.py: Qwen3-30B-A3B 23,006,281,728 FLOPs/token by hand from the "
+                     "cited formula, within 1% of Megatron-Bridge's published 1029 TFLOP/s / 44,544 tok/s"),
     formula="Megatron LM formula on real tokens S = sum(s), S2 = sum(s^2); no vision term",
     deviations=("vision tower and mergers not counted at all",) + _LM_DEVIATIONS + (
         "qwen3_5 / qwen3_5_moe: gated-delta rule billed as 4 recurrent-state matmuls per token (8*Hv*dv^2), "
         "not the chunked algorithm; no shared-expert gate",),
-    training=_megatron_lm,
+    forward=_megatron_lm,
     counts_vision=False,
     families=QWEN_AND_DECODER_FAMILIES + ("qwen3_5", "qwen3_5_moe"),  # GDN branch: megatron_lm_hybrid_terms
-)
+))
 
-MEGATRON_BRIDGE = Convention(
+MEGATRON_LM_QWEN35_VL_V2 = register_convention(Convention(
+    name="megatron-lm@dev-qwen35_vl_v2",
+    variant_of="megatron-lm",
+    pin=Pin("Megatron-LM", "NVIDIA/Megatron-LM", _MLM_FILE,
+            "num_floating_point_operations + vision_flops_variant 'qwen35_vl_v2' (PR #6173 into dev)",
+            "dev d48bd6be0a85 + PR #6173 head 14a558e4e0ad (2026-08)",
+            verified="tests/flops/test_framework_conventions.py: vision term by hand from the PR's formula"),
+    formula=("megatron-lm's LM formula, plus for Qwen3.5-VL (qwen3_5 / qwen3_5_moe) 6P*C*T_p*P_s^2*h_v "
+             "+ L_v*[6P*(3h_v*q_v + q_v*h_v + 2h_v*i_v) + 12q_v*P2_frame] + 6M*((m^2h_v)^2 + m^2h_v*d_out) "
+             "over IMAGE grids"),
+    deviations=("vision counted for Qwen3.5-VL only (the factory sets the variant; other VLMs: LM only)",
+                "video grids not counted (the example forward_step passes image_grid_thw only)",
+                "ViT attention full (no causal half), one merger, patch embed x3") + _LM_DEVIATIONS,
+    forward=_megatron_lm_qwen35_vl_v2,
+    families=QWEN_AND_DECODER_FAMILIES + ("qwen3_5", "qwen3_5_moe"),
+    text_only_families=("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"),
+))
+
+MEGATRON_BRIDGE = register_convention(Convention(
     name="megatron-bridge",
-    source="NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/training/utils/flop_utils.py (main, 2026-08)",
+    pin=Pin("Megatron-Bridge", "NVIDIA-NeMo/Megatron-Bridge", _MBRIDGE_FILE,
+            "num_floating_point_operations + vit_flops", "main 067f987df03b (2026-08-22)",
+            verified="tests/flops/test_published.py: ViT term equals its closed form written in the test"),
     formula=("Megatron LM formula on padded tokens (mbs x padded length) with S2 from cu_seqlens, plus "
              "3*[L_v*((8h_v^2 + 4h_v*i_v)*P + 4h_v*P2_frame) + (1+n_ds)*M*(2(m^2h_v)^2 + 2m^2h_v*d_out)]"),
     deviations=("linear LM terms on padded tokens (exact: real tokens)",
@@ -127,22 +178,31 @@ MEGATRON_BRIDGE = Convention(
         + _LM_DEVIATIONS + (
         "qwen3_5 / qwen3_5_moe: flop_utils' gated_delta_net branch (as megatron-lm) on padded tokens; its "
         "vit_flops on the Qwen3.5 tower (plain MLP and no deepstack: only the patch embed is missing)",),
-    training=_megatron_bridge,
+    forward=_megatron_bridge,
     families=QWEN_AND_DECODER_FAMILIES + ("glm4v_moe",) + HYBRID_GDN_FAMILIES,
-)
+    refuses={"qwen2_vl": _NO_QWEN2_VL},
+))
 
-MBRIDGE_PR2575 = Convention(
+MBRIDGE_PR2575 = register_convention(Convention(
     name="mbridge-pr2575",
-    source="NVIDIA-NeMo/Megatron-Bridge PR #2575 'Add vision flops calculation for vlm' (closed, not merged)",
-    formula=("Megatron LM formula on runtime S = sum(s), S2 = sum(s^2) (MLA: configured length), plus "
+    pin=Pin("Megatron-Bridge", "NVIDIA-NeMo/Megatron-Bridge", _MBRIDGE_FILE,
+            "num_floating_point_operations + its vision function (PR #2575 'Add vision flops calculation for vlm')",
+            "PR #2575 head (closed, not merged; 2026-02)",
+            verified="tests/flops/test_published.py (per-visual-token figures) and "
+                     "tests/flops/test_framework_conventions.py (text-only and Qwen2.5-VL branches by hand)"),
+    formula=("VLMs: Megatron LM formula on runtime S = sum(s), S2 = sum(s^2) (MLA: configured length), plus "
              "3*[2P*h_v*C*T_p*P_s^2 + L_v*(8P*h_v^2 + 4h_v*P2_frame + 4P*h_v*i_v) "
-             "+ (1+n_ds)*(2M*(m^2h_v)^2 + 2M*m^2h_v*d_out)] (per-sample averages x B = batch totals)"),
+             "+ (1+n_ds)*(2M*(m^2h_v)^2 + 2M*m^2h_v*d_out)] (per-sample averages x B = batch totals); "
+             "text-only models: configured length (S = B*s_cfg, S2 = B*s_cfg^2)"),
     deviations=("ViT MLP always 2 matrices (Qwen2.5-VL gated MLP under-counted)",
                 "Qwen2.5-VL window attention counted as full per-frame attention",
+                "vision term 0 for towers whose config has no num_position_embeddings (Qwen2.5-VL)",
+                "text-only models: configured sequence length, padding included (packed documents not seen)",
                 "the PR stored the averages of the last microbatch only; vlm-perf uses the intended totals",
                 ) + _LM_DEVIATIONS,
-    training=_pr2575,
-)
+    forward=_pr2575,
+    refuses={"qwen2_vl": _NO_QWEN2_VL},
+))
 
 
 # --- qwen3_5 ---
@@ -153,7 +213,7 @@ MBRIDGE_PR2575 = Convention(
 # logits on the padded vocabulary.
 
 def megatron_lm_hybrid_terms(spec: ModelSpec, tokens: Any, tokens_sq: Any) -> dict[str, Any]:
-    """Megatron-LM's formula for a hybrid gated-delta-net LM (training FLOPs by component, x3, causal half)."""
+    """Megatron-LM's formula for a hybrid gated-delta-net LM (forward FLOPs by component, causal half)."""
     from ...arch.blocks import DecoderAttention, GatedDeltaNet, LMHead
     from ...arch.parts import LANGUAGE_MODEL
 
@@ -171,7 +231,7 @@ def megatron_lm_hybrid_terms(spec: ModelSpec, tokens: Any, tokens_sq: Any) -> di
             core = core + b.count * 2 * 4 * b.value_heads * b.value_head_dim**2 * tokens  # KK^T, VK^T, S(..), SQ
         elif isinstance(b, DecoderAttention):
             core = core + b.count * b.core_per_token_sq() * tokens_sq / 2
-    out = {name: 3 * value * tokens for name, value in per_token.items()}
-    out["lm.attn_core"] = 3 * core
+    out = {name: value * tokens for name, value in per_token.items()}
+    out["lm.attn_core"] = core
     out["lm.mtp"] = 0
     return out

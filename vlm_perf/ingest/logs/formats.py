@@ -170,8 +170,13 @@ def _load_builtin() -> None:
         verl,
         wandb,
     )
+    from pathlib import Path
+
+    from ..._modules import import_submodules
     from . import generic
 
+    # any other module of this package registers its formats too (adding a format edits no list)
+    import_submodules(__name__.rpartition(".")[0], [str(Path(__file__).resolve().parent)])
     generic.register_formats()  # last: the generic extractor and its declared shapes
 
 

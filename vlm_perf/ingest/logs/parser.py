@@ -65,7 +65,7 @@ PROBE_ROWS = 5000
 #: Candidate pre-filter for the slow path (raw text, before cleaning): the union of every registered
 #: line format's ``prefilter`` and the generic rules (``formats.candidate_regex``). Deliberately broad:
 #: a false positive costs one Python call, a false negative loses a record.
-CANDIDATE_RE = candidate_regex()
+CANDIDATE_RE = candidate_regex()  # as built at import; parsing calls candidate_regex() (late formats)
 _FAST_EXCLUDE_RE = r"[\x1b\r]|" + megatron.NEMO2_COLLISION_RE
 #: Every pre-filter but the generic extractor's own (and its declared nanochat / mmengine shapes): a
 #: line matching it may be another format's, so it never takes the vectorised generic lane.
@@ -153,7 +153,7 @@ def _route_wrapped(batch: pl.DataFrame) -> pl.DataFrame:
 def _candidate_expr() -> pl.Expr:
     """Rows NOT on the fast path that go to the per-line Python router (the rest are ignored)."""
     text = pl.col("text")
-    return ((text.str.len_bytes() != text.str.len_chars()) | text.str.contains(CANDIDATE_RE)
+    return ((text.str.len_bytes() != text.str.len_chars()) | text.str.contains(candidate_regex())
             | (text.str.contains(generic.PREFILTER) & text.str.contains(generic.METRIC_PREFILTER)))
 
 

@@ -1,0 +1,371 @@
+"""Named conventions against the frameworks' own FLOPs functions (where they import on CPU) and against hand
+arithmetic written from the cited source lines (where they do not).
+
+veRL: ``verl/utils/flops_counter.py`` of the installed ``verl`` package (release v0.9.0, the same file as main
+1dda039b9c63) is loaded on its own, with ``verl.utils.device`` stubbed, and ``FlopsCounter.estimate_flops`` is
+called on the same batches. ``pip install --no-deps verl==0.9.0`` makes it available; without it these tests skip.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from vlm_perf.arch import load_model
+from vlm_perf.arch.presets_loader import preset_config
+from vlm_perf.errors import ConventionNotDefined
+from vlm_perf.flops import compute_flops
+from vlm_perf.stats import BatchStats
+
+
+@pytest.fixture(scope="module")
+def verl_counter():
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("veRL not installed (pip install --no-deps verl==0.9.0)")
+    path = Path(spec.submodule_search_locations[0]) / "utils" / "flops_counter.py"
+    import torch
+
+    stubs = {"verl": types.ModuleType("verl"), "verl.utils": types.ModuleType("verl.utils"),
+             "verl.utils.device": types.ModuleType("verl.utils.device")}
+    stubs["verl.utils.device"].get_torch_device = lambda: torch.cpu  # type: ignore[attr-defined]
+    saved = {k: sys.modules.get(k) for k in stubs}
+    sys.modules.update(stubs)
+    try:
+        mod_spec = importlib.util.spec_from_file_location("_verl_flops_counter", path)
+        module = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(module)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+    def run(preset: str, seq_lens: list[int], grids=()) -> float:
+        """veRL's FLOPs (TFLOP for dt = 1 s) for a batch of documents and image grids."""
+        cfg = dict(preset_config(preset))
+        config = transformers.AutoConfig.for_model(**cfg)
+        images = [h * w for t, h, w in grids for _ in range(t)] or None
+        kwargs = {"images_seqlens": images} if images else {}
+        return module.FlopsCounter(config).estimate_flops(seq_lens, 1.0, **kwargs)[0]
+
+    return run
+
+
+def _ours(preset: str, seq_lens, grids=(), convention="verl") -> float:
+    spec = load_model(preset)
+    stats = BatchStats.from_batch(seq_lens=list(seq_lens), image_grids=list(grids), spec=spec)
+    return compute_flops(spec, stats, convention).total / 1e12
+
+
+VERL_CASES = [
+    ("qwen3-vl-4b", [512, 1024, 2048], [(1, 16, 32), (1, 32, 32), (1, 32, 64)]),  # head_dim: 2560 // 32 = 80
+    ("qwen3-vl-8b", [4096] * 3, [(1, 64, 64)] * 3),
+    ("qwen3-vl-32b", [3000, 1096], [(2, 36, 64)]),
+    ("qwen3-vl-30b-a3b", [4096, 777], [(1, 32, 48)]),
+    ("qwen2.5-vl-7b", [2048, 2048], [(1, 28, 40), (1, 16, 16)]),
+    ("qwen3-30b-a3b", [4096, 1280], []),
+    ("llama3-8b", [8192], []),
+    ("deepseek-v3", [4096, 2048], []),
+    ("qwen3.5-35b-a3b", [4096, 1000], [(1, 32, 32)]),
+    ("qwen3.5-397b-a17b", [2048], []),
+]
+
+
+@pytest.mark.parametrize("preset,seq_lens,grids", VERL_CASES, ids=[c[0] for c in VERL_CASES])
+def test_verl_matches_verls_own_function(verl_counter, preset, seq_lens, grids):
+    assert _ours(preset, seq_lens, grids) == pytest.approx(verl_counter(preset, seq_lens, grids), rel=1e-12)
+
+
+def test_verl_qwen2_vl_refused_with_the_reason(verl_counter):
+    with pytest.raises(ConventionNotDefined, match="out_hidden_size"):
+        _ours("qwen2-vl-7b", [1024], [(1, 16, 16)])
+    with pytest.raises(AttributeError):  # what veRL itself does on that config
+        verl_counter("qwen2-vl-7b", [1024], [(1, 16, 16)])
+
+
+# --------------------------------------------------------------------------------- hand arithmetic
+
+
+def test_verl_qwen3_vl_head_dim_is_derived_by_hand():
+    # verl/utils/flops_counter.py _estimate_qwen3_vl_flops: head_dim = hidden_size // num_attention_heads
+    h, H, G, L, F, V, s = 2560, 32, 8, 36, 9728, 151936, 4096  # Qwen3-VL-4B text_config
+    d = h // H
+    dense = (3 * h * F + h * (H * d + 2 * G * d + H * d)) * L + 2 * V * h
+    hand = 6 * dense * s + 6 * s * s * d * H * L
+    assert _ours("qwen3-vl-4b", [s]) * 1e12 == pytest.approx(hand, rel=1e-12)
+    # the config's head_dim (128) would give 1.12x as much
+    assert hand < compute_flops(load_model("qwen3-vl-4b"), BatchStats.from_batch(seq_lens=[s]), "megatron-lm").total
+
+
+def test_verl_v071_counts_qwen25_vl_text_only():
+    # v0.7.1 ESTIMATE_FUNC: "qwen2_5_vl": _estimate_qwen2_flops (no ViT term)
+    spec = load_model("qwen2.5-vl-7b")
+    with_images = BatchStats.from_batch(seq_lens=[2048], image_grids=[(1, 32, 32)], spec=spec)
+    old = compute_flops(spec, with_images, "verl@v0.7.1")
+    assert old.vision == 0
+    assert old.language == compute_flops(spec, with_images, "verl").language
+    assert compute_flops(spec, with_images, "verl").vision > 0
+
+
+def test_pr2575_text_only_keeps_the_configured_length():
+    # PR #2575 moved VLMs to runtime lengths; text-only models keep B x seq_length (2 rows of 4096 here)
+    spec = load_model("qwen3-30b-a3b")
+    packed = BatchStats.from_batch(seq_lens=[1000, 3096, 2000, 2096], padded_tokens=8192, samples=2)
+    unpacked = BatchStats.from_batch(seq_len=4096, samples=2)
+    assert compute_flops(spec, packed, "mbridge-pr2575").total == compute_flops(spec, unpacked, "megatron-lm").total
+    assert compute_flops(spec, packed, "mbridge-pr2575").total > compute_flops(spec, packed, "megatron-lm").total
+
+
+def test_pr2575_qwen25_vl_has_no_vision_term():
+    # the PR's vision function returns 0 when vision_config has no num_position_embeddings (Qwen2.5-VL)
+    spec = load_model("qwen2.5-vl-7b")
+    assert not spec.vision.num_position_embeddings
+    b = compute_flops(spec, BatchStats.from_batch(seq_lens=[2048], image_grids=[(1, 32, 32)], spec=spec),
+                      "mbridge-pr2575")
+    assert b.vision == 0 and b.language > 0
+
+
+@pytest.mark.parametrize("convention", ["megatron-bridge", "mbridge-pr2575", "verl"])
+def test_qwen2_vl_refused_by_frameworks_that_cannot_train_it(convention):
+    spec = load_model("qwen2-vl-7b")
+    with pytest.raises(ConventionNotDefined, match="qwen2_vl"):
+        compute_flops(spec, BatchStats.from_batch(seq_lens=[1024]), convention)
+
+
+def test_megatron_lm_dev_qwen35_vl_v2_vision_by_hand():
+    # Megatron-LM PR #6173: 6P*C*Tp*Ps^2*hv + Lv*[6P*(3hv*qv + qv*hv + 2hv*iv) + 12qv*P2] + 6M*((m^2hv)^2 + m^2hv*dout)
+    spec = load_model("qwen3.5-35b-a3b")
+    v = spec.vision
+    grids = [(1, 32, 32), (1, 16, 48)]
+    P = sum(t * h * w for t, h, w in grids)
+    P2 = sum(t * (h * w) ** 2 for t, h, w in grids)
+    M = P // 4
+    hv, qv, iv, Lv, vol, dout = v.hidden_size, v.num_heads * v.head_dim, v.intermediate_size, v.depth, \
+        v.in_channels * v.temporal_patch_size * v.patch_size ** 2, v.out_hidden_size
+    hand = 6 * P * vol * hv + Lv * (6 * P * (3 * hv * qv + qv * hv + 2 * hv * iv) + 12 * qv * P2) \
+        + 6 * M * ((4 * hv) ** 2 + 4 * hv * dout)
+    stats = BatchStats.from_batch(seq_lens=[4096], image_grids=grids, spec=spec)
+    dev = compute_flops(spec, stats, "megatron-lm@dev-qwen35_vl_v2")
+    main = compute_flops(spec, stats, "megatron-lm")
+    assert dev.vision == hand
+    assert dev.language == main.language and main.vision == 0
+    # other VLMs: the variant is set by the Qwen3.5-VL factory only
+    q3 = load_model("qwen3-vl-8b")
+    s3 = BatchStats.from_batch(seq_lens=[4096], image_grids=grids, spec=q3)
+    assert compute_flops(q3, s3, "megatron-lm@dev-qwen35_vl_v2").total == compute_flops(q3, s3, "megatron-lm").total
+
+
+@pytest.mark.parametrize("preset", ["qwen3.5-35b-a3b", "qwen3.5-397b-a17b"])
+def test_torchtitan_qwen35_moe_from_real_parameter_counts(preset):
+    """torchtitan main b5bcd76c66d0, torchtitan/models/utils.py get_moe_model_nparams_and_flops (called by
+    models/qwen3_5/model.py with head_dims = 2 * head_dim): every non-vision parameter is dense except the
+    embedding (excluded, untied), the router and shared experts (active) and the routed experts (x top_k //
+    num_experts); per token 6 * N + 6 * n_full * H * 2d * seq_len. Written here over transformers' own
+    parameters (meta device), in transformers' module names."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = {k: v for k, v in preset_config(preset).items() if not k.startswith("_")}
+    with torch.device("meta"):
+        model = getattr(transformers, cfg["architectures"][0])(transformers.AutoConfig.for_model(**cfg))
+    text = model.config.text_config
+    dense = routed = 0
+    for name, p in model.named_parameters():
+        if ".visual." in f".{name}" or "embed_tokens" in name:
+            continue
+        if ".mlp.experts." in name:
+            routed += p.numel()
+        else:
+            dense += p.numel()  # attention, delta-net, norms, router, shared expert (+ gate), lm_head
+    n_active = dense + routed * text.num_experts_per_tok // text.num_experts
+    n_full = sum(t == "full_attention" for t in text.layer_types)
+    seq, rows = 4096, 2
+    per_token = 6 * n_active + 6 * n_full * text.num_attention_heads * 2 * text.head_dim * seq
+    spec = load_model(preset)
+    got = compute_flops(spec, BatchStats.from_batch(seq_lens=[3000, 1096, 4096], padded_tokens=rows * seq,
+                                                    samples=rows), "torchtitan")
+    assert got.total == per_token * rows * seq
+    assert got.vision == 0
+
+
+# ------------------------------------------------------------------------------------------------ VeOmni
+
+
+@pytest.fixture(scope="module")
+def veomni_counter():
+    """VeOmni's ``veomni/utils/count_flops.py`` from the installed ``veomni`` (0.1.12; ``pip install --no-deps``),
+    loaded on its own with its logging / device / LoRA-config imports stubbed (no LoRA is exercised)."""
+    import logging as _logging
+
+    transformers = pytest.importorskip("transformers")
+    spec = importlib.util.find_spec("veomni")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("VeOmni not installed (pip install --no-deps veomni==0.1.12)")
+    path = Path(spec.submodule_search_locations[0]) / "utils" / "count_flops.py"
+    log = _logging.getLogger("veomni-stub")
+    log.warning_rank0 = log.warning  # type: ignore[attr-defined]
+    names = ("veomni", "veomni.lora", "veomni.lora.config", "veomni.utils", "veomni.utils.logging",
+             "veomni.utils.device")
+    stubs = {n: types.ModuleType(n) for n in names}
+    for n in ("veomni", "veomni.lora", "veomni.utils"):
+        stubs[n].__path__ = []  # type: ignore[attr-defined]
+    stubs["veomni.lora.config"].LORA_MODULES_BY_MODEL_TYPE = {}  # type: ignore[attr-defined]
+    stubs["veomni.lora.config"].VeOmniLoraConfig = type("VeOmniLoraConfig", (), {})  # type: ignore[attr-defined]
+    stubs["veomni.utils.logging"].get_logger = lambda name: log  # type: ignore[attr-defined]
+    stubs["veomni.utils.device"].get_device_name = lambda: "CPU"  # type: ignore[attr-defined]
+    stubs["veomni.utils"].logging = stubs["veomni.utils.logging"]  # type: ignore[attr-defined]
+    saved = {k: sys.modules.get(k) for k in stubs}
+    sys.modules.update(stubs)
+    try:
+        mod_spec = importlib.util.spec_from_file_location("veomni.utils.count_flops", path)
+        module = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(module)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+    def run(preset: str, seq_lens: list[int], grids=(), freeze_vit=None) -> float:
+        config = transformers.AutoConfig.for_model(**dict(preset_config(preset)))
+        images = [h * w for t, h, w in grids for _ in range(t)] or None
+        counter = module.VeomniFlopsCounter(config)
+        return counter.estimate_flops(seq_lens, 1.0, images_seqlens=images, freeze_vit=freeze_vit)[0]
+
+    return run
+
+
+VEOMNI_CASES = [
+    ("qwen3-vl-8b", [4096, 1000], [(1, 32, 32), (2, 16, 24)]),
+    ("qwen3-vl-30b-a3b", [4096], [(1, 64, 64)]),
+    ("qwen2.5-vl-7b", [2048, 2048], [(1, 28, 40), (1, 16, 16)]),
+    ("qwen2-vl-7b", [3000], [(1, 36, 64)]),
+    ("qwen3-30b-a3b", [4096, 1280], []),
+    ("llama3-8b", [8192], []),
+]
+
+
+@pytest.mark.parametrize("preset,seq_lens,grids", VEOMNI_CASES, ids=[c[0] for c in VEOMNI_CASES])
+def test_veomni_matches_veomnis_own_function(veomni_counter, preset, seq_lens, grids):
+    assert _ours(preset, seq_lens, grids, "veomni") == pytest.approx(veomni_counter(preset, seq_lens, grids), rel=1e-12)
+
+
+@pytest.mark.parametrize("preset", ["qwen3-vl-8b", "qwen2.5-vl-7b"])
+def test_veomni_freeze_vit(veomni_counter, preset):
+    spec = load_model(preset)
+    grids = [(1, 32, 32)]
+    stats = BatchStats.from_batch(seq_lens=[2048], image_grids=grids, spec=spec)
+    ours = compute_flops(spec, stats, "veomni", frozen=("vision_tower",)).total / 1e12
+    assert ours == pytest.approx(veomni_counter(preset, [2048], grids, freeze_vit=True), rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------------ NeMo Automodel
+
+
+@pytest.fixture(scope="module")
+def automodel_flops():
+    """NeMo Automodel's ``flops_utils.py`` (installed ``nemo_automodel`` 0.7.0, ``pip install --no-deps``; the
+    module imports only the standard library), loaded by path."""
+    transformers = pytest.importorskip("transformers")
+    spec = importlib.util.find_spec("nemo_automodel")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("NeMo Automodel not installed (pip install --no-deps nemo_automodel==0.7.0)")
+    path = Path(spec.submodule_search_locations[0]) / "components" / "utils" / "flops_utils.py"
+    mod_spec = importlib.util.spec_from_file_location("_automodel_flops_utils", path)
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+
+    def run(preset: str, rows: int, length: int) -> float:
+        config = transformers.AutoConfig.for_model(**dict(preset_config(preset)))
+        formula = module.get_flops_formula_for_hf_config(config)
+        return formula(config, gbs=rows, seq_len=length)
+
+    return run
+
+
+@pytest.mark.parametrize("preset", ["qwen3-30b-a3b", "llama3-8b", "qwen3-vl-8b", "qwen3-vl-30b-a3b"])
+def test_automodel_matches_automodels_own_function(automodel_flops, preset):
+    spec = load_model(preset)
+    stats = BatchStats.from_batch(seq_lens=[3000, 1096, 4096], padded_tokens=2 * 4096, samples=2,
+                                  image_grids=[(1, 32, 32)] if spec.vision else [], spec=spec)
+    ours = compute_flops(spec, stats, "automodel")
+    assert ours.total == pytest.approx(automodel_flops(preset, 2, 4096), rel=1e-12)
+    assert ours.vision == 0
+
+
+def test_automodel_refuses_qwen25_vl():
+    with pytest.raises(ConventionNotDefined, match="not computed"):
+        _ours("qwen2.5-vl-7b", [1024], [(1, 16, 16)], "automodel")
+
+
+# ------------------------------------------------------------------------------------------------ MaxText
+
+
+def test_maxtext_gemma3_4b_lm_by_hand():
+    # src/maxtext/utils/maxtext_utils.py @ e591f30cbbf2 with MaxText's gemma3-4b.yml: emb 2560, 8 q / 4 kv heads of
+    # 256, mlp 10240 (gelu, linear), 34 layers, vocab 262_144, sliding window 1024, pattern length 6
+    B, s, h, H, G, d, F, L, V, W = 2, 4096, 2560, 8, 4, 256, 10240, 34, 262_144, 1024
+    qkv = 2 * B * s * h * (H + 2 * G) * d
+    proj = 2 * B * s * h * H * d
+    ffn = 2 * B * s * F * h * 2 + 2 * B * s * F * h
+    emb = 2 * B * s * h * V
+    n_global = L // 6
+    core = n_global * 2 * B * s**2 * H * d + (L - n_global) * 4 * B * (s * W - 0.5 * W**2) * H * d
+    lm = 3 * (ffn * L + (qkv + proj) * L + emb) + 3 * core
+    spec = load_model("gemma3-4b")
+    stats = BatchStats.from_batch(seq_lens=[1000, 3096, 4096], padded_tokens=B * s, samples=B, spec=spec)
+    got = compute_flops(spec, stats, "maxtext")
+    assert got.language == pytest.approx(lm, rel=1e-12)
+
+
+def test_maxtext_gemma3_vision_per_image():
+    # reference check values (B = 1, h = 2560, 896 px): trainable 16.386 TF, freeze_vision_encoder_params 5.4649 TF
+    spec = load_model("gemma3-4b")
+    stats = BatchStats.from_batch(seq_len=512, samples=1, spec=spec)  # no image: MaxText bills one anyway
+    assert compute_flops(spec, stats, "maxtext").vision / 1e12 == pytest.approx(16.386, abs=5e-4)
+    frozen = compute_flops(spec, stats, "maxtext", frozen=("vision_tower",)).vision / 1e12
+    assert frozen == pytest.approx(5.4649, abs=5e-5)
+
+
+@pytest.mark.parametrize("preset", ["qwen3.5-35b-a3b", "llama3-8b", "qwen3-30b-a3b"])
+def test_torchtitan_pr4300_from_real_parameter_counts(preset):
+    """torchtitan @ 01c01c88 (PR #4300): per token 6 * N_act + 6*H*(d+d)*s per softmax layer + 18*Hv*dk*dv per
+    gated-delta layer; N_act from get_nparams_and_active_nparams' rule (embedding 0 when untied, routed experts x
+    top_k / E as an exact fraction, vision 0), written over transformers' own parameters (meta device)."""
+    from fractions import Fraction
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = {k: v for k, v in preset_config(preset).items() if not k.startswith("_")}
+    with torch.device("meta"):
+        model = getattr(transformers, cfg["architectures"][0])(transformers.AutoConfig.for_model(**cfg))
+    text = getattr(model.config, "text_config", model.config)
+    active = Fraction(0)
+    for name, p in model.named_parameters():
+        if ".visual." in f".{name}" or "embed_tokens" in name:
+            continue
+        if ".mlp.experts." in name:
+            active += Fraction(p.numel() * text.num_experts_per_tok, text.num_experts)
+        else:
+            active += p.numel()
+    seq, rows = 4096, 2
+    layer_types = getattr(text, "layer_types", None) or ["full_attention"] * text.num_hidden_layers
+    d = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    per_token = 6 * active
+    for t in layer_types:
+        if t == "full_attention":
+            per_token += 6 * text.num_attention_heads * 2 * d * seq
+        else:
+            per_token += 18 * text.linear_num_value_heads * text.linear_key_head_dim * text.linear_value_head_dim
+    spec = load_model(preset)
+    got = compute_flops(spec, BatchStats.from_batch(seq_lens=[3000, 1096, 4096], padded_tokens=rows * seq,
+                                                    samples=rows), "torchtitan@pr4300")
+    assert got.total == per_token * rows * seq

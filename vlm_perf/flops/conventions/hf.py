@@ -1,0 +1,103 @@
+"""``hf-trainer``: the Hugging Face Trainer's ``total_flos`` (what ms-swift's ``perf_log`` turns into MFU).
+
+transformers v5.24 ``Trainer.floating_point_ops`` -> ``ModuleUtilsMixin.floating_point_ops``
+(``src/transformers/modeling_utils.py``): per micro-batch ``6 * input_ids.numel() * num_parameters(
+exclude_embeddings=True)``. ``num_parameters`` walks ``named_parameters()`` (shared tensors once) and, with
+``exclude_embeddings``, drops the ``.weight`` of every ``nn.Embedding`` module. So every stored parameter is
+billed once per input token, padding and placeholder tokens included: the whole vision tower (conv patch embed
+included), every expert, norms and biases, an untied ``lm_head``. A tied head vanishes with the embedding, and
+a position table implemented as ``nn.Embedding`` (Qwen3-VL, SigLIP, CLIP, GLM-4V, Idefics3) is dropped, while
+InternViT's ``nn.Parameter`` table stays. No attention term. Multi-token-prediction modules are not built by
+the transformers classes (not counted).
+
+The split by component is vlm-perf's attribution of the one parameter sum (norms are billed with the
+attention projections of their layer); the total is the framework's number.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...arch.blocks import (ClsToken, DenseMLP, ForwardOnly, LMHead, MoEMLP, MTPModules, PatchEmbed,
+                            PositionTable, StoredOnly, TokenEmbedding, VisionLayers, linear_params)
+from ...arch.parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, VISION_TOWER
+from ...arch.spec import ModelSpec
+from ...stats.batch import BatchStats
+from ..breakdown import Options
+from .base import Convention, Pin, register_convention
+
+# families whose tower keeps its absolute position table as an nn.Parameter (not an nn.Embedding)
+POSITION_PARAMETER_FAMILIES = ("internvl",)
+
+_PART_COMPONENT = {VISION_TOWER: "vision.attn_proj", MERGER: "vision.merger",
+                   DEEPSTACK_MERGER: "vision.deepstack_merger", LANGUAGE_MODEL: "lm.attn_proj"}
+
+
+def _vision_mlp_params(b: VisionLayers) -> int:
+    return (b.mlp_matrices - 1) * linear_params(b.width, b.mlp_width, b.mlp_bias) \
+        + linear_params(b.mlp_width, b.width, b.mlp_bias)
+
+
+def hf_parameters_by_component(spec: ModelSpec) -> dict[str, int]:
+    """``num_parameters(exclude_embeddings=True)`` of the transformers model, attributed to components."""
+    family = spec.family or spec.model_type
+    out: dict[str, int] = {}
+
+    def add(component: str, n: int) -> None:
+        out[component] = out.get(component, 0) + n
+
+    for b in spec.blocks:
+        inner = b.module if isinstance(b, (ForwardOnly, StoredOnly)) else b
+        copies = b.count * (inner.count if isinstance(b, ForwardOnly) else 1)
+        if isinstance(b, (TokenEmbedding, MTPModules)):
+            continue  # nn.Embedding weight (excluded); MTP modules: not built by transformers
+        if isinstance(b, PositionTable) and family not in POSITION_PARAMETER_FAMILIES:
+            continue  # nn.Embedding position table (excluded)
+        if isinstance(inner, VisionLayers):
+            mlp = _vision_mlp_params(inner)
+            add("vision.mlp", copies * mlp)
+            add("vision.attn_proj", copies * (inner.params() - mlp))
+        elif isinstance(inner, PatchEmbed):
+            add("vision.patch_embed", copies * inner.params())
+        elif isinstance(inner, ClsToken):
+            add("vision.attn_proj", copies * inner.params())
+        elif isinstance(inner, MoEMLP):
+            h = inner.hidden
+            routed = inner.num_experts * 3 * h * inner.expert_width
+            router = inner.num_experts * h + (inner.num_experts if inner.router_bias else 0)
+            add("lm.routed_experts", copies * routed)
+            add("lm.router", copies * router)
+            add("lm.shared_experts", copies * (inner.params() - routed - router))
+        elif isinstance(inner, DenseMLP):
+            add("lm.dense_mlp", copies * inner.params())
+        elif isinstance(inner, LMHead):
+            add("lm.logits", copies * inner.params())  # 0 when tied
+        else:
+            add(_PART_COMPONENT.get(b.part, "lm.attn_proj"), copies * inner.params())
+    return out
+
+
+def _hf_trainer(spec: ModelSpec, s: BatchStats, _: Options) -> dict[str, Any]:
+    tokens = s.lm_padded_tokens  # inputs["input_ids"].numel(): rows x padded length
+    return {k: 2 * n * tokens for k, n in hf_parameters_by_component(spec).items()}
+
+
+HF_TRAINER = register_convention(Convention(
+    name="hf-trainer",
+    pin=Pin("Hugging Face Trainer (and ms-swift perf_log / LLaMA-Factory total_flos)", "huggingface/transformers",
+            "src/transformers/trainer.py + src/transformers/modeling_utils.py",
+            "Trainer.floating_point_ops -> ModuleUtilsMixin.floating_point_ops / num_parameters"
+            "(exclude_embeddings=True)", "release v5.24.0",
+            verified="tests/flops/test_hf_trainer_convention.py: model.floating_point_ops() and "
+                     "num_parameters(exclude_embeddings=True) of tiny real transformers models"),
+    formula=("6 * input_ids.numel() * N, N = every parameter of the model except nn.Embedding weights "
+             "(vision tower, all experts, norms, biases, untied lm_head); no attention term"),
+    deviations=("vision-tower and all-expert parameters billed per LM input token (padding and placeholders "
+                "included), not per patch / per routed token",
+                "no attention core (LM or ViT)", "no merger rows: projector parameters billed per LM token",
+                "total_flos is cumulative over all processes and restored on resume; the console prints "
+                "int(total_flos) >> 30 as 'GF'",
+                "always x3 (6N per token), frozen parts included"),
+    forward=_hf_trainer,
+    families=None,
+))
