@@ -136,7 +136,7 @@ def connect(scheduler: Scheduler | str) -> Iterator[Any]:
                 stack.enter_context(dask.config.set({"distributed.worker.daemon": False}))
                 cluster = stack.enter_context(distributed.LocalCluster(
                     n_workers=sched.workers or (os.cpu_count() or 1), threads_per_worker=1, processes=True,
-                    dashboard_address=None, silence_logs=50, timeout=timeout))
+                    dashboard_address=":0", silence_logs=50, timeout=timeout))
                 client = stack.enter_context(distributed.Client(cluster, timeout=timeout))
             elif sched.kind == "file":
                 client = stack.enter_context(distributed.Client(scheduler_file=sched.target, timeout=timeout))
