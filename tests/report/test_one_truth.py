@@ -209,7 +209,9 @@ def test_compare_shows_the_summary_values(shown):
                 if "│" in line]
     row = next(r for r in terminal if r and r[0] == "exact")
     assert row[1] == row[2] == _num(exact["tflops_per_gpu_mean"])
-    assert row[5] == row[6] == _pct(exact["mfu_mean"])
+    assert row[5] == row[6] == _pct(exact["mfu_mean"], 2)  # the rows of compare.md, as the terminal shows them
+    share = next((r for r in terminal if r and r[0] == "vision share of exact FLOPs"), None)
+    assert share is None if s["vision_share_mean"] is None else share[1] == _pct(s["vision_share_mean"], 2)
 
 
 def test_each_perturbation_took_effect(shown, request):

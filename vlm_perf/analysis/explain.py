@@ -18,6 +18,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from ..arch.spec import ModelSpec
+from ..errors import ConfigError, UnsupportedModelError
 from ..flops import compute_flops
 from ..stats import BatchStats
 
@@ -58,12 +59,12 @@ def explain_delta(spec: ModelSpec, before: float, after: float, convention: str 
                   frames: tuple[int, ...] = DEFAULT_FRAMES) -> Explanation:
     """Solve for the visual-token share that moves TFLOP/s/GPU from ``before`` to ``after``."""
     if spec.vision is None:
-        raise ValueError(f"{spec.name} has no vision tower: counting vision cannot change its TFLOP/s/GPU")
+        raise UnsupportedModelError(f"{spec.name} has no vision tower: counting vision cannot change its TFLOP/s/GPU")
     if not (math.isfinite(before) and math.isfinite(after)) or before <= 0 or after <= 0:
-        raise ValueError("--before and --after must be positive TFLOP/s/GPU values")
+        raise ConfigError(f"before and after must be positive TFLOP/s/GPU values, got {before!r} and {after!r}")
     if after < before:
-        raise ValueError(f"--after ({after:g}) is below --before ({before:g}): counting vision FLOPs can only raise "
-                         "TFLOP/s/GPU at an unchanged step time")
+        raise ConfigError(f"after ({after:g}) is below before ({before:g}): counting vision FLOPs can only raise "
+                          "TFLOP/s/GPU at an unchanged step time")
     ratio = after / before
     lm_per_token = lm_flops_per_token(spec, seq_len, before_convention)
     m2 = spec.vision.merge_unit

@@ -31,6 +31,7 @@ from typing import Any, Iterable
 import polars as pl
 
 from ..arch.spec import ModelSpec
+from ..errors import ConfigError
 from ..flops import compute_flops
 from ..stats import BatchStats
 from .run import RunAnalysis
@@ -71,16 +72,16 @@ class Recompute:
         return self.granularity if self.granularity != "full" or self.layers is None else f"full:{self.layers}"
 
 
-def parse_recompute(text: str, source: str = "--recompute") -> Recompute:
+def parse_recompute(text: str, source: str = "recompute") -> Recompute:
     """``none`` | ``selective`` | ``full`` | ``full:N`` (N decoder layers in total)."""
     raw = str(text).strip().lower()
     head, _, tail = raw.partition(":")
     if head not in GRANULARITIES or (tail and head != "full"):
-        raise ValueError(f"{source}: expected none, selective, full or full:N, got {text!r}")
+        raise ConfigError(f"{source}: expected none, selective, full or full:N, got {text!r}")
     layers = None
     if tail:
         if not tail.isdigit() or int(tail) <= 0:
-            raise ValueError(f"{source}: full:N needs a positive number of layers, got {text!r}")
+            raise ConfigError(f"{source}: full:N needs a positive number of layers, got {text!r}")
         layers = int(tail)
     return Recompute(head, layers, source)
 
@@ -100,14 +101,14 @@ def recompute_from_config(granularity: Any = None, method: Any = None, num_layer
     if g == "selective":
         return Recompute("selective", None, f"{source}: recompute_granularity selective")
     if g != "full":
-        raise ValueError(f"{source}: recompute_granularity must be full, selective or none, got {granularity!r}")
+        raise ConfigError(f"{source}: recompute_granularity must be full, selective or none, got {granularity!r}")
     m = None if method is None else str(method).strip().lower()
     if m in (None, "", "none", "uniform"):
         return Recompute("full", None, f"{source}: full, method {m or 'uniform'} (every layer, in chunks)")
     if m != "block":
-        raise ValueError(f"{source}: recompute_method must be uniform or block, got {method!r}")
+        raise ConfigError(f"{source}: recompute_method must be uniform or block, got {method!r}")
     if num_layers is None:
-        raise ValueError(f"{source}: recompute_method block needs recompute_num_layers")
+        raise ConfigError(f"{source}: recompute_method block needs recompute_num_layers")
     per_stage = int(num_layers)
     pp = int(pipeline_parallel or 1)
     return Recompute("full", per_stage * pp,

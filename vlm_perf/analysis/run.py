@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from ..arch.spec import ModelSpec
+from ..errors import ConfigError
 from ..stats import BatchStats
 from .attribution import Attribution, fit_step_time
 from .crosscheck import crosscheck_log
@@ -136,8 +137,8 @@ def analyze_run(
     estimated = stats is None
     if estimated:
         if estimate is None:
-            raise ValueError("no metadata and no run configuration to estimate from: pass --metadata, or state "
-                             "seq_length/global_batch_size (and an image grid) in run.yaml")
+            raise ConfigError("no metadata and no run configuration to estimate from: give the per-microbatch "
+                              "metadata, or state seq_length/global_batch_size (and an image grid) in run.yaml")
         stats = estimate_stats(iterations, estimate)
         messages.append("ESTIMATE: no per-microbatch metadata; statistics come from the run configuration")
     per_iteration = with_flops(stats.sort("iteration"), spec, convs, frozen, causal=causal)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from ..errors import ConfigError
 
 def parse_int_list(text: str, option: str) -> list[int]:
     """'1,2,3' -> [1, 2, 3]; a one-line ValueError naming the option otherwise."""
     try:
         values = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise ValueError(f"{option}: expected comma-separated integers, got {text!r}") from None
+        raise ConfigError(f"{option}: expected comma-separated integers, got {text!r}") from None
     if not values:
-        raise ValueError(f"{option}: expected comma-separated integers, got {text!r}")
+        raise ConfigError(f"{option}: expected comma-separated integers, got {text!r}")
     return values
 
 
@@ -19,7 +20,7 @@ def parse_grid(text: str, option: str, size: int = 3) -> tuple[int, ...]:
     values = parse_int_list(text, option)
     if len(values) != size:
         shape = "T,H,W (three integers)" if size == 3 else "H,W (two integers)"
-        raise ValueError(f"{option}: expected {shape}, got {text!r}")
+        raise ConfigError(f"{option}: expected {shape}, got {text!r}")
     return tuple(values)
 
 
@@ -37,7 +38,7 @@ OUT_SUFFIXES = (".parquet", ".csv", ".jsonl", ".ndjson")
 def check_out_suffix(out) -> None:
     """Fail before any work when ``--out`` names a format we cannot write."""
     if out is not None and out.suffix.lower() not in OUT_SUFFIXES:
-        raise ValueError(f"--out {out}: unsupported format (use {', '.join(OUT_SUFFIXES)})")
+        raise ConfigError(f"--out {out}: unsupported format (use {', '.join(OUT_SUFFIXES)})")
 
 
 def write_frame(frame, out) -> None:

@@ -25,7 +25,7 @@ def compare(
     from ..analysis.compare import compare_summaries
     from ..pipeline import load_run
     from ..report import build_summary
-    from ..report.compare_page import fact_rows, headline, write_compare
+    from ..report.compare_page import CONV_HEADERS, FACT_HEADERS, convention_rows, fact_rows, headline, write_compare
 
     summaries = []
     for run, suffix in ((run_a, "_a"), (run_b, "_b")):
@@ -40,22 +40,20 @@ def compare(
         print(json.dumps(_clean(cmp["conventions"]), indent=2))
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
-    for line in headline(cmp):
-        console.print(line.replace("**", ""), highlight=False)
-    table = Table("convention", "A TFLOP/s/GPU", "B TFLOP/s/GPU", "delta", "B/A", "A MFU", "B MFU")
-    for name, e in cmp["conventions"].items():
-        m = e["mfu"]
-        table.add_row(name, *[f"{x:,.1f}" if x is not None else "—" for x in (e["a"], e["b"])],
-                      f"{e['delta']:+,.1f}" if e["delta"] is not None else "—",
-                      f"{e['ratio']:.4f}" if e["ratio"] is not None else "—",
-                      *[f"{100 * x:.1f}%" if x is not None else "—" for x in (m["a"], m["b"])])
+    for line in headline(cmp):  # input strings (run paths, model, GPU) are text, never rich markup
+        console.print(line, highlight=False, markup=False)
+    # the rows of compare.md / compare.html (one formatting of every number)
+    table = Table(*CONV_HEADERS)
+    for row in convention_rows(cmp):
+        table.add_row(*map(escape, row))
     console.print(table)
-    facts = Table("per iteration", "A", "B", "delta", "B/A")
+    facts = Table(*FACT_HEADERS)
     for row in fact_rows(cmp):
-        facts.add_row(*row)
+        facts.add_row(*map(escape, row))
     console.print(facts)
     if out is not None:
         console.print(f"comparison written to {out}/ (compare.html, compare.md, compare.json, compare.png)")

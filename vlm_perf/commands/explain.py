@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from ..analysis import explain_delta
+from ..errors import ConfigError
 from ..arch import load_model
 
 
@@ -18,12 +20,15 @@ def explain(
     after: float = typer.Option(..., "--after", help="TFLOP/s/GPU printed after vision was counted."),
     convention: str = typer.Option("mbridge-pr2575", "--convention", help="Convention of the 'after' number."),
     before_convention: str = typer.Option("megatron-lm", "--before-convention", help="Convention of 'before'."),
-    seq_len: int = typer.Option(4096, "--seq-len", help="LM sequence length (tokens per sample)."),
+    seq_len: int = typer.Option(4096, "--seq-length", "--seq-len", help="LM sequence length (tokens per sample)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Solve for the visual-token share that explains a before/after TFLOP/s/GPU pair."""
-    result = explain_delta(load_model(model), before, after, convention=convention, seq_len=seq_len,
-                           before_convention=before_convention)
+    try:
+        result = explain_delta(load_model(model), before, after, convention=convention, seq_len=seq_len,
+                               before_convention=before_convention)
+    except ConfigError as exc:  # the library names the values; the command line names its flags
+        raise ConfigError(re.sub(r"\b(before|after)\b(?= \(|$| and| must| is)", r"--\1", str(exc))) from None
     if as_json:
         print(json.dumps(result.to_dict()))
         return

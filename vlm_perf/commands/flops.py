@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..arch import load_model
 from ..flops import CONVENTIONS, compute_flops, get_convention
-from ..errors import ConventionNotDefined
+from ..errors import ConfigError, ConventionNotDefined
 from ..stats import BatchStats
 from ._common import human_flops, parse_grid, parse_int_list
 
@@ -20,7 +20,8 @@ def flops(
     model: str = typer.Option(..., "--model", "-m", help="Preset name, path to config.json, or a checkpoint directory "
                               "(config.json + optional preprocessor_config.json / processor_config.json / "
                               "video_preprocessor_config.json)."),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Tokens per LM sequence (visual tokens included)."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-length", "--seq-len",
+                                          help="Tokens per LM sequence (visual tokens included)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Samples: sequences of --seq-len tokens (default 1), "
                                           "or rows the --seq-lens documents are packed into (default: one per document)."),
     seq_lens: Optional[str] = typer.Option(None, "--seq-lens", help="Packed causal sub-sequence lengths L1,L2,..."),
@@ -39,9 +40,9 @@ def flops(
 ) -> None:
     """FLOPs of one batch (one iteration's worth of media and tokens), by component."""
     if seq_lens is not None and seq_len is not None:
-        raise ValueError("--seq-lens lists packed sequences; do not combine it with --seq-len")
+        raise ConfigError("--seq-lens lists packed sequences; do not combine it with --seq-len")
     if seq_lens is None and seq_len is None:
-        raise ValueError("give the LM tokens: --seq-len S [--samples B] or --seq-lens L1,L2,...")
+        raise ConfigError("give the LM tokens: --seq-len S [--samples B] or --seq-lens L1,L2,...")
     spec = load_model(model)
     media = derive_media(spec, [parse_grid(x, "--image-size", 2) for x in image_size],
                          [parse_grid(x, "--video-size") for x in video_size])
@@ -101,7 +102,7 @@ def derive_media(spec, images: list, videos: list) -> list:
     if not images and not videos:
         return []
     if spec.vision is None:
-        raise ValueError(f"model {spec.name} has no vision tower, but --image-size/--video-size were given")
+        raise ConfigError(f"model {spec.name} has no vision tower, but --image-size/--video-size were given")
     rule = _family(spec).media
     return [rule.image(spec, h, w) for h, w in images] + [rule.video(spec, t, h, w) for t, h, w in videos]
 
@@ -113,7 +114,7 @@ def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
     rows = sum(g[0] * (g[1] // m) * (g[2] // m) for g in (item.grid for item in media))
     visual = stats.vision_merged_tokens - rows + sum(item.visual_tokens for item in media)
     if visual > stats.lm_tokens:
-        raise ValueError(f"the media give {visual} visual tokens, more than the "
+        raise ConfigError(f"the media give {visual} visual tokens, more than the "
                          f"{stats.lm_tokens} LM tokens; --seq-len counts every LM token, visual placeholders "
                          "included")
 

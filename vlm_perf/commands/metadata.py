@@ -16,6 +16,7 @@ from typing import List, Optional
 
 import typer
 
+from ..errors import ConfigError
 from ._common import check_out_suffix, write_frame
 from ._options import run_options
 
@@ -114,7 +115,7 @@ def register(app: typer.Typer) -> None:
 
         check_out_suffix(out)
         if to_parquet is not None and to_parquet.suffix.lower() != ".parquet":
-            raise ValueError(f"--to-parquet {to_parquet}: the file name must end in .parquet")
+            raise ConfigError(f"--to-parquet {to_parquet}: the file name must end in .parquet")
         spec = None
         if model:
             from ..arch import load_model

@@ -15,6 +15,7 @@ None for an option only the command line states. ``per_run`` options of `compare
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,8 @@ class RunOption:
     choices: tuple[str, ...] = ()
     default: Any = None
     per_run: bool = False  # compare: one flag per run (--NAME-a / --NAME-b)
+    pattern: str | None = None  # a str value must match (case-insensitive, whole value)
+    shape: str = ""  # what ``pattern`` accepts, in words
 
     def bounds(self) -> str:
         if self.choices:
@@ -81,7 +84,8 @@ OPTIONS: tuple[RunOption, ...] = (
               metavar="PART", default=[], per_run=True),
     RunOption("recompute", "--recompute", "str", "Activation recompute for HFU: none, selective, full or full:N "
               "layers (default: what the log / run.yaml state).", _RUN_CMDS, ("command line", "run.yaml", "log"),
-              metavar="POLICY", per_run=True),
+              metavar="POLICY", per_run=True, pattern=r"\s*(none|selective|full(:[1-9][0-9]*)?)\s*",
+              shape="none, selective, full or full:N (N > 0 layers)"),
     RunOption("causal", "--causal", "choice", "exact's LM attention core: half (causal kernels) or full "
               "(eager/masked).", _RUN_CMDS, choices=("half", "full"), default="half", metavar="MODE"),
     RunOption("seq_length", "--seq-length", "int", "Estimate mode: LM tokens per sample.", _REPORT_ESTIMATE,
@@ -155,6 +159,8 @@ def check_value(name: str, value: Any) -> Any:
         names = list(opt.choices)
         either = " or ".join(names) if len(names) <= 2 else ", ".join(names[:-1]) + " or " + names[-1]
         raise ConfigError(f"{label} must be {either}, got {value!r}")
+    if opt.pattern and not (isinstance(value, str) and re.fullmatch(opt.pattern, value, flags=re.I)):
+        raise ConfigError(f"{label} must be {opt.shape}, got {value!r}")
     if opt.kind in ("int", "float") and opt.minimum is not None:
         bad = isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
             value <= opt.minimum if opt.exclusive else value < opt.minimum)

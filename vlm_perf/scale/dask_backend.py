@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence, Union
 
 import polars as pl
 
+from ..errors import ConfigError, InputError
 from ..ingest import metadata as _md
 from ..ingest.metadata import MAX_BAD_LINES, STAT_FIELDS, MetadataDiagnostics, MetadataResult
 from ..ingest.metadata_io import SUFFIXES, expand_paths
@@ -78,9 +79,9 @@ def _expand_url(url: str) -> list[str]:
     elif fs.exists(path):
         found = [path]
     else:
-        raise ValueError(f"{url}: no such file or directory")
+        raise InputError(f"{url}: no such file or directory")
     if not found:
-        raise ValueError(f"{url}: no metadata shards found")
+        raise InputError(f"{url}: no metadata shards found")
     return [p if "://" in p else fs.unstrip_protocol(p) for p in found]
 
 
@@ -112,7 +113,7 @@ def expand_inputs(paths: PathsLike) -> list[str]:
             local.append(item)
     flush()
     if not out:
-        raise ValueError("no metadata files given")
+        raise InputError("no metadata files given")
     return out
 
 
@@ -123,7 +124,7 @@ def plan_partitions(files: Sequence[str], files_per_partition: int | None = None
     closing a group once it holds ``partition_bytes``. File order is preserved."""
     if files_per_partition is not None:
         if files_per_partition < 1:
-            raise ValueError("files_per_partition must be >= 1")
+            raise ConfigError("files_per_partition must be >= 1")
         return [list(files[i:i + files_per_partition]) for i in range(0, len(files), files_per_partition)]
     groups: list[list[str]] = []
     cur: list[str] = []
@@ -255,10 +256,10 @@ def _combine(parts: Sequence[_Partial]) -> _Partial:
 
 def _finish(total: _Partial, skip_bad: bool) -> MetadataResult:
     if total.error is not None:
-        raise ValueError(total.error)
+        raise InputError(total.error)
     diag = total.diag
     if diag.bad_lines and not skip_bad:
-        raise ValueError(diag.bad_lines[0])
+        raise InputError(diag.bad_lines[0])
     frame = total.frame.sort("iteration")
     diag.iterations = frame.height
     _md._finish_notes(diag)
@@ -274,7 +275,7 @@ def _tree(leaves: list, combine, split_every: int, tag: str):
     import dask
 
     if split_every < 2:
-        raise ValueError("split_every must be >= 2")
+        raise ConfigError("split_every must be >= 2")
     level = leaves
     depth = 0
     while len(level) > 1:

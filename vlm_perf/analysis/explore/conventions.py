@@ -7,6 +7,7 @@ from typing import Iterable
 import polars as pl
 
 from ...arch.spec import ModelSpec
+from ...errors import ConfigError
 from ...flops import COMPONENTS, CONVENTIONS, compute_flops, get_convention
 from ...stats import BatchStats
 
@@ -47,7 +48,7 @@ def components_vs_reference(frame: pl.DataFrame, reference: str = "exact") -> pl
     reference counts nothing). Sorted by convention, then largest absolute delta first."""
     ref = frame.filter(pl.col("convention") == reference).select("component", pl.col("flops").alias("reference_flops"))
     if ref.height == 0:
-        raise ValueError(f"reference convention {reference!r} is not in the frame")
+        raise ConfigError(f"reference convention {reference!r} is not in the frame")
     # every (convention, component) pair that either side counts; a component a convention leaves out is 0
     pairs = frame.select("convention").unique().join(frame.select("component", "part").unique(), how="cross")
     out = (pairs.join(frame.select("convention", "component", "flops"), on=["convention", "component"], how="left")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ...arch.spec import ModelSpec
+from ...errors import ConfigError, UnsupportedModelError
 from ...stats.resize import smart_resize
 
 # Default processor pixel bounds (min_pixels, max_pixels) per vision family, as the released
@@ -28,7 +29,7 @@ DEFAULT_VIDEO_PIXEL_BOUNDS: dict[str, tuple[int, int]] = {
 # ------------------------------------------------------------------------------------ resize
 def _vision(spec: ModelSpec):
     if spec.vision is None:
-        raise ValueError(f"{spec.name} has no vision tower: it takes no images")
+        raise UnsupportedModelError(f"{spec.name} has no vision tower: it takes no images")
     return spec.vision
 
 
@@ -37,7 +38,7 @@ def _bounds(spec: ModelSpec, table: dict, min_pixels: int | None, max_pixels: in
     lo = min_pixels if min_pixels is not None else lo
     hi = max_pixels if max_pixels is not None else hi
     if lo is None or hi is None:
-        raise ValueError(f"no default pixel bounds for vision family {spec.vision.family!r}: "
+        raise UnsupportedModelError(f"no default pixel bounds for vision family {spec.vision.family!r}: "
                          "pass min_pixels and max_pixels")
     return lo, hi
 
@@ -89,7 +90,7 @@ def video_grid(frames: int, height_px: int, width_px: int, spec: ModelSpec, min_
     """
     v = _vision(spec)
     if frames <= 0:
-        raise ValueError(f"frames must be positive, got {frames}")
+        raise ConfigError(f"frames must be positive, got {frames}")
     if _own_rule(spec, min_pixels, max_pixels):
         return tuple(_family_media(spec).video(spec, int(frames), int(height_px), int(width_px)).grid)
     lo, hi = _bounds(spec, DEFAULT_VIDEO_PIXEL_BOUNDS, min_pixels, max_pixels)

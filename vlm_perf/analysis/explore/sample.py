@@ -9,6 +9,7 @@ from typing import Iterable, Sequence
 import polars as pl
 
 from ...arch.spec import ModelSpec
+from ...errors import ConfigError
 from ...flops import Breakdown, compute_flops
 from ...stats import BatchStats
 from .media import _hw, image_grid, merged_tokens, video_grid
@@ -95,7 +96,7 @@ def sample_stats(spec: ModelSpec, image_px: int | Sequence[int] | None = None, i
     (side or (height, width)), an optional video ``(frames, height_px, width_px)`` and ``text_tokens``
     of text, all in ONE causal LM sequence (visual tokens included in its length)."""
     if images_per_sample < 0 or text_tokens < 0:
-        raise ValueError("images_per_sample and text_tokens must be >= 0")
+        raise ConfigError("images_per_sample and text_tokens must be >= 0")
     img = None
     if image_px is not None and images_per_sample > 0:
         img = image_grid(*_hw(image_px), spec, min_pixels, max_pixels)
@@ -103,7 +104,7 @@ def sample_stats(spec: ModelSpec, image_px: int | Sequence[int] | None = None, i
     visual = (images_per_sample * merged_tokens(img, spec) if img else 0) + (merged_tokens(vid, spec) if vid else 0)
     seq = text_tokens + visual
     if seq <= 0:
-        raise ValueError("the sample is empty: give text_tokens > 0 or at least one image / video")
+        raise ConfigError("the sample is empty: give text_tokens > 0 or at least one image / video")
     stats = BatchStats.from_batch(seq_len=seq, samples=1, image_grids=[img] * images_per_sample if img else [],
                                   video_grids=[vid] if vid else [], spec=spec)
     return stats, img, vid
@@ -120,7 +121,7 @@ def sample_split(spec: ModelSpec, image_px: int | Sequence[int] | None = 448, im
     """
     convs = [conventions] if isinstance(conventions, str) else list(dict.fromkeys(conventions))
     if not convs:
-        raise ValueError("give at least one convention")
+        raise ConfigError("give at least one convention")
     stats, img, vid = sample_stats(spec, image_px, images_per_sample, text_tokens, video, min_pixels, max_pixels)
     frozen = tuple(frozen)
     breakdowns = {c: compute_flops(spec, stats, c, mode=mode, frozen=frozen) for c in convs}
@@ -180,25 +181,25 @@ def mfu_impact(split: SampleSplit, *, before: str = "megatron-lm", after: str = 
     """
     for name in (before, after):
         if name not in split.breakdowns:
-            raise ValueError(f"convention {name!r} not computed for this split; pass conventions=[...] including "
+            raise ConfigError(f"convention {name!r} not computed for this split; pass conventions=[...] including "
                              f"it to sample_split (have: {', '.join(split.breakdowns)})")
     if (before_tflops_per_gpu is None) == (step_time_s is None):
-        raise ValueError("give exactly one of before_tflops_per_gpu and step_time_s")
+        raise ConfigError("give exactly one of before_tflops_per_gpu and step_time_s")
     if samples_per_step <= 0 or gpus <= 0:
-        raise ValueError("samples_per_step and gpus must be positive")
+        raise ConfigError("samples_per_step and gpus must be positive")
     f_before = split.total(before) * samples_per_step
     f_after = split.total(after) * samples_per_step
     if f_before <= 0:
-        raise ValueError(f"{before} counts no FLOPs for this sample")
+        raise ConfigError(f"{before} counts no FLOPs for this sample")
     ratio = f_after / f_before
     if step_time_s is not None:
         if step_time_s <= 0:
-            raise ValueError("step_time_s must be positive")
+            raise ConfigError("step_time_s must be positive")
         rate_before = f_before / (step_time_s * gpus * 1e12)
         t = step_time_s
     else:
         if before_tflops_per_gpu <= 0:
-            raise ValueError("before_tflops_per_gpu must be positive")
+            raise ConfigError("before_tflops_per_gpu must be positive")
         rate_before = float(before_tflops_per_gpu)
         t = f_before / (rate_before * gpus * 1e12)
     rate_after = rate_before * ratio
