@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
         total = input_bytes(paths)
         scheduler = (options or {}).get("scheduler")
         if scheduler and to_parquet is not None:
-            raise ValueError("--to-parquet writes one file from this process; run it without --scheduler")
+            raise ConfigError("--to-parquet writes one file from this process; run it without --scheduler")
         with byte_progress("reading metadata", total, want_progress(sys.stderr, total)) as progress:
             if scheduler:  # the same pass per partition on the cluster, merged and finished here
                 from ..scale.cluster import connect, read_metadata

@@ -83,7 +83,7 @@ def _import_distributed():
     try:
         import distributed
     except ImportError:  # pragma: no cover - the dask extra is not installed
-        raise ConfigError("--scheduler needs dask.distributed: pip install 'vlm-perf[dask]'") from None
+        raise ConfigError("a Dask scheduler needs dask.distributed: pip install 'vlm-perf[dask]'") from None
     return distributed
 
 
