@@ -172,3 +172,19 @@ def test_worker_failure_is_one_clear_line(address):
         with pytest.raises(ClusterError, match="a Dask worker failed reading shard 0: KilledWorker"):
             cluster_mod._gather_in_order(client, futures, lambda i: f"shard {i}")
         assert time.monotonic() - start < 60
+
+
+def test_compare_on_the_cluster(address, capsys):
+    a, b = (next(p for p in SAMPLES if p.name == n) for n in ("qwen3-30b-a3b-text", "qwen3-vl-30b-a3b-sft"))
+    code, single, _ = run(capsys, "compare", a, b, "--json")
+    assert code == 0
+    code, clustered, err = run(capsys, "compare", a, b, "--json", "--scheduler", address)
+    assert code == 0, err
+    assert clustered == single
+
+
+def test_a_missing_run_fails_before_a_cluster_starts(tmp_path, capsys):
+    start = time.monotonic()
+    code, _, err = run(capsys, "report", tmp_path / "nope", "-o", tmp_path / "x", "--scheduler", "local:2")
+    assert code == 2 and "no such log file or run directory" in err
+    assert time.monotonic() - start < 5

@@ -118,6 +118,7 @@ def open_run(path: str | Path, *, metadata: Sequence[str | Path] = (), overrides
         from ..scale.cluster import connect, parse_scheduler
 
         sched = parse_scheduler(scheduler)  # a typo fails before anything is read
+        discover_run(Path(path))  # and a missing run before a cluster is started
         with connect(sched) as client:
             return _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,
                              metadata_progress, per_rank, row_columns, client)
