@@ -41,5 +41,9 @@ class ConventionNotDefined(VlmPerfError):
     """A FLOPs convention asked for a family or input it does not define a number for."""
 
 
+class ClusterError(VlmPerfError):
+    """A Dask cluster (``--scheduler``) that cannot be reached, runs other versions, or lost a worker."""
+
+
 __all__ = ["VlmPerfError", "InputError", "SchemaError", "ConfigError", "UnsupportedModelError",
-           "ConventionNotDefined"]
+           "ConventionNotDefined", "ClusterError"]

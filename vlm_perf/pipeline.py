@@ -115,7 +115,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
              images_per_sample: int | None = None, causal: str = "half",
              recompute: str | None = None, frozen: Sequence[str] | None = None, log_interval: int | None = None,
              metadata_progress: Callable[[int, int], None] | None = None,
-             per_rank: bool = False) -> LoadedRun:
+             per_rank: bool = False, scheduler: str | None = None) -> LoadedRun:
     """Open one run (`vlm_perf.run.core.open_run`) and analyse it: the `RunAnalysis` and the report context.
 
     Arguments override the manifest (run.yaml / run.json), which overrides what the log states, which
@@ -126,6 +126,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     settings the log / run.yaml state (HFU). The metadata is read once (`MetadataSource`);
     ``metadata_progress(done_bytes, total_bytes)`` is called as it is read; ``per_rank=True`` also keeps
     the per-(iteration, dp_rank) statistics (``loaded.metadata.per_rank``) from the same pass.
+    ``scheduler``: read the logs and metadata on a Dask cluster (`vlm_perf.scale.cluster`; same results).
     """
     from .analysis.hfu import parse_recompute
 
@@ -141,7 +142,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
                  "log_interval": log_interval}
     opened = open_run(run, metadata=metadata, overrides=overrides, peak_tflops=peak_tflops, causal=causal,
                       log_format=log_format, skip_bad=skip_bad, on_step=on_step, metadata_progress=metadata_progress,
-                      per_rank=per_rank, row_columns=microbatch_cost_columns)
+                      per_rank=per_rank, row_columns=microbatch_cost_columns, scheduler=scheduler)
     config, spec, parsed, frozen_parts = opened.config, opened.spec, opened.parsed, opened.frozen
     if defaults:  # the default set keeps only conventions defined for this family (asked-for ones still refuse)
         conventions = [c for c in conventions if get_convention(c).covers(spec.family)]

@@ -122,8 +122,16 @@ def register(app: typer.Typer) -> None:
 
             spec = load_model(model)
         total = input_bytes(paths)
+        scheduler = (options or {}).get("scheduler")
+        if scheduler and to_parquet is not None:
+            raise ConfigError("--to-parquet writes one file from this process; run it without --scheduler")
         with byte_progress("reading metadata", total, want_progress(sys.stderr, total)) as progress:
-            if to_parquet is None:
+            if scheduler:  # the same pass per partition on the cluster, merged and finished here
+                from ..scale.cluster import connect, read_metadata
+
+                with connect(scheduler) as client:
+                    source = read_metadata(client, paths, spec, skip_bad=skip_bad, progress=progress)
+            elif to_parquet is None:
                 source = MetadataSource(paths, spec, skip_bad=skip_bad, progress=progress).read()
             else:
                 source = _convert(paths, spec, skip_bad, progress, to_parquet)

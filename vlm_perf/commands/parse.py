@@ -152,8 +152,15 @@ def register(app: typer.Typer) -> None:
                 print(explain_text(path))
             return
         check_out_suffix(out)
-        with contextlib.ExitStack() as stack:
-            result = parse_logs(list(logs), format=(options or {}).get("log_format", "auto"), progress=_progress_callback(stack))
+        log_format, scheduler = (options or {}).get("log_format", "auto"), (options or {}).get("scheduler")
+        if scheduler:  # one task per file on the cluster: the same parse, merged and finished here
+            from ..scale.cluster import connect, parse_logs_on
+
+            with connect(scheduler) as client:
+                result = parse_logs_on(client, list(logs), format=log_format)
+        else:
+            with contextlib.ExitStack() as stack:
+                result = parse_logs(list(logs), format=log_format, progress=_progress_callback(stack))
         print(_diagnostics_text(result.diagnostics), file=sys.stderr)
         if out is not None:
             table = result.raw if raw else result.iterations

@@ -106,11 +106,28 @@ def open_run(path: str | Path, *, metadata: Sequence[str | Path] = (), overrides
              peak_tflops: float | None = None, causal: str = "half", log_format: str = "auto",
              skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None,
              metadata_progress: Callable[[int, int], None] | None = None, per_rank: bool = False,
-             row_columns: Callable[[ModelSpec, tuple[str, ...], str], dict] | None = None) -> Run:
+             row_columns: Callable[[ModelSpec, tuple[str, ...], str], dict] | None = None,
+             scheduler: str | None = None) -> Run:
     """Open a run: discover its files (`discover_run`), parse the logs, resolve the configuration
     (``overrides``: RunConfig field -> value from the command line; None values are not stated), load
     the model, look up the peak and read the metadata once (or build the estimate).
-    ``row_columns(spec, frozen, causal)``: per-microbatch columns the metadata pass computes as it reads."""
+    ``row_columns(spec, frozen, causal)``: per-microbatch columns the metadata pass computes as it reads.
+    ``scheduler`` (``local[:N]``, an address or a scheduler file; `vlm_perf.scale.cluster`): the logs and the
+    metadata are read on that Dask cluster, map + combine with the same per-partition code (same results)."""
+    if scheduler:
+        from ..scale.cluster import connect, parse_scheduler
+
+        sched = parse_scheduler(scheduler)  # a typo fails before anything is read
+        discover_run(Path(path))  # and a missing run before a cluster is started
+        with connect(sched) as client:
+            return _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,
+                             metadata_progress, per_rank, row_columns, client)
+    return _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,
+                     metadata_progress, per_rank, row_columns, None)
+
+
+def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,  # type: ignore[no-untyped-def]
+              metadata_progress, per_rank, row_columns, client) -> Run:
     from ..ingest.logs import parse_logs
     from ..ingest.metadata_source import MetadataSource
     from ..ingest.runconfig import resolve_run_config
@@ -121,7 +138,12 @@ def open_run(path: str | Path, *, metadata: Sequence[str | Path] = (), overrides
     files = discover_run(path)
     meta_paths = [Path(p) for p in metadata] or list(files.metadata)
     on_step(f"parsing {len(files.logs)} log file(s)")
-    parsed = parse_logs(files.logs, format=log_format)
+    if client is not None:
+        from ..scale.cluster import parse_logs_on
+
+        parsed = parse_logs_on(client, files.logs, format=log_format)
+    else:
+        parsed = parse_logs(files.logs, format=log_format)
     config = resolve_run_config(parsed.run_config, files.manifest,
                                 {k: v for k, v in (overrides or {}).items() if v is not None})
     if not config.model and files.checkpoint_config is not None:  # lowest precedence: the checkpoint files
@@ -144,11 +166,17 @@ def open_run(path: str | Path, *, metadata: Sequence[str | Path] = (), overrides
     frozen = tuple(config.frozen or ())
     opened = Run(path, files, meta_paths, parsed, config, spec, peak, frozen, causal, notes=notes)
     if meta_paths:
-        on_step(f"aggregating metadata ({len(meta_paths)} path(s))")
+        on_step(f"aggregating metadata ({len(meta_paths)} path(s))" + (" on the cluster" if client else ""))
+        columns = row_columns(spec, frozen, causal) if row_columns else None
+        if client is not None:
+            from ..scale.cluster import read_metadata
+
+            opened.metadata = read_metadata(client, meta_paths, spec, skip_bad=skip_bad, per_rank=per_rank,
+                                            row_columns=columns, progress=metadata_progress)
+            return opened
         opened.metadata = MetadataSource(meta_paths, spec, skip_bad=skip_bad, progress=metadata_progress,
                                          per_rank=per_rank,
-                                         row_columns=row_columns(spec, frozen, causal) if row_columns else None
-                                         ).read()
+                                         row_columns=columns).read()
     else:
         opened.estimate = estimate_from_config(config, spec, path)
     return opened

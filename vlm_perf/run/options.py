@@ -114,6 +114,9 @@ OPTIONS: tuple[RunOption, ...] = (
               ("report", "parse"), short="-f", metavar="FORMAT", default="auto"),
     RunOption("skip_bad", "--skip-bad", "bool", "Skip (and count) bad metadata lines.",
               ("report", "compare", "metadata"), default=False),
+    RunOption("scheduler", "--scheduler", "str", "Read the run on a Dask cluster: local[:N] starts N local worker "
+              "processes; tcp://host:8786 or a scheduler file joins a running cluster (dask-jobqueue, Kubernetes). "
+              "Same results as without (default: this process).", COMMANDS, metavar="SCHEDULER"),
     RunOption("convention", "--convention", "list", "Conventions to show (repeatable; default: every one defined "
               "for the family).", _RUN_CMDS, metavar="NAME", default=[]),
 )

@@ -1,0 +1,312 @@
+"""``--scheduler``: where a command reads a run — this process, a local Dask cluster or an existing one.
+
+``local`` / ``local:N`` starts a `distributed.LocalCluster` of N worker processes (one thread each;
+default: the CPU count) for the duration of the command; ``tcp://host:8786`` (any address a
+``distributed.Client`` accepts) or the path of a scheduler file (dask-jobqueue, ``dask-scheduler
+--scheduler-file``, dask-kubernetes) joins a running cluster.
+
+On the cluster the run is read as map + combine with the single-machine code per partition:
+
+* metadata: each partition of consecutive shards is read by `MetadataSource` itself (a subclass that
+  stops before the finish and hands back its pass state: the internal per-(iteration[, dp_rank])
+  partial sums with the replay keys, the per-microbatch row values, the bad lines, the sampled keys
+  and the counters); the client merges the partials in file order (the source's own merge) and runs
+  the source's own finish over the merged state, so the statistics, the row values, the diagnostics
+  and the error raised for bad input are those of the single-machine pass (the re-read of iterations
+  a resumed job recorded twice, rare, runs on the client);
+* logs: one task per file, `vlm_perf.ingest.logs.partial.parse_file_partial` (the map of
+  ``parse_logs``), merged and finished once (`vlm_perf.scale.dask_backend.parse_logs_dask`).
+
+A cluster that cannot be reached (bounded by `CONNECT_TIMEOUT_S`), workers whose vlm-perf / dask /
+Python differ from the client's, and a worker that dies while reading are each a `ClusterError`
+(one line; the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+
+from ..errors import ClusterError, ConfigError, VlmPerfError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..arch.spec import ModelSpec
+
+__all__ = ["Scheduler", "parse_scheduler", "connect", "read_metadata", "parse_logs_on", "CONNECT_TIMEOUT_S"]
+
+#: seconds to reach a scheduler (and, for ``local:N``, for the workers to start) before giving up
+CONNECT_TIMEOUT_S = float(os.environ.get("VLM_PERF_CONNECT_TIMEOUT", "20"))
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    kind: str  # local | address | file
+    target: str = ""
+    workers: int | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "local":
+            return "local" + (f":{self.workers}" if self.workers else "")
+        return self.target
+
+
+def parse_scheduler(text: str) -> Scheduler:
+    """``local[:N]``, a scheduler address (``tcp://host:8786``, ``tls://...``) or a scheduler file."""
+    text = text.strip()
+    if text == "local" or text.startswith("local:"):
+        count = text[6:]
+        if not count:
+            return Scheduler("local")
+        if not count.isdigit() or int(count) < 1:
+            raise ConfigError(f"scheduler {text!r}: local:N needs a worker count N >= 1")
+        return Scheduler("local", workers=int(count))
+    if "://" in text:
+        return Scheduler("address", text)
+    path = Path(text).expanduser()
+    if path.is_file():
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"scheduler file {text}: not a Dask scheduler file ({exc})") from None
+        if not isinstance(info, dict) or "address" not in info:
+            raise ConfigError(f"scheduler file {text}: no 'address' key (not a Dask scheduler file)")
+        return Scheduler("file", str(path))
+    raise ConfigError(f"scheduler {text!r}: expected local[:N], an address such as tcp://host:8786, or an "
+                      "existing scheduler file")
+
+
+def _import_distributed():
+    try:
+        import distributed
+    except ImportError:  # pragma: no cover - the dask extra is not installed
+        raise ConfigError("a Dask scheduler needs dask.distributed: pip install 'vlm-perf[dask]'") from None
+    return distributed
+
+
+def _versions() -> dict[str, str]:
+    """What must match between client and workers for the per-partition code to be the same code."""
+    import sys
+
+    import dask
+    import distributed
+    import polars
+
+    from .. import __version__
+
+    return {"vlm-perf": __version__, "python": "%d.%d" % sys.version_info[:2], "dask": dask.__version__,
+            "distributed": distributed.__version__, "polars": polars.__version__}
+
+
+def check_versions(client: Any, where: str) -> None:
+    """`ClusterError` naming the first package whose version differs between this client and a worker."""
+    mine = _versions()
+    try:
+        theirs = client.run(_versions)
+    except Exception as exc:  # noqa: BLE001 - a worker that cannot even run the check
+        raise ClusterError(f"scheduler {where}: the workers cannot run vlm-perf's version check "
+                           f"({type(exc).__name__}: {_first_line(exc)}); install the same vlm-perf on them") from None
+    for worker, versions in sorted(theirs.items()):
+        for name, value in mine.items():
+            if versions.get(name) != value:
+                raise ClusterError(f"scheduler {where}: worker {worker} runs {name} {versions.get(name)}, this client "
+                                   f"{value}; install the same versions on the workers and the client")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+@contextlib.contextmanager
+def connect(scheduler: Scheduler | str) -> Iterator[Any]:
+    """A ``distributed.Client`` for ``scheduler`` (a local cluster is started and closed with it)."""
+    sched = parse_scheduler(scheduler) if isinstance(scheduler, str) else scheduler
+    distributed = _import_distributed()
+    timeout = CONNECT_TIMEOUT_S
+    stack = contextlib.ExitStack()
+    with stack:
+        try:
+            if sched.kind == "local":
+                import dask
+
+                stack.enter_context(dask.config.set({"distributed.worker.daemon": False}))
+                cluster = stack.enter_context(distributed.LocalCluster(
+                    n_workers=sched.workers or (os.cpu_count() or 1), threads_per_worker=1, processes=True,
+                    dashboard_address=":0", silence_logs=50, timeout=timeout))
+                client = stack.enter_context(distributed.Client(cluster, timeout=timeout))
+            elif sched.kind == "file":
+                client = stack.enter_context(distributed.Client(scheduler_file=sched.target, timeout=timeout))
+            else:
+                client = stack.enter_context(distributed.Client(sched.target, timeout=timeout))
+        except VlmPerfError:
+            raise
+        except (OSError, TimeoutError, ValueError, RuntimeError) as exc:
+            raise ClusterError(f"scheduler {sched}: cannot connect within {timeout:g} s "
+                               f"({type(exc).__name__}: {_first_line(exc)})") from None
+        check_versions(client, str(sched))
+        yield client
+
+
+def _gather_in_order(client: Any, futures: list, what: Callable[[int], str],
+                     on_done: Callable[[int], None] = lambda i: None) -> list:
+    """Results of ``futures`` in their order, fetched as each finishes; a worker failure is a `ClusterError`."""
+    distributed = _import_distributed()
+    position = {f.key: i for i, f in enumerate(futures)}
+    results: list = [None] * len(futures)
+    try:
+        for future, result in distributed.as_completed(futures, with_results=True):
+            i = position[future.key]
+            results[i] = result
+            on_done(i)
+    except VlmPerfError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - KilledWorker, CommClosedError, a worker's MemoryError, ...
+        failed = next((i for i, f in enumerate(futures) if f.status == "error"), None)
+        place = f" reading {what(failed)}" if failed is not None else ""
+        raise ClusterError(f"a Dask worker failed{place}: {type(exc).__name__}: {_first_line(exc)}") from None
+    finally:
+        for f in futures:
+            f.release()
+    return results
+
+
+# ------------------------------------------------------------------------------------ metadata
+def _partition_source_class():
+    from ..ingest.metadata_source import MetadataSource
+
+    class PartitionSource(MetadataSource):
+        """`MetadataSource` over one partition of the run's shards: the pass, without the finish."""
+
+        def __init__(self, files: Sequence[str], offset: int, *args: Any, **kwargs: Any) -> None:
+            super().__init__(files, *args, **kwargs)
+            self.offset = offset
+            self.state: Any = None
+            self.unknown: dict[str, int] = {}
+
+        def _chunks(self, index, path, display, state, sample, done_before, total):  # type: ignore[no-untyped-def]
+            # keys are sampled from the first shards OF THE RUN, as the single pass does
+            return super()._chunks(index, path, display, state, sample if index + self.offset < 4 else None,
+                                   done_before, total)
+
+        def _finish(self, state, unknown) -> None:  # type: ignore[no-untyped-def]
+            self.state, self.unknown = state, unknown
+
+    return PartitionSource
+
+
+@dataclass
+class MetadataPartial:
+    """The pass state of one partition (file indices global), or the error it raised."""
+
+    grouped: Any = None
+    values: Any = None
+    bad: list = field(default_factory=list)
+    unknown: dict = field(default_factory=dict)
+    rows_read: int = 0
+    rows_skipped: dict = field(default_factory=dict)
+    cleaned: list = field(default_factory=list)
+    rows_media_in_pixels: int = 0
+    error: BaseException | None = None
+
+
+def _metadata_partial(files: Sequence[str], offset: int, spec: "ModelSpec | None", skip_bad: bool, per_rank: bool,
+                      row_columns: Mapping[str, Callable] | None) -> MetadataPartial:
+    """Map task: the single-machine pass over ``files`` (shards ``offset``.. of the run)."""
+    import polars as pl
+
+    from ..ingest.metadata_source import MAX_BAD_LINES
+
+    source = _partition_source_class()(files, offset, spec, skip_bad=skip_bad, per_rank=per_rank,
+                                       row_columns=row_columns, prefetch=False)
+    try:
+        source.read()
+    except VlmPerfError as exc:
+        return MetadataPartial(error=exc)
+    state, diag = source.state, source._diag
+    bad = sorted(state.bad, key=lambda b: (b.file_index, b.line))[:MAX_BAD_LINES]
+    for b in bad:
+        b.file_index += offset
+    return MetadataPartial(grouped=state.merged(), values=pl.concat(state.values) if state.values else None,
+                           bad=bad, unknown=source.unknown, rows_read=diag.rows_read,
+                           rows_skipped=dict(diag.rows_skipped), cleaned=list(diag.cleaned),
+                           rows_media_in_pixels=diag.rows_media_in_pixels)
+
+
+def read_metadata(client: Any, paths: Sequence[str | Path], spec: "ModelSpec | None" = None, *, skip_bad: bool = False,
+                  per_rank: bool = False, row_columns: Mapping[str, Callable] | None = None,
+                  progress: Callable[[int, int], None] | None = None,
+                  files_per_partition: int | None = None) -> Any:
+    """A read `MetadataSource` equal to ``MetadataSource(paths, spec, ...).read()``, computed on ``client``.
+
+    Partitions: consecutive shards, grouped by size (`vlm_perf.scale.dask_backend.plan_partitions`:
+    about `TASKS_PER_THREAD` per worker thread) or ``files_per_partition`` each.
+    ``progress(done_bytes, total_bytes)``: called as partitions finish (input bytes of the finished ones).
+    """
+    from ..ingest.metadata_source import MetadataSource, _PassState, compression_of, is_parquet
+    from .dask_backend import _auto_partition_bytes, plan_partitions
+
+    whole = MetadataSource(paths, spec, skip_bad=skip_bad, per_rank=per_rank, row_columns=row_columns)
+    files = [str(p) for p in whole.files]
+    sizes = [p.stat().st_size for p in whole.files]
+    groups = plan_partitions(files, files_per_partition, _auto_partition_bytes(sizes, client), sizes)
+    offsets, start = [], 0
+    for group in groups:
+        offsets.append(start)
+        start += len(group)
+    total = sum(sizes)
+    group_bytes = [sum(sizes[o:o + len(g)]) for o, g in zip(offsets, groups)]
+    done = [0]
+
+    def on_done(i: int) -> None:
+        done[0] += group_bytes[i]
+        if progress is not None:
+            progress(done[0], total)
+
+    futures = [client.submit(_metadata_partial, group, offset, spec, skip_bad, per_rank, dict(row_columns or {}),
+                             key=f"vlm-perf-metadata-{os.getpid()}-{id(whole)}-{i}", pure=False)
+               for i, (group, offset) in enumerate(zip(groups, offsets))]
+    parts = _gather_in_order(client, futures, lambda i: f"metadata shards {groups[i][0]} ..", on_done)
+    for part in parts:  # the first error in file order: the one the single pass raises
+        if part.error is not None:
+            raise part.error
+    keys = ["iteration", "dp_rank"] if per_rank else ["iteration"]
+    state = _PassState(keys)
+    unknown: dict[str, int] = {}
+    diag = whole._diag
+    diag.files = list(whole.displays)
+    diag.decompressed = [d for p, d in zip(whole.files, whole.displays) if not is_parquet(p) and compression_of(p)]
+    for part in parts:
+        if part.grouped is not None and part.grouped.height:
+            state.partials.append(part.grouped)
+        if part.values is not None:
+            state.values.append(part.values)
+        state.bad.extend(part.bad)
+        for key, n in part.unknown.items():
+            unknown[key] = unknown.get(key, 0) + n
+        diag.rows_read += part.rows_read
+        for key, n in part.rows_skipped.items():
+            diag.rows_skipped[key] = diag.rows_skipped.get(key, 0) + n
+        diag.cleaned += part.cleaned
+        diag.rows_media_in_pixels += part.rows_media_in_pixels
+    whole._total = total
+    whole._finish(state, unknown)  # the single pass's own finish, over the merged state
+    whole._done = True
+    return whole
+
+
+# ------------------------------------------------------------------------------------ logs
+def parse_logs_on(client: Any, paths: Sequence[str | Path], format: str = "auto", *, empty_ok: bool = False):
+    """``parse_logs(paths, format)`` with one task per log file on ``client`` (`parse_logs_dask`)."""
+    from .dask_backend import parse_logs_dask
+
+    try:
+        return parse_logs_dask(list(paths), format=format, client=client, empty_ok=empty_ok)
+    except VlmPerfError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - KilledWorker, CommClosedError, ...: the cluster, not the input
+        raise ClusterError(f"a Dask worker failed parsing the logs: {type(exc).__name__}: {_first_line(exc)}") \
+            from None
