@@ -97,6 +97,9 @@ ROUNDED_TOTAL.update({  # --- paligemma --- llava_next --- (exact values in test
     "paligemma-3b-224": (2.92e9, 1e7, "PaliGemma 3B: 2.92B (model card; keras-hub 2,923,335,408 at vocab 257,152)"),
     "paligemma2-3b-224": (3.03e9, 1e7, "PaliGemma 2 3B: keras-hub 3,032,094,960 at vocab 257,152 -> 3.03B"),
     "llava-v1.6-mistral-7b": (7.57e9, 1e7, "llava-hf/llava-v1.6-mistral-7b-hf: 7.57B (hub page; reference notes)"),
+    # --- gpt_oss --- (exact values = transformers' meta-device count in tests/verify/test_gpt_oss_flops.py)
+    "gpt-oss-20b": (20.91e9, 1e7, "gpt-oss model card (OpenAI, 2025): 20.91B total, 3.61B active"),
+    "gpt-oss-120b": (116.83e9, 1e7, "gpt-oss model card (OpenAI, 2025): 116.83B total, 5.13B active"),
 })
 
 
