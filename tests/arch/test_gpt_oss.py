@@ -63,3 +63,16 @@ def test_gpt_oss_20b_training_by_hand():
     assert c["lm.router"] == 3 * layers * s * 2 * h * 32
     assert c["lm.logits"] == 3 * s * 2 * h * 201088
     assert c.get("lm.shared_experts", 0) == 0 and c.get("lm.dense_mlp", 0) == 0
+
+
+def test_lmspec_helpers_see_sinks_and_biases():
+    """One truth: helpers that take only the LMSpec (per-layer params) build the same gpt-oss blocks.
+    By hand, gpt-oss-20b layer: q/k/v/o with bias + 64 sinks + 32 experts x (3·h·F + 2F + h) + router E·h + E
+    + two RMSNorms."""
+    from vlm_perf.arch import load_model
+    from vlm_perf.arch.params import lm_layer_params
+
+    h, f, e = 2880, 2880, 32
+    attention = h * 4096 + 4096 + 2 * (h * 512 + 512) + 4096 * h + h + 64
+    moe = e * (3 * h * f + 2 * f + h) + e * h + e
+    assert lm_layer_params(load_model("gpt-oss-20b").lm, moe_layer=True) == attention + moe + 2 * h

@@ -24,11 +24,9 @@ kernels do.
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any, Mapping
 
 from ...errors import ConfigError
-from ..blocks import BiasedMoEMLP, DecoderAttention, MoEMLP, SinkDecoderAttention
 from ..fields import Fields, text_section
 from ..spec import LMSpec, ModelSpec, MoESpec
 from . import Family, register_family
@@ -80,20 +78,12 @@ def read_gpt_oss_lm(f: Fields) -> LMSpec:
                   sliding_layers=sliding if window else ())
 
 
-def gpt_oss_blocks(lm: LMSpec) -> tuple:
-    """The generic LM inventory with gpt-oss's attention (sinks) and MoE (biased experts) block kinds."""
-    def swap(block: Any) -> Any:
-        kind = {DecoderAttention: SinkDecoderAttention, MoEMLP: BiasedMoEMLP}.get(type(block))
-        return kind(**{x.name: getattr(block, x.name) for x in fields(block)}) if kind else block
-    return tuple(swap(b) for b in lm_blocks(lm))
-
-
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     text, section = text_section(config)
     lm = read_gpt_oss_lm(Fields(text, section, source))
     return ModelSpec(name=name or str(config.get("_name_or_path") or config.get("model_type")),
                      model_type=str(config.get("model_type")), lm=lm, source=source, family="gpt_oss",
-                     blocks=gpt_oss_blocks(lm))
+                     blocks=lm_blocks(lm))  # attention sinks, biased experts: decoder._attention/_moe
 
 
 register_family(Family(name="gpt_oss", model_types=("gpt_oss",), build=build, hf_class="GptOssForCausalLM",

@@ -33,7 +33,7 @@ from ..parts import MERGER, VISION_TOWER
 from ..spec import ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import feature_layer_depth, forward_only_after, lm_blocks, read_lm, vision_and_text_sections
-from .gpt_oss import gpt_oss_blocks, read_gpt_oss_lm
+from .gpt_oss import read_gpt_oss_lm
 from .media import DerivedMedia, MediaRule, positive
 
 LM_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama", "gpt_oss")  # text_config.model_type values read here
@@ -92,8 +92,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     blocks.append(MlpProjector(part=MERGER, count=1, in_width=shuffled, hidden_width=lm.hidden_size,
                                out_width=lm.hidden_size, norm_width=shuffled, norm="layernorm", bias=True))
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "internvl"), model_type="internvl", lm=lm,
-                     vision=vision, source=source, family="internvl",
-                     blocks=tuple(blocks) + (gpt_oss_blocks(lm) if text_type == "gpt_oss" else lm_blocks(lm)))
+                     vision=vision, source=source, family="internvl", blocks=tuple(blocks) + lm_blocks(lm))
     spec.extra["image_seq_length"] = int(top.opt("image_seq_length", (side // merge) ** 2))
     spec.extra["tile_size"] = tile
     if spec.extra["image_seq_length"] != (side // merge) ** 2:
