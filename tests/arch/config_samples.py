@@ -104,6 +104,7 @@ _BUILDERS: dict[str, Any] = {
     "llava_next": _llava_next,
     "llava_next_video": _llava_next_video,
     "paligemma": lambda: preset_config("paligemma2-3b-224"),
+    "gpt_oss": lambda: preset_config("gpt-oss-20b"),
 }
 _CACHE: dict[str, dict] = {}
 

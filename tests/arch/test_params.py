@@ -97,6 +97,9 @@ ROUNDED_TOTAL.update({  # --- paligemma --- llava_next --- (exact values in test
     "paligemma-3b-224": (2.92e9, 1e7, "PaliGemma 3B: 2.92B (model card; keras-hub 2,923,335,408 at vocab 257,152)"),
     "paligemma2-3b-224": (3.03e9, 1e7, "PaliGemma 2 3B: keras-hub 3,032,094,960 at vocab 257,152 -> 3.03B"),
     "llava-v1.6-mistral-7b": (7.57e9, 1e7, "llava-hf/llava-v1.6-mistral-7b-hf: 7.57B (hub page; reference notes)"),
+    # --- gpt_oss --- (exact values = transformers' meta-device count in tests/verify/test_gpt_oss_flops.py)
+    "gpt-oss-20b": (20.91e9, 1e7, "gpt-oss model card (OpenAI, 2025): 20.91B total, 3.61B active"),
+    "gpt-oss-120b": (116.83e9, 1e7, "gpt-oss model card (OpenAI, 2025): 116.83B total, 5.13B active"),
 })
 
 
@@ -340,8 +343,9 @@ def test_matches_transformers_modules(name):
     hf_vision = sum(p.numel() for k, p in params.items() if any(m in f".{k}" for m in vision_modules))
     spec = load_model(name)
     expected = total_params(spec)
-    if spec.lm.moe is not None and spec.lm.moe.router_bias:
+    if spec.lm.moe is not None and spec.lm.moe.router_bias and spec.family != "gpt_oss":
         # transformers registers DeepSeek-V3's e_score_correction_bias as a buffer, the checkpoint stores it
+        # (gpt-oss's router bias is the router Linear's own bias: a parameter)
         expected -= spec.lm.num_moe_layers * spec.lm.moe.num_experts
     assert hf_total == expected
     assert hf_vision == count_params(spec).vision

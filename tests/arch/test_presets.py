@@ -27,6 +27,9 @@ PALIGEMMA = ["paligemma-3b-224", "paligemma2-3b-224"]  # tests/verify/test_palig
 EXPECTED += PALIGEMMA
 LLAVA_NEXT = ["llava-v1.6-mistral-7b"]  # tests/verify/test_llava_next_flops.py, tests/arch/test_llava_next.py
 EXPECTED += LLAVA_NEXT
+GPT_OSS = ["gpt-oss-20b", "gpt-oss-120b"]  # tests/verify/test_gpt_oss_flops.py (meta-device count)
+EXPECTED += GPT_OSS
+NO_DTYPE_HUB = set(GPT_OSS)  # the hub files state no torch_dtype (MXFP4 experts, quantization_config)
 FLOAT32_HUB = {"paligemma-3b-224"}  # the hub file says float32 (PaliGemma 1 was released in float32)
 
 
@@ -54,7 +57,8 @@ def test_preset_provenance_and_core_keys(name):
     assert "model_type" in cfg
     lm = cfg.get("text_config", cfg)
     # Qwen3-VL configs carry the dtype as text_config.dtype (transformers >= 4.56); others torch_dtype.
-    assert lm.get("torch_dtype", lm.get("dtype")) == ("float32" if name in FLOAT32_HUB else "bfloat16")
+    assert lm.get("torch_dtype", lm.get("dtype")) == ("float32" if name in FLOAT32_HUB
+                                                      else None if name in NO_DTYPE_HUB else "bfloat16")
     assert "vocab_size" in lm
     assert "tie_word_embeddings" in cfg
 
@@ -129,6 +133,8 @@ LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "paligemma-3b-224": (18, 2048, 8, 1, 256, 16384, 257216, True),  # Gemma-2B LM (GemmaConfig head_dim 256)
     "paligemma2-3b-224": (26, 2304, 8, 4, 256, 9216, 257216, True),  # Gemma 2 2B LM
     "llava-v1.6-mistral-7b": (32, 4096, 32, 8, 128, 14336, 32064, False),  # MistralConfig defaults fill the rest
+    "gpt-oss-20b": (24, 2880, 64, 8, 64, 0, 201088, False),  # every layer MoE: no dense width
+    "gpt-oss-120b": (36, 2880, 64, 8, 64, 0, 201088, False),
 })
 
 

@@ -837,3 +837,40 @@ class PooledVideoProjector(Block):
 
     def describe(self) -> str:
         return f"{self.module.describe()}; video frames pooled {self.pool}x{self.pool} first (rows / {self.pool ** 2})"
+# --- gpt_oss ---
+
+
+@dataclass(frozen=True)
+class SinkDecoderAttention(DecoderAttention):
+    """GQA attention with one learned **attention sink** logit per head (gpt-oss): the sink joins each row's
+    softmax as an extra column and is then dropped, so it changes the weights but adds no matmul (the
+    projections and the Q K^T / A V core are those of :class:`DecoderAttention`); ``num_heads`` parameters."""
+
+    kind: ClassVar[str] = "sink_decoder_attention"
+
+    def params(self) -> int:
+        return super().params() + self.num_heads
+
+    def describe(self) -> str:
+        return super().describe() + ", attention sinks (1 logit per head)"
+
+
+@dataclass(frozen=True)
+class BiasedMoEMLP(MoEMLP):
+    """gpt-oss MoE MLP: a biased router h -> E (top-k, softmax over the k chosen logits) and E experts whose
+    fused gate/up projection (h -> 2·F) and down projection (F -> h) carry biases; the clamped SwiGLU is
+    elementwise. FLOPs are :class:`MoEMLP`'s (biases add no matmul)."""
+
+    kind: ClassVar[str] = "biased_moe_mlp"
+
+    def _expert_bias(self) -> int:
+        return 2 * self.expert_width + self.hidden
+
+    def params(self) -> int:
+        return super().params() + self.num_experts * self._expert_bias()
+
+    def active_params(self) -> int:
+        return super().active_params() + self.top_k * self._expert_bias()
+
+    def describe(self) -> str:
+        return super().describe() + " (biased experts and router)"

@@ -291,3 +291,8 @@ def _pooled_video_projector(b: PooledVideoProjector, s: BatchStats, ctx: FlopsCo
     # frames of side^2 rows with an even side (the family checks it): the division is exact
     rows = s.vision_merged_tokens - s.video_merged_tokens + s.video_merged_tokens // (b.pool * b.pool)
     return inventory_terms((b.module,), replace(s, vision_merged_tokens=rows), ctx)
+# --- gpt_oss ---
+from ..arch.blocks import BiasedMoEMLP, SinkDecoderAttention  # noqa: E402
+
+block_flops(SinkDecoderAttention)(_attention)  # the sink column is a softmax input, not a matmul
+block_flops(BiasedMoEMLP)(_moe_mlp)  # expert and router biases are adds

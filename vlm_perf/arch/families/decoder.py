@@ -17,8 +17,8 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from ...errors import ConfigError, UnsupportedModelError
-from ..blocks import (DecoderAttention, DenseMLP, FinalNorm, ForwardOnly, LMHead, LMLayerNorms, MLAttention, MoEMLP,
-                      MTPModules, TokenEmbedding, VisionLayers)
+from ..blocks import (BiasedMoEMLP, DecoderAttention, DenseMLP, FinalNorm, ForwardOnly, LMHead, LMLayerNorms,
+                      MLAttention, MoEMLP, MTPModules, SinkDecoderAttention, TokenEmbedding, VisionLayers)
 from ..fields import Fields, text_section
 from ..parts import LANGUAGE_MODEL
 from ..spec import LMSpec, MLASpec, ModelSpec, MoESpec
@@ -140,7 +140,8 @@ def _attention(lm: LMSpec, count: int, window: int | None = None) -> DecoderAtte
                            qk_nope_head_dim=m.qk_nope_head_dim, qk_rope_head_dim=m.qk_rope_head_dim,
                            v_head_dim=m.v_head_dim)
     o_bias = lm.qkv_bias if lm.family != "qwen2" else False
-    return DecoderAttention(part=LANGUAGE_MODEL, count=count, hidden=lm.hidden_size, num_heads=lm.num_heads,
+    kind = SinkDecoderAttention if lm.family == "gpt_oss" else DecoderAttention  # gpt-oss: attention sinks
+    return kind(part=LANGUAGE_MODEL, count=count, hidden=lm.hidden_size, num_heads=lm.num_heads,
                             num_kv_heads=lm.num_kv_heads, head_dim=lm.head_dim, qkv_bias=lm.qkv_bias,
                             o_bias=o_bias, qk_norm=lm.qk_norm, window=window)
 
@@ -148,7 +149,8 @@ def _attention(lm: LMSpec, count: int, window: int | None = None) -> DecoderAtte
 def _moe(lm: LMSpec, count: int) -> MoEMLP:
     moe = lm.moe
     assert moe is not None
-    return MoEMLP(part=LANGUAGE_MODEL, count=count, hidden=lm.hidden_size, num_experts=moe.num_experts,
+    kind = BiasedMoEMLP if lm.family == "gpt_oss" else MoEMLP  # gpt-oss: biased experts
+    return kind(part=LANGUAGE_MODEL, count=count, hidden=lm.hidden_size, num_experts=moe.num_experts,
                   top_k=moe.top_k, expert_width=moe.expert_intermediate_size, num_shared=moe.num_shared_experts,
                   shared_width=moe.shared_intermediate_size, router_bias=moe.router_bias)
 

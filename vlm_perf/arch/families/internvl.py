@@ -15,7 +15,8 @@ Read from transformers ``models/internvl/modeling_internvl.py`` and ``got_ocr2/i
 * **Projector**: CLS dropped (``vision_feature_select_strategy`` "default"; "full" cannot reshape), pixel
   shuffle by ``downsample_ratio`` (0.5: (p x p, d) -> (p/2 x p/2, 4d), no FLOPs), LayerNorm(4d) ->
   Linear(4d -> h_text) -> GELU -> Linear(h_text -> h_text).
-* **LM**: ``text_config`` is any supported decoder LM (Qwen2 for InternVL3, Qwen3 / Qwen3-MoE for 3.5).
+* **LM**: ``text_config`` is any supported decoder LM (Qwen2 for InternVL3, Qwen3 / Qwen3-MoE for 3.5,
+  gpt-oss for InternVL3.5-GPT-OSS: `gpt_oss.py`).
 
 Tiles are the attention units: an image of n tiles is the grid ``(n, tile/patch, tile/patch)`` with one CLS
 token per slice, ``merge = 1/downsample_ratio``; LM tokens = ``image_seq_length`` per tile.
@@ -32,9 +33,10 @@ from ..parts import MERGER, VISION_TOWER
 from ..spec import ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import feature_layer_depth, forward_only_after, lm_blocks, read_lm, vision_and_text_sections
+from .gpt_oss import read_gpt_oss_lm
 from .media import DerivedMedia, MediaRule, positive
 
-LM_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama")  # text_config.model_type values read here
+LM_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama", "gpt_oss")  # text_config.model_type values read here
 
 
 
@@ -44,7 +46,8 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     text = dict(tc)
     if "tie_word_embeddings" in config:
         text["tie_word_embeddings"] = config["tie_word_embeddings"]
-    lm = read_lm(Fields(text, "text_config", source), text_type)
+    lm = (read_gpt_oss_lm(Fields(text, "text_config", source)) if text_type == "gpt_oss"  # InternVL3.5-GPT-OSS
+          else read_lm(Fields(text, "text_config", source), text_type))
     f = Fields(vc, "vision_config", source)
     ratio = float(top.opt("downsample_ratio", 0.5))
     merge = round(1 / ratio)
