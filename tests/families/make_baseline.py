@@ -49,7 +49,12 @@ def compute(preset, conv, mode, causal, frozen, media):
         b = compute_flops(spec, stats, conv, mode=mode, causal=causal, frozen=frozen)
     except ValueError:  # a convention without a formula for this family
         return {"error": "refused"}
-    return digest({k: repr(v) for k, v in b.components.items()}) + " " + repr(b.total)
+    # floats: a convention may now return whole numbers as int (same value; the recorded reprs are floats)
+    # totals exactly; components as floats to 14 significant digits, zero components left out: a convention
+    # may return whole numbers as int, list a component it does not count as 0, or (forward first, then its
+    # training rule) move the last bit of a non-integer component
+    return digest({k: f"{float(v):.13e}" for k, v in b.components.items() if float(v) != 0}) + " " + repr(
+        float(b.total))
 
 
 def digest(components: dict) -> str:
