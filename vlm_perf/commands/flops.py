@@ -126,7 +126,7 @@ def _reconcile(results, printed: str, step_time, gpus: int) -> dict:
     from ..flops.conventions.reconcile import component_difference, reconcile
 
     if step_time is None or not step_time > 0 or gpus <= 0:
-        raise ValueError("--log-tflops needs --step-time SECONDS (> 0) and --gpus N (> 0)")
+        raise ConfigError("--log-tflops needs --step-time SECONDS (> 0) and --gpus N (> 0)")
     by_name = {r.convention: r for r in results}
     readings = reconcile(by_name, printed, 1 / (step_time * gpus * 1e12))
     best = readings[0]

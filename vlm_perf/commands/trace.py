@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-_METADATA = re.compile(r"^metadata.*(\.(jsonl|ndjson)(\.gz|\.zst)?|\.parquet)$")
+from ..errors import InputError
 
 
 def _run_inputs(run: Path | None) -> tuple[dict, list[Path]]:
@@ -18,14 +17,13 @@ def _run_inputs(run: Path | None) -> tuple[dict, list[Path]]:
         return {}, []
     from ..ingest.runconfig import find_manifest, load_manifest
 
+    from ..run.discover import metadata_of
+
     if not run.is_dir():
-        raise ValueError(f"--run {run}: not a folder")
+        raise InputError("not a folder (--run takes a run folder: run.yaml + metadata)", str(run))
     manifest = find_manifest(run)
     values = load_manifest(manifest) if manifest else {}
-    metadata = sorted(p for p in run.iterdir() if p.is_file() and _METADATA.match(p.name))
-    if (run / "metadata").is_dir():
-        metadata.append(run / "metadata")
-    return values, metadata
+    return values, metadata_of(run)  # the metadata rule every command uses
 
 
 def trace(
