@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tests.support import run_cli
 from vlm_perf.arch import load_model, preset_config, spec_from_config
 from vlm_perf.arch.families import FAMILIES
 from vlm_perf.errors import ConfigError, UnsupportedModelError
@@ -123,18 +122,15 @@ def test_processor_files_must_agree_with_the_model_config():
     assert RULE.settings(ok)["source"] == "processor files"
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *args], capture_output=True, text=True, timeout=120)
-
-
 def test_cli_seq_len_counts_lm_placeholders_not_projector_rows():
     """7 x 729 = 5103 projector rows but 4152 LM tokens: --seq-len 4500 is valid, 4000 is not."""
-    r = _cli("flops", "--model", "llava-onevision-qwen2-7b", "--seq-len", "4500", "--image-size", "384,3000",
-             "--json")
+    r = run_cli("flops", "--model", "llava-onevision-qwen2-7b", "--seq-len", "4500", "--image-size", "384,3000",
+                "--json", timeout=120)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["media"][0]["visual_tokens"] == 4152 and out["media"][0]["tiles"] == 7
     assert set(out["parts"]) == {"vision_tower", "projector", "language_model"}
     assert out["stats"]["vision_merged_tokens"] == 7 * 729
-    r = _cli("flops", "--model", "llava-onevision-qwen2-7b", "--seq-len", "4000", "--image-size", "384,3000")
+    r = run_cli("flops", "--model", "llava-onevision-qwen2-7b", "--seq-len", "4000", "--image-size", "384,3000",
+                timeout=120)
     assert r.returncode != 0 and "4152 visual tokens" in r.stderr and "Traceback" not in r.stderr

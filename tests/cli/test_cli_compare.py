@@ -1,20 +1,15 @@
 """`vlm-perf compare` on two bundled runs: its numbers are the two reports' own numbers."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support import run_cli as cli
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN_A = ROOT / "sample_logs" / "qwen3-30b-a3b-text"  # before: the text-only control
 RUN_B = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"  # after: image SFT
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=600)
 
 
 @pytest.fixture(scope="module")

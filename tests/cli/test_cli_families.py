@@ -2,16 +2,11 @@
 processor files, ``parts`` in JSON, ``--frozen`` part names, conventions not defined for a family."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+from tests.support import run_cli as cli
 from vlm_perf.arch import preset_config
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *args], capture_output=True, text=True)
 
 
 def flops_json(*args):

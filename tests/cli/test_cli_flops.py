@@ -1,14 +1,10 @@
 """CLI contract of `vlm-perf flops` / `explain` / `conventions`: JSON shape, errors as one line + exit 2."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *args], capture_output=True, text=True)
+from tests.support import run_cli as cli
 
 
 def test_flops_json_contract():

@@ -2,13 +2,8 @@
 --qlora, --input-require-grads (JSON shape, the full-training reference, errors as one line + exit 2)."""
 
 import json
-import subprocess
-import sys
 
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *map(str, args)], capture_output=True, text=True)
-
+from tests.support import run_cli as cli
 
 BASE = ("flops", "--model", "qwen2.5-vl-7b", "--seq-len", "4096", "--grid", "1,64,64")
 

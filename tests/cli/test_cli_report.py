@@ -3,19 +3,15 @@
 import gzip
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support import run_cli as cli
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_A = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
 SAMPLE_B = ROOT / "sample_logs" / "qwen3-30b-a3b-text"
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *map(str, args)], capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")

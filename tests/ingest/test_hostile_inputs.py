@@ -14,14 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.support import run_cli
 from vlm_perf.errors import InputError, SchemaError, VlmPerfError
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs" / "qwen2.5-vl-7b-video"
-
-
-def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
 
 
 # ------------------------------------------------------------------------------------------- uint64
@@ -77,7 +73,7 @@ def test_ragged_wandb_csv_is_one_line_naming_the_row(tmp_path, body, line):
 def test_ragged_wandb_csv_exits_2(tmp_path):
     path = tmp_path / "export.csv"
     path.write_text("_step,train/loss\n1,2.0\n2,3.0,4.0,5\n")
-    proc = _cli("parse", str(path), "--out", str(tmp_path / "it.parquet"))
+    proc = run_cli("parse", str(path), "--out", str(tmp_path / "it.parquet"), timeout=300)
     assert proc.returncode == 2 and "internal error" not in proc.stderr
 
 
@@ -96,7 +92,7 @@ def test_non_finite_and_deep_json_exit_2(tmp_path, where, payload):
         (run / "run.yaml").unlink()
         (run / "run.json").write_text(f'{{"model": "qwen2.5-vl-7b", "notes": {payload}}}')
         args = ["report", str(run), "-o", str(tmp_path / "out")]
-    proc = _cli(*args)
+    proc = run_cli(*args, timeout=300)
     assert proc.returncode == 2, proc.stderr[-400:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and len(last) < 300

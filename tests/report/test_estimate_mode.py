@@ -1,13 +1,12 @@
 """Estimate mode (no metadata) set up from flags or run.yaml; image sizes become grids as HF's processor makes them."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.support import run_cli as cli
 from vlm_perf.arch import load_model
 from vlm_perf.flops import compute_flops
 from vlm_perf.ingest.runconfig import image_grid_from_size
@@ -15,11 +14,6 @@ from vlm_perf.stats import BatchStats
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_A = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=600)
 
 
 @pytest.mark.parametrize("size", [(500, 700), (224, 224), (333, 901), (28, 1000), (640, 480)])

@@ -1,0 +1,30 @@
+"""Fixtures shared by every test directory (the plain helpers behind them are in ``tests/support.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests import support
+
+
+@pytest.fixture
+def cli():
+    """``cli(*args, **invoke_kwargs)``: ``vlm-perf ARGS`` run in-process; click's Result (exit_code, stdout,
+    stderr, output, exception)."""
+    return support.invoke_cli
+
+
+@pytest.fixture
+def cli_proc():
+    """``cli_proc(*args, timeout=600)``: ``python -m vlm_perf.cli ARGS`` in a subprocess; CompletedProcess."""
+    return support.run_cli
+
+
+@pytest.fixture
+def sample_run(tmp_path):
+    """``sample_run(name=SFT sample, dest="run")``: a bundled sample run copied to ``tmp_path / dest``; its path."""
+    def copy(name: str = support.SFT_SAMPLE, dest: str = "run") -> Path:
+        return support.copy_sample(tmp_path / dest, name)
+    return copy

@@ -1,0 +1,64 @@
+"""Helpers shared by the test modules (plain functions, importable as ``tests.support`` where a fixture does not
+fit: module-level case tables, module/session-scoped fixtures). The fixtures in ``tests/conftest.py`` wrap these.
+
+- ``invoke_cli``: ``vlm_perf.cli.app`` in this process (click's ``Result``: exit_code, stdout, stderr, output).
+- ``run_cli``: ``python -m vlm_perf.cli`` in a subprocess (``CompletedProcess``: returncode, stdout, stderr) for
+  tests that must see what a user sees (exit status of the real entry point, tracebacks on stderr, hangs).
+- ``megatron_line`` / ``write_log``: a Megatron-LM iteration line and a log file holding text.
+- ``copy_sample``: a bundled sample run copied into a scratch folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import Result
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_LOGS = ROOT / "sample_logs"
+SFT_SAMPLE = "qwen3-vl-30b-a3b-sft"
+
+
+def invoke_cli(*args: object, **kwargs) -> Result:
+    """Run ``vlm-perf ARGS`` in-process; keyword arguments go to ``CliRunner.invoke`` (env, input, ...)."""
+    from typer.testing import CliRunner
+
+    from vlm_perf.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args], **kwargs)
+
+
+def run_cli(*args: object, timeout: float | None = 600, **kwargs) -> subprocess.CompletedProcess:
+    """Run ``python -m vlm_perf.cli ARGS`` in a subprocess with text output captured."""
+    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, **kwargs)
+
+
+def megatron_line(it: int, loss: float | str = 2.5, prefix: str = "", *, ts: str = "2024-05-01 12:00:00",
+                  after_loss: str = "", after_grad_norm: str = "") -> str:
+    """One Megatron-LM iteration line: 1000 iterations in all, 8 samples per iteration, 1.0 s per iteration.
+
+    ``loss`` is printed as ``%.6E`` (a string is printed as given); ``prefix`` goes before the timestamp (a launcher
+    rank prefix such as ``[default0]:``); ``after_loss`` / ``after_grad_norm`` are extra ``| key: value |`` fields
+    inserted after the ``lm loss`` / ``grad norm`` fields."""
+    loss_text = loss if isinstance(loss, str) else f"{loss:.6E}"
+    return (f"{prefix} [{ts}] iteration {it:8d}/    1000 | consumed samples: {it * 8:12d} |"
+            f" elapsed time per iteration (ms): 1000.0 | learning rate: 1.000000E-04 | global batch size:     8 |"
+            f" lm loss: {loss_text} |{after_loss} loss scale: 1.0 | grad norm: 1.000 |{after_grad_norm}"
+            f" number of skipped iterations:   0 | number of nan iterations:   0 |")
+
+
+def write_log(folder: Path, text: str, name: str = "train.log") -> Path:
+    """``text`` written (UTF-8) to ``folder/name``; the path."""
+    p = folder / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def copy_sample(dst: Path, name: str = SFT_SAMPLE, **kwargs) -> Path:
+    """The bundled sample run ``sample_logs/NAME`` copied to ``dst`` (keyword arguments go to copytree); ``dst``."""
+    shutil.copytree(SAMPLE_LOGS / name, dst, **kwargs)
+    return dst
