@@ -10,13 +10,7 @@ from types import MappingProxyType
 from typing import ClassVar
 
 import pytest
-from typer.testing import CliRunner
 
-from vlm_perf.cli import app
-
-
-def _cli(*args):
-    return CliRunner().invoke(app, list(args))
 
 
 # ------------------------------------------------------------------------------------------------ conventions
@@ -38,16 +32,16 @@ def late_convention():
     CONVENTIONS.pop(conv.name)
 
 
-def test_late_convention_is_seen_by_lookups_and_the_cli(late_convention):
+def test_late_convention_is_seen_by_lookups_and_the_cli(late_convention, cli):
     from vlm_perf import flops
     from vlm_perf.flops.conventions import get_convention, names
 
     assert get_convention("plugin-2nd") is late_convention and "plugin-2nd" in names()
     assert "plugin-2nd" in flops.CONVENTIONS  # the mapping the rest of the code imported at start-up
-    r = _cli("flops", "--model", "qwen3-30b-a3b", "--seq-len", "128", "--convention", "all", "--json")
+    r = cli("flops", "--model", "qwen3-30b-a3b", "--seq-len", "128", "--convention", "all", "--json")
     assert r.exit_code == 0, r.output
     assert "plugin-2nd" in json.loads(r.stdout)["conventions"]
-    r = _cli("conventions", "plugin-2nd")
+    r = cli("conventions", "plugin-2nd")
     assert r.exit_code == 0 and "a plugin" in r.stdout
 
 
@@ -112,7 +106,7 @@ def late_family():
     fam._BY_MODEL_TYPE.pop("plugin_lm")
 
 
-def test_late_family_is_seen_by_lookups_and_the_cli(late_family, tmp_path):
+def test_late_family_is_seen_by_lookups_and_the_cli(late_family, tmp_path, cli):
     import vlm_perf.arch as arch
     from vlm_perf.arch import hf_config
     from vlm_perf.arch.presets_loader import preset_config
@@ -121,7 +115,7 @@ def test_late_family_is_seen_by_lookups_and_the_cli(late_family, tmp_path):
     cfg = dict(preset_config("qwen3-30b-a3b"), model_type="plugin_lm")
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg), encoding="utf-8")
-    r = _cli("flops", "--model", str(path), "--seq-len", "64", "--json")
+    r = cli("flops", "--model", str(path), "--seq-len", "64", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["total"] > 0
     with pytest.raises(ValueError, match="already"):

@@ -3,9 +3,7 @@
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from vlm_perf.cli import app
 from vlm_perf.errors import ConfigError
 from vlm_perf.flops.conventions.reconcile import print_half_unit
 
@@ -22,12 +20,12 @@ def test_bad_printed_number(bad):
         print_half_unit(bad)
 
 
-def test_verls_published_value_is_matched_by_verl_only():
+def test_verls_published_value_is_matched_by_verl_only(cli):
     # veRL tests/utils/test_flops_counter.py: Qwen3-VL-8B, seqlens [512, 1024, 2048] with images of the same
     # per-frame lengths, dt = 1 s -> 195.379819708416 TFLOP/s; printed with two decimals
-    r = CliRunner().invoke(app, ["flops", "--model", "qwen3-vl-8b", "--seq-lens", "512,1024,2048",
-                                 "--grid", "1,16,32", "--grid", "1,32,32", "--grid", "1,32,64",
-                                 "--convention", "all", "--json", "--log-tflops", "195.38", "--step-time", "1"])
+    r = cli("flops", "--model", "qwen3-vl-8b", "--seq-lens", "512,1024,2048",
+            "--grid", "1,16,32", "--grid", "1,32,32", "--grid", "1,32,64",
+            "--convention", "all", "--json", "--log-tflops", "195.38", "--step-time", "1")
     assert r.exit_code == 0, r.output
     rec = json.loads(r.stdout)["reconcile"]
     assert set(rec["matches"]) == {"verl", "verl@v0.7.1"}  # the two veRL versions agree on Qwen3-VL
@@ -37,7 +35,7 @@ def test_verls_published_value_is_matched_by_verl_only():
     assert diff["vision.merger"] > 0  # and its merger on every patch
 
 
-def test_log_tflops_needs_a_step_time():
-    r = CliRunner().invoke(app, ["flops", "--model", "llama3-8b", "--seq-len", "128",
-                                 "--convention", "all", "--log-tflops", "1.0"])
+def test_log_tflops_needs_a_step_time(cli):
+    r = cli("flops", "--model", "llama3-8b", "--seq-len", "128",
+            "--convention", "all", "--log-tflops", "1.0")
     assert r.exit_code != 0

@@ -8,9 +8,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
-from typer.testing import CliRunner
 
-from vlm_perf.cli import app
 from vlm_perf.ingest.logs import CORE_COLUMNS
 
 LINE = (" [2024-05-01 12:00:{s:02d}] iteration {it:8d}/     100 | consumed samples: {cs:12d} |"
@@ -25,9 +23,9 @@ def _log(tmp_path: Path) -> Path:
     return p
 
 
-def test_cli_writes_parquet_and_reports_diagnostics(tmp_path):
+def test_cli_writes_parquet_and_reports_diagnostics(tmp_path, cli):
     out = tmp_path / "it.parquet"
-    res = CliRunner().invoke(app, ["parse", str(_log(tmp_path)), "--out", str(out)])
+    res = cli("parse", str(_log(tmp_path)), "--out", str(out))
     assert res.exit_code == 0, res.output
     df = pl.read_parquet(out)
     assert df.columns[: len(CORE_COLUMNS)] == list(CORE_COLUMNS)
@@ -36,13 +34,13 @@ def test_cli_writes_parquet_and_reports_diagnostics(tmp_path):
     assert "lines read 6, records 5" in res.stderr
 
 
-def test_cli_summary_csv_and_format(tmp_path):
+def test_cli_summary_csv_and_format(tmp_path, cli):
     log = _log(tmp_path)
-    res = CliRunner().invoke(app, ["parse", str(log), "--format", "megatron"])
+    res = cli("parse", str(log), "--format", "megatron")
     assert res.exit_code == 0
     assert "megatron" in res.stdout and "1.5" in res.stdout
     out = tmp_path / "x.csv"
-    res = CliRunner().invoke(app, ["parse", str(log), "-o", str(out)])
+    res = cli("parse", str(log), "-o", str(out))
     assert res.exit_code == 0 and pl.read_csv(out).height == 5
 
 
@@ -63,7 +61,7 @@ def test_cli_errors_are_one_line_exit_2(tmp_path):
         assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1
 
 
-def test_cli_out_is_the_iteration_view_raw_is_every_record_and_nan_inf_survive(tmp_path):
+def test_cli_out_is_the_iteration_view_raw_is_every_record_and_nan_inf_survive(tmp_path, cli):
     import json
     import math
 
@@ -75,10 +73,10 @@ def test_cli_out_is_the_iteration_view_raw_is_every_record_and_nan_inf_survive(t
     log.write_text("\n".join(lines) + "\n")
     for suffix in (".jsonl", ".csv", ".parquet"):
         out = tmp_path / f"it{suffix}"
-        res = CliRunner().invoke(app, ["parse", str(log), "--out", str(out)])
+        res = cli("parse", str(log), "--out", str(out))
         assert res.exit_code == 0, res.output
         raw_out = tmp_path / f"raw{suffix}"
-        assert CliRunner().invoke(app, ["parse", str(log), "--out", str(raw_out), "--raw"]).exit_code == 0
+        assert cli("parse", str(log), "--out", str(raw_out), "--raw").exit_code == 0
         if suffix == ".jsonl":
             rows = [json.loads(x) for x in out.read_text().splitlines()]
             raw_rows = [json.loads(x) for x in raw_out.read_text().splitlines()]

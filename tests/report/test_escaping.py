@@ -143,14 +143,10 @@ def test_compare_pages_escape_input_strings(text, tmp_path):
     assert html.escape(text, quote=False) in page or html.escape(text) in page
 
 
-def test_compare_terminal_prints_input_strings_as_text(tmp_path):
+def test_compare_terminal_prints_input_strings_as_text(tmp_path, cli):
     """A run path holding rich markup is printed as written (the terminal is one more place input reaches)."""
-    from typer.testing import CliRunner
-
-    from vlm_perf.cli import app
-
     run = tmp_path / "[red]run[/red] *x*"
     shutil.copytree(ROOT / "sample_logs" / "qwen2-vl-tiny-real", run)
-    r = CliRunner().invoke(app, ["compare", str(run), str(run)], env={"COLUMNS": "250"})
+    r = cli("compare", str(run), str(run), env={"COLUMNS": "250"})
     assert r.exit_code == 0, r.output
     assert f"A: {run} — " in r.stdout and f"B: {run} — " in r.stdout

@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
-from typer.testing import CliRunner
 
-from vlm_perf.cli import app
+from tests.support import invoke_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted(p for p in (ROOT / "sample_logs").iterdir() if p.is_dir())
@@ -115,12 +114,11 @@ def shown(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(request.param)
     run = tmp / "run"
     extra = CASES[request.param](run)
-    runner = CliRunner()
-    r = runner.invoke(app, ["report", str(run), "-o", str(tmp / "out"), *extra])
+    r = invoke_cli("report", str(run), "-o", str(tmp / "out"), *extra)
     assert r.exit_code == 0, (r.output, r.exception)
     terminal = r.stdout
-    r2 = runner.invoke(app, ["compare", str(run), str(run), "-o", str(tmp / "cmp"), *_per_run(extra)],
-                       env={"COLUMNS": "220"})
+    r2 = invoke_cli("compare", str(run), str(run), "-o", str(tmp / "cmp"), *_per_run(extra),
+                    env={"COLUMNS": "220"})
     assert r2.exit_code == 0, (r2.output, r2.exception)
     out = tmp / "out"
     return {"summary": json.loads((out / "summary.json").read_text()),

@@ -11,9 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from vlm_perf.cli import app
 from vlm_perf.ingest.logs import parse_logs
 from vlm_perf.pipeline import discover
 from vlm_perf.run.discover import discover_run
@@ -44,7 +42,7 @@ LAYOUTS = {
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_parse_and_report_read_the_same_files(layout, tmp_path):
+def test_parse_and_report_read_the_same_files(layout, tmp_path, cli):
     run = tmp_path / "run"
     run.mkdir()
     LAYOUTS[layout](run)
@@ -54,51 +52,50 @@ def test_parse_and_report_read_the_same_files(layout, tmp_path):
     files = discover_run(run)
     assert [str(p) for p in files.logs] == parsed.diagnostics.files
     assert files.metadata == [run / "metadata.jsonl.gz"] and files.manifest == run / "run.yaml"
-    r = CliRunner().invoke(app, ["report", str(run), "-o", str(tmp_path / "out")])
+    r = cli("report", str(run), "-o", str(tmp_path / "out"))
     assert r.exit_code == 0, r.output
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert s["inputs"]["logs"] == parsed.diagnostics.files
     assert s["inputs"]["metadata"] == [str(run / "metadata.jsonl.gz")]
     assert s["logged_windows"] == parsed.iterations.filter(parsed.iterations["elapsed_s"].is_not_null()).height
-    m = CliRunner().invoke(app, ["metadata", str(run)])
+    m = cli("metadata", str(run))
     assert m.exit_code == 0, m.output
     assert "25600/25600 rows used from 1 file(s)" in m.stderr
 
 
-def test_a_folder_without_logs_is_the_same_error_everywhere(tmp_path):
+def test_a_folder_without_logs_is_the_same_error_everywhere(tmp_path, cli):
     run = tmp_path / "run"
     run.mkdir()
     shutil.copy(SFT / "metadata.jsonl.gz", run / "metadata.jsonl.gz")
     errors = []
     for args in (["parse", str(run)], ["report", str(run), "-o", str(tmp_path / "o")], ["compare", str(run), str(run)]):
-        r = CliRunner().invoke(app, args)
+        r = cli(*args)
         assert r.exit_code != 0
         errors.append(str(r.exception))
     assert all("no training log found" in e for e in errors), errors
 
 
-def test_metadata_of_a_run_folder_is_its_metadata(tmp_path):
+def test_metadata_of_a_run_folder_is_its_metadata(tmp_path, cli):
     """``metadata DIR`` of a run folder reads its metadata/ shards (as report does), not every JSON-lines file."""
     run = tmp_path / "run"
     shutil.copytree(TINY, run)
     (run / "trainer_log.jsonl").write_text('{"current_steps": 1, "loss": 2.0}\n')  # a log, never metadata
-    r = CliRunner().invoke(app, ["metadata", str(run)])
+    r = cli("metadata", str(run))
     assert r.exit_code == 0, r.output
     assert "from 1 file(s)" in r.stderr and "80/80 rows" in r.stderr
     assert discover(run)[1] == [run / "metadata"]
 
 
-def test_config_json_in_the_run_folder_is_the_model(tmp_path):
+def test_config_json_in_the_run_folder_is_the_model(tmp_path, cli):
     """The tiny real run names its config.json in run.yaml; without that key the folder's config.json is
     found (lowest precedence), named as the model's source, and gives the same numbers."""
     run = tmp_path / "run"
     shutil.copytree(TINY, run)
     yaml = (run / "run.yaml").read_text()
     (run / "run.yaml").write_text("\n".join(x for x in yaml.splitlines() if not x.startswith("model:")) + "\n")
-    runner = CliRunner()
     out = {}
     for label, folder in (("named", TINY), ("found", run)):
-        r = runner.invoke(app, ["report", str(folder), "-o", str(tmp_path / label)])
+        r = cli("report", str(folder), "-o", str(tmp_path / label))
         assert r.exit_code == 0, r.output
         out[label] = json.loads((tmp_path / label / "summary.json").read_text())
     assert out["found"]["inputs"]["model_source"] == "checkpoint:config.json"
@@ -106,6 +103,6 @@ def test_config_json_in_the_run_folder_is_the_model(tmp_path):
     assert out["named"]["inputs"]["model_source"] == "manifest"
     assert out["found"]["conventions"] == out["named"]["conventions"]
     # a model stated anywhere else wins over the folder's config.json
-    r = runner.invoke(app, ["report", str(run), "-o", str(tmp_path / "preset"), "--model", "qwen2-vl-7b"])
+    r = cli("report", str(run), "-o", str(tmp_path / "preset"), "--model", "qwen2-vl-7b")
     assert r.exit_code == 0, r.output
     assert json.loads((tmp_path / "preset" / "summary.json").read_text())["inputs"]["model_source"] == "cli"

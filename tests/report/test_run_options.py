@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 from vlm_perf.cli import app
 from vlm_perf.errors import ConfigError
@@ -68,19 +67,18 @@ def test_values_outside_the_declared_bounds_are_config_errors(name, value):
     assert "--" not in str(err.value)  # library messages name no flag
 
 
-def test_report_frozen_flag_equals_the_run_yaml_key(tmp_path):
+def test_report_frozen_flag_equals_the_run_yaml_key(tmp_path, cli):
     """The video sample freezes its vision tower in run.yaml; without run.yaml, --frozen vision gives the
     same numbers, and leaving it out counts the tower's backward (a higher, wrong TFLOP/s)."""
     bare = tmp_path / "bare"
     bare.mkdir()
     for name in ("train.log", "metadata.jsonl.gz"):
         shutil.copy(VIDEO / name, bare / name)
-    runner = CliRunner()
     common = ["--model", "qwen2.5-vl-7b", "--gpus", "64", "--gpu", "H100-SXM"]
     exact = {}
     for label, run, extra in (("yaml", VIDEO, []), ("flag", bare, common + ["--frozen", "vision"]),
                               ("none", bare, common)):
-        r = runner.invoke(app, ["report", str(run), "-o", str(tmp_path / label), *extra])
+        r = cli("report", str(run), "-o", str(tmp_path / label), *extra)
         assert r.exit_code == 0, r.output
         s = json.loads((tmp_path / label / "summary.json").read_text())
         exact[label] = s["conventions"]["exact"]["tflops_per_gpu_mean"]

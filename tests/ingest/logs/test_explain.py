@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from typer.testing import CliRunner
 
 from vlm_perf.ingest.logs.explain import explain, shape_of_line
 
@@ -34,9 +33,7 @@ def test_explain_kind_of_a_validation_only_step():
     assert [i.kind for i in infos if i.framework == "verl"][0] == "eval"
 
 
-def test_cli_explain():
-    from vlm_perf.cli import app
-
-    res = CliRunner().invoke(app, ["parse", str(PUBLIC / "xtuner_mmengine.log"), "--explain"])
+def test_cli_explain(cli):
+    res = cli("parse", str(PUBLIC / "xtuner_mmengine.log"), "--explain")
     assert res.exit_code == 0, res.output
     assert "format mmengine" in res.output and "time -> elapsed_s" in res.output and "data_time" in res.output
