@@ -51,10 +51,13 @@ def megatron_line(it: int, loss: float | str = 2.5, prefix: str = "", *, ts: str
             f" number of skipped iterations:   0 | number of nan iterations:   0 |")
 
 
-def write_log(folder: Path, text: str, name: str = "train.log") -> Path:
-    """``text`` written (UTF-8) to ``folder/name``; the path."""
+def write_log(folder: Path, text: str | bytes, name: str = "train.log") -> Path:
+    """``text`` written to ``folder/name`` (a string as UTF-8, bytes as they are); the path."""
     p = folder / name
-    p.write_text(text, encoding="utf-8")
+    if isinstance(text, str):
+        p.write_text(text, encoding="utf-8")
+    else:
+        p.write_bytes(text)
     return p
 
 

@@ -9,13 +9,8 @@ from datetime import datetime
 import polars as pl
 import pytest
 
+from tests.support import write_log as write
 from vlm_perf.ingest.logs import parse_logs
-
-
-def write(tmp_path, text: str, name: str = "train.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return p
 
 
 def test_nemo2_progress_printer_not_confused_with_megatron(tmp_path):

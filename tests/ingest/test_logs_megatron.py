@@ -10,16 +10,8 @@ import polars as pl
 import pytest
 import zstandard
 
+from tests.support import write_log as write
 from vlm_perf.ingest.logs import CORE_COLUMNS, parse_logs
-
-
-def write(tmp_path, text: str | bytes, name: str = "train.log"):
-    p = tmp_path / name
-    if isinstance(text, str):
-        p.write_text(text, encoding="utf-8")
-    else:
-        p.write_bytes(text)
-    return p
 
 
 # Megatron-LM 2024+: timestamp, throughput, .6E lr

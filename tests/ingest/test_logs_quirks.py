@@ -5,20 +5,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from tests.support import megatron_line as mline, write_log as write
 from vlm_perf.ingest.logs import CORE_COLUMNS, FORMATS, parse_logs
-
-
-def mline(it: int, loss: float, prefix: str = "", ts: str = "2024-05-01 12:00:00") -> str:
-    return (f"{prefix} [{ts}] iteration {it:8d}/    1000 | consumed samples: {it * 8:12d} |"
-            f" elapsed time per iteration (ms): 1000.0 | learning rate: 1.000000E-04 | global batch size:     8 |"
-            f" lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 |"
-            f" number of nan iterations:   0 |")
-
-
-def write(tmp_path, text: str, name: str = "train.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return p
 
 
 @pytest.mark.parametrize("prefix,label", [

@@ -10,14 +10,14 @@ import gzip
 import shutil
 from pathlib import Path
 
+from tests.support import megatron_line
+
 FIXTURES = Path(__file__).resolve().parents[1] / "ingest" / "logs" / "fixtures"
 
 
 def mline(it: int, loss: float, prefix: str = "[default0]:", extra: str = "") -> str:
-    return (f"{prefix} [2024-05-01 12:00:00] iteration {it:8d}/    1000 | consumed samples: {it * 8:12d} |"
-            f" elapsed time per iteration (ms): 1000.0 | learning rate: 1.000000E-04 | global batch size:     8 |"
-            f" lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 1.000 |{extra} number of skipped iterations:   0 |"
-            f" number of nan iterations:   0 |")
+    """A Megatron-LM line as torchrun's rank-0 output prints it (``extra`` fields after the grad norm)."""
+    return megatron_line(it, loss, prefix, after_grad_norm=extra)
 
 
 BANNER = "[default0]: successfully loaded checkpoint from /ckpt [ t 1/1, p 1/1 ] at iteration {}"

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
 
+from mixed_logs import mline
 from vlm_perf.ingest.logs import parse_logs
 from vlm_perf.ingest.metadata import iteration_stats
 from vlm_perf.scale import aggregate_metadata_dask, parse_logs_dask, plan_partitions
@@ -129,13 +130,6 @@ def test_metadata_missing_input_and_partition_plan(tmp_path):
 
 
 # ------------------------------------------------------------------------------------- logs
-def mline(it: int, loss: float, prefix: str = "[default0]:") -> str:
-    return (f"{prefix} [2024-05-01 12:00:00] iteration {it:8d}/    1000 | consumed samples: {it * 8:12d} |"
-            f" elapsed time per iteration (ms): 1000.0 | learning rate: 1.000000E-04 | global batch size:     8 |"
-            f" lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 |"
-            f" number of nan iterations:   0 |")
-
-
 BANNER = "successfully loaded checkpoint from /ckpt [ t 1/1, p 1/1 ] at iteration {}"
 
 
@@ -298,7 +292,7 @@ def test_logs_capped_locations_identical(tmp_path, client, monkeypatch):
 def test_logs_error_is_the_first_in_file_order(tmp_path, client):
     """Errors found by the map (a missing file, a truncated .gz) travel as data: the one raised is
     the first in file order, as the sequential parse raises it, whichever task failed first."""
-    from mixed_logs import mline, write_run
+    from mixed_logs import write_run
 
     files = write_run(tmp_path / "run")
     data = gzip.compress(("\n".join(mline(i, 1.0) for i in range(1, 4000)) + "\n").encode())

@@ -9,22 +9,15 @@ import time
 
 import pytest
 
+from tests.support import megatron_line, write_log as write
 from vlm_perf.errors import InputError
 from vlm_perf.ingest.logs import parse_logs
 from vlm_perf.ingest.logs.reader import MAX_LINE_BYTES
 
 
 def mline(it, extra: str = "", loss: str = "2.500000E+00") -> str:
-    return (f" [2024-05-01 12:00:00] iteration {it:8d}/    1000 | consumed samples: {it * 8:12d} |"
-            f" elapsed time per iteration (ms): 1000.0 | learning rate: 1.000000E-04 | global batch size:     8 |"
-            f" lm loss: {loss} |{extra} loss scale: 1.0 | grad norm: 1.000 | number of skipped iterations:   0 |"
-            f" number of nan iterations:   0 |")
-
-
-def write(tmp_path, text, name="train.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return p
+    """A Megatron-LM line with ``extra`` fields after the loss."""
+    return megatron_line(it, loss, after_loss=extra)
 
 
 @pytest.mark.parametrize("key,expect_col", [

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from tests.support import write_log as write
 from vlm_perf.ingest.logs import parse_logs
 
 BAR = " {pct:3d}%|{fill:<10}| {n}/{total} [{el}<{rem}, {rate}s/it]"
@@ -15,12 +16,6 @@ BAR = " {pct:3d}%|{fill:<10}| {n}/{total} [{el}<{rem}, {rate}s/it]"
 def bar(n, total=120, rate="2.00"):
     pct = int(100 * n / total)
     return BAR.format(pct=pct, fill="#" * (pct // 10), n=n, total=total, el="00:24", rem="03:36", rate=rate)
-
-
-def write(tmp_path, text, name="train.log"):
-    p = tmp_path / name
-    p.write_text(text, encoding="utf-8")
-    return p
 
 
 # ---- HF Trainer family ------------------------------------------------------------------------
