@@ -2,7 +2,7 @@
 
 Eager attention computes the whole score square whatever the window mask, so the measurement equals
 ``--causal full``; the windowed ``--causal half`` count (what a windowed flash kernel computes) is checked
-by hand arithmetic in tests/families/test_fixes.py. This checks that the sliding layers are parsed, grouped
+by hand arithmetic in tests/families/test_config_edge_cases.py. This checks that the sliding layers are parsed, grouped
 and counted without losing or adding a GEMM, forward and training.
 """
 

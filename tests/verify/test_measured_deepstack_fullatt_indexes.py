@@ -1,4 +1,4 @@
-"""Measured checks of the issue-11 fixes on transformers' own Qwen-VL classes (FlopCounterMode).
+"""Measured checks of Qwen-VL index lists and deepstack freezing on transformers' own classes (FlopCounterMode).
 
 * ``fullatt_block_indexes`` / ``deepstack_visual_indexes`` with duplicates and entries >= depth:
   transformers tests ``layer_num in indexes`` per tower layer, so only distinct existing indexes change

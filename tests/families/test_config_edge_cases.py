@@ -1,5 +1,7 @@
-"""Issue-11 fixes that need no model run (hand arithmetic in each test); measured ones are in
-tests/verify/test_measured_fixes.py."""
+"""Config edge cases that need no model run (hand arithmetic in each test): every part frozen, no top-level
+model_type, sliding windows (Mistral, Qwen2), deepstack merger freezing, a convention not defined for a family,
+registries rejecting duplicates. The measured counterparts (Qwen-VL index lists, deepstack freezing) are in
+tests/verify/test_measured_deepstack_fullatt_indexes.py."""
 
 from __future__ import annotations
 
