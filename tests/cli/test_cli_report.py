@@ -59,9 +59,8 @@ def test_missing_run_is_one_line_error(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr and "no such log file" in r.stderr
 
 
-def test_unknown_gpu_and_gaps_still_write_partial_report(tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(SAMPLE_A, run)
+def test_unknown_gpu_and_gaps_still_write_partial_report(tmp_path, sample_run):
+    run = sample_run()
     # drop iterations 50..59 from the metadata: their windows must be marked, not silently averaged
     src = run / "metadata.jsonl.gz"
     lines = gzip.decompress(src.read_bytes()).decode().splitlines()
@@ -143,9 +142,8 @@ def test_report_bad_options(tmp_path, args, needle):
     assert r.returncode == 2 and "Traceback" not in r.stderr and needle in r.stderr, r.stderr
 
 
-def test_bad_metadata_line_errors_or_is_counted(tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(SAMPLE_A, run)
+def test_bad_metadata_line_errors_or_is_counted(tmp_path, sample_run):
+    run = sample_run()
     src = run / "metadata.jsonl.gz"
     lines = gzip.decompress(src.read_bytes()).decode().splitlines()
     lines.insert(3, '{"iteration": 1, "microbatch": 99, "dp_rank": 0, "seq_lens": [64], "image_grid_thw": [[1, 3, 4]]}')

@@ -5,10 +5,8 @@ that expand to long stretches of blank lines. Each is handled correctly or is on
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,7 +15,6 @@ import pytest
 from tests.support import run_cli
 from vlm_perf.errors import InputError, SchemaError, VlmPerfError
 
-SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs" / "qwen2.5-vl-7b-video"
 
 
 # ------------------------------------------------------------------------------------------- uint64
@@ -80,9 +77,8 @@ def test_ragged_wandb_csv_exits_2(tmp_path):
 # --------------------------------------------------------------------------------- config / run.json
 @pytest.mark.parametrize("where", ["config", "run.json"])
 @pytest.mark.parametrize("payload", ["Infinity", "NaN", "-Infinity", "[" * 200_000 + "]" * 200_000])
-def test_non_finite_and_deep_json_exit_2(tmp_path, where, payload):
-    run = tmp_path / "run"
-    shutil.copytree(SAMPLE, run)
+def test_non_finite_and_deep_json_exit_2(tmp_path, where, payload, sample_run):
+    run = sample_run("qwen2.5-vl-7b-video")
     if where == "config":
         config = json.loads(json.dumps(__import__("vlm_perf.arch", fromlist=["x"]).preset_config("qwen2.5-vl-7b")))
         text = json.dumps(config)[:-1] + f', "extra": {payload}}}'

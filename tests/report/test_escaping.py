@@ -7,7 +7,6 @@ rich uses) with raw HTML enabled: whatever the text, it must render as that text
 import html
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -64,9 +63,8 @@ def test_bold_spans_keep_their_text():
     assert str(_html_inline(T("gpu ", B("<script>")))) == "gpu <b>&lt;script&gt;</b>"
 
 
-def test_script_in_run_yaml_is_not_live(tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(SAMPLE_A, run)
+def test_script_in_run_yaml_is_not_live(tmp_path, sample_run):
+    run = sample_run()
     manifest = (run / "run.yaml").read_text().replace("gpu: GB200", 'gpu: "<script>alert(1)</script>GB200"')
     (run / "run.yaml").write_text(manifest.split("\nnotes:")[0] + "\nnotes: '**bold** [x](javascript:alert(1)) "
                                   "<img src=x onerror=alert(1)> $x$'\n")
@@ -143,10 +141,9 @@ def test_compare_pages_escape_input_strings(text, tmp_path):
     assert html.escape(text, quote=False) in page or html.escape(text) in page
 
 
-def test_compare_terminal_prints_input_strings_as_text(tmp_path, cli):
+def test_compare_terminal_prints_input_strings_as_text(cli, sample_run):
     """A run path holding rich markup is printed as written (the terminal is one more place input reaches)."""
-    run = tmp_path / "[red]run[/red] *x*"
-    shutil.copytree(ROOT / "sample_logs" / "qwen2-vl-tiny-real", run)
+    run = sample_run("qwen2-vl-tiny-real", "[red]run[/red] *x*")
     r = cli("compare", str(run), str(run), env={"COLUMNS": "250"})
     assert r.exit_code == 0, r.output
     assert f"A: {run} — " in r.stdout and f"B: {run} — " in r.stdout

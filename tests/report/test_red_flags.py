@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import run_cli as cli
+from tests.support import copy_sample, run_cli as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_A = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
@@ -66,8 +66,7 @@ def test_wrong_gpu_count(tmp_path):
 
 
 def _break_step_time(tmp_path, iteration: int, value: str) -> Path:
-    run = tmp_path / "run"
-    shutil.copytree(SAMPLE_A, run)
+    run = copy_sample(tmp_path / "run")
     log = run / "train.log"
     pattern = re.compile(rf"(iteration +{iteration}/ +\d+ \|.*?elapsed time per iteration \(ms\): )[0-9.]+")
     text, n = pattern.subn(lambda m: m.group(1) + value, log.read_text(), count=1)
@@ -94,9 +93,8 @@ def test_one_bad_step_time_is_excluded_and_counted(tmp_path, clean, value, named
     assert s["windows_used"] == clean["windows_used"] - 1
 
 
-def test_missing_dp_ranks_are_detected_and_excluded(tmp_path, clean):
-    run = tmp_path / "run"
-    shutil.copytree(SAMPLE_A, run)
+def test_missing_dp_ranks_are_detected_and_excluded(tmp_path, clean, sample_run):
+    run = sample_run()
     src = run / "metadata.jsonl.gz"
     rows = gzip.decompress(src.read_bytes()).decode().splitlines()
     # half the DP ranks (4..7 of 8) lost their metadata files for iterations 41..80

@@ -75,10 +75,9 @@ def test_a_folder_without_logs_is_the_same_error_everywhere(tmp_path, cli):
     assert all("no training log found" in e for e in errors), errors
 
 
-def test_metadata_of_a_run_folder_is_its_metadata(tmp_path, cli):
+def test_metadata_of_a_run_folder_is_its_metadata(cli, sample_run):
     """``metadata DIR`` of a run folder reads its metadata/ shards (as report does), not every JSON-lines file."""
-    run = tmp_path / "run"
-    shutil.copytree(TINY, run)
+    run = sample_run("qwen2-vl-tiny-real")
     (run / "trainer_log.jsonl").write_text('{"current_steps": 1, "loss": 2.0}\n')  # a log, never metadata
     r = cli("metadata", str(run))
     assert r.exit_code == 0, r.output
@@ -86,11 +85,10 @@ def test_metadata_of_a_run_folder_is_its_metadata(tmp_path, cli):
     assert discover(run)[1] == [run / "metadata"]
 
 
-def test_config_json_in_the_run_folder_is_the_model(tmp_path, cli):
+def test_config_json_in_the_run_folder_is_the_model(tmp_path, cli, sample_run):
     """The tiny real run names its config.json in run.yaml; without that key the folder's config.json is
     found (lowest precedence), named as the model's source, and gives the same numbers."""
-    run = tmp_path / "run"
-    shutil.copytree(TINY, run)
+    run = sample_run("qwen2-vl-tiny-real")
     yaml = (run / "run.yaml").read_text()
     (run / "run.yaml").write_text("\n".join(x for x in yaml.splitlines() if not x.startswith("model:")) + "\n")
     out = {}
