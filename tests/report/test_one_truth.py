@@ -241,3 +241,18 @@ def test_summary_conforms_to_its_declared_schema(shown):
     assert sorted(check_summary(bad)) == ["summary.conventions.exact.mfu_mean: str, declared int/float",
                                           "summary.vision_share: not declared",
                                           "summary.windows_used: declared, missing"]
+
+
+def test_trace_section_flops_are_the_reports_exact_flops(shown):
+    """A run folder with profiler traces: the per-part section's FLOPs are the report's exact FLOPs of the
+    profiled iterations (one truth), and report.md shows that total."""
+    t = shown["summary"]["trace_parts"]
+    if t is None:
+        assert "Where the time went, per part" not in shown["report.md"]
+        return
+    assert t["flops_source"] == "metadata" and t["flops_match_report"] is True
+    assert t["flops_total"] == pytest.approx(t["report_exact_flops"], rel=1e-12)
+    assert sum(p["flops"] or 0 for p in t["parts"]) == pytest.approx(t["flops_total"], rel=1e-12)
+    assert _found(_lines(shown["report.md"]), r"profiled iterations, ([\d.e+]+) in all, the same as the report's "
+                                               r"exact FLOPs of those iterations \(([\d.e+]+)\)") == [
+        (f"{t['flops_total']:.4e}", f"{t['report_exact_flops']:.4e}")]
