@@ -14,11 +14,13 @@ import polars as pl
 from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run
 from .analysis.balance import costs_from_row_values, microbatch_cost_columns, microbatch_vision_share
 from .analysis.checks import run_checks
+from .analysis.log_reconcile import log_reconcile
 from .arch.spec import ModelSpec
 from .flops import get_convention
 from .hardware import peak_used
 from .report import ReportContext
-from .report.providers import balance_provider, hfu_provider, peak_provider, straggler_provider, trace_provider
+from .report.providers import (balance_provider, hfu_provider, peak_provider, reconcile_provider,
+                               straggler_provider, trace_provider)
 from .run.core import (ESTIMATE_HELP, Run, estimate_from_config, links_outside, logged_global_batch_size,  # noqa: F401
                        open_run)
 from .run.discover import discover_run
@@ -177,7 +179,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
                   hfu_provider(hfu_of(analysis, spec, config, frozen_parts, recompute_cli, causal)),
                   balance_provider(balance),
                   straggler_provider(stragglers_of(opened.files.logs, config, balance, analysis, parsed.rank_timing)),
-                  traces_of(opened, analysis, on_step)])
+                  traces_of(opened, analysis, on_step), reconcile_provider(log_reconcile(analysis, spec))])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw, metadata=opened.metadata)
 
 

@@ -273,3 +273,11 @@ def trace_provider(summary: dict | None, result=None) -> SectionProvider:
                                                "FLOP/s)"))
         return Section("Where the time went, per part", [], figures=figures)
     return SectionProvider("trace_parts", summary, render)
+
+
+# --- every registered convention against the log's printed number ------------------------------
+def reconcile_provider(summary: dict) -> SectionProvider:
+    """``summary``: `vlm_perf.analysis.log_reconcile.log_reconcile`; shown by the "Which number to quote"
+    section (`report.sections.which_number`), so its own render is a plain list."""
+    return SectionProvider("log_reconcile", summary, lambda out: Section(
+        "Every convention against the log's number", [summary.get("message") or f"closest: {summary.get('closest')}"]))

@@ -90,6 +90,21 @@ _TRACE = tuple(_k(n, u, t, m, "analysis.trace_summary", **kw) for n, u, t, m, kw
     ("top", "block", list, "top ops / kernels by time: name, part, time_s, count", {}),
     ("notes", "text", list, "what the attribution assumed or could not do", {}),
 ))
+_RECONCILE = tuple(_k(n, u, t, m, "analysis.log_reconcile", required=False, **kw) for n, u, t, m, kw in (
+    ("status", "text", str, "ok | no_logged_value | no_world_size | no_windows", {}),
+    ("message", "text", str, "why there is nothing to reconcile", {}),
+    ("windows", "count", int, "windows the means use with a logged TFLOP/s/GPU", {}),
+    ("printed_decimals", "count", int, "print precision inferred from the logged values", {}),
+    ("printed_median", "TFLOP/s/GPU", _NUM, "median logged value over those windows", {}),
+    ("conventions", "block", list, "every registered convention computed for the run, closest first: convention, "
+     "tflops_per_gpu_mean (TFLOP/s/GPU), mfu_mean (fraction; both as conventions.<name>), rel_diff_median (fraction), windows_matched (count), matches (bool: "
+     "within print precision in at least half of the windows)", {}),
+    ("not_defined", "block", dict, "convention -> why it is not defined for this model", {}),
+    ("matches", "text", list, "conventions that match the log's number", {}),
+    ("closest", "text", str, "the convention with the smallest median relative difference", {}),
+    ("closest_minus_exact", "block", list, "closest minus exact per component, run totals: component, delta_flops "
+     "(FLOPs), delta_of_exact_total (fraction)", {}),
+))
 _INPUTS = (
     _k("logs", "text", list, "log files and TensorBoard folders read", "run.discover"),
     _k("metadata", "text", list, "metadata files / shard folders read", "run.discover"),
@@ -139,6 +154,9 @@ SUMMARY: tuple[Key, ...] = (
        fields=_HFU),
     _k("balance", "block", dict, "DP load balance from per-microbatch FLOPs", "analysis.balance", nullable=True),
     _k("stragglers", "block", dict, "per-rank timing lines of the logs", "analysis.stragglers", nullable=True),
+    _k("log_reconcile", "block", dict, "every registered convention (variants included) against the log's printed "
+       "TFLOP/s/GPU, within its print precision (flops.conventions.reconcile)", "analysis.log_reconcile",
+       fields=_RECONCILE),
     _k("trace_parts", "block", dict, "where the profiled step time went, per part, joined with exact FLOPs (null "
        "when the run folder holds no profiler trace)", "analysis.trace_summary", nullable=True, fields=_TRACE),
     _k("figures", "block", dict, "figure file -> drawn, or skipped: reason", "report.figures"),
