@@ -179,11 +179,11 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
                   hfu_provider(hfu_of(analysis, spec, config, frozen_parts, recompute_cli, causal)),
                   balance_provider(balance),
                   straggler_provider(stragglers_of(opened.files.logs, config, balance, analysis, parsed.rank_timing)),
-                  traces_of(opened, analysis, on_step), reconcile_provider(log_reconcile(analysis, spec))])
+                  trace_parts_of(opened, analysis, on_step), reconcile_provider(log_reconcile(analysis, spec))])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw, metadata=opened.metadata)
 
 
-def traces_of(opened: Run, analysis: RunAnalysis, on_step: Callable[[str], None] = lambda text: None):
+def trace_parts_of(opened: Run, analysis: RunAnalysis, on_step: Callable[[str], None] = lambda text: None):
     """The report's per-part block when the run folder holds profiler traces (`vlm_perf.run.discover`): the
     traces attributed to parts and joined with the exact FLOPs of the run's metadata (its model, frozen parts,
     causal setting, peak and world size); a trace that cannot be read becomes a message, not a failed report."""
