@@ -14,11 +14,13 @@ import polars as pl
 from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run
 from .analysis.balance import costs_from_row_values, microbatch_cost_columns, microbatch_vision_share
 from .analysis.checks import run_checks
+from .analysis.log_reconcile import log_reconcile
 from .arch.spec import ModelSpec
 from .flops import get_convention
 from .hardware import peak_used
 from .report import ReportContext
-from .report.providers import balance_provider, hfu_provider, peak_provider, straggler_provider
+from .report.providers import (balance_provider, hfu_provider, peak_provider, reconcile_provider,
+                               straggler_provider, trace_provider)
 from .run.core import (ESTIMATE_HELP, Run, estimate_from_config, links_outside, logged_global_batch_size,  # noqa: F401
                        open_run)
 from .run.discover import discover_run
@@ -177,8 +179,36 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
                   hfu_provider(hfu_of(analysis, spec, config, frozen_parts, recompute_cli, causal)),
                   balance_provider(balance),
-                  straggler_provider(stragglers_of(opened.files.logs, config, balance, analysis, parsed.rank_timing))])
+                  straggler_provider(stragglers_of(opened.files.logs, config, balance, analysis, parsed.rank_timing)),
+                  trace_parts_of(opened, analysis, on_step), reconcile_provider(log_reconcile(analysis, spec))])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw, metadata=opened.metadata)
+
+
+def trace_parts_of(opened: Run, analysis: RunAnalysis, on_step: Callable[[str], None] = lambda text: None):
+    """The report's per-part block when the run folder holds profiler traces (`vlm_perf.run.discover`): the
+    traces attributed to parts and joined with the exact FLOPs of the run's metadata (its model, frozen parts,
+    causal setting, peak and world size); a trace that cannot be read becomes a message, not a failed report."""
+    from .analysis.trace_parts import analyze_traces
+    from .analysis.trace_summary import trace_summary
+    from .errors import VlmPerfError
+
+    files = opened.files.traces
+    if not files:
+        return trace_provider(None)
+    on_step(f"attributing {len(files)} profiler trace(s) to parts")
+    config = opened.config
+    try:
+        result = analyze_traces(files, spec=opened.spec, metadata=opened.metadata_paths or None, causal=opened.causal,
+                                frozen=opened.frozen, world_size=config.num_gpus,
+                                peak_flops=opened.peak_tflops * 1e12 if opened.peak_tflops else None)
+    except VlmPerfError as exc:
+        analysis.messages.append(f"profiler trace not analysed: {exc}")
+        return trace_provider(None)
+    summary = trace_summary(result, files, analysis.per_iteration, config.num_gpus)
+    if summary["flops_match_report"] is False:
+        analysis.messages.append(f"trace FLOPs per part sum to {summary['flops_total']:.6e}, the report's exact FLOPs "
+                                 f"of the profiled iterations are {summary['report_exact_flops']:.6e}")
+    return trace_provider(summary, result)
 
 
 def evidence_checks(opened: Run, analysis: RunAnalysis) -> None:

@@ -149,7 +149,9 @@ def test_report_pages_show_the_summary_values(shown, page):
     exact = s["conventions"]["exact"]
     tf, mfu = _num(exact["tflops_per_gpu_mean"]), _pct(exact["mfu_mean"])
     rows = [row for row in _cells(text) if row and row[0] == "exact"]
-    assert [row[1:3] for row in rows] == [[tf, mfu]]  # the conventions table
+    # the conventions table, and the table of every convention against the log's number when there is one
+    again = s["log_reconcile"]["status"] == "ok"
+    assert [row[1:3] for row in rows] == [[tf, mfu]] * (2 if again else 1)
     lines = _lines(text)
     assert _found(lines, r"Quote exact \(([\d,.—]+) TFLOP/s/GPU, MFU ([^)]+)\)") == [
         (tf, mfu if exact["mfu_mean"] is not None else "unknown without a GPU peak")]
@@ -241,3 +243,29 @@ def test_summary_conforms_to_its_declared_schema(shown):
     assert sorted(check_summary(bad)) == ["summary.conventions.exact.mfu_mean: str, declared int/float",
                                           "summary.vision_share: not declared",
                                           "summary.windows_used: declared, missing"]
+
+
+def test_every_convention_against_the_log_is_the_conventions_number(shown):
+    """The log reconciliation's rows are `conventions.<name>` for the conventions the report computed."""
+    r = shown["summary"]["log_reconcile"]
+    if r["status"] != "ok":
+        return
+    rows = {c["convention"]: c for c in r["conventions"]}
+    for name, entry in shown["summary"]["conventions"].items():
+        assert (rows[name]["tflops_per_gpu_mean"], rows[name]["mfu_mean"]) == (entry["tflops_per_gpu_mean"],
+                                                                               entry["mfu_mean"])
+
+
+def test_trace_section_flops_are_the_reports_exact_flops(shown):
+    """A run folder with profiler traces: the per-part section's FLOPs are the report's exact FLOPs of the
+    profiled iterations (one truth), and report.md shows that total."""
+    t = shown["summary"]["trace_parts"]
+    if t is None:
+        assert "Where the time went, per part" not in shown["report.md"]
+        return
+    assert t["flops_source"] == "metadata" and t["flops_match_report"] is True
+    assert t["flops_total"] == pytest.approx(t["report_exact_flops"], rel=1e-12)
+    assert sum(p["flops"] or 0 for p in t["parts"]) == pytest.approx(t["flops_total"], rel=1e-12)
+    assert _found(_lines(shown["report.md"]), r"profiled iterations, ([\d.e+]+) in all, the same as the report's "
+                                               r"exact FLOPs of those iterations \(([\d.e+]+)\)") == [
+        (f"{t['flops_total']:.4e}", f"{t['report_exact_flops']:.4e}")]

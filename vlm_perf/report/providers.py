@@ -257,3 +257,27 @@ def straggler_lines(s: dict) -> list[str]:
 def straggler_provider(s: dict | None) -> SectionProvider:
     return SectionProvider("stragglers", s, lambda out: Section("Stragglers", straggler_lines(s) if s else
                                                                  ["not computed"]))
+
+
+# --- where the time went, per part (profiler traces in the run folder) ---------------------------
+def trace_provider(summary: dict | None, result=None) -> SectionProvider:
+    """``summary``: `vlm_perf.analysis.trace_summary.trace_summary` (None: no traces in the run folder);
+    ``result``: its `TraceParts`, for the figure. The section itself is `report.sections.trace_parts`."""
+    def render(out_dir: Path) -> Section:
+        figures = []
+        if result is not None and result.parts.height:
+            from ..analysis.trace_parts import trace_parts_figure
+
+            plt.close(trace_parts_figure(result, out_dir / "trace_parts.png"))
+            figures.append(("trace_parts.png", "Step time per part per profiled step (labels: the part's achieved "
+                                               "FLOP/s)"))
+        return Section("Where the time went, per part", [], figures=figures)
+    return SectionProvider("trace_parts", summary, render)
+
+
+# --- every registered convention against the log's printed number ------------------------------
+def reconcile_provider(summary: dict) -> SectionProvider:
+    """``summary``: `vlm_perf.analysis.log_reconcile.log_reconcile`; shown by the "Which number to quote"
+    section (`report.sections.which_number`), so its own render is a plain list."""
+    return SectionProvider("log_reconcile", summary, lambda out: Section(
+        "Every convention against the log's number", [summary.get("message") or f"closest: {summary.get('closest')}"]))
