@@ -168,6 +168,35 @@ def stragglers_of(logs, config, balance, analysis: RunAnalysis, timing=None) -> 
                              interval=interval)
 
 
+def gather_evidence(spec: ModelSpec, config, ranges, mixed, log_facts, analysis: RunAnalysis, stats_frame, costs,
+                    overrides: dict, frozen: tuple, causal: str, logs_chosen: bool = False):
+    """The facts `vlm_perf.analysis.evidence` cross-examines (see there)."""
+    from .analysis.evidence import Evidence
+    from .analysis.flops_frame import flops_columns
+
+    ev = Evidence(spec=spec, config=config, files=ranges, mixed=mixed, logs_chosen=logs_chosen,
+                  overrides=dict(overrides), estimated=analysis.estimated)
+    ev.parameter_counts = [(f.path, kind, n, line) for f in log_facts for kind, n, line in f.parameter_counts]
+    its = analysis.windows["iteration"] if analysis.windows.height else None
+    if its is not None:
+        ev.log_iterations = (int(its.min()), int(its.max()), int(its.len()))
+    if stats_frame is not None and stats_frame.height:
+        m = stats_frame["iteration"]
+        ev.metadata_iterations = (int(m.min()), int(m.max()), int(m.len()))
+    if costs is not None and "dp_rank" in costs.columns:
+        ev.metadata_dp_ranks = sorted(int(r) for r in costs["dp_rank"].drop_nulls().unique().to_list())
+    per_it = analysis.per_iteration
+    if spec.vision is not None and "exact_total" in per_it.columns and per_it.height:
+        ev.flops_as_counted = float(per_it["exact_total"].sum())
+        for parts in (("vision_tower",), ("vision_tower", "projector")):
+            if all(p in frozen for p in parts):
+                continue
+            alt = tuple(dict.fromkeys((*frozen, *parts)))
+            total = per_it.select(flops_columns(spec, ["exact"], alt, causal=causal)[0]).to_series().sum()
+            ev.frozen_alternatives[" + ".join(parts).replace("_", " ")] = float(total)
+    return ev
+
+
 def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | None = None,
              gpus: int | None = None, gpu: str | None = None, peak_tflops: float | None = None,
              dtype: str | None = None, conventions: Iterable[str] = (), log_format: str = "auto",
@@ -177,7 +206,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
              images_per_sample: int | None = None, causal: str = "half",
              recompute: str | None = None,
              metadata_progress: Callable[[int, int], None] | None = None,
-             per_rank: bool = False) -> LoadedRun:
+             per_rank: bool = False, logs: Sequence[str | Path] = (), merge_logs: bool = False) -> LoadedRun:
     """Parse, resolve the configuration, aggregate metadata and analyse one run.
 
     Arguments override the manifest (run.yaml / run.json), which overrides what the log states.
@@ -188,6 +217,9 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     The metadata is read once (`MetadataSource`); ``metadata_progress(done_bytes, total_bytes)``
     is called as it is read; ``per_rank=True`` also keeps the per-(iteration, dp_rank) statistics
     (``loaded.metadata.per_rank``, for the load-balance analysis) from the same pass.
+    ``logs``: the log files to read (instead of every log of the run folder); log files of two
+    different runs found together are refused (`analysis.evidence.MixedRunsError`) unless
+    ``merge_logs`` (then merged, and the checks say so).
     """
     from .ingest.logs import parse_logs
     from .ingest.metadata_source import MetadataSource
@@ -204,10 +236,22 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     for name in conventions:
         get_convention(name)  # fail fast on a typo
     run = Path(run)
+    logs_chosen = list(logs)
     logs, found_metadata, run_dir = discover(run)
+    logs = [Path(p) for p in logs_chosen] if logs_chosen else logs
     meta_paths = [Path(p) for p in metadata] or found_metadata
     on_step(f"parsing {len(logs)} log file(s)")
     parsed = parse_logs(logs, format=log_format)
+    # ---- evidence (vlm_perf.analysis.evidence): two runs' logs together are refused -------------
+    from .analysis import evidence as ev_mod
+    from .ingest.log_facts import read_log_facts
+
+    log_facts = read_log_facts(logs)
+    ranges = ev_mod.file_ranges(parsed.raw, {f.path: f.arguments for f in log_facts})
+    mixed = ev_mod.mixed_runs(ranges, parsed.raw)
+    if mixed and not merge_logs:
+        ev_mod.refuse_mixed(mixed, str(run))
+    # ---- end evidence ----------------------------------------------------------------------------
     overrides = {k: v for k, v in {"model": model, "num_gpus": gpus, "gpu": gpu, "dtype": dtype,
                                    "seq_length": seq_length, "global_batch_size": global_batch_size,
                                    "image_size": image_size, "image_grid": image_grid,
@@ -267,7 +311,11 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     ignored = parsed.diagnostics.ignored
     events = ("checkpoint", "validation", "traceback", "restart_banner")
     analysis.health["log_events"] = {kind: int(ignored.get(kind, 0)) for kind in events}
-    analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag)
+    # ---- evidence (vlm_perf.analysis.evidence): cross-examined before any number is printed -----
+    evidence = gather_evidence(spec, config, ranges, mixed, log_facts, analysis, stats_frame, costs, overrides,
+                               frozen, causal, logs_chosen=bool(logs_chosen))
+    analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag, evidence=evidence)
+    # ---- end evidence ----------------------------------------------------------------------------
     balance = balance_of(costs, spec, frozen, analysis) if costs is not None else None
     # after the balance analysis (its group-by is the largest transient): one value per microbatch for the
     # vision-share figure is all that outlives the per-microbatch FLOPs

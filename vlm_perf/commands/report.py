@@ -39,6 +39,10 @@ def report(
                                                     "sample (default 1; run.yaml images_per_sample)."),
     strict: bool = typer.Option(False, "--strict", help="Exit with status 4 when any check fails (the report is "
                                 "still written)."),
+    log: List[Path] = typer.Option([], "--log", help="Read only these log file(s) of the run (repeatable); "
+                                   "the run folder still gives the metadata and run.yaml."),
+    merge_logs: bool = typer.Option(False, "--merge-logs", help="Merge log files that look like two different runs "
+                                    "(refused by default; the checks then say so)."),
     recompute: Optional[str] = typer.Option(None, "--recompute", help="Activation recompute for HFU: none, selective, "
                                             "full or full:N layers (default: what the log / run.yaml state)."),
 ) -> None:
@@ -69,7 +73,7 @@ def report(
                           causal=causal, on_step=lambda text: progress.update(task, description=text),
                           seq_length=seq_length, global_batch_size=global_batch_size, image_size=image_size,
                           image_grid=grid, images_per_sample=images_per_sample, recompute=recompute,
-                          metadata_progress=metadata_progress)
+                          metadata_progress=metadata_progress, logs=log, merge_logs=merge_logs)
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)
     checks = loaded.analysis.checks
