@@ -19,6 +19,7 @@ from .arch.spec import ModelSpec
 from .flops import get_convention
 from .hardware import device_peak, peak_used
 from .report import ReportContext
+from .report.units import model_title
 from .report.providers import balance_provider, hfu_provider, peak_provider, straggler_provider
 from .stats import BatchStats
 
@@ -295,6 +296,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
                            conventions=conventions, frozen=frozen, estimate=estimate,
                            log_interval=config.log_interval, global_batch_size=config.global_batch_size,
                            log_segments=parsed.deduplicated, micro_batch_size=config.micro_batch_size, causal=causal)
+    analysis.model = model_title(spec.name, spec.source, spec.model_type)  # titles name the model (report/units.py)
     if causal == "full":
         notes.append("exact counts the LM attention core as the full square (--causal full, as eager/masked "
                      "attention computes it), not the causal half")

@@ -301,8 +301,8 @@ def _parallelism(inputs: CheckInputs) -> Check | None:
             problems.append(f"the metadata comes from {n} DP rank(s) (ids {min(ranks)}..{top}), the configuration "
                             f"says {dp} ({dp_src})")
         else:
-            notes.append(f"{n} DP rank(s) in the metadata" + (f" = data-parallel size {dp}" if dp else
-                                                               (f" <= {gpus} GPUs" if gpus else "")))
+            notes.append(f"{n} DP rank{'s' if n > 1 else ''} in the metadata"
+                         + (f" = data-parallel size {dp}" if dp else (f", within {gpus} GPU(s)" if gpus else "")))
     gbs, mbs = cfg.global_batch_size, cfg.micro_batch_size
     if gbs and mbs and dp:
         if gbs % (mbs * dp):

@@ -96,10 +96,14 @@ def report(
         print(f"peak:    {peak['tflops']:,.1f} TFLOP/s/GPU {peak['dtype']} dense, {peak['device']} "
               f"({peak['source_short']})" if not peak["override"] else f"peak:    {peak['tflops']:,.1f} TFLOP/s/GPU "
               "(--peak-tflops override)")
+    from ..report.units import rate_unit
+
+    unit = rate_unit(e["tflops_per_gpu_mean"] for e in summary.values())  # the report's unit (report/units.py)
     for name, entry in summary.items():
         tf, mfu = entry["tflops_per_gpu_mean"], entry["mfu_mean"]
         if tf is not None:
-            print(f"  {name:16s} {tf:8.1f} TFLOP/s/GPU" + (f"   MFU {100 * mfu:5.1f}%" if mfu is not None else ""))
+            print(f"  {name:16s} {unit.fmt(tf):>8s} {unit.per_gpu}" + (f"   MFU {100 * mfu:5.1f}%" if mfu is not None
+                                                                       else ""))
     hfu = next((p.summary for p in loaded.context.sections if p.key == "hfu"), None)
     if hfu and hfu.get("hfu_mean") is not None:
         print(f"  HFU (exact + recompute {hfu['recompute']}) {100 * hfu['hfu_mean']:5.1f}%   "

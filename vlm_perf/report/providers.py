@@ -154,8 +154,13 @@ def balance_provider(result) -> SectionProvider:
             "DP load balance", ["no per-microbatch metadata with dp_rank: load balance not computed"]))
 
     def render(out_dir: Path) -> Section:
+        lines = balance_lines(result.summary)
+        n_ranks = result.ranks["dp_rank"].n_unique() if result.ranks.height else 0
+        if n_ranks < 2:  # one DP rank: no balance to draw (said, not drawn as an empty heat map)
+            return Section("DP load balance", lines + [f"figure not drawn: {n_ranks} DP rank in the metadata, "
+                                                       "nothing to balance"])
         balance_figure(result.ranks, result.per_iteration, out_dir / "balance.png")
-        return Section("DP load balance", balance_lines(result.summary),
+        return Section("DP load balance", lines,
                        figures=[("balance.png", "Per-rank load over iterations and the max/mean distribution")])
     return SectionProvider("balance", result.summary, render)
 
