@@ -20,7 +20,8 @@ from .flops import get_convention
 from .hardware import device_peak, peak_used
 from .report import ReportContext
 from .report.units import model_title
-from .report.providers import balance_provider, hfu_provider, peak_provider, straggler_provider
+from .analysis.memory import peak_memory
+from .report.providers import balance_provider, hfu_provider, memory_provider, peak_provider, straggler_provider
 from .stats import BatchStats
 
 LOG_NAME = re.compile(r"(\.log(\.gz|\.zst)?|^progress\.txt|^trainer_state\.json|^trainer_log\.jsonl|^logging\.jsonl"
@@ -330,5 +331,6 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
         microbatch_vision_share=micro_share, sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
                   hfu_provider(hfu_of(analysis, spec, config, frozen, recompute_cli, causal)), balance_provider(balance),
-                  straggler_provider(stragglers_of(logs, config, balance, analysis, parsed.rank_timing))])
+                  straggler_provider(stragglers_of(logs, config, balance, analysis, parsed.rank_timing)),
+                  memory_provider(peak_memory(log_facts))])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw, metadata=source)

@@ -90,6 +90,7 @@ def report(
           f"checks:  none failed, {len(warned)} warning(s)" + (f" ({', '.join(c.name for c in warned)})" if warned
                                                                 else ""))
     print(f"report:  {out / 'report.html'}  (also report.md, summary.json)")
+    print(f"windows: {out / 'windows.csv'}  (also windows.parquet: every window, every convention)")
     print(f"figures: {', '.join(str(out / name) for name in paths if name.endswith('.png'))}")
     peak = next((p.summary for p in loaded.context.sections if p.key == "peak"), None)
     if peak:

@@ -21,7 +21,8 @@ from typing import Iterator
 from ..errors import VlmPerfError
 
 MARKER = ".vlm-perf-report"  # written into every report folder; what makes a folder replaceable
-REPORT_FILES = {"summary.json", "report.md", "report.html", MARKER}
+WINDOWS_FILES = ("windows.parquet", "windows.csv")
+REPORT_FILES = {"summary.json", "report.md", "report.html", MARKER, *WINDOWS_FILES}
 
 
 def _is_replaceable(folder: Path) -> bool:
@@ -91,3 +92,33 @@ def atomic_report_dir(out: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def windows_table(run) -> "pl.DataFrame":
+    """One row per logged window: where it is, whether the means use it (and why not), its step time,
+    every convention's TFLOP/s/GPU and MFU, the exact vision share and the log's own number."""
+    import polars as pl
+
+    w = run.windows
+    cols = [c for c in ("segment", "window_start", "iteration", "window_iterations", "first_in_segment", "complete",
+                        "reliable", "step_time_excluded", "window_seconds") if c in w.columns]
+    exprs = [pl.col(c) for c in cols]
+    exprs.append((pl.col("window_seconds") / pl.col("window_iterations")).alias("step_time_s"))
+    for conv in run.conventions:
+        for suffix in ("tflops_per_gpu", "mfu"):
+            if f"{conv}_{suffix}" in w.columns:
+                exprs.append(pl.col(f"{conv}_{suffix}").fill_nan(None))
+    if "exact_total" in w.columns and "exact_vision" in w.columns:
+        exprs.append(pl.when(pl.col("exact_total") > 0).then(pl.col("exact_vision") / pl.col("exact_total"))
+                     .alias("vision_share"))
+    if "tflops_per_gpu_logged" in w.columns:
+        exprs.append(pl.col("tflops_per_gpu_logged"))
+    return w.select(exprs)
+
+
+def write_windows_table(run, folder: Path) -> list[str]:
+    """``windows.parquet`` and ``windows.csv`` (the same table, `windows_table`) into ``folder``; their names."""
+    table = windows_table(run)
+    table.write_parquet(folder / WINDOWS_FILES[0])
+    table.write_csv(folder / WINDOWS_FILES[1])
+    return list(WINDOWS_FILES)
