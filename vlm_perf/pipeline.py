@@ -189,13 +189,23 @@ def gather_evidence(spec: ModelSpec, config, ranges, mixed, log_facts, analysis:
         ev.metadata_dp_ranks = sorted(int(r) for r in costs["dp_rank"].drop_nulls().unique().to_list())
     per_it = analysis.per_iteration
     if spec.vision is not None and "exact_total" in per_it.columns and per_it.height:
-        ev.flops_as_counted = float(per_it["exact_total"].sum())
+        # exact's FLOPs over the windows the means use, as counted and with the tower (+ projector) frozen:
+        # the same windows and step times, so the ratio is the ratio of the headline TFLOP/s
+        from .analysis.windows import window_sums
+
+        alts = {}
         for parts in (("vision_tower",), ("vision_tower", "projector")):
-            if all(p in frozen for p in parts):
-                continue
-            alt = tuple(dict.fromkeys((*frozen, *parts)))
-            total = per_it.select(flops_columns(spec, ["exact"], alt, causal=causal)[0]).to_series().sum()
-            ev.frozen_alternatives[" + ".join(parts).replace("_", " ")] = float(total)
+            if not all(p in frozen for p in parts):
+                alt = tuple(dict.fromkeys((*frozen, *parts)))
+                alts[" + ".join(parts).replace("_", " ")] = flops_columns(spec, ["exact"], alt, causal=causal)[0]
+        frame = per_it.select("iteration", "exact_total",
+                              *(expr.alias(f"_alt{i}") for i, expr in enumerate(alts.values())))
+        reliable = analysis.reliable_windows().select("segment", "window_start", "iteration")
+        if reliable.height:
+            sums = window_sums(reliable, frame, [c for c in frame.columns if c != "iteration"])
+            ev.flops_as_counted = float(sums["exact_total"].sum())
+            for i, label in enumerate(alts):
+                ev.frozen_alternatives[label] = float(sums[f"_alt{i}"].sum())
     return ev
 
 

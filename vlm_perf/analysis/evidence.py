@@ -347,10 +347,15 @@ def normalise_model_name(text: str) -> str:
     return name
 
 
+def _model_key(text: str) -> str:
+    """`normalise_model_name` without separators: ``qwen2_5-vl-7b`` and ``qwen2.5-vl-7b`` are one model
+    (equality only: ``7b`` is not part of ``72b``)."""
+    return re.sub(r"[._\-\s]", "", normalise_model_name(text))
+
+
 def _same_model(log_name: str, spec) -> bool:
-    a = normalise_model_name(log_name)
-    names = {normalise_model_name(x) for x in (spec.name, spec.source) if x}
-    return any(a == b or (len(b) > 3 and b in a) or (len(a) > 3 and a in b) for b in names)
+    names = {_model_key(x.removeprefix("preset:")) for x in (spec.name, spec.source) if x}
+    return _model_key(log_name) in names
 
 
 def _param_total(spec, trainable_only: bool = False, frozen: Sequence[str] = ()) -> int:
@@ -474,8 +479,8 @@ def _named_model_size(logged_name: str, spec) -> str:
     from ..arch import load_model
     from ..arch.presets_loader import preset_names
 
-    target = normalise_model_name(logged_name)
-    match = next((p for p in preset_names() if normalise_model_name(p) == target), None)
+    target = _model_key(logged_name)
+    match = next((p for p in preset_names() if _model_key(p) == target), None)
     if match is None:
         return ""
     try:
