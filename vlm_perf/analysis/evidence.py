@@ -303,6 +303,13 @@ def _parallelism(inputs: CheckInputs) -> Check | None:
         else:
             notes.append(f"{n} DP rank{'s' if n > 1 else ''} in the metadata"
                          + (f" = data-parallel size {dp}" if dp else (f", within {gpus} GPU(s)" if gpus else "")))
+    sizes = [getattr(cfg, k, None) for k in ("data_parallel", "tensor_parallel", "pipeline_parallel")]
+    if gpus and all(sizes):
+        product = sizes[0] * sizes[1] * sizes[2] * (cfg.context_parallel or 1)
+        if product != gpus:
+            problems.append(f"{gpus} GPUs (num_gpus from {gpus_src}) but dp {sizes[0]} x tp {sizes[1]} x pp "
+                            f"{sizes[2]} x cp {cfg.context_parallel or 1} = {product} "
+                            f"({100 * (gpus / product - 1):+.0f}%)")
     gbs, mbs = cfg.global_batch_size, cfg.micro_batch_size
     if gbs and mbs and dp:
         if gbs % (mbs * dp):
@@ -456,7 +463,11 @@ def log_vs_model(ev: Evidence, crosscheck: Mapping[str, Any] | None = None) -> C
     # the log's own TFLOP/s against every convention of this model
     cc = crosscheck or {}
     candidates = cc.get("candidates") or {}
-    if cc.get("status") == "mismatch" and candidates:
+    from .crosscheck import _plausible_world
+
+    world_explains = bool(cc.get("world_size") and cc.get("implied_world_size")
+                          and _plausible_world(cc["implied_world_size"], cc["world_size"]))
+    if cc.get("status") == "mismatch" and candidates and not world_explains:  # (a GPU count off: not the model)
         best = min(candidates, key=lambda n: abs(math.log(candidates[n])) if candidates[n] > 0 else math.inf)
         ratio = candidates[best]
         if abs(ratio - 1) > 0.02:
