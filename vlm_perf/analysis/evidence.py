@@ -147,14 +147,16 @@ def _overlap(a0: int, a1: int, b0: int, b1: int) -> int:
     return max(0, min(a1, b1) - max(a0, b0) + 1)
 
 
-def _values_differ(raw: pl.DataFrame, a: str, b: str, lo: int, hi: int) -> tuple[int, int]:
+def _values_differ(per_file: Mapping[str, pl.DataFrame], a: str, b: str, lo: int, hi: int) -> tuple[int, int]:
     """(iterations both files log in [lo, hi], of which with a different loss or step time)."""
-    keys = [c for c in ("loss", "elapsed_s") if c in raw.columns]
+    if a not in per_file or b not in per_file:
+        return 0, 0
+    keys = [c for c in ("loss", "elapsed_s") if c in per_file[a].columns]
     if not keys:
         return 0, 0
-    part = raw.filter(pl.col("iteration").is_between(lo, hi) & pl.col("file").is_in([a, b]))
-    left = part.filter(pl.col("file") == a).unique("iteration", keep="last").select("iteration", *keys)
-    right = part.filter(pl.col("file") == b).unique("iteration", keep="last").select("iteration", *keys)
+    window = pl.col("iteration").is_between(lo, hi)
+    left = per_file[a].filter(window).unique("iteration", keep="last")
+    right = per_file[b].filter(window).unique("iteration", keep="last")
     both = left.join(right, on="iteration", suffix="_b")
     if not both.height:
         return 0, 0
@@ -163,6 +165,16 @@ def _values_differ(raw: pl.DataFrame, a: str, b: str, lo: int, hi: int) -> tuple
         x, y = pl.col(k), pl.col(f"{k}_b")
         differ = differ | (x.is_not_null() & y.is_not_null() & ((x - y).abs() > 1e-6 * (x.abs() + y.abs()) + 1e-12))
     return both.height, int(both.select(differ.sum()).item())
+
+
+#: up to this many log files every pair is compared; beyond, each file with its neighbour and the first
+ALL_PAIRS = 32
+
+
+def _pairs(n: int) -> list[tuple[int, int]]:
+    if n <= ALL_PAIRS:
+        return [(i, j) for i in range(n) for j in range(i + 1, n)]
+    return sorted({(0, j) for j in range(1, n)} | {(j - 1, j) for j in range(1, n)})
 
 
 def mixed_runs(files: Sequence[FileRange], raw: pl.DataFrame | None = None) -> list[MixedRuns]:
@@ -176,34 +188,45 @@ def mixed_runs(files: Sequence[FileRange], raw: pl.DataFrame | None = None) -> l
     same values) and resumed jobs are one run.
     """
     out = []
-    for i, a in enumerate(files):
-        for b in files[i + 1:]:
-            reasons = []
-            for key in RUN_DEFINING:
-                va, vb = a.arguments.get(key), b.arguments.get(key)
-                if va is not None and vb is not None and _norm(va) != _norm(vb):
-                    reasons.append(f"{key} {va} vs {vb}")
-            ranges = None not in (a.first_iteration, a.last_iteration, b.first_iteration, b.last_iteration)
-            if ranges and raw is not None and raw.height:
-                a0, a1, b0, b1 = a.first_iteration, a.last_iteration, b.first_iteration, b.last_iteration
-                shared = _overlap(a0, a1, b0, b1)  # type: ignore[arg-type]
-                if shared:
-                    common, differ = _values_differ(raw, a.path, b.path, max(a0, b0), min(a1, b1))  # type: ignore
-                    if differ:
-                        concurrent = (a.first_time is not None and b.first_time is not None
-                                      and a.last_time is not None and b.last_time is not None
-                                      and a.first_time < b.last_time and b.first_time < a.last_time)
-                        covers = (shared >= FULL_OVERLAP * (a1 - a0 + 1) and shared >= FULL_OVERLAP * (b1 - b0 + 1))
-                        what = (f"iterations {a0}..{a1} and {b0}..{b1} overlap on {shared}, {differ} of {common} "
-                                "logged in both with a different loss or step time")
-                        if concurrent:
-                            reasons.append(what + f", logged at the same time ({a.first_time}..{a.last_time} and "
-                                           f"{b.first_time}..{b.last_time})")
-                        elif covers:
-                            reasons.append(what)
-            if reasons:
-                out.append(MixedRuns(a.path, b.path, reasons))
+    per_file: dict[str, pl.DataFrame] = {}
+    if raw is not None and raw.height and "file" in raw.columns:
+        keep = [c for c in ("iteration", "loss", "elapsed_s") if c in raw.columns]
+        per_file = {str(k[0]): v.select(keep).filter(pl.col("iteration").is_not_null())
+                    for k, v in raw.partition_by("file", as_dict=True).items()}
+    for i, j in _pairs(len(files)):
+        reasons = _pair_reasons(files[i], files[j], per_file)
+        if reasons:
+            out.append(MixedRuns(files[i].path, files[j].path, reasons))
     return out
+
+
+def _pair_reasons(a: FileRange, b: FileRange, per_file: Mapping[str, pl.DataFrame]) -> list[str]:
+    """Why files ``a`` and ``b`` are two runs (empty: one run)."""
+    reasons = []
+    for key in RUN_DEFINING:
+        va, vb = a.arguments.get(key), b.arguments.get(key)
+        if va is not None and vb is not None and _norm(va) != _norm(vb):
+            reasons.append(f"{key} {va} vs {vb}")
+    if None in (a.first_iteration, a.last_iteration, b.first_iteration, b.last_iteration):
+        return reasons
+    a0, a1, b0, b1 = int(a.first_iteration), int(a.last_iteration), int(b.first_iteration), int(b.last_iteration)  # type: ignore[arg-type]
+    shared = _overlap(a0, a1, b0, b1)
+    if not shared:
+        return reasons
+    common, differ = _values_differ(per_file, a.path, b.path, max(a0, b0), min(a1, b1))
+    if not differ:
+        return reasons  # copies of one log (or nothing to compare)
+    timed = None not in (a.first_time, a.last_time, b.first_time, b.last_time)
+    concurrent = timed and a.first_time < b.last_time and b.first_time < a.last_time
+    covers = shared >= FULL_OVERLAP * (a1 - a0 + 1) and shared >= FULL_OVERLAP * (b1 - b0 + 1)
+    what = (f"iterations {a0}..{a1} and {b0}..{b1} overlap on {shared}, {differ} of {common} logged in both with a "
+            "different loss or step time")
+    if concurrent:
+        reasons.append(what + f", logged at the same time ({a.first_time}..{a.last_time} and "
+                       f"{b.first_time}..{b.last_time})")
+    elif covers:
+        reasons.append(what)
+    return reasons
 
 
 def refuse_mixed(found: Sequence[MixedRuns], folder: str) -> None:
