@@ -202,6 +202,15 @@ def test_every_architecture_argument_is_checked(key, attr):
     assert wrong.status == "fail" and f"{key} is {true * 2}" in wrong.summary and str(true) in wrong.summary
 
 
+def test_an_moe_log_against_a_dense_model():
+    check = ev.log_vs_model(_ev(spec=SPEC_7B, files=_files({"num_experts": 128, "moe_router_topk": 8})))
+    assert check.status == "fail" and "num_experts is 128" in check.summary and "no experts" in check.summary
+    moe = load_model("qwen3-vl-30b-a3b")
+    ok = ev.log_vs_model(_ev(spec=moe, files=_files({"num_experts": moe.lm.moe.num_experts,
+                                                     "moe_router_topk": moe.lm.moe.top_k})))
+    assert ok.status == "ok"
+
+
 @pytest.mark.parametrize("logged", ["qwen2.5-vl-7b", "Qwen/Qwen2.5-VL-7B-Instruct", "/models/Qwen2.5-VL-7B-Instruct/",
                                     "qwen2_5-vl-7b-mcore"])
 def test_the_models_own_names_agree(logged):
@@ -338,3 +347,25 @@ def test_shifted_metadata_is_another_runs(tmp_path):
     check = _check(load_run(run).analysis.checks, "metadata_vs_log")
     assert check.status == "fail" and "1001..1200" in check.summary and "do not overlap" in check.summary
     assert not math.isnan(0.0)
+
+
+# ---- tokens per second ---------------------------------------------------------------------------
+def _token_windows(logged_factor: float):
+    seconds, tokens = [2.0, 2.0, 4.0], [1.0e6, 1.2e6, 2.0e6]
+    return pl.DataFrame({"reliable": True, "window_seconds": seconds, "lm_tokens": tokens,
+                         "tokens_per_s": [logged_factor * t / s for t, s in zip(tokens, seconds)]})
+
+
+@pytest.mark.parametrize("factor,reading", [(1.0, "global"), (1 / 64, "per GPU"), (1 / 8, "per DP rank")])
+def test_logged_tokens_per_second_under_each_reading(factor, reading):
+    run = SimpleNamespace(windows=_token_windows(factor), world_size=64, gaps={})
+    check = ev._log_tokens(CheckInputs(run, evidence=_ev(config=RunConfig(num_gpus=64, data_parallel=8))))
+    assert check.status == "ok" and reading in check.summary
+
+
+def test_logged_tokens_no_reading_explains_are_flagged():
+    run = SimpleNamespace(windows=_token_windows(1.5), world_size=64, gaps={})
+    check = ev._log_tokens(CheckInputs(run, evidence=_ev(config=RunConfig(num_gpus=64))))
+    assert check.status == "warn" and "global 1.500" in check.summary and "per GPU 96.000" in check.summary
+    no_tokens = SimpleNamespace(windows=_token_windows(1.0).drop("tokens_per_s"), world_size=64, gaps={})
+    assert ev._log_tokens(CheckInputs(no_tokens, evidence=_ev())) is None

@@ -17,6 +17,7 @@ gathered the evidence (``CheckInputs.evidence``).
   parameter counts, its TFLOP/s under every convention) against the model used;
 * ``training_regime`` — a VLM whose frozen parts nobody stated: what exact would be if the tower
   were frozen;
+* ``log_tokens`` — the tokens/s a log prints against the metadata's tokens (global, per GPU, per DP rank);
 * ``estimate_inputs`` — estimate-only settings given while metadata was found (ignored);
 * ``configuration`` — values two sources state differently (a warning each).
 """
@@ -264,7 +265,8 @@ def _metadata_vs_log(inputs: CheckInputs) -> Check | None:
     if ev is None:
         return None
     if ev.estimated or ev.metadata_iterations is None or ev.log_iterations is None:
-        return Check("metadata_vs_log", "skip", "metadata vs log iterations not checked: no metadata (ESTIMATE)")
+        why = "no metadata (ESTIMATE)" if ev.estimated or ev.metadata_iterations is None else "no logged window"
+        return Check("metadata_vs_log", "skip", f"metadata vs log iterations not checked: {why}")
     m0, m1, mn = ev.metadata_iterations
     l0, l1, ln = ev.log_iterations
     interval = int(inputs.run.gaps.get("log_interval") or 1)
@@ -426,6 +428,9 @@ def log_vs_model(ev: Evidence, crosscheck: Mapping[str, Any] | None = None) -> C
         if key not in args:
             continue
         logged, ours = _as_int(args[key][0]), _attr(spec, path)
+        if key == "num_experts" and logged and ours is None:  # the log trained an MoE, the model is dense
+            problems.append(f"{label}: the log's {key} is {logged}, {spec.name} has no experts (dense)")
+            continue
         if logged is None or ours is None:
             continue
         if key == "num_query_groups" and _norm(args.get("group_query_attention", ("true", ""))[0]) == "false":
@@ -612,3 +617,48 @@ def _configuration(inputs: CheckInputs) -> Check | None:
     messages = ev.config.conflict_messages()
     return Check("configuration", "warn", f"configuration: {len(conflicts)} conflict(s): " + "; ".join(messages[:2])
                  + (f" (+{len(messages) - 2} more)" if len(messages) > 2 else ""), {"conflicts": conflicts})
+
+
+# ---- tokens per second the log prints ---------------------------------------------------------
+#: a logged tokens/s within this of one of the readings agrees
+TOKENS_TOLERANCE = 0.03
+
+
+def tokens_readings(windows: pl.DataFrame, world_size: int | None, dp: int | None) -> dict[str, float] | None:
+    """logged tokens/s / the metadata's real tokens per second, per reading of the log's number
+    (``global``, ``per GPU``, ``per DP rank``), as the median over usable windows; None without both."""
+    if "tokens_per_s" not in windows.columns or "lm_tokens" not in windows.columns:
+        return None
+    good = pl.col("reliable") if "reliable" in windows.columns else pl.lit(True)
+    w = windows.filter(good & pl.col("tokens_per_s").is_not_null() & (pl.col("tokens_per_s") > 0)
+                       & (pl.col("lm_tokens") > 0) & (pl.col("window_seconds") > 0))
+    if not w.height:
+        return None
+    ratio = float((w["tokens_per_s"] / (w["lm_tokens"] / w["window_seconds"])).median())
+    out = {"global": ratio}
+    if world_size:
+        out["per GPU"] = ratio * world_size
+    if dp:
+        out["per DP rank"] = ratio * dp
+    return out
+
+
+@register_check("log_tokens")
+def _log_tokens(inputs: CheckInputs) -> Check | None:
+    ev = inputs.evidence
+    if ev is None or ev.estimated:
+        return None
+    dp, _ = expected_dp(ev.config)
+    readings = tokens_readings(inputs.run.windows, inputs.run.world_size, dp)
+    if readings is None:
+        return None  # the log prints no tokens/s: nothing to examine, no line
+    details = {"logged_over_metadata": readings}
+    match = [name for name, r in readings.items() if abs(r - 1) <= TOKENS_TOLERANCE]
+    if match:
+        return Check("log_tokens", "ok", f"log tokens/s agrees with the metadata's real tokens ({match[0]}: "
+                     f"logged / metadata {readings[match[0]]:.3f})",
+                     details)
+    listed = ", ".join(f"{n} {r:.3f}" for n, r in readings.items())
+    return Check("log_tokens", "warn", f"log tokens/s disagrees with the metadata's real tokens under every reading "
+                 f"(logged / metadata: {listed}): the log counts padded tokens, or the metadata is another run's",
+                 details)

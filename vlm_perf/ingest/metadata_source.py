@@ -394,7 +394,7 @@ def finish_notes(diag: MetadataDiagnostics) -> None:
 
 
 #: what a bad-row error adds: the library names no flag (the CLI adds its own, see `vlm_perf.cli`)
-BAD_ROW_HINT = "fix the row, or skip bad rows (they are then counted and reported)"
+BAD_ROW_HINT = "fix the row, or skip bad rows: they are then counted and reported"
 
 
 def bad_row_error(message: str, source: str | None = None) -> SchemaError:

@@ -18,6 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+import polars as pl
+
 from ..errors import VlmPerfError
 
 MARKER = ".vlm-perf-report"  # written into every report folder; what makes a folder replaceable
@@ -94,11 +96,9 @@ def atomic_report_dir(out: Path) -> Iterator[Path]:
         raise
 
 
-def windows_table(run) -> "pl.DataFrame":
+def windows_table(run) -> pl.DataFrame:
     """One row per logged window: where it is, whether the means use it (and why not), its step time,
     every convention's TFLOP/s/GPU and MFU, the exact vision share and the log's own number."""
-    import polars as pl
-
     w = run.windows
     cols = [c for c in ("segment", "window_start", "iteration", "window_iterations", "first_in_segment", "complete",
                         "reliable", "step_time_excluded", "window_seconds") if c in w.columns]
