@@ -179,3 +179,12 @@ def test_two_runs_error_at_the_cli_offers_the_choice(tmp_path):
     assert "--log FILE" in r.stderr and "--merge-logs" in r.stderr
     chosen = cli("report", run, "-o", tmp_path / "out", "--log", run / "train.log")
     assert chosen.returncode == 0, chosen.stderr
+
+
+def test_compare_pages_use_the_same_unit(tmp_path):
+    out = tmp_path / "cmp"
+    r = cli("compare", TINY, TINY, "-o", out)
+    assert r.returncode == 0, r.stderr
+    md = (out / "compare.md").read_text()
+    assert "| convention | A GFLOP/s/GPU | B GFLOP/s/GPU |" in md and "GFLOP/s/GPU" in (out / "compare.html").read_text()
+    assert "A GFLOP/s/GPU" in r.stdout

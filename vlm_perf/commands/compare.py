@@ -54,11 +54,14 @@ def compare(
     console = Console()
     for line in headline(cmp):
         console.print(line.replace("**", ""), highlight=False)
-    table = Table("convention", "A TFLOP/s/GPU", "B TFLOP/s/GPU", "delta", "B/A", "A MFU", "B MFU")
+    from ..report.compare_page import compare_unit, conv_headers
+
+    unit = compare_unit(cmp)  # one display unit for both runs (report/units.py)
+    table = Table(*conv_headers(unit)[:-1])
     for name, e in cmp["conventions"].items():
         m = e["mfu"]
-        table.add_row(name, *[f"{x:,.1f}" if x is not None else "—" for x in (e["a"], e["b"])],
-                      f"{e['delta']:+,.1f}" if e["delta"] is not None else "—",
+        table.add_row(name, *[unit.fmt(x) for x in (e["a"], e["b"])],
+                      f"{e['delta'] / unit.tflops:+,.1f}" if e["delta"] is not None else "—",
                       f"{e['ratio']:.4f}" if e["ratio"] is not None else "—",
                       *[f"{100 * x:.1f}%" if x is not None else "—" for x in (m["a"], m["b"])])
     console.print(table)

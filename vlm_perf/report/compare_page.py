@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .document import _clean  # noqa: E402
+from .units import RateUnit, rate_unit  # noqa: E402
 
 FACT_LABELS = {
     "seconds_per_iteration": ("step time (s)", 3),
@@ -37,11 +38,22 @@ def _f(x, kind=1) -> str:
     return f"{x:,.{kind}f}"
 
 
+def compare_unit(cmp: dict) -> RateUnit:
+    """One display unit for both runs' rates (`vlm_perf.report.units`)."""
+    return rate_unit(v for e in cmp["conventions"].values() for v in (e["a"], e["b"]))
+
+
+def conv_headers(unit: RateUnit) -> list[str]:
+    return ["convention", f"A {unit.per_gpu}", f"B {unit.per_gpu}", "delta", "B/A", "A MFU", "B MFU", "MFU delta"]
+
+
 def convention_rows(cmp: dict) -> list[list[str]]:
     rows = []
+    unit = compare_unit(cmp)
     for name, e in cmp["conventions"].items():
         m = e["mfu"]
-        rows.append([name, _f(e["a"]), _f(e["b"]), _f(e["delta"]) if e["delta"] is None else f"{e['delta']:+,.1f}",
+        delta = "—" if e["delta"] is None else f"{e['delta'] / unit.tflops:+,.1f}"
+        rows.append([name, unit.fmt(e["a"]), unit.fmt(e["b"]), delta,
                      _f(e["ratio"], 4), _f(m["a"], "%"), _f(m["b"], "%"),
                      "—" if m["delta"] is None else f"{100 * m['delta']:+.2f} pt"])
     return rows
@@ -60,6 +72,7 @@ def fact_rows(cmp: dict) -> list[list[str]]:
 
 def headline(cmp: dict) -> list[str]:
     ra, rb = cmp["runs"]["a"], cmp["runs"]["b"]
+    unit = compare_unit(cmp)
     lines = []
     for label, r in (("A", ra), ("B", rb)):
         peak = r.get("peak") or {}
@@ -67,7 +80,7 @@ def headline(cmp: dict) -> list[str]:
         lines.append(f"{label}: {r['run']} — {r['model']} on {r['world_size']} × {r['gpu']} "
                      f"(peak {_f(r['peak_tflops'], 0)} TFLOP/s dense {r['dtype']}{src})"
                      + (" — **SYNTHETIC**" if r.get("synthetic") else "") + (" — **ESTIMATE**" if r.get("estimated") else "")
-                     + f"; the log printed {_f(r.get('logged_tflops_per_gpu_mean'))} TFLOP/s/GPU: {r['logged']['note']}.")
+                     + f"; the log printed {unit.text(r.get('logged_tflops_per_gpu_mean'))}: {r['logged']['note']}.")
     h = cmp.get("hfu") or {}
     if h.get("hfu", {}).get("a") is not None or h.get("hfu", {}).get("b") is not None:
         lines.append(f"HFU (exact + recompute): A {_f(h['hfu']['a'], '%')} (recompute {h['a']['recompute']}), "
@@ -84,14 +97,15 @@ def headline(cmp: dict) -> list[str]:
 
 def figure(cmp: dict, path: Path) -> Path:
     names = list(cmp["conventions"])
-    a = [cmp["conventions"][n]["a"] or 0 for n in names]
-    b = [cmp["conventions"][n]["b"] or 0 for n in names]
+    unit = compare_unit(cmp)
+    a = [(cmp["conventions"][n]["a"] or 0) / unit.tflops for n in names]
+    b = [(cmp["conventions"][n]["b"] or 0) / unit.tflops for n in names]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2, 1]})
     x = np.arange(len(names))
     ax1.bar(x - 0.2, a, 0.4, label="A", color="#7f7f7f")
     ax1.bar(x + 0.2, b, 0.4, label="B", color="#d62728")
     ax1.set_xticks(x, names, rotation=15)
-    ax1.set(ylabel="TFLOP/s/GPU", title="TFLOP/s/GPU by convention")
+    ax1.set(ylabel=unit.per_gpu, title=f"{unit.per_gpu} by convention")
     ax1.legend()
     d = cmp.get("decomposition")
     if d:
@@ -106,7 +120,7 @@ def figure(cmp: dict, path: Path) -> Path:
     return path
 
 
-CONV_HEADERS = ["convention", "A TFLOP/s/GPU", "B TFLOP/s/GPU", "delta", "B/A", "A MFU", "B MFU", "MFU delta"]
+CONV_HEADERS = conv_headers(RateUnit())  # (TFLOP/s; a run's own unit: conv_headers(compare_unit(cmp)))
 FACT_HEADERS = ["per iteration", "A", "B", "delta", "B/A"]
 
 
@@ -117,7 +131,8 @@ def _md_table(headers, rows) -> list[str]:
 
 def render_markdown(cmp: dict) -> str:
     out = ["# vlm-perf compare: A vs B", ""] + [f"- {x}" for x in headline(cmp)] + [""]
-    out += ["## TFLOP/s/GPU and MFU by convention", ""] + _md_table(CONV_HEADERS, convention_rows(cmp)) + [""]
+    unit = compare_unit(cmp)
+    out += [f"## {unit.per_gpu} and MFU by convention", ""] + _md_table(conv_headers(unit), convention_rows(cmp)) + [""]
     out += ["Means are time-weighted over complete windows, exactly as in each run's report.", ""]
     out += ["## Step time, tokens and media", ""] + _md_table(FACT_HEADERS, fact_rows(cmp)) + [""]
     out += ["![A vs B](compare.png)", ""]
@@ -144,7 +159,7 @@ def render_html(cmp: dict, out_dir: Path) -> str:
 table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 10px;text-align:right}}
 td:first-child{{text-align:left}}img{{max-width:100%}}</style></head><body>
 <h1>vlm-perf compare: A vs B</h1><ul>{''.join(f'<li>{inline(x)}</li>' for x in headline(cmp))}</ul>
-<h2>TFLOP/s/GPU and MFU by convention</h2>{table(CONV_HEADERS, convention_rows(cmp))}
+<h2>{compare_unit(cmp).per_gpu} and MFU by convention</h2>{table(conv_headers(compare_unit(cmp)), convention_rows(cmp))}
 <p>Means are time-weighted over complete windows, exactly as in each run's report.</p>
 <h2>Step time, tokens and media</h2>{table(FACT_HEADERS, fact_rows(cmp))}
 <figure><img alt="A vs B" src="data:image/png;base64,{png}"></figure>
