@@ -342,5 +342,5 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         microbatch_vision_share=micro_share, sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
                   hfu_provider(hfu_of(analysis, spec, config, frozen, recompute_cli, causal)), balance_provider(balance),
                   straggler_provider(stragglers_of(logs, config, balance, analysis, parsed.rank_timing)),
-                  memory_provider(peak_memory(log_facts))])
+                  memory_provider(peak_memory(log_facts, parsed.raw))])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw, metadata=source)

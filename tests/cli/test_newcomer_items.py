@@ -188,3 +188,14 @@ def test_compare_pages_use_the_same_unit(tmp_path):
     md = (out / "compare.md").read_text()
     assert "| convention | A GFLOP/s/GPU | B GFLOP/s/GPU |" in md and "GFLOP/s/GPU" in (out / "compare.html").read_text()
     assert "A GFLOP/s/GPU" in r.stdout
+
+
+def test_memory_from_structured_records(tmp_path):
+    """torchtitan prints the reserved peak (GiB) on its step lines: it reaches the memory block too."""
+    from vlm_perf.ingest.logs import parse_logs
+
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(f"step: {i}  loss:  2.0000  grad_norm:  1.0000  memory: {40 + i / 10:.2f}GiB(50.00%)  "
+                             "tps: 12,345  tflops: 567.89  mfu: 57.42%" for i in range(1, 6)) + "\n")
+    m = peak_memory([], parse_logs([log]).raw)
+    assert m["ranks_reported"] == 1 and m["max_reserved_bytes"] == pytest.approx(40.5 * 1024 ** 3)
