@@ -369,3 +369,38 @@ def test_logged_tokens_no_reading_explains_are_flagged():
     assert check.status == "warn" and "global 1.500" in check.summary and "per GPU 96.000" in check.summary
     no_tokens = SimpleNamespace(windows=_token_windows(1.0).drop("tokens_per_s"), world_size=64, gaps={})
     assert ev._log_tokens(CheckInputs(no_tokens, evidence=_ev())) is None
+
+
+# ---- fuzz: the scanners and the pair rule never crash ---------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_FRAGMENTS = ["[Rank 3] (after 10 iterations) memory (MB) | allocated: ", "max allocated: ", "| max reserved: ",
+              "mem-max-allocated-gigabytes: ", " > number of parameters on (tensor, pipeline) model parallel rank (",
+              "Number of trainable parameters = ", "  world_size ........ ", "  hf_model_id ....... ", "1e400",
+              "nan", "-3", "9" * 30, "1,234,567", ")", ": ", " | ", "\x00", "é", "[default0]:", "..."]
+
+
+@settings(derandomize=True, deadline=None, max_examples=150)
+@given(st.lists(st.lists(st.sampled_from(_FRAGMENTS), max_size=8).map("".join), max_size=20))
+def test_fuzz_scan_lines_never_crashes(lines):
+    facts = scan_lines("f.log", list(enumerate(lines, 1)))
+    for _rank, _iteration, allocated, reserved, _unit, _line in facts.memory:
+        assert all(v is None or not v < 0 for v in (allocated, reserved))  # (inf / nan from "1e400" allowed)
+    from vlm_perf.analysis.memory import peak_memory
+
+    peak_memory([facts])
+    ev.log_vs_model(_ev(spec=SPEC_7B, files=[ev.FileRange("f.log", arguments=facts.arguments)],
+                        parameter_counts=[("f.log", k, n, line) for k, n, line in facts.parameter_counts]))
+
+
+@settings(derandomize=True, deadline=None, max_examples=100)
+@given(st.lists(st.tuples(st.integers(0, 300), st.integers(1, 60), st.floats(0, 1)), min_size=1, max_size=4))
+def test_fuzz_pair_rule(files):
+    frames = [_raw(f"{k}.log", range(start, start + 5 * n, 5), loss_offset=off,
+                   start=datetime(2025, 1, 1) + timedelta(hours=k)) for k, (start, n, off) in enumerate(files)]
+    raw = pl.concat(frames)
+    ranges = ev.file_ranges(raw, {})
+    found = ev.mixed_runs(ranges, raw)
+    for m in found:
+        assert m.reasons and m.a != m.b
