@@ -20,6 +20,7 @@ Structured logs (JSON, TensorBoard, W&B CSV) are not scanned: they carry no such
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +79,14 @@ def _memory(text: str, line: int) -> tuple[int, int, float | None, float | None,
     if not m:
         return None
     unit = m.group(3)
-    fields = {k.strip().lower(): float(v) for k, v in _MEMORY_FIELD.findall(m.group(4))}
+    fields = {}
+    for key, value in _MEMORY_FIELD.findall(m.group(4)):
+        try:
+            number = float(value)
+        except ValueError:  # a garbled value ("1e400...") is left out, never an error
+            continue
+        if math.isfinite(number) and number >= 0:
+            fields[key.strip().lower()] = number
     scale = MEMORY_UNIT_BYTES[unit]
     allocated = next((fields[k] * scale for k in _MAX_ALLOCATED if k in fields), None)
     reserved = next((fields[k] * scale for k in _MAX_RESERVED if k in fields), None)
