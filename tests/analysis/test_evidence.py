@@ -228,6 +228,13 @@ def test_a_wrong_model_is_named_with_the_size_of_the_difference(logged, used):
     assert f"{100 * (ours / theirs - 1):+.1f}%" in check.summary
 
 
+@pytest.mark.parametrize("logged,status", [("Qwen3VLModelProvider", "skip"), ("vlm_sft_recipe", "skip"),
+                                           ("my-org/foo-13b", "fail"), ("llama-3.1-8b", "fail")])
+def test_only_a_name_that_names_a_model_is_judged(logged, status):
+    check = ev.log_vs_model(_ev(spec=SPEC_7B, files=_files({"model_name": logged})))
+    assert check.status == status, check.summary
+
+
 def test_parameter_counts_the_log_prints():
     pc = count_params(SPEC_7B)
     trainable_all = pc.total

@@ -379,6 +379,9 @@ def normalise_model_name(text: str) -> str:
     return name
 
 
+_SIZED_NAME = re.compile(r"(?<![a-z0-9])\d+(?:\.\d+)?[bm](?![a-z0-9])")
+
+
 def _model_key(text: str) -> str:
     """`normalise_model_name` without separators: ``qwen2_5-vl-7b`` and ``qwen2.5-vl-7b`` are one model
     (equality only: ``7b`` is not part of ``72b``)."""
@@ -448,7 +451,12 @@ def log_vs_model(ev: Evidence, crosscheck: Mapping[str, Any] | None = None) -> C
                 agreed.append(key)
             else:
                 size = _named_model_size(logged_name, spec)
-                problems.append(f"the log's {key} is {logged_name!r}, the model used is {spec.name}" + size)
+                # a name that is a preset or carries a size ("…-7B") names a model; anything else (a class
+                # name, a recipe) is recorded, not judged
+                if size or _SIZED_NAME.search(normalise_model_name(logged_name)):
+                    problems.append(f"the log's {key} is {logged_name!r}, the model used is {spec.name}" + size)
+                else:
+                    details["log_model_name_unjudged"] = logged_name
             break
     # parameter counts
     frozen = tuple(getattr(cfg, "frozen", ()) or ())
