@@ -199,3 +199,17 @@ def test_memory_from_structured_records(tmp_path):
                              "tps: 12,345  tflops: 567.89  mfu: 57.42%" for i in range(1, 6)) + "\n")
     m = peak_memory([], parse_logs([log]).raw)
     assert m["ranks_reported"] == 1 and m["max_reserved_bytes"] == pytest.approx(40.5 * 1024 ** 3)
+
+
+def test_without_a_gpu_count_the_headline_never_says_all_passed(tmp_path):
+    run = tmp_path / "tiny"
+    shutil.copytree(TINY, run)
+    (run / "run.yaml").write_text(re.sub(r"num_gpus: 1\n", "", (run / "run.yaml").read_text()))
+    out = tmp_path / "out"
+    r = cli("report", run, "-o", out, "--causal", "full")
+    assert r.returncode == 0, r.stderr
+    head = "\n".join((out / "report.md").read_text().splitlines()[:30])
+    assert "all passed" not in head and "No headline number" in head and "headline numbers MISSING" in head
+    s = json.loads((out / "summary.json").read_text())
+    assert s["checks_status"] == "warn" and s["conventions"]["exact"]["tflops_per_gpu_mean"] is None
+    assert "headline_numbers" in r.stdout  # the terminal's count of warnings names it
