@@ -170,45 +170,6 @@ def stragglers_of(logs, config, balance, analysis: RunAnalysis, timing=None) -> 
                              interval=interval)
 
 
-def gather_evidence(spec: ModelSpec, config, ranges, mixed, log_facts, analysis: RunAnalysis, stats_frame, costs,
-                    overrides: dict, frozen: tuple, causal: str, logs_chosen: bool = False):
-    """The facts `vlm_perf.analysis.evidence` cross-examines (see there)."""
-    from .analysis.evidence import Evidence
-    from .analysis.flops_frame import flops_columns
-
-    ev = Evidence(spec=spec, config=config, files=ranges, mixed=mixed, logs_chosen=logs_chosen,
-                  overrides=dict(overrides), estimated=analysis.estimated)
-    ev.parameter_counts = [(f.path, kind, n, line) for f in log_facts for kind, n, line in f.parameter_counts]
-    its = analysis.windows["iteration"] if analysis.windows.height else None
-    if its is not None:
-        ev.log_iterations = (int(its.min()), int(its.max()), int(its.len()))
-    if stats_frame is not None and stats_frame.height:
-        m = stats_frame["iteration"]
-        ev.metadata_iterations = (int(m.min()), int(m.max()), int(m.len()))
-    if costs is not None and "dp_rank" in costs.columns:
-        ev.metadata_dp_ranks = sorted(int(r) for r in costs["dp_rank"].drop_nulls().unique().to_list())
-    per_it = analysis.per_iteration
-    if spec.vision is not None and "exact_total" in per_it.columns and per_it.height:
-        # exact's FLOPs over the windows the means use, as counted and with the tower (+ projector) frozen:
-        # the same windows and step times, so the ratio is the ratio of the headline TFLOP/s
-        from .analysis.windows import window_sums
-
-        alts = {}
-        for parts in (("vision_tower",), ("vision_tower", "projector")):
-            if not all(p in frozen for p in parts):
-                alt = tuple(dict.fromkeys((*frozen, *parts)))
-                alts[" + ".join(parts).replace("_", " ")] = flops_columns(spec, ["exact"], alt, causal=causal)[0]
-        frame = per_it.select("iteration", "exact_total",
-                              *(expr.alias(f"_alt{i}") for i, expr in enumerate(alts.values())))
-        reliable = analysis.reliable_windows().select("segment", "window_start", "iteration")
-        if reliable.height:
-            sums = window_sums(reliable, frame, [c for c in frame.columns if c != "iteration"])
-            ev.flops_as_counted = float(sums["exact_total"].sum())
-            for i, label in enumerate(alts):
-                ev.frozen_alternatives[label] = float(sums[f"_alt{i}"].sum())
-    return ev
-
-
 def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | None = None,
              gpus: int | None = None, gpu: str | None = None, peak_tflops: float | None = None,
              dtype: str | None = None, conventions: Iterable[str] = (), log_format: str = "auto",
@@ -325,8 +286,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     events = ("checkpoint", "validation", "traceback", "restart_banner")
     analysis.health["log_events"] = {kind: int(ignored.get(kind, 0)) for kind in events}
     # ---- evidence (vlm_perf.analysis.evidence): cross-examined before any number is printed -----
-    evidence = gather_evidence(spec, config, ranges, mixed, log_facts, analysis, stats_frame, costs, overrides,
-                               frozen, causal, logs_chosen=bool(logs_chosen))
+    evidence = ev_mod.gather_evidence(spec, config, ranges, mixed, log_facts, analysis, stats_frame, costs, overrides,
+                                      frozen, causal, logs_chosen=bool(logs_chosen))
     analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag, evidence=evidence)
     # ---- end evidence ----------------------------------------------------------------------------
     balance = balance_of(costs, spec, frozen, analysis) if costs is not None else None

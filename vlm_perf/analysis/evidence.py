@@ -120,6 +120,48 @@ def _name(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
+# ---- gathering (called by pipeline.load_run) ---------------------------------------------------
+def gather_evidence(spec, config, ranges, mixed, log_facts, analysis, stats_frame, costs,
+                    overrides: dict, frozen: tuple, causal: str, logs_chosen: bool = False):
+    """The `Evidence` of a loaded run (`pipeline.load_run` calls this; no I/O): the parsed per-file
+    ranges and facts, the metadata's iterations and DP ranks (``costs``: per-microbatch FLOPs with
+    ``dp_rank``), the overrides passed, and exact's FLOPs over the windows the means use with the vision
+    tower (+ projector) frozen, for the training-regime line."""
+    from .flops_frame import flops_columns
+
+    ev = Evidence(spec=spec, config=config, files=ranges, mixed=mixed, logs_chosen=logs_chosen,
+                  overrides=dict(overrides), estimated=analysis.estimated)
+    ev.parameter_counts = [(f.path, kind, n, line) for f in log_facts for kind, n, line in f.parameter_counts]
+    its = analysis.windows["iteration"] if analysis.windows.height else None
+    if its is not None:
+        ev.log_iterations = (int(its.min()), int(its.max()), int(its.len()))
+    if stats_frame is not None and stats_frame.height:
+        m = stats_frame["iteration"]
+        ev.metadata_iterations = (int(m.min()), int(m.max()), int(m.len()))
+    if costs is not None and "dp_rank" in costs.columns:
+        ev.metadata_dp_ranks = sorted(int(r) for r in costs["dp_rank"].drop_nulls().unique().to_list())
+    per_it = analysis.per_iteration
+    if spec.vision is not None and "exact_total" in per_it.columns and per_it.height:
+        # exact's FLOPs over the windows the means use, as counted and with the tower (+ projector) frozen:
+        # the same windows and step times, so the ratio is the ratio of the headline TFLOP/s
+        from .windows import window_sums
+
+        alts = {}
+        for parts in (("vision_tower",), ("vision_tower", "projector")):
+            if not all(p in frozen for p in parts):
+                alt = tuple(dict.fromkeys((*frozen, *parts)))
+                alts[" + ".join(parts).replace("_", " ")] = flops_columns(spec, ["exact"], alt, causal=causal)[0]
+        frame = per_it.select("iteration", "exact_total",
+                              *(expr.alias(f"_alt{i}") for i, expr in enumerate(alts.values())))
+        reliable = analysis.reliable_windows().select("segment", "window_start", "iteration")
+        if reliable.height:
+            sums = window_sums(reliable, frame, [c for c in frame.columns if c != "iteration"])
+            ev.flops_as_counted = float(sums["exact_total"].sum())
+            for i, label in enumerate(alts):
+                ev.frozen_alternatives[label] = float(sums[f"_alt{i}"].sum())
+    return ev
+
+
 # ---- two runs in one folder -------------------------------------------------------------------
 def file_ranges(raw: pl.DataFrame, arguments: Mapping[str, Mapping[str, str]] | None = None) -> list[FileRange]:
     """Per log file of the parse's ``raw`` records: iteration and timestamp range (+ its arguments)."""
