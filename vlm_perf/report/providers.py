@@ -154,8 +154,13 @@ def balance_provider(result) -> SectionProvider:
             "DP load balance", ["no per-microbatch metadata with dp_rank: load balance not computed"]))
 
     def render(out_dir: Path) -> Section:
+        lines = balance_lines(result.summary)
+        n_ranks = result.ranks["dp_rank"].n_unique() if result.ranks.height else 0
+        if n_ranks < 2:  # one DP rank: no balance to draw (said, not drawn as an empty heat map)
+            return Section("DP load balance", lines + [f"figure not drawn: {n_ranks} DP rank in the metadata, "
+                                                       "nothing to balance"])
         balance_figure(result.ranks, result.per_iteration, out_dir / "balance.png")
-        return Section("DP load balance", balance_lines(result.summary),
+        return Section("DP load balance", lines,
                        figures=[("balance.png", "Per-rank load over iterations and the max/mean distribution")])
     return SectionProvider("balance", result.summary, render)
 
@@ -249,3 +254,35 @@ def straggler_lines(s: dict) -> list[str]:
 def straggler_provider(s: dict | None) -> SectionProvider:
     return SectionProvider("stragglers", s, lambda out: Section("Stragglers", straggler_lines(s) if s else
                                                                  ["not computed"]))
+
+
+# --- peak memory per rank (vlm_perf.analysis.memory) ------------------------------------------
+def _gib(value: float | None) -> str:
+    return "—" if value is None else f"{value / 1024 ** 3:,.2f}"
+
+
+#: most ranks listed in the table (the highest peaks); summary.json keeps every rank
+MEMORY_ROWS = 16
+
+
+def memory_lines(m: dict) -> list[str]:
+    units = ", ".join(m["units_in_log"])
+    return [f"{m['ranks_reported']} rank(s) print memory reports (log unit {units}; shown in GiB); highest max "
+            f"allocated **{_gib(m['max_allocated_bytes'])} GiB**, max reserved **{_gib(m['max_reserved_bytes'])} "
+            f"GiB** (rank {m['peak_rank']}); lowest max allocated {_gib(m['min_max_allocated_bytes'])} GiB.",
+            "Peaks since each process started (the allocator's maxima): the largest value of each rank's reports."]
+
+
+def memory_provider(m: dict | None) -> SectionProvider:
+    if not m:
+        return SectionProvider("memory", None, lambda out: None)  # type: ignore[arg-type,return-value]
+
+    def render(out_dir: Path) -> Section:
+        rows = sorted(m["ranks"], key=lambda r: -(r["max_reserved_bytes"] or r["max_allocated_bytes"] or 0))
+        table = [[str(r["rank"]), _gib(r["max_allocated_bytes"]), _gib(r["max_reserved_bytes"]), str(r["reports"]),
+                  str(r["last_iteration"])] for r in rows[:MEMORY_ROWS]]
+        lines = memory_lines(m) + ([f"{len(rows) - MEMORY_ROWS} more rank(s) in summary.json"]
+                                   if len(rows) > MEMORY_ROWS else [])
+        return Section("Peak GPU memory per rank", lines, table=(["rank", "max allocated (GiB)", "max reserved (GiB)",
+                                                                   "reports", "last report (iteration)"], table))
+    return SectionProvider("memory", m, render)

@@ -106,6 +106,10 @@ OPTIONS: tuple[RunOption, ...] = (
               ("report", "parse"), short="-f", metavar="FORMAT", default="auto"),
     RunOption("skip_bad", "--skip-bad", "bool", "Skip (and count) bad metadata lines.",
               ("report", "compare", "metadata"), default=False),
+    RunOption("log", "--log", "list", "Read only these log file(s) of the run (repeatable); the run folder still "
+              "gives the metadata and run.yaml.", ("report",), metavar="FILE", default=[]),
+    RunOption("merge_logs", "--merge-logs", "bool", "Merge log files that look like two different runs (refused by "
+              "default; the checks then say so).", ("report",), default=False),
     RunOption("convention", "--convention", "list", "Conventions to show (repeatable; default: every one defined "
               "for the family).", _RUN_CMDS, metavar="NAME", default=[]),
 )
