@@ -20,7 +20,7 @@ from .flops import get_convention
 from .hardware import peak_used
 from .report import ReportContext
 from .report.providers import balance_provider, hfu_provider, memory_provider, peak_provider, straggler_provider
-from .report.units import model_title
+from .report.units import model_title, run_rate_unit
 from .run.core import (ESTIMATE_HELP, Run, estimate_from_config, links_outside, logged_global_batch_size,  # noqa: F401
                        open_run)
 from .run.discover import discover_run
@@ -183,7 +183,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
         microbatch_vision_share=micro_share,
         sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
-                  hfu_provider(hfu_of(analysis, spec, config, frozen_parts, recompute_cli, causal)),
+                  hfu_provider(hfu_of(analysis, spec, config, frozen_parts, recompute_cli, causal),
+                               run_rate_unit({"conventions": analysis.convention_summary()})),
                   balance_provider(balance),
                   straggler_provider(stragglers_of(opened.files.logs, config, balance, analysis, parsed.rank_timing)),
                   memory_provider(peak_memory(opened.log_facts, parsed.raw))])

@@ -18,6 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from .units import TFLOPS, RateUnit  # noqa: E402
+
 
 @dataclass
 class Section:
@@ -190,12 +192,14 @@ def peak_provider(peak: dict | None) -> SectionProvider:
 
 
 # --- HFU next to MFU ---------------------------------------------------------------------------
-def hfu_lines(h: dict) -> list[str]:
+def hfu_lines(h: dict, unit: RateUnit = TFLOPS) -> list[str]:
+    """``unit``: the run's display unit (`vlm_perf.report.units.run_rate_unit`): the model rate here is the
+    headline's exact rate and is written as the headline writes it."""
     lines = [f"Recompute **{h['recompute']}** ({h['source']}): {h['rule']}."]
     if h.get("hfu_mean") is not None:
         lines.append(f"MFU (exact) **{_pct(h['mfu_mean'])}** → HFU **{_pct(h['hfu_mean'])}**; hardware FLOPs = model "
-                     f"FLOPs × {h['hardware_over_model']:.4f} ({h['hardware_tflops_per_gpu_mean']:,.1f} vs "
-                     f"{h['model_tflops_per_gpu_mean']:,.1f} TFLOP/s/GPU).")
+                     f"FLOPs × {h['hardware_over_model']:.4f} ({unit.fmt(h['hardware_tflops_per_gpu_mean'])} vs "
+                     f"{unit.fmt(h['model_tflops_per_gpu_mean'])} {unit.per_gpu}).")
     elif h.get("hardware_over_model") is not None:
         lines.append(f"hardware FLOPs = model FLOPs × {h['hardware_over_model']:.4f}; HFU needs the GPU count and peak.")
     lines.append("HFU counts what the GPUs executed (recomputed forward included), MFU what the model needs; only MFU "
@@ -203,8 +207,8 @@ def hfu_lines(h: dict) -> list[str]:
     return lines
 
 
-def hfu_provider(h: dict | None) -> SectionProvider:
-    return SectionProvider("hfu", h, lambda out: Section("HFU and activation recompute", hfu_lines(h) if h else
+def hfu_provider(h: dict | None, unit: RateUnit = TFLOPS) -> SectionProvider:
+    return SectionProvider("hfu", h, lambda out: Section("HFU and activation recompute", hfu_lines(h, unit) if h else
                                                           ["HFU not computed"]))
 
 
