@@ -88,3 +88,12 @@ def test_report_frozen_flag_equals_the_run_yaml_key(tmp_path):
             assert s["run_config"]["frozen"] == ["vision"]
     assert exact["flag"] == exact["yaml"]
     assert exact["none"] > exact["flag"] * 1.05
+
+
+@pytest.mark.parametrize("command", ["flops", "explain"])
+def test_model_level_commands_accept_the_declared_spelling(command):
+    """`flops` and `explain` are not run commands, but where they take the same quantity (LM tokens per
+    sample) they accept the declared spelling too (``--seq-len`` stays as an alias)."""
+    flags = _flags(command)
+    assert "--seq-length" in flags["seq_len"] and "--seq-len" in flags["seq_len"]
+    assert "--model" in flags["model"] and "-m" in flags["model"]

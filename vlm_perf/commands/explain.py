@@ -20,7 +20,7 @@ def explain(
     after: float = typer.Option(..., "--after", help="TFLOP/s/GPU printed after vision was counted."),
     convention: str = typer.Option("mbridge-pr2575", "--convention", help="Convention of the 'after' number."),
     before_convention: str = typer.Option("megatron-lm", "--before-convention", help="Convention of 'before'."),
-    seq_len: int = typer.Option(4096, "--seq-len", help="LM sequence length (tokens per sample)."),
+    seq_len: int = typer.Option(4096, "--seq-length", "--seq-len", help="LM sequence length (tokens per sample)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Solve for the visual-token share that explains a before/after TFLOP/s/GPU pair."""

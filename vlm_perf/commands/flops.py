@@ -20,7 +20,8 @@ def flops(
     model: str = typer.Option(..., "--model", "-m", help="Preset name, path to config.json, or a checkpoint directory "
                               "(config.json + optional preprocessor_config.json / processor_config.json / "
                               "video_preprocessor_config.json)."),
-    seq_len: Optional[int] = typer.Option(None, "--seq-len", help="Tokens per LM sequence (visual tokens included)."),
+    seq_len: Optional[int] = typer.Option(None, "--seq-length", "--seq-len",
+                                          help="Tokens per LM sequence (visual tokens included)."),
     samples: Optional[int] = typer.Option(None, "--samples", help="Samples: sequences of --seq-len tokens (default 1), "
                                           "or rows the --seq-lens documents are packed into (default: one per document)."),
     seq_lens: Optional[str] = typer.Option(None, "--seq-lens", help="Packed causal sub-sequence lengths L1,L2,..."),
