@@ -4,7 +4,7 @@
 missing or undeclared, a value of the wrong type); `tests/report/test_one_truth.py` runs it on every
 bundled sample and perturbed run, so a key added to `build_summary` without a declaration fails there.
 Units: ``TFLOP/s/GPU``; ``fraction`` (0..1, shown as a percentage); ``FLOPs``; ``s``; ``count``;
-``ratio`` (dimensionless); ``text``; ``bool``; ``block`` (a nested object documented by its producer).
+``ratio`` (dimensionless); ``bytes``; ``text``; ``bool``; ``block`` (a nested object documented by its producer).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Key:
     nullable: bool = False
     required: bool = True  # nested keys: False when the producer leaves it out in some runs
     fields: tuple["Key", ...] = ()  # keys of a nested object (checked when declared)
-    each: tuple["Key", ...] = ()  # keys of every entry of a nested mapping (e.g. per convention)
+    each: tuple["Key", ...] = ()  # keys of every entry of a nested mapping (e.g. per convention) or list
 
 
 def _k(name, unit, types, meaning, producer, **kw) -> Key:
@@ -105,6 +105,28 @@ _RECONCILE = tuple(_k(n, u, t, m, "analysis.log_reconcile", required=False, **kw
     ("closest_minus_exact", "block", list, "closest minus exact per component, run totals: component, delta_flops "
      "(FLOPs), delta_of_exact_total (fraction)", {}),
 ))
+_MEMORY_RANK = (
+    _k("rank", "count", int, "the rank the memory report names (0: the rank that logs)", "analysis.memory"),
+    _k("max_allocated_bytes", "bytes", _NUM, "largest max-allocated value of the rank's reports", "analysis.memory",
+       nullable=True),
+    _k("max_reserved_bytes", "bytes", _NUM, "largest max-reserved value of the rank's reports", "analysis.memory",
+       nullable=True),
+    _k("reports", "count", int, "memory reports of the rank", "analysis.memory"),
+    _k("last_iteration", "count", int, "iteration of the rank's last report", "analysis.memory", nullable=True),
+    _k("first", "text", str, "file:line of the rank's first report", "analysis.memory"),
+)
+_MEMORY = (
+    _k("ranks", "block", list, "one entry per rank", "analysis.memory", each=_MEMORY_RANK),
+    _k("ranks_reported", "count", int, "ranks that print memory reports", "analysis.memory"),
+    _k("units_in_log", "text", list, "units the log prints (MB = MiB for Megatron-LM, GB = 1e9 for "
+       "Megatron-Bridge, ...)", "analysis.memory"),
+    _k("max_allocated_bytes", "bytes", _NUM, "highest max-allocated over the ranks", "analysis.memory",
+       nullable=True),
+    _k("max_reserved_bytes", "bytes", _NUM, "highest max-reserved over the ranks", "analysis.memory", nullable=True),
+    _k("min_max_allocated_bytes", "bytes", _NUM, "lowest max-allocated over the ranks", "analysis.memory",
+       nullable=True),
+    _k("peak_rank", "count", int, "the rank with the highest peak", "analysis.memory"),
+)
 _INPUTS = (
     _k("logs", "text", list, "log files and TensorBoard folders read", "run.discover"),
     _k("metadata", "text", list, "metadata files / shard folders read", "run.discover"),
@@ -159,6 +181,8 @@ SUMMARY: tuple[Key, ...] = (
        fields=_RECONCILE),
     _k("trace_parts", "block", dict, "where the profiled step time went, per part, joined with exact FLOPs (null "
        "when the run folder holds no profiler trace)", "analysis.trace_summary", nullable=True, fields=_TRACE),
+    _k("memory", "block", dict, "peak GPU memory per rank from the log's memory reports", "analysis.memory",
+       nullable=True, fields=_MEMORY),
     _k("figures", "block", dict, "figure file -> drawn, or skipped: reason", "report.figures"),
 )
 
@@ -177,7 +201,8 @@ def _check(value: Any, key: Key, where: str, out: list[str]) -> None:
     if key.fields:
         _check_object(value, key.fields, where, out)
     if key.each:
-        for name, entry in value.items():
+        entries = value.items() if isinstance(value, dict) else enumerate(value)  # a mapping or a list
+        for name, entry in entries:
             _check_object(entry, key.each, f"{where}.{name}", out)
 
 

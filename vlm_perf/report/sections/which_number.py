@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..content import B, Bullets, Paragraph, SectionContent, T, Table, fmt
+from ..units import run_rate_unit
 from . import SectionInputs, register_section
 
 TOP = 3  # components named per convention
@@ -17,7 +18,7 @@ def which_number(inputs: SectionInputs) -> SectionContent:
     logged_as = cc.get("convention") if cc.get("status") == "ok" else None
     matches = [n for n, r in (cc.get("candidates") or {}).items() if abs(r - 1) <= 0.02]
     mfu = fmt(exact.get("mfu_mean"), 1, True) if exact.get("mfu_mean") is not None else "unknown without a GPU peak"
-    quote = T("Quote ", B("exact"), f" ({fmt(exact.get('tflops_per_gpu_mean'))} TFLOP/s/GPU, MFU {mfu}) as this run's achieved throughput and MFU: it counts every "
+    quote = T("Quote ", B("exact"), f" ({run_rate_unit(s).text(exact.get('tflops_per_gpu_mean'))}, MFU {mfu}) as this run's achieved throughput and MFU: it counts every "
               "FLOP the model performs (vision tower, merger, language model, causal attention as computed). "
               "To compare with the framework's own logs, or with another run's logged number, use the convention "
               "the log uses", f" (here {logged_as}, which the cross-check matched)" if logged_as else
