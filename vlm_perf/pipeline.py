@@ -20,9 +20,8 @@ from .arch.spec import ModelSpec
 from .flops import get_convention
 from .hardware import peak_used
 from .report import ReportContext
-from .report.providers import (balance_provider, hfu_provider, peak_provider, reconcile_provider,
+from .report.providers import (balance_provider, hfu_provider, memory_provider, peak_provider, reconcile_provider,
                                straggler_provider, trace_provider)
-from .report.providers import balance_provider, hfu_provider, memory_provider, peak_provider, straggler_provider
 from .report.units import model_title, run_rate_unit
 from .run.core import (ESTIMATE_HELP, Run, estimate_from_config, links_outside, logged_global_batch_size,  # noqa: F401
                        open_run)
