@@ -109,7 +109,7 @@ def child(out: Path, steps: int, accumulation: int, seed: int, wait: int, active
         output_dir=str(out / "_trainer"), per_device_train_batch_size=1, gradient_accumulation_steps=accumulation,
         max_steps=steps, logging_steps=1, learning_rate=1e-3, lr_scheduler_type="constant", warmup_steps=0,
         weight_decay=0.0, max_grad_norm=1.0, save_strategy="no", report_to=[], use_cpu=True, seed=seed,
-        data_seed=seed, dataloader_num_workers=0, remove_unused_columns=False, disable_tqdm=True)
+        data_seed=seed, dataloader_num_workers=0, remove_unused_columns=False, disable_tqdm=False)
     trainer = Trainer(model=model, args=args, train_dataset=dataset, data_collator=base.collate,
                       callbacks=[MetadataCallback(out / "metadata", rank=0), Step()])
     with prof:
@@ -159,13 +159,21 @@ def main() -> None:
         for f in (out / old).glob("*"):
             f.unlink()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_MININTERVAL": "0"}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--out", str(out), "--steps", str(a.steps),
            "--accumulation", str(a.accumulation), "--seed", str(a.seed), "--wait", str(a.wait),
            "--active", str(a.active)]
-    rc = subprocess.call(cmd, env=env, cwd=str(ROOT))
+    # the console of the profiled training (tqdm step times, the Trainer's log dicts) is the run's log, as in
+    # make_real_run.py, so that `vlm-perf report` reads the same run the trace profiled
+    with open(out / "train.log", "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
+        for chunk in iter(lambda: proc.stdout.read1(4096), b""):  # type: ignore[union-attr]
+            log.write(chunk)
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+        rc = proc.wait()
     if rc:
-        sys.exit(f"profiled training failed (exit {rc})")
+        sys.exit(f"profiled training failed (exit {rc}); see {out / 'train.log'}")
     (out / "run.yaml").write_text(RUN_YAML.format(seed=a.seed))
     for leftover in sorted((out / "_trainer").glob("**/*"), reverse=True):
         leftover.unlink() if leftover.is_file() else leftover.rmdir()

@@ -36,6 +36,77 @@ def _register_all() -> None:
 _register_all()
 
 
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        print(f"vlm-perf {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Post-hoc compute accounting for VLM training runs."""
+
+
+def _plain_metavar(param) -> str:
+    """``PATH``, ``N``, ``X``, ``TEXT``, ``A|B`` (not typer's ``<list[Path]>``/``<int>``); "" for a flag."""
+    if getattr(param, "is_flag", False):
+        return ""
+    desc = getattr(param, "type_descriptor", None)
+    if desc is None:
+        return param.name.upper()
+    if getattr(desc, "is_choice", False) and desc.choices:
+        return "|".join(str(getattr(c, "value", c)) for c in desc.choices)
+    if getattr(desc, "is_path", False):
+        return "PATH"
+    bare = param.bare_type() if hasattr(param, "bare_type") else "str"
+    if "int" in bare:
+        return "N"
+    if "float" in bare:
+        return "X"
+    if "Path" in bare:
+        return "PATH"
+    return "TEXT"
+
+
+def plain_metavars(command) -> None:
+    """Give every option of ``command`` (a click group or command, recursively) a plain metavar, and
+    every argument its upper-case name."""
+    for param in getattr(command, "params", []):
+        if param.param_type_name == "argument":
+            name = param.name.upper() + ("..." if param.nargs != 1 else "")
+            param.metavar = name
+            param._usage_display_name = lambda name=name: name  # typer writes a required one as {NAME}
+            param.display_type_rich = lambda ctx: None  # the name says it; no <path> beside it
+        elif param.metavar is None:
+            param.metavar = _plain_metavar(param)
+    original = command.get_help_option
+
+    def help_option(ctx, original=original):
+        option = original(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = help_option
+    for sub in getattr(command, "commands", {}).values():
+        plain_metavars(sub)
+
+
+#: bad-input errors whose fix is a command-line option: the library names no flag, the CLI adds it here
+def _hint(exc: BaseException, args: list[str]) -> str:
+    command = next((a for a in args if not a.startswith("-")), "")
+    if getattr(exc, "skippable", False) and command in ("report", "metadata", "compare"):
+        return " — pass --skip-bad to skip and count bad rows"
+    if type(exc).__name__ == "MixedRunsError":
+        if command == "report":
+            return " — name the log file(s) of one run with --log FILE (repeatable), or pass --merge-logs"
+        return " — give the log file of one run as the RUN argument"
+    return ""
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc)
     return text.splitlines()[0] if text.strip() else type(exc).__name__
@@ -48,11 +119,13 @@ def main(argv: list[str] | None = None) -> None:
         args.remove("--debug")
         debug = True
     try:
-        app(args=args, standalone_mode=True)
+        command = typer.main.get_command(app)
+        plain_metavars(command)
+        command.main(args=args, prog_name="vlm-perf", standalone_mode=True)
     except (ValueError, OSError) as exc:  # VlmPerfError is a ValueError
         if debug:
             traceback.print_exc()
-        print(f"error: {_first_line(exc)}", file=sys.stderr)
+        print(f"error: {_first_line(exc)}{_hint(exc, args)}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

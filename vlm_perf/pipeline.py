@@ -14,11 +14,15 @@ import polars as pl
 from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run
 from .analysis.balance import costs_from_row_values, microbatch_cost_columns, microbatch_vision_share
 from .analysis.checks import run_checks
+from .analysis.log_reconcile import log_reconcile
+from .analysis.memory import peak_memory
 from .arch.spec import ModelSpec
 from .flops import get_convention
 from .hardware import peak_used
 from .report import ReportContext
-from .report.providers import balance_provider, hfu_provider, peak_provider, straggler_provider
+from .report.providers import (balance_provider, hfu_provider, memory_provider, peak_provider, reconcile_provider,
+                               straggler_provider, trace_provider)
+from .report.units import model_title, run_rate_unit
 from .run.core import (ESTIMATE_HELP, Run, estimate_from_config, links_outside, logged_global_batch_size,  # noqa: F401
                        open_run)
 from .run.discover import discover_run
@@ -115,7 +119,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
              images_per_sample: int | None = None, causal: str = "half",
              recompute: str | None = None, frozen: Sequence[str] | None = None, log_interval: int | None = None,
              metadata_progress: Callable[[int, int], None] | None = None,
-             per_rank: bool = False, scheduler: str | None = None) -> LoadedRun:
+             per_rank: bool = False, scheduler: str | None = None, logs: Sequence[str | Path] = (),
+             merge_logs: bool = False) -> LoadedRun:
     """Open one run (`vlm_perf.run.core.open_run`) and analyse it: the `RunAnalysis` and the report context.
 
     Arguments override the manifest (run.yaml / run.json), which overrides what the log states, which
@@ -127,6 +132,9 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     ``metadata_progress(done_bytes, total_bytes)`` is called as it is read; ``per_rank=True`` also keeps
     the per-(iteration, dp_rank) statistics (``loaded.metadata.per_rank``) from the same pass.
     ``scheduler``: read the logs and metadata on a Dask cluster (`vlm_perf.scale.cluster`; same results).
+    ``logs``: the log files to read (instead of every log of the run folder); log files of two different
+    runs found together are refused (`analysis.evidence.MixedRunsError`) unless ``merge_logs`` (then
+    merged, and the checks say so).
     """
     from .analysis.hfu import parse_recompute
 
@@ -142,7 +150,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
                  "log_interval": log_interval}
     opened = open_run(run, metadata=metadata, overrides=overrides, peak_tflops=peak_tflops, causal=causal,
                       log_format=log_format, skip_bad=skip_bad, on_step=on_step, metadata_progress=metadata_progress,
-                      per_rank=per_rank, row_columns=microbatch_cost_columns, scheduler=scheduler)
+                      per_rank=per_rank, row_columns=microbatch_cost_columns, scheduler=scheduler, logs=logs,
+                      examine_logs=lambda parsed, facts: examine_log_files(parsed, facts, merge_logs, str(run)))
     config, spec, parsed, frozen_parts = opened.config, opened.spec, opened.parsed, opened.frozen
     if defaults:  # the default set keeps only conventions defined for this family (asked-for ones still refuse)
         conventions = [c for c in conventions if get_convention(c).covers(spec.family)]
@@ -155,12 +164,15 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
                            estimate=opened.estimate, log_interval=config.log_interval,
                            global_batch_size=config.global_batch_size, log_segments=parsed.deduplicated,
                            micro_batch_size=config.micro_batch_size, causal=causal)
-    evidence_checks(opened, analysis)
+    analysis.model = model_title(spec.name, spec.source, spec.model_type)  # titles name the model (report/units.py)
     ignored = parsed.diagnostics.ignored
     events = ("checkpoint", "validation", "traceback", "restart_banner")
     analysis.health["log_events"] = {kind: int(ignored.get(kind, 0)) for kind in events}
+    evidence = evidence_checks(opened, analysis, costs=costs,
+                               overrides={k: v for k, v in overrides.items() if v is not None},
+                               logs_chosen=bool(list(logs)))
     meta_diag = opened.metadata_diagnostics
-    analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag)
+    analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag, evidence=evidence)
     balance = balance_of(costs, spec, frozen_parts, analysis) if costs is not None else None
     # after the balance analysis (its group-by is the largest transient): one value per microbatch of the
     # iterations the means use (one selection of windows for every figure and number) is all that outlives
@@ -175,17 +187,66 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
         microbatch_vision_share=micro_share,
         sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
-                  hfu_provider(hfu_of(analysis, spec, config, frozen_parts, recompute_cli, causal)),
+                  hfu_provider(hfu_of(analysis, spec, config, frozen_parts, recompute_cli, causal),
+                               run_rate_unit({"conventions": analysis.convention_summary()})),
                   balance_provider(balance),
-                  straggler_provider(stragglers_of(opened.files.logs, config, balance, analysis, parsed.rank_timing))])
+                  straggler_provider(stragglers_of(opened.files.logs, config, balance, analysis, parsed.rank_timing)),
+                  trace_parts_of(opened, analysis, on_step), reconcile_provider(log_reconcile(analysis, spec)),
+                  memory_provider(peak_memory(opened.log_facts, parsed.raw))])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw, metadata=opened.metadata)
 
 
-def evidence_checks(opened: Run, analysis: RunAnalysis) -> None:
+def trace_parts_of(opened: Run, analysis: RunAnalysis, on_step: Callable[[str], None] = lambda text: None):
+    """The report's per-part block when the run folder holds profiler traces (`vlm_perf.run.discover`): the
+    traces attributed to parts and joined with the exact FLOPs of the run's metadata (its model, frozen parts,
+    causal setting, peak and world size); a trace that cannot be read becomes a message, not a failed report."""
+    from .analysis.trace_parts import analyze_traces
+    from .analysis.trace_summary import trace_summary
+    from .errors import VlmPerfError
+
+    files = opened.files.traces
+    if not files:
+        return trace_provider(None)
+    on_step(f"attributing {len(files)} profiler trace(s) to parts")
+    config = opened.config
+    try:
+        result = analyze_traces(files, spec=opened.spec, metadata=opened.metadata_paths or None, causal=opened.causal,
+                                frozen=opened.frozen, world_size=config.num_gpus,
+                                peak_flops=opened.peak_tflops * 1e12 if opened.peak_tflops else None)
+    except VlmPerfError as exc:
+        analysis.messages.append(f"profiler trace not analysed: {exc}")
+        return trace_provider(None)
+    summary = trace_summary(result, files, analysis.per_iteration, config.num_gpus)
+    if summary["flops_match_report"] is False:
+        analysis.messages.append(f"trace FLOPs per part sum to {summary['flops_total']:.6e}, the report's exact FLOPs "
+                                 f"of the profiled iterations are {summary['report_exact_flops']:.6e}")
+    return trace_provider(summary, result)
+
+
+def examine_log_files(parsed, log_facts, merge_logs: bool, run: str):
+    """The first step of the evidence place, run by `open_run` as soon as the logs are parsed (before
+    the metadata is read): log files of two different runs found together are refused
+    (`vlm_perf.analysis.evidence.MixedRunsError`) unless ``merge_logs``. Returns (per-file ranges, the
+    pairs judged to be two runs), which `evidence_checks` uses."""
+    from .analysis import evidence as ev_mod
+
+    ranges = ev_mod.file_ranges(parsed.raw, {f.path: f.arguments for f in log_facts})
+    mixed = ev_mod.mixed_runs(ranges, parsed.raw)
+    if mixed and not merge_logs:
+        ev_mod.refuse_mixed(mixed, run)
+    return ranges, mixed
+
+
+def evidence_checks(opened: Run, analysis: RunAnalysis, *, costs=None, overrides: dict | None = None,
+                    logs_chosen: bool = False):
     """THE place where the opened run's evidence is cross-examined before any number is printed: what the
     inputs say against each other (configuration conflicts, vision that would count as zero, metadata the
-    reader noticed, inputs outside the run folder). Each finding becomes a message of the analysis (and the
-    checks built from them); new cross-checks (`vlm_perf.analysis.evidence`) are called from here."""
+    reader noticed, inputs outside the run folder), and the checks of `vlm_perf.analysis.evidence` (two
+    runs' logs — refused earlier by `examine_log_files` unless merged —, metadata vs log, parallelism vs DP
+    ranks, log vs model, training regime, ignored estimate settings, configuration conflicts, log tokens).
+    Each finding becomes a message of the analysis; returns the `Evidence` the checks are built from."""
+    from .analysis import evidence as ev_mod
+
     config, stats_frame = opened.config, opened.stats_frame
     if opened.causal == "full":
         opened.notes.append("exact counts the LM attention core as the full square (as eager/masked attention "
@@ -202,3 +263,6 @@ def evidence_checks(opened: Run, analysis: RunAnalysis) -> None:
         analysis.messages.extend(f"metadata: {note}" for note in meta_diag.get("notes", []))
     for conflict in config.conflict_messages():
         analysis.messages.append(f"configuration conflict: {conflict}")
+    ranges, mixed = opened.examined if opened.examined is not None else ([], [])
+    return ev_mod.gather_evidence(opened.spec, config, ranges, mixed, opened.log_facts, analysis, stats_frame, costs,
+                                  overrides or {}, opened.frozen, opened.causal, logs_chosen=logs_chosen)

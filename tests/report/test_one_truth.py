@@ -8,6 +8,10 @@ summary, compare.json, compare.md, compare.html and the compare terminal table. 
 strings are the summary.json values formatted at the precision each place states (one decimal for
 TFLOP/s and the report's percentages, two for compare's percentages), so a place that computed its
 own variant of a number (another window selection, another vision-share definition) fails here.
+Rates are shown in one display unit per run (a tiny CPU run in GFLOP/s): the unit is read from the
+report's conventions table, must be the same in every place, and scales by the SI prefix written
+here. The per-window table (windows.parquet / windows.csv) must reproduce the headline means, the
+windows used and the vision share over its ``reliable`` rows.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import re
 import shutil
 from pathlib import Path
 
+import polars as pl
 import pytest
 from markdown_it import MarkdownIt
 
@@ -29,6 +34,8 @@ SAMPLES = sorted(p for p in (ROOT / "sample_logs").iterdir() if p.is_dir())
 SFT = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
 VIDEO = ROOT / "sample_logs" / "qwen2.5-vl-7b-video"
 MD = MarkdownIt("commonmark").enable(["table"])
+#: TFLOP/s in one of each display unit (SI prefixes)
+SCALE = {"PFLOP/s": 1e3, "TFLOP/s": 1.0, "GFLOP/s": 1e-3, "MFLOP/s": 1e-6, "kFLOP/s": 1e-9, "FLOP/s": 1e-12}
 
 
 def _slow_step(dst: Path) -> list[str]:
@@ -104,6 +111,20 @@ def _num(x, digits=1) -> str:
     return "—" if x is None else f"{x:,.{digits}f}"
 
 
+def _rate(x, unit: str, digits=1) -> str:
+    """A TFLOP/s value as shown in ``unit``."""
+    return "—" if x is None else _num(x / SCALE[unit], digits)
+
+
+def _unit(shown) -> str:
+    """The report's display unit, from the header of its conventions table (``exact`` row's table)."""
+    heads = [row for row in _cells(shown["report.md"]) if row and row[0] == "convention" and row[1].endswith("/GPU")]
+    assert len(heads) == 1, heads
+    unit = heads[0][1].removesuffix("/GPU")
+    assert unit in SCALE
+    return unit
+
+
 def _found(lines: list[str], pattern: str) -> list[tuple]:
     return [m.groups() for line in lines for m in [re.search(pattern, line)] if m]
 
@@ -125,7 +146,9 @@ def shown(request, tmp_path_factory):
             "report.md": MD.render((out / "report.md").read_text()), "report.html": (out / "report.html").read_text(),
             "terminal": terminal, "compare.json": json.loads((tmp / "cmp" / "compare.json").read_text()),
             "compare.md": MD.render((tmp / "cmp" / "compare.md").read_text()),
-            "compare.html": (tmp / "cmp" / "compare.html").read_text(), "compare terminal": r2.stdout}
+            "compare.html": (tmp / "cmp" / "compare.html").read_text(), "compare terminal": r2.stdout,
+            "windows": pl.read_parquet(out / "windows.parquet"),
+            "windows.csv": (out / "windows.csv").read_text()}
 
 
 def test_summary_numbers_are_one_value(shown):
@@ -143,20 +166,23 @@ def test_summary_numbers_are_one_value(shown):
 
 @pytest.mark.parametrize("page", ["report.md", "report.html"])
 def test_report_pages_show_the_summary_values(shown, page):
-    s, text = shown["summary"], shown[page]
+    s, text, unit = shown["summary"], shown[page], _unit(shown)
     exact = s["conventions"]["exact"]
-    tf, mfu = _num(exact["tflops_per_gpu_mean"]), _pct(exact["mfu_mean"])
+    tf, mfu = _rate(exact["tflops_per_gpu_mean"], unit), _pct(exact["mfu_mean"])
     rows = [row for row in _cells(text) if row and row[0] == "exact"]
-    assert [row[1:3] for row in rows] == [[tf, mfu]]  # the conventions table
+    # the conventions table, and the table of every convention against the log's number when there is one
+    again = s["log_reconcile"]["status"] == "ok"
+    assert [row[1:3] for row in rows] == [[tf, mfu]] * (2 if again else 1)
     lines = _lines(text)
-    assert _found(lines, r"Quote exact \(([\d,.—]+) TFLOP/s/GPU, MFU ([^)]+)\)") == [
-        (tf, mfu if exact["mfu_mean"] is not None else "unknown without a GPU peak")]
-    headline = _found(lines, r"exact with vision ([\d,.]+) TFLOP/s/GPU .*?MFU \S+ → (\S+) on")
+    quote = _found(lines, r"Quote exact \(([\d,.—]+)(?: (\S+)/GPU)?, MFU ([^)]+)\)")
+    assert quote == [(tf, unit if tf != "—" else None,
+                      mfu if exact["mfu_mean"] is not None else "unknown without a GPU peak")]
+    headline = _found(lines, rf"exact with vision ([\d,.]+) {re.escape(unit)}/GPU .*?MFU \S+ → (\S+) on")
     if s["conventions"].get("megatron-lm", {}).get("tflops_per_gpu_mean") and exact["tflops_per_gpu_mean"]:
         assert headline == [(tf, mfu)]
-    hfu = _found(lines, r"MFU \(exact\) (\S+) → HFU (\S+);")
-    if s["hfu"]["hfu_mean"] is not None:
-        assert hfu == [(mfu, _pct(s["hfu"]["hfu_mean"]))]
+    hfu = _found(lines, rf"MFU \(exact\) (\S+) → HFU (\S+);.*vs ([\d,.]+) {re.escape(unit)}/GPU\)")
+    if s["hfu"]["hfu_mean"] is not None:  # HFU's model rate is the headline's exact rate, in the same unit
+        assert hfu == [(mfu, _pct(s["hfu"]["hfu_mean"]), tf)]
     else:
         assert hfu == []
     vision = _found(lines, r"Vision share of exact training FLOPs: (\S+) ")
@@ -172,13 +198,14 @@ def test_report_pages_show_the_summary_values(shown, page):
 
 
 def test_terminal_shows_the_summary_values(shown):
-    s, text = shown["summary"], shown["terminal"]
+    s, text, unit = shown["summary"], shown["terminal"], _unit(shown)
     lines = text.splitlines()
     for name, entry in s["conventions"].items():
         if entry["tflops_per_gpu_mean"] is None:
             continue
-        want = (_num(entry["tflops_per_gpu_mean"]), _pct(entry["mfu_mean"]) if entry["mfu_mean"] is not None else None)
-        got = _found(lines, rf"^\s+{re.escape(name)}\s+([\d,.]+) TFLOP/s/GPU(?:\s+MFU\s+(\S+))?$")
+        want = (_rate(entry["tflops_per_gpu_mean"], unit),
+                _pct(entry["mfu_mean"]) if entry["mfu_mean"] is not None else None)
+        got = _found(lines, rf"^\s+{re.escape(name)}\s+([\d,.]+) {re.escape(unit)}/GPU(?:\s+MFU\s+(\S+))?$")
         assert got == [want]
     hfu = _found(lines, r"HFU \(exact \+ recompute \S+\)\s+(\S+)\s+MFU \(exact\) (\S+)")
     assert hfu == ([] if s["hfu"]["hfu_mean"] is None else [(_pct(s["hfu"]["hfu_mean"]),
@@ -194,10 +221,12 @@ def test_compare_shows_the_summary_values(shown):
         assert cmp["conventions"][name]["mfu"]["a"] == entry["mfu_mean"]
     assert cmp["hfu"]["hfu"]["a"] == s["hfu"]["hfu_mean"]
     assert cmp["step"]["vision_share"]["a"] == s["vision_share_mean"]
-    exact = s["conventions"]["exact"]
+    exact, unit = s["conventions"]["exact"], _unit(shown)
+    tf = _rate(exact["tflops_per_gpu_mean"], unit)
     for page in ("compare.md", "compare.html"):
         rows = {row[0]: row for row in _cells(shown[page]) if row}
-        assert rows["exact"][1] == rows["exact"][2] == _num(exact["tflops_per_gpu_mean"])
+        assert rows["convention"][1:3] == [f"A {unit}/GPU", f"B {unit}/GPU"]  # one unit for the run and its compare
+        assert rows["exact"][1] == rows["exact"][2] == tf
         assert rows["exact"][5] == rows["exact"][6] == _pct(exact["mfu_mean"], 2)
         share = rows.get("vision share of exact FLOPs")
         assert share is None if s["vision_share_mean"] is None else share[1] == _pct(s["vision_share_mean"], 2)
@@ -206,7 +235,7 @@ def test_compare_shows_the_summary_values(shown):
     terminal = [[c.strip() for c in line.split("│")[1:-1]] for line in shown["compare terminal"].splitlines()
                 if "│" in line]
     row = next(r for r in terminal if r and r[0] == "exact")
-    assert row[1] == row[2] == _num(exact["tflops_per_gpu_mean"])
+    assert row[1] == row[2] == tf
     assert row[5] == row[6] == _pct(exact["mfu_mean"], 2)  # the rows of compare.md, as the terminal shows them
     share = next((r for r in terminal if r and r[0] == "vision share of exact FLOPs"), None)
     assert share is None if s["vision_share_mean"] is None else share[1] == _pct(s["vision_share_mean"], 2)
@@ -239,3 +268,86 @@ def test_summary_conforms_to_its_declared_schema(shown):
     assert sorted(check_summary(bad)) == ["summary.conventions.exact.mfu_mean: str, declared int/float",
                                           "summary.vision_share: not declared",
                                           "summary.windows_used: declared, missing"]
+
+
+def test_every_convention_against_the_log_is_the_conventions_number(shown):
+    """The log reconciliation's rows are `conventions.<name>` for the conventions the report computed."""
+    r = shown["summary"]["log_reconcile"]
+    if r["status"] != "ok":
+        return
+    rows = {c["convention"]: c for c in r["conventions"]}
+    for name, entry in shown["summary"]["conventions"].items():
+        assert (rows[name]["tflops_per_gpu_mean"], rows[name]["mfu_mean"]) == (entry["tflops_per_gpu_mean"],
+                                                                               entry["mfu_mean"])
+
+
+def test_trace_section_flops_are_the_reports_exact_flops(shown):
+    """A run folder with profiler traces: the per-part section's FLOPs are the report's exact FLOPs of the
+    profiled iterations (one truth), and report.md shows that total."""
+    t = shown["summary"]["trace_parts"]
+    if t is None:
+        assert "Where the time went, per part" not in shown["report.md"]
+        return
+    assert t["flops_source"] == "metadata" and t["flops_match_report"] is True
+    assert t["flops_total"] == pytest.approx(t["report_exact_flops"], rel=1e-12)
+    assert sum(p["flops"] or 0 for p in t["parts"]) == pytest.approx(t["flops_total"], rel=1e-12)
+    assert _found(_lines(shown["report.md"]), r"profiled iterations, ([\d.e+]+) in all, the same as the report's "
+                                               r"exact FLOPs of those iterations \(([\d.e+]+)\)") == [
+        (f"{t['flops_total']:.4e}", f"{t['report_exact_flops']:.4e}")]
+
+
+def test_the_display_unit_fits_the_run(shown):
+    """The unit is the largest in which the run's largest rate reads at least 1 (TFLOP/s from 1 TFLOP/s up)."""
+    s, unit = shown["summary"], _unit(shown)
+    rates = [abs(e["tflops_per_gpu_mean"]) for e in s["conventions"].values() if e["tflops_per_gpu_mean"]]
+    if not rates or max(rates) >= 1:
+        assert unit == "TFLOP/s"
+    else:
+        assert 1 <= max(rates) / SCALE[unit] < 1000
+
+
+def test_windows_table_reproduces_the_headline(shown):
+    """windows.parquet / windows.csv: its ``reliable`` rows are the windows the means use, and the headline
+    rates, MFUs and the vision share are recomputed from them by hand (time-weighted means, ratio of sums)."""
+    s, table = shown["summary"], shown["windows"]
+    assert table.equals(pl.read_csv(shown["windows.csv"].encode(), schema=table.schema))
+    assert table.height == s["logged_windows"]
+    used = table.filter(pl.col("reliable"))
+    assert used.height == s["windows_used"]
+    assert used["step_time_excluded"].null_count() == used.height  # an excluded step time is excluded here too
+    seconds = used["window_seconds"].sum()
+    for name, entry in s["conventions"].items():
+        for column, key in ((f"{name}_tflops_per_gpu", "tflops_per_gpu_mean"), (f"{name}_mfu", "mfu_mean")):
+            if entry[key] is None:
+                continue
+            mean = (used[column] * used["window_seconds"]).sum() / seconds
+            assert mean == pytest.approx(entry[key], rel=1e-9), (name, key)
+    if s["vision_share_mean"] is not None:
+        share = used["exact_vision_flops"].sum() / used["exact_flops"].sum()
+        assert share == pytest.approx(s["vision_share_mean"], rel=1e-12)
+
+
+def test_check_counts_are_one_value(shown):
+    """The terminal's check tally is the checks of summary.json (evidence conflicts count as warnings)."""
+    s = shown["summary"]
+    failed = [c["name"] for c in s["checks"] if c["status"] == "fail"]
+    warned = [c["name"] for c in s["checks"] if c["status"] == "warn"]
+    assert s["checks_failed"] == failed
+    tally = _found(shown["terminal"].splitlines(), r"^checks:\s+(none failed|\d+ FAILED)(?: \([^)]*\))?, (\d+) warning")
+    assert tally == [("none failed" if not failed else f"{len(failed)} FAILED", str(len(warned)))]
+    messages = [m for m in s["messages"] if m.startswith("configuration conflict:")]
+    config = next((c for c in s["checks"] if c["name"] == "configuration"), None)
+    if messages:
+        assert config is not None and config["status"] == "warn"
+
+
+def test_memory_is_one_value(shown):
+    """Peak memory per rank: report.md's line is summary.json's bytes in GiB (2^30)."""
+    m = shown["summary"].get("memory")
+    lines = _lines(shown["report.md"])
+    got = _found(lines, r"highest max allocated (\S+) GiB, max reserved (\S+) GiB \(rank (\d+)\)")
+    if not m:
+        assert got == []
+        return
+    gib = [("—" if v is None else f"{v / 2 ** 30:,.2f}") for v in (m["max_allocated_bytes"], m["max_reserved_bytes"])]
+    assert got == [(*gib, str(m["peak_rank"]))]

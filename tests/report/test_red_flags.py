@@ -44,7 +44,8 @@ def _tflops(summary, conv="exact"):
 def test_clean_sample_states_every_check(clean, tmp_path):
     names = [c["name"] for c in clean["checks"]]
     assert set(names) == {"log_crosscheck", "mfu_plausibility", "step_times", "metadata_coverage",
-                          "metadata_replay", "restarts_and_gaps"}
+                          "metadata_replay", "restarts_and_gaps", "headline_numbers", "log_files", "metadata_vs_log",
+                          "parallelism", "log_vs_model", "training_regime", "configuration"}
     assert clean["checks_failed"] == [] and clean["checks_status"] == "warn"  # the sample has one restart
     assert {c["name"]: c["status"] for c in clean["checks"]}["restarts_and_gaps"] == "warn"
 
@@ -58,10 +59,12 @@ def test_wrong_gpu_count(tmp_path):
     assert "MISMATCH" in html_head(out) and "fits 64 GPUs, not 32" in html_head(out)
     assert r.stderr.splitlines()[0].startswith("FAIL") and "MISMATCH" in r.stderr.splitlines()[0]
     s = json.loads((out / "summary.json").read_text())
-    assert s["checks_failed"] == ["log_crosscheck"] and s["checks"][0]["status"] == "fail"
+    # named twice, independently: the log's number fits 64 GPUs, and dp x tp x pp = 64
+    assert s["checks_failed"] == ["log_crosscheck", "parallelism"] and s["checks"][0]["status"] == "fail"
+    assert "32 GPUs" in s["checks"][1]["summary"] and "= 64" in s["checks"][1]["summary"]
     assert s["log_crosscheck"]["ratio_logged_to_recomputed"] == pytest.approx(0.5, rel=0.01)
     strict = cli("report", SAMPLE_A, "--gpus", "32", "-o", tmp_path / "strict", "--strict")
-    assert strict.returncode == 4 and "FAILED (log_crosscheck)" in strict.stdout
+    assert strict.returncode == 4 and "FAILED (log_crosscheck, parallelism)" in strict.stdout
     assert (tmp_path / "strict" / "report.md").exists()  # --strict still writes the report
 
 

@@ -17,7 +17,7 @@ Statuses, in order of severity:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import polars as pl
 
@@ -45,9 +45,12 @@ class CheckInputs:
     run: RunAnalysis
     log_diagnostics: dict = field(default_factory=dict)
     metadata_diagnostics: dict = field(default_factory=dict)
+    #: `vlm_perf.analysis.evidence.Evidence` gathered by the pipeline; the evidence checks say nothing without it
+    evidence: Any = None
 
 
-CheckFn = Callable[[CheckInputs], Check]
+#: a check returns None when it has nothing to examine in this context (the evidence checks without evidence)
+CheckFn = Callable[[CheckInputs], "Check | None"]
 CHECKS: dict[str, CheckFn] = {}
 
 
@@ -62,10 +65,10 @@ def register_check(name: str) -> Callable[[CheckFn], CheckFn]:
 
 
 def run_checks(run: RunAnalysis, log_diagnostics: dict | None = None,
-               metadata_diagnostics: dict | None = None) -> list[Check]:
+               metadata_diagnostics: dict | None = None, evidence: Any = None) -> list[Check]:
     """Every registered check, most severe first (stable within a severity)."""
-    inputs = CheckInputs(run, log_diagnostics or {}, metadata_diagnostics or {})
-    checks = [fn(inputs) for fn in CHECKS.values()]
+    inputs = CheckInputs(run, log_diagnostics or {}, metadata_diagnostics or {}, evidence)
+    checks = [c for c in (fn(inputs) for fn in CHECKS.values()) if c is not None]
     return sorted(checks, key=lambda c: SEVERITY[c.status])
 
 
@@ -219,3 +222,27 @@ def _restarts(inputs: CheckInputs) -> Check:
     if parts:
         return Check("restarts_and_gaps", "warn", "restarts/gaps: " + "; ".join(parts), details)
     return Check("restarts_and_gaps", "ok", "no restarts or logging gaps", details)
+
+
+@register_check("headline_numbers")
+def _headline_numbers(inputs: CheckInputs) -> Check:
+    """The headline exists: an exact TFLOP/s/GPU (and MFU when a peak is known) was computed."""
+    run = inputs.run
+    exact = run.convention_summary().get("exact", {})
+    tf, mfu = exact.get("tflops_per_gpu_mean"), exact.get("mfu_mean")
+    details = {"exact_tflops_per_gpu": tf, "exact_mfu": mfu, "world_size": run.world_size,
+               "windows_used": int(run.reliable_windows().height)}
+    if tf is None:
+        why = ("the GPU count is unknown (state num_gpus)" if not run.world_size else
+               "no usable window (see the step-time and coverage checks)")
+        status = "warn" if not run.world_size else "fail"
+        return Check("headline_numbers", status, f"headline numbers MISSING: no TFLOP/s/GPU or MFU computed: {why}",
+                     details)
+    if mfu is None:
+        return Check("headline_numbers", "warn", "headline numbers partial: TFLOP/s/GPU computed, MFU missing (the "
+                     "GPU peak is unknown: state the GPU type or its peak)", details)
+    return Check("headline_numbers", "ok", "headline numbers computed: TFLOP/s/GPU and MFU for every window used",
+                 details)
+
+
+from . import evidence as _evidence  # noqa: E402,F401  (registers the evidence checks: analysis/evidence.py)

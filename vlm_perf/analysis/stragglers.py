@@ -86,10 +86,26 @@ def _count_ranks(series: pl.Series, top: int = 5) -> list[dict]:
     return [{"rank": int(r), "reports": int(c), "share": c / total} for r, c in counts.head(top).iter_rows()]
 
 
+#: a launcher's rank label before a timer name: torchrun ``[default7]:``, ``[rank3]:``, srun -l ``3:``
+RANK_PREFIX = r"^\s*(?:\[[^\]]*\]:?|\d+:)\s*"
+
+
+def plain_timer_names(timers: pl.DataFrame) -> pl.DataFrame:
+    """Timer names without the launcher's rank label (``[default7]:    forward-backward`` ->
+    ``forward-backward``): the (min, max) a timer line prints is across ranks whichever rank printed it."""
+    if not timers.height or "timer" not in timers.columns:
+        return timers
+    return timers.with_columns(pl.col("timer").str.replace(RANK_PREFIX, "").str.strip_chars())
+
+
 def straggler_summary(timing, *, ranks: pl.DataFrame | None = None, tp: int | None = None, cp: int | None = None,
                       dp: int | None = None, interval: int | None = None) -> dict:
     """The summary.json ``stragglers`` block. ``timing``: a `RankTiming`; ``ranks``: the balance's
     per-(iteration, dp_rank) FLOPs (``BalanceResult.ranks``), for the correlation."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(timing) and getattr(timing, "timers", None) is not None:
+        timing = dataclasses.replace(timing, timers=plain_timer_names(timing.timers))
     out: dict = {"counts": dict(timing.counts), "timers": None, "detector": None, "nvrx": None, "rank_steps": None,
                  "vision_correlation": None, "notes": []}
     if timing.timers.height:

@@ -313,8 +313,10 @@ def efficiency(result: TraceParts) -> pl.DataFrame:
         (pl.col("time_ns").sum() / 1e9).alias("time_s"),
         (pl.col("time_ns").filter(pl.col("direction") == "forward").sum() / 1e9).alias("forward_s"),
         (pl.col("time_ns").filter(pl.col("direction") == "backward").sum() / 1e9).alias("backward_s"))
-    total = float(parts["time_s"].sum()) or 1.0
-    parts = parts.with_columns((pl.col("time_s") / total).alias("time_share"))
+    # the total from the whole nanoseconds (an integer sum): a float sum over group_by's unordered rows can
+    # move the last bit from one run to the next
+    total = float(result.parts["time_ns"].sum()) / 1e9 or 1.0
+    parts = parts.sort("part").with_columns((pl.col("time_s") / total).alias("time_share"))
     if result.shape_flops.height:
         shape = result.shape_flops.group_by("part").agg(pl.col("flops").sum().cast(pl.Float64).alias("shape_flops"))
         parts = parts.join(shape, on="part", how="left")

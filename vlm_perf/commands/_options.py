@@ -93,7 +93,7 @@ def _check(command: str, name: str, value: Any) -> None:
 
 
 #: generated parameter -> `vlm_perf.pipeline.load_run` argument, where the names differ
-_LOAD_RUN_NAMES = {"convention": "conventions"}
+_LOAD_RUN_NAMES = {"convention": "conventions", "log": "logs"}
 
 
 def load_run_arguments(options: dict, suffix: str = "") -> dict:

@@ -25,7 +25,8 @@ def compare(
     from ..analysis.compare import compare_summaries
     from ..pipeline import load_run
     from ..report import build_summary
-    from ..report.compare_page import CONV_HEADERS, FACT_HEADERS, convention_rows, fact_rows, headline, write_compare
+    from ..report.compare_page import (FACT_HEADERS, compare_unit, conv_headers, convention_rows, fact_rows, headline,
+                                       write_compare)
 
     summaries = []
     for run, suffix in ((run_a, "_a"), (run_b, "_b")):
@@ -47,7 +48,7 @@ def compare(
     for line in headline(cmp):  # input strings (run paths, model, GPU) are text, never rich markup
         console.print(line, highlight=False, markup=False)
     # the rows of compare.md / compare.html (one formatting of every number)
-    table = Table(*CONV_HEADERS)
+    table = Table(*conv_headers(compare_unit(cmp)))  # one display unit for both runs (report/units.py)
     for row in convention_rows(cmp):
         table.add_row(*map(escape, row))
     console.print(table)

@@ -64,6 +64,7 @@ def report(
           f"checks:  none failed, {len(warned)} warning(s)" + (f" ({', '.join(c.name for c in warned)})" if warned
                                                                 else ""))
     print(f"report:  {out / 'report.html'}  (also report.md, summary.json)")
+    print(f"windows: {out / 'windows.csv'}  (also windows.parquet: every window, every convention)")
     print(f"figures: {', '.join(str(out / name) for name in paths if name.endswith('.png'))}")
     # the numbers as summary.json states them (the file just written), in the report's own formatting
     for line in number_lines(json.loads(paths["summary.json"].read_text())):

@@ -394,6 +394,17 @@ def finish_notes(diag: MetadataDiagnostics) -> None:
         diag.notes.append(f"{diag.rows_preaggregated_lm} row(s) carry pre-aggregated LM statistics")
 
 
+#: what a bad-row error adds: the library names no flag (the CLI adds its own, see `vlm_perf.cli`)
+BAD_ROW_HINT = "fix the row, or skip bad rows: they are then counted and reported"
+
+
+def bad_row_error(message: str, source: str | None = None) -> SchemaError:
+    """The error for the first bad metadata row; ``skippable`` tells a caller a skip-bad-rows option applies."""
+    err = SchemaError(f"{message} ({BAD_ROW_HINT})", source=source)
+    err.skippable = True  # type: ignore[attr-defined]
+    return err
+
+
 class MetadataSource:
     """One run's metadata shards, read once (see the module docstring for the outputs).
 
@@ -694,7 +705,7 @@ class MetadataSource:
 
     def _raise_first(self, state: "_PassState") -> None:
         first = min(state.bad, key=lambda b: (b.file_index, b.line))
-        raise SchemaError(first.message, source=f"{self.displays[first.file_index]}:{first.line}")
+        raise bad_row_error(first.message, source=f"{self.displays[first.file_index]}:{first.line}")
 
     def _finish(self, state: "_PassState", unknown: dict[str, int]) -> None:
         diag = self._diag

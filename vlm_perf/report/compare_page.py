@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 from .content import B, Bullets, FigureRef, Inline, Paragraph, SectionContent, T, Table, plain  # noqa: E402
 from .document import _clean  # noqa: E402
 from .render import render_html as render_page, render_markdown as render_md  # noqa: E402
+from .units import RateUnit, rate_unit  # noqa: E402
 
 TITLE = "A vs B"
 
@@ -40,11 +41,22 @@ def _f(x, kind=1) -> str:
     return f"{x:,.{kind}f}"
 
 
+def compare_unit(cmp: dict) -> RateUnit:
+    """One display unit for both runs' rates (`vlm_perf.report.units`)."""
+    return rate_unit(v for e in cmp["conventions"].values() for v in (e["a"], e["b"]))
+
+
+def conv_headers(unit: RateUnit) -> list[str]:
+    return ["convention", f"A {unit.per_gpu}", f"B {unit.per_gpu}", "delta", "B/A", "A MFU", "B MFU", "MFU delta"]
+
+
 def convention_rows(cmp: dict) -> list[list[str]]:
     rows = []
+    unit = compare_unit(cmp)
     for name, e in cmp["conventions"].items():
         m = e["mfu"]
-        rows.append([name, _f(e["a"]), _f(e["b"]), _f(e["delta"]) if e["delta"] is None else f"{e['delta']:+,.1f}",
+        delta = "—" if e["delta"] is None else f"{e['delta'] / unit.tflops:+,.1f}"
+        rows.append([name, unit.fmt(e["a"]), unit.fmt(e["b"]), delta,
                      _f(e["ratio"], 4), _f(m["a"], "%"), _f(m["b"], "%"),
                      "—" if m["delta"] is None else f"{100 * m['delta']:+.2f} pt"])
     return rows
@@ -64,6 +76,7 @@ def fact_rows(cmp: dict) -> list[list[str]]:
 def headline_inline(cmp: dict) -> list[Inline]:
     """The comparison's headline lines as typed spans (input strings stay plain text in every format)."""
     ra, rb = cmp["runs"]["a"], cmp["runs"]["b"]
+    unit = compare_unit(cmp)  # one display unit for both runs (report/units.py)
     lines: list[Inline] = []
     for label, r in (("A", ra), ("B", rb)):
         peak = r.get("peak") or {}
@@ -74,7 +87,7 @@ def headline_inline(cmp: dict) -> list[Inline]:
             parts += [" — ", B("SYNTHETIC")]
         if r.get("estimated"):
             parts += [" — ", B("ESTIMATE")]
-        parts += [f"; the log printed {_f(r.get('logged_tflops_per_gpu_mean'))} TFLOP/s/GPU: ", r["logged"]["note"], "."]
+        parts += [f"; the log printed {unit.text(r.get('logged_tflops_per_gpu_mean'))}: ", r["logged"]["note"], "."]
         lines.append(T(*parts))
     h = cmp.get("hfu") or {}
     if h.get("hfu", {}).get("a") is not None or h.get("hfu", {}).get("b") is not None:
@@ -97,14 +110,15 @@ def headline(cmp: dict) -> list[str]:
 
 def figure(cmp: dict, path: Path) -> Path:
     names = list(cmp["conventions"])
-    a = [cmp["conventions"][n]["a"] or 0 for n in names]
-    b = [cmp["conventions"][n]["b"] or 0 for n in names]
+    unit = compare_unit(cmp)
+    a = [(cmp["conventions"][n]["a"] or 0) / unit.tflops for n in names]
+    b = [(cmp["conventions"][n]["b"] or 0) / unit.tflops for n in names]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2, 1]})
     x = np.arange(len(names))
     ax1.bar(x - 0.2, a, 0.4, label="A", color="#7f7f7f")
     ax1.bar(x + 0.2, b, 0.4, label="B", color="#d62728")
     ax1.set_xticks(x, names, rotation=15)
-    ax1.set(ylabel="TFLOP/s/GPU", title="TFLOP/s/GPU by convention")
+    ax1.set(ylabel=unit.per_gpu, title=f"{unit.per_gpu} by convention")
     ax1.legend()
     d = cmp.get("decomposition")
     if d:
@@ -119,15 +133,16 @@ def figure(cmp: dict, path: Path) -> Path:
     return path
 
 
-CONV_HEADERS = ["convention", "A TFLOP/s/GPU", "B TFLOP/s/GPU", "delta", "B/A", "A MFU", "B MFU", "MFU delta"]
+CONV_HEADERS = conv_headers(RateUnit())  # (TFLOP/s; a run's own unit: conv_headers(compare_unit(cmp)))
 FACT_HEADERS = ["per iteration", "A", "B", "delta", "B/A"]
 
 
 def compare_sections(cmp: dict) -> list[SectionContent]:
     """The comparison page as typed sections, rendered by the report's own templates (`render`)."""
+    unit = compare_unit(cmp)
     sections = [SectionContent("", [Bullets(headline_inline(cmp))], anchor="headline"),
-                SectionContent("TFLOP/s/GPU and MFU by convention", [
-                    Table(CONV_HEADERS, [[T(c) for c in row] for row in convention_rows(cmp)]),
+                SectionContent(f"{unit.per_gpu} and MFU by convention", [
+                    Table(conv_headers(unit), [[T(c) for c in row] for row in convention_rows(cmp)]),
                     Paragraph(T("Means are time-weighted over the windows each run's report uses, exactly as in "
                                 "each run's report."))], anchor="conventions"),
                 SectionContent("Step time, tokens and media", [

@@ -149,3 +149,14 @@ def fmt(value, digits: int = 1, pct: bool = False) -> str:
     if value is None:
         return "—"
     return f"{100 * value:.{digits}f}%" if pct else f"{value:,.{digits}f}"
+
+
+#: FLOP/s units a report cell may use, largest first (`rate_unit`)
+RATE_UNITS = (("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6), ("FLOP/s", 1.0))
+
+
+def rate_unit(values) -> tuple[str, float]:
+    """(unit, scale) for a column of FLOP/s values: the largest unit in which the largest value is >= 1
+    (TFLOP/s on GPUs, GFLOP/s on a CPU), so one column has one unit; cells are ``fmt(v / scale, 2)``."""
+    top = max((abs(v) for v in values if v is not None), default=0.0)
+    return next(((u, s) for u, s in RATE_UNITS if top >= s), RATE_UNITS[1])

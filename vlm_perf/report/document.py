@@ -19,7 +19,7 @@ from ..analysis.compare import step_facts
 from ..analysis.run import RunAnalysis
 from . import figures
 from .context import ReportContext
-from .output import atomic_report_dir
+from .output import atomic_report_dir, write_windows_table
 from .render import render_html, render_markdown
 from .sections import SectionInputs, build_sections
 
@@ -104,4 +104,5 @@ def write_report(run: RunAnalysis, out_dir: Path, ctx: ReportContext) -> dict[st
         names = [name for name, why in drawn.items() if why is None]
         names += [b.file for s in sections for b in s.blocks if b.kind == "figure" and b.file not in names]
         names += ["summary.json", "report.md", "report.html"]
+        names += write_windows_table(run, tmp)  # per-window table (report/output.py)
     return {name: out_dir / name for name in names}

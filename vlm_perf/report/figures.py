@@ -20,6 +20,7 @@ import polars as pl  # noqa: E402
 
 from ..analysis.run import BEFORE, RunAnalysis  # noqa: E402
 from .content import mathtext_safe as safe  # noqa: E402
+from .units import rate_unit  # noqa: E402
 
 AFTER = "exact"
 STYLE = {BEFORE: dict(color="#7f7f7f", lw=1.8), AFTER: dict(color="#d62728", lw=2.2)}
@@ -126,6 +127,8 @@ def tflops_over_time(run: RunAnalysis, path: Path) -> Path:
     cols = [f"{c}_tflops_per_gpu" for c in run.conventions] + (["tflops_per_gpu_logged"] if logged else [])
     drawn, k = thin_windows(w, cols)
     d = _with_breaks(drawn, cols)
+    unit = rate_unit(e["tflops_per_gpu_mean"] for e in run.convention_summary().values())
+    d = {c: (v if c == "x" else v / unit.tflops) for c, v in d.items()}
     fig, ax = plt.subplots(figsize=(11, 4.2))
     if logged:
         ax.scatter(d["x"], d["tflops_per_gpu_logged"], s=10, color="black", label="logged by the framework", zorder=3)
@@ -135,8 +138,8 @@ def tflops_over_time(run: RunAnalysis, path: Path) -> Path:
                  AFTER: f"{AFTER} (vision + LM: after)"}.get(conv, conv)
         ax.plot(d["x"], d[f"{conv}_tflops_per_gpu"], label=safe(label), **style)
     ax.set_xlabel("iteration (end of logging window)")
-    ax.set_ylabel("TFLOP/s per GPU")
-    ax.set_title(safe(f"{run.model}: TFLOP/s/GPU per logging window" + (" (ESTIMATE)" if run.estimated else "")))
+    ax.set_ylabel(f"{unit.name} per GPU")
+    ax.set_title(safe(f"{run.model}: {unit.per_gpu} per logging window" + (" (ESTIMATE)" if run.estimated else "")))
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _notes(fig, _skipped_text(run), _thinned_text(k, w.height))
@@ -159,7 +162,7 @@ def mfu_over_time(run: RunAnalysis, path: Path) -> Path:
         ax.plot(d["x"], 100 * d[f"{conv}_mfu"], label=label, **STYLE[conv])
     ax.set_xlabel("iteration (end of logging window)")
     ax.set_ylabel("MFU (% of dense peak)")
-    ax.set_title(safe(f"MFU before / after vision accounting ({run.peak_tflops:g} TFLOP/s per GPU)"))
+    ax.set_title(safe(f"{run.model}: MFU before / after vision accounting ({run.peak_tflops:g} TFLOP/s per GPU)"))
     ax.grid(alpha=0.3)
     _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _notes(fig, _skipped_text(run), _thinned_text(k, w.height))
@@ -186,7 +189,7 @@ def component_shares(run: RunAnalysis, path: Path) -> Path:
         ax.text(bar.get_width() + top * 0.01, bar.get_y() + bar.get_height() / 2, f"{share:.2f}%", va="center",
                 fontsize=7)
     ax.set_xlabel("share of exact training FLOPs over the run (%); blue: vision, orange: language model")
-    ax.set_title("Where the FLOPs go: components (exact)")
+    ax.set_title(safe(f"{run.model}: where the FLOPs go, components (exact)"))
     ax.grid(alpha=0.3, axis="x")
     return _save(fig, path)
 
@@ -229,7 +232,7 @@ def vision_share_hist(run: RunAnalysis, per_microbatch: pl.Series | None, path: 
         ax.axvline(100 * share, color="black", lw=1, ls="--")
         ax.set_xlabel("vision share of training FLOPs (%, exact)")
         ax.set_ylabel(f"number of {unit}")
-        ax.set_title(f"Vision share {title} (dashed: run share {100 * share:.1f}%)")
+        ax.set_title(safe(f"{run.model}: vision share {title} (dashed: run share {100 * share:.1f}%)"))
         ax.grid(alpha=0.3)
     _note(fig, "run share = Σ exact vision FLOPs / Σ exact training FLOPs over the windows the means use; "
                "the histograms show the iterations of those windows")
@@ -264,7 +267,7 @@ def step_time_fit(run: RunAnalysis, path: Path) -> Path:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.18))
     ax.set_xlabel("exact training PFLOP per iteration")
     ax.set_ylabel("seconds per iteration")
-    ax.set_title("Step time vs FLOPs (attribution fit)")
+    ax.set_title(safe(f"{run.model}: step time vs FLOPs (attribution fit)"))
     ax.grid(alpha=0.3)
     return _save(fig, path)
 
@@ -300,7 +303,7 @@ def health_timeline(run: RunAnalysis, path: Path) -> Path:
     ax.set_ylim(0, 2.6)
     ax.set_xlabel("wall-clock minutes from the first window")
     good = h.get("goodput")
-    ax.set_title("Run timeline" + (f": goodput {100 * good:.1f}% of {h['wall_clock_s'] / 60:.1f} min" if good
+    ax.set_title(safe(f"{run.model}: run timeline") + (f": goodput {100 * good:.1f}% of {h['wall_clock_s'] / 60:.1f} min" if good
                                    is not None else ""))
     ax.grid(alpha=0.3, axis="x")
     _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))

@@ -18,10 +18,13 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+import polars as pl
+
 from ..errors import VlmPerfError
 
 MARKER = ".vlm-perf-report"  # written into every report folder; what makes a folder replaceable
-REPORT_FILES = {"summary.json", "report.md", "report.html", MARKER}
+WINDOWS_FILES = ("windows.parquet", "windows.csv")
+REPORT_FILES = {"summary.json", "report.md", "report.html", MARKER, *WINDOWS_FILES}
 
 
 def _is_replaceable(folder: Path) -> bool:
@@ -91,3 +94,35 @@ def atomic_report_dir(out: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def windows_table(run) -> pl.DataFrame:
+    """One row per logged window: where it is, whether the means use it (and why not), its step time,
+    every convention's TFLOP/s/GPU and MFU, the exact FLOPs and vision share and the log's own number. The
+    ``reliable`` column is the one window selection (`vlm_perf.analysis.selection`) every mean uses."""
+    w = run.windows
+    cols = [c for c in ("segment", "window_start", "iteration", "window_iterations", "first_in_segment", "complete",
+                        "reliable", "step_time_excluded", "window_seconds") if c in w.columns]
+    exprs = [pl.col(c) for c in cols]
+    exprs.append((pl.col("window_seconds") / pl.col("window_iterations")).alias("step_time_s"))
+    for conv in run.conventions:
+        for suffix in ("tflops_per_gpu", "mfu"):
+            if f"{conv}_{suffix}" in w.columns:
+                exprs.append(pl.col(f"{conv}_{suffix}").fill_nan(None))
+    if "exact_total" in w.columns and "exact_vision" in w.columns:
+        # the window's exact FLOPs too, so that the run's vision share (Σ vision / Σ total over the ``reliable``
+        # windows, `vlm_perf.analysis.selection.VISION_SHARE`) can be recomputed from this table
+        exprs += [pl.col("exact_total").alias("exact_flops"), pl.col("exact_vision").alias("exact_vision_flops"),
+                  pl.when(pl.col("exact_total") > 0).then(pl.col("exact_vision") / pl.col("exact_total"))
+                  .alias("vision_share")]
+    if "tflops_per_gpu_logged" in w.columns:
+        exprs.append(pl.col("tflops_per_gpu_logged"))
+    return w.select(exprs)
+
+
+def write_windows_table(run, folder: Path) -> list[str]:
+    """``windows.parquet`` and ``windows.csv`` (the same table, `windows_table`) into ``folder``; their names."""
+    table = windows_table(run)
+    table.write_parquet(folder / WINDOWS_FILES[0])
+    table.write_csv(folder / WINDOWS_FILES[1])
+    return list(WINDOWS_FILES)

@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from .content import B, T, md_inline  # noqa: E402
+from .units import TFLOPS, RateUnit  # noqa: E402
 
 
 @dataclass
@@ -158,8 +159,13 @@ def balance_provider(result) -> SectionProvider:
             "DP load balance", ["no per-microbatch metadata with dp_rank: load balance not computed"]))
 
     def render(out_dir: Path) -> Section:
+        lines = balance_lines(result.summary)
+        n_ranks = result.ranks["dp_rank"].n_unique() if result.ranks.height else 0
+        if n_ranks < 2:  # one DP rank: no balance to draw (said, not drawn as an empty heat map)
+            return Section("DP load balance", lines + [f"figure not drawn: {n_ranks} DP rank in the metadata, "
+                                                       "nothing to balance"])
         balance_figure(result.ranks, result.per_iteration, out_dir / "balance.png")
-        return Section("DP load balance", balance_lines(result.summary),
+        return Section("DP load balance", lines,
                        figures=[("balance.png", "Per-rank load over iterations and the max/mean distribution")])
     return SectionProvider("balance", result.summary, render)
 
@@ -190,14 +196,16 @@ def peak_provider(peak: dict | None) -> SectionProvider:
 
 
 # --- HFU next to MFU ---------------------------------------------------------------------------
-def hfu_lines(h: dict) -> list:
-    """Typed lines (`content.Inline`); the MFU is the headline's exact MFU (one value, `analysis.hfu`)."""
+def hfu_lines(h: dict, unit: RateUnit = TFLOPS) -> list:
+    """Typed lines (`content.Inline`); the MFU is the headline's exact MFU (one value, `analysis.hfu`).
+    ``unit``: the run's display unit (`vlm_perf.report.units.run_rate_unit`): the model rate here is the
+    headline's exact rate and is written as the headline writes it."""
     lines = [T("Recompute ", B(h["recompute"]), " (", h["source"], "): ", h["rule"], ".")]
     if h.get("hfu_mean") is not None:
         lines.append(T("MFU (exact) ", B(_pct(h["mfu_mean"])), " → HFU ", B(_pct(h["hfu_mean"])),
                        f"; hardware FLOPs = model FLOPs × {h['hardware_over_model']:.4f} "
-                       f"({h['hardware_tflops_per_gpu_mean']:,.1f} vs {h['model_tflops_per_gpu_mean']:,.1f} "
-                       "TFLOP/s/GPU)."))
+                       f"({unit.fmt(h['hardware_tflops_per_gpu_mean'])} vs {unit.fmt(h['model_tflops_per_gpu_mean'])} "
+                       f"{unit.per_gpu})."))
     elif h.get("hardware_over_model") is not None:
         lines.append(T(f"hardware FLOPs = model FLOPs × {h['hardware_over_model']:.4f}; HFU needs the GPU count and "
                        "peak."))
@@ -206,8 +214,8 @@ def hfu_lines(h: dict) -> list:
     return lines
 
 
-def hfu_provider(h: dict | None) -> SectionProvider:
-    return SectionProvider("hfu", h, lambda out: Section("HFU and activation recompute", hfu_lines(h) if h else
+def hfu_provider(h: dict | None, unit: RateUnit = TFLOPS) -> SectionProvider:
+    return SectionProvider("hfu", h, lambda out: Section("HFU and activation recompute", hfu_lines(h, unit) if h else
                                                           ["HFU not computed"]))
 
 
@@ -257,3 +265,59 @@ def straggler_lines(s: dict) -> list[str]:
 def straggler_provider(s: dict | None) -> SectionProvider:
     return SectionProvider("stragglers", s, lambda out: Section("Stragglers", straggler_lines(s) if s else
                                                                  ["not computed"]))
+
+
+# --- where the time went, per part (profiler traces in the run folder) ---------------------------
+def trace_provider(summary: dict | None, result=None) -> SectionProvider:
+    """``summary``: `vlm_perf.analysis.trace_summary.trace_summary` (None: no traces in the run folder);
+    ``result``: its `TraceParts`, for the figure. The section itself is `report.sections.trace_parts`."""
+    def render(out_dir: Path) -> Section:
+        figures = []
+        if result is not None and result.parts.height:
+            from ..analysis.trace_parts import trace_parts_figure
+
+            plt.close(trace_parts_figure(result, out_dir / "trace_parts.png"))
+            figures.append(("trace_parts.png", "Step time per part per profiled step (labels: the part's achieved "
+                                               "FLOP/s)"))
+        return Section("Where the time went, per part", [], figures=figures)
+    return SectionProvider("trace_parts", summary, render)
+
+
+# --- every registered convention against the log's printed number ------------------------------
+def reconcile_provider(summary: dict) -> SectionProvider:
+    """``summary``: `vlm_perf.analysis.log_reconcile.log_reconcile`; shown by the "Which number to quote"
+    section (`report.sections.which_number`), so its own render is a plain list."""
+    return SectionProvider("log_reconcile", summary, lambda out: Section(
+        "Every convention against the log's number", [summary.get("message") or f"closest: {summary.get('closest')}"]))
+
+
+# --- peak memory per rank (vlm_perf.analysis.memory) ------------------------------------------
+def _gib(value: float | None) -> str:
+    return "—" if value is None else f"{value / 1024 ** 3:,.2f}"
+
+
+#: most ranks listed in the table (the highest peaks); summary.json keeps every rank
+MEMORY_ROWS = 16
+
+
+def memory_lines(m: dict) -> list[str]:
+    units = ", ".join(m["units_in_log"])
+    return [f"{m['ranks_reported']} rank(s) print memory reports (log unit {units}; shown in GiB); highest max "
+            f"allocated **{_gib(m['max_allocated_bytes'])} GiB**, max reserved **{_gib(m['max_reserved_bytes'])} "
+            f"GiB** (rank {m['peak_rank']}); lowest max allocated {_gib(m['min_max_allocated_bytes'])} GiB.",
+            "Peaks since each process started (the allocator's maxima): the largest value of each rank's reports."]
+
+
+def memory_provider(m: dict | None) -> SectionProvider:
+    if not m:
+        return SectionProvider("memory", None, lambda out: None)  # type: ignore[arg-type,return-value]
+
+    def render(out_dir: Path) -> Section:
+        rows = sorted(m["ranks"], key=lambda r: -(r["max_reserved_bytes"] or r["max_allocated_bytes"] or 0))
+        table = [[str(r["rank"]), _gib(r["max_allocated_bytes"]), _gib(r["max_reserved_bytes"]), str(r["reports"]),
+                  str(r["last_iteration"])] for r in rows[:MEMORY_ROWS]]
+        lines = memory_lines(m) + ([f"{len(rows) - MEMORY_ROWS} more rank(s) in summary.json"]
+                                   if len(rows) > MEMORY_ROWS else [])
+        return Section("Peak GPU memory per rank", lines, table=(["rank", "max allocated (GiB)", "max reserved (GiB)",
+                                                                   "reports", "last report (iteration)"], table))
+    return SectionProvider("memory", m, render)

@@ -4,7 +4,7 @@
 missing or undeclared, a value of the wrong type); `tests/report/test_one_truth.py` runs it on every
 bundled sample and perturbed run, so a key added to `build_summary` without a declaration fails there.
 Units: ``TFLOP/s/GPU``; ``fraction`` (0..1, shown as a percentage); ``FLOPs``; ``s``; ``count``;
-``ratio`` (dimensionless); ``text``; ``bool``; ``block`` (a nested object documented by its producer).
+``ratio`` (dimensionless); ``bytes``; ``text``; ``bool``; ``block`` (a nested object documented by its producer).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Key:
     nullable: bool = False
     required: bool = True  # nested keys: False when the producer leaves it out in some runs
     fields: tuple["Key", ...] = ()  # keys of a nested object (checked when declared)
-    each: tuple["Key", ...] = ()  # keys of every entry of a nested mapping (e.g. per convention)
+    each: tuple["Key", ...] = ()  # keys of every entry of a nested mapping (e.g. per convention) or list
 
 
 def _k(name, unit, types, meaning, producer, **kw) -> Key:
@@ -67,6 +67,65 @@ _HFU = (
        nullable=True),
     _k("recompute_flops_share_of_model", "fraction", _NUM, "recomputed FLOPs / model FLOPs", "analysis.hfu",
        nullable=True, required=False),
+)
+_TRACE = tuple(_k(n, u, t, m, "analysis.trace_summary", **kw) for n, u, t, m, kw in (
+    ("files", "text", list, "profiler trace files of the run folder (run.discover.traces_of)", {}),
+    ("flops_source", "text", str, "metadata (exact per part), trace shapes (recorded matmuls only) or null",
+     {"nullable": True}),
+    ("ranks", "count", int, "ranks the traces hold", {}),
+    ("iterations", "count", list, "training iterations of the profiled steps", {}),
+    ("steps", "block", list, "per profiled step: rank, step, iteration, step_s (the ProfilerStep range, s)", {}),
+    ("step_time_s", "s", _NUM, "Σ profiled step time over ranks and steps", {}),
+    ("max_sum_gap", "fraction", _NUM, "largest |Σ parts - step| / step over the steps", {}),
+    ("parts", "block", list, "per part: time_s, time_share, forward_s, backward_s (s, fraction); flops, flops_share "
+     "(FLOPs, fraction); flops_per_s (FLOP/s); mfu (fraction); rate_vs_lm (ratio); excess_vs_lm_s (s)", {}),
+    ("unattributed_s", "s", _NUM, "time in no known range (shown, never hidden)", {}),
+    ("unattributed_share", "fraction", _NUM, "unattributed_s / step_time_s", {"nullable": True}),
+    ("flops_total", "FLOPs", _NUM, "Σ FLOPs of the parts over the profiled rank-steps", {"nullable": True}),
+    ("report_exact_flops", "FLOPs", _NUM, "the report's exact FLOPs (analysis.run per_iteration exact_total) of the "
+     "profiled iterations, per rank-step / world size", {"nullable": True}),
+    ("flops_match_report", "bool", bool, "flops_total = report_exact_flops (null when not comparable: not every "
+     "rank traced, or no metadata)", {"nullable": True}),
+    ("peak_tflops", "TFLOP/s/GPU", _NUM, "the peak the per-part MFU divides by", {"nullable": True}),
+    ("top", "block", list, "top ops / kernels by time: name, part, time_s, count", {}),
+    ("notes", "text", list, "what the attribution assumed or could not do", {}),
+))
+_RECONCILE = tuple(_k(n, u, t, m, "analysis.log_reconcile", required=False, **kw) for n, u, t, m, kw in (
+    ("status", "text", str, "ok | no_logged_value | no_world_size | no_windows", {}),
+    ("message", "text", str, "why there is nothing to reconcile", {}),
+    ("windows", "count", int, "windows the means use with a logged TFLOP/s/GPU", {}),
+    ("printed_decimals", "count", int, "print precision inferred from the logged values", {}),
+    ("printed_median", "TFLOP/s/GPU", _NUM, "median logged value over those windows", {}),
+    ("conventions", "block", list, "every registered convention computed for the run, closest first: convention, "
+     "tflops_per_gpu_mean (TFLOP/s/GPU), mfu_mean (fraction; both as conventions.<name>), rel_diff_median (fraction), windows_matched (count), matches (bool: "
+     "within print precision in at least half of the windows)", {}),
+    ("not_defined", "block", dict, "convention -> why it is not defined for this model", {}),
+    ("matches", "text", list, "conventions that match the log's number", {}),
+    ("closest", "text", str, "the convention with the smallest median relative difference", {}),
+    ("closest_minus_exact", "block", list, "closest minus exact per component, run totals: component, delta_flops "
+     "(FLOPs), delta_of_exact_total (fraction)", {}),
+))
+_MEMORY_RANK = (
+    _k("rank", "count", int, "the rank the memory report names (0: the rank that logs)", "analysis.memory"),
+    _k("max_allocated_bytes", "bytes", _NUM, "largest max-allocated value of the rank's reports", "analysis.memory",
+       nullable=True),
+    _k("max_reserved_bytes", "bytes", _NUM, "largest max-reserved value of the rank's reports", "analysis.memory",
+       nullable=True),
+    _k("reports", "count", int, "memory reports of the rank", "analysis.memory"),
+    _k("last_iteration", "count", int, "iteration of the rank's last report", "analysis.memory", nullable=True),
+    _k("first", "text", str, "file:line of the rank's first report", "analysis.memory"),
+)
+_MEMORY = (
+    _k("ranks", "block", list, "one entry per rank", "analysis.memory", each=_MEMORY_RANK),
+    _k("ranks_reported", "count", int, "ranks that print memory reports", "analysis.memory"),
+    _k("units_in_log", "text", list, "units the log prints (MB = MiB for Megatron-LM, GB = 1e9 for "
+       "Megatron-Bridge, ...)", "analysis.memory"),
+    _k("max_allocated_bytes", "bytes", _NUM, "highest max-allocated over the ranks", "analysis.memory",
+       nullable=True),
+    _k("max_reserved_bytes", "bytes", _NUM, "highest max-reserved over the ranks", "analysis.memory", nullable=True),
+    _k("min_max_allocated_bytes", "bytes", _NUM, "lowest max-allocated over the ranks", "analysis.memory",
+       nullable=True),
+    _k("peak_rank", "count", int, "the rank with the highest peak", "analysis.memory"),
 )
 _INPUTS = (
     _k("logs", "text", list, "log files and TensorBoard folders read", "run.discover"),
@@ -117,6 +176,13 @@ SUMMARY: tuple[Key, ...] = (
        fields=_HFU),
     _k("balance", "block", dict, "DP load balance from per-microbatch FLOPs", "analysis.balance", nullable=True),
     _k("stragglers", "block", dict, "per-rank timing lines of the logs", "analysis.stragglers", nullable=True),
+    _k("log_reconcile", "block", dict, "every registered convention (variants included) against the log's printed "
+       "TFLOP/s/GPU, within its print precision (flops.conventions.reconcile)", "analysis.log_reconcile",
+       fields=_RECONCILE),
+    _k("trace_parts", "block", dict, "where the profiled step time went, per part, joined with exact FLOPs (null "
+       "when the run folder holds no profiler trace)", "analysis.trace_summary", nullable=True, fields=_TRACE),
+    _k("memory", "block", dict, "peak GPU memory per rank from the log's memory reports", "analysis.memory",
+       nullable=True, fields=_MEMORY),
     _k("figures", "block", dict, "figure file -> drawn, or skipped: reason", "report.figures"),
 )
 
@@ -135,7 +201,8 @@ def _check(value: Any, key: Key, where: str, out: list[str]) -> None:
     if key.fields:
         _check_object(value, key.fields, where, out)
     if key.each:
-        for name, entry in value.items():
+        entries = value.items() if isinstance(value, dict) else enumerate(value)  # a mapping or a list
+        for name, entry in entries:
             _check_object(entry, key.each, f"{where}.{name}", out)
 
 

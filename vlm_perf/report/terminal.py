@@ -1,9 +1,11 @@
 """The terminal summary `vlm-perf report` prints: the numbers of ``summary.json``, formatted by the same
-`fmt` as report.md / report.html (one value, one spelling, wherever it is shown)."""
+`fmt` and the same display unit (`vlm_perf.report.units.run_rate_unit`) as report.md / report.html (one
+value, one spelling, wherever it is shown)."""
 
 from __future__ import annotations
 
 from .content import fmt
+from .units import run_rate_unit
 
 __all__ = ["number_lines"]
 
@@ -16,10 +18,11 @@ def number_lines(summary: dict) -> list[str]:
         lines.append(f"peak:    {fmt(peak['tflops'])} TFLOP/s/GPU (--peak-tflops override)" if peak.get("override")
                      else f"peak:    {fmt(peak['tflops'])} TFLOP/s/GPU {peak['dtype']} dense, {peak['device']} "
                      f"({peak['source_short']})")
+    unit = run_rate_unit(summary)  # the report's unit: a tiny CPU run reads GFLOP/s, not 0.0 TFLOP/s
     for name, entry in summary.get("conventions", {}).items():
         tf, mfu = entry["tflops_per_gpu_mean"], entry["mfu_mean"]
         if tf is not None:
-            lines.append(f"  {name:16s} {fmt(tf):>8} TFLOP/s/GPU" + (f"   MFU {fmt(mfu, 1, True):>6}" if mfu is not None
+            lines.append(f"  {name:16s} {unit.fmt(tf):>8} {unit.per_gpu}" + (f"   MFU {fmt(mfu, 1, True):>6}" if mfu is not None
                                                                       else ""))
     hfu = summary.get("hfu")
     if hfu and hfu.get("hfu_mean") is not None:

@@ -8,7 +8,7 @@ files (a ``config.json`` in the run folder is the model when no other source nam
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -44,6 +44,8 @@ class Run:
     metadata: Any = None
     estimate: BatchStats | None = None
     notes: list[str] = field(default_factory=list)  # what opening the run noticed (for the report's messages)
+    log_facts: list = field(default_factory=list)  # what each log file states besides its iterations (ingest.log_facts)
+    examined: Any = None  # what ``examine_logs`` returned (the evidence place's first step)
 
     @property
     def stats_frame(self):
@@ -107,11 +109,15 @@ def open_run(path: str | Path, *, metadata: Sequence[str | Path] = (), overrides
              skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None,
              metadata_progress: Callable[[int, int], None] | None = None, per_rank: bool = False,
              row_columns: Callable[[ModelSpec, tuple[str, ...], str], dict] | None = None,
-             scheduler: str | None = None) -> Run:
+             scheduler: str | None = None, logs: Sequence[str | Path] = (),
+             examine_logs: Callable[[Any, list], Any] | None = None) -> Run:
     """Open a run: discover its files (`discover_run`), parse the logs, resolve the configuration
     (``overrides``: RunConfig field -> value from the command line; None values are not stated), load
     the model, look up the peak and read the metadata once (or build the estimate).
     ``row_columns(spec, frozen, causal)``: per-microbatch columns the metadata pass computes as it reads.
+    ``logs``: the log files to read instead of the folder's (the folder still gives metadata and manifest).
+    ``examine_logs(parsed, log_facts)`` is called as soon as the logs are parsed, before anything else is
+    read (the caller's evidence checks may refuse the logs there); its result is ``Run.examined``.
     ``scheduler`` (``local[:N]``, an address or a scheduler file; `vlm_perf.scale.cluster`): the logs and the
     metadata are read on that Dask cluster, map + combine with the same per-partition code (same results)."""
     if scheduler:
@@ -121,13 +127,14 @@ def open_run(path: str | Path, *, metadata: Sequence[str | Path] = (), overrides
         discover_run(Path(path))  # and a missing run before a cluster is started
         with connect(sched) as client:
             return _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,
-                             metadata_progress, per_rank, row_columns, client)
+                             metadata_progress, per_rank, row_columns, client, logs, examine_logs)
     return _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,
-                     metadata_progress, per_rank, row_columns, None)
+                     metadata_progress, per_rank, row_columns, None, logs, examine_logs)
 
 
 def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,  # type: ignore[no-untyped-def]
-              metadata_progress, per_rank, row_columns, client) -> Run:
+              metadata_progress, per_rank, row_columns, client, logs, examine_logs) -> Run:
+    from ..ingest.log_facts import read_log_facts
     from ..ingest.logs import parse_logs
     from ..ingest.metadata_source import MetadataSource
     from ..ingest.runconfig import resolve_run_config
@@ -136,6 +143,8 @@ def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_b
     check_value("peak_tflops", peak_tflops)
     path = Path(path)
     files = discover_run(path)
+    if logs:
+        files = replace(files, logs=[Path(p) for p in logs])
     meta_paths = [Path(p) for p in metadata] or list(files.metadata)
     on_step(f"parsing {len(files.logs)} log file(s)")
     if client is not None:
@@ -144,6 +153,8 @@ def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_b
         parsed = parse_logs_on(client, files.logs, format=log_format)
     else:
         parsed = parse_logs(files.logs, format=log_format)
+    log_facts = read_log_facts(files.logs)
+    examined = examine_logs(parsed, log_facts) if examine_logs is not None else None
     config = resolve_run_config(parsed.run_config, files.manifest,
                                 {k: v for k, v in (overrides or {}).items() if v is not None})
     if not config.model and files.checkpoint_config is not None:  # lowest precedence: the checkpoint files
@@ -164,7 +175,8 @@ def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_b
         except ValueError as exc:  # partial results beat none: MFU stays empty, the gap is stated
             notes.append(f"{exc}; MFU left empty")
     frozen = tuple(config.frozen or ())
-    opened = Run(path, files, meta_paths, parsed, config, spec, peak, frozen, causal, notes=notes)
+    opened = Run(path, files, meta_paths, parsed, config, spec, peak, frozen, causal, notes=notes,
+                 log_facts=log_facts, examined=examined)
     if meta_paths:
         on_step(f"aggregating metadata ({len(meta_paths)} path(s))" + (" on the cluster" if client else ""))
         columns = row_columns(spec, frozen, causal) if row_columns else None

@@ -10,6 +10,9 @@ A run is a log file (its folder holds the rest) or a run folder. In the folder:
   level, and a ``metadata/`` sub-folder of shards.
 * **manifest**: ``run.yaml`` / ``run.yml`` / ``run.json`` (`vlm_perf.ingest.runconfig.find_manifest`).
 * **checkpoint config**: a ``config.json`` at the top level (the model when no other source names one).
+* **profiler traces**: PyTorch profiler / Kineto ``*.pt.trace.json[.gz]`` and Nsight Systems ``*.sqlite``
+  at the top level; in a ``trace/``, ``traces/`` or ``profiler/`` sub-folder every ``*.json[.gz]`` and
+  ``*.sqlite`` (`TRACE_SUBDIRS`; a plain ``*.json`` at the top level is a config or a log, never a trace).
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ from ..errors import InputError
 from ..ingest.logs.discover import LOG_SUBDIRS, expand_dir
 from ..ingest.runconfig import find_manifest
 
-__all__ = ["RunFiles", "discover_run", "metadata_of", "METADATA_NAME", "LOOKED_FOR"]
+__all__ = ["RunFiles", "discover_run", "metadata_of", "traces_of", "METADATA_NAME", "LOOKED_FOR", "TRACE_SUBDIRS"]
 
 METADATA_NAME = re.compile(r"^metadata.*(\.(jsonl|ndjson)(\.gz|\.zst)?|\.parquet)$")
+TRACE_SUBDIRS = ("trace", "traces", "profiler")
+_TRACE_TOP = re.compile(r"\.(pt\.trace\.json(\.gz)?|sqlite)$", re.IGNORECASE)
+_TRACE_SUB = re.compile(r"\.(json(\.gz)?|sqlite)$", re.IGNORECASE)
 LOOKED_FOR = ("*.log[.gz|.zst], *.txt, *.jsonl, trainer_state.json, W&B history exports, TensorBoard events; at "
               f"the top level and in {', '.join(s + '/' for s in LOG_SUBDIRS)}")
 
@@ -38,6 +44,7 @@ class RunFiles:
     metadata: list[Path] = field(default_factory=list)  # metadata files and shard folders
     manifest: Path | None = None
     checkpoint_config: Path | None = None  # config.json in the run folder
+    traces: list[Path] = field(default_factory=list)  # profiler trace files (`traces_of`)
 
 
 def metadata_of(folder: Path) -> list[Path]:
@@ -46,6 +53,17 @@ def metadata_of(folder: Path) -> list[Path]:
     if (folder / "metadata").is_dir():
         found.append(folder / "metadata")
     return found
+
+
+def traces_of(folder: Path) -> list[Path]:
+    """Profiler trace files of a run folder: ``*.pt.trace.json[.gz]`` / ``*.sqlite`` at the top level, every
+    ``*.json[.gz]`` / ``*.sqlite`` in the `TRACE_SUBDIRS` sub-folders; sorted, each once."""
+    found = [p for p in sorted(folder.iterdir()) if p.is_file() and _TRACE_TOP.search(p.name)]
+    for name in TRACE_SUBDIRS:
+        sub = folder / name
+        if sub.is_dir():
+            found += [p for p in sorted(sub.iterdir()) if p.is_file() and _TRACE_SUB.search(p.name)]
+    return list(dict.fromkeys(found))
 
 
 def discover_run(path: str | Path) -> RunFiles:
@@ -62,4 +80,4 @@ def discover_run(path: str | Path) -> RunFiles:
             raise InputError(f"no training log found (looked for {LOOKED_FOR})", str(path))
     config = folder / "config.json"
     return RunFiles(folder, logs, metadata_of(folder), find_manifest(path),
-                    config if config.is_file() else None)
+                    config if config.is_file() else None, traces_of(folder))

@@ -117,6 +117,10 @@ OPTIONS: tuple[RunOption, ...] = (
     RunOption("scheduler", "--scheduler", "str", "Read the run on a Dask cluster: local[:N] starts N local worker "
               "processes; tcp://host:8786 or a scheduler file joins a running cluster (dask-jobqueue, Kubernetes). "
               "Same results as without (default: this process).", COMMANDS, metavar="SCHEDULER"),
+    RunOption("log", "--log", "list", "Read only these log file(s) of the run (repeatable); the run folder still "
+              "gives the metadata and run.yaml.", ("report",), metavar="FILE", default=[]),
+    RunOption("merge_logs", "--merge-logs", "bool", "Merge log files that look like two different runs (refused by "
+              "default; the checks then say so).", ("report",), default=False),
     RunOption("convention", "--convention", "list", "Conventions to show (repeatable; default: every one defined "
               "for the family).", _RUN_CMDS, metavar="NAME", default=[]),
 )

@@ -259,7 +259,9 @@ def _finish(total: _Partial, skip_bad: bool) -> MetadataResult:
         raise InputError(total.error)
     diag = total.diag
     if diag.bad_lines and not skip_bad:
-        raise InputError(diag.bad_lines[0])
+        from ..ingest.metadata_source import bad_row_error  # a SchemaError (InputError) marked skippable
+
+        raise bad_row_error(diag.bad_lines[0])
     frame = total.frame.sort("iteration")
     diag.iterations = frame.height
     _md._finish_notes(diag)

@@ -46,5 +46,5 @@ def _bridge(key: str):
     return build
 
 
-for _key, _order in (("peak", 12), ("hfu", 14), ("balance", 32), ("stragglers", 34)):
+for _key, _order in (("peak", 12), ("hfu", 14), ("balance", 32), ("stragglers", 34), ("memory", 36)):
     register_section(_key, order=_order)(_bridge(_key))

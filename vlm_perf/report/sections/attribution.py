@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..content import B, Bullets, SectionContent, T
+from ..units import run_rate_unit
 from . import SectionInputs, register_section
 
 
@@ -13,8 +14,9 @@ def attribution(inputs: SectionInputs) -> SectionContent:
         return SectionContent("Step-time attribution", [Bullets([T(f"not fitted: {a.get('reason')}")])])
     vis = a.get("vision_tflops_per_gpu")
     overhead = f"{a['overhead_s']:.3f} s + " if a.get("model") != "no_overhead" else ""
-    lines = [T(f"seconds/iteration ≈ {overhead}LM FLOPs at ", B(f"{a['lm_tflops_per_gpu']:.0f}"), " TFLOP/s/GPU",
-               *((" + vision FLOPs at ", B(f"{vis:.0f}"), " TFLOP/s/GPU") if vis else ()),
+    unit = run_rate_unit(inputs.summary)
+    lines = [T(f"seconds/iteration ≈ {overhead}LM FLOPs at ", B(unit.fmt(a['lm_tflops_per_gpu'], 0)), f" {unit.per_gpu}",
+               *((" + vision FLOPs at ", B(unit.fmt(vis, 0)), f" {unit.per_gpu}") if vis else ()),
                f" (R² {a['r2']:.3f}, {a['windows']} windows).")]
     if a.get("model") == "no_overhead":
         lines.append(T(a["reason"]))

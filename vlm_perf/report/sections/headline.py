@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...analysis.run import BEFORE
 from ..content import B, Bullets, Paragraph, SectionContent, Span, T, fmt
+from ..units import run_rate_unit
 from . import SectionInputs, register_section
 
 MARK = {"fail": "FAIL", "warn": "WARN", "ok": "ok", "skip": "skip"}
@@ -30,14 +31,18 @@ def headline(inputs: SectionInputs) -> SectionContent:
     if s.get("estimated"):
         lines.append(T(B("ESTIMATE"), " — no per-microbatch metadata; statistics come from the run configuration."))
     conv = s["conventions"]
+    unit = run_rate_unit(s)
     b, a = conv.get(BEFORE, {}).get("tflops_per_gpu_mean"), conv.get("exact", {}).get("tflops_per_gpu_mean")
+    headline = next((c for c in checks if c["name"] == "headline_numbers"), None)
+    if a is None and headline is not None:
+        lines.append(T(B("No headline number"), f": {headline['summary']}."))
     if b and a:
-        lines.append(T(f"LM-only ({BEFORE}) ", B(fmt(b)), " TFLOP/s/GPU → exact with vision ", B(fmt(a)),
-                       f" TFLOP/s/GPU ({100 * (a / b - 1):+.1f}%); MFU {fmt(conv[BEFORE]['mfu_mean'], 1, True)} → "
+        lines.append(T(f"LM-only ({BEFORE}) ", B(unit.fmt(b)), f" {unit.per_gpu} → exact with vision ", B(unit.fmt(a)),
+                       f" {unit.per_gpu} ({100 * (a / b - 1):+.1f}%); MFU {fmt(conv[BEFORE]['mfu_mean'], 1, True)} → "
                        f"{fmt(conv['exact']['mfu_mean'], 1, True)} on {s['world_size']} × ", s["gpu"] or "unknown GPU",
                        f" ({fmt(s['peak_tflops'], 0)} TFLOP/s peak, ", s["dtype"], ")."))
     if s.get("logged_tflops_per_gpu_mean"):
-        lines.append(T("The log printed ", B(fmt(s["logged_tflops_per_gpu_mean"])), " TFLOP/s/GPU on average."))
+        lines.append(T("The log printed ", B(unit.fmt(s["logged_tflops_per_gpu_mean"])), f" {unit.per_gpu} on average."))
     if s.get("vision_share_mean") is not None:
         lines.append(T("Vision share of exact training FLOPs: ", B(fmt(s["vision_share_mean"], 1, True)),
                        " (Σ vision / Σ total over the windows the means use)."))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...analysis.run import BEFORE
 from ..content import Paragraph, SectionContent, T, Table, fmt
+from ..units import run_rate_unit
 from . import SectionInputs, register_section
 
 
@@ -11,16 +12,17 @@ from . import SectionInputs, register_section
 def conventions(inputs: SectionInputs) -> SectionContent:
     s = inputs.summary
     before = s["conventions"].get(BEFORE, {}).get("tflops_per_gpu_mean")
+    unit = run_rate_unit(s)
     rows = []
     for name, entry in s["conventions"].items():
         tf = entry["tflops_per_gpu_mean"]
         delta = f"{100 * (tf / before - 1):+.1f}%" if tf and before else "—"
-        rows.append([T(name), T(fmt(tf)), T(fmt(entry["mfu_mean"], 1, pct=True)), T(delta),
+        rows.append([T(name), T(unit.fmt(tf)), T(fmt(entry["mfu_mean"], 1, pct=True)), T(delta),
                      T(f"{entry['flops_total']:.4e}")])
     excluded = s["logged_windows"] - s["windows_used"]
     note = T(f"Means are time-weighted over {s['windows_used']} of {s['logged_windows']} windows"
              + (f" ({excluded} excluded: the first after each (re)start, incomplete metadata, or an excluded step "
                 "time; see the checks)." if excluded else "."))
-    return SectionContent("TFLOP/s/GPU and MFU by convention",
-                          [Table(["convention", "TFLOP/s/GPU", "MFU", "vs LM-only", "FLOPs (run total)"], rows),
+    return SectionContent(f"{unit.per_gpu} and MFU by convention",
+                          [Table(["convention", unit.per_gpu, "MFU", "vs LM-only", "FLOPs (run total)"], rows),
                            Paragraph(note)])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..content import B, Bullets, Paragraph, SectionContent, T, fmt
+from ..content import B, Bullets, Paragraph, SectionContent, T, Table, fmt
+from ..units import run_rate_unit
 from . import SectionInputs, register_section
 
 TOP = 3  # components named per convention
@@ -17,7 +18,7 @@ def which_number(inputs: SectionInputs) -> SectionContent:
     logged_as = cc.get("convention") if cc.get("status") == "ok" else None
     matches = [n for n, r in (cc.get("candidates") or {}).items() if abs(r - 1) <= 0.02]
     mfu = fmt(exact.get("mfu_mean"), 1, True) if exact.get("mfu_mean") is not None else "unknown without a GPU peak"
-    quote = T("Quote ", B("exact"), f" ({fmt(exact.get('tflops_per_gpu_mean'))} TFLOP/s/GPU, MFU {mfu}) as this run's achieved throughput and MFU: it counts every "
+    quote = T("Quote ", B("exact"), f" ({run_rate_unit(s).text(exact.get('tflops_per_gpu_mean'))}, MFU {mfu}) as this run's achieved throughput and MFU: it counts every "
               "FLOP the model performs (vision tower, merger, language model, causal attention as computed). "
               "To compare with the framework's own logs, or with another run's logged number, use the convention "
               "the log uses", f" (here {logged_as}, which the cross-check matched)" if logged_as else
@@ -44,4 +45,39 @@ def which_number(inputs: SectionInputs) -> SectionContent:
         blocks.append(Paragraph(T("Why each convention differs from exact on this run (run totals, computed per "
                                   "component):")))
         blocks.append(Bullets(items))
+    blocks += reconcile_blocks(s.get("log_reconcile") or {})
     return SectionContent("Which number to quote", blocks)
+
+
+def reconcile_blocks(r: dict) -> list:
+    """Every registered convention (variants included) against the log's printed TFLOP/s/GPU
+    (`vlm_perf.analysis.log_reconcile`): the matches within print precision and the closest one's
+    component differences from exact."""
+    if r.get("status") != "ok":
+        return [Paragraph(T("Every registered convention against the log's number: ", r.get("message", "not done"), "."))] \
+            if r else []
+    n, unit = r["windows"], f"{r['printed_decimals']} decimal(s)"
+    matches = r["matches"]
+    parts: list = ["Every registered convention against the TFLOP/s/GPU the log printed (median ",
+                   B(fmt(r["printed_median"], r["printed_decimals"])), f" over {n} windows the means use; printed "
+                   f"to {unit}): "]
+    parts += (["matches within print precision: ", B(", ".join(matches)), "; "] if matches else
+              ["no convention matches within print precision; "])
+    intro = T(*parts, "closest: ", B(r["closest"]), ".")
+    rows = [[T(c["convention"]), T(fmt(c["tflops_per_gpu_mean"])), T(fmt(c["mfu_mean"], 1, True)),
+             T("—" if c["rel_diff_median"] is None else f"{100 * c['rel_diff_median']:+.2f}%"),
+             T(f"{c['windows_matched']} of {n}"), T("yes" if c["matches"] else "")] for c in r["conventions"]]
+    blocks: list = [Paragraph(intro), Table(["convention", "TFLOP/s/GPU", "MFU", "vs printed (median window)",
+                                             "windows within print precision", "matches"], rows),
+                    Paragraph(T("TFLOP/s/GPU and MFU: time-weighted means over the windows the means use, as in the "
+                                "table by convention; vs printed: the convention's number for each window against "
+                                "the log's, the median."))]
+    diff = r.get("closest_minus_exact") or []
+    if diff:
+        blocks.append(Paragraph(T(B(r["closest"]), " minus exact, per component (run totals):")))
+        blocks.append(Bullets([T(d["component"], f": {d['delta_flops']:+.4e} FLOPs ("
+                                 f"{100 * d['delta_of_exact_total']:+.2f}% of exact)" if d["delta_of_exact_total"]
+                                 is not None else "") for d in diff]))
+    if r.get("not_defined"):
+        blocks.append(Bullets([T(B(name), ": not defined here: ", why) for name, why in r["not_defined"].items()]))
+    return blocks

@@ -1,0 +1,719 @@
+"""Cross-examine a run's evidence before any number is printed: do the log files, the metadata, the
+run configuration and the model tell the same story?
+
+Every function here is pure (no I/O) and turns an `Evidence` (facts gathered by `pipeline.load_run`
+from the parsed logs, `vlm_perf.ingest.log_facts`, the metadata and the resolved configuration) into
+one `Check` of `vlm_perf.analysis.checks` — a line of the report's verdict block that states the size
+of any disagreement. They are registered there (``@register_check``) and run only when the pipeline
+gathered the evidence (``CheckInputs.evidence``).
+
+* ``log_files`` — two runs' logs in one folder (different run-defining arguments, the same
+  iterations logged with different values at the same time, or both covering the same iterations)
+  are refused by `mixed_runs` / `MixedRunsError` unless the user chose to merge them;
+* ``metadata_vs_log`` — the metadata's iteration range overlaps the log's;
+* ``parallelism`` — DP ranks seen in the metadata vs the world size and parallel sizes, and the global
+  batch vs micro batch x DP;
+* ``log_vs_model`` — what the log states about the model (architecture arguments, model name,
+  parameter counts, its TFLOP/s under every convention) against the model used;
+* ``training_regime`` — a VLM whose frozen parts nobody stated: what exact would be if the tower
+  were frozen;
+* ``log_tokens`` — the tokens/s a log prints against the metadata's tokens (global, per GPU, per DP rank);
+* ``estimate_inputs`` — estimate-only settings given while metadata was found (ignored);
+* ``configuration`` — values two sources state differently (a warning each).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import polars as pl
+
+from ..errors import ConfigError
+from .checks import Check, CheckInputs, register_check
+
+#: arguments that define a run: two log files that disagree on one are two runs
+RUN_DEFINING = ("world_size", "data_parallel_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
+                "context_parallel_size", "expert_model_parallel_size", "global_batch_size", "micro_batch_size",
+                "seq_length", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+                "num_query_groups", "num_experts", "hf_model_id", "model_name", "hf_model_name",
+                "pretrained_model_name_or_path", "model_name_or_path")
+#: share of both files' iteration ranges two files must both cover to be two runs (a restart replays
+#: only the iterations since the last checkpoint)
+FULL_OVERLAP = 0.5
+#: log argument -> (ModelSpec attribute path, label)
+ARCH_ARGUMENTS = {
+    "num_layers": ("lm.num_layers", "LM layers"),
+    "hidden_size": ("lm.hidden_size", "LM hidden size"),
+    "num_attention_heads": ("lm.num_heads", "attention heads"),
+    "num_query_groups": ("lm.num_kv_heads", "KV heads (query groups)"),
+    "kv_channels": ("lm.head_dim", "head dim"),
+    "num_experts": ("lm.moe.num_experts", "routed experts"),
+    "moe_router_topk": ("lm.moe.top_k", "experts per token"),
+    "moe_ffn_hidden_size": ("lm.moe.expert_intermediate_size", "expert MLP width"),
+}
+MODEL_NAME_ARGUMENTS = ("hf_model_id", "hf_model_name", "model_name", "model_id", "pretrained_model_name_or_path",
+                        "model_name_or_path", "hf_model_path")
+#: parameter counts the log prints are compared with this relative tolerance
+PARAM_TOLERANCE = 0.02
+#: estimate-only settings: given while metadata was found, they change nothing
+ESTIMATE_ONLY = ("seq_length", "image_size", "image_grid", "images_per_sample")
+
+
+class MixedRunsError(ConfigError):
+    """Log files of two different runs were found together (and merging was not chosen)."""
+
+    def __init__(self, message: str, files: Sequence[str]) -> None:
+        self.files = list(files)
+        super().__init__(message)
+
+
+@dataclass
+class FileRange:
+    """Iterations, timestamps and arguments one log file holds."""
+
+    path: str
+    first_iteration: int | None = None
+    last_iteration: int | None = None
+    first_time: Any = None
+    last_time: Any = None
+    records: int = 0
+    arguments: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class MixedRuns:
+    """Two log files judged to belong to different runs, and why."""
+
+    a: str
+    b: str
+    reasons: list[str]
+
+    def message(self) -> str:
+        shown = "; ".join(self.reasons[:4]) + (f"; +{len(self.reasons) - 4} more" if len(self.reasons) > 4 else "")
+        return f"{_name(self.a)} and {_name(self.b)} look like two different runs ({shown})"
+
+
+@dataclass
+class Evidence:
+    """What `pipeline.load_run` gathered for the evidence checks (all optional: a missing fact skips)."""
+
+    spec: Any  # ModelSpec
+    config: Any  # RunConfig
+    files: list[FileRange] = field(default_factory=list)
+    mixed: list[MixedRuns] = field(default_factory=list)  # found and accepted (merge chosen)
+    logs_chosen: bool = False  # the user named the log files
+    parameter_counts: list[tuple[str, str, int, int]] = field(default_factory=list)  # (file, kind, count, line)
+    metadata_dp_ranks: list[int] | None = None
+    metadata_iterations: tuple[int, int, int] | None = None  # (first, last, count)
+    log_iterations: tuple[int, int, int] | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)  # what the caller passed (RunConfig names)
+    estimated: bool = False
+    #: exact FLOPs of the run (all iterations) as counted and with other frozen parts: label -> FLOPs
+    frozen_alternatives: dict[str, float] = field(default_factory=dict)
+    flops_as_counted: float | None = None
+
+
+def _name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+# ---- gathering (called by pipeline.load_run) ---------------------------------------------------
+def gather_evidence(spec, config, ranges, mixed, log_facts, analysis, stats_frame, costs,
+                    overrides: dict, frozen: tuple, causal: str, logs_chosen: bool = False):
+    """The `Evidence` of a loaded run (`pipeline.load_run` calls this; no I/O): the parsed per-file
+    ranges and facts, the metadata's iterations and DP ranks (``costs``: per-microbatch FLOPs with
+    ``dp_rank``), the overrides passed, and exact's FLOPs over the windows the means use with the vision
+    tower (+ projector) frozen, for the training-regime line."""
+    from .flops_frame import flops_columns
+
+    ev = Evidence(spec=spec, config=config, files=ranges, mixed=mixed, logs_chosen=logs_chosen,
+                  overrides=dict(overrides), estimated=analysis.estimated)
+    ev.parameter_counts = [(f.path, kind, n, line) for f in log_facts for kind, n, line in f.parameter_counts]
+    its = analysis.windows["iteration"] if analysis.windows.height else None
+    if its is not None:
+        ev.log_iterations = (int(its.min()), int(its.max()), int(its.len()))
+    if stats_frame is not None and stats_frame.height:
+        m = stats_frame["iteration"]
+        ev.metadata_iterations = (int(m.min()), int(m.max()), int(m.len()))
+    if costs is not None and "dp_rank" in costs.columns:
+        ev.metadata_dp_ranks = sorted(int(r) for r in costs["dp_rank"].drop_nulls().unique().to_list())
+    per_it = analysis.per_iteration
+    if spec.vision is not None and "exact_total" in per_it.columns and per_it.height:
+        # exact's FLOPs over the windows the means use, as counted and with the tower (+ projector) frozen:
+        # the same windows and step times, so the ratio is the ratio of the headline TFLOP/s
+        from .windows import window_sums
+
+        alts = {}
+        for parts in (("vision_tower",), ("vision_tower", "projector")):
+            if not all(p in frozen for p in parts):
+                alt = tuple(dict.fromkeys((*frozen, *parts)))
+                alts[" + ".join(parts).replace("_", " ")] = flops_columns(spec, ["exact"], alt, causal=causal)[0]
+        frame = per_it.select("iteration", "exact_total",
+                              *(expr.alias(f"_alt{i}") for i, expr in enumerate(alts.values())))
+        reliable = analysis.selection.windows.select("segment", "window_start", "iteration")  # the one selection
+        if reliable.height:
+            sums = window_sums(reliable, frame, [c for c in frame.columns if c != "iteration"])
+            ev.flops_as_counted = float(sums["exact_total"].sum())
+            for i, label in enumerate(alts):
+                ev.frozen_alternatives[label] = float(sums[f"_alt{i}"].sum())
+    return ev
+
+
+# ---- two runs in one folder -------------------------------------------------------------------
+def file_ranges(raw: pl.DataFrame, arguments: Mapping[str, Mapping[str, str]] | None = None) -> list[FileRange]:
+    """Per log file of the parse's ``raw`` records: iteration and timestamp range (+ its arguments)."""
+    arguments = arguments or {}
+    out: dict[str, FileRange] = {p: FileRange(p, arguments=dict(a)) for p, a in arguments.items()}
+    if raw.height and "file" in raw.columns:
+        cols = [pl.col("iteration").min().alias("i0"), pl.col("iteration").max().alias("i1"), pl.len().alias("n")]
+        has_time = "timestamp" in raw.columns
+        if has_time:
+            cols += [pl.col("timestamp").min().alias("t0"), pl.col("timestamp").max().alias("t1")]
+        for row in raw.group_by("file", maintain_order=True).agg(cols).iter_rows(named=True):
+            entry = out.setdefault(row["file"], FileRange(row["file"]))
+            entry.first_iteration = None if row["i0"] is None else int(row["i0"])
+            entry.last_iteration = None if row["i1"] is None else int(row["i1"])
+            entry.records = int(row["n"])
+            if has_time:
+                entry.first_time, entry.last_time = row["t0"], row["t1"]
+    return list(out.values())
+
+
+def _norm(value: str) -> str:
+    return str(value).strip().strip("'\"").lower()
+
+
+def _overlap(a0: int, a1: int, b0: int, b1: int) -> int:
+    return max(0, min(a1, b1) - max(a0, b0) + 1)
+
+
+def _values_differ(per_file: Mapping[str, pl.DataFrame], a: str, b: str, lo: int, hi: int) -> tuple[int, int]:
+    """(iterations both files log in [lo, hi], of which with a different loss or step time)."""
+    if a not in per_file or b not in per_file:
+        return 0, 0
+    keys = [c for c in ("loss", "elapsed_s") if c in per_file[a].columns]
+    if not keys:
+        return 0, 0
+    window = pl.col("iteration").is_between(lo, hi)
+    left = per_file[a].filter(window).unique("iteration", keep="last")
+    right = per_file[b].filter(window).unique("iteration", keep="last")
+    both = left.join(right, on="iteration", suffix="_b")
+    if not both.height:
+        return 0, 0
+    differ = pl.lit(False)
+    for k in keys:
+        x, y = pl.col(k), pl.col(f"{k}_b")
+        differ = differ | (x.is_not_null() & y.is_not_null() & ((x - y).abs() > 1e-6 * (x.abs() + y.abs()) + 1e-12))
+    return both.height, int(both.select(differ.sum()).item())
+
+
+#: up to this many log files every pair is compared; beyond, each file with its neighbour and the first
+ALL_PAIRS = 32
+
+
+def _pairs(n: int) -> list[tuple[int, int]]:
+    if n <= ALL_PAIRS:
+        return [(i, j) for i in range(n) for j in range(i + 1, n)]
+    return sorted({(0, j) for j in range(1, n)} | {(j - 1, j) for j in range(1, n)})
+
+
+def mixed_runs(files: Sequence[FileRange], raw: pl.DataFrame | None = None) -> list[MixedRuns]:
+    """Pairs of log files that belong to different runs, with the evidence.
+
+    Two files are two runs when (1) their arguments blocks state different run-defining values
+    (parallel sizes, batch, sequence length, architecture, model name), or (2) both log the same
+    iterations with different values (loss / step time) and either ran at the same time (timestamp
+    ranges overlap: no restart runs beside the job it replaces) or each covers most of the other's
+    iterations (a restart replays only the iterations since its checkpoint). Copies of one log (the
+    same values) and resumed jobs are one run.
+    """
+    out = []
+    per_file: dict[str, pl.DataFrame] = {}
+    if raw is not None and raw.height and "file" in raw.columns:
+        keep = [c for c in ("iteration", "loss", "elapsed_s") if c in raw.columns]
+        per_file = {str(k[0]): v.select(keep).filter(pl.col("iteration").is_not_null())
+                    for k, v in raw.partition_by("file", as_dict=True).items()}
+    for i, j in _pairs(len(files)):
+        reasons = _pair_reasons(files[i], files[j], per_file)
+        if reasons:
+            out.append(MixedRuns(files[i].path, files[j].path, reasons))
+    return out
+
+
+def _pair_reasons(a: FileRange, b: FileRange, per_file: Mapping[str, pl.DataFrame]) -> list[str]:
+    """Why files ``a`` and ``b`` are two runs (empty: one run)."""
+    reasons = []
+    for key in RUN_DEFINING:
+        va, vb = a.arguments.get(key), b.arguments.get(key)
+        if va is not None and vb is not None and _norm(va) != _norm(vb):
+            reasons.append(f"{key} {va} vs {vb}")
+    if None in (a.first_iteration, a.last_iteration, b.first_iteration, b.last_iteration):
+        return reasons
+    a0, a1, b0, b1 = int(a.first_iteration), int(a.last_iteration), int(b.first_iteration), int(b.last_iteration)  # type: ignore[arg-type]
+    shared = _overlap(a0, a1, b0, b1)
+    if not shared:
+        return reasons
+    common, differ = _values_differ(per_file, a.path, b.path, max(a0, b0), min(a1, b1))
+    if not differ:
+        return reasons  # copies of one log (or nothing to compare)
+    timed = None not in (a.first_time, a.last_time, b.first_time, b.last_time)
+    concurrent = timed and a.first_time < b.last_time and b.first_time < a.last_time
+    covers = shared >= FULL_OVERLAP * (a1 - a0 + 1) and shared >= FULL_OVERLAP * (b1 - b0 + 1)
+    what = (f"iterations {a0}..{a1} and {b0}..{b1} overlap on {shared}, {differ} of {common} logged in both with a "
+            "different loss or step time")
+    if concurrent:
+        reasons.append(what + f", logged at the same time ({a.first_time}..{a.last_time} and "
+                       f"{b.first_time}..{b.last_time})")
+    elif covers:
+        reasons.append(what)
+    return reasons
+
+
+def refuse_mixed(found: Sequence[MixedRuns], folder: str) -> None:
+    """Raise `MixedRunsError` naming the files (the caller offers the choice: name the logs, or merge)."""
+    if not found:
+        return
+    first = found[0]
+    more = f" (+{len(found) - 1} more pair(s))" if len(found) > 1 else ""
+    files = sorted({f for m in found for f in (m.a, m.b)})
+    raise MixedRunsError(f"{folder}: {first.message()}{more}; refusing to merge them: choose the log file(s) of one "
+                         "run, or choose to merge them", files)
+
+
+@register_check("log_files")
+def _log_files(inputs: CheckInputs) -> Check | None:
+    ev = inputs.evidence
+    if ev is None or not ev.files:
+        return None
+    n = len(ev.files)
+    details = {"files": [f.path for f in ev.files], "mixed": [m.__dict__ for m in ev.mixed]}
+    if ev.mixed:
+        return Check("log_files", "warn", f"log files: {ev.mixed[0].message()}; merged as chosen — numbers mix two "
+                     "runs", details)
+    chosen = " (chosen)" if ev.logs_chosen else ""
+    if n == 1:
+        return Check("log_files", "ok", f"log files: 1 file{chosen}", details)
+    return Check("log_files", "ok", f"log files: {n} files{chosen} of one run (the same arguments; iterations "
+                 "logged twice agree or were replayed by a restart)", details)
+
+
+# ---- metadata vs log vs configuration ---------------------------------------------------------
+@register_check("metadata_vs_log")
+def _metadata_vs_log(inputs: CheckInputs) -> Check | None:
+    ev = inputs.evidence
+    if ev is None:
+        return None
+    if ev.estimated or ev.metadata_iterations is None or ev.log_iterations is None:
+        why = "no metadata (ESTIMATE)" if ev.estimated or ev.metadata_iterations is None else "no logged window"
+        return Check("metadata_vs_log", "skip", f"metadata vs log iterations not checked: {why}")
+    m0, m1, mn = ev.metadata_iterations
+    l0, l1, ln = ev.log_iterations
+    interval = int(inputs.run.gaps.get("log_interval") or 1)
+    start = max(l0 - interval + 1, 1) if l0 > 0 else l0  # the first logged window starts before its line
+    shared = _overlap(m0, m1, start, l1)
+    span = l1 - start + 1
+    details = {"metadata_iterations": [m0, m1, mn], "log_iterations": [start, l1, ln], "overlap": shared}
+    if shared == 0:
+        return Check("metadata_vs_log", "fail", f"metadata vs log: the metadata's iterations {m0}..{m1} do not "
+                     f"overlap the log's {start}..{l1}: another run's metadata (or a different iteration count)",
+                     details)
+    share = shared / span
+    outside = max(0, start - m0) + max(0, m1 - l1)
+    if share < 0.5:
+        return Check("metadata_vs_log", "fail", f"metadata vs log: the metadata covers only {shared} of the log's "
+                     f"{span} iterations ({100 * share:.0f}%; metadata {m0}..{m1}, log {start}..{l1})", details)
+    if outside > max(interval, 0.1 * (m1 - m0 + 1)):
+        return Check("metadata_vs_log", "warn", f"metadata vs log: {outside} metadata iterations lie outside the "
+                     f"log's {start}..{l1} (metadata {m0}..{m1}): a longer run or another run's files?", details)
+    return Check("metadata_vs_log", "ok", f"metadata vs log: metadata iterations {m0}..{m1} cover "
+                 f"{100 * share:.0f}% of the log's {start}..{l1}", details)
+
+
+def expected_dp(config) -> tuple[int | None, str]:
+    """Data-parallel size the configuration implies, and where it came from."""
+    src = getattr(config, "sources", {}) or {}
+    if config.data_parallel:
+        return int(config.data_parallel), f"data_parallel from {src.get('data_parallel', '?')}"
+    model_parallel = [getattr(config, k) for k in ("tensor_parallel", "pipeline_parallel")]
+    if config.num_gpus and all(model_parallel):
+        mp = model_parallel[0] * model_parallel[1] * (config.context_parallel or 1)
+        if config.num_gpus % mp == 0:
+            return config.num_gpus // mp, f"{config.num_gpus} GPUs / (tp x pp x cp = {mp})"
+    return None, ""
+
+
+@register_check("parallelism")
+def _parallelism(inputs: CheckInputs) -> Check | None:
+    ev = inputs.evidence
+    if ev is None:
+        return None
+    cfg = ev.config
+    ranks = ev.metadata_dp_ranks
+    gpus, gpus_src = cfg.num_gpus, (getattr(cfg, "sources", {}) or {}).get("num_gpus", "?")
+    dp, dp_src = expected_dp(cfg)
+    problems: list[str] = []
+    notes: list[str] = []
+    details: dict = {"metadata_dp_ranks": len(ranks) if ranks is not None else None, "expected_dp": dp,
+                     "num_gpus": gpus}
+    if ranks:
+        n, top = len(ranks), max(ranks)
+        details["metadata_dp_rank_max"] = top
+        if gpus and n > gpus:
+            problems.append(f"the metadata comes from {n} DP ranks but the run had {gpus} GPU(s) (num_gpus from "
+                            f"{gpus_src}): another run's metadata, or the wrong GPU count")
+        elif dp and (n != dp or top >= dp):
+            problems.append(f"the metadata comes from {n} DP rank(s) (ids {min(ranks)}..{top}), the configuration "
+                            f"says {dp} ({dp_src})")
+        else:
+            notes.append(f"{n} DP rank{'s' if n > 1 else ''} in the metadata"
+                         + (f" = data-parallel size {dp}" if dp else (f", within {gpus} GPU(s)" if gpus else "")))
+    sizes = [getattr(cfg, k, None) for k in ("data_parallel", "tensor_parallel", "pipeline_parallel")]
+    if gpus and all(sizes):
+        product = sizes[0] * sizes[1] * sizes[2] * (cfg.context_parallel or 1)
+        if product != gpus:
+            problems.append(f"{gpus} GPUs (num_gpus from {gpus_src}) but dp {sizes[0]} x tp {sizes[1]} x pp "
+                            f"{sizes[2]} x cp {cfg.context_parallel or 1} = {product} "
+                            f"({100 * (gpus / product - 1):+.0f}%)")
+    gbs, mbs = cfg.global_batch_size, cfg.micro_batch_size
+    if gbs and mbs and dp:
+        if gbs % (mbs * dp):
+            problems.append(f"global batch {gbs} is not a multiple of micro batch {mbs} x DP {dp} = {mbs * dp}")
+        else:
+            notes.append(f"global batch {gbs} = micro batch {mbs} x DP {dp} x {gbs // (mbs * dp)} accumulation "
+                         "step(s)")
+    if problems:
+        return Check("parallelism", "fail", "parallelism: " + "; ".join(problems), details)
+    if not notes:
+        return Check("parallelism", "skip", "parallelism not checked: neither DP ranks in the metadata nor the "
+                     "parallel sizes are known", details)
+    return Check("parallelism", "ok", "parallelism: " + "; ".join(notes), details)
+
+
+# ---- log vs model -----------------------------------------------------------------------------
+def _attr(obj, path: str):
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _as_int(text: str) -> int | None:
+    try:
+        value = float(str(text).replace(",", ""))
+    except ValueError:
+        return None
+    return int(value) if math.isfinite(value) and value == int(value) else None
+
+
+_NAME_NOISE = re.compile(r"(-instruct|-chat|-hf|-base|-mcore|-megatron|-it)$")
+
+
+def normalise_model_name(text: str) -> str:
+    """``Qwen/Qwen2.5-VL-7B-Instruct`` -> ``qwen2.5-vl-7b`` (org, path, suffixes, case dropped)."""
+    name = str(text).strip().strip("'\"").rstrip("/").rsplit("/", 1)[-1].lower().replace("_", "-")
+    previous = None
+    while previous != name:
+        previous, name = name, _NAME_NOISE.sub("", name)
+    return name
+
+
+_SIZED_NAME = re.compile(r"(?<![a-z0-9])\d+(?:\.\d+)?[bm](?![a-z0-9])")
+
+
+def _model_key(text: str) -> str:
+    """`normalise_model_name` without separators: ``qwen2_5-vl-7b`` and ``qwen2.5-vl-7b`` are one model
+    (equality only: ``7b`` is not part of ``72b``)."""
+    return re.sub(r"[._\-\s]", "", normalise_model_name(text))
+
+
+def _same_model(log_name: str, spec) -> bool:
+    names = {_model_key(x.removeprefix("preset:")) for x in (spec.name, spec.source) if x}
+    return _model_key(log_name) in names
+
+
+def _param_total(spec, trainable_only: bool = False, frozen: Sequence[str] = ()) -> int:
+    from ..arch.params import count_params
+
+    pc = count_params(spec)
+    if not trainable_only:
+        return pc.total
+    from ..arch.parts import PART_ALIASES
+
+    parts = {p for name in frozen for p in PART_ALIASES.get(name, ())}
+    from ..arch.parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, VISION_TOWER
+
+    out = 0
+    out += 0 if VISION_TOWER in parts else pc.vision_tower
+    if not ({MERGER, DEEPSTACK_MERGER} <= parts):
+        out += pc.merger  # (a split of main/deepstack mergers is not modelled here)
+    out += 0 if LANGUAGE_MODEL in parts else pc.lm
+    return out
+
+
+def _fmt_params(n: float) -> str:
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n:,.0f}"
+
+
+def log_vs_model(ev: Evidence, crosscheck: Mapping[str, Any] | None = None) -> Check:
+    """What the log states about the model vs the model used (see the module doc)."""
+    spec, cfg = ev.spec, ev.config
+    problems: list[str] = []
+    agreed: list[str] = []
+    details: dict = {"model": spec.name}
+    args: dict[str, tuple[str, str]] = {}
+    for f in ev.files:
+        for k, v in f.arguments.items():
+            args.setdefault(k, (v, f.path))
+    # architecture arguments
+    for key, (path, label) in ARCH_ARGUMENTS.items():
+        if key not in args:
+            continue
+        logged, ours = _as_int(args[key][0]), _attr(spec, path)
+        if key == "num_experts" and logged and ours is None:  # the log trained an MoE, the model is dense
+            problems.append(f"{label}: the log's {key} is {logged}, {spec.name} has no experts (dense)")
+            continue
+        if logged is None or ours is None:
+            continue
+        if key == "num_query_groups" and _norm(args.get("group_query_attention", ("true", ""))[0]) == "false":
+            continue
+        if logged != int(ours):
+            problems.append(f"{label}: the log's {key} is {logged}, {spec.name} has {ours}")
+        else:
+            agreed.append(key)
+    # the model the log names
+    for key in MODEL_NAME_ARGUMENTS:
+        if key in args and _norm(args[key][0]) not in ("", "none", "null"):
+            logged_name = args[key][0]
+            details["log_model_name"] = logged_name
+            if _same_model(logged_name, spec):
+                agreed.append(key)
+            else:
+                size = _named_model_size(logged_name, spec)
+                # a name that is a preset or carries a size ("…-7B") names a model; anything else (a class
+                # name, a recipe) is recorded, not judged
+                if size or _SIZED_NAME.search(normalise_model_name(logged_name)):
+                    problems.append(f"the log's {key} is {logged_name!r}, the model used is {spec.name}" + size)
+                else:
+                    details["log_model_name_unjudged"] = logged_name
+            break
+    # parameter counts
+    frozen = tuple(getattr(cfg, "frozen", ()) or ())
+    shards = {}
+    for _, kind, count, _line in ev.parameter_counts:
+        if kind.startswith("megatron:"):
+            shards.setdefault(kind, count)
+    for file, kind, count, line in ev.parameter_counts:
+        if kind.startswith("megatron:"):
+            continue
+        ours = _param_total(spec, trainable_only=kind == "trainable", frozen=frozen)
+        rel = count / ours - 1 if ours else math.inf
+        what = "trainable" if kind == "trainable" else "total"
+        label = f"{what} parameters: {_name(file)}:{line} prints {count:,}, {spec.name}"
+        label += f" with frozen {', '.join(frozen)}" if frozen and kind == "trainable" else ""
+        if abs(rel) > PARAM_TOLERANCE:
+            hint = ""
+            if kind == "trainable" and spec.vision is not None:
+                alt = _param_total(spec, trainable_only=True, frozen=frozen + ("vision_tower",))
+                if alt and abs(count / alt - 1) <= PARAM_TOLERANCE and "vision_tower" not in frozen:
+                    hint = " (it matches a frozen vision tower: state frozen: [vision_tower])"
+            problems.append(f"{label} has {ours:,} ({100 * rel:+.1f}%){hint}")
+        else:
+            agreed.append(f"{what} parameters")
+        break
+    ep = getattr(cfg, "expert_parallel", None) or 1
+    if shards and ep == 1:
+        total = sum(shards.values())
+        tp, pp = getattr(cfg, "tensor_parallel", None), getattr(cfg, "pipeline_parallel", None)
+        if tp and pp and len(shards) == tp * pp:
+            ours = _param_total(spec)
+            embed = spec.lm.hidden_size * spec.lm.vocab_size
+            # PP > 1 with tied embeddings stores the embedding twice (first and last stage)
+            low, high = ours * (1 - PARAM_TOLERANCE), (ours + (embed if pp > 1 else 0)) * (1 + PARAM_TOLERANCE)
+            if not low <= total <= high:
+                problems.append(f"parameters: the log's {len(shards)} model-parallel shards hold {total:,} together, "
+                                f"{spec.name} has {ours:,} ({100 * (total / ours - 1):+.1f}%)")
+            else:
+                agreed.append("parameters per shard")
+    # the log's own TFLOP/s against every convention of this model
+    cc = crosscheck or {}
+    candidates = cc.get("candidates") or {}
+    from .crosscheck import _plausible_world
+
+    world_explains = bool(cc.get("world_size") and cc.get("implied_world_size")
+                          and _plausible_world(cc["implied_world_size"], cc["world_size"]))
+    if cc.get("status") == "mismatch" and candidates and not world_explains:  # (a GPU count off: not the model)
+        best = min(candidates, key=lambda n: abs(math.log(candidates[n])) if candidates[n] > 0 else math.inf)
+        ratio = candidates[best]
+        if abs(ratio - 1) > 0.02 and ev.estimated:
+            # an ESTIMATE (every sample seq_length tokens with the stated media) explains a rate gap as well as
+            # a wrong model does: the log cross-check names that; the model is not blamed for it
+            details["rate_not_judged"] = (f"estimate mode: closest {best} {ratio:.3f} (the estimate's tokens and "
+                                          "media, not only the model, set the recomputed rate)")
+        elif abs(ratio - 1) > 0.02:
+            listed = ", ".join(f"{n} {r:.3f}" for n, r in candidates.items())
+            problems.append(f"the log's TFLOP/s/GPU matches no convention for {spec.name} (logged / recomputed: "
+                            f"{listed}; closest {best}, {100 * (ratio - 1):+.1f}%)")
+    details.update(problems=problems, agreed=agreed)
+    if problems:
+        return Check("log_vs_model", "fail", "log vs model: " + "; ".join(problems[:3])
+                     + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""), details)
+    if agreed:
+        return Check("log_vs_model", "ok", f"log vs model: the log agrees with {spec.name} "
+                     f"({', '.join(agreed)})", details)
+    return Check("log_vs_model", "skip", "log vs model not checked: the log states no architecture, model name or "
+                 "parameter count", details)
+
+
+def _named_model_size(logged_name: str, spec) -> str:
+    """`` (it has 31.07B parameters, the model used 8.77B: -71.8%)`` when the log's name is a preset."""
+    from ..arch import load_model
+    from ..arch.presets_loader import preset_names
+
+    target = _model_key(logged_name)
+    match = next((p for p in preset_names() if _model_key(p) == target), None)
+    if match is None:
+        return ""
+    try:
+        theirs = _param_total(load_model(match))
+    except (ValueError, OSError):
+        return ""
+    ours = _param_total(spec)
+    return (f" (preset {match} has {_fmt_params(theirs)} parameters, {spec.name} {_fmt_params(ours)}: "
+            f"{100 * (ours / theirs - 1):+.1f}%)")
+
+
+@register_check("log_vs_model")
+def _log_vs_model(inputs: CheckInputs) -> Check | None:
+    ev = inputs.evidence
+    if ev is None:
+        return None
+    return log_vs_model(ev, inputs.run.crosscheck)
+
+
+# ---- training regime --------------------------------------------------------------------------
+_FREEZE_KEY = re.compile(r"(?i)^freeze[_-]?(vit|vision|visual|vision[_-]?model|vision[_-]?tower|aligner|projector|"
+                         r"llm|lm|language[_-]?model)$")
+
+
+def _logged_freezes(ev: Evidence) -> dict[str, bool]:
+    out = {}
+    for f in ev.files:
+        for key, value in f.arguments.items():
+            m = _FREEZE_KEY.match(key)
+            if m and _norm(value) in ("true", "false", "1", "0"):
+                out.setdefault(key, _norm(value) in ("true", "1"))
+    return out
+
+
+@register_check("training_regime")
+def _training_regime(inputs: CheckInputs) -> Check | None:
+    ev = inputs.evidence
+    if ev is None or ev.spec.vision is None:
+        return None
+    cfg = ev.config
+    frozen = tuple(cfg.frozen or ())
+    stated = "frozen" in (getattr(cfg, "sources", {}) or {})
+    logged = _logged_freezes(ev)
+    details = {"frozen": list(frozen), "stated_by": (cfg.sources or {}).get("frozen"), "log_freeze_arguments": logged,
+               "alternatives": {}}
+    exact = inputs.run.convention_summary().get("exact", {}).get("tflops_per_gpu_mean")
+    counted = ev.flops_as_counted
+    lines = []
+    for label, flops in ev.frozen_alternatives.items():
+        if not counted:
+            continue
+        ratio = flops / counted
+        details["alternatives"][label] = ratio
+        at = f"{exact * ratio:,.1f} TFLOP/s/GPU " if exact else ""
+        lines.append(f"with {label} frozen, exact would be {at}({100 * (ratio - 1):+.1f}%)")
+    vision_logged = {k: v for k, v in logged.items() if re.search(r"(?i)vit|vision|visual", k)}
+    counted_trained = not any(p in frozen for p in ("vision_tower", "vision", "vit", "visual"))
+    if vision_logged and any(vision_logged.values()) and counted_trained:
+        key = next(k for k, v in vision_logged.items() if v)
+        return Check("training_regime", "fail", f"training regime: the log says {key} true but the vision tower is "
+                     "counted as trained" + (f"; {lines[0]}" if lines else ""), details)
+    if stated or logged:
+        what = ", ".join(frozen) if frozen else "nothing"
+        return Check("training_regime", "ok", f"training regime stated: frozen {what} "
+                     f"({(cfg.sources or {}).get('frozen', 'log arguments')})", details)
+    if not lines:
+        return Check("training_regime", "warn", "training regime not stated (frozen parts unknown): every part is "
+                     "counted as trained", details)
+    return Check("training_regime", "warn", "training regime not stated: every part counted as trained; "
+                 + "; ".join(lines) + " — state frozen: [...] in run.yaml (or [] when all is trained)", details)
+
+
+# ---- estimate inputs and configuration conflicts ---------------------------------------------
+@register_check("estimate_inputs")
+def _estimate_inputs(inputs: CheckInputs) -> Check | None:
+    ev = inputs.evidence
+    if ev is None:
+        return None
+    given = [k for k in ESTIMATE_ONLY if ev.overrides.get(k) is not None]
+    if not given or ev.estimated:
+        return None
+    return Check("estimate_inputs", "warn", f"estimate settings ignored: {', '.join(given)} given, but metadata was "
+                 "found and every number comes from it (these settings only shape an estimate without metadata)",
+                 {"ignored": given})
+
+
+@register_check("configuration")
+def _configuration(inputs: CheckInputs) -> Check | None:
+    ev = inputs.evidence
+    if ev is None:
+        return None
+    conflicts = list(getattr(ev.config, "conflicts", []) or [])
+    if not conflicts:
+        return Check("configuration", "ok", "configuration: command line, run.yaml and log agree where they overlap")
+    messages = ev.config.conflict_messages()
+    return Check("configuration", "warn", f"configuration: {len(conflicts)} conflict(s): " + "; ".join(messages[:2])
+                 + (f" (+{len(messages) - 2} more)" if len(messages) > 2 else ""), {"conflicts": conflicts})
+
+
+# ---- tokens per second the log prints ---------------------------------------------------------
+#: a logged tokens/s within this of one of the readings agrees
+TOKENS_TOLERANCE = 0.03
+
+
+def tokens_readings(windows: pl.DataFrame, world_size: int | None, dp: int | None) -> dict[str, float] | None:
+    """logged tokens/s / the metadata's real tokens per second, per reading of the log's number
+    (``global``, ``per GPU``, ``per DP rank``), as the median over usable windows; None without both."""
+    if "tokens_per_s" not in windows.columns or "lm_tokens" not in windows.columns:
+        return None
+    good = pl.col("reliable") if "reliable" in windows.columns else pl.lit(True)
+    w = windows.filter(good & pl.col("tokens_per_s").is_not_null() & (pl.col("tokens_per_s") > 0)
+                       & (pl.col("lm_tokens") > 0) & (pl.col("window_seconds") > 0))
+    if not w.height:
+        return None
+    ratio = float((w["tokens_per_s"] / (w["lm_tokens"] / w["window_seconds"])).median())
+    out = {"global": ratio}
+    if world_size:
+        out["per GPU"] = ratio * world_size
+    if dp:
+        out["per DP rank"] = ratio * dp
+    return out
+
+
+@register_check("log_tokens")
+def _log_tokens(inputs: CheckInputs) -> Check | None:
+    ev = inputs.evidence
+    if ev is None or ev.estimated:
+        return None
+    dp, _ = expected_dp(ev.config)
+    readings = tokens_readings(inputs.run.windows, inputs.run.world_size, dp)
+    if readings is None:
+        return None  # the log prints no tokens/s: nothing to examine, no line
+    details = {"logged_over_metadata": readings}
+    match = [name for name, r in readings.items() if abs(r - 1) <= TOKENS_TOLERANCE]
+    if match:
+        return Check("log_tokens", "ok", f"log tokens/s agrees with the metadata's real tokens ({match[0]}: "
+                     f"logged / metadata {readings[match[0]]:.3f})",
+                     details)
+    listed = ", ".join(f"{n} {r:.3f}" for n, r in readings.items())
+    return Check("log_tokens", "warn", f"log tokens/s disagrees with the metadata's real tokens under every reading "
+                 f"(logged / metadata: {listed}): the log counts padded tokens, or the metadata is another run's",
+                 details)
