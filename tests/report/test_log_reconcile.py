@@ -59,13 +59,9 @@ def test_a_scaled_log_matches_nothing(tmp_path):
     assert meg["rel_diff_median"] == pytest.approx(1 / 1.1 - 1, abs=2e-4)
 
 
-def test_no_printed_number_is_said(tmp_path):
-    from typer.testing import CliRunner
-
-    from vlm_perf.cli import app
-
+def test_no_printed_number_is_said(tmp_path, cli):
     out = tmp_path / "out"
-    r = CliRunner().invoke(app, ["report", str(TINY), "-o", str(out)])
+    r = cli("report", str(TINY), "-o", str(out))
     assert r.exit_code == 0, (r.output, r.exception)
     md = (out / "report.md").read_text()
     assert "Every registered convention against the log's number: " in md

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
-from vlm_perf.cli import app
 from vlm_perf.pipeline import load_run
 from vlm_perf.run.discover import discover_run, traces_of
 
@@ -59,9 +57,9 @@ def test_trace_block_flops_are_exact_and_measured(loaded):
             assert p["flops_per_s"] == pytest.approx(p["flops"] / p["time_s"])
 
 
-def test_report_section_figure_and_peak(tmp_path):
+def test_report_section_figure_and_peak(tmp_path, cli):
     out = tmp_path / "out"
-    r = CliRunner().invoke(app, ["report", str(TRACE_RUN), "-o", str(out), "--causal", "full", "--peak-tflops", "0.1"])
+    r = cli("report", str(TRACE_RUN), "-o", str(out), "--causal", "full", "--peak-tflops", "0.1")
     assert r.exit_code == 0, (r.output, r.exception)
     md = (out / "report.md").read_text()
     assert "## Where the time went, per part" in md and "achieved GFLOP/s" in md and "Unattributed time" in md
@@ -73,7 +71,7 @@ def test_report_section_figure_and_peak(tmp_path):
             assert p["mfu"] == pytest.approx(p["flops_per_s"] / 0.1e12)
 
 
-def test_no_trace_no_section_and_bad_trace_is_a_message(tmp_path):
+def test_no_trace_no_section_and_bad_trace_is_a_message(tmp_path, cli):
     run = tmp_path / "run"
     shutil.copytree(TRACE_RUN, run)
     (run / "trace" / "rank0.pt.trace.json.gz").write_bytes(b"not a trace")
@@ -82,7 +80,7 @@ def test_no_trace_no_section_and_bad_trace_is_a_message(tmp_path):
     assert any(m.startswith("profiler trace not analysed:") for m in loaded.analysis.messages)
     shutil.rmtree(run / "trace")
     out = tmp_path / "out"
-    r = CliRunner().invoke(app, ["report", str(run), "-o", str(out), "--causal", "full"])
+    r = cli("report", str(run), "-o", str(out), "--causal", "full")
     assert r.exit_code == 0, (r.output, r.exception)
     assert json.loads((out / "summary.json").read_text())["trace_parts"] is None
     assert "Where the time went" not in (out / "report.md").read_text()

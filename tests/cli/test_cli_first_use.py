@@ -16,6 +16,7 @@ import polars as pl
 import pytest
 
 import vlm_perf
+from tests.support import run_cli as cli
 from vlm_perf.analysis.memory import peak_memory
 from vlm_perf.analysis.stragglers import plain_timer_names
 from vlm_perf.ingest.log_facts import read_file_facts, scan_lines
@@ -25,11 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SFT = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
 VIDEO = ROOT / "sample_logs" / "qwen2.5-vl-7b-video"
 TINY = ROOT / "sample_logs" / "qwen2-vl-tiny-real"
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=600)
 
 
 def test_version():
