@@ -160,14 +160,15 @@ class ListDataset:
         return self.items[i]
 
 
-def train(out: Path, steps: int, accumulation: int, seed: int) -> None:
+def train(out: Path, steps: int, accumulation: int, seed: int, lora_rank: int = 0) -> None:
     import accelerate
     import torch
     import transformers
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     sys.path.insert(0, str(ROOT))
-    from tests.verify.measure import _make_counter_class
+    sys.path.insert(0, str(ROOT / "tests"))  # as ``verify``: a third-party ``tests`` package would shadow it
+    from verify.measure import _make_counter_class
     from vlm_perf.capture import MetadataCallback
 
     torch.set_num_threads(1)
@@ -179,7 +180,13 @@ def train(out: Path, steps: int, accumulation: int, seed: int) -> None:
     model = transformers.Qwen2VLForConditionalGeneration(config)
     assert model.config.text_config._attn_implementation == "eager"
     assert model.config.vision_config._attn_implementation == "eager"
-    counter = _make_counter_class()(model)
+    counter = _make_counter_class()(model)  # hooks the base model's parts (PEFT injects into them in place)
+    if lora_rank:
+        import peft
+
+        model = peft.get_peft_model(model, peft.LoraConfig(
+            r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0,
+            target_modules=r"model\.language_model\..*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"))
 
     class MeasureSteps(TrainerCallback):
         """FlopCounterMode totals differenced per optimizer step (forward + backward of its microbatches)."""
@@ -210,6 +217,9 @@ def train(out: Path, steps: int, accumulation: int, seed: int) -> None:
     parts = {f"{phase}.{part}": n for (phase, part), n in sorted(counter.counts.items())}
     assert sum(parts.values()) == total and not any(k.endswith(".other") for k in parts), parts
     config.to_json_file(str(out / "config.json"))
+    if lora_rank:
+        model.save_pretrained(str(out / "_trainer" / "adapter"))
+        (out / "adapter_config.json").write_bytes((out / "_trainer" / "adapter" / "adapter_config.json").read_bytes())
     measured = {
         "what": ("torch.utils.flop_counter.FlopCounterMode FLOPs of every optimizer step of this REAL run "
                  "(forward + backward of its microbatches; optimizer, loss and norms are not matmuls and count 0)"),
@@ -219,6 +229,7 @@ def train(out: Path, steps: int, accumulation: int, seed: int) -> None:
                   "forward/backward split as in tests/verify/measure.py"),
         "attention": "eager (full square attention score and value matmuls: compare with --causal full)",
         "gradient_accumulation_steps": accumulation, "micro_batch_size": 1, "steps": steps, "seed": seed,
+        **({"lora_rank": lora_rank} if lora_rank else {}),
         "total_flops": total, "by_part": parts, "per_step": measure.steps,
         "hf_trainer_total_flos": {"value": float(trainer.state.total_flos),
                                   "what": ("the Trainer's own estimate (state.total_flos: 6 x non-embedding "
@@ -251,11 +262,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--accumulation", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lora-rank", type=int, default=0, help="LoRA on every LM Linear with this rank (PEFT; tower and "
+                    "projector frozen); writes adapter_config.json, and the callback's trainability.json")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     out = a.out.resolve()
     if a.child:
-        train(out, a.steps, a.accumulation, a.seed)
+        train(out, a.steps, a.accumulation, a.seed, a.lora_rank)
         return
     if out.exists() and any(out.iterdir()):
         sys.exit(f"{out} exists and is not empty; remove it first")
@@ -263,7 +276,7 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_MININTERVAL": "0"}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--out", str(out), "--steps", str(a.steps),
-           "--accumulation", str(a.accumulation), "--seed", str(a.seed)]
+           "--accumulation", str(a.accumulation), "--seed", str(a.seed), "--lora-rank", str(a.lora_rank)]
     with open(out / "train.log", "wb") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
         for chunk in iter(lambda: proc.stdout.read1(4096), b""):
@@ -273,7 +286,11 @@ def main() -> None:
         rc = proc.wait()
     if rc:
         sys.exit(f"training failed (exit {rc}); see {out / 'train.log'}")
-    (out / "run.yaml").write_text(RUN_YAML.format(seed=a.seed, steps=a.steps, ga=a.accumulation))
+    run_yaml = RUN_YAML.format(seed=a.seed, steps=a.steps, ga=a.accumulation)
+    if a.lora_rank:
+        run_yaml = run_yaml.replace("REAL training run of a tiny", f"REAL LoRA (r={a.lora_rank}, every LM Linear; tower "
+                                    "and projector frozen; adapter_config.json, trainability.json) training run of a tiny")
+    (out / "run.yaml").write_text(run_yaml)
     for leftover in (out / "_trainer").glob("**/*"):
         if leftover.is_file():
             leftover.unlink()

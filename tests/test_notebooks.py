@@ -16,7 +16,8 @@ IDS = [p.stem for p in IPYNBS]
 
 def test_notebooks_exist():
     names = {p.stem for p in IPYNBS}
-    assert {"01-quickstart", "02-reproduce-pr-comparison", "03-vision-lm-explorer", "04-conventions"} <= names
+    assert {"01-quickstart", "02-reproduce-pr-comparison", "03-vision-lm-explorer", "04-conventions",
+            "05-trace-parts"} <= names
 
 
 def _cells(nb) -> list[tuple[str, str]]:

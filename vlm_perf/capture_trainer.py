@@ -14,6 +14,11 @@ too). Every forward that runs in training mode with gradients enabled is one mic
   pass the data-parallel rank, and ``enabled=False`` on the ranks that duplicate a DP rank's data);
 * sequence lengths, ``padded_tokens``, ``samples`` and grids: :func:`vlm_perf.capture.batch_metadata`.
 
+On ``on_train_begin`` it also writes ``trainability.json`` beside the metadata folder (``<output_dir>/`` by
+default; rank 0 only, so metadata globs never pick it up): the names of the parameters that require grad, whether the gradient-checkpointing input hook
+(``enable_input_require_grads``) is installed, and a PEFT model's adapter config, so a report can count the
+regime exactly (:func:`vlm_perf.ingest.adapter_config.read_trainability_record`; docs/training-regimes.md).
+
 Evaluation (``model.eval()``) and generation under ``torch.no_grad()`` are not recorded. A forward
 run twice per microbatch (e.g. a custom ``compute_loss`` calling the model twice) is recorded twice;
 the FLOPs are then really spent twice, so that is what the metadata should say.
@@ -21,7 +26,9 @@ the FLOPs are then really spent twice, so that is what the metadata should say.
 
 from __future__ import annotations
 
+import json
 import os
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +37,43 @@ from transformers import TrainerCallback
 
 from .capture import MetadataWriter, batch_metadata
 
-__all__ = ["MetadataCallback"]
+__all__ = ["MetadataCallback", "TRAINABILITY_FILE", "trainability_record"]
+
+TRAINABILITY_FILE = "trainability.json"
+TRAINABILITY_SCHEMA = "vlm-perf-trainability/1"
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, (set, frozenset)):
+        return sorted(_json_safe(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def trainability_record(model, gradient_checkpointing: bool = False) -> dict:
+    """What trains in ``model`` (a transformers model, possibly a PeftModel), as JSON-safe data."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    hooked = any(getattr(m, "_require_grads_hooks", None) or getattr(m, "_require_grads_hook", None)
+                 for m in (model, base))
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    adapter = None
+    peft_config = getattr(model, "peft_config", None)
+    if isinstance(peft_config, dict) and peft_config:
+        active = getattr(model, "active_adapter", None)
+        key = active if isinstance(active, str) and active in peft_config else next(iter(peft_config))
+        config = peft_config[key]
+        adapter = _json_safe(config.to_dict() if hasattr(config, "to_dict") else vars(config))
+    return {"schema": TRAINABILITY_SCHEMA, "requires_grad": names, "input_require_grads": bool(hooked),
+            "gradient_checkpointing": gradient_checkpointing,
+            "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+            "total_params": sum(p.numel() for p in model.parameters()), "adapter_config": adapter}
 
 
 class MetadataCallback(TrainerCallback):
@@ -64,6 +107,14 @@ class MetadataCallback(TrainerCallback):
             self.writer = MetadataWriter(target, rank=self.rank if self.rank is not None else args.process_index)
         if self._handle is None:
             self._handle = model.register_forward_pre_hook(self._pre_forward, with_kwargs=True)
+        rank = self.rank if self.rank is not None else args.process_index
+        if rank == 0:
+            target = Path(self.path) if self.path is not None else Path(args.output_dir) / "metadata"
+            folder = (target.parent if target.suffix == ".jsonl" else target).parent  # beside the metadata folder
+            folder.mkdir(parents=True, exist_ok=True)
+            record = trainability_record(model, gradient_checkpointing=bool(getattr(args, "gradient_checkpointing",
+                                                                                    False)))
+            (folder / TRAINABILITY_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._state = state  # the Trainer may replace its state object (resume); keep the live one

@@ -95,8 +95,11 @@ def test_trainer_state_json(tmp_path):
     assert rows[0]["loss"] == 1.5 and rows[0]["lr"] == 2e-5 and rows[0]["grad_norm"] == 0.9
     assert rows[2]["total_flos"] == 1.5e15
     assert rows[0]["line"] < rows[1]["line"] < rows[2]["line"]
+    assert [x["kind"] for x in rows] == ["train", "train", "summary"]
     it = r.iterations
-    assert it.height == 2 and it.filter(pl.col("iteration") == 20).row(0, named=True)["train_runtime"] == 100.0
+    # issue 19: the end-of-run summary is kept in raw but is not an iteration (it used to merge into step 20)
+    assert it.height == 2 and it.filter(pl.col("iteration") == 20).row(0, named=True)["train_runtime"] is None
+    assert it.filter(pl.col("iteration") == 20).row(0, named=True)["loss"] == 1.2
 
 
 def test_llamafactory_jsonl_with_resume(tmp_path):

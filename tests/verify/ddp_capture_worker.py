@@ -11,8 +11,11 @@ import torch
 import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.verify.measure import build_model  # noqa: E402
-from tests.verify.test_capture_trainer import _collate, _vlm_samples  # noqa: E402
+# import the harness as ``verify`` (tests/ on the path): a third-party top-level ``tests`` package in the
+# environment (verl ships one) would shadow ``tests.verify``
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from verify.measure import build_model  # noqa: E402
+from verify.test_capture_trainer import _collate, _vlm_samples  # noqa: E402
 from vlm_perf.capture import MetadataCallback  # noqa: E402
 
 torch.set_num_threads(1)

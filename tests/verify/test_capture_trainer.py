@@ -234,3 +234,38 @@ def test_two_process_ddp(tmp_path):
     data = _vlm_samples(16)
     assert Counter(n for shard in rows for r in shard for n in r["seq_lens"]) == Counter(
         len(d["input_ids"]) for d in data)
+
+
+def test_callback_records_trainability_of_a_lora_run(tmp_path):
+    """A LoRA run under the Trainer: trainability.json says what trained; read back, it gives the same FLOPs as
+    the adapter config PEFT saved."""
+    peft = pytest.importorskip("peft")
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.observed import observed_trainability
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.capture import MetadataCallback
+    from vlm_perf.flops.regime import regime_flops
+    from vlm_perf.ingest.adapter_config import read_adapter_config, read_trainability_record
+    from vlm_perf.stats import BatchStats
+
+    torch.set_num_threads(1)
+    base = build_model("qwen2_vl", dtype=torch.float32)
+    model = peft.get_peft_model(base, peft.LoraConfig(r=4, target_modules=r".*language_model.*\.(q_proj|v_proj)",
+                                                      modules_to_save=["lm_head"]))
+    data = _vlm_samples(4, seed=5)
+    trainer = transformers.Trainer(model=model, args=_args(tmp_path, gradient_accumulation_steps=1, max_steps=2,
+                                                           gradient_checkpointing=True),
+                                   train_dataset=data, data_collator=_collate, callbacks=[MetadataCallback()])
+    trainer.train()
+    assert sorted(p.name for p in (tmp_path / "out" / "metadata").iterdir()) == ["metadata-rank00000.jsonl"]
+    record = read_trainability_record(tmp_path / "out")
+    assert record.input_require_grads  # gradient checkpointing installs the input hook
+    assert record.adapter is not None and record.adapter.modules_to_save == ("lm_head",)
+    assert any("lora_A" in n for n in record.requires_grad)
+    model.save_pretrained(tmp_path / "adapter")
+    spec = spec_from_config(base.config.to_dict(), name="tiny")
+    stats = BatchStats.from_batch(seq_lens=[40], image_grids=[(1, 4, 6)], spec=spec)
+    observed = observed_trainability(spec, record.requires_grad, adapter=record.adapter,
+                                     input_require_grads=record.input_require_grads).trainability
+    declared = Trainability.build(adapter=read_adapter_config(tmp_path / "adapter"), input_require_grads=True)
+    assert regime_flops(spec, stats, observed).total == regime_flops(spec, stats, declared).total

@@ -36,6 +36,17 @@ def flops(
     convention: str = typer.Option("exact", "--convention", help=f"One of: {', '.join(CONVENTIONS)}, or 'all'."),
     frozen: List[str] = typer.Option([], "--frozen", help="Frozen part: vision_tower, projector, language_model, "
                                      "deepstack_merger (aliases: merger, vision, vit, lm, ...)."),
+    trainable: List[str] = typer.Option([], "--trainable", help="What trains (repeatable / comma-separated): "
+                                        "PART[SLICE][.KIND+KIND], e.g. 'vision_tower[-4:]', 'lm.attention+mlp', "
+                                        "'projector'. --frozen takes the same syntax. See docs/training-regimes.md."),
+    adapter: Optional[str] = typer.Option(None, "--adapter", help="A PEFT adapter_config.json, or a folder (checkpoint "
+                                          "or run) holding one: LoRA / DoRA FLOPs; base weights frozen unless "
+                                          "--trainable names them."),
+    qlora: bool = typer.Option(False, "--qlora", help="The adapter's base weights are 4/8-bit (QLoRA): counted at "
+                               "the dequantised matmuls' FLOPs (dequantisation not counted)."),
+    input_require_grads: bool = typer.Option(False, "--input-require-grads", help="The gradient-checkpointing "
+                                             "hook (enable_input_require_grads) is on: input gradients run down to "
+                                             "the LM embeddings and the tower's patch embedding."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """FLOPs of one batch (one iteration's worth of media and tokens), by component."""
@@ -52,6 +63,11 @@ def flops(
         seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
         seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec)
     _check_visual_tokens(stats, spec, media)
+    if trainable or adapter or qlora or input_require_grads or any(_fine(x) for x in frozen):
+        _regime(spec, stats, model, media, convention=convention, mode=mode, causal=causal, frozen=frozen,
+                trainable=trainable, adapter=adapter, qlora=qlora, input_require_grads=input_require_grads,
+                as_json=as_json)
+        return
     every = convention.strip().lower() == "all"
     names = list(CONVENTIONS) if every else [convention]
     results, not_defined = [], {}
@@ -89,6 +105,56 @@ def flops(
         _print_table(console, spec.name, result, stats)
     for name, message in not_defined.items():
         console.print(f"[yellow]{name}:[/] {message}")
+
+
+def _fine(selector: str) -> bool:
+    """A --frozen value finer than a whole part (a layer range or module kinds)."""
+    return "[" in selector or "." in selector
+
+
+def _regime(spec, stats: BatchStats, model: str, media: list, *, convention: str, mode: str, causal: str,
+            frozen: List[str], trainable: List[str], adapter: Optional[str], qlora: bool, input_require_grads: bool,
+            as_json: bool) -> None:
+    """``vlm-perf flops`` under a training regime finer than whole frozen parts (exact only)."""
+    from ..arch.trainability import Trainability
+    from ..errors import ConfigError
+    from ..flops.regime import regime_flops
+    from ..ingest.adapter_config import read_adapter_config
+
+    if convention.strip().lower() != "exact":
+        raise ConfigError("named conventions count full training of the parts they cover; --trainable, --adapter, "
+                          "--qlora, --input-require-grads and layer/kind --frozen selectors need --convention exact")
+    if qlora and not adapter:
+        raise ConfigError("--qlora describes the base weights of an adapter run: give --adapter too")
+    config = read_adapter_config(adapter, quantized_base=qlora) if adapter else None
+    regime = Trainability.build(trainable, frozen, adapter=config, input_require_grads=input_require_grads)
+    result = regime_flops(spec, stats, regime, causal=causal, mode=mode)
+    if as_json:
+        payload = _payload(result.breakdown, {"model": model, "model_name": spec.name, "mode": mode, "causal": causal,
+                                              "frozen": list(frozen), "trainable": list(trainable),
+                                              "adapter": adapter, "qlora": qlora,
+                                              "input_require_grads": input_require_grads, "family": spec.family},
+                           stats)
+        payload["regime"] = {"description": regime.describe(), **result.to_dict(),
+                             "adapter_config": config.as_dict() if config else None}
+        if media:
+            payload["media"] = [m.as_dict() for m in media]
+        print(json.dumps(payload))
+        return
+    console = Console()
+    _print_table(console, spec.name, result.breakdown, stats)
+    table = Table(title=f"by part and kind of work ({regime.describe()})")
+    table.add_column("part")
+    for category in ("forward", "input_grad", "weight_grad", "adapter_forward", "adapter_backward", "dora_extra",
+                     "total"):
+        table.add_column(category.replace("_", " "), justify="right")
+    for part, cats in result.by_part.items():
+        table.add_row(part, *(human_flops(v) for v in cats.values()), human_flops(sum(cats.values())))
+    console.print(table)
+    if result.full_training is not None and mode == "training":
+        full = result.full_training.total
+        console.print(f"full training of every weight would be {human_flops(full)} "
+                      f"({full / result.total:.3f}x this regime)" if result.total else "")
 
 
 def _family(spec):

@@ -94,6 +94,22 @@ def _summary(result) -> str:
         return str(agg)
 
 
+def _not_iterations(result) -> str:
+    """Evaluations and end-of-run summaries: kept in ``raw``, shown here, never iterations."""
+    import polars as pl
+
+    raw = result.raw
+    if "kind" not in raw.columns:
+        return ""
+    rest = raw.filter(pl.col("kind") != "train")
+    if not rest.height:
+        return ""
+    keep = [c for c in rest.columns if c not in ("file", "rank_label", "segment", "timestamp", "first_in_segment")
+            and rest.get_column(c).null_count() < rest.height]
+    with pl.Config(tbl_rows=20, tbl_hide_dataframe_shape=True, tbl_hide_column_data_types=True, float_precision=4):
+        return f"not iterations ({rest.height} evaluation/summary record(s), kept in --raw):\n{rest.select(keep)}"
+
+
 def _progress_callback(stack: contextlib.ExitStack):
     """``progress(done_bytes, total_bytes)`` for ``parse_logs``: on its first call (the total of
     the expanded files) it opens a rich bar on stderr if stderr is a terminal and the input is
@@ -121,11 +137,20 @@ def register(app: typer.Typer) -> None:
                                                                       "(.parquet|.csv|.jsonl)"),
         raw: bool = typer.Option(False, "--raw", help="with --out: write every record (per rank, per restart) "
                                                       "instead of one row per iteration"),
+        explain: bool = typer.Option(False, "--explain", help="per distinct line shape: which format read it, the "
+                                                              "record kind, each key's column and why, unknown keys"),
         options: Optional[dict] = None,
     ) -> None:
         """Parse training logs into one tidy iteration table."""
         from ..ingest.logs import parse_logs
 
+        if explain:
+            from ..ingest.logs.explain import explain_text
+            from ..ingest.logs.parser import _expand
+
+            for path in _expand(list(logs)):
+                print(explain_text(path))
+            return
         check_out_suffix(out)
         with contextlib.ExitStack() as stack:
             result = parse_logs(list(logs), format=(options or {}).get("log_format", "auto"), progress=_progress_callback(stack))
@@ -137,3 +162,6 @@ def register(app: typer.Typer) -> None:
             print(f"wrote {table.height} {what} to {out}", file=sys.stderr)
         else:
             print(_summary(result))
+            other = _not_iterations(result)
+            if other:
+                print(other)

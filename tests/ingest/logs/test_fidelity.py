@@ -137,6 +137,7 @@ def test_nemo1_current_lightning_bar(tmp_path):
     row = r.raw.row(0, named=True)
     assert row["framework"] == "nemo1" and row["iteration"] == 9000
     assert math.isnan(row["loss"]) and row["consumed_samples"] == 288000
+    assert row["elapsed_s"] == 4.21 and "s" not in r.raw.columns  # `train_step_timing in s`, not a key `s`
 
 
 def test_maxtext_completed_step(tmp_path):

@@ -20,6 +20,7 @@ from .formats import LogFormat, register
 from .preprocess import put_int, to_float, to_seconds
 from .reader import head_text, read_text
 from .schema import empty_frame, extra_name, records_frame, snake_case
+from .vocab import SUMMARY_KEYS, is_eval_key, put_known_or_extra
 from .segments import FILE_SCALE, ORD, SUB_SCALE
 
 #: Kept for reference: the outermost ``{...}`` of a line (``load_dict`` finds it with find/rfind,
@@ -91,12 +92,34 @@ def classify(d: dict) -> str:
     return "hf"
 
 
+def dict_kind(d: dict) -> str:
+    """The record kind of a metrics dict: ``summary`` when it holds an end-of-run key (HF
+    ``train_runtime`` ...), ``eval`` when every metric carries an evaluation prefix (``eval_loss``,
+    ``val/acc``; ``epoch``/``step`` do not count), else ``train``."""
+    keys = [k for k in d if isinstance(k, str)]
+    if any(k in SUMMARY_KEYS for k in keys):
+        return "summary"
+    metrics = [k for k in keys if k not in _KIND_NEUTRAL]
+    if metrics and all(is_eval_key(k) for k in metrics):
+        return "eval"
+    return "train"
+
+
+_KIND_NEUTRAL = frozenset({"epoch", "step", "global_step", "current_steps", "total_steps", "percentage",
+                           "elapsed_time", "remaining_time", "global_step/max_steps", "_step", "_runtime",
+                           "_timestamp"})
+
+
 def record_from_dict(d: dict) -> tuple[str, dict]:
-    """(format, record) for any supported dict shape. ``iteration`` may be absent (HF console)."""
+    """(format, record) for any supported dict shape. ``iteration`` may be absent (HF console).
+    ``kind``: see ``dict_kind``."""
     fmt = classify(d)
     if fmt == "verl-jsonl":
         return fmt, verl.record_from_items(d.get("step"), d["data"])
-    rec: dict = {}
+    rec = {}
+    kind = dict_kind(d)
+    if kind != "train":
+        rec["kind"] = kind
     for key, raw in d.items():
         if key == "global_step/max_steps" and isinstance(raw, str) and "/" in raw:
             cur, _, tot = raw.partition("/")
@@ -118,7 +141,11 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
             continue
         name = HF_MAP.get(key)
         if name is None:
-            name = extra_name(snake_case(key), rec, _HF_OUTPUTS)
+            if not isinstance(key, str) or is_eval_key(key) or kind != "train":
+                name = extra_name(snake_case(str(key)), rec, _HF_OUTPUTS)
+            else:  # xtuner / slime / custom scripts: `train/loss`, `tflops`, `tokens_per_sec` via the vocabulary
+                put_known_or_extra(rec, key, raw, v, _HF_OUTPUTS)
+                continue
         if name == "iteration":
             if "iteration" not in rec:
                 put_int(rec, "iteration", raw)
@@ -128,6 +155,8 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
         speed = rec.get("train_speed_iter_s")
         if speed:
             rec["elapsed_s"] = 1.0 / speed
+        elif rec.get("train_speed_s_it") is not None:  # newer ms-swift prints seconds per iteration
+            rec["elapsed_s"] = rec["train_speed_s_it"]
     if fmt == "llamafactory" and "throughput" in rec:
         # cumulative tokens / elapsed since (re)start, all GPUs: NOT tokens/s/GPU, keep as extra
         rec["throughput_tokens_per_s"] = rec.pop("throughput")
@@ -255,7 +284,7 @@ class HFSteps:
             else:
                 continue
             rec["iteration"] = use.n
-            if use.sec is not None:
+            if use.sec is not None and rec.get("kind", "train") == "train":  # not a summary's step time
                 rec.setdefault("elapsed_s", use.sec)
 
 
@@ -269,6 +298,8 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
         bar = _Bar((line, sub), n, total, sec, glued="{" in text[end:])
         if hf.is_training(bar, desc):
             hf.events.append(("bar", bar))
+        elif "{" not in text and "=" in text and _postfix_record(text):
+            return False  # a described bar with a `k=v` postfix of known metrics: the generic extractor's
         else:
             bar = None
             router.ignored["progress_bar"] += 1
@@ -277,8 +308,10 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
         d = load_dict(text)
         if d is not None:
             fmt, rec = record_from_dict(d)
+            if fmt == "hf" and "iteration" not in rec:
+                _step_before_dict(rec, text)
             if router.allowed(fmt):
-                if len(rec):
+                if any(k != "kind" for k in rec):
                     router.emit(fmt, line, sub, label, rec)
                     if fmt == "hf":
                         hf.events.append(("dict", rec))
@@ -292,6 +325,27 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
         router.ignored["progress_bar"] += 1
         return True
     return parsed is False
+
+
+def _postfix_record(text: str) -> bool:
+    """Whether the generic extractor makes a record of a described bar's postfix (``train: 5%|..| 50/1000
+    [00:10<03:10, 2.00s/it, loss=2.31]``): then the bar is not counted here."""
+    from .generic import extract
+
+    return extract(text).record is not None
+
+
+def _step_before_dict(rec: dict, text: str) -> None:
+    """A dict printed after a keyed step on the same line (``step 3: {...}``, slime and custom
+    scripts) takes that step (a bar's count would otherwise be guessed later, or none)."""
+    head = text[:text.find("{")]
+    if not head or not any(w in head.lower() for w in ("step", "iter")):
+        return
+    from .generic import find_step
+
+    st = find_step(head)
+    if st is not None and st.shape == "keyed":
+        rec["iteration"] = st.n
 
 
 def _finish(router) -> None:
@@ -362,7 +416,8 @@ register(LogFormat(
     source="ms-swift `logging.jsonl` / console dicts",
     example='{"loss": 1.234, "grad_norm": 2.5, "learning_rate": 1e-05, "memory(GiB)": 30.5, "train_speed(iter/s)": '
             '0.25, "epoch": 0.1, "global_step/max_steps": "5/50", "percentage": "10.00%", "elapsed_time": "20s"}',
-    notes="`global_step/max_steps` → `iteration`, `max_steps`; `elapsed_s` = 1 / `train_speed(iter/s)`",
+    notes="`global_step/max_steps` → `iteration`, `max_steps`; `elapsed_s` = 1 / `train_speed(iter/s)` (newer "
+          "versions: `train_speed(s/it)`, taken as is)",
     example_suffix=".jsonl",
 ))
 

@@ -170,6 +170,9 @@ def _load_builtin() -> None:
         verl,
         wandb,
     )
+    from . import generic
+
+    generic.register_formats()  # last: the generic extractor and its declared shapes
 
 
 __all__ = ["LogFormat", "register", "registry", "line_formats", "file_formats", "names", "candidate_regex",
@@ -183,9 +186,14 @@ if __name__ == "__main__":  # python -m vlm_perf.ingest.logs.formats: refresh do
         formats as registered,  # the package's registry, not this __main__ copy
     )
 
+    from vlm_perf.ingest.logs import vocab
+
     doc = Path(__file__).resolve().parents[3] / "docs" / "log-formats.md"
     text = doc.read_text(encoding="utf-8")
-    head, rest = text.split(DOCS_BEGIN, 1)
-    _, tail = rest.split(DOCS_END, 1)
-    doc.write_text(head + registered.docs_markdown() + tail, encoding="utf-8")
+    for begin, end, body in ((DOCS_BEGIN, DOCS_END, registered.docs_markdown()),
+                             (vocab.VOCAB_BEGIN, vocab.VOCAB_END, vocab.docs_markdown())):
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = head + body + tail
+    doc.write_text(text, encoding="utf-8")
     print(f"updated {doc}")

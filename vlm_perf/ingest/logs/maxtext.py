@@ -14,7 +14,7 @@ import re
 
 from .formats import LogFormat, register
 from .preprocess import put_int, to_float
-from .schema import extra_name, snake_case
+from .vocab import put_known_or_extra
 
 MAXTEXT_RE = re.compile(r"completed step: (\d{1,19}),(.*)$")
 _MAXTEXT_MAP = {
@@ -44,7 +44,10 @@ def parse_maxtext(text: str) -> dict | None:
         v = to_float(raw)
         if v is None:
             continue
-        rec.setdefault(_MAXTEXT_MAP.get(key) or extra_name(snake_case(key), rec, _MAXTEXT_OUT), v)
+        if key in _MAXTEXT_MAP:
+            rec.setdefault(_MAXTEXT_MAP[key], v)
+        else:
+            put_known_or_extra(rec, key, raw.strip(), v, _MAXTEXT_OUT)
     return rec if len(rec) > 1 else None
 
 
@@ -77,7 +80,10 @@ def parse_automodel(text: str) -> dict | None:
             continue
         v = to_float(raw)
         if v is not None:
-            rec.setdefault(_AUTOMODEL_MAP.get(key) or extra_name(snake_case(key), rec, _AUTOMODEL_OUT), v)
+            if key in _AUTOMODEL_MAP:
+                rec.setdefault(_AUTOMODEL_MAP[key], v)
+            else:
+                put_known_or_extra(rec, key, raw, v, _AUTOMODEL_OUT)
     return rec if len(rec) > 2 else None
 
 

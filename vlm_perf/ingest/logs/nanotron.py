@@ -17,7 +17,7 @@ import re
 
 from .formats import LogFormat, register
 from .preprocess import put_int, to_float
-from .schema import extra_name, snake_case
+from .vocab import put_known_or_extra
 
 NANOTRON_RE = re.compile(r"(?:^|[\]:\s])iteration: (\d{1,19}) / (\d{1,19})(?: \|(.*))?$")
 _NANOTRON_MAP = {
@@ -48,7 +48,10 @@ def parse_nanotron(text: str) -> dict | None:
         v = to_float(raw)  # K/M/G suffixes: 5.2K -> 5200
         if v is None:
             continue
-        name, mult = _NANOTRON_MAP.get(key) or (extra_name(snake_case(key), rec, _NANOTRON_OUT), 1.0)
+        if key not in _NANOTRON_MAP:
+            put_known_or_extra(rec, key, raw.strip(), v, _NANOTRON_OUT)
+            continue
+        name, mult = _NANOTRON_MAP[key]
         if name == "global_batch_size":
             put_int(rec, name, v)
             continue

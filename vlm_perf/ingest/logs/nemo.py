@@ -13,14 +13,16 @@ import re
 
 from .formats import LogFormat, register
 from .preprocess import put_int, to_float
-from .schema import extra_name, snake_case
+from .vocab import put_known_or_extra
 
 NEMO2_RE = re.compile(r"(?P<kind>Training|Validation|Testing) epoch (?P<epoch>\d+), iteration (?P<it>\d+)/(?P<total>\d+)(?P<rest>.*)$")
 NEMO1_RE = re.compile(
     r"Epoch (?P<epoch>\d+):(?:\s*:)?\s*\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<post>[^\]]*)\]?"
 )
 _RATE_RE = re.compile(r"([\d.]+)\s*(s/it|it/s)")
-_KV1_RE = re.compile(r"(?<!\w)(\w+)=([^,\]\s]+)")
+#: A postfix ``key=value``; keys may hold single spaces (``train_step_timing in s=4.21``: the whole key,
+#: which used to be read as a key ``s``, losing the step time: issue 19)
+_KV1_RE = re.compile(r"(?:^|(?<=[,\[]))\s*(\w+(?: \w+){0,4})=([^,\]\s]+)")
 
 # key -> core column (seconds and TFLOP/s already in core units)
 _MAP = {
@@ -45,7 +47,10 @@ _OUTPUTS = frozenset(_MAP.values())
 def _put(rec: dict, key: str, value: float | None) -> None:
     if value is None:
         return
-    name = _MAP.get(key) or extra_name(snake_case(key), rec, _OUTPUTS)
+    name = _MAP.get(key)
+    if name is None:  # a key NeMo's own table does not know: through the vocabulary, else an extra
+        put_known_or_extra(rec, key, None, value, _OUTPUTS)
+        return
     rec.setdefault(name, value)
 
 

@@ -30,13 +30,14 @@ import polars as pl
 
 from ...errors import InputError
 from ..prefetch import prefetched
-from . import megatron
+from . import generic, generic_lane, megatron
 from .diagnostics import Diagnostics
 from .discover import LOG_SUBDIRS, expand_dir
-from .formats import candidate_regex, file_formats
+from .formats import GENERIC_PREFILTERS, candidate_regex, file_formats, line_formats
 from .reader import MAX_LINE_BYTES, line_frames
 from .router import MAX_PIECES, REASON_RULES, Router
 from .schema import (
+    KIND_DTYPE,
     PARTIAL_FLAG,
     check_int_columns,
     concat_records,
@@ -66,6 +67,10 @@ PROBE_ROWS = 5000
 #: a false positive costs one Python call, a false negative loses a record.
 CANDIDATE_RE = candidate_regex()
 _FAST_EXCLUDE_RE = r"[\x1b\r]|" + megatron.NEMO2_COLLISION_RE
+#: Every pre-filter but the generic extractor's own (and its declared nanochat / mmengine shapes): a
+#: line matching it may be another format's, so it never takes the vectorised generic lane.
+_LANE_OTHER_RE = "|".join(f"(?:{p})" for p in [*GENERIC_PREFILTERS, *(
+    f.prefilter for f in line_formats() if f.prefilter and f.name not in ("nanochat", "mmengine"))])
 _SUB_SCALE = SUB_SCALE    # ordering key: (file, line, \r-piece)
 _FILE_SCALE = FILE_SCALE
 
@@ -148,7 +153,8 @@ def _route_wrapped(batch: pl.DataFrame) -> pl.DataFrame:
 def _candidate_expr() -> pl.Expr:
     """Rows NOT on the fast path that go to the per-line Python router (the rest are ignored)."""
     text = pl.col("text")
-    return (text.str.len_bytes() != text.str.len_chars()) | text.str.contains(CANDIDATE_RE)
+    return ((text.str.len_bytes() != text.str.len_chars()) | text.str.contains(CANDIDATE_RE)
+            | (text.str.contains(generic.PREFILTER) & text.str.contains(generic.METRIC_PREFILTER)))
 
 
 #: Lines after an unterminated Megatron iteration line that are routed as possible continuations.
@@ -419,12 +425,14 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
     probe: _Probe | None = None
     pending: list[pl.DataFrame] = []  # fast-path rows seen before the probe sample is complete
     early = _UnknownKeys() if EARLY_UNKNOWN else None
+    lane = generic_lane.Lane() if generic_lane.ENABLED and only is None else None
 
     def extract(rows: pl.DataFrame) -> None:
         out = probe.plan(rows.lazy()).collect(**_EXTRACT_OPTS)
         # one chunk per column per batch (the plan leaves columns split differently): misaligned
         # chunks make the first whole-frame operation after the loop copy every record
         out = _finish_fast(out, probe)
+        out = out.with_columns(pl.lit("train", KIND_DTYPE).alias("kind"))  # per batch: chunked like the rest
         if early is not None:  # unknown keys extracted now; the text is not kept
             out = early.take(out)
         elif out.get_column("text").null_count() < out.height:
@@ -465,7 +473,18 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
             continue
         kinds = rest.select(_candidate_expr() | pl.col("_cont")).to_series()
         kinds, wrap_carry = _wrapped_followers(rest, kinds, wrap_carry)
-        cand = rest.filter(kinds).select("line", "text")
+        cand = rest.filter(kinds).select("line", "text", "_cont")
+        if lane is not None and cand.height:
+            # lines only the generic extractor reads: one Python extraction per line shape, polars for
+            # the lines (generic_lane); what it does not take goes to the router below
+            elig = cand.select(generic_lane.lane_mask(pl.col("text"), _LANE_OTHER_RE)
+                               & ~pl.col("_cont").fill_null(False)).to_series()
+            if elig.any():
+                sub = cand.filter(elig)
+                taken = lane.take(sub.select("line", "text"))
+                if taken.any():
+                    cand = cand.filter(~pl.col("line").is_in(sub.filter(taken).get_column("line").implode()))
+        cand = cand.select("line", "text")
         for line, t in cand.iter_rows():
             if "\ufffd" in t:  # only non-ASCII rows can hold replacement characters
                 diag.decode_errors += t.count("\ufffd")
@@ -476,6 +495,9 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
         fast = pl.concat(pending)
         probe = _probe(fast)
         extract(fast)
+    if lane is not None:
+        for fw, n in lane.seen.items():
+            router.seen[fw] += n  # counted like the router's records (and the generic note)
     router.close()
 
     if router.mega_rows:
@@ -497,6 +519,8 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
         frames.append(mega.drop(PARTIAL_FLAG))
     if router.records:
         frames.append(_records_frame(router.records))
+    if lane is not None and lane.frames:
+        frames.append(pl.concat(lane.frames, how="diagonal_relaxed"))
     for fmt, n in router.seen.items():
         diag.saw(fmt, n)
     diag.ignore_counts(router.ignored)

@@ -41,7 +41,7 @@ from ...errors import InputError, VlmPerfError
 from . import diagnostics as _diagnostics
 from .diagnostics import Diagnostics
 from .formats import names
-from .schema import CORE_COLUMNS, concat_records, drain_renames, empty_frame
+from .schema import CORE_COLUMNS, KIND_DTYPE, concat_records, drain_renames, empty_frame, is_train, with_kind
 from .segments import ORD, aligned_like, assign_segments, strictly_increasing
 from .timers import TimingCollector, is_text_log
 
@@ -162,7 +162,7 @@ def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") ->
         part.empty = 1
         return part
     diag.records = df.height
-    df = _sort_ord(df)
+    df = _sort_ord(with_kind(df))
     part.frames = [df]
     part.banner_rows = [banner_rows(df.get_column(ORD), banners)]
     part.run_config = dict(run_config)
@@ -238,7 +238,8 @@ def finish(total: LogPartial, empty_ok: bool = False):
     diag = total.diagnostics
     if not total.frames:
         if empty_ok:
-            raw = empty_frame().with_columns(pl.lit(False).alias("first_in_segment"))
+            raw = empty_frame().with_columns(pl.lit(False).alias("first_in_segment"),
+                                             pl.lit(None, KIND_DTYPE).alias("kind"))
             return ParseResult(raw=raw, diagnostics=diag, run_config=total.run_config, _timing=total.timing)
         if len(total.files) == 1:
             raise InputError(f"{total.files[0]}: no recognisable training-log record (formats tried: {total.tried})")
@@ -257,9 +258,19 @@ def finish(total: LogPartial, empty_ok: bool = False):
     for frame, rows in zip(frames, total.banner_rows):
         banners += [2 * (offset + r) - 1 for r in rows]
         offset += frame.height
-    raw = assign_segments(raw, banners)
+    if is_train(raw):
+        raw = assign_segments(raw, banners)
+        keyed = raw.filter(pl.col("iteration").is_not_null()) if raw.get_column("iteration").null_count() else raw
+    else:
+        # evaluations and summaries are not iterations: they neither open a segment (a validation-only
+        # step 0, a summary at the last step) nor take `first_in_segment`; they get the segment of
+        # their position in the log
+        train = pl.col("kind") == "train"
+        its = raw.get_column("iteration")
+        raw = assign_segments(raw.with_columns(pl.when(train).then(pl.col("iteration")).alias("iteration")), banners)
+        raw = raw.with_columns(its)
+        keyed = raw.filter(train & pl.col("iteration").is_not_null())
     diag.segments = int(raw.get_column("segment").max() or 0) + 1 if raw.height else 0
-    keyed = raw.filter(pl.col("iteration").is_not_null()) if raw.get_column("iteration").null_count() else raw
     if strictly_increasing(keyed.get_column("iteration")):
         diag.duplicates = 0  # all (segment, iteration, framework) distinct: skip the hashing
     else:

@@ -69,6 +69,8 @@ class Router:
     def __post_init__(self) -> None:
         self._formats = line_formats()
         self._detects = [(f.name, re.compile(f.detect)) for f in self._formats if f.detect]
+        #: one alternation of every strict detector (the generic extractor's "claimed by a format" test)
+        self.detect_any = re.compile("|".join(f"(?:{f.detect})" for f in self._formats if f.detect) or r"(?!)")
 
     # -- public -----------------------------------------------------------------------------------
     def feed(self, line: int, text: str) -> None:
@@ -100,6 +102,7 @@ class Router:
             self.failed.append(line)
             return
         rec["framework"] = fmt
+        rec.setdefault("kind", "train")
         rec["line"] = line
         rec["_sub"] = sub
         rec["rank_label"] = label
@@ -116,14 +119,16 @@ class Router:
             st = self.states[name] = factory()
         return st
 
-    def hold(self, line: int, sub: int, label: str | None, text: str, accept, flush, glue=None) -> None:
+    def hold(self, line: int, sub: int, label: str | None, text: str, accept, flush, glue=None,
+             max_pieces: int | None = None) -> None:
         """Hold a record line until the next lines show whether it was hard-wrapped: each following
         physical line that ``accept(text_so_far, line_stripped)`` takes is glued on (at most
         ``MAX_PIECES`` pieces), then ``flush(router, line, sub, label, joined_text)`` parses it.
         ``glue(text_so_far, piece_text, piece_stripped)`` joins (default: right-stripped text plus the
-        stripped piece)."""
+        stripped piece). ``max_pieces``: instead of ``MAX_PIECES`` (a block record such as Composer's)."""
         self._flush_pending()
-        self._pending = [line, sub, label, text, line, 1, accept, flush, glue or _glue_stripped]
+        self._pending = [line, sub, label, text, line, 1, accept, flush, glue or _glue_stripped,
+                         max_pieces or MAX_PIECES]
 
     def train_or_validation(self, fmt: str, parsed: tuple[str, dict] | None, line: int, sub: int,
                             label: str | None) -> bool:
@@ -142,7 +147,7 @@ class Router:
     def _flush_pending(self) -> None:
         if self._pending is None:
             return
-        line, sub, label, text, _, _, _, flush, _ = self._pending
+        line, sub, label, text, _, _, _, flush, _, _ = self._pending
         self._pending = None
         flush(self, line, sub, label, text)
 
@@ -151,7 +156,7 @@ class Router:
         s = text.strip()
         pend = self._pending
         if pend is not None:
-            if s and line in (pend[4], pend[4] + 1) and pend[5] < MAX_PIECES and pend[6](pend[3], s):
+            if s and line in (pend[4], pend[4] + 1) and pend[5] < pend[9] and pend[6](pend[3], s):
                 pend[3] = pend[8](pend[3], text, s)  # hard wrap: glue onto the previous physical line
                 pend[4] = line
                 pend[5] += 1

@@ -66,8 +66,32 @@ CORE_SCHEMA: dict[str, pl.DataType] = {
 #: Columns the parser or its views add besides ``CORE_COLUMNS``; a log's own key never takes one.
 INTERNAL_COLUMNS: frozenset[str] = frozenset({
     "copies", "rank_labels", "text", "first_in_segment", "train_iters", "_sub", "_ord", "_partial",
-    "_unknown_keys", "_kind", "_canon", "_prefixed",
+    "_unknown_keys", "_kind", "_canon", "_prefixed", "kind", "_generic",
 })
+
+#: What a record is (the ``kind`` column, on every row): a training iteration, an evaluation, an
+#: end-of-run summary (HF ``train_runtime`` dict ...) or something else. Only ``train`` rows are
+#: iterations (``ParseResult.iterations``); the others are kept in ``raw`` and shown, never counted
+#: as steps, and never open a restart segment or take ``first_in_segment``.
+KINDS: tuple[str, ...] = ("train", "eval", "summary", "other")
+KIND_DTYPE = pl.Enum(KINDS)
+
+
+def with_kind(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with a non-null ``kind`` column of ``KIND_DTYPE`` (missing or null -> ``train``)."""
+    if "kind" not in df.columns:
+        return df.with_columns(pl.lit("train", KIND_DTYPE).alias("kind"))
+    col = df.get_column("kind")
+    if col.dtype != KIND_DTYPE:
+        return df.with_columns(pl.col("kind").cast(pl.Utf8).fill_null("train").cast(KIND_DTYPE))
+    return df.with_columns(pl.col("kind").fill_null("train")) if col.null_count() else df
+
+
+def is_train(df: pl.DataFrame) -> bool:
+    """True when every row of ``df`` is a training iteration (or ``df`` has no ``kind``)."""
+    if "kind" not in df.columns or not df.height:
+        return True
+    return not bool((df.get_column("kind").to_physical() != 0).any())
 #: Core columns stored as Int64: a value that is not an exact integer becomes null (partial).
 INT_COLUMNS: tuple[str, ...] = tuple(c for c in CORE_COLUMNS if CORE_SCHEMA[c] == pl.Int64() and c not in ("line", "segment"))
 
@@ -207,6 +231,8 @@ def records_frame(records: list[dict]) -> pl.DataFrame:
     """Records (dicts of column -> value) -> a conformed frame; ``timestamp`` strings are parsed.
     Integer columns that are not exact integers are nulled and flagged (``check_int_columns``)."""
     df = check_int_columns(pl.from_dicts(records, infer_schema_length=None))
+    if "kind" in df.columns:
+        df = df.with_columns(pl.col("kind").cast(pl.Utf8).fill_null("train").cast(KIND_DTYPE))
     if "timestamp" in df.columns and df.schema["timestamp"] == pl.Utf8:
         df = df.with_columns(pl.col("timestamp").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us"))
     return conform(df)

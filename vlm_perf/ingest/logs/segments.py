@@ -125,6 +125,8 @@ def strictly_increasing(s: pl.Series) -> bool:
 def dedup_view(raw: pl.DataFrame) -> pl.DataFrame:
     """One row per (segment, iteration): first non-null per column, plus ``copies``/``rank_labels``."""
     rows = raw.filter(pl.col("iteration").is_not_null()) if raw.get_column("iteration").null_count() else raw
+    if "kind" in rows.columns and rows.height and bool((rows.get_column("kind").to_physical() != 0).any()):
+        rows = rows.filter(pl.col("kind") == "train")  # evaluations and summaries are never iterations
     if strictly_increasing(rows.get_column("iteration")):
         # the common case (one line per iteration, no restart): every group is one row, so the
         # group-by below is the identity; same values and dtypes without hashing

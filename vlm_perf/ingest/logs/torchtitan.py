@@ -7,7 +7,7 @@ import re
 
 from .formats import LogFormat, register
 from .preprocess import put_int, to_float
-from .schema import extra_name, snake_case
+from .vocab import put_known_or_extra
 
 DETECT_RE = re.compile(r"(?<![\w/])(?P<val>validate )?step:\s*(?P<step>\d+)\s{2,}(?:loss|wps|tps)")
 _TS_RE = re.compile(r"\[titan\]\s+(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)?)")
@@ -47,7 +47,10 @@ def parse(text: str) -> tuple[str, dict | None] | None:
             continue
         v = to_float(raw)
         if v is not None:
-            rec[_MAP.get(key) or extra_name(snake_case(key), rec, _OUTPUTS)] = v
+            if key in _MAP:
+                rec[_MAP[key]] = v
+            else:
+                put_known_or_extra(rec, key, raw, v, _OUTPUTS)
     return "torchtitan", rec
 
 

@@ -11,7 +11,7 @@ import re
 
 from .formats import LogFormat, register
 from .preprocess import put_int, to_float
-from .schema import extra_name, snake_case
+from .vocab import is_eval_key, put_known_or_extra
 
 DETECT_RE = re.compile(r"^step:(\d+)(?: - |\s*$)")
 #: A physical line that continues a wrapped veRL line: no spaces except `` - `` separators.
@@ -41,8 +41,14 @@ def record_from_items(step: object, items: dict) -> dict:
             continue
         if v == 0.0:
             v = 0.0  # -0.000 -> 0.0 (quirk 26)
-        name, mult = MAP.get(key) or (extra_name(snake_case(key), rec, _OUTPUTS), 1.0)
-        rec.setdefault(name, v * mult)
+        if key in MAP:
+            name, mult = MAP[key]
+            rec.setdefault(name, v * mult)
+        else:  # veRL SFT `train/loss`, `train/lr(1e-3)`, ...: through the vocabulary
+            put_known_or_extra(rec, key, raw, v, _OUTPUTS)
+    keys = [k for k in items if isinstance(k, str)]
+    if keys and all(is_eval_key(k) for k in keys):
+        rec["kind"] = "eval"  # a validation-only step (step 0 before training, issue #2060): not an iteration
     return rec
 
 

@@ -1,0 +1,49 @@
+"""CLI contract of the training-regime options of `vlm-perf flops`: --adapter, --trainable, layer/kind --frozen,
+--qlora, --input-require-grads (JSON shape, the full-training reference, errors as one line + exit 2)."""
+
+import json
+import subprocess
+import sys
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *map(str, args)], capture_output=True, text=True)
+
+
+BASE = ("flops", "--model", "qwen2.5-vl-7b", "--seq-len", "4096", "--grid", "1,64,64")
+
+
+def test_adapter_folder_json(tmp_path):
+    ckpt = tmp_path / "run" / "checkpoint-500"
+    ckpt.mkdir(parents=True)
+    (ckpt / "adapter_config.json").write_text(json.dumps({
+        "peft_type": "LORA", "r": 16, "lora_alpha": 32,
+        "target_modules": r"model\.language_model\..*\.(q_proj|k_proj|v_proj|o_proj)"}))
+    r = cli(*BASE, "--adapter", tmp_path / "run", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    regime = out["regime"]
+    assert regime["adapted_modules"] == 4 * 28
+    assert regime["adapter_params"] == 28 * 16 * ((3584 + 3584) * 2 + (3584 + 512) * 2)  # q, o; k, v (4 kv heads)
+    assert regime["by_part"]["vision_tower"]["input_grad"] == 0  # nothing below the LM trains
+    assert regime["by_part"]["vision_tower"]["weight_grad"] == 0
+    assert out["total"] < regime["full_training_total"]
+    assert abs(sum(regime["parts"].values()) - out["total"]) < 1e-6 * out["total"]
+
+
+def test_selectors_and_whole_parts_agree():
+    a = json.loads(cli(*BASE, "--frozen", "vision_tower", "--json").stdout)
+    b = json.loads(cli(*BASE, "--trainable", "projector,lm", "--json").stdout)
+    assert a["total"] == b["total"] and a["components"] == b["components"]
+    c = json.loads(cli(*BASE, "--frozen", "vision_tower[:-4]", "--json").stdout)
+    assert a["total"] < c["total"] < json.loads(cli(*BASE, "--json").stdout)["total"]
+
+
+def test_regime_errors_are_one_line():
+    for args, msg in (((*BASE, "--trainable", "lm[x]"), "not an integer"),
+                      ((*BASE, "--adapter", "/nonexistent/adapter_config.json"), "not found"),
+                      ((*BASE, "--qlora"), "give --adapter"),
+                      ((*BASE, "--trainable", "lm", "--convention", "megatron-lm"), "--convention exact")):
+        r = cli(*args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -1,0 +1,866 @@
+"""Where the step time went, part by part: profiler events attributed to model parts, joined with exact FLOPs.
+
+Input: the event table of `vlm_perf.ingest.traces` (one or many ranks). Output: `TraceParts`.
+
+Attribution (facts: docs/traces.md)
+-----------------------------------
+1. **Steps** are the ``ProfilerStep#N`` ranges of each rank (``profile.step()``); without them the
+   whole trace is one step (said in ``notes``).
+2. **Host context.** On every host thread, ranges nest (``cpu_op``, ``record_function`` / NVTX
+   ranges, ``nn.Module: <Class>_<k>`` events of ``with_stack``). One pass in time order gives every
+   host event a context: model zone (vision tower, projector, language model), sub-part
+   (attention, MLP/experts, embeddings, head, ...), special phase (optimizer, data loading, loss,
+   gradient accumulation) and direction. The names go through `PART_RULES`, a table of class-name
+   and range-name patterns (HF module class names of every registered family; Megatron-LM / Transformer
+   Engine NVTX range names; the HF Trainer's ``record_function`` names).
+3. **Backward.** ``autograd::engine::evaluate_function: XBackward0`` ops carry the ``Sequence
+   number`` of the forward op that created the autograd node; the backward op takes the context of
+   that forward op (module events exist in forward only), marked backward.
+4. **Device time.** A kernel / memcpy / memset is linked to its launch (``correlation`` ->
+   runtime call, else ``External id`` -> op) and takes the launch's context; communication kernels
+   (NCCL & co, by name) are ``communication.<collective>``. Each step window is partitioned into
+   elementary intervals: compute kernels active -> split equally among them; else communication;
+   else memory copies; else ``idle``. Communication hidden under compute is reported as overlap.
+5. **CPU-only traces** (no device events): the host thread holding the step is the device. Each
+   instant of the step goes to the innermost event covering it (self time), so ops, Python time
+   inside modules (the module's part) and loop time outside any op (``host``) add up to the step.
+
+Every nanosecond of every step window lands in exactly one part (``unattributed`` included:
+device work whose launch has no recognisable context, ops outside every known range), so the
+parts add up to the step time; `TraceParts.check_sums` states the largest relative gap.
+
+Per-part efficiency: exact FLOPs of each part for the profiled iteration (`flops_by_part`, from the
+FLOPs library's components, forward and training modes) divided by the part's measured time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+import polars as pl
+
+from ..arch.spec import ModelSpec
+from ..errors import InputError
+from ..flops import compute_flops
+from ..flops.breakdown import COMPONENTS
+from ..stats import BatchStats
+
+__all__ = ["PART_ORDER", "TraceParts", "attribute", "flops_by_part", "COMPONENT_TRACE_PART", "classify_kernel",
+           "efficiency", "trace_parts_figure", "coarse_part"]
+
+# ----------------------------------------------------------------------------------------------- the parts
+PART_ORDER = (
+    "vision_tower.patch_embed", "vision_tower.attention", "vision_tower.mlp", "vision_tower.other",
+    "projector",
+    "language_model.embeddings", "language_model.attention", "language_model.mlp", "language_model.head",
+    "language_model.other", "model.other", "loss", "grad_accumulation", "optimizer", "data_loading",
+    "communication", "memory_copy", "memset", "host", "idle", "unattributed",
+)
+#: FLOPs components of the library -> the trace part they are spent in
+COMPONENT_TRACE_PART = {
+    "vision.patch_embed": "vision_tower.patch_embed", "vision.attn_proj": "vision_tower.attention",
+    "vision.attn_core": "vision_tower.attention", "vision.mlp": "vision_tower.mlp", "vision.merger": "projector",
+    "vision.deepstack_merger": "projector", "lm.attn_proj": "language_model.attention",
+    "lm.attn_core": "language_model.attention", "lm.dense_mlp": "language_model.mlp",
+    "lm.routed_experts": "language_model.mlp", "lm.shared_experts": "language_model.mlp",
+    "lm.router": "language_model.mlp", "lm.logits": "language_model.head", "lm.mtp": "language_model.other",
+}
+assert set(COMPONENT_TRACE_PART) == set(COMPONENTS)
+
+
+def coarse_part(part: str) -> str:
+    """``vision_tower.attention`` -> ``vision_tower``; ``communication.all_reduce`` -> ``communication``."""
+    return part.split(".", 1)[0]
+
+
+# --------------------------------------------------------------------------------------- the rule table
+@dataclass(frozen=True)
+class Ctx:
+    zone: str | None = None      # vision_tower | projector | language_model | root
+    sub: str | None = None       # patch_embed | attention | mlp | embeddings | head | other
+    special: str | None = None   # optimizer | data_loading | loss | grad_accumulation | communication.<c>
+    backward: bool = False
+    in_module: bool = False      # inside some nn.Module event / model range
+    generic_leaf: str | None = None  # "linear" / "embedding" when the innermost module is a bare torch layer
+    forward: bool = False        # inside a range named as the forward pass (e.g. "## forward ##")
+
+
+_CLASS_SUFFIX = re.compile(r"_\d+$")
+# Module class names (HF transformers, every registered family; class names only: with_stack has no FQN)
+_PROJECTOR = re.compile(r"Merger|Projector|Connector|MultiModalProjector|Resampler|mlp1$|Aligner")
+_VISION = re.compile(r"Vision|ViT|Vit[A-Z]|Siglip|Pixtral|InternVision|CLIP|Clip|PatchEmbed|Idefics3Vision")
+_ROOT = re.compile(r"For(ConditionalGeneration|CausalLM|ImageTextToText)$")
+_LM = re.compile(r"TextModel$|LanguageModel|DecoderLayer$|^(Llama|Qwen\d?|Mistral|Glm\d?|InternLM\d?)Model$")
+_ROTARY = re.compile(r"Rotary|RoPE|Rope")
+_ATTN = re.compile(r"Attention|Attn|SelfAttn")
+_MLP = re.compile(r"MLP|Mlp|FeedForward|FFN|Expert|Moe|MoE|SparseMoe|TopkRouter")
+_VIS_EMBED = re.compile(r"PatchEmbed|Embeddings$|PatchConv|Conv[23]d$")
+_EMBED = re.compile(r"^Embedding$|Embedding$|Embed$|ScaledWordEmbedding")
+_LM_HEAD = re.compile(r"LMHead|LmHead")
+# record_function / NVTX range names: the HF Trainer's, Megatron-LM's (``<module>.<function>.<suffix>``),
+# Transformer Engine's, and plain user ranges naming a part
+_R_OPT = re.compile(r"^Optimizer\.(step|zero_grad)#|optimizer|Optimizer", re.IGNORECASE)
+_R_DATA = re.compile(r"^enumerate\(DataLoader\)|DataLoader|data_load|get_batch|dataloader", re.IGNORECASE)
+_R_FORWARD = re.compile(r"(^|[._ #])forward($|[._ #])", re.IGNORECASE)
+_R_BACKWARD = re.compile(r"(^|[._ ])backward($|[._ ])|Backward", re.IGNORECASE)
+_R_VISION = re.compile(r"vision|visual|\bvit\b|image_encoder", re.IGNORECASE)
+_R_PROJ = re.compile(r"projector|merger|adapter", re.IGNORECASE)
+_R_ATTN = re.compile(r"core_attention|self_attention|linear_qkv|attention|attn", re.IGNORECASE)
+_R_MLP = re.compile(r"(^|[._])mlp($|[._])|linear_fc[12]|experts|\bmoe\b", re.IGNORECASE)
+_R_EMBED = re.compile(r"embedding", re.IGNORECASE)
+_R_HEAD = re.compile(r"output_layer|lm_head", re.IGNORECASE)
+_R_LOSS = re.compile(r"loss|cross_entropy", re.IGNORECASE)
+_R_COMM = re.compile(r"^nccl:(\w+)|^c10d::(\w+)|record_param_comms")
+_LOSS_OPS = re.compile(r"^aten::(cross_entropy_loss|nll_loss\w*|_?log_softmax(_backward_data)?)$")
+_EVAL = "autograd::engine::evaluate_function: "
+_COLLECTIVES = (("all_reduce", re.compile(r"all_?reduce", re.I)), ("all_gather", re.compile(r"all_?gather", re.I)),
+                ("reduce_scatter", re.compile(r"reduce_?scatter", re.I)),
+                ("all_to_all", re.compile(r"all_?to_?all|alltoall", re.I)),
+                ("broadcast", re.compile(r"broadcast", re.I)), ("send_recv", re.compile(r"send|recv", re.I)))
+_COMM_KERNEL = re.compile(r"^nccl|ncclKernel|ncclDevKernel|^rccl|^hccl|^c10d|cross_device_reduce")
+
+
+def _collective(name: str) -> str:
+    for label, rx in _COLLECTIVES:
+        if rx.search(name):
+            return label
+    return "other"
+
+
+@lru_cache(maxsize=1 << 16)
+def classify_kernel(name: str) -> str | None:
+    """``communication.<collective>`` for a communication kernel name, else None (facts: HTA's regexes)."""
+    return f"communication.{_collective(name)}" if _COMM_KERNEL.search(name) else None
+
+
+@lru_cache(maxsize=1 << 16)
+def _module_update(ctx: Ctx, cls: str) -> Ctx:
+    zone, sub, generic = ctx.zone, ctx.sub, None
+    if _PROJECTOR.search(cls):
+        zone, sub = "projector", None
+    elif zone != "projector" and _VISION.search(cls) and not _ROTARY.search(cls):
+        if zone != "vision_tower":
+            zone, sub = "vision_tower", None
+    elif _ROOT.search(cls):
+        zone = zone or "root"
+    elif zone in (None, "root") and _LM.search(cls):
+        zone, sub = "language_model", None
+    if cls in ("Linear", "NonDynamicallyQuantizableLinear", "Conv1D"):
+        generic = "linear"
+    elif cls == "Embedding":
+        generic = "embedding"
+    # the innermost recognised sub-part wins
+    if _ROTARY.search(cls):
+        sub = "other"
+    elif _LM_HEAD.search(cls):
+        sub = "head"
+    elif _ATTN.search(cls):
+        sub = "attention"
+    elif _MLP.search(cls):
+        sub = "mlp"
+    elif zone == "vision_tower" and _VIS_EMBED.search(cls):
+        sub = "patch_embed"
+    elif zone != "vision_tower" and _EMBED.search(cls):
+        sub = "embeddings"
+    elif generic == "linear" and zone == "root" and sub is None:
+        sub = "head"  # a bare Linear directly under the *ForConditionalGeneration / *ForCausalLM: the LM head
+    if sub in ("attention", "mlp", "embeddings", "head") and zone in (None, "root"):
+        zone = "language_model"
+    return Ctx(zone, sub, ctx.special, ctx.backward, True, generic, ctx.forward)
+
+
+@lru_cache(maxsize=1 << 16)
+def _range_update(ctx: Ctx, name: str) -> Ctx:
+    if name.startswith("ProfilerStep#"):
+        return ctx
+    zone, sub, special, backward = ctx.zone, ctx.sub, ctx.special, ctx.backward
+    m = _R_COMM.search(name)
+    if m:
+        return Ctx(zone, sub, f"communication.{_collective(name)}", backward, ctx.in_module, None, ctx.forward)
+    if _R_OPT.search(name):
+        special = "optimizer"
+    elif _R_DATA.search(name):
+        special = "data_loading"
+    if _R_BACKWARD.search(name):
+        backward = True
+    forward = ctx.forward or bool(_R_FORWARD.search(name))
+    in_model = ctx.in_module
+    if _R_PROJ.search(name):
+        zone, sub, in_model = "projector", None, True
+    elif _R_VISION.search(name):
+        zone, sub, in_model = "vision_tower", None, True
+    if _R_ATTN.search(name):
+        sub, in_model = "attention", True
+    elif _R_MLP.search(name):
+        sub, in_model = "mlp", True
+    elif _R_HEAD.search(name):
+        sub, in_model = "head", True
+    elif _R_EMBED.search(name):
+        sub, in_model = ("patch_embed" if zone == "vision_tower" else "embeddings"), True
+    elif _R_LOSS.search(name) and special is None:
+        special = "loss"
+    if sub is not None and zone in (None, "root"):
+        zone = "language_model"
+    return Ctx(zone, sub, special, backward, in_model, None, forward)
+
+
+@lru_cache(maxsize=1 << 16)
+def _op_update(ctx: Ctx, name: str) -> Ctx:
+    if ctx.special is None and ctx.sub is None and ctx.zone in (None, "root") and _LOSS_OPS.match(name):
+        return Ctx(ctx.zone, ctx.sub, "loss", ctx.backward, ctx.in_module, None, ctx.forward)
+    return ctx
+
+
+def _direction(ctx: Ctx) -> str:
+    if ctx.backward:
+        return "backward"
+    return "forward" if ctx.in_module or ctx.zone or ctx.forward else "none"
+
+
+@lru_cache(maxsize=1 << 16)
+def label_of(ctx: Ctx, kind: str) -> str:
+    """The part of an event with context ``ctx`` (``kind``: the event's kind)."""
+    if ctx.special is not None:
+        return ctx.special
+    if ctx.zone == "projector":
+        return "projector"
+    if ctx.zone == "vision_tower":
+        return f"vision_tower.{ctx.sub or 'other'}" if ctx.sub != "embeddings" else "vision_tower.patch_embed"
+    if ctx.zone == "language_model":
+        sub = ctx.sub if ctx.sub != "patch_embed" else "embeddings"
+        return f"language_model.{sub or 'other'}"
+    if ctx.zone == "root":
+        return "model.other"
+    if kind in ("annotation", "module") and not ctx.in_module:
+        return "host"
+    return "unattributed"
+
+
+# ------------------------------------------------------------------------------------------ the result
+@dataclass
+class TraceParts:
+    """Per rank and step: time per part (ns) by direction, step durations, FLOPs per part when known.
+
+    ``parts``: rank, step, iteration, part, direction (forward/backward/none), time_ns.
+    ``steps``: rank, step, iteration, step_ns (the ProfilerStep range), attributed_ns, device (cpu/gpu),
+    comm_ns (communication kernel busy time), overlap_ns (communication under compute).
+    ``top``: the events with the most time (name, part, time_ns, count), per trace.
+    ``flops``: rank, iteration, part, flops, forward_flops: the FLOPs of that rank's work in the iteration
+    (empty without a model and metadata).
+    """
+
+    parts: pl.DataFrame
+    steps: pl.DataFrame
+    top: pl.DataFrame
+    flops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=FLOPS_SCHEMA))
+    notes: list[str] = field(default_factory=list)
+    peak_flops: float | None = None
+    #: matmul FLOPs of the recorded ops (``Input Dims`` of aten::mm/addmm/bmm/baddbmm, forward and backward) per
+    #: rank, step and part: an independent count from the trace itself (convolutions and fused attention kernels
+    #: carry no shapes-based count)
+    shape_flops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(
+        schema={"rank": pl.Int64, "step": pl.Int64, "part": pl.String, "flops": pl.Int64}))
+    #: where ``flops`` comes from: "metadata" (exact, the FLOPs library), "trace shapes" (the recorded matmuls
+    #: only, when there is no model + metadata) or None
+    flops_source: str | None = None
+
+    def check_sums(self) -> float:
+        """Largest |attributed - step| / step over ranks and steps (0 when exact)."""
+        if self.steps.height == 0:
+            return 0.0
+        gap = (self.steps["attributed_ns"] - self.steps["step_ns"]).abs() / self.steps["step_ns"].clip(1)
+        return float(gap.max())  # type: ignore[arg-type]
+
+    def summary(self) -> pl.DataFrame:
+        """One row per part: time (s, summed over ranks and steps), share, FLOPs, FLOPs share, FLOP/s."""
+        return efficiency(self)
+
+    def to_dict(self) -> dict:
+        eff = self.summary()
+        return {
+            "steps": self.steps.to_dicts(), "parts": eff.to_dicts(),
+            "per_step": self.per_step().to_dicts(), "top": self.top.to_dicts(),
+            "max_sum_gap": self.check_sums(), "notes": self.notes, "peak_flops": self.peak_flops,
+            "flops_source": self.flops_source,
+        }
+
+    def per_step(self) -> pl.DataFrame:
+        """Per rank, step and part: time_s, flops, achieved FLOP/s (null without FLOPs)."""
+        t = self.parts.group_by("rank", "step", "iteration", "part").agg(pl.col("time_ns").sum())
+        if self.flops.height:
+            t = t.join(self.flops.select("rank", "iteration", "part", "flops"), on=["rank", "iteration", "part"],
+                       how="left")
+        elif self.flops_source == "trace shapes" and self.shape_flops.height:
+            t = t.join(self.shape_flops.with_columns(pl.col("flops").cast(pl.Float64)), on=["rank", "step", "part"],
+                       how="left")
+        else:
+            t = t.with_columns(pl.lit(None, dtype=pl.Float64).alias("flops"))
+        return t.with_columns((pl.col("time_ns") / 1e9).alias("time_s"),
+                              (pl.col("flops") / (pl.col("time_ns") / 1e9)).alias("flops_per_s")
+                              ).sort("rank", "step", "part")
+
+
+def _order(part: str) -> int:
+    head = part if part in PART_ORDER else coarse_part(part)
+    return PART_ORDER.index(head) if head in PART_ORDER else len(PART_ORDER)
+
+
+def efficiency(result: TraceParts) -> pl.DataFrame:
+    parts = result.parts.group_by("part").agg(
+        (pl.col("time_ns").sum() / 1e9).alias("time_s"),
+        (pl.col("time_ns").filter(pl.col("direction") == "forward").sum() / 1e9).alias("forward_s"),
+        (pl.col("time_ns").filter(pl.col("direction") == "backward").sum() / 1e9).alias("backward_s"))
+    total = float(parts["time_s"].sum()) or 1.0
+    parts = parts.with_columns((pl.col("time_s") / total).alias("time_share"))
+    if result.shape_flops.height:
+        shape = result.shape_flops.group_by("part").agg(pl.col("flops").sum().cast(pl.Float64).alias("shape_flops"))
+        parts = parts.join(shape, on="part", how="left")
+    else:
+        parts = parts.with_columns(pl.lit(None, pl.Float64).alias("shape_flops"))
+    fl = None
+    if result.flops.height:
+        # FLOPs of every profiled (rank, step): the iteration's FLOPs per rank-step
+        used = result.steps.select("rank", "step", "iteration").join(result.flops, on=["rank", "iteration"],
+                                                                      how="inner")
+        fl = used.group_by("part").agg(pl.col("flops").sum(), pl.col("forward_flops").sum())
+    elif result.flops_source == "trace shapes" and result.shape_flops.height:
+        fl = result.shape_flops.group_by("part").agg(pl.col("flops").sum().cast(pl.Float64),
+                                                     pl.lit(None, pl.Float64).alias("forward_flops"))
+    if fl is not None:
+        parts = parts.join(fl, on="part", how="full", coalesce=True).with_columns(
+            pl.col("time_s").fill_null(0.0), pl.col("time_share").fill_null(0.0))
+        total_flops = float(parts["flops"].sum() or 0) or None
+        parts = parts.with_columns(
+            (pl.col("flops") / total_flops if total_flops else pl.lit(None, pl.Float64)).alias("flops_share"),
+            pl.when(pl.col("time_s") > 0).then(pl.col("flops") / pl.col("time_s")).alias("flops_per_s"),
+            pl.when(pl.col("forward_s") > 0).then(pl.col("forward_flops") / pl.col("forward_s"))
+            .alias("forward_flops_per_s"),
+            pl.when(pl.col("backward_s") > 0).then((pl.col("flops") - pl.col("forward_flops")) / pl.col("backward_s"))
+            .alias("backward_flops_per_s"))
+    else:
+        parts = parts.with_columns(*(pl.lit(None, pl.Float64).alias(c) for c in
+                                     ("flops", "forward_flops", "flops_share", "flops_per_s", "forward_flops_per_s",
+                                      "backward_flops_per_s")))
+    if result.peak_flops:
+        parts = parts.with_columns((pl.col("flops_per_s") / result.peak_flops).alias("mfu"))
+    else:
+        parts = parts.with_columns(pl.lit(None, pl.Float64).alias("mfu"))
+    # the reference efficiency: the language model's (every language_model.* part with FLOPs, together);
+    # "vs LM" = the part's rate over it, "excess" = its time minus the time its FLOPs take at that rate
+    lm = parts.filter(pl.col("part").str.starts_with("language_model.") & (pl.col("flops") > 0))
+    lm_time = float(lm["time_s"].sum()) if lm.height else 0.0
+    ref = float(lm["flops"].sum()) / lm_time if lm_time > 0 else None
+    if ref:
+        parts = parts.with_columns((pl.col("flops_per_s") / ref).alias("rate_vs_lm"),
+                                   pl.when(pl.col("flops") > 0).then(pl.col("time_s") - pl.col("flops") / ref)
+                                   .alias("excess_vs_lm_s"))
+    else:
+        parts = parts.with_columns(pl.lit(None, pl.Float64).alias("rate_vs_lm"),
+                                   pl.lit(None, pl.Float64).alias("excess_vs_lm_s"))
+    return parts.with_columns(pl.col("part").map_elements(_order, return_dtype=pl.Int64).alias("_o")).sort(
+        "_o", "part").drop("_o")
+
+
+# -------------------------------------------------------------------------------------------- attribution
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_NVTX_STEP = re.compile(r"^(?:step|iteration|train_step)[ _#:=]*(\d+)$", re.IGNORECASE)
+
+
+def attribute(events: pl.DataFrame, first_iteration: int | None = None) -> TraceParts:
+    """Attribute every step's time to parts (see the module docstring). ``first_iteration``: the training
+    iteration of ``ProfilerStep#0`` (None: iterations unknown, left null)."""
+    if events.height == 0:
+        raise InputError("the trace holds no timed events")
+    part_rows: list[dict] = []
+    step_rows: list[dict] = []
+    top_rows: dict[tuple[str, str], list] = {}
+    notes: list[str] = []
+    shape_rows: list[dict] = []
+    for (rank,), ev in events.partition_by("rank", as_dict=True, maintain_order=True).items():
+        _attribute_rank(int(rank), ev, first_iteration, part_rows, step_rows, top_rows, notes, shape_rows)
+    parts = pl.DataFrame(part_rows, schema={"rank": pl.Int64, "step": pl.Int64, "iteration": pl.Int64,
+                                            "part": pl.String, "direction": pl.String, "time_ns": pl.Int64})
+    parts = parts.group_by("rank", "step", "iteration", "part", "direction").agg(pl.col("time_ns").sum()).sort(
+        "rank", "step", "part", "direction")
+    steps = pl.DataFrame(step_rows, schema={"rank": pl.Int64, "step": pl.Int64, "iteration": pl.Int64,
+                                            "step_ns": pl.Int64, "attributed_ns": pl.Int64, "device": pl.String,
+                                            "comm_ns": pl.Int64, "overlap_ns": pl.Int64})
+    top = pl.DataFrame([{"name": k[0], "part": k[1], "time_ns": v[0], "count": v[1]} for k, v in top_rows.items()],
+                       schema={"name": pl.String, "part": pl.String, "time_ns": pl.Int64, "count": pl.Int64})
+    top = top.sort("time_ns", descending=True).head(50)
+    shape = pl.DataFrame(shape_rows, schema={"rank": pl.Int64, "step": pl.Int64, "part": pl.String,
+                                             "flops": pl.Int64})
+    shape = shape.group_by("rank", "step", "part").agg(pl.col("flops").sum()).sort("rank", "step", "part")
+    return TraceParts(parts=parts, steps=steps, top=top, notes=list(dict.fromkeys(notes)), shape_flops=shape)
+
+
+def _host_contexts(ev: pl.DataFrame) -> tuple[dict[int, tuple[Ctx, str]], dict[int, list], np.ndarray]:
+    """Context of every host event (by row index), the nesting children per row, and the clipped ends."""
+    host = ev.with_row_index("row").filter(pl.col("kind").is_in(["cpu_op", "annotation", "module", "runtime"]))
+    host = host.sort("start", pl.col("end"), descending=[False, True])
+    rows = host["row"].to_list()
+    kinds = host["kind"].cast(pl.String).to_list()
+    names = host["name"].to_list()
+    tids = list(zip(host["pid"].to_list(), host["tid"].to_list()))
+    starts = host["start"].to_list()
+    ends = host["end"].to_list()
+    seqs = host["seq"].to_list()
+    fwd = host["fwd_tid"].to_list()
+    ctx_of: dict[int, tuple[Ctx, str]] = {}
+    children: dict[int, list] = {}
+    clipped = ev["end"].to_numpy().copy()
+    stacks: dict[tuple[int, int], list] = {}
+    fwd_ctx: dict[int, Ctx] = {}   # forward sequence number -> context of the op that made the node
+    empty = Ctx()
+    for i in range(len(rows)):
+        key = tids[i]
+        stack = stacks.setdefault(key, [])
+        s, e = starts[i], ends[i]
+        while stack and clipped[stack[-1][0]] <= s:
+            stack.pop()
+        parent = stack[-1] if stack else None
+        if parent is not None:
+            pe = clipped[parent[0]]
+            if e > pe:
+                e = pe
+            clipped[rows[i]] = e
+            children.setdefault(parent[0], []).append(rows[i])
+            ctx = parent[1]
+        else:
+            ctx = empty
+        name, kind = names[i], kinds[i]
+        if kind == "module":
+            ctx = _module_update(ctx, _CLASS_SUFFIX.sub("", name[len("nn.Module: "):]))
+        elif kind == "annotation":
+            ctx = _range_update(ctx, name)
+        elif kind == "cpu_op":
+            if name.startswith(_EVAL):
+                node = name[len(_EVAL):]
+                if "AccumulateGrad" in node:
+                    ctx = Ctx(ctx.zone, ctx.sub, "grad_accumulation", True, ctx.in_module)
+                else:
+                    f = fwd_ctx.get(seqs[i]) if seqs[i] >= 0 else None
+                    if f is not None:
+                        ctx = Ctx(f.zone, f.sub, f.special, True, f.in_module)
+                    else:
+                        ctx = Ctx(ctx.zone, ctx.sub, ctx.special, True, ctx.in_module)
+            else:
+                ctx = _op_update(ctx, name)
+                # every forward op carries the sequence number the next autograd node will get; the node
+                # is made by the last of them (the number then moves on), so the last one wins
+                if seqs[i] >= 0 and fwd[i] <= 0 and not ctx.backward:
+                    fwd_ctx[seqs[i]] = ctx
+        ctx_of[rows[i]] = (ctx, kind)
+        stack.append((rows[i], ctx))
+    return ctx_of, children, clipped
+
+
+def _steps_of(ev: pl.DataFrame, rank: int, notes: list[str]) -> tuple[list[tuple[int, int, int, int]], bool]:
+    """(row, step number, start, end) of the ProfilerStep ranges (or of NVTX "step N" ranges, or one
+    pseudo-step over the whole trace), and whether they are ProfilerStep ranges (numbered from 0)."""
+    ann = ev.with_row_index("row").filter(pl.col("kind") == "annotation")
+    out = []
+    for pattern in (_STEP, _NVTX_STEP):  # ProfilerStep#N; else NVTX / record_function "step N" ranges
+        for row, name, s, e in ann.select("row", "name", "start", "end").iter_rows():
+            m = pattern.match(name)
+            if m and e > s:
+                out.append((int(row), int(m.group(1)), int(s), int(e)))
+        if out:
+            return sorted(out, key=lambda r: r[2]), pattern is _STEP
+    if not out:
+        notes.append(f"rank {rank}: no ProfilerStep#N ranges (profile.step() not called): the whole trace is one "
+                     "step, iterations unknown")
+    return [(-1, -1, int(ev["start"].min()), int(ev["end"].max()))], False  # type: ignore[arg-type]
+
+
+def _attribute_rank(rank: int, ev: pl.DataFrame, first_iteration: int | None, part_rows: list, step_rows: list,
+                    top: dict, notes: list[str], shape_rows: list) -> None:
+    ctx_of, children, clipped = _host_contexts(ev)
+    steps, profiler_steps = _steps_of(ev, rank, notes)
+    _shape_flops(rank, ev, steps, ctx_of, shape_rows)
+    device = ev.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+    names = ev["name"].to_list()
+    kinds = ev["kind"].cast(pl.String).to_list()
+    starts = ev["start"].to_list()
+
+    def iteration(step: int) -> int | None:
+        if step < 0:
+            return None
+        if not profiler_steps:
+            return step  # an NVTX "step N" range names its iteration
+        return None if first_iteration is None else step + first_iteration
+
+    if device.height:
+        _device_partition(rank, ev, device, steps, ctx_of, iteration, part_rows, step_rows, top, notes)
+        return
+    for row, step, s, e in steps:
+        acc: dict[tuple[str, str], int] = {}
+        if row >= 0:
+            _self_times(row, s, e, ctx_of, children, clipped, starts, names, kinds, acc, top)
+        else:  # no step range: the top-level events, plus the uncovered time as host
+            covered = 0
+            tops = _top_level(ev, clipped)
+            for r in tops:
+                covered += _self_times(r, starts[r], int(clipped[r]), ctx_of, children, clipped, starts, names,
+                                       kinds, acc, top)
+            acc[("host", "none")] = acc.get(("host", "none"), 0) + (e - s) - covered
+        total = 0
+        for (part, direction), t in acc.items():
+            part_rows.append({"rank": rank, "step": step, "iteration": iteration(step), "part": part,
+                              "direction": direction, "time_ns": t})
+            total += t
+        step_rows.append({"rank": rank, "step": step, "iteration": iteration(step), "step_ns": e - s,
+                          "attributed_ns": total, "device": "cpu", "comm_ns": 0, "overlap_ns": 0})
+
+
+def _shape_flops(rank: int, ev: pl.DataFrame, steps, ctx_of, shape_rows: list) -> None:
+    """Matmul FLOPs of the recorded ops, by the step holding the op's start and the op's part."""
+    mm = ev.with_row_index("row").filter((pl.col("kind") == "cpu_op") & (pl.col("flops") > 0))
+    if mm.height == 0:
+        return
+    starts = np.array([s for _, _, s, _ in steps])
+    for row, start, flops in mm.select("row", "start", "flops").iter_rows():
+        k = int(np.searchsorted(starts, start, side="right")) - 1
+        if k < 0 or start >= steps[k][3]:
+            continue
+        ctx, kind = ctx_of[row]
+        shape_rows.append({"rank": rank, "step": steps[k][1], "part": label_of(ctx, kind), "flops": flops})
+
+
+def _top_level(ev: pl.DataFrame, clipped: np.ndarray) -> list[int]:
+    """The outermost host events of the busiest thread (the one whose events cover the most time)."""
+    host = ev.with_row_index("row").filter(pl.col("kind").is_in(["cpu_op", "annotation", "module"]))
+    busiest = host.group_by("pid", "tid").agg((pl.col("end") - pl.col("start")).sum().alias("t")).sort(
+        "t", descending=True).head(1)
+    host = host.join(busiest.select("pid", "tid"), on=["pid", "tid"])
+    out: list[int] = []
+    ends: dict[tuple[int, int], int] = {}
+    for row, pid, tid, s in host.sort("start").select("row", "pid", "tid", "start").iter_rows():
+        key = (pid, tid)
+        if s >= ends.get(key, -1):
+            out.append(row)
+            ends[key] = int(clipped[row])
+    return out
+
+
+def _self_times(row: int, s: int, e: int, ctx_of, children, clipped, starts, names, kinds, acc: dict,
+                top: dict) -> int:
+    """Add the self time of ``row``'s subtree (clipped to [s, e]) to ``acc``; returns the time added."""
+    added = 0
+    todo = [row]
+    while todo:
+        r = todo.pop()
+        rs, re_ = max(starts[r], s), min(int(clipped[r]), e)
+        if re_ <= rs:
+            continue
+        own = re_ - rs
+        for c in children.get(r, ()):
+            cs, ce = max(starts[c], rs), min(int(clipped[c]), re_)
+            if ce > cs:
+                own -= ce - cs
+                todo.append(c)
+        ctx, kind = ctx_of[r]
+        part = label_of(ctx, kind)
+        direction = _direction(ctx)
+        key = (part, direction)
+        acc[key] = acc.get(key, 0) + own
+        added += own
+        if kind == "cpu_op" and own > 0:
+            t = top.setdefault((names[r], part), [0, 0])
+            t[0] += own
+            t[1] += 1
+    return added
+
+
+def _device_partition(rank, ev, device, steps, ctx_of, iteration, part_rows, step_rows, top, notes) -> None:
+    host = ev.with_row_index("row").filter(pl.col("kind").is_in(["runtime", "cpu_op"]))
+    by_corr = dict(host.filter((pl.col("kind") == "runtime") & (pl.col("corr") >= 0)).select("corr", "row")
+                   .unique("corr", keep="first").iter_rows())
+    by_ext = dict(host.filter((pl.col("kind") == "cpu_op") & (pl.col("ext") >= 0)).select("ext", "row")
+                  .unique("ext", keep="first").iter_rows())
+    labels: list[tuple[str, str, str]] = []  # (part, direction, class) class: compute | comm | memory
+    unlinked = 0
+    for kind, name, corr, ext in device.select(pl.col("kind").cast(pl.String), "name", "corr", "ext").iter_rows():
+        comm = classify_kernel(name) if kind == "kernel" else None
+        launch = by_corr.get(corr) if corr >= 0 else None
+        if launch is None and ext >= 0:
+            launch = by_ext.get(ext)
+        if launch is None:
+            unlinked += 1
+            ctx, part = Ctx(), "unattributed"
+        else:
+            ctx, k = ctx_of[launch]
+            part = label_of(ctx, "cpu_op")
+        direction = _direction(ctx)
+        if comm is not None:
+            labels.append((comm, direction, "comm"))
+        elif kind == "memcpy":
+            labels.append(("memory_copy", direction, "memory"))
+        elif kind == "memset":
+            labels.append(("memset", direction, "memory"))
+        else:
+            labels.append((part, direction, "compute"))
+    if unlinked:
+        notes.append(f"rank {rank}: {unlinked} of {device.height} device events have no launch in the trace "
+                     "(no correlation / External id match): unattributed")
+    if device["pid"].n_unique() > 1:
+        notes.append(f"rank {rank}: device events on {device['pid'].n_unique()} devices; their intervals are merged "
+                     "into one timeline")
+    # host data-loading ranges (merged intervals): device idle time under them is data loading
+    loading = _merge_intervals([(int(ev["start"][r]), int(ev["end"][r])) for r, (c, k) in ctx_of.items()
+                                if k == "annotation" and c.special == "data_loading"])
+    d_start = device["start"].to_numpy()
+    d_end = device["end"].to_numpy()
+    d_name = device["name"].to_list()
+    order = np.argsort(d_start, kind="stable")
+    for _row, step, s, e in steps:
+        acc: dict[tuple[str, str], float] = {}
+        comm_ns = overlap_ns = 0
+        inside = (d_end > s) & (d_start < e)
+        sel = order[inside[order]].tolist()
+        for i in sel:
+            top.setdefault((d_name[i], labels[i][0]), [0, 0])[1] += 1
+        # sweep of elementary intervals over [s, e]
+        bounds: list[tuple[int, int, int]] = []  # (time, +1/-1, index)
+        for i in sel:
+            bounds.append((max(int(d_start[i]), s), 1, i))
+            bounds.append((min(int(d_end[i]), e), -1, i))
+        bounds.sort(key=lambda b: (b[0], b[1]))
+        active: dict[int, None] = {}
+        t = s
+        for time, sign, i in bounds + [(e, 0, -1)]:
+            if time > t:
+                span = time - t
+                if not active and loading:
+                    # device idle while the host loads data: charged to data_loading, not to idle
+                    waited = _overlap(loading, t, time)
+                    if waited:
+                        acc[("data_loading", "none")] = acc.get(("data_loading", "none"), 0) + waited
+                        span -= waited
+                _spread(span, active, labels, acc, top, d_name)
+                classes = {labels[j][2] for j in active}
+                if "comm" in classes:
+                    comm_ns += span
+                    if "compute" in classes:
+                        overlap_ns += span
+                t = time
+            if sign > 0:
+                active[i] = None
+            elif sign < 0:
+                active.pop(i, None)
+        total = 0
+        for (part, direction), v in acc.items():
+            part_rows.append({"rank": rank, "step": step, "iteration": iteration(step), "part": part,
+                              "direction": direction, "time_ns": int(round(v))})
+            total += int(round(v))
+        step_rows.append({"rank": rank, "step": step, "iteration": iteration(step), "step_ns": e - s,
+                          "attributed_ns": total, "device": "gpu", "comm_ns": comm_ns, "overlap_ns": overlap_ns})
+
+
+def _merge_intervals(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def _overlap(intervals: list[tuple[int, int]], s: int, e: int) -> int:
+    """Length of [s, e) covered by sorted disjoint ``intervals``."""
+    import bisect
+
+    k = max(0, bisect.bisect_right(intervals, (s, s)) - 1)
+    total = 0
+    while k < len(intervals) and intervals[k][0] < e:
+        a, b = intervals[k]
+        if b > s:
+            total += min(b, e) - max(a, s)
+        k += 1
+    return total
+
+
+def _spread(span: int, active: dict, labels, acc: dict, top: dict, names) -> None:
+    if span <= 0:
+        return
+    if not active:
+        acc[("idle", "none")] = acc.get(("idle", "none"), 0) + span
+        return
+    for cls in ("compute", "comm", "memory"):
+        group = [j for j in active if labels[j][2] == cls]
+        if group:
+            share = span / len(group)
+            for j in group:
+                part, direction, _ = labels[j]
+                acc[(part, direction)] = acc.get((part, direction), 0) + share
+                t = top.setdefault((names[j], part), [0, 0])
+                t[0] += int(share)
+            return
+
+
+# ------------------------------------------------------------------------------------------------- FLOPs
+def flops_by_part(spec: ModelSpec, stats: BatchStats, frozen=(), causal: str = "half") -> dict[str, tuple[float, float]]:
+    """part -> (training FLOPs, forward FLOPs) of one iteration's statistics, from the FLOPs library."""
+    train = compute_flops(spec, stats, "exact", mode="training", causal=causal, frozen=frozen).components
+    fwd = compute_flops(spec, stats, "exact", mode="forward", causal=causal, frozen=frozen).components
+    out: dict[str, list[float]] = {}
+    for comp, part in COMPONENT_TRACE_PART.items():
+        a = out.setdefault(part, [0.0, 0.0])
+        a[0] += float(train.get(comp, 0) or 0)
+        a[1] += float(fwd.get(comp, 0) or 0)
+    return {k: (v[0], v[1]) for k, v in out.items() if v[0] or v[1]}
+
+
+FLOPS_SCHEMA = {"rank": pl.Int64, "iteration": pl.Int64, "part": pl.String, "flops": pl.Float64,
+                "forward_flops": pl.Float64}
+
+
+def flops_frame(per_rank_iteration: dict[tuple[int, int], dict[str, tuple[float, float]]]) -> pl.DataFrame:
+    """{(rank, iteration): {part: (training FLOPs, forward FLOPs)}} -> rows of `FLOPS_SCHEMA`."""
+    rows = [{"rank": rank, "iteration": it, "part": part, "flops": f, "forward_flops": ff}
+            for (rank, it), parts in per_rank_iteration.items() for part, (f, ff) in parts.items()]
+    return pl.DataFrame(rows, schema=FLOPS_SCHEMA)
+
+
+# ------------------------------------------------------------------------------------------------ figure
+def trace_parts_figure(result: TraceParts, path=None):
+    """Stacked time per part per (rank, step), each part annotated with its achieved FLOP/s. Returns the figure."""
+    import matplotlib.pyplot as plt  # the caller's backend (Agg when headless, inline in a notebook)
+
+    per = result.per_step()
+    coarse = per.with_columns(pl.col("part").map_elements(coarse_part, return_dtype=pl.String).alias("coarse"))
+    agg = coarse.group_by("rank", "step", "coarse").agg(pl.col("time_s").sum(), pl.col("flops").sum())
+    keys = agg.select("rank", "step").unique().sort("rank", "step").rows()
+    groups = sorted(agg["coarse"].unique().to_list(), key=_order)
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(keys) + 4), 4.5))
+    bottom = np.zeros(len(keys))
+    cmap = plt.get_cmap("tab20")
+    for gi, g in enumerate(groups):
+        vals, rates = [], []
+        for r, st in keys:
+            row = agg.filter((pl.col("rank") == r) & (pl.col("step") == st) & (pl.col("coarse") == g))
+            t = float(row["time_s"].sum()) if row.height else 0.0
+            f = float(row["flops"].sum() or 0) if row.height else 0.0
+            vals.append(t * 1e3)
+            rates.append(f / t if t > 0 and f > 0 else None)
+        ax.bar(range(len(keys)), vals, bottom=bottom, color=cmap(gi % 20), label=g)
+        for x, (v, rate) in enumerate(zip(vals, rates)):
+            if rate and v > 0.04 * max(1e-9, float(sum(vals)) / max(1, len(vals)) * len(groups) / 2):
+                ax.text(x, bottom[x] + v / 2, _rate(rate), ha="center", va="center", fontsize=7)
+        bottom += np.array(vals)
+    ax.set_xticks(range(len(keys)), [f"r{r} s{st}" for r, st in keys])
+    ax.set_ylabel("time (ms)")
+    ax.set_title("Step time per part (labels: achieved FLOP/s of the part)")
+    ax.legend(fontsize=7, bbox_to_anchor=(1.01, 1), loc="upper left")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def _rate(v: float) -> str:
+    for unit, scale in (("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6)):
+        if v >= scale:
+            return f"{v / scale:.2f} {unit}"
+    return f"{v:.0f} FLOP/s"
+
+
+# ------------------------------------------------------------------------------------------ entry point
+def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, first_iteration: int | None = None,
+                   causal: str = "half", frozen=(), peak_flops: float | None = None,
+                   world_size: int | None = None) -> TraceParts:
+    """Read ``traces`` (files / folders / a merged `TracePartial`), attribute the time and, with ``spec`` and
+    ``metadata`` (paths of the run's per-microbatch metadata), join exact FLOPs per part and iteration.
+
+    ``first_iteration``: the training iteration of ``ProfilerStep#0``; None: the trace's
+    ``vlm_perf_first_iteration`` metadata, else 1 (``profile.step()`` after every optimizer step from
+    the first, as with a Trainer callback), said in ``notes``.
+
+    FLOPs per rank: the metadata's per-(iteration, dp_rank) statistics when the trace ranks are DP ranks (pure
+    data parallelism: ``world_size`` equal to the number of DP ranks in the metadata, or one rank only);
+    otherwise the iteration's FLOPs divided by ``world_size`` (an average over GPUs, said in ``notes``).
+    """
+    from ..ingest.traces import TracePartial, read_traces
+
+    partial = traces if isinstance(traces, TracePartial) else read_traces(traces)
+    if not any(f.height for f in partial.frames):
+        raise InputError("no timed events (complete 'X' events of profiler categories) in the trace",
+                         ", ".join(partial.files[:3]) + (" ..." if len(partial.files) > 3 else ""))
+    notes = list(partial.notes)
+    if first_iteration is None:
+        stated = {m.get("vlm_perf_first_iteration") for m in partial.meta} - {None}
+        if len(stated) == 1:
+            value = stated.pop()
+            if type(value) is not int:
+                raise InputError(f"vlm_perf_first_iteration must be an integer, got {value!r}", partial.files[0])
+            first_iteration = value
+        else:
+            first_iteration = 1
+            notes.append("ProfilerStep#N taken as training iteration N+1 (profile.step() after every optimizer "
+                         "step from the first); pass the first iteration when the profiler started later")
+    result = attribute(partial.events, first_iteration)
+    result.notes = list(dict.fromkeys(notes + result.notes))
+    result.peak_flops = peak_flops
+    if spec is not None and metadata is not None:
+        result.flops = _metadata_flops(result, spec, metadata, frozen, causal, world_size)
+        result.flops_source = "metadata"
+    elif result.shape_flops.height:
+        result.flops_source = "trace shapes"
+        result.notes.append("no model + metadata: FLOPs per part from the matmul shapes the trace recorded "
+                            "(aten::mm/addmm/bmm/baddbmm only; convolutions, fused attention (SDPA / flash) and "
+                            "grouped GEMMs are not counted, so those parts read low)")
+    elif spec is None:
+        result.notes.append("no model: times only (pass a run folder with run.yaml + metadata, or --model)")
+    else:
+        result.notes.append("no per-microbatch metadata: times only, no FLOPs per part")
+    return result
+
+
+def _metadata_flops(result: TraceParts, spec: ModelSpec, metadata, frozen, causal: str,
+                    world_size: int | None) -> pl.DataFrame:
+    from ..ingest.metadata_source import STAT_FIELDS, MetadataSource
+
+    source = MetadataSource(metadata, spec, per_rank=True)
+    per_it = source.result().frame
+    per_rank = source.per_rank
+    steps = result.steps.filter(pl.col("iteration").is_not_null())
+    wanted = sorted(set(steps["iteration"].to_list()))
+    have = set(per_it["iteration"].to_list())
+    missing = [i for i in wanted if i not in have]
+    if missing:
+        result.notes.append(f"no metadata for profiled iteration(s) {missing[:10]}: their parts have no FLOPs")
+    trace_ranks = sorted(set(steps["rank"].to_list()))
+    dp_ranks = set(per_rank["dp_rank"].drop_nulls().to_list()) if "dp_rank" in per_rank.columns else set()
+    pure_dp = len(dp_ranks) > 1 and set(trace_ranks) <= dp_ranks and world_size in (None, len(dp_ranks))
+
+    def stats(frame: pl.DataFrame) -> BatchStats:
+        return BatchStats(**{k: int(v) for k, v in frame.select(STAT_FIELDS).row(0, named=True).items()})
+
+    out: dict[tuple[int, int], dict[str, tuple[float, float]]] = {}
+    divide = 1
+    if not pure_dp and len(dp_ranks) > 1:
+        if world_size:
+            divide = world_size
+            result.notes.append(f"trace ranks are not the metadata's DP ranks: each rank is credited the iteration's "
+                                f"FLOPs / {world_size} GPUs (an average; model-parallel layouts split the work)")
+        else:
+            result.notes.append("the metadata holds several DP ranks but the world size is unknown: each rank is "
+                                "credited the WHOLE iteration's FLOPs (pass a run.yaml with num_gpus)")
+    for rank in trace_ranks:
+        for it in wanted:
+            if it not in have:
+                continue
+            if pure_dp:
+                row = per_rank.filter((pl.col("iteration") == it) & (pl.col("dp_rank") == rank))
+                if row.height == 0:
+                    continue
+                parts = flops_by_part(spec, stats(row), frozen=frozen, causal=causal)
+            else:
+                parts = flops_by_part(spec, stats(per_it.filter(pl.col("iteration") == it)), frozen=frozen,
+                                      causal=causal)
+            out[(rank, it)] = {k: (f / divide, ff / divide) for k, (f, ff) in parts.items()}
+    return flops_frame(out)

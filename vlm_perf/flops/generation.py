@@ -1,0 +1,192 @@
+"""FLOPs of autoregressive generation with a KV cache, and of the phases of one RL (GRPO / PPO) step (pure).
+
+Generation of ``N`` new tokens after a prompt of ``P`` LM positions (visual placeholders included), per
+sample, as Hugging Face ``generate()`` with a KV cache runs it:
+
+* **prefill**: the vision tower and projector over the sample's media, then the LM over the ``P`` prompt
+  positions (attention causal square, ``causal`` as for training: eager ``full`` or fused ``half``), with the
+  output head on the LAST position only (``logits_to_keep=1``): ``2·h·V`` instead of ``P·2·h·V``;
+* **decode**: ``N - 1`` further forwards of one token each (the last token needs none); step ``j`` (1-based)
+  runs every per-token matmul once and attends to ``P + j`` cached positions (itself included):
+  attention core ``2·H·(d_qk + d_v)·(P + j)`` per layer; its head ``2·h·V``.
+
+So decode FLOPs per sample = ``(N - 1)·(per-token matmuls + head) + core_per_position·Σ_{j=1}^{N-1} (P + j)``.
+A batched ``generate()`` keeps finished rows in the batch until the longest stops (padding work): that waste
+is not counted (these are the FLOPs each sample needs). A sliding-window layer's cache keeps the last ``W``
+positions: its decode step attends to ``min(P + j, W)``. Recurrent layers (gated delta nets) are refused.
+
+:func:`rl_step_flops` counts the phases of one RL step (veRL / EasyR1 / TRL GRPO / OpenRLHF structure):
+generation, old-policy and reference log-prob forwards over prompt + response, the actor update (forward +
+backward under a training regime, times PPO epochs), and a critic when present (same model shape as the actor
+here, a value head's FLOPs not counted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..arch.spec import ModelSpec
+from ..arch.trainability import Trainability
+from ..errors import ConfigError, UnsupportedModelError
+from ..stats.batch import BatchStats
+from .blocks import FlopsContext, inventory_terms
+from .regime import regime_flops
+
+
+@dataclass(frozen=True)
+class GenerationFlops:
+    """FLOPs of generating responses: ``prefill`` (tower + projector + LM prompt pass) and ``decode``, by part."""
+
+    prefill: dict[str, Any]
+    decode: dict[str, Any]
+    new_tokens: int
+
+    @property
+    def total(self) -> Any:
+        return sum(self.prefill.values()) + sum(self.decode.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"prefill": dict(self.prefill), "decode": dict(self.decode), "new_tokens": self.new_tokens,
+                "total": self.total}
+
+
+def _lm_head_per_token(spec: ModelSpec) -> int:
+    return 2 * spec.lm.hidden_size * spec.lm.vocab_size
+
+
+def _forward_parts(spec: ModelSpec, stats: BatchStats, causal: str) -> dict[str, Any]:
+    return regime_flops(spec, stats, Trainability(), causal=causal, mode="forward", full_reference=False).parts
+
+
+def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
+                     image_grids: Sequence[Sequence[int]] = (), video_grids: Sequence[Sequence[int]] = (),
+                     causal: str = "half") -> GenerationFlops:
+    """Generation FLOPs of samples with ``prompt_lens[i]`` prompt positions (visual tokens included) and
+    ``response_lens[i]`` generated tokens; the media of all samples (``image_grids`` / ``video_grids``) pass the
+    tower once, in prefill. See the module docstring."""
+    if len(prompt_lens) != len(response_lens):
+        raise ConfigError(f"{len(prompt_lens)} prompt lengths but {len(response_lens)} response lengths")
+    if any(p <= 0 for p in prompt_lens) or any(n < 0 for n in response_lens):
+        raise ConfigError("prompt lengths must be > 0 and response lengths >= 0")
+    samples = [(p, n) for p, n in zip(prompt_lens, response_lens) if n > 0]
+    head = _lm_head_per_token(spec)
+    # prefill: one forward over every prompt, the head on the last position of each sample only
+    prompt = BatchStats.from_batch(seq_lens=[p for p, _ in samples], image_grids=[tuple(g) for g in image_grids],
+                                   video_grids=[tuple(g) for g in video_grids], spec=spec)
+    prefill = _forward_parts(spec, prompt, causal)
+    prefill["language_model"] -= head * (sum(p for p, _ in samples) - len(samples))
+    # decode: N-1 one-token forwards per sample; per-token matmuls from a "sequence" of that many tokens with
+    # no attention, plus the core against the cache, counted from the LM's own core per position
+    steps = sum(n - 1 for _, n in samples)
+    attended = sum((n - 1) * p + (n - 1) * n // 2 for p, n in samples)  # sum over j=1..n-1 of (p + j)
+    decode = {"vision_tower": 0, "projector": 0, "language_model": 0}
+    if steps:
+        lm_only = BatchStats(lm_tokens=steps, lm_tokens_sq=0, lm_sequences=steps, lm_samples=steps,
+                             lm_padded_tokens=steps)
+        decode["language_model"] = _forward_parts(spec, lm_only, "full")["language_model"]
+        ctx = FlopsContext(causal="full")
+        for block in spec.blocks:
+            if block.kind not in _ATTENTION_KINDS:
+                if any(not t.weights and t.component == "lm.attn_core"
+                       for t in inventory_terms((block,), BatchStats(lm_tokens_sq=1, vision_frames=1), ctx)):
+                    raise UnsupportedModelError(f"{spec.name}: decode of block kind {block.kind} is not modelled")
+                continue
+            # a sliding-window layer's cache keeps the last ``window`` positions: it attends to min(P + j, W)
+            span = attended if not getattr(block, "window", None) else sum(
+                _windowed(p, n, block.window) for p, n in samples)
+            decode["language_model"] += sum(t.forward for t in inventory_terms((block,), BatchStats(lm_tokens_sq=span),
+                                                                              ctx) if not t.weights)
+    return GenerationFlops(prefill, decode, sum(n for _, n in samples))
+
+
+_ATTENTION_KINDS = ("decoder_attention", "mla_attention", "gated_decoder_attention")
+
+
+def _windowed(p: int, n: int, window: int) -> int:
+    """Σ_{j=1}^{n-1} min(p + j, window)."""
+    return sum(min(p + j, window) for j in range(1, n))
+
+
+@dataclass(frozen=True)
+class RLStepFlops:
+    """FLOPs of one RL step by phase (``generation``, ``old_log_prob``, ``ref``, ``values``, ``update_actor``,
+    ``update_critic``), each a part -> FLOPs dict, plus the generation detail."""
+
+    phases: dict[str, dict[str, Any]]
+    generation: GenerationFlops
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def total(self) -> Any:
+        return sum(sum(p.values()) for p in self.phases.values())
+
+    def phase_totals(self) -> dict[str, Any]:
+        return {name: sum(p.values()) for name, p in self.phases.items()}
+
+    def shares(self) -> dict[str, float]:
+        total = self.total or 1
+        return {name: value / total for name, value in self.phase_totals().items()}
+
+
+def rl_step_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
+                  image_grids: Sequence[Sequence[int]] = (), video_grids: Sequence[Sequence[int]] = (),
+                  trainability: Trainability | None = None, ppo_epochs: int = 1, old_log_prob: bool = True,
+                  reference: bool = True, critic: bool = False, causal: str = "half") -> RLStepFlops:
+    """Phases of one RL step over the rollout's samples (one entry per response: a GRPO group of ``n`` responses
+    to one prompt is ``n`` samples; their media are listed once per sample, as the actor update sees them).
+
+    Log-prob forwards and the update run over prompt + response (``causal`` attention, logits at every position);
+    the actor update uses ``trainability`` (default: full training), ``ppo_epochs`` times; the critic (PPO) is
+    counted as a forward (values) and a full-training update of the same shape."""
+    if ppo_epochs < 1:
+        raise ConfigError(f"ppo_epochs must be >= 1, got {ppo_epochs}")
+    gen = generation_flops(spec, prompt_lens, response_lens, image_grids, video_grids, causal)
+    full = BatchStats.from_batch(seq_lens=[p + n for p, n in zip(prompt_lens, response_lens)],
+                                 image_grids=[tuple(g) for g in image_grids],
+                                 video_grids=[tuple(g) for g in video_grids], spec=spec)
+    forward = _forward_parts(spec, full, causal)
+    regime = trainability or Trainability()
+    update = regime_flops(spec, full, regime, causal=causal, full_reference=False)
+    phases: dict[str, dict[str, Any]] = {"generation": {k: gen.prefill[k] + gen.decode[k] for k in gen.prefill}}
+    if old_log_prob:
+        phases["old_log_prob"] = dict(forward)
+    if reference:
+        phases["ref"] = dict(forward)
+    if critic:
+        phases["values"] = dict(forward)
+        critic_update = regime_flops(spec, full, Trainability(), causal=causal, full_reference=False)
+        phases["update_critic"] = {k: ppo_epochs * v for k, v in critic_update.parts.items()}
+    phases["update_actor"] = {k: ppo_epochs * v for k, v in update.parts.items()}
+    notes = (f"actor update: {regime.describe()}, {ppo_epochs} PPO epoch(s)",
+             "generation counts each sample's own work (no padding of finished rows); log-prob forwards compute "
+             "logits at every position")
+    return RLStepFlops(phases, gen, notes)
+
+
+# timer names of the frameworks' RL step (veRL ``timing_s/<name>``, EasyR1's ``old``) -> the phases above
+PHASE_TIMERS: dict[str, str] = {"gen": "generation", "generate_sequences": "generation",
+                                "old_log_prob": "old_log_prob", "old": "old_log_prob", "ref": "ref",
+                                "values": "values", "update_critic": "update_critic", "update_actor": "update_actor"}
+
+
+def phase_rates(step: RLStepFlops, timings_s: dict[str, float], num_gpus: int) -> dict[str, dict[str, Any]]:
+    """Per phase: seconds, FLOPs, TFLOP/s per GPU, from one step's FLOPs and the log's phase timings (keys: the
+    phase names or the frameworks' timer names, with or without ``timing_s/``). Phases without a timing get
+    ``None`` rates; a timing with no FLOPs phase (``reward``, ``adv``, ``update_weights``, ...) is kept with 0
+    FLOPs, so the step's time is fully accounted for."""
+    if num_gpus <= 0:
+        raise ConfigError(f"num_gpus must be > 0, got {num_gpus}")
+    flops = step.phase_totals()
+    out: dict[str, dict[str, Any]] = {}
+    for key, seconds in timings_s.items():
+        name = key.split("/", 1)[1] if key.startswith("timing_s/") else key
+        if name == "step":
+            continue
+        phase = PHASE_TIMERS.get(name, name)
+        work = flops.get(phase, 0)
+        rate = work / seconds / num_gpus / 1e12 if seconds and seconds > 0 else None
+        out[phase] = {"seconds": seconds, "flops": work, "tflops_per_gpu": rate}
+    for phase, work in flops.items():
+        out.setdefault(phase, {"seconds": None, "flops": work, "tflops_per_gpu": None})
+    return out

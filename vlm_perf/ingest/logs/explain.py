@@ -1,0 +1,146 @@
+"""``vlm-perf parse FILE --explain``: per distinct line shape, what the parser made of it.
+
+A line's *shape* is its cleaned text (ANSI, launcher prefix removed) with every number replaced by
+``#`` and runs of spaces collapsed, so the thousands of iteration lines of a log are one shape. For
+each shape (in order of first appearance) the explanation names the format that read it, the record
+kind, each key's column and the rule that mapped it (the vocabulary's ``Mapping.why`` for the
+generic extractor and the declared shapes), the keys left as extra columns (unknown to the
+vocabulary) and, for a line that gave no record, why (the ignore reason, a failed claim, or "a step
+but no known training metric" with its keys). It runs the real parse once (so what it reports is
+what ``parse_logs`` did) and reads the file once more for the shapes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .preprocess import clean_line
+from .router import reason_of
+
+_COMPOSER_PIECE = re.compile(r"^(?:Train|Eval) [^:]{1,160}: ")
+_NUM_RE = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_WS_RE = re.compile(r"\s+")
+#: Distinct shapes remembered (beyond it, further new shapes are only counted).
+MAX_TRACKED = 10_000
+_NOT_KEYS = frozenset({"framework", "file", "line", "rank_label", "segment", "iteration", "timestamp", "kind",
+                       "first_in_segment"})
+
+
+def shape_of_line(text: str) -> str:
+    _, clean = clean_line(text.split("\r")[-1])
+    return _WS_RE.sub(" ", _NUM_RE.sub("#", clean)).strip()[:160]
+
+
+@dataclass
+class ShapeInfo:
+    shape: str
+    first_line: int
+    sample: str
+    count: int = 0
+    framework: str | None = None
+    kind: str | None = None
+    fields: list[str] = field(default_factory=list)  # "key -> column (why)" or "column"
+    unknown: list[str] = field(default_factory=list)
+    why_not: str = ""
+    confidence: str = ""
+
+
+def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], int]:
+    """(the first ``max_shapes`` shapes of ``path``: the shapes that gave records first, then the others by
+    count, number of distinct shapes seen)."""
+    from .generic import extract, find_step, pairs, shape_of
+    from .parser import parse_logs
+    from .reader import line_frames
+    from .vocab import lookup
+
+    path = Path(path)
+    result = parse_logs([path], empty_ok=True)
+    raw = result.raw
+    by_line: dict[int, dict] = {}
+    for row in raw.rows(named=True):
+        by_line.setdefault(row["line"], row)
+    failed = {int(loc.rsplit(":", 1)[1]) for loc in result.diagnostics.failed if ":" in loc}
+    shapes: dict[str, ShapeInfo] = {}
+    order: list[str] = []
+    distinct = 0
+    for frame in line_frames(path):
+        for line, text in frame.select("line", "text").iter_rows():
+            text = text or ""
+            sig = shape_of_line(text)
+            info = shapes.get(sig)
+            if info is None:
+                distinct += 1
+                if len(shapes) >= MAX_TRACKED:
+                    continue
+                info = shapes[sig] = ShapeInfo(sig, line, text[:200])
+                order.append(sig)
+            info.count += 1
+            if info.framework is None and line in by_line:  # a shape may be read on some lines only
+                info.first_line, info.sample = line, text[:200]
+                info.framework = by_line[line]["framework"]
+    # record shapes first (in order of appearance), then the others, most frequent first
+    order = ([s for s in order if shapes[s].framework is not None]
+             + sorted((s for s in order if shapes[s].framework is None), key=lambda s: -shapes[s].count))
+    out = []
+    for sig in order[:max_shapes]:
+        info = shapes[sig]
+        _, clean = clean_line(info.sample.split("\r")[-1])
+        row = by_line.get(info.first_line)
+        if row is not None:
+            info.framework = row["framework"]
+            info.kind = str(row.get("kind") or "train")
+            info.confidence = "lower (generic extractor, no declared format)" if info.framework == "generic" else "declared format"
+            if info.framework in ("generic", "nanochat", "mmengine", "composer"):
+                shape = shape_of(clean)
+                ex = extract(clean, shape.overrides if shape is not None else None)
+                info.fields = [f"{k} -> {col} ({why})" for k, (col, why) in ex.mapped.items()]
+                info.unknown = list(ex.unknown)
+            if not info.fields:  # a declared format, or a block record (Composer) read from several lines
+
+                info.fields = [f"{c}={_fmt(v)}" for c, v in row.items() if v is not None and c not in _NOT_KEYS
+                               and c in _CORE_VALUES]
+                info.unknown = info.unknown or [c for c, v in row.items() if v is not None and c not in _NOT_KEYS
+                                                and c not in _CORE_VALUES]
+        elif info.first_line in failed:
+            info.why_not = "failed: a format's detector claims it but no record came of it"
+        elif not clean.strip():
+            info.why_not = "ignored: blank"
+        elif _COMPOSER_PIECE.match(clean.strip()):
+            info.why_not = "joined onto the Composer block record above it (its fields are that record's)"
+        else:
+            step = find_step(clean)
+            if step is not None:
+                ks = [k for k, _ in pairs(clean)]
+                known = [f"{k} -> {m.column or '(extra)'}" for k in ks if (m := lookup(k)) is not None]
+                info.why_not = (f"not a record: a step ({step.n}) but no known training metric; keys: "
+                                f"{', '.join(ks) or 'none'}" + (f"; mapped: {', '.join(known)}" if known else ""))
+            else:
+                info.why_not = f"ignored: {reason_of(clean)} (no step found)"
+        out.append(info)
+    return out, distinct
+
+
+def _fmt(v) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+_CORE_VALUES = frozenset({"elapsed_s", "tflops_per_gpu_logged", "mfu_logged", "tokens_per_s", "loss", "lr", "grad_norm",
+                          "global_batch_size", "consumed_samples", "skipped_iterations", "nan_iterations"})
+
+
+def explain_text(path: str | Path, max_shapes: int = 40) -> str:
+    infos, distinct = explain(path, max_shapes)
+    lines = [f"{path}: {distinct} distinct line shape(s)" + (f", the first {len(infos)} shown" if distinct > len(infos) else "")]
+    for info in infos:
+        lines.append(f"- line {info.first_line} (x{info.count}): {info.sample[:120]!r}")
+        if info.framework is not None:
+            lines.append(f"    format {info.framework} [{info.confidence}], kind {info.kind}")
+            if info.fields:
+                lines.append(f"    fields: {'; '.join(info.fields)}")
+            if info.unknown:
+                lines.append(f"    keys not in the vocabulary / other columns (kept as extras): {', '.join(info.unknown)}")
+        else:
+            lines.append(f"    {info.why_not}")
+    return "\n".join(lines)

@@ -1,0 +1,374 @@
+"""The canonical metric vocabulary: every log key spelling -> one column, its unit and its scope.
+
+One table (``FIELDS``) says, per canonical column, its unit, whether it is per GPU or for the whole
+job, and the key spellings that mean it. ``lookup(key)`` maps any spelling a framework prints to a
+``Mapping`` (column, multiplier to the column's unit, why) or None (an unknown key, kept as an extra
+column by the caller). The rules, applied in this order, each one written down so that a mapping
+can be explained (``Mapping.why``) and tested:
+
+1. **Whole keys** (``FULL_KEYS``): spellings that only mean something as a whole, e.g. veRL's
+   ``perf/throughput`` (tokens/s per GPU) or Composer's ``loss/train/total``. Case-insensitive.
+2. **Scale in the key**: ``actor/lr(1e-4)`` means the printed number is in units of 1e-4, so the
+   value is multiplied by 1e-4 (also ``(x1e-4)``, ``[1e-4]``).
+3. **Unit annotations** are removed and remembered: ``(ms)``, ``(s)``, ``(%)``, `` in s``,
+   `` in ms`` and the key suffixes ``_ms``, ``_s``, ``_sec``, ``_seconds``, ``_pct``, ``_percent``
+   (a time suffix only where the rest of the key is a time quantity).
+4. **Prefixes** (``PREFIXES``) are removed, repeatedly: ``train/``, ``training/``, ``actor/``,
+   ``perf/``, ``timing_s/`` (which also says: seconds), ``timing/``, ``trainer/``, ``throughput/``,
+   ``metrics/``. A key with an evaluation prefix (``val/``, ``eval/``, ``eval_``, ``val_``,
+   ``val-core/``, ``validation/``, ``test/``) is never mapped: ``is_eval_key`` says so and the
+   record kind decides (evaluations are not iterations).
+5. **Scope**: ``_per_gpu``, ``_per_device``, ``_gpu``, ``_device``, ``/gpu``, ``/device``,
+   ``_per_rank`` make a throughput per GPU; without one, a spelling takes its synonym's default
+   scope (``tps``/``wps``/``tgs`` per GPU as torchtitan and Megatron-DeepSpeed print them,
+   ``tokens_per_sec`` for the job as nanotron prints it).
+6. **Synonyms** (snake_case, after the steps above) name the column.
+
+Values: ``value_of`` reads ``1.2e+03``, ``12,345``, ``5.2K`` (K/M/B/G/T = 1e3/1e6/1e9/1e9/1e12),
+``43%`` (a percentage: ÷ 100 for fractions), ``512.3ms`` / ``2.5s`` (a time unit on the value wins
+over the key's), ``nan``/``inf``; a value followed by a parenthesised average (``0.41 (1.87)``,
+MetricLogger) is the first number.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .schema import snake_case
+
+
+@dataclass(frozen=True)
+class Field:
+    """One canonical column: ``unit`` of its values, ``scope`` (``per GPU``, ``job``, or ``-``) and the
+    snake_case ``synonyms`` (after prefix, unit and scope removal) that mean it."""
+
+    column: str
+    unit: str
+    scope: str
+    synonyms: tuple[str, ...]
+    #: the kind of unit the key or value may carry: "time" (ms/s converted to seconds), "fraction"
+    #: (a percentage is divided by 100), "" (taken as printed)
+    quantity: str = ""
+
+
+#: The vocabulary. Order matters only for the docs.
+FIELDS: tuple[Field, ...] = (
+    Field("loss", "-", "-", ("loss", "lm_loss", "train_loss", "reduced_train_loss", "total_loss", "avg_loss",
+                             "step_loss")),
+    Field("lr", "-", "-", ("lr", "learning_rate")),
+    Field("grad_norm", "-", "-", ("grad_norm", "gradient_norm", "grad_l2_norm", "total_grad_norm")),
+    Field("elapsed_s", "s per iteration", "-",
+          ("elapsed_s", "step_time", "time_per_step", "time_per_iteration", "elapsed_time_per_iteration",
+           "iteration_time", "iter_time_per_step", "train_step_timing", "step_timing", "time", "dt", "batch_time",
+           "time_step", "sec_per_step", "s_per_step", "seconds_per_step", "seconds"),
+          quantity="time"),
+    Field("tflops_per_gpu_logged", "TFLOP/s", "per GPU",
+          ("tflops", "tflop_s", "tflops_s", "tflops_per_sec", "tflops_per_second", "model_tflops",
+           "model_tflop_s", "model_tflops_per_sec", "tflops_per_gpu_logged", "tflop_per_s", "tflops_per_s",
+           "model_tflop_per_s"), quantity=""),
+    Field("mfu_logged", "fraction", "-", ("mfu", "model_flops_utilization", "mfu_logged"), quantity="fraction"),
+    Field("tokens_per_s", "tokens/s", "per GPU", ("tps", "wps", "tgs", "tokens_per_gpu_per_s", "tgs_per_gpu"),
+          quantity=""),
+    Field("tokens_per_s_total", "tokens/s", "job",
+          ("tokens_per_sec", "tokens_per_second", "tokens_s", "tokens_per_s", "tok_sec", "tok_s", "tok_per_sec", "tokens_per_s_total",
+           "throughput_tokens", "tokens_per_sec_total"), quantity=""),
+    Field("global_batch_size", "samples", "job", ("global_batch_size", "global_batch")),
+    Field("consumed_samples", "samples", "job", ("consumed_samples",)),
+)
+
+#: Whole keys (lower-case) that map only as a whole: key -> (column, multiplier, why).
+FULL_KEYS: dict[str, tuple[str, float, str]] = {
+    "perf/throughput": ("tokens_per_s", 1.0, "veRL: tokens/s per GPU"),
+    "perf/time_per_step": ("elapsed_s", 1.0, "veRL: seconds per step"),
+    "timing_s/step": ("elapsed_s", 1.0, "veRL: seconds per step"),
+    "perf/mfu/actor": ("mfu_logged", 1.0, "veRL: a fraction"),
+    "mfu/actor": ("mfu_logged", 1.0, "early veRL: a fraction"),
+    "actor/pg_loss": ("loss", 1.0, "veRL GRPO/PPO: the policy-gradient loss is the training loss"),
+    "loss/train/total": ("loss", 1.0, "Composer: the total training loss"),
+    "throughput/device/tokens_per_sec": ("tokens_per_s", 1.0, "Composer: tokens/s per device"),
+    "throughput/tokens_per_sec": ("tokens_per_s_total", 1.0, "Composer: tokens/s of the job"),
+    "throughput/device/mfu": ("mfu_logged", 1.0, "Composer: a fraction"),
+    "device/mfu": ("mfu_logged", 1.0, "Lightning ThroughputMonitor: a fraction"),
+    "tokens/s/device": ("tokens_per_s", 1.0, "MaxText: tokens/s per device"),
+    "tflop/s/device": ("tflops_per_gpu_logged", 1.0, "MaxText: TFLOP/s per device"),
+    "throughput per gpu (tflop/s/gpu)": ("tflops_per_gpu_logged", 1.0, "Megatron: TFLOP/s per GPU"),
+    "elapsed time per iteration (ms)": ("elapsed_s", 1e-3, "Megatron: ms per iteration"),
+    "train_step_timing in s": ("elapsed_s", 1.0, "NeMo: seconds per step"),
+    "hardware_tflops_per_gpu": ("", 1.0, "nanotron: hardware (recomputation-counting) TFLOP/s kept as an extra"),
+    "hardware_tflops": ("", 1.0, "hardware TFLOP/s kept as an extra (model TFLOP/s is the logged figure)"),
+    "lrm": ("", 1.0, "nanochat: a learning-rate multiplier, not the learning rate"),
+    "time/batch": ("", 1.0, "Composer: a batch counter, not a time"),
+    "time/sample": ("", 1.0, "Composer: a sample counter, not a time"),
+    "time/token": ("", 1.0, "Composer: a token counter, not a time"),
+    "time/train": ("", 1.0, "Composer: wall hours since start, not a step time"),
+    "time/val": ("", 1.0, "Composer: wall hours of evaluation"),
+    "time/total": ("", 1.0, "Composer: wall hours since start"),
+    "data_time": ("", 1.0, "data-loading time, not the step time (kept as an extra)"),
+    "eta": ("", 1.0, "time remaining, not a step time"),
+    "train_runtime": ("", 1.0, "HF end-of-run summary: total seconds"),
+}
+
+#: Prefixes removed from a key (repeatedly), and the unit each one implies.
+PREFIXES: tuple[tuple[str, str], ...] = (
+    ("train/", ""), ("training/", ""), ("actor/", ""), ("perf/", ""), ("timing_s/", "s"), ("timing_ms/", "ms"),
+    ("timing/", ""), ("trainer/", ""), ("throughput/", ""), ("metrics/", ""),
+)
+#: Keys never shortened by a prefix (none today; `train_` is deliberately not a prefix: modded-nanogpt's
+#: `train_time` is the cumulative training time, not a step time)
+_PREFIX_KEEP_WHOLE: set[str] = set()
+
+#: Key prefixes of evaluation metrics (never mapped to training columns).
+EVAL_PREFIXES: tuple[str, ...] = ("val/", "eval/", "eval_", "val_", "val-core/", "val-aux/", "validation/",
+                                  "validation_", "test/", "test_", "valid/", "valid_", "evaluation/")
+#: Keys of an end-of-run summary (HF Trainer's ``train()`` result and friends).
+SUMMARY_KEYS: frozenset[str] = frozenset({
+    "train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_tokens_per_second",
+})
+
+_SCALE_RE = re.compile(r"\s*[\(\[]\s*(?:x\s*)?([0-9.]*[eE][-+]?\d+)\s*[\)\]]")
+_UNIT_RE = re.compile(r"\s*(?:\((ms|s|sec|%|pct)\)| in (ms|s)\b)", re.IGNORECASE)
+_SCOPE_SUFFIXES = ("_per_gpu", "_per_device", "_per_rank", "_gpu", "_device")
+_TIME_SUFFIXES = (("_ms", "ms"), ("_seconds", "s"), ("_secs", "s"), ("_sec", "s"), ("_s", "s"))
+_PCT_SUFFIXES = ("_pct", "_percent")
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """A key's meaning: ``column`` ("" = deliberately not mapped), ``mult`` converts the printed
+    number to the column's unit (before a value's own unit), ``quantity`` tells ``value_of`` how to
+    read a unit on the value, ``why`` the rule that decided."""
+
+    column: str
+    mult: float
+    quantity: str
+    why: str
+    #: the part of ``mult`` that is the key's unit (ms -> 1e-3, % -> 0.01); a unit printed on the value
+    #: replaces it
+    unit_mult: float = 1.0
+
+
+_SYN: dict[str, Field] = {}
+for _f in FIELDS:
+    for _s in _f.synonyms:
+        key = snake_case(_s)
+        if key in _SYN:
+            raise ValueError(f"vocabulary: synonym {_s!r} given for {_SYN[key].column!r} and {_f.column!r}")
+        _SYN[key] = _f
+_BY_COLUMN = {f.column: f for f in FIELDS}
+#: Columns whose synonyms may carry a scope suffix (throughputs).
+_SCOPED = {"tokens_per_s", "tokens_per_s_total", "tflops_per_gpu_logged"}
+_TIME_UNIT = {"ms": 1e-3, "s": 1.0, "sec": 1.0}
+
+
+def is_eval_key(key: str) -> bool:
+    low = key.strip().lower()
+    return low.startswith(EVAL_PREFIXES) or "/val/" in low or "/eval/" in low
+
+
+_CACHE: dict[str, Mapping | None] = {}
+
+
+def lookup(key: str) -> Mapping | None:
+    """The mapping of a log key, or None (unknown: the caller keeps it as an extra column). Cached:
+    a log has few distinct keys."""
+    try:
+        return _CACHE[key]
+    except KeyError:
+        pass
+    out = _lookup(key)
+    if len(_CACHE) < 100_000:
+        _CACHE[key] = out
+    return out
+
+
+def _lookup(key: str) -> Mapping | None:
+    low = key.strip().lower()
+    if not low:
+        return None
+    if low in FULL_KEYS:
+        col, mult, why = FULL_KEYS[low]
+        return Mapping(col, mult, _BY_COLUMN[col].quantity if col else "", f"whole key: {why}", mult)
+    if is_eval_key(low):
+        return None
+    why = []
+    mult = 1.0
+    m = _SCALE_RE.search(low)
+    if m:
+        try:
+            mult = float(m.group(1))
+        except ValueError:
+            return None
+        low = (low[:m.start()] + low[m.end():]).strip()
+        why.append(f"scale {m.group(1)} in the key")
+    unit = ""
+    m = _UNIT_RE.search(low)
+    if m:
+        unit = (m.group(1) or m.group(2)).lower()
+        low = (low[:m.start()] + low[m.end():]).strip()
+        why.append(f"unit ({unit}) in the key")
+    stripped = True
+    while stripped:
+        stripped = False
+        for pre, pre_unit in PREFIXES:
+            if low.startswith(pre) and len(low) > len(pre) and snake_case(low) not in _PREFIX_KEEP_WHOLE:
+                low = low[len(pre):]
+                unit = unit or pre_unit
+                why.append(f"prefix {pre!r} removed")
+                stripped = True
+                break
+    if low in FULL_KEYS:  # e.g. `timing_s/step` after a `train/` prefix
+        col, m2, w = FULL_KEYS[low]
+        return Mapping(col, mult * m2, _BY_COLUMN[col].quantity if col else "", f"whole key: {w}", m2)
+    snake = snake_case(low.replace("/", "_per_") if "/s" in low or "/gpu" in low or "/device" in low else low)
+    snake = snake.replace("_per_s_per_", "_per_s_")
+    scope = ""
+    field = _SYN.get(snake)
+    if field is None:
+        for suf in _SCOPE_SUFFIXES:
+            if snake.endswith(suf) and snake[:-len(suf)] in _SYN and _SYN[snake[:-len(suf)]].column in _SCOPED:
+                snake = snake[:-len(suf)]
+                scope = "per GPU"
+                why.append(f"{suf!r}: per GPU")
+                field = _SYN[snake]
+                break
+    if field is None:
+        for suf, u in _TIME_SUFFIXES:
+            if snake.endswith(suf) and _SYN.get(snake[:-len(suf)]) is not None \
+                    and _SYN[snake[:-len(suf)]].quantity == "time":
+                field = _SYN[snake[:-len(suf)]]
+                unit = unit or u
+                why.append(f"suffix {suf!r}: {u}")
+                break
+    if field is None:
+        for suf in _PCT_SUFFIXES:
+            if snake.endswith(suf) and _SYN.get(snake[:-len(suf)]) is not None \
+                    and _SYN[snake[:-len(suf)]].quantity == "fraction":
+                field = _SYN[snake[:-len(suf)]]
+                unit = "%"
+                why.append(f"suffix {suf!r}: percent")
+                break
+    if field is None:
+        return None
+    col = field.column
+    if col in ("tokens_per_s", "tokens_per_s_total") and scope == "per GPU":
+        col = "tokens_per_s"
+    elif col == "tokens_per_s_total" and not scope:
+        why.append("no per-GPU mark: the job's rate")
+    unit_mult = 1.0
+    if field.quantity == "time":
+        if unit in _TIME_UNIT:
+            unit_mult = _TIME_UNIT[unit]
+        elif unit:
+            return None
+    elif field.quantity == "fraction" and unit in ("%", "pct"):
+        unit_mult = 0.01
+    elif unit:
+        return None  # a time unit on a non-time quantity: not this column
+    why.append(f"synonym of {col!r}")
+    return Mapping(col, mult * unit_mult, field.quantity, "; ".join(why), unit_mult)
+
+
+_VALUE_RE = re.compile(
+    r"^\s*(?P<num>[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf|infinity))"
+    r"\s?(?P<suf>[KMBGT](?![a-zA-Z]))?\s?(?P<unit>%|ms|s|sec|GiB|GB|MiB|MB)?(?![\w.])")
+_SUFFIX = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_VALUE_UNIT = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "%": 0.01}
+
+
+def value_of(raw: str, mapping: Mapping | None = None) -> float | None:
+    """The number a value text means for ``mapping`` (None: not a number): the printed number, times
+    its K/M/B/G/T suffix, times the key's scale, times the unit: the value's own unit (``ms``, ``s``
+    for a time, ``%`` for a fraction) where it prints one, else the key's."""
+    m = _VALUE_RE.match(raw)
+    if not m:
+        return None
+    try:
+        v = float(m.group("num").replace(",", ""))
+    except ValueError:
+        return None
+    if m.group("suf"):
+        v *= _SUFFIX[m.group("suf")]
+    if mapping is None:
+        return v
+    unit = m.group("unit") or ""
+    own = None
+    if mapping.quantity == "time" and unit in ("ms", "s", "sec"):
+        own = _VALUE_UNIT[unit]
+    elif mapping.quantity == "fraction" and unit == "%":
+        own = 0.01
+    scale = mapping.mult / mapping.unit_mult if mapping.unit_mult else mapping.mult
+    out = v * scale * (own if own is not None else mapping.unit_mult)
+    return 0.0 if out == 0.0 else out
+
+
+def docs_markdown() -> str:
+    """The vocabulary section of docs/log-formats.md (a test keeps it in sync)."""
+    out = [VOCAB_BEGIN, "", "| column | unit | scope | synonyms (snake_case, after prefix/unit/scope removal) |",
+           "|---|---|---|---|"]
+    for f in FIELDS:
+        syn = ", ".join(f"`{s}`" for s in f.synonyms)
+        out.append(f"| `{f.column}` | {f.unit} | {f.scope} | {syn} |")
+    out += ["", "Whole keys (matched before any other rule; an empty column means: deliberately kept as an extra):",
+            "", "| key | column | × | why |", "|---|---|---|---|"]
+    for k, (col, mult, why) in FULL_KEYS.items():
+        out.append(f"| `{k}` | {f'`{col}`' if col else '(extra)'} | {mult:g} | {why} |")
+    out += ["", "Prefixes removed: " + ", ".join(f"`{p}`" + (f" (unit {u})" if u else "") for p, u in PREFIXES)
+            + " (`train_` is not one: `train_time` is a cumulative time, `train_loss` a synonym).",
+            "Evaluation prefixes (never mapped; the record is an evaluation when all its metrics carry one): "
+            + ", ".join(f"`{p}`" for p in EVAL_PREFIXES) + ".",
+            "End-of-run summary keys (the record is a summary): " + ", ".join(f"`{k}`" for k in sorted(SUMMARY_KEYS))
+            + ".",
+            "Scope suffixes (throughputs: per GPU): " + ", ".join(f"`{s}`" for s in _SCOPE_SUFFIXES)
+            + ", and `/gpu`, `/device`.",
+            "Time units: key suffixes " + ", ".join(f"`{s}`" for s, _ in _TIME_SUFFIXES)
+            + ", annotations `(ms)`, `(s)`, ` in s`, ` in ms`, a unit on the value (`512ms`, `2.5s`; it wins).",
+            "Fractions: `%` on the value, `(%)` or `_pct`/`_percent` on the key divide by 100; an MFU printed "
+            "without a percent sign is taken as a fraction.",
+            "Scale: `(1e-4)` in a key multiplies the value by 1e-4; `K`/`M`/`B`/`G`/`T` after a number multiply by "
+            "1e3/1e6/1e9/1e9/1e12.",
+            "", VOCAB_END]
+    return "\n".join(out)
+
+
+VOCAB_BEGIN = "<!-- vocabulary: generated from vlm_perf/ingest/logs/vocab.py; do not edit by hand -->"
+VOCAB_END = "<!-- vocabulary: end -->"
+
+
+def put_known_or_extra(rec: dict, key: str, raw: object, v: float, outputs=frozenset()) -> str:
+    """For a declared format's key its own table does not know: the vocabulary's column when it has
+    one and the record has no value for it yet, else an extra column (``schema.extra_name``). ``raw``
+    is the printed value (its own unit, ``%`` or ``ms``, is read by ``value_of``), ``v`` its number.
+    Returns the column used."""
+    from .schema import extra_name
+
+    m = lookup(key) if isinstance(key, str) else None
+    if m is not None and m.column and m.column not in rec:
+        val = value_of(raw, m) if isinstance(raw, str) else v * m.mult
+        if val is not None:
+            rec[m.column] = val
+            return m.column
+    name = extra_name(snake_case(key), rec, outputs)
+    rec.setdefault(name, v)
+    return name
+
+
+def value_factors(raw: str, mapping: Mapping | None = None) -> tuple[float, float, float] | None:
+    """The factors ``value_of`` applies to the printed number, in its order: (K/M/B/G/T suffix, the
+    key's scale, the unit); ``value_of(raw, m) == ((number * suffix) * scale) * unit`` exactly (up to
+    the -0.0 -> 0.0 of a mapped value). None when ``raw`` is not a number. Without a mapping the last
+    two are 1.0 (``value_of`` returns the number times its suffix)."""
+    m = _VALUE_RE.match(raw)
+    if not m:
+        return None
+    suf = _SUFFIX[m.group("suf")] if m.group("suf") else 1.0
+    if mapping is None:
+        return suf, 1.0, 1.0
+    unit = m.group("unit") or ""
+    own = None
+    if mapping.quantity == "time" and unit in ("ms", "s", "sec"):
+        own = _VALUE_UNIT[unit]
+    elif mapping.quantity == "fraction" and unit == "%":
+        own = 0.01
+    scale = mapping.mult / mapping.unit_mult if mapping.unit_mult else mapping.mult
+    return suf, scale, (own if own is not None else mapping.unit_mult)
