@@ -249,3 +249,25 @@ def straggler_lines(s: dict) -> list[str]:
 def straggler_provider(s: dict | None) -> SectionProvider:
     return SectionProvider("stragglers", s, lambda out: Section("Stragglers", straggler_lines(s) if s else
                                                                  ["not computed"]))
+
+
+# --- training regime ---------------------------------------------------------------------------
+def regime_lines(r: dict) -> list[str]:
+    lines = [f"Regime: **{r['description']}** (from {r['source']}).", f"What trains: {r['trainability']}."]
+    ratio = r.get("full_training_over_regime")
+    if ratio:
+        lines.append(f"Exact FLOPs per iteration under this regime {r['flops_per_iteration']:.4g}; full training of "
+                     f"every weight would count {r['full_training_flops_per_iteration']:.4g} "
+                     f"({100 * (ratio - 1):+.1f}%): a tool that ignores the regime overstates TFLOP/s and MFU by "
+                     f"×{ratio:.3f}.")
+    if r.get("full_training_tflops_per_gpu_mean") is not None:
+        lines.append(f"Full-training accounting: {r['full_training_tflops_per_gpu_mean']:,.2f} TFLOP/s/GPU"
+                     + (f", MFU {_pct(r['full_training_mfu_mean'])}" if r.get("full_training_mfu_mean") is not None
+                        else "") + " (not what ran).")
+    lines += [f"Contradiction: {c}" for c in r.get("contradictions", [])]
+    return lines
+
+
+def regime_provider(r: dict | None) -> SectionProvider:
+    return SectionProvider("regime", r, lambda out: Section("Training regime", regime_lines(r) if r else
+                                                            ["No regime stated: every part trains (full training)."]))

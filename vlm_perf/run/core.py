@@ -39,11 +39,12 @@ class Run:
     config: Any  # vlm_perf.ingest.runconfig.RunConfig
     spec: ModelSpec
     peak_tflops: float | None
-    frozen: tuple[str, ...]
+    frozen: Any  # what the FLOPs layer takes: frozen parts (whole-part regimes), else a Trainability
     causal: str
     metadata: Any = None
     estimate: BatchStats | None = None
     notes: list[str] = field(default_factory=list)  # what opening the run noticed (for the report's messages)
+    regime: Any = None  # vlm_perf.run.regime.Regime: what trains, from which source
 
     @property
     def stats_frame(self):
@@ -141,8 +142,11 @@ def open_run(path: str | Path, *, metadata: Sequence[str | Path] = (), overrides
             peak = device_peak(config.gpu).flops(config.dtype or "bf16") / 1e12
         except ValueError as exc:  # partial results beat none: MFU stays empty, the gap is stated
             notes.append(f"{exc}; MFU left empty")
-    frozen = tuple(config.frozen or ())
-    opened = Run(path, files, meta_paths, parsed, config, spec, peak, frozen, causal, notes=notes)
+    from .regime import resolve_regime
+
+    regime = resolve_regime(config, files, spec)
+    frozen = regime.frozen
+    opened = Run(path, files, meta_paths, parsed, config, spec, peak, frozen, causal, notes=notes, regime=regime)
     if meta_paths:
         on_step(f"aggregating metadata ({len(meta_paths)} path(s))")
         opened.metadata = MetadataSource(meta_paths, spec, skip_bad=skip_bad, progress=metadata_progress,

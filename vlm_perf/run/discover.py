@@ -10,6 +10,10 @@ A run is a log file (its folder holds the rest) or a run folder. In the folder:
   level, and a ``metadata/`` sub-folder of shards.
 * **manifest**: ``run.yaml`` / ``run.yml`` / ``run.json`` (`vlm_perf.ingest.runconfig.find_manifest`).
 * **checkpoint config**: a ``config.json`` at the top level (the model when no other source names one).
+* **trainability**: ``trainability.json`` at the top level (what `vlm_perf.capture.MetadataCallback` observed
+  requiring grad), and a PEFT ``adapter_config.json`` (the folder's own, else the latest ``checkpoint-N``'s,
+  `vlm_perf.ingest.adapter_config.find_adapter_config`); `vlm_perf.run.regime` resolves them against the
+  command line and run.yaml.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..ingest.adapter_config import TRAINABILITY_FILE, find_adapter_config
 from ..ingest.logs.discover import LOG_SUBDIRS, expand_dir
 from ..ingest.runconfig import find_manifest
 
@@ -38,6 +43,8 @@ class RunFiles:
     metadata: list[Path] = field(default_factory=list)  # metadata files and shard folders
     manifest: Path | None = None
     checkpoint_config: Path | None = None  # config.json in the run folder
+    trainability_record: Path | None = None  # trainability.json written by the callback
+    adapter_config: Path | None = None  # adapter_config.json of the run (its own, or the latest checkpoint's)
 
 
 def metadata_of(folder: Path) -> list[Path]:
@@ -61,5 +68,7 @@ def discover_run(path: str | Path) -> RunFiles:
         if not logs:
             raise InputError(f"no training log found (looked for {LOOKED_FOR})", str(path))
     config = folder / "config.json"
+    record = folder / TRAINABILITY_FILE
     return RunFiles(folder, logs, metadata_of(folder), find_manifest(path),
-                    config if config.is_file() else None)
+                    config if config.is_file() else None, record if record.is_file() else None,
+                    find_adapter_config(folder))
