@@ -73,7 +73,8 @@ def resolve_regime(config: Any, files: Any, spec: ModelSpec) -> Regime:
         adapter_from = _WHO.get(sources.get("adapter", ""), "run.yaml")
     elif files.adapter_config is not None:
         adapter = read_adapter_config(files.adapter_config, quantized_base=qlora)
-        adapter_from = files.adapter_config.name
+        adapter_from = (str(files.adapter_config.relative_to(files.folder))
+                        if files.adapter_config.is_relative_to(files.folder) else str(files.adapter_config))
     # an empty list states nothing (run.yaml's ``frozen: []`` is today's default, not a regime)
     stated_by = sorted({_WHO.get(sources.get(k, ""), "run.yaml") for k in ("trainable", "adapter", "frozen")
                         if getattr(config, k, None)})
