@@ -26,7 +26,8 @@ from typer.testing import CliRunner
 from vlm_perf.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = sorted(p for p in (ROOT / "sample_logs").iterdir() if p.is_dir())
+# every bundled run with a training log (qwen2-vl-tiny-trace is a profiler trace for `vlm-perf trace`, no log)
+SAMPLES = sorted(p for p in (ROOT / "sample_logs").iterdir() if p.is_dir() and any(p.glob("train.log*")))
 SFT = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
 VIDEO = ROOT / "sample_logs" / "qwen2.5-vl-7b-video"
 MD = MarkdownIt("commonmark").enable(["table"])
