@@ -204,6 +204,9 @@ def _selector_text(item: Any, key: str) -> str:
     plain = text.lower().replace("-", "_")
     if plain in FROZEN_PARTS:
         return plain
+    if "[" not in text and "." not in text:  # a part name, not a selector
+        raise ValueError(f"{key}: unknown part(s) {[text]} (known: {', '.join(FROZEN_PARTS)}; or a selector "
+                         "PART[SLICE][.KIND+KIND])")
     from ..arch.trainability import parse_selector
     from ..errors import ConfigError
 
