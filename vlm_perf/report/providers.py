@@ -45,7 +45,7 @@ class SectionProvider:
 
     key: str
     summary: dict | None
-    render: Callable[[Path], Section]
+    render: Callable[[Path], "Section | None"]
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -269,5 +269,5 @@ def regime_lines(r: dict) -> list[str]:
 
 
 def regime_provider(r: dict | None) -> SectionProvider:
-    return SectionProvider("regime", r, lambda out: Section("Training regime", regime_lines(r) if r else
-                                                            ["No regime stated: every part trains (full training)."]))
+    # no regime stated (every part trains): no section, as before
+    return SectionProvider("regime", r, lambda out: Section("Training regime", regime_lines(r)) if r else None)
