@@ -160,3 +160,17 @@ def test_compare_across_regimes(tmp_path):
     md = (tmp_path / "cmp" / "compare.md").read_text().replace("\\", "")
     assert "Regime: A **full training (no regime stated)**; B **LoRA r=4" in md and "the regimes differ" in md
     assert "the regimes differ" in " ".join(r.output.split())
+
+
+def test_compare_per_run_adapter_flag(tmp_path):
+    """--adapter-b: the same run counted under two regimes side by side; exact B/A is the inverse of B's
+    full-training factor, and the conventions that ignore the regime are unchanged."""
+    r = CliRunner().invoke(app, ["compare", str(REAL), str(REAL), "--adapter-b", str(LORA), "--causal", "full",
+                                 "-o", str(tmp_path / "cmp")])
+    assert r.exit_code == 0, r.output
+    cmp = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    b = cmp["runs"]["b"]["regime"]
+    assert b["source"] == "the command line" and b["description"].startswith("LoRA r=4")
+    exact = cmp["conventions"]["exact"]
+    assert exact["b"] / exact["a"] == pytest.approx(1 / b["full_training_over_regime"], rel=1e-9)
+    assert cmp["conventions"]["megatron-lm"]["a"] == cmp["conventions"]["megatron-lm"]["b"]
