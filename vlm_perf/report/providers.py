@@ -18,18 +18,22 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from .content import B, T, md_inline  # noqa: E402
+
 
 @dataclass
 class Section:
-    """A rendered-agnostic report block: ``lines`` are markdown bullets (``**bold**`` allowed)."""
+    """A rendered-agnostic report block: ``lines`` are typed `content.Inline` spans, or (older providers)
+    strings whose emphasis is marked ``**bold**``."""
 
     title: str
-    lines: list[str]
+    lines: list
     table: tuple[list[str], list[list[str]]] | None = None  # (headers, rows)
     figures: list[tuple[str, str]] = field(default_factory=list)  # (file name in the report dir, caption)
 
     def markdown(self) -> str:
-        out = [f"## {self.title}", ""] + [f"- {line}" for line in self.lines] + [""]
+        out = [f"## {self.title}", ""] + [f"- {line if isinstance(line, str) else md_inline(line)}"
+                                          for line in self.lines] + [""]
         if self.table:
             headers, rows = self.table
             out += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
@@ -161,22 +165,23 @@ def balance_provider(result) -> SectionProvider:
 
 
 # --- peak behind every MFU ---------------------------------------------------------------------
-def peak_lines(peak: dict | None) -> list[str]:
+def peak_lines(peak: dict | None) -> list:
+    """Typed lines (`content.Inline`: emphasis is a span, input strings stay text in every format)."""
     if not peak:
-        return ["no peak: GPU type unknown or not tabulated (pass --gpu or --peak-tflops); MFU left empty"]
+        return [T("no peak: GPU type unknown or not tabulated (pass --gpu or --peak-tflops); MFU left empty")]
     if peak.get("override"):
         table = peak.get("table_tflops")
-        return [f"**{peak['tflops']:,.1f}** TFLOP/s per GPU from --peak-tflops (user override)"
-                + (f"; the table's dense {peak['dtype']} value for {peak['device']} is {table:,.1f}" if table else "")
-                + "."]
-    lines = [f"**{peak['tflops']:,.1f}** TFLOP/s per device: {peak['device']}, {peak['dtype']}, dense "
-             f"(2:4 sparsity never counted){' — UNCERTAIN value' if peak.get('uncertain') else ''}.",
-             f"Clock / derivation: {peak['clock']}. Source: {peak['source']}."]
+        return [T(B(f"{peak['tflops']:,.1f}"), " TFLOP/s per GPU from --peak-tflops (user override)",
+                  f"; the table's dense {peak['dtype']} value for " if table else None, peak["device"] if table else None,
+                  f" is {table:,.1f}" if table else None, ".")]
+    lines = [T(B(f"{peak['tflops']:,.1f}"), " TFLOP/s per device: ", peak["device"], ", ", peak["dtype"],
+               f", dense (2:4 sparsity never counted){' — UNCERTAIN value' if peak.get('uncertain') else ''}."),
+             T("Clock / derivation: ", peak["clock"], ". Source: ", peak["source"], ".")]
     if peak.get("note"):
-        lines.append(f"Note: {peak['note']}.")
+        lines.append(T("Note: ", peak["note"], "."))
     for label, value in peak.get("alternatives", {}).items():
-        lines.append(f"Also in circulation: {value:,.1f} ({label}): MFU against it is ×{peak['tflops'] / value:.3f} "
-                     "of the MFU shown.")
+        lines.append(T(f"Also in circulation: {value:,.1f} (", label, f"): MFU against it is ×{peak['tflops'] / value:.3f} "
+                       "of the MFU shown."))
     return lines
 
 
@@ -185,16 +190,19 @@ def peak_provider(peak: dict | None) -> SectionProvider:
 
 
 # --- HFU next to MFU ---------------------------------------------------------------------------
-def hfu_lines(h: dict) -> list[str]:
-    lines = [f"Recompute **{h['recompute']}** ({h['source']}): {h['rule']}."]
+def hfu_lines(h: dict) -> list:
+    """Typed lines (`content.Inline`); the MFU is the headline's exact MFU (one value, `analysis.hfu`)."""
+    lines = [T("Recompute ", B(h["recompute"]), " (", h["source"], "): ", h["rule"], ".")]
     if h.get("hfu_mean") is not None:
-        lines.append(f"MFU (exact) **{_pct(h['mfu_mean'])}** → HFU **{_pct(h['hfu_mean'])}**; hardware FLOPs = model "
-                     f"FLOPs × {h['hardware_over_model']:.4f} ({h['hardware_tflops_per_gpu_mean']:,.1f} vs "
-                     f"{h['model_tflops_per_gpu_mean']:,.1f} TFLOP/s/GPU).")
+        lines.append(T("MFU (exact) ", B(_pct(h["mfu_mean"])), " → HFU ", B(_pct(h["hfu_mean"])),
+                       f"; hardware FLOPs = model FLOPs × {h['hardware_over_model']:.4f} "
+                       f"({h['hardware_tflops_per_gpu_mean']:,.1f} vs {h['model_tflops_per_gpu_mean']:,.1f} "
+                       "TFLOP/s/GPU)."))
     elif h.get("hardware_over_model") is not None:
-        lines.append(f"hardware FLOPs = model FLOPs × {h['hardware_over_model']:.4f}; HFU needs the GPU count and peak.")
-    lines.append("HFU counts what the GPUs executed (recomputed forward included), MFU what the model needs; only MFU "
-                 "compares runs with different recompute settings.")
+        lines.append(T(f"hardware FLOPs = model FLOPs × {h['hardware_over_model']:.4f}; HFU needs the GPU count and "
+                       "peak."))
+    lines.append(T("HFU counts what the GPUs executed (recomputed forward included), MFU what the model needs; only "
+                   "MFU compares runs with different recompute settings."))
     return lines
 
 

@@ -13,8 +13,11 @@ from ..content import B, Bullets, FigureRef, SectionContent, Span, T, Table
 from . import SectionInputs, register_section
 
 
-def _spans(text: str) -> tuple[Span, ...]:
-    """``a **b** c`` -> plain, bold, plain spans (an unpaired ``**`` stays literal text)."""
+def _spans(text) -> tuple[Span, ...]:
+    """Typed spans as they are; a string ``a **b** c`` -> plain, bold, plain spans (an unpaired ``**`` stays
+    literal text)."""
+    if isinstance(text, tuple):
+        return text
     pieces = str(text).split("**")
     if len(pieces) % 2 == 0:  # unbalanced: keep the text as it is
         return T(str(text))
