@@ -260,19 +260,20 @@ def straggler_provider(s: dict | None) -> SectionProvider:
 
 
 # --- training regime ---------------------------------------------------------------------------
-def regime_lines(r: dict) -> list[str]:
-    lines = [f"Regime: **{r['description']}** (from {r['source']}).", f"What trains: {r['trainability']}."]
+def regime_lines(r: dict) -> list:
+    """Typed lines (`content.Inline`): the regime, its source (input strings stay text), full training beside it."""
+    lines = [T("Regime: ", B(r["description"]), " (from ", r["source"], ")."), T("What trains: ", r["trainability"], ".")]
     ratio = r.get("full_training_over_regime")
     if ratio:
-        lines.append(f"Exact FLOPs per iteration under this regime {r['flops_per_iteration']:.4g}; full training of "
-                     f"every weight would count {r['full_training_flops_per_iteration']:.4g} "
-                     f"({100 * (ratio - 1):+.1f}%): a tool that ignores the regime overstates TFLOP/s and MFU by "
-                     f"×{ratio:.3f}.")
+        lines.append(T(f"Exact FLOPs per iteration under this regime {r['flops_per_iteration']:.4g}; full training of "
+                       f"every weight would count {r['full_training_flops_per_iteration']:.4g} "
+                       f"({100 * (ratio - 1):+.1f}%): a tool that ignores the regime overstates TFLOP/s and MFU by "
+                       f"×{ratio:.3f}."))
     if r.get("full_training_tflops_per_gpu_mean") is not None:
-        lines.append(f"Full-training accounting: {r['full_training_tflops_per_gpu_mean']:,.2f} TFLOP/s/GPU"
-                     + (f", MFU {_pct(r['full_training_mfu_mean'])}" if r.get("full_training_mfu_mean") is not None
-                        else "") + " (not what ran).")
-    lines += [f"Contradiction: {c}" for c in r.get("contradictions", [])]
+        mfu = r.get("full_training_mfu_mean")
+        lines.append(T(f"Full-training accounting: {r['full_training_tflops_per_gpu_mean']:,.2f} TFLOP/s/GPU",
+                       f", MFU {_pct(mfu)}" if mfu is not None else None, " (not what ran)."))
+    lines += [T("Contradiction: ", c) for c in r.get("contradictions", [])]
     return lines
 
 
