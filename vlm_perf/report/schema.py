@@ -126,6 +126,7 @@ _MEMORY = (
     _k("min_max_allocated_bytes", "bytes", _NUM, "lowest max-allocated over the ranks", "analysis.memory",
        nullable=True),
     _k("peak_rank", "count", int, "the rank with the highest peak", "analysis.memory"),
+)
 _REGIME = (
     _k("description", "text", str, "the regime in words (e.g. LoRA r=16 on LM attention + MLP, tower and projector "
        "frozen)", "run.regime"),
