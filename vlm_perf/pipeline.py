@@ -268,7 +268,8 @@ def evidence_checks(opened: Run, analysis: RunAnalysis, *, costs=None, overrides
         analysis.messages.append(f"configuration conflict: {conflict}")
     ranges, mixed = opened.examined if opened.examined is not None else ([], [])
     return ev_mod.gather_evidence(opened.spec, config, ranges, mixed, opened.log_facts, analysis, stats_frame, costs,
-                                  overrides or {}, opened.frozen, opened.causal, logs_chosen=logs_chosen)
+                                  overrides or {}, opened.frozen, opened.causal, logs_chosen=logs_chosen,
+                                  regime=opened.regime)
 
 
 def regime_summary(opened: Run, analysis: RunAnalysis) -> dict | None:
