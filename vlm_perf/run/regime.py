@@ -147,9 +147,18 @@ def describe_regime(spec: ModelSpec, t: Trainability) -> str:
                for m in r.adapted}
     frozen = [p for p, c in r.by_part.items() if not c.get("weight_grad", 0) and p not in adapted]
     fine = not t.stage_level and t.adapter is None
-    if trained and (t.adapter is not None or fine or frozen):
-        bits.append(" and ".join(short.get(p, p) for p in trained) + (" weights partly trained" if fine else
-                                                                        " weights trained"))
+    if fine:  # e.g. the callback's observed names: a part whose weight gradients are all there trains whole
+        whole = regime_flops(spec, _probe(spec), Trainability(), full_reference=False).by_part
+        partly = [p for p in trained if r.by_part[p].get("weight_grad", 0) < whole.get(p, {}).get("weight_grad", 0)]
+        if not partly and not frozen:
+            return "full training (every weight trains: " + t.describe() + ")"
+        fully = [p for p in trained if p not in partly]
+        if fully:
+            bits.append(" and ".join(short.get(p, p) for p in fully) + " weights trained")
+        if partly:
+            bits.append(" and ".join(short.get(p, p) for p in partly) + " weights partly trained")
+    elif trained and (t.adapter is not None or frozen):
+        bits.append(" and ".join(short.get(p, p) for p in trained) + " weights trained")
     if frozen:
         bits.append(" and ".join(short.get(p, p) for p in frozen) + " frozen")
     if not bits:
