@@ -151,7 +151,7 @@ def describe_regime(spec: ModelSpec, t: Trainability) -> str:
         whole = regime_flops(spec, _probe(spec), Trainability(), full_reference=False).by_part
         partly = [p for p in trained if r.by_part[p].get("weight_grad", 0) < whole.get(p, {}).get("weight_grad", 0)]
         if not partly and not frozen:
-            return "full training (every weight trains: " + t.describe() + ")"
+            return "full training, every weight trains: " + t.describe()
         fully = [p for p in trained if p not in partly]
         if fully:
             bits.append(" and ".join(short.get(p, p) for p in fully) + " weights trained")
