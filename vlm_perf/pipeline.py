@@ -21,7 +21,7 @@ from .flops import get_convention
 from .hardware import peak_used
 from .report import ReportContext
 from .report.providers import (balance_provider, hfu_provider, memory_provider, peak_provider, reconcile_provider,
-                               straggler_provider, trace_provider)
+                               regime_provider, straggler_provider, trace_provider)
 from .report.units import model_title, run_rate_unit
 from .run.core import (ESTIMATE_HELP, Run, estimate_from_config, links_outside, logged_global_batch_size,  # noqa: F401
                        open_run)
@@ -120,7 +120,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
              recompute: str | None = None, frozen: Sequence[str] | None = None, log_interval: int | None = None,
              metadata_progress: Callable[[int, int], None] | None = None,
              per_rank: bool = False, scheduler: str | None = None, logs: Sequence[str | Path] = (),
-             merge_logs: bool = False) -> LoadedRun:
+             merge_logs: bool = False, trainable: Sequence[str] | None = None,
+             adapter: str | Path | None = None, qlora: bool = False) -> LoadedRun:
     """Open one run (`vlm_perf.run.core.open_run`) and analyse it: the `RunAnalysis` and the report context.
 
     Arguments override the manifest (run.yaml / run.json), which overrides what the log states, which
@@ -147,7 +148,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     overrides = {"model": model, "num_gpus": gpus, "gpu": gpu, "dtype": dtype, "seq_length": seq_length,
                  "global_batch_size": global_batch_size, "image_size": image_size, "image_grid": image_grid,
                  "images_per_sample": images_per_sample, "frozen": list(frozen) if frozen else None,
-                 "log_interval": log_interval}
+                 "log_interval": log_interval, "trainable": list(trainable) if trainable else None,
+                 "adapter": str(adapter) if adapter else None, "qlora": True if qlora else None}
     opened = open_run(run, metadata=metadata, overrides=overrides, peak_tflops=peak_tflops, causal=causal,
                       log_format=log_format, skip_bad=skip_bad, on_step=on_step, metadata_progress=metadata_progress,
                       per_rank=per_rank, row_columns=microbatch_cost_columns, scheduler=scheduler, logs=logs,
@@ -165,6 +167,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
                            global_batch_size=config.global_batch_size, log_segments=parsed.deduplicated,
                            micro_batch_size=config.micro_batch_size, causal=causal)
     analysis.model = model_title(spec.name, spec.source, spec.model_type)  # titles name the model (report/units.py)
+    regime_block = regime_summary(opened, analysis)
     ignored = parsed.diagnostics.ignored
     events = ("checkpoint", "validation", "traceback", "restart_banner")
     analysis.health["log_events"] = {kind: int(ignored.get(kind, 0)) for kind in events}
@@ -189,7 +192,7 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
                   hfu_provider(hfu_of(analysis, spec, config, frozen_parts, recompute_cli, causal),
                                run_rate_unit({"conventions": analysis.convention_summary()})),
-                  balance_provider(balance),
+                  balance_provider(balance), regime_provider(regime_block),
                   straggler_provider(stragglers_of(opened.files.logs, config, balance, analysis, parsed.rank_timing)),
                   trace_parts_of(opened, analysis, on_step), reconcile_provider(log_reconcile(analysis, spec)),
                   memory_provider(peak_memory(opened.log_facts, parsed.raw))])
@@ -265,4 +268,53 @@ def evidence_checks(opened: Run, analysis: RunAnalysis, *, costs=None, overrides
         analysis.messages.append(f"configuration conflict: {conflict}")
     ranges, mixed = opened.examined if opened.examined is not None else ([], [])
     return ev_mod.gather_evidence(opened.spec, config, ranges, mixed, opened.log_facts, analysis, stats_frame, costs,
-                                  overrides or {}, opened.frozen, opened.causal, logs_chosen=logs_chosen)
+                                  overrides or {}, opened.frozen, opened.causal, logs_chosen=logs_chosen,
+                                  regime=opened.regime)
+
+
+def regime_summary(opened: Run, analysis: RunAnalysis) -> dict | None:
+    """The regime block (summary.json ``regime``): what trains, from which source, and full-training accounting
+    beside the run's exact numbers over the windows the means use; contradictions between sources become
+    messages naming the size of the FLOPs difference. None when no source states a regime."""
+    from .flops.regime import exact_flops
+    from .arch.trainability import Trainability
+
+    regime = opened.regime
+    if regime is None or not regime.stated:
+        return None
+    frame = analysis.per_iteration.filter(pl.col("iteration").is_in(analysis.selection.iterations().implode()))
+    if frame.height == 0:
+        frame = analysis.per_iteration
+    cols = BatchStats.columns()
+    used = float(frame["exact_total"].sum())
+
+    def total(t) -> float:
+        value = exact_flops(opened.spec, cols, t, causal=opened.causal).total
+        expr = value if isinstance(value, pl.Expr) else pl.lit(float(value))
+        return float(frame.select(expr.cast(pl.Float64)).to_series().sum())
+
+    full = total(Trainability())
+    ratio = full / used if used else None
+    exact = analysis.convention_summary().get("exact", {})
+    rate, mfu = exact.get("tflops_per_gpu_mean"), exact.get("mfu_mean")
+    contradictions = []
+    for source, alternative in regime.alternatives:
+        try:
+            other = total(alternative)
+        except Exception as exc:  # noqa: BLE001 - a source that cannot be counted is named, not fatal
+            contradictions.append(f"{source} could not be counted ({exc})")
+            continue
+        if used and abs(other - used) > 1e-9 * used:
+            contradictions.append(f"{source} says {alternative.describe()}: {100 * (other / used - 1):+.1f}% FLOPs "
+                                  f"({other / max(frame.height, 1):.4g} vs {used / max(frame.height, 1):.4g} per "
+                                  f"iteration); using {regime.source}")
+    for text in contradictions:
+        analysis.messages.append(f"training regime contradiction: {text}")
+    return {"description": regime.description, "source": regime.source, "whole_parts": regime.stage_level,
+            "trainability": regime.trainability.describe(),
+            "flops_per_iteration": used / frame.height if frame.height else None,
+            "full_training_flops_per_iteration": full / frame.height if frame.height else None,
+            "full_training_over_regime": ratio,
+            "full_training_tflops_per_gpu_mean": rate * ratio if rate is not None and ratio else None,
+            "full_training_mfu_mean": mfu * ratio if mfu is not None and ratio else None,
+            "contradictions": contradictions}

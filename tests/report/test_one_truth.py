@@ -30,7 +30,8 @@ from markdown_it import MarkdownIt
 from tests.support import invoke_cli
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = sorted(p for p in (ROOT / "sample_logs").iterdir() if p.is_dir())
+# every bundled run with a training log (qwen2-vl-tiny-trace is a profiler trace for `vlm-perf trace`, no log)
+SAMPLES = sorted(p for p in (ROOT / "sample_logs").iterdir() if p.is_dir() and any(p.glob("train.log*")))
 SFT = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
 VIDEO = ROOT / "sample_logs" / "qwen2.5-vl-7b-video"
 MD = MarkdownIt("commonmark").enable(["table"])
@@ -77,9 +78,21 @@ def _frozen_flags(dst: Path) -> list[str]:
     return ["--model", "qwen2.5-vl-7b", "--gpus", "64", "--gpu", "H100-SXM", "--frozen", "vision"]
 
 
+def _lora_checkpoint(dst: Path) -> list[str]:
+    """The video sample (run.yaml: vision frozen) with PEFT checkpoints in its folder: LoRA r=16 on the LM-style
+    names in checkpoint-200 (the latest; r=8 in checkpoint-100 must be ignored), found without a flag."""
+    shutil.copytree(VIDEO, dst)
+    for step, rank in ((100, 8), (200, 16)):
+        (dst / f"checkpoint-{step}").mkdir()
+        (dst / f"checkpoint-{step}" / "adapter_config.json").write_text(json.dumps({
+            "peft_type": "LORA", "r": rank, "lora_alpha": 2 * rank, "lora_dropout": 0.0,
+            "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}))
+    return []
+
+
 CASES = {**{p.name: (lambda dst, p=p: (shutil.copytree(p, dst), [])[1]) for p in SAMPLES},
          "slow-and-zero-step": _slow_step, "missing-dp-ranks": _missing_ranks, "estimate": _estimate,
-         "frozen-tower-by-flags": _frozen_flags}
+         "frozen-tower-by-flags": _frozen_flags, "lora-checkpoint": _lora_checkpoint}
 
 
 def _per_run(args: list[str]) -> list[str]:
@@ -119,7 +132,9 @@ def _rate(x, unit: str, digits=1) -> str:
 def _unit(shown) -> str:
     """The report's display unit, from the header of its conventions table (``exact`` row's table)."""
     heads = [row for row in _cells(shown["report.md"]) if row and row[0] == "convention" and row[1].endswith("/GPU")]
-    assert len(heads) == 1, heads
+    # the conventions table, and the every-convention-against-the-log table when the log prints a number:
+    # one unit in both
+    assert 1 <= len(heads) <= 2 and len({h[1] for h in heads}) == 1, heads
     unit = heads[0][1].removesuffix("/GPU")
     assert unit in SCALE
     return unit
@@ -187,6 +202,9 @@ def test_report_pages_show_the_summary_values(shown, page):
         assert hfu == []
     vision = _found(lines, r"Vision share of exact training FLOPs: (\S+) ")
     assert vision == ([] if s["vision_share_mean"] is None else [(_pct(s["vision_share_mean"]),)])
+    regime, shown_regime = s["regime"], _found(lines, r"^Regime: (.+?) \(.*?×([\d.]+) these FLOPs")
+    assert shown_regime == ([] if not regime else [(regime["description"],
+                                                    f"{regime['full_training_over_regime']:.3f}")])
     b = s["balance"]
     idle = _found(lines, r"idles (\S+) of the step \(median; FLOPs-weighted mean (\S+);")
     heavy = _found(lines, r"Heaviest rank / mean: median ([\d.]+) ")
@@ -220,6 +238,9 @@ def test_compare_shows_the_summary_values(shown):
         assert cmp["conventions"][name]["a"] == cmp["conventions"][name]["b"] == entry["tflops_per_gpu_mean"]
         assert cmp["conventions"][name]["mfu"]["a"] == entry["mfu_mean"]
     assert cmp["hfu"]["hfu"]["a"] == s["hfu"]["hfu_mean"]
+    if s["regime"]:
+        assert cmp["runs"]["a"]["regime"] == {k: s["regime"][k] for k in ("description", "source",
+                                                                           "full_training_over_regime")}
     assert cmp["step"]["vision_share"]["a"] == s["vision_share_mean"]
     exact, unit = s["conventions"]["exact"], _unit(shown)
     tf = _rate(exact["tflops_per_gpu_mean"], unit)
@@ -253,6 +274,10 @@ def test_each_perturbation_took_effect(shown, request):
         assert s["step"]["iterations"] < 190
     elif case == "estimate":
         assert s["estimated"] and s["vision_share_mean"] > 0
+    elif case == "lora-checkpoint":
+        regime = s["regime"]
+        assert regime["description"].startswith("LoRA r=16 on ") and "checkpoint-200" in regime["source"]
+        assert regime["whole_parts"] is False and regime["full_training_over_regime"] > 1
     elif case == "frozen-tower-by-flags":
         assert s["run_config"]["frozen"] == ["vision"] and s["inputs"]["model_source"] == "cli"
 

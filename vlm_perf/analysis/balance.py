@@ -90,7 +90,7 @@ def microbatch_cost_columns(spec: ModelSpec, frozen: Iterable[str] = (), causal:
     """``row_columns`` for `MetadataSource`: the `microbatch_costs` columns computed chunk by chunk in
     the metadata's single pass (each function maps a chunk of per-microbatch statistics, with
     ``iteration`` and ``dp_rank``, to one column)."""
-    frozen = tuple(frozen)
+    frozen = frozen if hasattr(frozen, "stage_level") else tuple(frozen)  # parts, or a Trainability
     last: list = [None, None]  # (chunk, its exact FLOPs): the two FLOPs columns share one evaluation
 
     def flops(rows: pl.DataFrame, column: str) -> pl.Series:

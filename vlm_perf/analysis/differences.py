@@ -14,6 +14,7 @@ import polars as pl
 
 from ..arch.spec import ModelSpec
 from ..flops import compute_flops
+from ..flops.regime import exact_flops
 from ..stats import BatchStats
 from .flops_frame import _as_expr
 
@@ -24,7 +25,8 @@ NEGLIGIBLE = 0.001
 def component_totals(per_iteration: pl.DataFrame, spec: ModelSpec, convention: str,
                      frozen: Iterable[str] = ()) -> dict[str, float]:
     """Run totals (FLOPs) per component of ``convention`` over the rows of ``per_iteration``."""
-    b = compute_flops(spec, BatchStats.columns(), convention, frozen=tuple(frozen))
+    b = exact_flops(spec, BatchStats.columns(), frozen) if convention == "exact" else \
+        compute_flops(spec, BatchStats.columns(), convention)
     exprs = [_as_expr(v).cast(pl.Float64).sum().alias(k) for k, v in b.components.items()]
     if not exprs or per_iteration.height == 0:
         return {}

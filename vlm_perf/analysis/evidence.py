@@ -114,6 +114,9 @@ class Evidence:
     #: exact FLOPs of the run (all iterations) as counted and with other frozen parts: label -> FLOPs
     frozen_alternatives: dict[str, float] = field(default_factory=dict)
     flops_as_counted: float | None = None
+    #: the resolved training regime (`vlm_perf.run.regime.Regime`) when a source states one beyond whole parts
+    #: or run.yaml's ``frozen`` (trainable selectors, an adapter, the callback's trainability.json)
+    regime: Any = None
 
 
 def _name(path: str) -> str:
@@ -122,7 +125,7 @@ def _name(path: str) -> str:
 
 # ---- gathering (called by pipeline.load_run) ---------------------------------------------------
 def gather_evidence(spec, config, ranges, mixed, log_facts, analysis, stats_frame, costs,
-                    overrides: dict, frozen: tuple, causal: str, logs_chosen: bool = False):
+                    overrides: dict, frozen: Any, causal: str, logs_chosen: bool = False, regime: Any = None):
     """The `Evidence` of a loaded run (`pipeline.load_run` calls this; no I/O): the parsed per-file
     ranges and facts, the metadata's iterations and DP ranks (``costs``: per-microbatch FLOPs with
     ``dp_rank``), the overrides passed, and exact's FLOPs over the windows the means use with the vision
@@ -130,7 +133,8 @@ def gather_evidence(spec, config, ranges, mixed, log_facts, analysis, stats_fram
     from .flops_frame import flops_columns
 
     ev = Evidence(spec=spec, config=config, files=ranges, mixed=mixed, logs_chosen=logs_chosen,
-                  overrides=dict(overrides), estimated=analysis.estimated)
+                  overrides=dict(overrides), estimated=analysis.estimated,
+                  regime=regime if regime is not None and getattr(regime, "stated", False) else None)
     ev.parameter_counts = [(f.path, kind, n, line) for f in log_facts for kind, n, line in f.parameter_counts]
     its = analysis.windows["iteration"] if analysis.windows.height else None
     if its is not None:
@@ -141,7 +145,9 @@ def gather_evidence(spec, config, ranges, mixed, log_facts, analysis, stats_fram
     if costs is not None and "dp_rank" in costs.columns:
         ev.metadata_dp_ranks = sorted(int(r) for r in costs["dp_rank"].drop_nulls().unique().to_list())
     per_it = analysis.per_iteration
-    if spec.vision is not None and "exact_total" in per_it.columns and per_it.height:
+    # the frozen-tower alternatives answer "which parts are frozen?" for whole-part accounting; a finer stated
+    # regime (a Trainability: LoRA, layer ranges) already says what trains
+    if spec.vision is not None and "exact_total" in per_it.columns and per_it.height and isinstance(frozen, tuple):
         # exact's FLOPs over the windows the means use, as counted and with the tower (+ projector) frozen:
         # the same windows and step times, so the ratio is the ratio of the headline TFLOP/s
         from .windows import window_sums
@@ -636,6 +642,10 @@ def _training_regime(inputs: CheckInputs) -> Check | None:
         key = next(k for k, v in vision_logged.items() if v)
         return Check("training_regime", "fail", f"training regime: the log says {key} true but the vision tower is "
                      "counted as trained" + (f"; {lines[0]}" if lines else ""), details)
+    if ev.regime is not None and (not ev.regime.stage_level or not stated):  # LoRA, layer ranges, trainability.json
+        details["regime"] = ev.regime.description
+        return Check("training_regime", "ok", f"training regime stated: {ev.regime.description} "
+                     f"({ev.regime.source})", details)
     if stated or logged:
         what = ", ".join(frozen) if frozen else "nothing"
         return Check("training_regime", "ok", f"training regime stated: frozen {what} "

@@ -8,6 +8,7 @@ import polars as pl
 
 from ..arch.spec import ModelSpec
 from ..flops import compute_flops
+from ..flops.regime import exact_flops
 from ..stats import BatchStats
 
 STAT_COLUMNS = BatchStats.field_names()
@@ -17,12 +18,13 @@ def flops_columns(spec: ModelSpec, conventions: Iterable[str], frozen: Iterable[
                   components_of: str = "exact", causal: str = "half") -> list[pl.Expr]:
     """Expressions adding ``<conv>_total|vision|language`` per convention, and
     ``flops.<component>`` for ``components_of`` (training FLOPs, FLOPs units, Float64).
-    ``frozen`` and ``causal`` apply to ``exact`` only; named conventions fix their own rules."""
+    ``frozen`` (frozen parts, or a `Trainability`) and ``causal`` apply to ``exact`` only; named conventions fix
+    their own rules."""
     cols = BatchStats.columns()
     exprs: list[pl.Expr] = []
     for name in dict.fromkeys(conventions):
-        frozen_parts = tuple(frozen) if name == "exact" else ()
-        b = compute_flops(spec, cols, name, frozen=frozen_parts, causal=causal if name == "exact" else "half")
+        # exact under the run's regime (frozen parts, or a Trainability: `vlm_perf.flops.regime.exact_flops`)
+        b = exact_flops(spec, cols, frozen, causal=causal) if name == "exact" else compute_flops(spec, cols, name)
         for part, value in (("total", b.total), ("vision", b.vision), ("language", b.language)):
             exprs.append(_as_expr(value).cast(pl.Float64).alias(f"{name}_{part}"))
         if name == components_of:

@@ -32,7 +32,7 @@ import polars as pl
 
 from ..arch.spec import ModelSpec
 from ..errors import ConfigError
-from ..flops import compute_flops
+from ..flops.regime import exact_flops
 from ..stats import BatchStats
 from .run import RunAnalysis
 from .windows import window_sums
@@ -118,8 +118,8 @@ def recompute_from_config(granularity: Any = None, method: Any = None, num_layer
 def _has_lm_backward(spec: ModelSpec, frozen: Iterable[str]) -> bool:
     """Does a backward pass run through the LM layers? (probe: any LM layer term costs more than forward)"""
     probe = BatchStats.from_batch(seq_lens=[16], spec=spec)
-    train = compute_flops(spec, probe, "exact", mode="training", frozen=tuple(frozen)).components
-    fwd = compute_flops(spec, probe, "exact", mode="forward", frozen=tuple(frozen)).components
+    train = exact_flops(spec, probe, frozen, mode="training").components
+    fwd = exact_flops(spec, probe, frozen, mode="forward").components
     return any(train.get(c, 0) > fwd.get(c, 0) for c in LAYER_COMPONENTS)
 
 
@@ -128,8 +128,7 @@ def recompute_expr(spec: ModelSpec, policy: Recompute, frozen: Iterable[str] = (
     run's exact FLOPs count the attention core."""
     if policy.granularity == "none" or not _has_lm_backward(spec, frozen):
         return pl.lit(0.0)
-    fwd = compute_flops(spec, BatchStats.columns(), "exact", mode="forward", frozen=tuple(frozen),
-                        causal=causal).components
+    fwd = exact_flops(spec, BatchStats.columns(), frozen, mode="forward", causal=causal).components
     if policy.granularity == "selective":
         parts = ["lm.attn_core"]
         scale = 1.0

@@ -44,7 +44,6 @@ import polars as pl
 
 from ..arch.spec import ModelSpec
 from ..errors import InputError
-from ..flops import compute_flops
 from ..flops.breakdown import COMPONENTS
 from ..stats import BatchStats
 
@@ -706,9 +705,12 @@ def _spread(span: int, active: dict, labels, acc: dict, top: dict, names) -> Non
 
 # ------------------------------------------------------------------------------------------------- FLOPs
 def flops_by_part(spec: ModelSpec, stats: BatchStats, frozen=(), causal: str = "half") -> dict[str, tuple[float, float]]:
-    """part -> (training FLOPs, forward FLOPs) of one iteration's statistics, from the FLOPs library."""
-    train = compute_flops(spec, stats, "exact", mode="training", causal=causal, frozen=frozen).components
-    fwd = compute_flops(spec, stats, "exact", mode="forward", causal=causal, frozen=frozen).components
+    """part -> (training FLOPs, forward FLOPs) of one iteration's statistics, from the FLOPs library; ``frozen``:
+    the run's regime (today's frozen-parts tuple, or a `Trainability`)."""
+    from ..flops.regime import exact_flops  # the run's regime (a frozen-parts tuple or a Trainability)
+
+    train = exact_flops(spec, stats, frozen, mode="training", causal=causal).components
+    fwd = exact_flops(spec, stats, frozen, mode="forward", causal=causal).components
     out: dict[str, list[float]] = {}
     for comp, part in COMPONENT_TRACE_PART.items():
         a = out.setdefault(part, [0.0, 0.0])

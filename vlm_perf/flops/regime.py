@@ -420,3 +420,19 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
         full = regime_flops(spec, stats, Trainability(), causal=causal, mode=mode, full_reference=False).breakdown
     return RegimeFlops(Breakdown("exact", components, options, tuple(notes)), by_part, tuple(w.adapted),
                        tuple(w.trained_linears), adapter_params, tuple(notes), full)
+
+
+def exact_flops(spec: ModelSpec, stats: BatchStats, regime: Any = (), mode: str = "training",
+                causal: str = "half") -> Breakdown:
+    """THE exact breakdown of a run under its regime: ``regime`` is today's frozen-parts tuple, or a
+    :class:`Trainability`. Whole-part regimes (``stage_level``) go through ``compute_flops(frozen=...)``
+    unchanged, so their numbers are identical to a run without a stated regime; any finer regime is counted by
+    :func:`regime_flops`."""
+    from .breakdown import compute_flops
+
+    if isinstance(regime, Trainability):
+        if regime.stage_level:
+            regime = tuple(s for s in STAGES if s in regime.frozen_stage_set())
+        else:
+            return regime_flops(spec, stats, regime, causal=causal, mode=mode, full_reference=False).breakdown
+    return compute_flops(spec, stats, "exact", mode=mode, causal=causal, frozen=tuple(regime))

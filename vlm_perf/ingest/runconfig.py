@@ -24,7 +24,7 @@ MANIFEST_NAMES = ("run.yaml", "run.yml", "run.json")
 MANIFEST_KEYS = ("model", "num_gpus", "gpu", "dtype", "frozen", "log_interval", "seq_length", "image_grid",
                  "image_size", "images_per_sample", "global_batch_size", "micro_batch_size", "synthetic", "generator",
                  "seed", "notes", "recompute_granularity", "recompute_method", "recompute_num_layers",
-                 "gradient_checkpointing")
+                 "gradient_checkpointing", "trainable", "adapter", "qlora")
 FROZEN_PARTS = tuple(PART_ALIASES)  # one vocabulary with the FLOPs library (vlm_perf.arch.parts)
 
 # log parser keys (ParseResult.run_config) that map onto RunConfig fields
@@ -51,7 +51,10 @@ class RunConfig:
     num_gpus: int | None = None
     gpu: str | None = None
     dtype: str | None = None
-    frozen: tuple[str, ...] = ()
+    frozen: tuple[str, ...] = ()  # parts, or selectors PART[SLICE][.KIND+KIND] (vlm_perf.arch.trainability)
+    trainable: tuple[str, ...] = ()  # selectors that train (default: everything; with an adapter: nothing of the base)
+    adapter: str | None = None  # adapter_config.json or a PEFT checkpoint folder (manifest-relative made absolute)
+    qlora: bool | None = None  # the adapter's base is quantised (QLoRA)
     log_interval: int | None = None
     seq_length: int | None = None
     micro_batch_size: int | None = None
@@ -82,6 +85,7 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["frozen"] = list(self.frozen)
+        out["trainable"] = list(self.trainable)
         out["image_grid"] = list(self.image_grid) if self.image_grid else None
         out["image_size"] = list(self.image_size) if self.image_size else None
         return out
@@ -131,6 +135,8 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
         looks_like_path = "/" in model or model.endswith((".json", ".yaml", ".yml")) or candidate.exists()
         if looks_like_path and not Path(model).is_absolute():
             out["model"] = str(candidate.resolve())
+    if out.get("adapter") is not None and not Path(out["adapter"]).is_absolute():
+        out["adapter"] = str((path.parent / out["adapter"]).resolve())
     return out
 
 
@@ -281,15 +287,17 @@ def _normalise(values: Mapping[str, Any]) -> dict[str, Any]:
             continue  # Megatron prints "None" when recompute is off
         if key in _INT_FIELDS:
             out[key] = _int(value, key)
-        elif key == "frozen":
+        elif key in ("frozen", "trainable"):
             parts = [value] if isinstance(value, str) else value
             if not isinstance(parts, (list, tuple)):
-                raise ConfigError(f"frozen must be a list of parts ({', '.join(FROZEN_PARTS)}), got {bounded(value)}")
-            parts = [str(p).strip().lower().replace("-", "_") for p in parts]
-            unknown = [p for p in parts if p not in FROZEN_PARTS]
-            if unknown:
-                raise ConfigError(f"frozen: unknown part(s) {bounded(unknown)} (known: {', '.join(FROZEN_PARTS)})")
-            out[key] = tuple(dict.fromkeys(parts))
+                raise ConfigError(f"{key} must be a list of parts ({', '.join(FROZEN_PARTS)}) or selectors "
+                                  f"PART[SLICE][.KIND+KIND], got {bounded(value)}")
+            out[key] = tuple(dict.fromkeys(_selector_text(p, key) for p in parts))
+        elif key == "adapter":
+            if not isinstance(value, str):
+                raise ConfigError(f"adapter must be a path (adapter_config.json or a PEFT checkpoint folder), got "
+                                  f"{bounded(value)}")
+            out[key] = value
         elif key == "image_grid":
             grid = value.replace("x", ",").split(",") if isinstance(value, str) else value
             if not isinstance(grid, (list, tuple)) or len(grid) != 3:
@@ -304,7 +312,7 @@ def _normalise(values: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(value, (dict, list, tuple)):
                 raise ConfigError(f"{key} must be a single value, got {bounded(value)}")
             out[key] = str(value).strip().lower()
-        elif key in ("synthetic", "gradient_checkpointing"):
+        elif key in ("synthetic", "gradient_checkpointing", "qlora"):
             if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
                 value = value.lower() in ("true", "yes", "1")
             if not isinstance(value, bool):
@@ -321,6 +329,25 @@ def _normalise(values: Mapping[str, Any]) -> dict[str, Any]:
         else:
             raise ConfigError(f"unknown run configuration key {bounded(key)}")
     return out
+
+
+def _selector_text(item: Any, key: str) -> str:
+    """A part name canonicalised (``vit`` stays ``vit``: the alias is resolved where it is used), or a selector
+    checked by the trainability grammar; a `ConfigError` naming ``key`` otherwise."""
+    text = str(item).strip()
+    plain = text.lower().replace("-", "_")
+    if plain in FROZEN_PARTS:
+        return plain
+    if "[" not in text and "." not in text:  # a part name, not a selector
+        raise ConfigError(f"{key}: unknown part(s) {bounded([text])} (known: {', '.join(FROZEN_PARTS)}; or a "
+                          "selector PART[SLICE][.KIND+KIND])")
+    from ..arch.trainability import parse_selector
+
+    try:
+        parse_selector(text)
+    except ConfigError as exc:
+        raise ConfigError(f"{key}: {exc} (parts: {', '.join(FROZEN_PARTS)})") from None
+    return text
 
 
 def _from_log(log_config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:

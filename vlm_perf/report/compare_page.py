@@ -89,6 +89,17 @@ def headline_inline(cmp: dict) -> list[Inline]:
             parts += [" — ", B("ESTIMATE")]
         parts += [f"; the log printed {unit.text(r.get('logged_tflops_per_gpu_mean'))}: ", r["logged"]["note"], "."]
         lines.append(T(*parts))
+    ga, gb = ra.get("regime") or {}, rb.get("regime") or {}
+    if ga or gb:  # each run's exact FLOPs count what its own regime runs (vlm_perf.run.regime)
+        line: list = []
+        for label, g in (("A", ga), ("B", gb)):
+            ratio = g.get("full_training_over_regime")
+            line += [f"{'; ' if line else 'Regime: '}{label} ", B(g.get("description") or "—"),
+                     f" (full-training accounting ×{ratio:.3f})" if ratio and ratio != 1.0 else ""]
+        same = ga.get("description") == gb.get("description")
+        line.append("." if same else ": the regimes differ, so the exact FLOPs change includes what the regime change "
+                                     "adds or removes.")
+        lines.append(T(*line))
     h = cmp.get("hfu") or {}
     if h.get("hfu", {}).get("a") is not None or h.get("hfu", {}).get("b") is not None:
         lines.append(T(f"HFU (exact + recompute): A {_f(h['hfu']['a'], '%')} (recompute ", h["a"]["recompute"],

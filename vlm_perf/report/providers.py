@@ -50,7 +50,7 @@ class SectionProvider:
 
     key: str
     summary: dict | None
-    render: Callable[[Path], Section]
+    render: Callable[[Path], "Section | None"]
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -321,3 +321,26 @@ def memory_provider(m: dict | None) -> SectionProvider:
         return Section("Peak GPU memory per rank", lines, table=(["rank", "max allocated (GiB)", "max reserved (GiB)",
                                                                    "reports", "last report (iteration)"], table))
     return SectionProvider("memory", m, render)
+
+
+# --- training regime ---------------------------------------------------------------------------
+def regime_lines(r: dict) -> list:
+    """Typed lines (`content.Inline`): the regime, its source (input strings stay text), full training beside it."""
+    lines = [T("Regime: ", B(r["description"]), " (from ", r["source"], ")."), T("What trains: ", r["trainability"], ".")]
+    ratio = r.get("full_training_over_regime")
+    if ratio:
+        lines.append(T(f"Exact FLOPs per iteration under this regime {r['flops_per_iteration']:.4g}; full training of "
+                       f"every weight would count {r['full_training_flops_per_iteration']:.4g} "
+                       f"({100 * (ratio - 1):+.1f}%): a tool that ignores the regime overstates TFLOP/s and MFU by "
+                       f"×{ratio:.3f}."))
+    if r.get("full_training_tflops_per_gpu_mean") is not None:
+        mfu = r.get("full_training_mfu_mean")
+        lines.append(T(f"Full-training accounting: {r['full_training_tflops_per_gpu_mean']:,.2f} TFLOP/s/GPU",
+                       f", MFU {_pct(mfu)}" if mfu is not None else None, " (not what ran)."))
+    lines += [T("Contradiction: ", c) for c in r.get("contradictions", [])]
+    return lines
+
+
+def regime_provider(r: dict | None) -> SectionProvider:
+    # no regime stated (every part trains): no section, as before
+    return SectionProvider("regime", r, lambda out: Section("Training regime", regime_lines(r)) if r else None)

@@ -127,6 +127,26 @@ _MEMORY = (
        nullable=True),
     _k("peak_rank", "count", int, "the rank with the highest peak", "analysis.memory"),
 )
+_REGIME = (
+    _k("description", "text", str, "the regime in words (e.g. LoRA r=16 on LM attention + MLP, tower and projector "
+       "frozen)", "run.regime"),
+    _k("source", "text", str, "which source stated it (command line > run.yaml > files in the run folder)",
+       "run.regime"),
+    _k("whole_parts", "bool", bool, "only whole parts are frozen (counted exactly as without a regime)", "run.regime"),
+    _k("trainability", "text", str, "the trainability's selectors, adapter and hooks", "arch.trainability"),
+    _k("flops_per_iteration", "FLOPs", _NUM, "exact FLOPs per iteration under the regime (windows the means use)",
+       "pipeline.regime_summary", nullable=True),
+    _k("full_training_flops_per_iteration", "FLOPs", _NUM, "exact FLOPs per iteration if every weight trained",
+       "pipeline.regime_summary", nullable=True),
+    _k("full_training_over_regime", "ratio", _NUM, "full-training FLOPs / regime FLOPs (the overstatement of a tool "
+       "that ignores the regime)", "pipeline.regime_summary", nullable=True),
+    _k("full_training_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "conventions.exact.tflops_per_gpu_mean x "
+       "full_training_over_regime", "pipeline.regime_summary", nullable=True),
+    _k("full_training_mfu_mean", "fraction", _NUM, "conventions.exact.mfu_mean x full_training_over_regime",
+       "pipeline.regime_summary", nullable=True),
+    _k("contradictions", "text", list, "sources that state another regime, with the size of the FLOPs difference",
+       "pipeline.regime_summary"),
+)
 _INPUTS = (
     _k("logs", "text", list, "log files and TensorBoard folders read", "run.discover"),
     _k("metadata", "text", list, "metadata files / shard folders read", "run.discover"),
@@ -175,6 +195,8 @@ SUMMARY: tuple[Key, ...] = (
     _k("hfu", "block", dict, "HFU next to MFU under activation recompute", "analysis.hfu", nullable=True,
        fields=_HFU),
     _k("balance", "block", dict, "DP load balance from per-microbatch FLOPs", "analysis.balance", nullable=True),
+    _k("regime", "block", dict, "the training regime (what trains, its source) and full-training accounting beside "
+       "it; null when no source states one", "pipeline.regime_summary", nullable=True, fields=_REGIME),
     _k("stragglers", "block", dict, "per-rank timing lines of the logs", "analysis.stragglers", nullable=True),
     _k("log_reconcile", "block", dict, "every registered convention (variants included) against the log's printed "
        "TFLOP/s/GPU, within its print precision (flops.conventions.reconcile)", "analysis.log_reconcile",

@@ -39,13 +39,14 @@ class Run:
     config: Any  # vlm_perf.ingest.runconfig.RunConfig
     spec: ModelSpec
     peak_tflops: float | None
-    frozen: tuple[str, ...]
+    frozen: Any  # what the FLOPs layer takes: frozen parts (whole-part regimes), else a Trainability
     causal: str
     metadata: Any = None
     estimate: BatchStats | None = None
     notes: list[str] = field(default_factory=list)  # what opening the run noticed (for the report's messages)
     log_facts: list = field(default_factory=list)  # what each log file states besides its iterations (ingest.log_facts)
     examined: Any = None  # what ``examine_logs`` returned (the evidence place's first step)
+    regime: Any = None  # vlm_perf.run.regime.Regime: what trains, from which source
 
     @property
     def stats_frame(self):
@@ -174,9 +175,12 @@ def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_b
             peak = device_peak(config.gpu).flops(config.dtype or "bf16") / 1e12
         except ValueError as exc:  # partial results beat none: MFU stays empty, the gap is stated
             notes.append(f"{exc}; MFU left empty")
-    frozen = tuple(config.frozen or ())
+    from .regime import resolve_regime
+
+    regime = resolve_regime(config, files, spec)
+    frozen = regime.frozen
     opened = Run(path, files, meta_paths, parsed, config, spec, peak, frozen, causal, notes=notes,
-                 log_facts=log_facts, examined=examined)
+                 log_facts=log_facts, examined=examined, regime=regime)
     if meta_paths:
         on_step(f"aggregating metadata ({len(meta_paths)} path(s))" + (" on the cluster" if client else ""))
         columns = row_columns(spec, frozen, causal) if row_columns else None

@@ -13,6 +13,10 @@ A run is a log file (its folder holds the rest) or a run folder. In the folder:
 * **profiler traces**: PyTorch profiler / Kineto ``*.pt.trace.json[.gz]`` and Nsight Systems ``*.sqlite``
   at the top level; in a ``trace/``, ``traces/`` or ``profiler/`` sub-folder every ``*.json[.gz]`` and
   ``*.sqlite`` (`TRACE_SUBDIRS`; a plain ``*.json`` at the top level is a config or a log, never a trace).
+* **trainability**: ``trainability.json`` at the top level (what `vlm_perf.capture.MetadataCallback` observed
+  requiring grad), and a PEFT ``adapter_config.json`` (the folder's own, else the latest ``checkpoint-N``'s,
+  `vlm_perf.ingest.adapter_config.find_adapter_config`); `vlm_perf.run.regime` resolves them against the
+  command line and run.yaml.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..ingest.adapter_config import TRAINABILITY_FILE, find_adapter_config
 from ..ingest.logs.discover import LOG_SUBDIRS, expand_dir
 from ..ingest.runconfig import find_manifest
 
@@ -45,6 +50,8 @@ class RunFiles:
     manifest: Path | None = None
     checkpoint_config: Path | None = None  # config.json in the run folder
     traces: list[Path] = field(default_factory=list)  # profiler trace files (`traces_of`)
+    trainability_record: Path | None = None  # trainability.json written by the callback
+    adapter_config: Path | None = None  # adapter_config.json of the run (its own, or the latest checkpoint's)
 
 
 def metadata_of(folder: Path) -> list[Path]:
@@ -79,5 +86,7 @@ def discover_run(path: str | Path) -> RunFiles:
         if not logs:
             raise InputError(f"no training log found (looked for {LOOKED_FOR})", str(path))
     config = folder / "config.json"
+    record = folder / TRAINABILITY_FILE
     return RunFiles(folder, logs, metadata_of(folder), find_manifest(path),
-                    config if config.is_file() else None, traces_of(folder))
+                    config if config.is_file() else None, traces_of(folder),
+                    record if record.is_file() else None, find_adapter_config(folder))

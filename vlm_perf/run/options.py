@@ -87,9 +87,20 @@ OPTIONS: tuple[RunOption, ...] = (
               _RUN_CMDS, metavar="TFLOPS", minimum=0, exclusive=True),
     RunOption("dtype", "--dtype", "str", "Training dtype for the peak (default bf16).", _RUN_CMDS,
               ("command line", "run.yaml", "log"), "dtype", metavar="DTYPE", per_run=True),
-    RunOption("frozen", "--frozen", "list", "Frozen part (repeatable): vision_tower, merger, vision, language_model "
-              "(aliases vit, projector, lm, ...).", _RUN_CMDS, ("command line", "run.yaml"), "frozen",
-              metavar="PART", default=[], per_run=True),
+    RunOption("frozen", "--frozen", "list", "Frozen part or selector (repeatable): vision_tower, merger, vision, "
+              "language_model (aliases vit, projector, lm, ...), or PART[SLICE][.KIND+KIND], e.g. 'vit[:-4]', "
+              "'lm.embeddings'.", _RUN_CMDS, ("command line", "run.yaml", "checkpoint"), "frozen",
+              metavar="SELECTOR", default=[], per_run=True),
+    RunOption("trainable", "--trainable", "list", "What trains (repeatable selector PART[SLICE][.KIND+KIND], e.g. "
+              "'vit[-4:]', 'lm.attention+mlp'; default: everything, or nothing of the base with an adapter).",
+              _RUN_CMDS, ("command line", "run.yaml", "checkpoint"), "trainable", metavar="SELECTOR", default=[],
+              per_run=True),
+    RunOption("adapter", "--adapter", "str", "LoRA/DoRA adapter: an adapter_config.json or a PEFT checkpoint "
+              "folder (default: trainability.json / adapter_config.json found in the run folder).", _RUN_CMDS,
+              ("command line", "run.yaml", "checkpoint"), "adapter", metavar="PATH", per_run=True),
+    RunOption("qlora", "--qlora", "bool", "The adapter's base weights are quantised (QLoRA: base matmuls counted "
+              "at the dequantised weights' FLOPs).", _RUN_CMDS, ("command line", "run.yaml"), "qlora",
+              default=False, per_run=True),
     RunOption("recompute", "--recompute", "str", "Activation recompute for HFU: none, selective, full or full:N "
               "layers (default: what the log / run.yaml state).", _RUN_CMDS, ("command line", "run.yaml", "log"),
               metavar="POLICY", per_run=True, pattern=r"\s*(none|selective|full(:[1-9][0-9]*)?)\s*",

@@ -1,6 +1,6 @@
 """Sections for the analysis blocks that carry their own summary.json key (`vlm_perf.report.providers`).
 
-Peak used, HFU, DP load balance and stragglers are built by `pipeline.load_run` as `SectionProvider`s
+Peak used, the training regime, HFU, DP load balance and stragglers are built by `pipeline.load_run` as `SectionProvider`s
 (``ReportContext.sections``): each has a summary block and a ``render(out_dir)`` that draws its
 figures and returns a provider `Section` whose lines may mark emphasis with ``**``. Here each becomes
 a registered report section; the text is split into typed spans, so it is escaped like every other
@@ -46,5 +46,6 @@ def _bridge(key: str):
     return build
 
 
-for _key, _order in (("peak", 12), ("hfu", 14), ("balance", 32), ("stragglers", 34), ("memory", 36)):
+for _key, _order in (("peak", 12), ("regime", 13), ("hfu", 14), ("balance", 32), ("stragglers", 34),
+                      ("memory", 36)):
     register_section(_key, order=_order)(_bridge(_key))

@@ -41,6 +41,21 @@ def headline(inputs: SectionInputs) -> SectionContent:
                        f" {unit.per_gpu} ({100 * (a / b - 1):+.1f}%); MFU {fmt(conv[BEFORE]['mfu_mean'], 1, True)} → "
                        f"{fmt(conv['exact']['mfu_mean'], 1, True)} on {s['world_size']} × ", s["gpu"] or "unknown GPU",
                        f" ({fmt(s['peak_tflops'], 0)} TFLOP/s peak, ", s["dtype"], ")."))
+    regime = s.get("regime")
+    if regime:  # the regime in words, full-training accounting beside it (pipeline.regime_summary)
+        ratio = regime.get("full_training_over_regime")
+        line = [B("Regime: " + regime["description"]), " (", regime["source"], ")."]
+        if ratio:
+            line += [" Full-training accounting would count ×", B(f"{ratio:.3f}"), " these FLOPs",
+                     f" ({100 * (ratio - 1):+.1f}%)"]
+            if regime.get("full_training_tflops_per_gpu_mean") is not None:
+                line += [": ", fmt(regime["full_training_tflops_per_gpu_mean"], 2), " TFLOP/s/GPU"]
+                if regime.get("full_training_mfu_mean") is not None:
+                    line += [", MFU ", fmt(regime["full_training_mfu_mean"], 1, True)]
+            line.append(" — not what ran.")
+        lines.append(T(*line))
+        for text in regime.get("contradictions", []):
+            lines.append(T(Span("Regime contradiction: ", bold=True, tone="warn"), text))
     if s.get("logged_tflops_per_gpu_mean"):
         lines.append(T("The log printed ", B(unit.fmt(s["logged_tflops_per_gpu_mean"])), f" {unit.per_gpu} on average."))
     if s.get("vision_share_mean") is not None:
