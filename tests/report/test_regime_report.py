@@ -17,9 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from vlm_perf.cli import app
 from vlm_perf.errors import ConfigError
 from vlm_perf.pipeline import load_run
 
@@ -146,8 +144,8 @@ def test_bad_selector_in_run_yaml_names_the_key(tmp_path):
         load_run(run)
 
 
-def test_compare_across_regimes(tmp_path):
-    r = CliRunner().invoke(app, ["compare", str(REAL), str(LORA), "--causal", "full", "-o", str(tmp_path / "cmp")],
+def test_compare_across_regimes(tmp_path, cli):
+    r = cli("compare", str(REAL), str(LORA), "--causal", "full", "-o", str(tmp_path / "cmp"),
                            env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     cmp = json.loads((tmp_path / "cmp" / "compare.json").read_text())
@@ -162,11 +160,11 @@ def test_compare_across_regimes(tmp_path):
     assert "the regimes differ" in " ".join(r.output.split())
 
 
-def test_compare_per_run_adapter_flag(tmp_path):
+def test_compare_per_run_adapter_flag(tmp_path, cli):
     """--adapter-b: the same run counted under two regimes side by side; exact B/A is the inverse of B's
     full-training factor, and the conventions that ignore the regime are unchanged."""
-    r = CliRunner().invoke(app, ["compare", str(REAL), str(REAL), "--adapter-b", str(LORA), "--causal", "full",
-                                 "-o", str(tmp_path / "cmp")])
+    r = cli("compare", str(REAL), str(REAL), "--adapter-b", str(LORA), "--causal", "full",
+            "-o", str(tmp_path / "cmp"))
     assert r.exit_code == 0, r.output
     cmp = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     b = cmp["runs"]["b"]["regime"]
