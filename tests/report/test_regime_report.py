@@ -146,7 +146,7 @@ def test_bad_selector_in_run_yaml_names_the_key(tmp_path):
 
 def test_compare_across_regimes(tmp_path, cli):
     r = cli("compare", str(REAL), str(LORA), "--causal", "full", "-o", str(tmp_path / "cmp"),
-                           env={"COLUMNS": "200"})
+            env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     cmp = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     a, b = cmp["runs"]["a"]["regime"], cmp["runs"]["b"]["regime"]
