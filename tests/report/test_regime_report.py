@@ -22,8 +22,10 @@ from vlm_perf.errors import ConfigError
 from vlm_perf.pipeline import load_run
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = sorted(p for p in (ROOT / "sample_logs").iterdir()  # every bundled run with a training log
-                 if p.is_dir() and p.name != "qwen2-vl-tiny-lora-real" and any(p.glob("train.log*")))
+# every bundled run with a training log whose regime no file states (a trainability.json states one: the LoRA
+# run's and the profiled run's, tested below and in tests/report/test_trace_section.py)
+SAMPLES = sorted(p for p in (ROOT / "sample_logs").iterdir()
+                 if p.is_dir() and any(p.glob("train.log*")) and not (p / "trainability.json").exists())
 REAL = ROOT / "sample_logs" / "qwen2-vl-tiny-real"
 LORA = ROOT / "sample_logs" / "qwen2-vl-tiny-lora-real"
 ALL_KINDS = "attention+mlp+norms+embeddings+head"
