@@ -17,7 +17,8 @@ VALID = {"model": "qwen2.5-vl-7b", "num_gpus": "8", "gpu": "H100", "dtype": "bf1
          "log_interval": "10", "seq_length": "4096", "image_grid": "[1, 28, 28]", "image_size": "[448, 448]",
          "images_per_sample": "1", "global_batch_size": "256", "micro_batch_size": "1", "synthetic": "false",
          "generator": "x", "seed": "1", "notes": "hi", "recompute_granularity": "full", "recompute_method": "uniform",
-         "recompute_num_layers": "1", "gradient_checkpointing": "true"}
+         "recompute_num_layers": "1", "gradient_checkpointing": "true", "trainable": "['lm[20:].mlp']",
+         "adapter": "adapter_config.json", "qlora": "false"}
 INT_KEYS = [k for k in MANIFEST_KEYS if k in _INT_FIELDS]
 
 
