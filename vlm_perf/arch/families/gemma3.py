@@ -31,7 +31,7 @@ from ..spec import LMSpec, ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import lm_blocks
 from .media import DerivedMedia, MediaRule, positive
-from .siglip import read_siglip, siglip_blocks
+from .siglip import fixed_tile, read_siglip, siglip_blocks
 
 # Gemma3TextConfig class defaults (transformers 5.x): the released configs rely on them (gemma-3-4b-it's
 # text_config lists only hidden_size, intermediate_size, num_hidden_layers, sliding_window, rope_scaling)
@@ -164,11 +164,7 @@ class Gemma3Media(MediaRule):
 
     def settings(self, spec) -> dict:
         pre = spec.processor.get("preprocessor_config.json", {})
-        size = pre.get("size") if isinstance(pre.get("size"), dict) else {}
-        tile = spec.extra["image_size"]
-        if size and (size.get("height"), size.get("width")) != (tile, tile):
-            raise UnsupportedModelError(f"{spec.name}: preprocessor size {size} differs from the tower's "
-                                        f"{tile}-px image_size (SigLIP would need interpolated positions)")
+        tile, size = fixed_tile(spec, pre)
         out = {"size": tile, "source": "processor files" if size else "tower image_size (reference default)",
                **PROCESSOR_FORCED, "forced": "Gemma3Processor.images_kwargs (do_pan_and_scan False unless the "
                                              "call passes True)"}

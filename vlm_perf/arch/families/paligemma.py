@@ -37,7 +37,7 @@ from ..spec import LMSpec, ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import lm_blocks
 from .media import DerivedMedia, MediaRule, positive
-from .siglip import read_siglip, siglip_blocks
+from .siglip import fixed_tile, read_siglip, siglip_blocks
 
 LM_FAMILIES = ("gemma", "gemma2")
 # GemmaConfig / Gemma2Config class defaults (transformers 5.x configuration_gemma.py / configuration_gemma2.py)
@@ -130,11 +130,7 @@ class PaliGemmaMedia(MediaRule):
 
     def settings(self, spec) -> dict:
         pre = spec.processor.get("preprocessor_config.json", {})
-        size = pre.get("size") if isinstance(pre.get("size"), dict) else {}
-        tile = spec.extra["image_size"]
-        if size and (size.get("height"), size.get("width")) != (tile, tile):
-            raise UnsupportedModelError(f"{spec.name}: preprocessor size {size} differs from the tower's "
-                                        f"{tile}-px image_size (SigLIP's position table would not fit)")
+        tile, size = fixed_tile(spec, pre)
         seq = pre.get("image_seq_length", spec.extra["image_seq_length"])
         if seq != spec.extra["image_seq_length"]:
             raise ConfigError(f"{spec.name}: preprocessor image_seq_length {seq} differs from the "

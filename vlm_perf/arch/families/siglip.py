@@ -112,3 +112,17 @@ def siglip_blocks(t: Siglip) -> tuple:
                          head_dim=t.head_dim, mlp_width=t.mlp_width, mlp_gated=False, attention="frame",
                          cls=False, qkv_bias=True, proj_bias=True, mlp_bias=True, norm="layernorm"),
             ExtraParams(part=VISION_TOWER, count=1, label="post LayerNorm", numel=2 * t.width)) + head
+
+
+def fixed_tile(spec, pre: dict) -> tuple[int, dict]:
+    """(tile, size) of a fixed-size SigLIP tower's image processor: ``size`` is ``preprocessor_config.json``'s
+    ``{"height", "width"}`` (empty when absent) and must equal the tower's square ``image_size`` — SigLIP's
+    learned position table has one entry per patch of that tile, so another size is refused."""
+    raw = pre.get("size")
+    size: dict = raw if isinstance(raw, dict) else {}
+    tile = int(spec.extra["image_size"])
+    if size and (size.get("height"), size.get("width")) != (tile, tile):
+        raise UnsupportedModelError(f"{spec.name}: preprocessor size {size} differs from the tower's {tile}-px "
+                                    "image_size (SigLIP's position table has one entry per patch of that tile)")
+    return tile, size
+
