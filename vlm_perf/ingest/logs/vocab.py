@@ -287,18 +287,10 @@ def value_of(raw: str, mapping: Mapping | None = None) -> float | None:
         v = float(m.group("num").replace(",", ""))
     except ValueError:
         return None
-    if m.group("suf"):
-        v *= _SUFFIX[m.group("suf")]
+    suffix, scale, unit = _factors(m, mapping)
     if mapping is None:
-        return v
-    unit = m.group("unit") or ""
-    own = None
-    if mapping.quantity == "time" and unit in ("ms", "s", "sec"):
-        own = _VALUE_UNIT[unit]
-    elif mapping.quantity == "fraction" and unit == "%":
-        own = 0.01
-    scale = mapping.mult / mapping.unit_mult if mapping.unit_mult else mapping.mult
-    out = v * scale * (own if own is not None else mapping.unit_mult)
+        return v * suffix
+    out = v * suffix * scale * unit
     return 0.0 if out == 0.0 else out
 
 
@@ -359,8 +351,13 @@ def value_factors(raw: str, mapping: Mapping | None = None) -> tuple[float, floa
     the -0.0 -> 0.0 of a mapped value). None when ``raw`` is not a number. Without a mapping the last
     two are 1.0 (``value_of`` returns the number times its suffix)."""
     m = _VALUE_RE.match(raw)
-    if not m:
-        return None
+    return _factors(m, mapping) if m else None
+
+
+def _factors(m: re.Match, mapping: Mapping | None) -> tuple[float, float, float]:
+    """(suffix, the key's scale, the unit) of a matched value: the one unit rule of `value_of` and
+    `value_factors` — the value's own unit (``ms``/``s`` for a time, ``%`` for a fraction) where it
+    prints one, else the key's."""
     suf = _SUFFIX[m.group("suf")] if m.group("suf") else 1.0
     if mapping is None:
         return suf, 1.0, 1.0
