@@ -63,12 +63,6 @@ def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: boo
             "ZERO; check the keys are image_grid_thw / video_grid_thw (docs/metadata-schema.md)"]
 
 
-
-
-
-
-
-
 def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | None = None,
              gpus: int | None = None, gpu: str | None = None, peak_tflops: float | None = None,
              dtype: str | None = None, conventions: Iterable[str] = (), log_format: str = "auto",
@@ -156,8 +150,6 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw, metadata=opened.metadata)
 
 
-
-
 def examine_log_files(parsed, log_facts, merge_logs: bool, run: str):
     """The first step of the evidence place, run by `open_run` as soon as the logs are parsed (before
     the metadata is read): log files of two different runs found together are refused
@@ -202,4 +194,3 @@ def evidence_checks(opened: Run, analysis: RunAnalysis, *, costs=None, overrides
     return ev_mod.gather_evidence(opened.spec, config, ranges, mixed, opened.log_facts, analysis, stats_frame, costs,
                                   overrides or {}, opened.frozen, opened.causal, logs_chosen=logs_chosen,
                                   regime=opened.regime)
-

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Key", "key", "CORE", "SUMMARY", "summary_keys", "check_summary", "schema_markdown"]
+__all__ = ["Key", "key", "CORE", "summary_keys", "check_summary", "schema_markdown"]
 
 _NUM = (int, float)
 
@@ -67,7 +67,8 @@ _INPUTS = (
     _k("causal", "text", str, "how exact counts the LM attention core (half | full)", "pipeline"),
 )
 
-#: the keys `document.build_summary` writes itself; every report part adds its own (`parts.ReportPart.keys`)
+#: the keys `document.build_summary` writes itself; every report part adds its own (`parts.ReportPart.keys`);
+#: ``SUMMARY`` (module attribute) is `summary_keys()`
 CORE: tuple[Key, ...] = (
     _k("checks_status", "text", str, "fail | warn | ok: the most severe check", "report.document"),
     _k("checks_failed", "text", list, "names of the failed checks", "report.document"),
