@@ -59,7 +59,6 @@ class Section:
         return "\n".join(out)
 
 
-
 def _pct(x: float | None, digits: int = 1) -> str:
     return "—" if x is None else f"{100 * x:.{digits}f}%"
 
@@ -159,7 +158,6 @@ def balance_figure(ranks: pl.DataFrame, per_iteration: pl.DataFrame, path: Path)
     return path
 
 
-
 # --- peak behind every MFU ---------------------------------------------------------------------
 def peak_lines(peak: dict | None) -> list:
     """Typed lines (`content.Inline`: emphasis is a span, input strings stay text in every format)."""
@@ -181,7 +179,6 @@ def peak_lines(peak: dict | None) -> list:
     return lines
 
 
-
 # --- HFU next to MFU ---------------------------------------------------------------------------
 def hfu_lines(h: dict, unit: RateUnit = TFLOPS) -> list:
     """Typed lines (`content.Inline`); the MFU is the headline's exact MFU (one value, `analysis.hfu`).
@@ -199,7 +196,6 @@ def hfu_lines(h: dict, unit: RateUnit = TFLOPS) -> list:
     lines.append(T("HFU counts what the GPUs executed (recomputed forward included), MFU what the model needs; only "
                    "MFU compares runs with different recompute settings."))
     return lines
-
 
 
 # --- stragglers ------------------------------------------------------------------------------
@@ -245,7 +241,6 @@ def straggler_lines(s: dict) -> list[str]:
     return lines + s.get("notes", [])
 
 
-
 # --- peak memory per rank (vlm_perf.analysis.memory) ------------------------------------------
 def _gib(value: float | None) -> str:
     return "—" if value is None else f"{value / 1024 ** 3:,.2f}"
@@ -261,7 +256,6 @@ def memory_lines(m: dict) -> list[str]:
             f"allocated **{_gib(m['max_allocated_bytes'])} GiB**, max reserved **{_gib(m['max_reserved_bytes'])} "
             f"GiB** (rank {m['peak_rank']}); lowest max allocated {_gib(m['min_max_allocated_bytes'])} GiB.",
             "Peaks since each process started (the allocator's maxima): the largest value of each rank's reports."]
-
 
 
 # --- training regime ---------------------------------------------------------------------------
@@ -284,6 +278,7 @@ def regime_lines(r: dict) -> list:
 
 # --- what each part computes from the opened run (`parts.PartContext`) ------------------------------
 
+
 def balance_of(costs, spec: ModelSpec, frozen, analysis: RunAnalysis):
     """DP load balance from the per-microbatch exact FLOPs (`vlm_perf.analysis.balance`), over the
     iterations the report's means use; the step-time model comes from the attribution when it was fitted."""
@@ -301,6 +296,7 @@ def balance_of(costs, spec: ModelSpec, frozen, analysis: RunAnalysis):
     return analyze_balance(ranks, costs=costs, iterations=analysis.selection.iterations(), time_model=model,
                            rows_without_rank=unranked)
 
+
 def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None, causal: str = "half") -> dict:
     """HFU block: the --recompute override, else what run.yaml / the log state, else no recompute."""
     from ..analysis.hfu import Recompute, hfu_summary, recompute_from_config
@@ -311,6 +307,7 @@ def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None
         config.gradient_checkpointing, config.pipeline_parallel,
         source="/".join(sorted(sources)) or "run configuration") or Recompute()
     return hfu_summary(analysis, spec, policy, frozen, causal)
+
 
 def stragglers_of(logs, config, balance, analysis: RunAnalysis, timing=None) -> dict:
     """Per-rank timing lines of the logs, correlated with the DP load balance when metadata exists.
@@ -325,6 +322,7 @@ def stragglers_of(logs, config, balance, analysis: RunAnalysis, timing=None) -> 
     return straggler_summary(timing, ranks=balance.ranks if balance is not None else None,
                              tp=config.tensor_parallel, cp=config.context_parallel, dp=config.data_parallel,
                              interval=interval)
+
 
 def regime_summary(opened: Run, analysis: RunAnalysis) -> dict | None:
     """The regime block (summary.json ``regime``): what trains, from which source, and full-training accounting
@@ -372,7 +370,6 @@ def regime_summary(opened: Run, analysis: RunAnalysis) -> dict | None:
             "full_training_tflops_per_gpu_mean": rate * ratio if rate is not None and ratio else None,
             "full_training_mfu_mean": mfu * ratio if mfu is not None and ratio else None,
             "contradictions": contradictions}
-
 
 
 # --- schema entries of the parts' summary keys -------------------------------------------------------

@@ -77,6 +77,7 @@ def trace_parts(inputs: SectionInputs) -> SectionContent | None:
                                                    "achieved FLOP/s)"))
     return SectionContent(TITLE, blocks)
 
+
 def trace_parts_of(opened: "Run", analysis: "RunAnalysis", on_step: Callable[[str], None] | None = None):
     """The report's per-part block when the run folder holds profiler traces (`vlm_perf.run.discover`): the
     traces attributed to parts and joined with the exact FLOPs of the run's metadata (its model, frozen parts,
@@ -126,6 +127,7 @@ _TRACE = tuple(_k(n, u, t, m, "analysis.trace_summary", **kw) for n, u, t, m, kw
     ("top", "block", list, "top ops / kernels by time: name, part, time_s, count", {}),
     ("notes", "text", list, "what the attribution assumed or could not do", {}),
 ))
+
 
 register_part(ReportPart(
     "trace_parts", order=36, section=trace_parts, summary=lambda result: result[0],
