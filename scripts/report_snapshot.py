@@ -8,6 +8,8 @@ Run it from the repository root, once before a change and once after. Timings ar
 ``*_seconds`` / ``elapsed`` keys of the readers' diagnostics); everything else must be byte-identical.
 The report folder is the same path each time, so file names in the outputs compare equal. A JSON file
 whose parsed content is equal but whose key order differs is reported as such, not as a difference.
+Known noise: qwen2-vl-tiny-trace's trace_parts.png (inlined in its report.html) is not byte-stable, two
+runs of the same code can differ in that PNG alone.
 """
 
 from __future__ import annotations
