@@ -20,6 +20,7 @@ CONTINUATION_RE = re.compile(r"^[^\s{}\[\]]+(?: - [^\s{}\[\]]+)*\s*$")
 MAP = {
     "perf/mfu/actor": ("mfu_logged", 1.0),
     "mfu/actor": ("mfu_logged", 1.0),
+    "perf/mfu_actor": ("mfu_logged", 1.0),  # EasyR1's spelling
     "perf/throughput": ("tokens_per_s", 1.0),
     "perf/time_per_step": ("elapsed_s", 1.0),
     "actor/pg_loss": ("loss", 1.0),
