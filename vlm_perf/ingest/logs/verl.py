@@ -23,6 +23,7 @@ MAP = {
     "perf/mfu_actor": ("mfu_logged", 1.0),  # EasyR1's spelling
     "perf/throughput": ("tokens_per_s", 1.0),
     "perf/time_per_step": ("elapsed_s", 1.0),
+    "timing_s/step": ("elapsed_s", 1.0),  # the same timer as perf/time_per_step (veRL / EasyR1)
     "actor/pg_loss": ("loss", 1.0),
     "actor/grad_norm": ("grad_norm", 1.0),
     "actor/lr": ("lr", 1.0),
