@@ -338,12 +338,11 @@ def _timer(low: str) -> Mapping | None:
     phase, outside the step, or unknown) -> ``timer_s_<name>``, kept in seconds and never summed as a phase;
     a deeper name (``timing_s/agent_loop/tool_calls/mean``: statistics over a phase's requests, some of them
     counts) -> kept as an extra as printed."""
-    for pre, mult in _TIMER_PREFIXES:
-        if low.startswith(pre) and len(low) > len(pre):
-            name = low[len(pre):].strip()
-            break
-    else:
+    found = next(((pre, mult) for pre, mult in _TIMER_PREFIXES if low.startswith(pre) and len(low) > len(pre)), None)
+    if found is None:
         return None
+    pre, mult = found
+    name = low[len(pre):].strip()
     if "/" in name:
         return Mapping("", 1.0, "", f"{pre}{name}: a statistic within a phase (not one timer): kept as an extra")
     from ...flops.generation import NESTED_TIMERS, OUTSIDE_STEP_TIMERS, PHASE_TIMERS
