@@ -129,3 +129,53 @@ def test_phase_rates_prefers_the_phase_timer_to_a_nested_one():
     assert both["generation"]["seconds"] == 2.0 and "start_profile" not in both
     nested_only = phase_rates(step, {"timing_s/generate_sequences": 1.9}, num_gpus=1)
     assert nested_only["generation"]["seconds"] == 1.9
+
+
+def test_estimate_frame_equals_the_per_step_estimate_on_every_row():
+    from vlm_perf.arch import load_model
+    from vlm_perf.flops.rl_step import rl_estimate_flops_frame
+
+    it = pl.DataFrame({"iteration": [1, 2, 3, 4, 5], "prompt_len_mean": [101.75, 101.5, 300.2, None, 50.0],
+                       "response_len_mean": [310.25, 322.5, 7.0, 5.0, 0.2],
+                       "step_tokens": [421888.0, 434176.0, 3072.0, 5.0, 100.0]})
+    for spec, grids in ((_spec(), ()), (load_model("qwen2.5-vl-7b"), [(1, 16, 16)])):
+        frame, notes = rl_estimate_flops_frame(spec, it, image_grids_per_sample=grids, ppo_epochs=2)
+        assert notes[0].startswith("ESTIMATE")
+        assert sorted(set(frame.get_column("iteration").to_list())) == [1, 2, 3]  # 4: no prompt; 5: N rounds to 0
+        for iteration, p, n, k in ((1, 101.75, 310.25, 1024), (2, 101.5, 322.5, 1024), (3, 300.2, 7.0, 10)):
+            want = rl_step_flops_estimate(spec, k, p, n, image_grids_per_sample=grids, ppo_epochs=2).phase_totals()
+            got = dict(frame.filter(pl.col("iteration") == iteration).select("phase", "flops").iter_rows())
+            assert got.keys() == want.keys()
+            for phase in want:
+                assert got[phase] == pytest.approx(want[phase], rel=1e-9), (spec.name, iteration, phase)
+
+
+def test_estimate_frame_refuses_a_non_polynomial_model_and_bad_input():
+    from vlm_perf.arch import load_model
+    from vlm_perf.errors import UnsupportedModelError
+    from vlm_perf.flops.rl_step import rl_estimate_flops_frame
+
+    it = pl.DataFrame({"iteration": [1, 2], "prompt_len_mean": [500.0, 3000.0], "response_len_mean": [400.0, 400.0]})
+    with pytest.raises(UnsupportedModelError, match="polynomial"):
+        rl_estimate_flops_frame(load_model("gemma3-4b"), it, samples=2)  # sliding window 1024 is crossed
+    with pytest.raises(ConfigError, match="no sample count"):
+        rl_estimate_flops_frame(_spec(), it)
+    with pytest.raises(ConfigError, match="missing prompt_len_mean"):
+        rl_estimate_flops_frame(_spec(), it.drop("prompt_len_mean"), samples=2)
+    with pytest.raises(ConfigError, match="samples must be"):
+        rl_estimate_flops_frame(_spec(), it, samples=0)
+    frame, _ = rl_estimate_flops_frame(_spec(), it.with_columns(pl.lit(None, pl.Float64).alias("response_len_mean")),
+                                       samples=2)
+    assert frame.height == 0
+
+
+def test_estimate_frame_feeds_the_phase_table():
+    from vlm_perf.flops.rl_step import rl_estimate_flops_frame
+
+    it = pl.DataFrame({"iteration": [1], "elapsed_s": [10.0], "phase_s_generation": [6.0], "phase_s_update_actor": [3.0],
+                       "prompt_len_mean": [6.0], "response_len_mean": [4.0]})
+    frame, _ = rl_estimate_flops_frame(_spec(), it, samples=3, causal="full")
+    t = phase_table(it, frame, num_gpus=1)
+    want = rl_step_flops(_spec(), [6] * 3, [4] * 3, causal="full").phase_totals()
+    assert _row(t, 1, "update_actor")["flops"] == pytest.approx(want["update_actor"], rel=1e-12)
+    assert _row(t, 1, "ref")["seconds"] is None

@@ -19,6 +19,7 @@ seconds per canonical phase, ``timer_s_<name>`` timers that are not phases, ``el
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any, Sequence
 
 import polars as pl
@@ -175,5 +176,118 @@ def rl_step_flops_estimate(spec: ModelSpec, samples: int, prompt_len_mean: float
     return RLStepFlops(step.phases, step.generation, (note, *extra, *step.notes))
 
 
+# ---- the estimate over every iteration of a log, in one polars plan ------------------------------------------
+
+#: the monomials of one sample's phase FLOPs in (P, N) = (prompt positions, generated tokens): with the media
+#: fixed, every phase is a polynomial of degree 2 (linear terms, causal attention over P + N, the KV-cache sum
+#: sum_{j<N} (P + j)), which :func:`rl_estimate_flops_frame` fits exactly and checks
+_MONOMIALS = ((0, 0), (1, 0), (0, 1), (2, 0), (0, 2), (1, 1))
+
+
+def _solve(rows: list[list[Fraction]], rhs: list[Fraction]) -> list[Fraction] | None:
+    """Exact Gaussian elimination (a 6 x 6 system); None when singular."""
+    n = len(rows)
+    a = [r[:] + [b] for r, b in zip(rows, rhs)]
+    for col in range(n):
+        piv = next((i for i in range(col, n) if a[i][col] != 0), None)
+        if piv is None:
+            return None
+        a[col], a[piv] = a[piv], a[col]
+        for i in range(n):
+            if i != col and a[i][col] != 0:
+                f = a[i][col] / a[col][col]
+                a[i] = [x - f * y for x, y in zip(a[i], a[col])]
+    return [a[i][n] / a[i][i] for i in range(n)]
+
+
+def _exact(v: Any) -> Fraction:
+    return Fraction(v) if not isinstance(v, float) else Fraction(v).limit_denominator(1 << 20) \
+        if not v.is_integer() else Fraction(int(v))
+
+
+def _points(values: list[int], low: int) -> list[int]:
+    """Three distinct evaluation points spanning ``values`` (at least ``low``)."""
+    lo, hi = max(min(values), low), max(max(values), low)
+    pts = sorted({lo, max((lo + hi) // 2, low), hi})
+    while len(pts) < 3:
+        pts.append(pts[-1] + 1)
+    return pts[:3]
+
+
+def rl_estimate_flops_frame(spec: ModelSpec, iterations: pl.DataFrame,
+                            image_grids_per_sample: Sequence[Sequence[int]] = (), samples: int | None = None,
+                            **rl_kwargs: Any) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    """ESTIMATE of every iteration's phase FLOPs from the log's mean lengths, as ``(iteration, phase, flops)``
+    rows for :func:`phase_table`, and the notes that say it is an estimate.
+
+    Per iteration: ``rl_samples`` responses (the column, else :func:`rl_samples_expr`, else ``samples``), each
+    with ``round(prompt_len_mean)`` prompt positions and ``round(response_len_mean)`` generated tokens and the
+    media ``image_grids_per_sample`` — the same estimate as :func:`rl_step_flops_estimate`, with its
+    under-count of attention when lengths vary. One sample's phase FLOPs are an exact degree-2 polynomial in
+    (P, N); its coefficients are solved exactly from six :func:`rl_step_flops` evaluations spanning the log's
+    lengths and checked at three more, then applied to all rows in one polars expression (no Python loop per
+    row). A model whose FLOPs are not that polynomial there (sliding-window layers crossing their window) is
+    refused with UnsupportedModelError. Rows without lengths, a response length below 1 or no sample count
+    get no rows."""
+    from ..errors import UnsupportedModelError
+
+    need = {"iteration", "prompt_len_mean", "response_len_mean"}
+    missing = need - set(iterations.columns)
+    if missing:
+        raise ConfigError(f"an estimate from mean lengths needs columns {', '.join(sorted(need))}; missing "
+                          f"{', '.join(sorted(missing))}")
+    if samples is not None and (int(samples) != samples or samples < 1):
+        raise ConfigError(f"samples must be a positive integer, got {samples!r}")
+    if samples is not None:
+        n_expr = pl.lit(int(samples), pl.Int64)
+    elif "rl_samples" in iterations.columns:
+        n_expr = pl.col("rl_samples").cast(pl.Int64)
+    elif "step_tokens" in iterations.columns:
+        n_expr = rl_samples_expr()
+    else:
+        raise ConfigError("no sample count: the log has no rl_samples / step_tokens column; give samples=")
+    rows = iterations.select(pl.col("iteration").cast(pl.Int64), n_expr.alias("_n"),
+                             pl.col("prompt_len_mean").cast(pl.Float64).round(0).cast(pl.Int64).alias("_p"),
+                             pl.col("response_len_mean").cast(pl.Float64).round(0).cast(pl.Int64).alias("_r")
+                             ).filter(pl.col("_n").is_not_null() & (pl.col("_n") > 0) & pl.col("_p").is_not_null()
+                                      & (pl.col("_p") >= 1) & pl.col("_r").is_not_null() & (pl.col("_r") >= 1))
+    notes = (ESTIMATE_NOTE.format(p="per iteration", n="per iteration"),
+             *(() if image_grids_per_sample else ("no image grids given: the vision tower and projector are not "
+                                                  "counted",)))
+    empty = pl.DataFrame(schema={"iteration": pl.Int64, "phase": pl.Utf8, "flops": pl.Float64})
+    if rows.height == 0:
+        return empty, notes
+    grids = [tuple(g) for g in image_grids_per_sample]
+    ps = _points(rows.get_column("_p").to_list(), 1)
+    ns = _points(rows.get_column("_r").to_list(), 1)
+
+    def one(p: int, n: int) -> dict[str, Any]:
+        return rl_step_flops(spec, [p], [n], image_grids=grids, **rl_kwargs).phase_totals()
+
+    fit_pts = [(ps[0], ns[0]), (ps[1], ns[0]), (ps[2], ns[0]), (ps[0], ns[1]), (ps[0], ns[2]), (ps[1], ns[1])]
+    check_pts = [(ps[2], ns[2]), (ps[1], ns[2]), (ps[2], ns[1])]
+    fits = [one(p, n) for p, n in fit_pts]
+    checks = [one(p, n) for p, n in check_pts]
+    matrix = [[Fraction(p) ** i * Fraction(n) ** j for i, j in _MONOMIALS] for p, n in fit_pts]
+    exprs = []
+    for phase in fits[0]:
+        coef = _solve(matrix, [_exact(f[phase]) for f in fits])
+        if coef is None:
+            raise UnsupportedModelError(f"{spec.name}: the mean-length estimate could not be fitted")
+        for (p, n), got in zip(check_pts, checks):
+            want = sum(c * Fraction(p) ** i * Fraction(n) ** j for c, (i, j) in zip(coef, _MONOMIALS))
+            if abs(float(want) - float(got[phase])) > 1e-9 * max(1.0, abs(float(got[phase]))):
+                raise UnsupportedModelError(
+                    f"{spec.name}: phase {phase!r} FLOPs are not a degree-2 polynomial of the lengths here "
+                    "(e.g. sliding-window layers); estimate each step with rl_step_flops_estimate instead")
+        poly = sum((float(c) * pl.col("_p").cast(pl.Float64) ** i * pl.col("_r").cast(pl.Float64) ** j
+                    for c, (i, j) in zip(coef, _MONOMIALS) if c != 0), pl.lit(0.0))
+        exprs.append(pl.struct(pl.lit(phase).alias("phase"), (pl.col("_n").cast(pl.Float64) * poly).alias("flops"))
+                     .alias(phase))
+    out = rows.select("iteration", *exprs).unpivot(index="iteration", value_name="_s").unnest("_s").drop("variable")
+    return out.select("iteration", "phase", pl.col("flops").cast(pl.Float64)), notes
+
+
 __all__ = ["ESTIMATE_NOTE", "PHASE_PREFIX", "PHASE_TABLE_SCHEMA", "TIMER_PREFIX", "UNACCOUNTED",
-           "phase_table", "rl_samples_expr", "rl_step_flops_estimate"]
+           "phase_table", "rl_estimate_flops_frame", "rl_samples_expr",
+           "rl_step_flops_estimate"]
