@@ -154,3 +154,26 @@ def test_bad_input_is_a_config_error(kwargs, match):
         verl_mfu_actor_engine(_tiny(), [], 1, 1e12)
     with pytest.raises(ConfigError, match="seconds must be > 0"):
         verl_mfu_actor_engine(_tiny(), [([10], 0.0)], 1, 1e12)
+
+
+def test_log_frame_reproduces_the_legacy_formula_row_by_row():
+    import polars as pl
+
+    from vlm_perf.flops.conventions.verl_mfu import verl_mfu_actor_log_frame
+
+    spec = load_model("qwen2.5-vl-7b")
+    it = pl.DataFrame({"iteration": [1, 2, 3], "mfu_logged": [0.3, 0.31, None], "prompt_len_mean": [100.25, 200.0, 50.0],
+                       "response_len_mean": [300.0, 99.6, 10.0], "step_tokens": [400.25 * 1024, 299.6 * 512, 0.0],
+                       "phase_s_update_actor": [14.0, 12.5, 3.0]})
+    got = verl_mfu_actor_log_frame(spec, it, 8, 989e12, [(1, 16, 16)], ppo_epochs=2)
+    for row, (n, length) in zip(got.rows(named=True)[:2], [(1024, 400), (512, 300)]):
+        want = verl_mfu_actor(spec, [length] * n, row["update_s"], 8, 989e12, [(1, 16, 16)] * n, ppo_epochs=2,
+                              exact=False)
+        assert (row["samples"], row["seq_len"]) == (n, length)
+        assert row["mfu_verl_estimate"] == pytest.approx(want.mfu, rel=1e-9)
+        assert row["ratio"] == pytest.approx(row["mfu_logged"] / want.mfu, rel=1e-9)
+    assert got.row(2, named=True)["mfu_verl_estimate"] is None  # no samples (step_tokens 0)
+    with pytest.raises(ConfigError, match="missing phase_s_update_actor"):
+        verl_mfu_actor_log_frame(spec, it.drop("phase_s_update_actor"), 8, 989e12)
+    with pytest.raises(ConfigError, match="no sample count"):
+        verl_mfu_actor_log_frame(spec, it.drop("step_tokens"), 8, 989e12)

@@ -201,8 +201,8 @@ def _solve(rows: list[list[Fraction]], rhs: list[Fraction]) -> list[Fraction] | 
 
 
 def _exact(v: Any) -> Fraction:
-    return Fraction(v) if not isinstance(v, float) else Fraction(v).limit_denominator(1 << 20) \
-        if not v.is_integer() else Fraction(int(v))
+    """A FLOP count (int or float) as an exact fraction (a float's exact binary value)."""
+    return Fraction(v)
 
 
 def _points(values: list[int], low: int) -> list[int]:

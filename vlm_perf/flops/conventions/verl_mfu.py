@@ -34,13 +34,16 @@ same time (``exact_mfu``), so the difference is a number, not a caveat.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ...arch.spec import ModelSpec
 from ...arch.trainability import Trainability
 from ...errors import ConfigError
 from ...stats.batch import BatchStats
 from .base import Pin
+
+if TYPE_CHECKING:
+    import polars as pl
 
 VERL_MFU_ENGINE = Pin(
     "veRL", "verl-project/verl",
@@ -172,5 +175,72 @@ def verl_mfu_actor_engine(spec: ModelSpec, minibatches: Sequence[tuple[Sequence[
                    total_ex if exact else None, notes)
 
 
+def verl_mfu_actor_log_frame(spec: ModelSpec, iterations: "pl.DataFrame", num_gpus: int, peak_flops: float,
+                             image_grids_per_sample: Sequence[Sequence[int]] = (), ppo_epochs: int = 1,
+                             samples: int | None = None, convention: str = "verl") -> "pl.DataFrame":
+    """Per iteration of a parsed log: the logged ``mfu_logged`` (veRL ``perf/mfu/actor`` / EasyR1
+    ``perf/mfu_actor``) beside its reproduction by the ``legacy`` formula as an ESTIMATE from the log alone —
+    every response given the mean prompt + mean response length (``round``), ``rl_samples`` responses (the
+    column, else ``step_tokens / (mean_P + mean_N)``, else ``samples``), the time ``phase_s_update_actor``.
+
+    Columns: ``iteration``, ``mfu_logged``, ``mfu_verl_estimate``, ``ratio`` (logged / estimate), ``samples``,
+    ``seq_len`` (rounded mean prompt + response), ``update_s``. Expect ``ratio`` >= 1 when lengths vary (veRL
+    sums L^2 per response; the mean's square is smaller) and when the engine path's per-mini-batch timers
+    exclude the dispatch that ``timing_s/update_actor`` includes. With per-response lengths use
+    :func:`verl_mfu_actor` instead. veRL's FLOPs of one response are ``c0 + c1 L + c2 L^2`` (``L`` its length;
+    ``c0`` its media's ViT term): solved exactly from three evaluations of the convention, checked at a
+    fourth, applied to every row in one polars expression."""
+    import polars as pl
+    from fractions import Fraction
+
+    from ..rl_step import rl_samples_expr
+
+    _check(num_gpus, peak_flops, ppo_epochs)
+    need = {"iteration", "prompt_len_mean", "response_len_mean", "phase_s_update_actor"}
+    missing = need - set(iterations.columns)
+    if missing:
+        raise ConfigError(f"reproducing perf/mfu/actor from a log needs columns {', '.join(sorted(need))}; missing "
+                          f"{', '.join(sorted(missing))}")
+    if samples is not None:
+        n_expr = pl.lit(int(samples), pl.Int64)
+    elif "rl_samples" in iterations.columns:
+        n_expr = pl.col("rl_samples").cast(pl.Int64)
+    elif "step_tokens" in iterations.columns:
+        n_expr = rl_samples_expr()
+    else:
+        raise ConfigError("no sample count: the log has no rl_samples / step_tokens column; give samples=")
+    length = (pl.col("prompt_len_mean").cast(pl.Float64).round(0) + pl.col("response_len_mean").cast(pl.Float64)
+              .round(0)).cast(pl.Int64)
+    grids = [tuple(g) for g in image_grids_per_sample]
+
+    def one(n: int) -> Fraction:
+        return Fraction(verl_counted_flops(spec, [n], grids, convention))
+
+    pts = [1024, 2048, 4096]
+    f = [one(x) for x in pts]
+    # f(L) = c0 + c1 L + c2 L^2 through three points (exact divided differences)
+    d1 = (f[1] - f[0]) / (pts[1] - pts[0])
+    d2 = ((f[2] - f[1]) / (pts[2] - pts[1]) - d1) / (pts[2] - pts[0])
+    c2 = d2
+    c1 = d1 - d2 * (pts[0] + pts[1])
+    c0 = f[0] - c1 * pts[0] - c2 * pts[0] ** 2
+    probe = 3000
+    want = one(probe)
+    if abs(float(c0 + c1 * probe + c2 * probe ** 2 - want)) > 1e-9 * float(abs(want)):
+        raise ConfigError(f"{spec.name}: the {convention!r} FLOPs of one response are not quadratic in its length")
+    L = pl.col("seq_len").cast(pl.Float64)
+    counted = pl.col("samples").cast(pl.Float64) * (float(c0) + float(c1) * L + float(c2) * L * L) * ppo_epochs
+    est = (counted / pl.col("update_s") / peak_flops / num_gpus)
+    logged = pl.col("mfu_logged").cast(pl.Float64) if "mfu_logged" in iterations.columns else pl.lit(None, pl.Float64)
+    out = iterations.select(pl.col("iteration").cast(pl.Int64), logged.alias("mfu_logged"), n_expr.alias("samples"),
+                            length.alias("seq_len"), pl.col("phase_s_update_actor").cast(pl.Float64).alias("update_s"))
+    ok = (pl.col("samples") > 0) & (pl.col("seq_len") > 0) & (pl.col("update_s") > 0)
+    out = out.with_columns(pl.when(ok).then(est).otherwise(None).alias("mfu_verl_estimate"))
+    return out.with_columns(
+        pl.when(pl.col("mfu_verl_estimate") > 0).then(pl.col("mfu_logged") / pl.col("mfu_verl_estimate"))
+        .otherwise(None).alias("ratio")).select("iteration", "mfu_logged", "mfu_verl_estimate", "ratio", "samples",
+                                                "seq_len", "update_s")
+
+
 __all__ = ["VARIANTS", "VERL_MFU_ENGINE", "VERL_MFU_LEGACY", "VerlMfu", "verl_counted_flops", "verl_mfu_actor",
-           "verl_mfu_actor_engine"]
+           "verl_mfu_actor_engine", "verl_mfu_actor_log_frame"]
