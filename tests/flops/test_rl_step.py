@@ -179,3 +179,19 @@ def test_estimate_frame_feeds_the_phase_table():
     want = rl_step_flops(_spec(), [6] * 3, [4] * 3, causal="full").phase_totals()
     assert _row(t, 1, "update_actor")["flops"] == pytest.approx(want["update_actor"], rel=1e-12)
     assert _row(t, 1, "ref")["seconds"] is None
+
+
+def test_composite_phases_take_the_flops_of_the_phases_inside():
+    step = rl_step_flops(_spec(), [6], [4], causal="full", critic=True)
+    totals = step.phase_totals()
+    it = pl.DataFrame({"iteration": [3], "elapsed_s": [116.25], "phase_s_generation": [60.5],
+                       "phase_s_make_experience": [21.5], "phase_s_ppo_train": [30.25], "phase_s_update_weights": [4.0]})
+    t = phase_table(it, step, num_gpus=2)
+    assert set(t.get_column("phase")) == {"generation", "make_experience", "ppo_train", "update_weights", "unaccounted"}
+    mk = _row(t, 3, "make_experience")
+    assert mk["flops"] == totals["old_log_prob"] + totals["ref"] + totals["values"]
+    assert _row(t, 3, "ppo_train")["flops"] == totals["update_actor"] + totals["update_critic"]
+    assert _row(t, 3, "unaccounted")["seconds"] == pytest.approx(0.0)  # OpenRLHF's step_total is their sum
+    rates = phase_rates(step, {"make_experience": 21.5, "ppo_train": 30.25}, num_gpus=2)
+    assert rates["ppo_train"]["flops"] == totals["update_actor"] + totals["update_critic"]
+    assert "update_actor" not in rates and "ref" not in rates and rates["generation"]["seconds"] is None

@@ -26,7 +26,7 @@ import polars as pl
 
 from ..arch.spec import ModelSpec
 from ..errors import ConfigError
-from .generation import PHASES, RLStepFlops, rl_step_flops
+from .generation import COMPOSITE_PHASES, PHASES, RLStepFlops, rl_step_flops
 
 #: Iteration-frame column prefixes (``vlm_perf.ingest.logs.vocab.PHASE_PREFIX`` / ``TIMER_PREFIX``; a test keeps
 #: them equal: this layer does not import the ingest layer).
@@ -57,6 +57,23 @@ def _flops_frame(step: RLStepFlops | pl.DataFrame | None) -> pl.DataFrame | None
         return step.select(pl.col("iteration").cast(pl.Int64), pl.col("phase").cast(pl.Utf8),
                            pl.col("flops").cast(pl.Float64))
     raise ConfigError(f"step FLOPs must be an RLStepFlops or a polars DataFrame, got {type(step).__name__}")
+
+
+def _with_composites(flops: pl.DataFrame, timed: set[str]) -> pl.DataFrame:
+    """A timed composite phase (OpenRLHF ``make_experience``, ``ppo_train``) gets the FLOPs of the phases inside
+    it; those phases, when not timed on their own, are dropped (their time is the composite's)."""
+    comps = [c for c in COMPOSITE_PHASES if c in timed]
+    if not comps:
+        return flops
+    by_it = "iteration" in flops.columns
+    parts = [flops]
+    for c in comps:
+        inner = flops.filter(pl.col("phase").is_in(list(COMPOSITE_PHASES[c])))
+        total = (inner.group_by("iteration").agg(pl.col("flops").sum()) if by_it
+                 else inner.select(pl.col("flops").sum()))
+        parts.append(total.with_columns(pl.lit(c).alias("phase")).select(flops.columns))
+    inside = {p for c in comps for p in COMPOSITE_PHASES[c]} - timed
+    return pl.concat(parts, how="vertical").filter(~pl.col("phase").is_in(sorted(inside)))
 
 
 def phase_table(iterations: pl.DataFrame, step: RLStepFlops | pl.DataFrame | None = None,
@@ -100,6 +117,7 @@ def phase_table(iterations: pl.DataFrame, step: RLStepFlops | pl.DataFrame | Non
         is_phase.alias("in_sum")).drop("column")
     flops = _flops_frame(step)
     if flops is not None:
+        flops = _with_composites(flops, {c[len(PHASE_PREFIX):] for c in phase_cols})
         if "iteration" in flops.columns:
             keys = flops.select("iteration", "phase")
         else:  # one step for every iteration: each iteration gets every FLOPs phase

@@ -68,11 +68,24 @@ def by_line(rs, line):
     ("perf/mfu_actor", "mfu_logged", 1.0),  # EasyR1
     ("perf/mfu/actor_infer", "mfu_old_log_prob_logged", 1.0),
     ("perf/mfu/critic", "mfu_critic_logged", 1.0),
+    ("timing/generation", "phase_s_generation", 1.0),  # OpenRLHF PPOTrainer
+    ("timing/make_experience", "phase_s_make_experience", 1.0),
+    ("train/timing/ppo_train", "phase_s_ppo_train", 1.0),  # as its W&B logger prefixes it
+    ("timing/broadcast", "phase_s_update_weights", 1.0),
+    ("timing/step_total", "elapsed_s", 1.0),
+    ("rollout/num_samples", "rl_samples", 1.0),
+    ("rollout/response_length_mean", "response_len_mean", 1.0),
+    ("rollout/truncated_rate", "response_clip_ratio", 1.0),
 ])
+
 def test_rl_key_mapping(key, column, mult):
     m = lookup(key)
     assert m is not None and m.column == column and m.mult == mult, (key, m)
     assert m.why
+
+
+def test_other_timing_keys_are_not_openrlhf_timers():
+    assert lookup("timing/epoch_duration") is None  # another project's `timing/` key: unknown, an extra
 
 
 def test_timer_values_take_their_own_unit():
@@ -173,9 +186,15 @@ def test_trl_grpo_and_ppo_dicts():
 
 def test_openrlhf_postfix():
     r, rs = rows("openrlhf_ppo.log")
-    a = by_line(rs, 6)
+    a = by_line(rs, 9)
     assert a["iteration"] == 4 and a["response_len_mean"] == 300.5 and a["sequence_len_mean"] == 812.0
-    assert by_line(rs, 7)["response_len_mean"] == 310.0
+    assert by_line(rs, 10)["response_len_mean"] == 310.0
+    g = by_line(rs, 11)  # `Global step 3: {status}`
+    assert g["framework"] == "hf" and g["iteration"] == 3
+    assert (g["phase_s_generation"], g["phase_s_make_experience"], g["phase_s_ppo_train"],
+            g["phase_s_update_weights"]) == (60.5, 21.5, 30.25, 4.0)
+    assert g["elapsed_s"] == 116.25 == 60.5 + 21.5 + 30.25 + 4.0  # step_total: the sum of the timers
+    assert (g["rl_samples"], g["response_len_mean"], g["response_clip_ratio"]) == (1024.0, 512.5, 0.0625)
 
 
 def test_explain_shows_the_rl_columns():

@@ -55,7 +55,8 @@ class Field:
 #: The canonical RL-step phases (``vlm_perf.flops.generation.PHASES``; a test keeps the two equal: the
 #: vocabulary does not import the FLOPs layer at start-up). Column ``phase_s_<phase>`` holds a phase's seconds.
 _RL_PHASES: tuple[str, ...] = ("generation", "old_log_prob", "ref", "values", "update_critic", "update_actor",
-                               "reward", "adv", "update_weights", "save_checkpoint", "testing")
+                               "reward", "adv", "update_weights", "save_checkpoint", "testing", "make_experience",
+                               "ppo_train")
 PHASE_PREFIX = "phase_s_"
 #: Column prefix of a timer that is not a phase of the step (an unknown name, or a timer nested in a phase):
 #: kept, in seconds, under its own name
@@ -97,15 +98,17 @@ FIELDS: tuple[Field, ...] = (
     Field("prompt_len_min", "tokens per sample", "-", ("prompt_length_min", "prompt_len_min")),
     Field("response_len_mean", "tokens per sample", "-",
           ("response_length_mean", "response_len_mean", "completions_mean_length", "response_length",
-           "completion_length", "glen")),
+           "completion_length", "glen", "rollout_response_length_mean")),
     Field("response_len_max", "tokens per sample", "-",
           ("response_length_max", "response_len_max", "completions_max_length")),
     Field("response_len_min", "tokens per sample", "-",
           ("response_length_min", "response_len_min", "completions_min_length")),
     Field("response_clip_ratio", "fraction", "-",
-          ("response_length_clip_ratio", "response_clip_ratio", "completions_clipped_ratio"), quantity="fraction"),
+          ("response_length_clip_ratio", "response_clip_ratio", "completions_clipped_ratio", "rollout_truncated_rate"),
+          quantity="fraction"),
     Field("sequence_len_mean", "tokens per sample", "-", ("total_length", "sequence_len_mean", "tlen")),
     Field("step_tokens", "tokens per iteration", "job", ("total_num_tokens", "step_tokens")),
+    Field("rl_samples", "responses per iteration", "job", ("rollout_num_samples", "rl_samples")),
     Field("tokens_seen", "tokens (cumulative)", "job", ("num_input_tokens_seen", "tokens_seen")),
     Field("mfu_old_log_prob_logged", "fraction", "-", (), quantity="fraction"),
     Field("mfu_critic_logged", "fraction", "-", (), quantity="fraction"),
@@ -194,7 +197,7 @@ RL_COLUMNS: frozenset[str] = frozenset(
     f.column for f in FIELDS
     if f.column.startswith(PHASE_PREFIX) or f.column in {
         "prompt_len_mean", "prompt_len_max", "prompt_len_min", "response_len_mean", "response_len_max",
-        "response_len_min", "response_clip_ratio", "sequence_len_mean", "step_tokens", "tokens_seen",
+        "response_len_min", "response_clip_ratio", "sequence_len_mean", "step_tokens", "rl_samples", "tokens_seen",
         "mfu_old_log_prob_logged", "mfu_critic_logged"})
 
 
@@ -340,7 +343,7 @@ def _timer(low: str) -> Mapping | None:
     counts) -> kept as an extra as printed."""
     found = next(((pre, mult) for pre, mult in _TIMER_PREFIXES if low.startswith(pre) and len(low) > len(pre)), None)
     if found is None:
-        return None
+        return _openrlhf_timer(low)
     pre, mult = found
     name = low[len(pre):].strip()
     if "/" in name:
@@ -357,6 +360,25 @@ def _timer(low: str) -> Mapping | None:
     else:
         why = f"unknown RL timer {name!r}: kept in seconds, not a phase"
     return Mapping(TIMER_PREFIX + snake_case(name), mult, "time", why, mult)
+
+
+def _openrlhf_timer(low: str) -> Mapping | None:
+    """OpenRLHF ``PPOTrainer`` timers (``timing/generation``, ``timing/make_experience``, ``timing/ppo_train``,
+    ``timing/broadcast``, seconds; ``train/``-prefixed on W&B) -> their phases; ``timing/step_total`` (the SUM of
+    those timers, not a wall clock) -> the step time. Any other ``timing/`` key goes through the usual rules."""
+    name = low.removeprefix("train/")
+    if not name.startswith("timing/"):
+        return None
+    name = name[len("timing/"):]
+    if name == "step_total":
+        return Mapping("elapsed_s", 1.0, "time", "OpenRLHF: timing/step_total, the sum of its phase timers (not a "
+                                                 "wall clock: nothing is unaccounted by construction)", 1.0)
+    from ...flops.generation import OPENRLHF_TIMERS, PHASE_TIMERS
+
+    if name not in OPENRLHF_TIMERS:
+        return None
+    phase = PHASE_TIMERS[name]
+    return Mapping(phase_column(phase), 1.0, "time", f"OpenRLHF timer {name!r} (timing/): phase {phase!r}", 1.0)
 
 
 _VALUE_RE = re.compile(
