@@ -157,7 +157,8 @@ def phase_table(iterations: pl.DataFrame, step: RLStepFlops | pl.DataFrame | Non
 def rl_samples_expr(total: str = "step_tokens", prompt_mean: str = "prompt_len_mean",
                     response_mean: str = "response_len_mean") -> pl.Expr:
     """Responses in the step: ``total / (prompt_mean + response_mean)``, rounded to the nearest integer (the
-    log prints the means rounded; the quotient is a count). Null where a column is null or the sum is 0."""
+    log prints the means rounded; the quotient is a count). Null where a column is null or the sum is 0. A log
+    that prints the count itself (OpenRLHF ``rollout/num_samples``) has it as the column ``rl_samples``."""
     per = pl.col(prompt_mean).cast(pl.Float64) + pl.col(response_mean).cast(pl.Float64)
     return (pl.when(per > 0).then(pl.col(total).cast(pl.Float64) / per).otherwise(None)
             .round(0).cast(pl.Int64).alias("rl_samples"))

@@ -76,6 +76,7 @@ def by_line(rs, line):
     ("rollout/num_samples", "rl_samples", 1.0),
     ("rollout/response_length_mean", "response_len_mean", 1.0),
     ("rollout/truncated_rate", "response_clip_ratio", 1.0),
+    ("profiling/Time taken: GRPOTrainer._generate", "timer_s_grpotrainer_generate", 1.0),  # TRL, W&B only
 ])
 
 def test_rl_key_mapping(key, column, mult):

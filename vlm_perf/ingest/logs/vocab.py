@@ -362,11 +362,19 @@ def _timer(low: str) -> Mapping | None:
     return Mapping(TIMER_PREFIX + snake_case(name), mult, "time", why, mult)
 
 
+#: TRL ``trl/extras/profiling.py``: ``f"{metric_prefix}: {name}"`` with the default prefix
+_TRL_PROFILING = "profiling/time taken:"
+
+
 def _openrlhf_timer(low: str) -> Mapping | None:
     """OpenRLHF ``PPOTrainer`` timers (``timing/generation``, ``timing/make_experience``, ``timing/ppo_train``,
     ``timing/broadcast``, seconds; ``train/``-prefixed on W&B) -> their phases; ``timing/step_total`` (the SUM of
     those timers, not a wall clock) -> the step time. Any other ``timing/`` key goes through the usual rules."""
     name = low.removeprefix("train/")
+    if name.startswith(_TRL_PROFILING):  # TRL's profiling_context (W&B only): a method's time, kept
+        what = name[len(_TRL_PROFILING):].strip()
+        return Mapping(TIMER_PREFIX + snake_case(what), 1.0, "time", f"TRL profiling timer {what!r}: kept in "
+                       "seconds, not a phase (a method may run several times per step)", 1.0) if what else None
     if not name.startswith("timing/"):
         return None
     name = name[len("timing/"):]
