@@ -205,6 +205,7 @@ def test_explain_shows_the_rl_columns():
     assert "RL step" in text and "phase_s_generation=70.5" in text and "timer_s_wait_for_samples=0.7" in text
     text = explain_text(PUBLIC / "easyr1_console.log")
     assert "format easyr1" in text and "phase_s_old_log_prob=5.103" in text
+    assert "joined onto the EasyR1 `Step N` block" in text  # its YAML lines are not "ignored"
 
 
 def test_rl_samples_and_phase_table_from_a_parsed_log():

@@ -63,6 +63,7 @@ def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], in
     for row in raw.rows(named=True):
         by_line.setdefault(row["line"], row)
     failed = {int(loc.rsplit(":", 1)[1]) for loc in result.diagnostics.failed if ":" in loc}
+    easyr1_blocks = any(row["framework"] == "easyr1" for row in by_line.values())
     shapes: dict[str, ShapeInfo] = {}
     order: list[str] = []
     distinct = 0
@@ -112,6 +113,8 @@ def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], in
             info.why_not = "ignored: blank"
         elif _COMPOSER_PIECE.match(clean.strip()):
             info.why_not = "joined onto the Composer block record above it (its fields are that record's)"
+        elif easyr1_blocks and _easyr1_entry(clean):
+            info.why_not = "joined onto the EasyR1 `Step N` block above it (its fields are that record's)"
         else:
             step = find_step(clean)
             if step is not None:
@@ -123,6 +126,12 @@ def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], in
                 info.why_not = f"ignored: {reason_of(clean)} (no step found)"
         out.append(info)
     return out, distinct
+
+
+def _easyr1_entry(clean: str) -> bool:
+    from .easyr1 import _ENTRY_RE
+
+    return _ENTRY_RE.match(clean.rstrip()) is not None
 
 
 def _fmt(v) -> str:
