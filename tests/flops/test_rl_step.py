@@ -195,3 +195,24 @@ def test_composite_phases_take_the_flops_of_the_phases_inside():
     rates = phase_rates(step, {"make_experience": 21.5, "ppo_train": 30.25}, num_gpus=2)
     assert rates["ppo_train"]["flops"] == totals["update_actor"] + totals["update_critic"]
     assert "update_actor" not in rates and "ref" not in rates and rates["generation"]["seconds"] is None
+
+
+def test_step_summary_by_hand():
+    from vlm_perf.flops.rl_step import STEP_SUMMARY_SCHEMA, step_summary
+
+    step = rl_step_flops(_spec(), [6, 9], [4, 2], causal="full")
+    totals = step.phase_totals()
+    s = step_summary(phase_table(_frame(), step, num_gpus=4), num_gpus=4)
+    assert dict(s.schema) == STEP_SUMMARY_SCHEMA and s.get_column("iteration").to_list() == [1, 2]
+    one = s.row(0, named=True)
+    assert one["phases_s"] == 8.5 and one["unaccounted_s"] == pytest.approx(1.5) and one["update_actor_s"] == 2.0
+    assert one["flops"] == sum(totals.values())  # every phase's FLOPs, timed or not
+    assert one["tflops_per_gpu"] == pytest.approx(sum(totals.values()) / 10.0 / 4 / 1e12)
+    assert one["update_actor_share"] == pytest.approx(0.2)
+    two = s.row(1, named=True)
+    assert two["step_s"] is None and two["tflops_per_gpu"] is None and two["phases_s"] == 7.5
+    assert step_summary(phase_table(_frame()), 1).get_column("flops").null_count() == 2
+    with pytest.raises(ConfigError, match="not a phase table"):
+        step_summary(_frame(), 1)
+    with pytest.raises(ConfigError, match="num_gpus"):
+        step_summary(phase_table(_frame()), 0)

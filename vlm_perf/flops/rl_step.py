@@ -154,6 +154,40 @@ def phase_table(iterations: pl.DataFrame, step: RLStepFlops | pl.DataFrame | Non
         [pl.col(c).cast(t) for c, t in PHASE_TABLE_SCHEMA.items()])
 
 
+STEP_SUMMARY_SCHEMA: dict[str, pl.DataType] = {
+    "iteration": pl.Int64(), "step_s": pl.Float64(), "phases_s": pl.Float64(), "unaccounted_s": pl.Float64(),
+    "flops": pl.Float64(), "tflops_per_gpu": pl.Float64(), "update_actor_s": pl.Float64(),
+    "update_actor_share": pl.Float64(),
+}
+
+
+def step_summary(table: pl.DataFrame, num_gpus: int) -> pl.DataFrame:
+    """One row per iteration of a :func:`phase_table`: the step time, the sum of the summed phases, the
+    unaccounted time, all phases' FLOPs and the STEP's rate ``flops / step_s / num_gpus / 1e12`` (every phase's
+    work over the whole step — what a per-step TFLOP/s is for an RL step), and the actor update's seconds and
+    share of the step (the only time veRL's ``perf/mfu/actor`` divides by). ``flops`` is null when the table has
+    none."""
+    if num_gpus <= 0:
+        raise ConfigError(f"num_gpus must be > 0, got {num_gpus}")
+    missing = set(PHASE_TABLE_SCHEMA) - set(table.columns)
+    if missing:
+        raise ConfigError(f"not a phase table: missing {', '.join(sorted(missing))}")
+    summed = pl.col("in_sum")
+    is_update = (pl.col("phase") == "update_actor") | (pl.col("phase") == "ppo_train")
+    out = table.group_by("iteration", maintain_order=True).agg(
+        pl.col("step_s").first(),
+        pl.col("seconds").filter(summed).sum().alias("phases_s"),
+        pl.col("seconds").filter(pl.col("kind") == UNACCOUNTED).first().alias("unaccounted_s"),
+        pl.when(pl.col("flops").filter(summed).is_not_null().any())
+        .then(pl.col("flops").filter(summed).sum()).otherwise(None).alias("flops"),
+        pl.col("seconds").filter(is_update).first().alias("update_actor_s"))
+    return out.with_columns(
+        pl.when(pl.col("step_s") > 0).then(pl.col("flops") / pl.col("step_s") / num_gpus / 1e12).otherwise(None)
+        .alias("tflops_per_gpu"),
+        pl.when(pl.col("step_s") > 0).then(pl.col("update_actor_s") / pl.col("step_s")).otherwise(None)
+        .alias("update_actor_share")).select([pl.col(c).cast(t) for c, t in STEP_SUMMARY_SCHEMA.items()])
+
+
 def rl_samples_expr(total: str = "step_tokens", prompt_mean: str = "prompt_len_mean",
                     response_mean: str = "response_len_mean") -> pl.Expr:
     """Responses in the step: ``total / (prompt_mean + response_mean)``, rounded to the nearest integer (the
@@ -308,5 +342,5 @@ def rl_estimate_flops_frame(spec: ModelSpec, iterations: pl.DataFrame,
 
 
 __all__ = ["ESTIMATE_NOTE", "PHASE_PREFIX", "PHASE_TABLE_SCHEMA", "TIMER_PREFIX", "UNACCOUNTED",
-           "phase_table", "rl_estimate_flops_frame", "rl_samples_expr",
-           "rl_step_flops_estimate"]
+           "STEP_SUMMARY_SCHEMA", "phase_table", "rl_estimate_flops_frame", "rl_samples_expr",
+           "rl_step_flops_estimate", "step_summary"]
