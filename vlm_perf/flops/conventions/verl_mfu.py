@@ -8,7 +8,7 @@ What the log's number is (read in the frameworks' code, pinned below):
   frozen) over ``global_token_num`` = the attention-mask length (prompt + response, visual placeholders
   included) of every response of the batch.
 * **time**: the actor update only — the timer around ``update_policy`` (legacy workers) or around each
-  ``train_batch`` call (veRL >= 0.8 engine workers), never the step: generation, log-prob passes, reward and
+  ``train_batch`` call (veRL 0.9.0 engine workers), never the step: generation, log-prob passes, reward and
   weight sync are outside it.
 * **divided by** ``promised_flops`` (veRL's ``get_device_flops``: its own table by device-name substring, e.g.
   H100 / H800 / H200 -> 989e12, an unknown device -> inf, i.e. MFU 0) and by the world size (all actor GPUs).
@@ -21,7 +21,11 @@ Two shapes, by version:
 * ``engine`` — veRL 0.9.0 ``TrainingWorker._postprocess_output`` per ``train_batch`` (one mini-batch of one
   epoch): ``estimated_flops / promised_flops / world_size`` with that mini-batch's tokens and time;
   ``RayPPOTrainer._update_actor`` renames ``actor/mfu`` to ``perf/mfu/actor`` and ``reduce_metrics`` logs the
-  MEAN over mini-batches and epochs (a mean of ratios, not total FLOPs / total time).
+  MEAN over mini-batches and epochs (``fit``: ``reduce_metrics`` — ``np.mean`` for a key without "max" / "min";
+  a mean of ratios, not total FLOPs / total time).
+
+Other worker variants exist (the code index shows a Megatron actor dividing by the tensor-parallel size only);
+they are not pinned here.
 
 How it differs from exact: (1) its FLOPs formula (the ``verl`` convention's deviations: embedding GEMM, merger
 on P patches, no video, x3 for frozen / LoRA-adapted weights, head_dim rule) against exact update FLOPs of the
@@ -132,7 +136,7 @@ def verl_mfu_actor(spec: ModelSpec, seq_lens: Sequence[int], update_seconds: flo
     veRL promised for the device (``get_device_flops``), per GPU, FLOP/s. With ``exact``, also the exact update
     FLOPs under ``trainability`` (default: full training), vision included, x ``ppo_epochs``.
 
-    For veRL's engine workers (>= 0.8) this is the logged mean only when every mini-batch has the same FLOPs
+    For veRL's engine workers (0.9.0) this is the logged mean only when every mini-batch has the same FLOPs
     per second; :func:`verl_mfu_actor_engine` takes the mini-batches."""
     _check(num_gpus, peak_flops, ppo_epochs)
     if not update_seconds > 0:
