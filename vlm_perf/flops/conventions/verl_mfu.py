@@ -24,6 +24,11 @@ Two shapes, by version:
   MEAN over mini-batches and epochs (``fit``: ``reduce_metrics`` — ``np.mean`` for a key without "max" / "min";
   a mean of ratios, not total FLOPs / total time).
 
+EasyR1 ships its own copy of the counter (``EASYR1_FLOPS``; ``convention="easyr1"``): text only for every VLM,
+attention ``12 * sum(L^2) * d * H * L`` (no causal half), ``d = hidden // heads`` in the dense formula, and a
+device table in which an H200 matches its "H20" entry (148e12: the MFU it logs on H200s is 989/148 = 6.7x what
+the same run would log with an H200's dense BF16 peak).
+
 Other worker variants exist (the code index shows a Megatron actor dividing by the tensor-parallel size only);
 they are not pinned here.
 
