@@ -199,8 +199,12 @@ MBRIDGE_PR2575 = register_convention(Convention(
                 "vision term 0 for towers whose config has no num_position_embeddings (Qwen2.5-VL)",
                 "text-only models: configured sequence length, padding included (packed documents not seen)",
                 "the PR stored the averages of the last microbatch only; vlm-perf uses the intended totals",
+                "qwen3_5 / qwen3_5_moe (the PR head's Qwen3.5-VL bridge): its flop_utils has no gated-delta-net "
+                "branch, so every layer is billed as plain GQA attention (no output gate) on runtime lengths; "
+                "vision counted (the config has num_position_embeddings), no deepstack",
                 ) + _LM_DEVIATIONS,
     forward=_pr2575,
+    families=QWEN_AND_DECODER_FAMILIES + HYBRID_GDN_FAMILIES,
     refuses={"qwen2_vl": _NO_QWEN2_VL},
 ))
 

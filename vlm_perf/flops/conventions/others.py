@@ -167,6 +167,13 @@ def _six_nd(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
     return {k: v * s.lm_tokens for k, v in linear_per_token(spec.lm, lm_blocks).items()}
 
 
+# torchtitan main b5bcd76c66d0 torchtitan/models/ holds llama3, qwen3 (dense + MoE), qwen3_5, deepseek_v3, gpt_oss,
+# kimi_k2_7, flux, muse_glimmer: no model class (so no get_nparams_and_flops) for these families
+_NO_TITAN_MODEL = ("torchtitan main b5bcd76c66d0 has no model for it (torchtitan/models/: llama3, qwen3, qwen3_5, "
+                   "deepseek_v3, gpt_oss, ...), so it cannot train it and prints no number")
+TORCHTITAN_REFUSES = {f: _NO_TITAN_MODEL for f in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen2",
+                                                    "mistral")}
+
 TORCHTITAN = register_convention(Convention(
     name="torchtitan",
     pin=Pin("torchtitan", "pytorch/torchtitan", "torchtitan/models/utils.py + torchtitan/components/metrics.py",
@@ -186,6 +193,7 @@ TORCHTITAN = register_convention(Convention(
     forward=_torchtitan,
     counts_vision=False,
     families=QWEN_AND_DECODER_FAMILIES + ("qwen3_5", "qwen3_5_moe"),
+    refuses=TORCHTITAN_REFUSES,
 ))
 
 _VERL_FILE = "verl/utils/flops_counter.py"
