@@ -249,7 +249,7 @@ def megatron_model_fields(config) -> dict[str, Any]:
         group_query_attention=True, num_query_groups=getattr(t, "num_key_value_heads", H) or H,
         kv_channels=head_dim, swiglu=True, gated_linear_unit=True, vocab_size=t.vocab_size,
         make_vocab_size_divisible_by=128, tensor_model_parallel_size=1,
-        ffn_hidden_size=getattr(t, "intermediate_size", None) or getattr(t, "moe_intermediate_size"),
+        ffn_hidden_size=getattr(t, "intermediate_size", None) or t.moe_intermediate_size,
         num_experts=None, num_moe_experts=None, moe_router_topk=1, moe_ffn_hidden_size=None, moe_layer_freq=1,
         moe_shared_expert_intermediate_size=None, moe_latent_size=None, mtp_num_layers=None,
         multi_latent_attention=False, attention_output_gate=False, experimental_attention_variant=None,
