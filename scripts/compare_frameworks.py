@@ -8,7 +8,12 @@ Two halves:
   function(s) from it (``ast``: the named top-level functions and the module-level helpers they reference,
   every import dropped and replaced by the stubs listed in ``SOURCES[...]["stubs"]``), call them on every case
   with the inputs the framework's training loop passes, and write the outputs with their provenance to
-  ``tests/flops/data/framework_flops.json``. No third-party source is copied into this repository.
+  ``tests/flops/data/framework_flops.json``. No third-party source is copied into this repository. ``--mirror``
+  is a folder of ``<owner>+<name>/repo`` git directories (or clones) holding the pinned commits; ``hf-trainer``
+  (and ms-swift's numerator) call the installed transformers 5.24.0 instead.
+  Frameworks: Megatron-LM main and PR #6173's head (dev), Megatron-Bridge main and PR #2575's head, torchtitan
+  main, veRL main and v0.7.1, transformers' Trainer.floating_point_ops, ms-swift's perf_log MFU, LLaMA-Factory's
+  cal_mfu.py.
 * ``compare`` / ``markdown`` (no network, no third-party code): the recorded outputs against
   ``vlm_perf.flops.compute_flops(spec, stats, <convention>)`` for the convention of the same name; a row agrees
   when both give a number within 0.1 %, or both refuse (the framework raises / has no provider / no formula,
@@ -167,9 +172,36 @@ SOURCES: dict[str, dict[str, Any]] = {
         "inputs": "as verl; Qwen2/2.5-VL configs given the text fields at the top level as transformers 4.x built them "
                   "(the release predates transformers 5, whose composite config keeps them in text_config only)",
     },
+    "hf-trainer": {
+        "repo": "huggingface/transformers", "commit": "release v5.24.0 (installed package)", "ref": "release v5.24.0",
+        "file": "src/transformers/trainer.py + modeling_utils.py",
+        "function": "Trainer.floating_point_ops -> ModuleUtilsMixin.floating_point_ops",
+        "helpers": {},
+        "stubs": "none: the installed transformers (version checked), model built on the meta device",
+        "inputs": "the preset's transformers model class on the meta device; inputs = {'input_ids': rows x padded "
+                  "length} (what the Trainer adds to total_flos for the step)",
+    },
+    "ms-swift": {
+        "repo": "modelscope/ms-swift", "commit": "3602360a562313afbf2ef6065fdf61f271a2c5b9", "ref": "main",
+        "file": "swift/callbacks/perf_log.py", "function": "PerfMetricsLogCallback.on_log (MFU)",
+        "helpers": {},
+        "stubs": "TrainerCallback base = object, logger = logging; the instance is built without __init__ "
+                 "(max_tflops, elapsed set as on_init_end / on_step_end would)",
+        "inputs": "state.total_flos = transformers' floating_point_ops for the step (as hf-trainer), elapsed = 1 s, "
+                  "max_tflops = DEVICE_TFLOPS 989 x 8 devices; compared as MFU (printed to 6 decimals)",
+    },
+    "llamafactory": {
+        "repo": "hiyouga/LLaMA-Factory", "commit": "ff6d4d12eeb035d6ce06805a5733dd7b29f2ac30", "ref": "main",
+        "file": "scripts/stat_utils/cal_mfu.py", "function": "compute_model_flops",
+        "helpers": {},
+        "stubs": "AutoConfig.from_pretrained -> the preset's transformers config; BASE loaded from the file",
+        "inputs": "total_batch_size = rows, seq_length = padded row length (cutoff_len); include_backward=True",
+    },
 }
 
-MIRRORS = {"NVIDIA/Megatron-LM": "NVIDIA+Megatron-LM", "NVIDIA-NeMo/Megatron-Bridge": "NVIDIA-NeMo+Megatron-Bridge",
+MS_SWIFT_ELAPSED, MS_SWIFT_TFLOPS, MS_SWIFT_DEVICES = 1.0, 989.0, 8
+
+MIRRORS = {"modelscope/ms-swift": "modelscope+ms-swift", "hiyouga/LLaMA-Factory": "hiyouga+LLaMA-Factory", "NVIDIA/Megatron-LM": "NVIDIA+Megatron-LM", "NVIDIA-NeMo/Megatron-Bridge": "NVIDIA-NeMo+Megatron-Bridge",
            "pytorch/torchtitan": "pytorch+torchtitan", "verl-project/verl": "verl-project+verl"}
 
 
@@ -184,8 +216,8 @@ def git_show(mirror: Path, repo: str, commit: str, path: str) -> str:
 
 def extract(source: str, names: list[str], namespace: dict[str, Any], strict: bool = True) -> dict[str, Any]:
     """Execute the named top-level functions of ``source`` and every module-level definition (function, class,
-    assignment) they reference, transitively; every import statement is dropped (``namespace`` supplies what is
-    needed instead). Returns the namespace."""
+    assignment) they reference, transitively, except names ``namespace`` already supplies (stubs); every import
+    statement is dropped (``namespace`` supplies what is needed instead). Returns the namespace."""
     tree = ast.parse(source)
     defs: dict[str, ast.stmt] = {}
     for node in tree.body:
@@ -201,8 +233,8 @@ def extract(source: str, names: list[str], namespace: dict[str, Any], strict: bo
     todo = list(names)
     while todo:
         name = todo.pop()
-        if name in keep or name not in defs:
-            continue
+        if name in keep or name not in defs or (name in namespace and name not in names):
+            continue  # a name the caller supplies (a stub) is not taken from the source
         keep.append(name)
         for sub in ast.walk(defs[name]):
             if isinstance(sub, ast.Name) and sub.id in defs and sub.id not in keep:
@@ -557,7 +589,58 @@ def _verl(mirror: Path, key: str) -> Callable[[Case], float]:
     return call
 
 
-CALLERS = {"megatron-lm": _megatron_lm, "megatron-lm@dev-qwen35_vl_v2": _megatron_lm,
+def _hf_flops(case: Case) -> float:
+    import importlib.metadata
+
+    import torch
+    import transformers
+
+    if importlib.metadata.version("transformers") != "5.24.0":
+        raise RuntimeError("record with transformers 5.24.0 (the pinned release)")
+    config = hf_config(case.preset)
+    with torch.device("meta"):
+        model = getattr(transformers, config.architectures[0])(config)
+    inputs = {"input_ids": torch.empty(case.rows, case.row_len, dtype=torch.long, device="meta")}
+    return float(transformers.Trainer.floating_point_ops(types.SimpleNamespace(model=model), inputs))
+
+
+def _hf_trainer(mirror: Path, key: str) -> Callable[[Case], float]:
+    return _hf_flops
+
+
+def _ms_swift(mirror: Path, key: str) -> Callable[[Case], float]:
+    import logging
+
+    src = SOURCES[key]
+    ns: dict[str, Any] = {"TrainerCallback": object, "logger": logging.getLogger("swift"), "TrainerState": object,
+                          "TrainerControl": object}
+    extract(git_show(mirror, src["repo"], src["commit"], src["file"]), ["PerfMetricsLogCallback"], ns)
+    cls = ns["PerfMetricsLogCallback"]
+
+    def call(case: Case) -> float:
+        cb = object.__new__(cls)
+        cb.max_tflops, cb.elapsed = MS_SWIFT_TFLOPS * MS_SWIFT_DEVICES, MS_SWIFT_ELAPSED
+        logs: dict[str, float] = {}
+        cb.on_log(None, types.SimpleNamespace(total_flos=_hf_flops(case)), None, logs=logs)
+        return float(logs["MFU"])
+
+    return call
+
+
+def _llamafactory(mirror: Path, key: str) -> Callable[[Case], float]:
+    src = SOURCES[key]
+    ns: dict[str, Any] = {}
+    extract(git_show(mirror, src["repo"], src["commit"], src["file"]), ["compute_model_flops", "BASE"], ns)
+
+    def call(case: Case) -> float:
+        config = hf_config(case.preset)
+        ns["AutoConfig"] = types.SimpleNamespace(from_pretrained=lambda name: config)
+        return float(ns["compute_model_flops"](case.preset, case.rows, case.row_len))
+
+    return call
+
+
+CALLERS = {"hf-trainer": _hf_trainer, "ms-swift": _ms_swift, "llamafactory": _llamafactory, "megatron-lm": _megatron_lm, "megatron-lm@dev-qwen35_vl_v2": _megatron_lm,
            "megatron-bridge": _megatron_bridge, "mbridge-pr2575": _megatron_bridge,
            "torchtitan": _torchtitan, "verl": _verl, "verl@v0.7.1": _verl}
 
@@ -637,6 +720,10 @@ def compare(data: dict[str, Any] | None = None) -> list[Row]:
             row = Row(convention, case_id, got.get("flops"), None, framework_refusal=got.get("refused", ""))
             try:
                 row.ours = ours(case, convention)
+                if convention == "ms-swift":  # the framework's number is the MFU it prints
+                    from vlm_perf.flops.conventions.hf import ms_swift_mfu
+
+                    row.ours = ms_swift_mfu(row.ours, MS_SWIFT_ELAPSED, MS_SWIFT_TFLOPS, MS_SWIFT_DEVICES)
             except ConventionNotDefined as exc:
                 row.our_refusal = str(exc)
             if row.framework is None or row.framework == 0:
@@ -657,7 +744,7 @@ def markdown(rows: list[Row] | None = None, data: dict[str, Any] | None = None) 
     n_agree = sum(r.agree for r in rows)
     lines = [START, "",
              f"**{n_agree} of {len(rows)} rows agree** (within 0.1 %, or both refuse). PFLOP per global batch "
-             "(training); *framework* = the framework's own function at the pinned commit, called by "
+             "(training; `ms-swift` rows: the MFU it prints); *framework* = the framework's own function at the pinned commit, called by "
              "`scripts/compare_frameworks.py record` (outputs with provenance in "
              "`tests/flops/data/framework_flops.json`); *vlm-perf* = `compute_flops(..., <convention>)`.", "",
              "| framework (convention) | source @ commit | function | stubbed / inputs |", "|---|---|---|---|"]
@@ -670,8 +757,9 @@ def markdown(rows: list[Row] | None = None, data: dict[str, Any] | None = None) 
     for r in rows:
         c = cases[r.case]
         batch = f"{len(c['docs'])} docs / {c['rows']}x{c['row_len']}" + (f", {len(c['grids'])} grids" if c["grids"] else "")
-        fw = _fmt(r.framework) if r.framework else f"refuses ({r.framework_refusal})"
-        us = _fmt(r.ours) if r.ours is not None else "refuses"
+        fmt = (lambda x: f"MFU {x:.6f}") if r.convention == "ms-swift" else _fmt
+        fw = fmt(r.framework) if r.framework else f"refuses ({r.framework_refusal})"
+        us = fmt(r.ours) if r.ours is not None else "refuses"
         ratio = f"{r.ratio:.4f}" if r.ratio is not None else "—"
         verdict = "yes" if r.agree else "**no**"
         lines.append(f"| `{r.case}` | {batch} | `{r.convention}` | {fw} | {us} | {ratio} | {verdict} |"
