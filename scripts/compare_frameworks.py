@@ -210,8 +210,11 @@ MIRRORS = {"modelscope/ms-swift": "modelscope+ms-swift", "hiyouga/LLaMA-Factory"
 
 def git_show(mirror: Path, repo: str, commit: str, path: str) -> str:
     git_dir = mirror / MIRRORS[repo] / "repo"
-    return subprocess.run(["git", "-C", str(git_dir), "show", f"{commit}:{path}"], check=True,
-                          capture_output=True, text=True).stdout
+    proc = subprocess.run(["git", "-C", str(git_dir), "show", f"{commit}:{path}"], capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"compare_frameworks: {repo} {commit[:12]}:{path} not readable from {git_dir} "
+                         f"({proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'git failed'})")
+    return proc.stdout
 
 
 def extract(source: str, names: list[str], namespace: dict[str, Any], strict: bool = True) -> dict[str, Any]:
@@ -689,6 +692,8 @@ class Row:
 
 
 def load_record(path: Path = RECORD) -> dict[str, Any]:
+    if not path.is_file():
+        raise SystemExit(f"compare_frameworks: no recorded outputs at {path}; run `record --mirror DIR` first")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
