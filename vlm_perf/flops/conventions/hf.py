@@ -88,7 +88,8 @@ HF_TRAINER = register_convention(Convention(
             "src/transformers/trainer.py + src/transformers/modeling_utils.py",
             "Trainer.floating_point_ops -> ModuleUtilsMixin.floating_point_ops / num_parameters"
             "(exclude_embeddings=True)", "release v5.24.0",
-            verified="tests/flops/test_hf_trainer_convention.py: model.floating_point_ops() and "
+            verified="tests/flops/test_framework_record.py: the framework's own function at the pinned commit on 21 cases; "
+                     "tests/flops/test_hf_trainer_convention.py: model.floating_point_ops() and "
                      "num_parameters(exclude_embeddings=True) of tiny real transformers models"),
     formula=("6 * input_ids.numel() * N, N = every parameter of the model except nn.Embedding weights "
              "(vision tower, all experts, norms, biases, untied lm_head); no attention term"),
