@@ -29,8 +29,17 @@ from vlm_perf.flops import compute_flops
 from vlm_perf.stats import BatchStats
 
 ROOT = Path(__file__).resolve().parents[2]
-#: package -> pinned version (dev.py FRAMEWORK_WHEELS downloads the same)
-PINNED = {"verl": "0.9.0", "veomni": "0.1.12", "nemo_automodel": "0.7.0"}
+
+
+def _pinned() -> dict[str, str]:
+    """package -> pinned version, from dev.py's FRAMEWORK_WHEELS (what ``python dev.py test`` downloads)."""
+    spec = importlib.util.spec_from_file_location("_vlm_perf_dev", ROOT / "dev.py")
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+    return dict(pin.split("==") for pin in dev.FRAMEWORK_WHEELS)
+
+
+PINNED = _pinned()
 
 
 def framework_file(package: str, relpath: str, tmp_path_factory) -> Path:
