@@ -42,7 +42,7 @@ from ..errors import ConfigError, UnsupportedModelError
 from ..stats.batch import BatchStats
 from .blocks import FlopsContext, inventory_terms
 from .breakdown import COMPONENTS, Breakdown, Options
-from .terms import INPUT_PIXELS, INPUT_UPSTREAM, matmul
+from .terms import INPUT_OWN, INPUT_PIXELS, INPUT_UPSTREAM, matmul
 
 # what each FLOP is, for the per-part table
 FORWARD, INPUT_GRAD, WEIGHT_GRAD = "forward", "input_grad", "weight_grad"
@@ -233,7 +233,8 @@ class _Walker:
                 self.add(term.component, WEIGHT_GRAD, term.forward)
             if term.input_kind == INPUT_PIXELS:
                 continue
-            reaches = live_n if term.input_kind == INPUT_UPSTREAM else (live_n or trains)
+            reaches = (live_n if term.input_kind == INPUT_UPSTREAM else trains if term.input_kind == INPUT_OWN
+                       else (live_n or trains))
             if reaches:
                 grad = term.input_grad if term.input_grad is not None else (
                     term.forward if term.weights else 2 * term.forward)
