@@ -8,7 +8,7 @@ x 16, 2 KV heads, MLP 96, cross-attention layers [1, 3] (layer 0 is text only), 
 Inputs: transformers' own ``MllamaProcessor`` (built offline: ``MllamaImageProcessorPil`` at 16 px, 4 tiles, and a
 word-level tokenizer with ``<|image|>`` as a special token, id 7): ``<|image|>`` per image, ``<|begin_of_text|>``, the
 text. ``image_sizes`` is one sample's images; ``samples`` (a list of image-size lists, one per sample) builds a batch
-of several samples (texts of equal length, so no padding).
+of several samples (``text_lens``: words per sample; rows of equal length, so no padding).
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ def processor(config):
 
 
 def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes: Sequence = (), text_len: int = 8,
-                seed: int = 1, samples: Sequence[Sequence[tuple[int, int]]] | None = None):
+                seed: int = 1, samples: Sequence[Sequence[tuple[int, int]]] | None = None,
+                text_lens: Sequence[int] | None = None):
     import torch
 
     if video_sizes:
@@ -88,14 +89,15 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
     assert proc.image_token_id == IMAGE_TOKEN
     gen = torch.Generator().manual_seed(seed)
     words = lambda n: " ".join("abc"[i % 3] for i in torch.randint(0, 3, (n,), generator=gen).tolist())
-    texts = ["<|image|>" * len(s) + words(text_len) for s in batch]
+    lens = list(text_lens) if text_lens is not None else [text_len] * len(batch)
+    texts = ["<|image|>" * len(s) + words(n) for s, n in zip(batch, lens)]
     out = proc(images=[random_images(s, seed + i) for i, s in enumerate(batch)], text=texts, return_tensors="pt",
                input_data_format="channels_last")
     ids = out["input_ids"]
     media = {"images": [len(s) for s in batch], "visual_tokens": int((ids == IMAGE_TOKEN).sum()),
              "seq_len": int(ids.shape[1]), "seq_lens": [int(n) for n in out["attention_mask"].sum(1)],
              "pixel_values_shape": tuple(out["pixel_values"].shape),
-             "tiles": [[int(m.sum()) for m in row if int(m.sum())] for row in out["aspect_ratio_mask"]]}
+             "tiles": [[int(m.sum()) for m in row[:len(s)]] for row, s in zip(out["aspect_ratio_mask"], batch)]}
     inputs = dict(input_ids=ids, attention_mask=out["attention_mask"], pixel_values=out["pixel_values"].to(torch.float64),
                   aspect_ratio_ids=out["aspect_ratio_ids"], aspect_ratio_mask=out["aspect_ratio_mask"],
                   cross_attention_mask=out["cross_attention_mask"], use_cache=False)
