@@ -199,3 +199,28 @@ def test_media_rule_fuzzed_against_the_processor(sizes):
 
     assert [aspect_ratios(4).index((m.detail["tile_rows"], m.detail["tile_cols"])) + 1 for m in media] == list(ids)
     assert sum(m.visual_tokens for m in media) == len(sizes)
+
+
+def test_conventions_coverage(model):
+    """Conventions that define a number for every family (hf-trainer: transformers' own ``floating_point_ops`` on the
+    same input ids; the tile tables are nn.Embedding lookups and drop out, the gated position table is an
+    nn.Parameter and stays); AutoModel's fallback refuses (its composite config has no top-level LM fields); the
+    framework formulas without an Mllama path are not defined."""
+    from vlm_perf.errors import ConventionNotDefined
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(model)
+    ids = torch.zeros((2, 10), dtype=torch.long)
+    stats = BatchStats.from_batch(seq_len=10, samples=2, image_grids=[(1, 16, 4)] * 2, spec=spec)
+    from types import SimpleNamespace
+
+    import transformers
+
+    trainer = transformers.Trainer.floating_point_ops(SimpleNamespace(model=model), {"input_ids": ids})
+    assert compute_flops(spec, stats, "hf-trainer").total == trainer
+    with pytest.raises(ConventionNotDefined, match="AutoModel|not computed|transformer_flops"):
+        compute_flops(spec, stats, "automodel")
+    for name in ("megatron-lm", "megatron-bridge", "mbridge-pr2575", "maxtext", "torchtitan", "verl", "veomni"):
+        with pytest.raises(ConventionNotDefined, match="mllama"):
+            compute_flops(spec, stats, name)

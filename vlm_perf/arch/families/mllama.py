@@ -33,6 +33,7 @@ cross-attention layers entirely (counted as run: an upper bound).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Mapping
 
 from ...errors import ConfigError, UnsupportedModelError
@@ -130,18 +131,20 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
                         cls_per_frame=tiles * (padded - patches))
 
     n_ratios = len(ratios)
-    vlayer = dict(width=width, num_heads=heads, head_dim=width // heads, mlp_width=mlp, mlp_gated=False, cls=True,
-                  qkv_bias=False, proj_bias=False, mlp_bias=True, norm="layernorm")
+    local = VisionLayers(part=VISION_TOWER, count=layers, width=width, num_heads=heads, head_dim=width // heads,
+                         mlp_width=mlp, mlp_gated=False, cls=True, qkv_bias=False, proj_bias=False, mlp_bias=True,
+                         norm="layernorm")
     tower = (
         PatchEmbed(part=VISION_TOWER, count=1, in_volume=channels * patch * patch, width=width, bias=False),
         ClsToken(part=VISION_TOWER, count=1, width=width),
-        PositionTable(part=VISION_TOWER, count=1, entries=with_cls, width=width),  # gated position embedding
+        # the gated position embedding is an nn.Parameter (the tile tables are nn.Embedding lookups)
+        ExtraParams(part=VISION_TOWER, count=1, label="gated position embedding (P + 1) x h_v", numel=with_cls * width),
         PositionTable(part=VISION_TOWER, count=1, entries=(n_ratios + 1) * tiles * with_cls, width=width),  # tile pos.
         PositionTable(part=VISION_TOWER, count=2, entries=(n_ratios + 1) * tiles, width=width),  # pre/post tile emb.
         ExtraParams(part=VISION_TOWER, count=1, label="gates of the position and tile embeddings (3), LayerNorm "
                     "pre/post (4·h_v)", numel=3 + 4 * width),
-        VisionLayers(part=VISION_TOWER, count=layers, **vlayer),
-        VisionLayers(part=VISION_TOWER, count=global_layers, **vlayer),
+        local,
+        replace(local, count=global_layers),
         ExtraParams(part=VISION_TOWER, count=global_layers, label="global layer tanh gates (attention, MLP)", numel=2),
         TileMaskProduct(part=VISION_TOWER, count=1),
     )
@@ -149,20 +152,21 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
                                   tokens_per_frame=tiles),)
     first = cross[0] if cross else n_layers
     before, self_layers = first, n_layers - len(cross)
-    attn = dict(hidden=hidden, num_heads=n_heads, num_kv_heads=kv_heads, head_dim=head_dim, qkv_bias=False,
-                o_bias=False, qk_norm=False)
-    xattn = dict(hidden=hidden, num_heads=n_heads, num_kv_heads=kv_heads, head_dim=head_dim, kv_tokens_per_frame=tiles)
+    attn = DecoderAttention(part=LANGUAGE_MODEL, count=before, hidden=hidden, num_heads=n_heads, num_kv_heads=kv_heads,
+                            head_dim=head_dim, qkv_bias=False, o_bias=False, qk_norm=False)
+    xattn = CrossAttention(part=LANGUAGE_MODEL, count=1, hidden=hidden, num_heads=n_heads, num_kv_heads=kv_heads,
+                           head_dim=head_dim, kv_tokens_per_frame=tiles, query_from_vision=False)
     text: list = [TokenEmbedding(part=LANGUAGE_MODEL, count=1, vocab=vocab + EXTRA_EMBEDDING_ROWS, width=hidden)]
     if before:
-        text += [TextOnly(part=LANGUAGE_MODEL, count=1, module=DecoderAttention(part=LANGUAGE_MODEL, count=before, **attn)),
+        text += [TextOnly(part=LANGUAGE_MODEL, count=1, module=attn),
                  TextOnly(part=LANGUAGE_MODEL, count=1, module=DenseMLP(part=LANGUAGE_MODEL, count=before, hidden=hidden,
                                                                        width=ffn))]
     if cross:
-        text.append(CrossAttention(part=LANGUAGE_MODEL, count=1, query_from_vision=False, **xattn))
+        text.append(xattn)
         if len(cross) > 1:
-            text.append(CrossAttention(part=LANGUAGE_MODEL, count=len(cross) - 1, **xattn))
+            text.append(replace(xattn, count=len(cross) - 1, query_from_vision=True))
     if self_layers - before:
-        text.append(DecoderAttention(part=LANGUAGE_MODEL, count=self_layers - before, **attn))
+        text.append(replace(attn, count=self_layers - before))
     text += [DenseMLP(part=LANGUAGE_MODEL, count=n_layers - before, hidden=hidden, width=ffn),
              LMLayerNorms(part=LANGUAGE_MODEL, count=n_layers, hidden=hidden),
              ExtraParams(part=LANGUAGE_MODEL, count=len(cross), label="cross-attention tanh gates (attention, MLP)",
