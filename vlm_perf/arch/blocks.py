@@ -974,3 +974,21 @@ class TextOnly(Block):
 
 
 __all__ += ["CrossAttention", "TextOnly", "TileMaskProduct", "TowerTokenLinear"]
+# --- llama4 ---
+
+
+@dataclass(frozen=True)
+class ChunkedDecoderAttention(DecoderAttention):
+    """GQA attention that attends causally **within consecutive chunks** of ``chunk`` tokens (Llama 4's RoPE layers,
+    ``attention_chunk_size``): a chunk-aware kernel computes Σ_chunks c²/2 score entries (statistic
+    ``lm_tokens_sq_beyond_chunks``); eager attention (``--causal full``) computes the whole square. Projections and
+    parameters are :class:`DecoderAttention`'s (Llama 4's q/k L2 norm has no weights)."""
+
+    kind: ClassVar[str] = "chunked_decoder_attention"
+    chunk: int = 0
+
+    def describe(self) -> str:
+        return super().describe().replace("full causal", f"chunked causal ({self.chunk})", 1)
+
+
+__all__ += ["ChunkedDecoderAttention"]

@@ -338,3 +338,16 @@ def _text_only(b: TextOnly, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """the wrapped module's terms; input gradients only when the LM trains (no vision gradient reaches them)"""
     return [replace(t, input_kind=INPUT_OWN) if t.input_kind in (INPUT_STAGE, INPUT_UPSTREAM) else t
             for t in inventory_terms((b.module,), s, ctx)]
+# --- llama4 ---
+from ..arch.blocks import ChunkedDecoderAttention  # noqa: E402
+
+
+@block_flops(ChunkedDecoderAttention)
+def _chunked_attention(b: ChunkedDecoderAttention, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer projections·S + 2·H·(d_qk + d_v)·(Σs² − beyond chunks)·½ (causal half) | Σs² (eager)"""
+    if ctx.causal == "half":
+        core = b.core_per_token_sq() * (s.lm_tokens_sq - s.lm_tokens_sq_beyond_chunks) * ctx.causal_factor
+    else:
+        core = b.core_per_token_sq() * s.lm_tokens_sq * ctx.causal_factor
+    return [Term("lm.attn_proj", b.count * b.proj_per_token() * s.lm_tokens, b.part),
+            Term("lm.attn_core", b.count * core, b.part, weights=False)]

@@ -41,6 +41,9 @@ class BatchStats:
       vision_frames, vision_items,
       vision_cls_tokens (CLS positions the tower adds, one per tile/frame for InternViT; 0 for Qwen towers;
       the squared sums above then count each tile's sequence with its CLS token)
+      lm_tokens_sq_beyond_chunks  sum over sequences of s^2 - Σ_chunks c^2 for the model's attention chunk C
+                        (Llama 4 chunked layers: causal within consecutive chunks of C tokens); 0 when unknown: the
+                        chunked layers are then counted as full causal (an upper bound)
     Text x vision, per sample (cross-attention: every LM token of a sample attends to the vision tokens of
     that sample's images, Mllama):
       lm_x_vision_patches  sum over samples of (LM tokens of the sample) x (vision patches of its media)
@@ -73,6 +76,7 @@ class BatchStats:
     lm_tokens_sq_beyond_window: Any = 0
     lm_x_vision_patches: Any = 0
     lm_x_vision_frames: Any = 0
+    lm_tokens_sq_beyond_chunks: Any = 0
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -120,8 +124,9 @@ class BatchStats:
         if seq_lens is not None and seq_len is not None:
             raise InputError("give either seq_lens or seq_len/samples, not both")
         lm_window = getattr(getattr(spec, "lm", None), "sliding_window", None)
+        lm_chunk = getattr(getattr(spec, "lm", None), "attention_chunk", None)
         if seq_lens is not None:
-            lm = seq_len_stats(seq_lens, window=lm_window)
+            lm = seq_len_stats(seq_lens, window=lm_window, chunk=lm_chunk)
             if samples is not None and (int(samples) != samples or not 0 < samples <= lm["sequences"]):
                 raise InputError(f"samples must be an integer from 1 to the number of sequences ({lm['sequences']}), "
                                  f"got {samples!r}")
@@ -132,9 +137,9 @@ class BatchStats:
             n_samples = 1 if samples is None else samples
             if int(n_samples) != n_samples or n_samples <= 0:
                 raise InputError(f"samples must be a positive integer, got {samples!r}")
-            lm = uniform_stats(int(seq_len), int(n_samples), window=lm_window)
+            lm = uniform_stats(int(seq_len), int(n_samples), window=lm_window, chunk=lm_chunk)
         else:
-            lm = {"tokens": 0, "tokens_sq": 0, "sequences": 0, "tokens_sq_beyond_window": 0}
+            lm = {"tokens": 0, "tokens_sq": 0, "sequences": 0, "tokens_sq_beyond_window": 0, "tokens_sq_beyond_chunks": 0}
             n_samples = samples or 0
         padded = lm["tokens"] if padded_tokens is None else padded_tokens
         if padded < lm["tokens"]:
@@ -180,6 +185,7 @@ class BatchStats:
             video_merged_tokens=video["merged_tokens"], vision_cls_tokens=totals["cls_tokens"],
             lm_tokens_sq_beyond_window=lm["tokens_sq_beyond_window"],
             lm_x_vision_patches=x_patches, lm_x_vision_frames=x_frames,
+            lm_tokens_sq_beyond_chunks=lm["tokens_sq_beyond_chunks"],
         )
 
     # --- algebra ------------------------------------------------------------------------

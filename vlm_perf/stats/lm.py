@@ -26,10 +26,21 @@ def beyond_window_sq(seq_len: Any, window: int | None) -> Any:
     return over * over
 
 
-def seq_len_stats(seq_lens: Iterable[int], where: str = "seq_lens", window: int | None = None) -> dict[str, int]:
+def beyond_chunks_sq(seq_len: Any, chunk: int | None) -> Any:
+    """s^2 - Σ over the chunks of c^2: what chunked attention (Llama 4: causal within consecutive chunks of C tokens)
+    removes from s^2; a chunked causal kernel computes (s^2 - that)/2 score entries. Works on ints and polars."""
+    if not chunk:
+        return 0
+    full, rest = seq_len // chunk, seq_len % chunk
+    return seq_len * seq_len - (full * chunk * chunk + rest * rest)
+
+
+def seq_len_stats(seq_lens: Iterable[int], where: str = "seq_lens", window: int | None = None,
+                  chunk: int | None = None) -> dict[str, int]:
     """Sum, sum of squares and count of positive integer sequence lengths (and the sliding-window
-    statistic ``tokens_sq_beyond_window`` for a window of ``window`` tokens)."""
-    tokens = tokens_sq = count = beyond = 0
+    statistic ``tokens_sq_beyond_window`` for a window of ``window`` tokens, the chunked-attention statistic
+    ``tokens_sq_beyond_chunks`` for chunks of ``chunk`` tokens)."""
+    tokens = tokens_sq = count = beyond = chunked = 0
     for i, s in enumerate(seq_lens):
         if isinstance(s, bool) or not isinstance(s, (int, float)) or int(s) != s or s <= 0:
             raise InputError(f"{where}[{i}]: sequence lengths must be positive integers, got {s!r}")
@@ -38,13 +49,16 @@ def seq_len_stats(seq_lens: Iterable[int], where: str = "seq_lens", window: int 
         tokens_sq += s * s
         count += 1
         beyond += beyond_window_sq(s, window)
-    return {"tokens": tokens, "tokens_sq": tokens_sq, "sequences": count, "tokens_sq_beyond_window": beyond}
+        chunked += beyond_chunks_sq(s, chunk)
+    return {"tokens": tokens, "tokens_sq": tokens_sq, "sequences": count, "tokens_sq_beyond_window": beyond,
+            "tokens_sq_beyond_chunks": chunked}
 
 
-def uniform_stats(seq_len: Any, samples: Any, window: int | None = None) -> dict[str, Any]:
+def uniform_stats(seq_len: Any, samples: Any, window: int | None = None, chunk: int | None = None) -> dict[str, Any]:
     """B unpacked sequences of S tokens each (works on numbers and polars expressions)."""
     return {"tokens": seq_len * samples, "tokens_sq": seq_len * seq_len * samples, "sequences": samples,
-            "tokens_sq_beyond_window": beyond_window_sq(seq_len, window) * samples}
+            "tokens_sq_beyond_window": beyond_window_sq(seq_len, window) * samples,
+            "tokens_sq_beyond_chunks": beyond_chunks_sq(seq_len, chunk) * samples}
 
 
 def text_x_vision(seq_lens: Sequence[int] | None, seq_len: int | None, per_image: Sequence[tuple[int, int]],
