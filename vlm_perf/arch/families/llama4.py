@@ -90,10 +90,12 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     proj_in, proj_out = _pos(v, "projector_input_dim", VISION_DEFAULTS), _pos(v, "projector_output_dim", VISION_DEFAULTS)
     image_size, patch = v.square("image_size", VISION_DEFAULTS["image_size"]), v.square("patch_size", VISION_DEFAULTS["patch_size"])
     ratio = v.opt("pixel_shuffle_ratio", VISION_DEFAULTS["pixel_shuffle_ratio"])
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise ConfigError(f"{source}: field vision_config.pixel_shuffle_ratio must be a number in (0, 1], got {ratio!r}")
     if width % heads:
         raise ConfigError(f"{source}: vision_config.hidden_size {width} must be a multiple of num_attention_heads {heads}")
-    fold = Fraction(ratio).limit_denominator(64) if isinstance(ratio, (int, float)) and ratio > 0 else None
-    if fold is None or fold.numerator != 1:
+    fold = Fraction(ratio).limit_denominator(64)
+    if fold.numerator != 1 or float(fold) != ratio:
         raise UnsupportedModelError(f"{source}: vision_config.pixel_shuffle_ratio {ratio!r}: only 1/m shuffles are "
                                     "modelled")
     merge = fold.denominator
@@ -111,7 +113,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
 
     hidden, n = _pos(t, "hidden_size", TEXT_DEFAULTS), _pos(t, "num_hidden_layers", TEXT_DEFAULTS)
     n_heads, kv = _pos(t, "num_attention_heads", TEXT_DEFAULTS), _pos(t, "num_key_value_heads", TEXT_DEFAULTS)
-    head_dim = int(t.opt("head_dim") or hidden // n_heads)
+    head_dim = _pos(t, "head_dim", {"head_dim": hidden // n_heads})
     experts, top_k = _pos(t, "num_local_experts", TEXT_DEFAULTS), _pos(t, "num_experts_per_tok", TEXT_DEFAULTS)
     expert_width, dense_width = _pos(t, "intermediate_size", TEXT_DEFAULTS), _pos(t, "intermediate_size_mlp", TEXT_DEFAULTS)
     vocab = _pos(t, "vocab_size", TEXT_DEFAULTS)

@@ -88,8 +88,10 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     v, t = Fields(vc, "vision_config", source), Fields(tc, "text_config", source)
     width, layers, global_layers = (_pos(v, k, VISION_DEFAULTS) for k in ("hidden_size", "num_hidden_layers",
                                                                           "num_global_layers"))
-    heads = int(v.opt("attention_heads", v.opt("num_attention_heads", VISION_DEFAULTS["attention_heads"])))
-    if heads <= 0 or width % heads:
+    heads_key = "num_attention_heads" if vc.get("attention_heads") is None and "num_attention_heads" in vc \
+        else "attention_heads"  # MllamaVisionConfig.attribute_map: num_attention_heads -> attention_heads
+    heads = _pos(v, heads_key, {heads_key: VISION_DEFAULTS["attention_heads"]})
+    if width % heads:
         raise ConfigError(f"{source}: vision_config.hidden_size {width} must be a multiple of attention_heads {heads}")
     mlp, channels, out_dim, tiles = (_pos(v, k, VISION_DEFAULTS) for k in ("intermediate_size", "num_channels",
                                                                           "vision_output_dim", "max_num_tiles"))
