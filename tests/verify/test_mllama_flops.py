@@ -224,3 +224,15 @@ def test_conventions_coverage(model):
     for name in ("megatron-lm", "megatron-bridge", "mbridge-pr2575", "maxtext", "torchtitan", "verl", "veomni"):
         with pytest.raises(ConventionNotDefined, match="mllama"):
             compute_flops(spec, stats, name)
+
+
+def test_six_nd_bills_every_lm_matmul_weight():
+    """6nd on Llama-3.2-11B-Vision: 6 x (LM matmul weights: 32 self-attention layers 4096·(4096 + 2·1024 + 4096), 8
+    cross-attention layers the same shapes, 40 MLPs 3·4096·14336, lm_head 4096·128256) x tokens."""
+    from vlm_perf.arch import load_model
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = load_model("llama3.2-11b-vision")
+    n = 40 * 4096 * (4096 + 2 * 1024 + 4096) + 40 * 3 * 4096 * 14336 + 4096 * 128256
+    assert compute_flops(spec, BatchStats.from_batch(seq_len=1000, spec=spec), "6nd").total == 6 * n * 1000
