@@ -403,6 +403,14 @@ _RECONCILE = tuple(_k(n, u, t, m, "analysis.log_reconcile", required=False, **kw
     ("closest", "text", str, "the convention with the smallest median relative difference", {}),
     ("closest_minus_exact", "block", list, "closest minus exact per component, run totals: component, delta_flops "
      "(FLOPs), delta_of_exact_total (fraction)", {}),
+    ("mfu", "block", dict, "every convention's implied MFU against the log's printed MFU: status, mode (window or "
+     "cumulative since start, as ms-swift's perf_log), peak_tflops_per_device (TFLOP/s) and peak_source (the peak "
+     "the framework divided by: DEVICE_TFLOPS, measured matmul rate, or the datasheet), devices, devices_source, "
+     "windows (count), printed_decimals, printed_median (fraction), conventions (convention, mfu_median fraction, "
+     "rel_diff_median, windows_matched, matches), matches, closest, closest_minus_exact, not_defined", {}),
+    ("total_flos", "block", dict, "every convention's run total against the Trainer's printed total_flos: status, "
+     "printed (per printed value: printed text, value in FLOPs, interval [low, high) in FLOPs, conventions "
+     "(convention, flops_total FLOPs, rel_diff fraction, matches), matches), not_defined, note", {}),
 ))
 _MEMORY_RANK = (
     _k("rank", "count", int, "the rank the memory report names (0: the rank that logs)", "analysis.memory"),
@@ -550,7 +558,7 @@ register_part(ReportPart(
                                                       if h else ["HFU not computed"]))))
 register_part(ReportPart(  # shown by the "Which number to quote" section (`report.sections.which_number`)
     "log_reconcile", order=15,
-    compute=lambda c: log_reconcile(c.analysis, c.run.spec),
+    compute=lambda c: log_reconcile(c.analysis, c.run.spec, c.run.log_facts, c.run.parsed.raw),
     keys=(key("log_reconcile", "block", dict, "every registered convention (variants included) against the log's "
               "printed TFLOP/s/GPU, within its print precision (flops.conventions.reconcile)",
               "analysis.log_reconcile", fields=_RECONCILE),)))

@@ -54,8 +54,11 @@ def reconcile_blocks(r: dict) -> list:
     (`vlm_perf.analysis.log_reconcile`): the matches within print precision and the closest one's
     component differences from exact."""
     if r.get("status") != "ok":
-        return [Paragraph(T("Every registered convention against the log's number: ", r.get("message", "not done"), "."))] \
-            if r else []
+        if not r:
+            return []
+        tail = mfu_blocks(r.get("mfu") or {}) + total_flos_blocks(r.get("total_flos") or {})
+        return [Paragraph(T("Every registered convention against the log's number: ", r.get("message", "not done"),
+                            "."))] + tail
     n, unit = r["windows"], f"{r['printed_decimals']} decimal(s)"
     matches = r["matches"]
     parts: list = ["Every registered convention against the TFLOP/s/GPU the log printed (median ",
@@ -80,4 +83,54 @@ def reconcile_blocks(r: dict) -> list:
                                  is not None else "") for d in diff]))
     if r.get("not_defined"):
         blocks.append(Bullets([T(B(name), ": not defined here: ", why) for name, why in r["not_defined"].items()]))
+    return blocks + mfu_blocks(r.get("mfu") or {}) + total_flos_blocks(r.get("total_flos") or {})
+
+
+def _diff_bullets(name: str, diff: list) -> list:
+    if not diff:
+        return []
+    return [Paragraph(T(B(name), " minus exact, per component (run totals):")),
+            Bullets([T(d["component"], f": {d['delta_flops']:+.4e} FLOPs (" f"{100 * d['delta_of_exact_total']:+.2f}% "
+                       "of exact)" if d["delta_of_exact_total"] is not None else "") for d in diff])]
+
+
+def mfu_blocks(m: dict) -> list:
+    """Every convention's implied MFU against the MFU the log printed (`log_reconcile.mfu_reconcile`)."""
+    if m.get("status") != "ok":
+        return [Paragraph(T("Every registered convention against the log's MFU: ", m.get("message", "not done"),
+                            "."))] if m.get("status") not in (None, "no_logged_value") else []
+    n = m["windows"]
+    matches = m["matches"]
+    intro = T("Every registered convention against the MFU the log printed (median ",
+              B(fmt(m["printed_median"], m["printed_decimals"])), f" over {n} window(s) the means use; printed to "
+              f"{m['printed_decimals']} decimal(s)), with the peak the framework divided by: ",
+              B(f"{m['peak_tflops_per_device']:g} TFLOP/s per device"), f" × {m['devices']} device(s) (peak: "
+              f"{m['peak_source']}; devices: {m['devices_source']}); printed MFU read as {m['mode']}: ",
+              *(["matches within print precision: ", B(", ".join(matches)), "; "] if matches else
+                ["no convention matches within print precision; "]), "closest: ", B(m["closest"]), ".")
+    rows = [[T(c["convention"]), T(fmt(c["mfu_median"], m["printed_decimals"] + 1)),
+             T("—" if c["rel_diff_median"] is None else f"{100 * c['rel_diff_median']:+.2f}%"),
+             T(f"{c['windows_matched']} of {n}"), T("yes" if c["matches"] else "")] for c in m["conventions"]]
+    return [Paragraph(intro), Table(["convention", "implied MFU (fraction, median window)", "vs printed (median window)",
+                                     "windows within print precision", "matches"], rows),
+            *_diff_bullets(m["closest"], m.get("closest_minus_exact") or [])]
+
+
+def total_flos_blocks(t: dict) -> list:
+    """Every convention's run total against the Trainer's printed total_flos (`log_reconcile.total_flos_reconcile`)."""
+    if t.get("status") != "ok":
+        return []
+    blocks: list = []
+    for p in t["printed"]:
+        low, high = p["interval"]
+        matches = p["matches"]
+        blocks.append(Paragraph(T("The Trainer's total_flos as the log printed it: ", B(p["printed"]),
+                                  f" (reads as [{low:.15g}, {high:.15g}) FLOPs): ",
+                                  *(["matches within print precision: ", B(", ".join(matches))] if matches else
+                                    ["no convention's run total matches"]), ".")))
+        blocks.append(Table(["convention", "run total (FLOPs)", "vs printed", "matches"],
+                            [[T(c["convention"]), T(f"{c['flops_total']:.6e}"),
+                              T("—" if c["rel_diff"] is None else f"{100 * c['rel_diff']:+.3f}%"),
+                              T("yes" if c["matches"] else "")] for c in p["conventions"]]))
+    blocks.append(Paragraph(T(t["note"], ".")))
     return blocks
