@@ -132,6 +132,9 @@ class _Walker:
         total: Any = 0
         for name in lin.rows:
             total = total + getattr(self.stats, name)
+        if lin.pool > 1:  # LLaVA-NeXT-Video: video frames pooled pool x pool before this Linear
+            video = self.stats.video_merged_tokens
+            total = total - video + video // (lin.pool * lin.pool)
         return total
 
     def trains(self, layer: int | None, kind: str, name: str) -> bool:
@@ -222,6 +225,15 @@ class _Walker:
         return x
 
     def opaque(self, op: Opaque, live: bool, layer: int | None, ) -> bool:
+        a = self.adapter
+        if a is not None and op.name:
+            for inner in op.inner:
+                full = f"{op.name}.{inner}"
+                if a.targets(full, is_linear=inner not in ("conv1d", "gate", "experts")):
+                    raise UnsupportedModelError(
+                        f"{self.spec.name}: the adapter targets {full}, inside a {op.block.kind} sublayer that has no "
+                        "per-Linear layout (its adapter FLOPs and the gradient flow through it cannot be placed "
+                        "exactly); exclude it (exclude_modules) or target other modules")
         live_n = live or self.params(op.norm, layer)
         trains = self.trains(layer, op.kind, op.name)
         self.any_trains = self.any_trains or trains
@@ -275,6 +287,11 @@ class _Walker:
         self.stage, self.num_layers = s.stage, s.num_layers
         if not s.expanded:
             self.check_uniform(s)
+            if self.adapter is not None:
+                raise UnsupportedModelError(
+                    f"{self.spec.name}: its {_PART[s.stage]} has block kinds without a per-Linear layout "
+                    f"({', '.join(sorted({op.block.kind for op in s.tail}))}), so whether the adapter targets a module "
+                    "inside it cannot be resolved; use trainability selectors for this model")
         after: list[bool] = []
         for op in s.head:
             live = self.sub(op, live, None)
@@ -285,6 +302,15 @@ class _Walker:
             after.append(live)
         for op in s.tail:
             live = self.sub(op, live, None)
+        if s.dead:  # run after the stage output was taken, never read: forward only, no liveness
+            training, any_trains = self.training, self.any_trains
+            self.training = False
+            for op in s.dead:
+                if isinstance(op, Layer):
+                    self.layer(op, live)
+                else:
+                    self.sub(op, live, None)
+            self.training, self.any_trains = training, any_trains
         return live, after
 
     def layer(self, layer: Layer, live: bool) -> bool:
@@ -343,6 +369,9 @@ def _weights(stages: tuple[StageLayout, ...]) -> list[tuple[str, int | None, str
         for layer in s.layers:
             for op in layer.subs:
                 visit(s, layer.index, op)
+        for op in s.dead:
+            for o in (op.subs if isinstance(op, Layer) else (op,)):
+                visit(s, op.index if isinstance(op, Layer) else None, o)
     return out
 
 
