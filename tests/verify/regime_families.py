@@ -14,7 +14,7 @@ _PROCESSORS: dict[str, Any] = {
     "idefics3": ("test_idefics3_flops", "PROCESSOR"), "smolvlm": ("test_idefics3_flops", "PROCESSOR"),
     "llava": ("test_llava_flops", "CLIP_PROCESSOR"), "llava_pixtral": ("test_llava_flops", "PIXTRAL_PROCESSOR"),
     "llava_next": ("test_llava_next_flops", "PROCESSOR"), "llava_onevision": ("test_llava_onevision_flops", "PROCESSOR"),
-    "paligemma": ("test_paligemma_flops", "PROCESSOR"), "mistral3": ("test_mistral3_flops", "PROCESSOR"),
+    "paligemma": ("test_paligemma_flops", "PROCESSOR"), "paligemma2": ("test_paligemma_flops", "PROCESSOR"), "mistral3": ("test_mistral3_flops", "PROCESSOR"),
     "qwen3_5": ("test_qwen3_5_flops", "PROCESSOR"), "qwen3_5_moe": ("test_qwen3_5_flops", "PROCESSOR"),
 }
 
@@ -36,8 +36,8 @@ def family_setup(family: str, seed: int = 0, image_sizes=(IMAGE,)):
 
     from .families import harness
 
-    h = harness(family)
-    model = h.build_model(h.tiny_config(), seed)
+    h = harness("paligemma" if family == "paligemma2" else family)
+    model = h.build_model(h.tiny_config("gemma2") if family == "paligemma2" else h.tiny_config(), seed)
     text_len = 8
     if family.startswith("qwen3_5"):  # a whole number of delta-rule chunks (64): no chunk padding to account for
         _, bare = h.make_inputs(model, image_sizes=list(image_sizes), video_sizes=(), text_len=0, seed=seed + 1)

@@ -1,5 +1,6 @@
 """Training regimes on GLM-4.xV, LLaVA (CLIP and Pixtral towers), LLaVA-NeXT(-Video), LLaVA-OneVision, Mistral 3,
-Idefics3 / SmolVLM, Qwen3.5 (dense and MoE) and PaliGemma against FlopCounterMode, per part, to the FLOP.
+Idefics3 / SmolVLM, Qwen3.5 (dense and MoE) and PaliGemma (1 and 2) against FlopCounterMode, per part, to the
+FLOP; LoRA on fused MoE experts (PEFT target_parameters) on GLM-4.xV-MoE, Qwen3.5-MoE and Qwen3-VL-MoE.
 
 Each family's own transformers class (tiny random config of the family harness, tests/verify/families, float64,
 eager attention; one image through HF's own processor) runs forward + ``logits.mean().backward()``: wrapped by
@@ -32,7 +33,7 @@ from vlm_perf.ingest.adapter_config import read_adapter_config  # noqa: E402
 from .regimes import measure_regime, measured_parts, peft_adapted_names  # noqa: E402
 
 FAMILIES = ["glm4v", "glm4v_moe", "glm46v", "llava", "llava_pixtral", "llava_next", "llava_next_video",
-            "llava_onevision", "mistral3", "idefics3", "smolvlm", "qwen3_5", "qwen3_5_moe", "paligemma"]
+            "llava_onevision", "mistral3", "idefics3", "smolvlm", "qwen3_5", "qwen3_5_moe", "paligemma", "paligemma2"]
 MOE = {"glm4v_moe", "glm46v", "qwen3_5_moe"}
 
 # where each transformers class keeps its tower layers and LM layers (read off the classes, not the library)
@@ -95,11 +96,22 @@ def _lora(case, kwargs, tmp_path, mode="training"):
     pm.save_pretrained(tmp_path)
     adapter = read_adapter_config(tmp_path)
     lib = regime_flops(spec, stats, Trainability.build(adapter=adapter), causal="full", mode=mode)
-    assert {a.name for a in lib.adapted} == peft_adapted_names(pm)
+    _check_adapted(lib, pm)
     assert lib.parts == measured
     if mode == "training":
         assert _observed(spec, stats, pm, adapter) == measured, "observed trainability"
     return lib, measured
+
+
+def _check_adapted(lib, pm):
+    """The Linears the library adapts are the modules PEFT wrapped; the parameters it wraps (target_parameters)
+    are PEFT's ``targeted_parameter_names``."""
+    from peft.tuners.lora.layer import ParamWrapper
+
+    base = pm.get_base_model()
+    wrappers = {n for n, m in base.named_modules() if isinstance(m, ParamWrapper)}
+    assert {a.name for a in lib.adapted if not a.parameter} == peft_adapted_names(pm) - wrappers
+    assert {a.name for a in lib.adapted if a.parameter} == set(pm.base_model.targeted_parameter_names)
 
 
 def test_lora_on_the_lm(case, tmp_path):
@@ -118,7 +130,17 @@ def test_lora_on_lm_and_tower_forward(case, tmp_path):
 
 
 def test_dora_on_lm_and_tower(case, tmp_path):
-    _lora(case, dict(LM_AND_TOWER[case[0]], use_dora=True), tmp_path)
+    kwargs = dict(LM_AND_TOWER[case[0]], use_dora=True)
+    if case[0] in MOE:  # without "proj": DoRA on a convolution (the patch embed) is refused, tested below
+        kwargs["target_modules"] = ["q_proj", "v_proj", "qkv", "linear_fc1"]
+    _lora(case, kwargs, tmp_path)
+
+
+def test_dora_on_a_convolution_is_refused():
+    from vlm_perf.arch.adapters import AdapterConfig
+
+    with pytest.raises(UnsupportedModelError, match=r"DoRA on model\.visual\.patch_embed\.proj"):
+        _count(_spec("glm4v"), AdapterConfig(r=4, target_modules=("proj",), use_dora=True))
 
 
 def test_partial_freezing(case):
@@ -184,21 +206,115 @@ def test_adapter_inside_an_unlaid_block_is_refused_naming_it(family, target, mod
         _count(_spec(family), AdapterConfig(r=4, target_modules=(target,)))
 
 
-def test_all_linear_on_moe_reaches_expert_parameters(tmp_path):
-    """PEFT 0.21 turns ``all-linear`` on a fused-expert MoE into ``target_parameters`` on the experts and the
-    router (measured here): the saved config names them, and the library reads it (see the MoE expert tests)."""
-    import json
+def test_target_parameters_on_a_linear_weight_is_refused():
+    from vlm_perf.arch.adapters import AdapterConfig
 
+    with pytest.raises(UnsupportedModelError, match=r"target_parameters wraps a parameter of .*mlp\.down_proj"):
+        _count(_spec("glm4v_moe"), AdapterConfig(r=4, target_modules=None, target_parameters=("mlp.down_proj.weight",)))
+    with pytest.raises(ConfigError, match="supports neither"):
+        AdapterConfig(r=4, target_modules=None, target_parameters=("experts.down_proj",), use_dora=True)
+
+
+# --------------------------------------------------------------------------- LoRA on fused MoE experts
+# PEFT's target_parameters wraps transformers 5's fused expert stacks (experts.gate_up_proj (E, 2F, h),
+# experts.down_proj (E, h, F)) and the router weight (gate.weight). The harnesses run the experts with
+# transformers' "eager" experts implementation: a loop over the experts that received tokens, each on its routed
+# tokens only, which FlopCounterMode measures as top-k routed work; the library counts the same.
+MOE_EXPERT_CASES = {
+    # PEFT's transformers-5 conversion turns "all-linear" into target_parameters on every expert stack and the
+    # router (gate_up_proj at rank 2r) and drops their v4 names from target_modules (measured: the saved config)
+    "all-linear": dict(target_modules="all-linear"),
+    # the v4 name down_proj becomes target_parameters ["down_proj"]; dense Linears named down_proj lose it
+    "v4-name-down_proj": dict(target_modules=["q_proj", "down_proj"]),
+    "experts-only": dict(target_modules=[], target_parameters=["experts.gate_up_proj", "experts.down_proj"]),
+    # nothing earlier trains: down_proj's input gradient runs only to reach gate_up's weight gradient
+    "gate_up-only": dict(target_modules=[], target_parameters=["experts.gate_up_proj"]),
+    "router-only": dict(target_modules=[], target_parameters=["gate.weight"]),
+    "experts+attention": dict(target_modules=["q_proj", "v_proj"], target_parameters=["experts.down_proj"]),
+}
+
+
+@pytest.fixture(scope="module", params=["glm4v_moe", "qwen3_5_moe"])
+def moe_case(request):
+    from .regime_families import family_setup
+
+    return request.param, family_setup(request.param)
+
+
+@pytest.mark.parametrize("mode", ["training", "forward"])
+@pytest.mark.parametrize("name", sorted(MOE_EXPERT_CASES))
+def test_lora_on_moe_experts(moe_case, name, mode, tmp_path):
+    kwargs = dict(MOE_EXPERT_CASES[name])
+    if moe_case[0] == "qwen3_5_moe" and name in ("all-linear", "v4-name-down_proj"):
+        # all-linear / down_proj also reach Qwen3.5-MoE's shared expert Linears and (all-linear) its gated delta nets:
+        # refused (see above)
+        kwargs["exclude_modules"] = r".*(shared_expert|linear_attn).*"
+    lib, measured = _lora(moe_case, kwargs, tmp_path, mode=mode)
+    if "target_parameters" in kwargs or moe_case[0] != "qwen3_5_moe":
+        assert any(a.parameter for a in lib.adapted)
+    # else: PEFT 0.21 has no transformers-5 conversion for qwen3_5_moe, so all-linear / down_proj stay off the
+    # experts (the library, reading the saved config, agrees: _check_adapted)
+
+
+def test_lora_on_qwen3_vl_moe_experts(tmp_path):
+    """Qwen3-VL-MoE (tests/verify/measure.py harness, eager experts): PEFT 0.21 does not convert all-linear to
+    expert parameters for this model type (measured), so the experts and router are named explicitly."""
     from peft import LoraConfig, get_peft_model
 
-    from .families import harness
+    from .measure import build_model, make_batch
+    from .regimes import library_regime
 
-    h = harness("glm4v_moe")
-    pm = get_peft_model(h.build_model(h.tiny_config(), 0), LoraConfig(r=4, target_modules="all-linear"))
+    model = build_model("qwen3_vl_moe")
+    batch = make_batch(model, [(1, 4, 4), (1, 10, 14)], [(2, 4, 6)])
+    pm = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, target_modules="all-linear", target_parameters=[
+        "experts.gate_up_proj", "experts.down_proj", "gate.weight"]))
+    measured = measured_parts(measure_regime(pm, batch.inputs))
     pm.save_pretrained(tmp_path)
-    saved = json.loads((tmp_path / "adapter_config.json").read_text())
-    assert set(saved["target_parameters"]) == {"gate_up_proj", "down_proj", "gate.weight"}
-    try:
-        read_adapter_config(tmp_path)
-    except ConfigError as exc:
-        assert "target_parameters" in str(exc)
+    adapter = read_adapter_config(tmp_path)
+    assert adapter.target_parameters
+    lib = library_regime(model.config.to_dict(), batch.seq_lens, batch.image_grids,
+                         Trainability.build(adapter=adapter), video_grids=batch.video_grids)
+    _check_adapted(lib, pm)
+    assert lib.parts == measured
+
+
+def test_lora_on_qwen3_moe_lm_experts(tmp_path):
+    """LM-only Qwen3-MoE (transformers ``Qwen3MoeForCausalLM``, eager experts, random router): all-linear ->
+    attention Linears + expert stacks + router, and expert stacks alone; whole model, to the FLOP (the rotary
+    table's matmul is not a model FLOP and is attributed apart)."""
+    import transformers
+    from peft import LoraConfig, get_peft_model
+
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.flops.regime import regime_flops
+    from vlm_perf.stats import BatchStats
+
+    config = transformers.Qwen3MoeConfig(vocab_size=300, hidden_size=32, intermediate_size=48,
+                                         moe_intermediate_size=16, num_hidden_layers=2, num_attention_heads=4,
+                                         num_key_value_heads=2, head_dim=8, num_experts=6, num_experts_per_tok=2,
+                                         decoder_sparse_step=1, max_position_embeddings=128)
+    config._attn_implementation = "eager"
+    config._experts_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.Qwen3MoeForCausalLM(config).double().eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.mlp.gate.weight.normal_(0, 0.5)
+    spec = spec_from_config(model.config.to_dict(), name="tiny-qwen3-moe")
+    stats = BatchStats.from_batch(seq_lens=[24], spec=spec)
+    inputs = {"input_ids": torch.randint(0, 300, (1, 24))}
+    for i, kwargs in enumerate([dict(target_modules="all-linear"),
+                                dict(target_modules=[], target_parameters=["experts.gate_up_proj",
+                                                                           "experts.down_proj"])]):
+        for mode in ("training", "forward"):
+            pm = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, **kwargs))
+            base = pm.get_base_model()
+            parts = {"lm": [base.model.embed_tokens, *base.model.layers, base.model.norm, base.lm_head],
+                     "rope": [base.model.rotary_emb]}
+            measured = measured_parts(measure_regime(pm, inputs, parts=parts, training=mode == "training"),
+                                      mode == "training")
+            pm.save_pretrained(tmp_path / f"{i}{mode}")
+            adapter = read_adapter_config(tmp_path / f"{i}{mode}")
+            lib = regime_flops(spec, stats, Trainability.build(adapter=adapter), causal="full", mode=mode)
+            _check_adapted(lib, pm)
+            assert lib.total == measured["language_model"], (kwargs, mode)

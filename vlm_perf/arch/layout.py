@@ -51,6 +51,7 @@ class Lin:
     head: bool = False  # the output head (excluded from PEFT's "all-linear")
     adaptable: bool = True  # an nn.Linear / conv PEFT can wrap (False: a bare weight matmul, Gemma 3's projector)
     tied: bool = False  # the head shares the input embedding's weight (trains when either is selected)
+    conv: bool = False  # a convolution with kernel = stride (a patch embed, GLM's downsample): one GEMM
     pool: int = 1  # video rows pooled pool x pool before it (LLaVA-NeXT-Video): rows - video + video / pool²
 
 
@@ -106,6 +107,9 @@ class Opaque:
     # the nn.Linear / Conv modules inside it, relative to ``name``: an adapter that targets one is refused (the
     # block has no per-Linear layout, so the adapter's FLOPs and gradient flow cannot be placed)
     inner: tuple[str, ...] = ()
+    # parameters PEFT ``target_parameters`` can wrap, relative to ``name``, with their role: "gate_up" / "down"
+    # (the fused routed-expert stacks, E x ... ) or "router" (the router weight E x h)
+    params: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -248,7 +252,8 @@ def _has_pixtral_tower(spec: ModelSpec) -> bool:
 
 def module_names_known(spec: ModelSpec) -> bool:
     """Whether :func:`layout` gives this model its real Hugging Face module names."""
-    return _names_for(spec) is not None or (not spec.is_vlm and spec.family in ("qwen2", "qwen3", "llama", "mistral"))
+    lm_only = ("qwen2", "qwen3", "qwen3_moe", "llama", "mistral")
+    return _names_for(spec) is not None or (not spec.is_vlm and spec.family in lm_only)
 
 
 # --------------------------------------------------------------------------- layout
@@ -309,7 +314,8 @@ def _tower(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageL
     for b in blocks:
         if isinstance(b, PatchEmbed):
             head.append(Lin(names.patch if names else _generic("vision_tower", "patch_embed"), EMBEDDINGS,
-                            ("vision_patches",), b.in_volume, b.width, "vision.patch_embed", b.bias, pixels=True))
+                            ("vision_patches",), b.in_volume, b.width, "vision.patch_embed", b.bias, pixels=True,
+                            conv=True))
         elif isinstance(b, PositionTable):
             head.append(Params(names.pos if names and names.pos else _generic("vision_tower", b.kind), EMBEDDINGS))
         elif isinstance(b, ClsToken):
@@ -430,7 +436,7 @@ def _named_merger(blocks: list[Block], names: _Names) -> tuple[Any, ...] | None:
                              tuple(Lin(n, MLP, rows, i, o, "vision.merger", bias)
                                    for n, (i, o, bias) in zip(names.merger_linears, b.linears()))))
         elif isinstance(b, DownsampleConv) and b.count == 1 and names.downsample:
-            ops.append(Lin(names.downsample, MLP, rows, b.in_width, b.out_width, "vision.merger", b.bias))
+            ops.append(Lin(names.downsample, MLP, rows, b.in_width, b.out_width, "vision.merger", b.bias, conv=True))
         elif isinstance(b, GatedMergerMLP) and b.count == 1 and names.merger_mlp[0] and len(names.merger_linears) == 1:
             d, f = b.width, b.hidden_width
             norm, gate, up, down = names.merger_mlp
@@ -475,7 +481,11 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
             elif b.kind == "gated_delta_net":
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
             else:
-                layers = [i for i in range(n) if (i in sliding) == bool(window)]
+                layers = [i for i in range(n) if (i in sliding) == bool(window) and i not in attn_for]
+                if not window and len(layers) < b.count:
+                    # a full-attention block on sliding layers (PaliGemma 2: the prefix-LM mask computes the whole
+                    # square there too): the layers no other attention block took, in order
+                    layers = [i for i in range(n) if i not in attn_for][:b.count]
             if len(layers) != b.count:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
             attn_for.update({i: b for i in layers})
@@ -543,8 +553,8 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
         else:
             if sandwich:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
-            subs.append(Opaque(replace(m, count=1), MLP, mlp_pre, name=pre + "mlp",
-                               inner=_moe_inner(spec, m)))
+            subs.append(Opaque(replace(m, count=1), MLP, mlp_pre, name=pre + "mlp", inner=_moe_inner(spec, m),
+                               params=_MOE_PARAMS if known_names and m.kind in ("moe_mlp", "shared_gate_moe_mlp") else ()))
         laid.append(Layer(i, tuple(subs)))
     return StageLayout(LANGUAGE_MODEL, n, tuple(head), tuple(laid), tuple(tail))
 
@@ -555,6 +565,11 @@ _INNER = {"gated_delta_net": ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_
           "mla_attention": ("q_a_proj", "q_b_proj", "q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")}
 
 
+# transformers 5's fused MoE (Qwen3-VL-MoE, GLM-4.xV-MoE, Qwen3.5-MoE): experts.gate_up_proj (E, 2F, h),
+# experts.down_proj (E, h, F), the router's gate.weight (E, h)
+_MOE_PARAMS = (("experts.gate_up_proj", "gate_up"), ("experts.down_proj", "down"), ("gate.weight", "router"))
+
+
 def _attn_module(a: Block) -> str:
     return "linear_attn" if a.kind == "gated_delta_net" else "self_attn"
 
@@ -563,6 +578,9 @@ def _moe_inner(spec: ModelSpec, m: Block) -> tuple[str, ...]:
     """The Linears of an MoE MLP (shared experts, a Linear router where the family has one); the routed experts are
     fused 3-D parameters (``experts.gate_up_proj`` / ``experts.down_proj``), not modules."""
     inner: tuple[str, ...] = ()
+    # parameters PEFT ``target_parameters`` can wrap, relative to ``name``, with their role: "gate_up" / "down"
+    # (the fused routed-expert stacks, E x ... ) or "router" (the router weight E x h)
+    params: tuple[tuple[str, str], ...] = ()
     if getattr(m, "num_shared", 0):
         shared = "shared_expert" if m.kind == "shared_gate_moe_mlp" else "shared_experts"
         inner += tuple(f"{shared}.{x}" for x in ("gate_proj", "up_proj", "down_proj"))

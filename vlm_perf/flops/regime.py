@@ -48,6 +48,7 @@ from .terms import INPUT_PIXELS, INPUT_UPSTREAM, matmul
 FORWARD, INPUT_GRAD, WEIGHT_GRAD = "forward", "input_grad", "weight_grad"
 ADAPTER_FORWARD, ADAPTER_BACKWARD, DORA_EXTRA = "adapter_forward", "adapter_backward", "dora_extra"
 CATEGORIES = (FORWARD, INPUT_GRAD, WEIGHT_GRAD, ADAPTER_FORWARD, ADAPTER_BACKWARD, DORA_EXTRA)
+_MOE_ROLES = {"lm.routed_experts": ("gate_up", "down"), "lm.router": ("router",)}  # MoE term -> wrapped roles
 _PART = {VISION_TOWER: "vision_tower", MERGER: "projector", DEEPSTACK_MERGER: "projector",
          LANGUAGE_MODEL: "language_model"}
 
@@ -61,6 +62,8 @@ class AdaptedModule:
     rank: int
     n_in: int
     n_out: int
+    stacks: int = 1  # a wrapped 3-D parameter: one low-rank pair per expert
+    parameter: bool = False  # wrapped through PEFT's target_parameters (a parameter, not an nn.Module)
 
 
 @dataclass
@@ -144,6 +147,7 @@ class _Walker:
     def params(self, p: Params | None, layer: int | None) -> bool:
         if p is None:
             return False
+        self.refuse_parameter_target(p.name)
         if self.adapter is not None and p.kind == EMBEDDINGS and self.adapter.targets(p.name, is_linear=False):
             raise UnsupportedModelError(f"{self.spec.name}: the adapter targets {p.name} (an embedding table); "
                                         "LoRA on embeddings is not modelled")
@@ -151,8 +155,16 @@ class _Walker:
         self.any_trains = self.any_trains or trains
         return trains
 
+    def refuse_parameter_target(self, module: str) -> None:
+        a = self.adapter
+        if a is not None and a.target_parameters and any(a.targets_parameter(f"{module}.{p}") for p in ("weight", "bias")):
+            raise UnsupportedModelError(f"{self.spec.name}: target_parameters wraps a parameter of {module}; only "
+                                        "fused MoE expert stacks and routers are modelled there (target the module "
+                                        "through target_modules instead)")
+
     def linear(self, lin: Lin, live_in: bool, layer: int | None) -> bool:
         """Count one Linear; returns whether its output requires a gradient."""
+        self.refuse_parameter_target(lin.name)
         rows = self.rows(lin)
         fwd = matmul(rows, lin.n_in, lin.n_out)
         trains = self.trains(layer, lin.kind, lin.name) or (lin.tied and self.trains(None, EMBEDDINGS, self.embed_name))
@@ -169,6 +181,9 @@ class _Walker:
         # a targeted Linear keeps its adapter even when its base weight is also unfrozen (PEFT injects it either
         # way; only modules_to_save are never adapted, which ``targets`` handles)
         adapted = bool(a is not None and lin.adaptable and a.targets(lin.name, is_linear=True, is_head=lin.head))
+        if adapted and a is not None and a.use_dora and lin.conv:
+            raise UnsupportedModelError(f"{self.spec.name}: DoRA on {lin.name} (a convolution): PEFT's convolutional "
+                                        "DoRA weight norm is not modelled; exclude it or use LoRA there")
         if adapted and a is not None:
             r = a.rank(lin.name)
             self.adapted.append(AdaptedModule(lin.name, self.stage, r, lin.n_in, lin.n_out))
@@ -237,12 +252,19 @@ class _Walker:
         live_n = live or self.params(op.norm, layer)
         trains = self.trains(layer, op.kind, op.name)
         self.any_trains = self.any_trains or trains
+        wrapped = self.wrapped_params(op)
         for term in inventory_terms((op.block,), self.stats, self.ctx):
             self.add(term.component, FORWARD, term.forward)
             if not self.training:
                 continue
             if term.weights and trains:
                 self.add(term.component, WEIGHT_GRAD, term.forward)
+            elif wrapped and term.component in _MOE_ROLES:
+                # PEFT's parameter wrapper: the effective weight W + ΔW requires grad, so the block's own weight
+                # gradient runs on the routed tokens (per expert as executed) for each wrapped stack
+                for role in _MOE_ROLES[term.component]:
+                    if role in wrapped:
+                        self.add(term.component, WEIGHT_GRAD, self.moe_matmul(op, role))
             if term.input_kind == INPUT_PIXELS:
                 continue
             reaches = live_n if term.input_kind == INPUT_UPSTREAM else (live_n or trains)
@@ -250,7 +272,47 @@ class _Walker:
                 grad = term.input_grad if term.input_grad is not None else (
                     term.forward if term.weights else 2 * term.forward)
                 self.add(term.component, INPUT_GRAD, grad)
-        return live_n or trains
+            elif term.component == "lm.routed_experts" and "gate_up" in wrapped:
+                # gate_up's weight gradient needs the gradient at its output: down_proj's input gradient
+                self.add(term.component, INPUT_GRAD, self.moe_matmul(op, "down"))
+        return live_n or trains or bool(wrapped)
+
+    def wrapped_params(self, op: Opaque) -> dict[str, str]:
+        """role -> parameter key of the MoE parameters the adapter's ``target_parameters`` wrap in ``op``; each adds
+        its low-rank delta ΔW = B·A over all E experts (``2·E·r·n_in·n_out``) and that delta's backward (grad of A
+        and of B, 2x), per forward call. PEFT 0.21 folds an expert stack's delta into the weight with one ``baddbmm``
+        inside a ``torch.nn.utils.parametrize`` parametrization, and ``register_parametrization`` evaluates it once
+        more to check its shape (result discarded, no backward): an expert stack's delta runs twice forward
+        (measured). The router's delta is precomputed once (its registration check is an add)."""
+        a = self.adapter
+        if a is None or not a.target_parameters or not op.name:
+            return {}
+        wrapped = {role: f"{op.name}.{suffix}" for suffix, role in op.params if a.targets_parameter(f"{op.name}.{suffix}")}
+        if not wrapped:
+            return {}
+        m = op.block
+        h, f, e = m.hidden, m.expert_width, m.num_experts  # type: ignore[attr-defined]
+        shapes = {"gate_up": (e, 2 * f, h), "down": (e, h, f), "router": (1, e, h)}
+        for role, key in wrapped.items():
+            stacks, n_out, n_in = shapes[role]
+            r = a.rank(key)
+            delta = stacks * matmul(n_out, r, n_in)
+            component = "lm.router" if role == "router" else "lm.routed_experts"
+            self.adapted.append(AdaptedModule(key, self.stage, r, n_in, n_out, stacks, parameter=True))
+            self.add(component, ADAPTER_FORWARD, self.calls() * (delta if role == "router" else 2 * delta))
+            if self.training:
+                self.add(component, ADAPTER_BACKWARD, self.calls() * 2 * delta)
+        self.any_trains = self.any_trains or bool(wrapped)
+        return wrapped
+
+    def moe_matmul(self, op: Opaque, role: str) -> Any:
+        """Forward FLOPs of one MoE weight over the tokens that reach it: each token's top-k experts (gate_up:
+        h -> 2F, down: F -> h), the router (h -> E) on every token."""
+        m = op.block
+        h, f, e, k = m.hidden, m.expert_width, m.num_experts, m.top_k  # type: ignore[attr-defined]
+        tokens = self.stats.lm_tokens
+        return {"gate_up": matmul(tokens * k, h, 2 * f), "down": matmul(tokens * k, f, h),
+                "router": matmul(tokens, h, e)}[role]
 
     def sub(self, op: Any, live: bool, layer: int | None) -> bool:
         if isinstance(op, AttnSub):
@@ -427,16 +489,17 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
                 cats[category] = cats[category] + value
     notes = [f"regime: {trainability.describe()}"]
     a = trainability.adapter
-    adapter_params = sum(m.rank * (m.n_in + m.n_out) for m in w.adapted)
+    adapter_params = sum(m.stacks * m.rank * (m.n_in + m.n_out) for m in w.adapted)
     if a is not None:
         per_part: dict[str, int] = {}
         for m in w.adapted:
             per_part[_PART[m.stage]] = per_part.get(_PART[m.stage], 0) + 1
         where = ", ".join(f"{n} in the {p.replace('_', ' ')}" for p, n in per_part.items()) or "none"
         notes.append(f"{len(w.adapted)} Linears adapted ({a.describe()}): {where}; {adapter_params:,} adapter weights")
-        if any(isinstance(op, Opaque) for s in layout(spec) for layer in s.layers for op in layer.subs):
-            notes.append("the LM's MoE / non-standard sublayers are laid out as whole blocks: an adapter inside them "
-                         "(expert or router weights) is not resolved")
+        wrapped = [m for m in w.adapted if m.parameter]
+        if wrapped:
+            notes.append(f"{len(wrapped)} MoE parameters wrapped through target_parameters: the low-rank delta over "
+                         "every expert once per forward call, and the experts' weight gradient on the routed tokens")
         if a.quantized_base:
             notes.append("QLoRA: base matmuls counted at the dequantised weights' FLOPs; the dequantisation "
                          "(elementwise, twice per Linear per step) is not counted")
