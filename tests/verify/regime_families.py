@@ -19,7 +19,13 @@ _PROCESSORS: dict[str, Any] = {
 }
 
 
+_INTERNVL = {"preprocessor_config.json": {"size": {"height": 32, "width": 32}, "min_patches": 1, "max_patches": 6,
+                                          "crop_to_patches": False}}
+
+
 def processor_files(family: str) -> dict | None:
+    if family == "internvl_gpt_oss":
+        return _INTERNVL
     import importlib
 
     where = _PROCESSORS.get(family)
@@ -36,8 +42,16 @@ def family_setup(family: str, seed: int = 0, image_sizes=(IMAGE,)):
 
     from .families import harness
 
-    h = harness("paligemma" if family == "paligemma2" else family)
-    model = h.build_model(h.tiny_config("gemma2") if family == "paligemma2" else h.tiny_config(), seed)
+    h = harness({"paligemma2": "paligemma", "internvl_gpt_oss": "internvl"}.get(family, family))
+    if family == "paligemma2":
+        config = h.tiny_config("gemma2")
+    elif family == "internvl_gpt_oss":
+        from .test_internvl_gpt_oss_flops import GPT_OSS
+
+        config = h.tiny_config("gpt_oss", text=GPT_OSS)
+    else:
+        config = h.tiny_config()
+    model = h.build_model(config, seed)
     text_len = 8
     if family.startswith("qwen3_5"):  # a whole number of delta-rule chunks (64): no chunk padding to account for
         _, bare = h.make_inputs(model, image_sizes=list(image_sizes), video_sizes=(), text_len=0, seed=seed + 1)

@@ -1,5 +1,5 @@
 """Training regimes on GLM-4.xV, LLaVA (CLIP and Pixtral towers), LLaVA-NeXT(-Video), LLaVA-OneVision, Mistral 3,
-Idefics3 / SmolVLM, Qwen3.5 (dense and MoE) and PaliGemma (1 and 2) against FlopCounterMode, per part, to the
+Idefics3 / SmolVLM, Qwen3.5 (dense and MoE), PaliGemma (1 and 2), InternVL over gpt-oss and gpt-oss against FlopCounterMode, per part, to the
 FLOP; LoRA on fused MoE experts (PEFT target_parameters) on GLM-4.xV-MoE, Qwen3.5-MoE and Qwen3-VL-MoE.
 
 Each family's own transformers class (tiny random config of the family harness, tests/verify/families, float64,
@@ -33,14 +33,15 @@ from vlm_perf.ingest.adapter_config import read_adapter_config  # noqa: E402
 from .regimes import measure_regime, measured_parts, peft_adapted_names  # noqa: E402
 
 FAMILIES = ["glm4v", "glm4v_moe", "glm46v", "llava", "llava_pixtral", "llava_next", "llava_next_video",
-            "llava_onevision", "mistral3", "idefics3", "smolvlm", "qwen3_5", "qwen3_5_moe", "paligemma", "paligemma2"]
-MOE = {"glm4v_moe", "glm46v", "qwen3_5_moe"}
+            "llava_onevision", "mistral3", "idefics3", "smolvlm", "qwen3_5", "qwen3_5_moe", "paligemma", "paligemma2", "internvl_gpt_oss"]
+MOE = {"glm4v_moe", "glm46v", "qwen3_5_moe", "internvl_gpt_oss"}
 
 # where each transformers class keeps its tower layers and LM layers (read off the classes, not the library)
 TOWER_LAYERS = {"glm4v": "model.visual.blocks", "qwen3_5": "model.visual.blocks",
                 "llava_pixtral": "model.vision_tower.transformer.layers",
                 "mistral3": "model.vision_tower.transformer.layers",
-                "idefics3": "model.vision_model.encoder.layers", "smolvlm": "model.vision_model.encoder.layers"}
+                "idefics3": "model.vision_model.encoder.layers", "smolvlm": "model.vision_model.encoder.layers",
+                "internvl_gpt_oss": "model.vision_tower.encoder.layer"}
 LM_LAYERS = {"idefics3": "model.text_model.layers", "smolvlm": "model.text_model.layers"}
 
 # LoRA on the LM only: attention q/v and the dense MLP's down projection (GLM-4V's fused gate_up_proj too)
@@ -318,3 +319,72 @@ def test_lora_on_qwen3_moe_lm_experts(tmp_path):
             lib = regime_flops(spec, stats, Trainability.build(adapter=adapter), causal="full", mode=mode)
             _check_adapted(lib, pm)
             assert lib.total == measured["language_model"], (kwargs, mode)
+
+
+def _gpt_oss():
+    from .test_gpt_oss_flops import _model
+
+    return _model()
+
+
+def _lm_only_case(model, kwargs, mode, tmp_path, select=None):
+    """(library, measured) whole-model FLOPs of an LM-only causal LM: PEFT-wrapped with ``kwargs``, or with
+    ``select(model)`` naming the parameters that train."""
+    from peft import LoraConfig, get_peft_model
+
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.observed import observed_trainability
+    from vlm_perf.flops.regime import regime_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = spec_from_config(model.config.to_dict(), name="tiny-lm")
+    stats = BatchStats.from_batch(seq_lens=[40], spec=spec)
+    torch.manual_seed(1)
+    inputs = {"input_ids": torch.randint(0, 300, (1, 40)), "use_cache": False}
+    adapter = None
+    if select is None:
+        m = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, **kwargs))
+        base = m.get_base_model()
+    else:
+        m = base = copy.deepcopy(model)
+        m.requires_grad_(False)
+        for p in select(m):
+            p.requires_grad_(True)
+    parts = {"lm": [base.model.embed_tokens, *base.model.layers, base.model.norm, base.lm_head],
+             "rope": [base.model.rotary_emb]}
+    measured = measured_parts(measure_regime(m, inputs, parts=parts, training=mode == "training"),
+                              mode == "training")["language_model"]
+    if select is None:
+        m.save_pretrained(tmp_path)
+        adapter = read_adapter_config(tmp_path)
+    names = [n for n, p in m.named_parameters() if p.requires_grad]
+    regime = observed_trainability(spec, names, adapter=adapter).trainability
+    lib = regime_flops(spec, stats, regime, causal="full", mode=mode)
+    if select is None:
+        _check_adapted(lib, m)
+    return lib, measured
+
+
+@pytest.mark.parametrize("mode", ["training", "forward"])
+@pytest.mark.parametrize("name, kwargs", [
+    ("all-linear", dict(target_modules="all-linear")),
+    ("attention", dict(target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])),
+    ("experts+router", dict(target_modules=[], target_parameters=["experts.gate_up_proj", "experts.down_proj",
+                                                                  "router.weight"])),
+])
+def test_lora_on_gpt_oss(name, kwargs, mode, tmp_path):
+    """gpt-oss (GptOssForCausalLM, eager experts, sinks, sliding / full layers): q/k/v/o Linears with biases laid out,
+    the sinks a weight inside the softmax, the fused experts and the router wrapped via target_parameters."""
+    lib, measured = _lm_only_case(_gpt_oss(), kwargs, mode, tmp_path)
+    assert lib.total == measured
+
+
+@pytest.mark.parametrize("what", ["sinks-only", "layer-1-attention", "mlp"])
+def test_partial_freezing_gpt_oss(what):
+    """Training only the sinks of layer 1 still runs dP through that layer's core (their gradient is the softmax
+    gradient); layer 1's attention (q/k/v/o + sinks); every MoE MLP (experts and router)."""
+    select = {"sinks-only": lambda m: [m.model.layers[1].self_attn.sinks],
+              "layer-1-attention": lambda m: list(m.model.layers[1].self_attn.parameters()),
+              "mlp": lambda m: [p for layer in m.model.layers for p in layer.mlp.parameters()]}[what]
+    lib, measured = _lm_only_case(_gpt_oss(), {}, "training", None, select=select)
+    assert lib.total == measured

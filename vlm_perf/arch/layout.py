@@ -28,7 +28,7 @@ from typing import Any
 from .blocks import (Block, ClsToken, DecoderAttention, DenseMLP, DownsampleConv, ExtraNorms, ExtraParams, FinalNorm,
                      ForwardOnly, GatedDecoderAttention, GatedMergerMLP, LinearProjector, LMHead, LMLayerNorms,
                      MlpProjector, NormLinearProjector, PatchEmbed, PooledVideoProjector, PositionTable,
-                     TokenEmbedding, VisionLayers)
+                     SinkDecoderAttention, TokenEmbedding, VisionLayers)
 from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from .spec import ModelSpec
 from .trainability import ATTENTION, EMBEDDINGS, HEAD, MLP, NORMS
@@ -75,6 +75,7 @@ class AttnSub:
     core: Block
     out: Lin
     post_norm: Params | None = None  # a norm on the sublayer output before the residual add (Gemma)
+    core_params: tuple[Params, ...] = ()  # weights inside the core's softmax (gpt-oss attention sinks)
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ _NAMES["llava_onevision"] = replace(_SIGLIP, merger_linears=_LLAVA_PROJ, newline
 _CLIP = replace(_SIGLIP, cls="model.vision_tower.embeddings.class_embedding", merger_linears=_LLAVA_PROJ,
                 tower_head_norms=("model.vision_tower.pre_layrnorm",), tower_tail_norm="",
                 tower_dead_norm="model.vision_tower.post_layernorm")
+_NAMES["llava"] = _CLIP  # or _PIXTRAL, by its tower (_names_for)
 _NAMES["llava_next"] = replace(_CLIP, newline="model.image_newline")
 _NAMES["llava_next_video"] = _NAMES["llava_next"]
 _PIXTRAL = replace(
@@ -250,10 +252,17 @@ def _has_pixtral_tower(spec: ModelSpec) -> bool:
     return not any(isinstance(b, ClsToken) for b in spec.blocks if b.part == VISION_TOWER)
 
 
+_LM_ONLY_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama", "mistral", "gpt_oss")
+
+
 def module_names_known(spec: ModelSpec) -> bool:
     """Whether :func:`layout` gives this model its real Hugging Face module names."""
-    lm_only = ("qwen2", "qwen3", "qwen3_moe", "llama", "mistral")
-    return _names_for(spec) is not None or (not spec.is_vlm and spec.family in lm_only)
+    return _names_for(spec) is not None or (not spec.is_vlm and spec.family in _LM_ONLY_FAMILIES)
+
+
+def named_model_types() -> tuple[str, ...]:
+    """The model types whose module names are laid out (VLMs, then LM-only families): adapters resolve on them."""
+    return tuple(sorted(_NAMES)) + _LM_ONLY_FAMILIES
 
 
 # --------------------------------------------------------------------------- layout
@@ -520,7 +529,7 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
         attn_post = Params(pre + after_attn, NORMS) if sandwich else None
         mlp_pre = Params(pre + (before_mlp if sandwich else "post_attention_layernorm"), NORMS)
         mlp_post = Params(pre + after_mlp, NORMS) if sandwich else None
-        if type(a) in (DecoderAttention, GatedDecoderAttention):
+        if type(a) in (DecoderAttention, GatedDecoderAttention, SinkDecoderAttention):
             # Qwen3.5's gated attention: q_proj also emits the output gate (h -> 2·H·d), an elementwise multiply
             rows = ("lm_tokens",)
             q_out = 2 * a.q_width if isinstance(a, GatedDecoderAttention) else a.q_width
@@ -532,9 +541,10 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
                                a.qkv_bias))
             qk = ((Params(pre + "self_attn.q_norm", NORMS), Params(pre + "self_attn.k_norm", NORMS)) if a.qk_norm
                   else ())
+            sinks = (Params(pre + "self_attn.sinks", ATTENTION),) if isinstance(a, SinkDecoderAttention) else ()
             subs.append(AttnSub(in_norm, projections, (0, 1, 2), qk, replace(a, count=1),
                                 Lin(pre + "self_attn.o_proj", ATTENTION, rows, a.q_width, a.hidden, "lm.attn_proj",
-                                    a.o_bias), attn_post))
+                                    a.o_bias), attn_post, sinks))
         else:
             if sandwich:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
@@ -554,7 +564,7 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
             if sandwich:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
             subs.append(Opaque(replace(m, count=1), MLP, mlp_pre, name=pre + "mlp", inner=_moe_inner(spec, m),
-                               params=_MOE_PARAMS if known_names and m.kind in ("moe_mlp", "shared_gate_moe_mlp") else ()))
+                               params=_moe_params(m) if known_names else ()))
         laid.append(Layer(i, tuple(subs)))
     return StageLayout(LANGUAGE_MODEL, n, tuple(head), tuple(laid), tuple(tail))
 
@@ -570,6 +580,14 @@ _INNER = {"gated_delta_net": ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_
 _MOE_PARAMS = (("experts.gate_up_proj", "gate_up"), ("experts.down_proj", "down"), ("gate.weight", "router"))
 
 
+def _moe_params(m: Block) -> tuple[tuple[str, str], ...]:
+    if m.kind in ("moe_mlp", "shared_gate_moe_mlp"):
+        return _MOE_PARAMS
+    if m.kind == "biased_moe_mlp":  # gpt-oss: experts (E, h, 2F) / (E, F, h), router.weight (E, h)
+        return (("experts.gate_up_proj", "gate_up"), ("experts.down_proj", "down"), ("router.weight", "router"))
+    return ()
+
+
 def _attn_module(a: Block) -> str:
     return "linear_attn" if a.kind == "gated_delta_net" else "self_attn"
 
@@ -578,9 +596,6 @@ def _moe_inner(spec: ModelSpec, m: Block) -> tuple[str, ...]:
     """The Linears of an MoE MLP (shared experts, a Linear router where the family has one); the routed experts are
     fused 3-D parameters (``experts.gate_up_proj`` / ``experts.down_proj``), not modules."""
     inner: tuple[str, ...] = ()
-    # parameters PEFT ``target_parameters`` can wrap, relative to ``name``, with their role: "gate_up" / "down"
-    # (the fused routed-expert stacks, E x ... ) or "router" (the router weight E x h)
-    params: tuple[tuple[str, str], ...] = ()
     if getattr(m, "num_shared", 0):
         shared = "shared_expert" if m.kind == "shared_gate_moe_mlp" else "shared_experts"
         inner += tuple(f"{shared}.{x}" for x in ("gate_proj", "up_proj", "down_proj"))

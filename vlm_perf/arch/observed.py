@@ -45,7 +45,7 @@ def layout_names(spec: ModelSpec) -> list[str]:
         if isinstance(op, (Lin, Params)):
             names.append(op.name)
         elif isinstance(op, AttnSub):
-            for x in (op.norm, *op.projections, *op.qk_norms, op.out, op.post_norm):
+            for x in (op.norm, *op.projections, *op.qk_norms, *op.core_params, op.out, op.post_norm):
                 if x is not None:
                     visit(x)
         elif isinstance(op, MlpSub):

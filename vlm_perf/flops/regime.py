@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..arch.layout import AttnSub, Chain, Layer, Lin, MlpSub, Opaque, Params, StageLayout, layout, module_names_known
+from ..arch.blocks import MoEMLP
 from ..arch.parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from ..arch.spec import ModelSpec
 from ..arch.trainability import EMBEDDINGS, EVERYTHING, HEAD, Trainability
@@ -48,6 +49,7 @@ from .terms import INPUT_PIXELS, INPUT_UPSTREAM, matmul
 FORWARD, INPUT_GRAD, WEIGHT_GRAD = "forward", "input_grad", "weight_grad"
 ADAPTER_FORWARD, ADAPTER_BACKWARD, DORA_EXTRA = "adapter_forward", "adapter_backward", "dora_extra"
 CATEGORIES = (FORWARD, INPUT_GRAD, WEIGHT_GRAD, ADAPTER_FORWARD, ADAPTER_BACKWARD, DORA_EXTRA)
+_MOE_TERMS = ("lm.routed_experts", "lm.router", "lm.shared_experts")  # the MoE terms, by component
 _MOE_ROLES = {"lm.routed_experts": ("gate_up", "down"), "lm.router": ("router",)}  # MoE term -> wrapped roles
 _PART = {VISION_TOWER: "vision_tower", MERGER: "projector", DEEPSTACK_MERGER: "projector",
          LANGUAGE_MODEL: "language_model"}
@@ -201,19 +203,20 @@ class _Walker:
         self.any_trains = self.any_trains or trains or adapted or bias_trains
         return live_in or trains or adapted or bias_trains
 
-    def core(self, sub: AttnSub, q: bool, k: bool, v: bool) -> None:
+    def core(self, sub: AttnSub, q: bool, k: bool, v: bool, p: bool = False) -> None:
+        """``p``: a weight inside the softmax trains (gpt-oss sinks): the gradient of the probabilities, dP, runs."""
         for term in inventory_terms((sub.core,), self.stats, self.ctx):
             if term.weights:
                 continue
             self.add(term.component, FORWARD, term.forward)
-            if not self.training or not (q or k or v):
+            if not self.training or not (q or k or v or p):
                 continue
             if term.input_grad is not None:
                 self.add(term.component, INPUT_GRAD, term.input_grad)
             elif self.ctx.causal == "half":  # fused kernel: dQ, dK, dV together
                 self.add(term.component, INPUT_GRAD, 2 * term.forward)
             else:  # eager: QK^T and AV are two equal matmuls; each backward matmul costs one of them
-                halves = int(v) + int(q or k) + int(q) + int(k)
+                halves = int(v) + int(q or k or p) + int(q) + int(k)
                 self.add(term.component, INPUT_GRAD, _halves(term.forward, halves))
 
     def attn(self, sub: AttnSub, live: bool, layer: int | None) -> bool:
@@ -223,8 +226,9 @@ class _Walker:
         if sub.qk_norms:
             q = self.params(sub.qk_norms[0], layer) or q
             k = self.params(sub.qk_norms[1], layer) or k
-        self.core(sub, q, k, v)
-        out = self.linear(sub.out, q or k or v, layer)
+        p = any([self.params(x, layer) for x in sub.core_params])
+        self.core(sub, q, k, v, p)
+        out = self.linear(sub.out, q or k or v or p, layer)
         return live or out or self.params(sub.post_norm, layer)
 
     def mlp(self, sub: MlpSub, live: bool, layer: int | None) -> bool:
@@ -267,14 +271,18 @@ class _Walker:
                         self.add(term.component, WEIGHT_GRAD, self.moe_matmul(op, role))
             if term.input_kind == INPUT_PIXELS:
                 continue
-            reaches = live_n if term.input_kind == INPUT_UPSTREAM else (live_n or trains)
+            moe = isinstance(op.block, MoEMLP) and term.component in _MOE_TERMS
+            reaches = live_n if term.input_kind == INPUT_UPSTREAM or moe else (live_n or trains)
             if reaches:
                 grad = term.input_grad if term.input_grad is not None else (
                     term.forward if term.weights else 2 * term.forward)
                 self.add(term.component, INPUT_GRAD, grad)
-            elif term.component == "lm.routed_experts" and "gate_up" in wrapped:
-                # gate_up's weight gradient needs the gradient at its output: down_proj's input gradient
-                self.add(term.component, INPUT_GRAD, self.moe_matmul(op, "down"))
+            elif moe and (trains or (term.component == "lm.routed_experts" and "gate_up" in wrapped)):
+                # an MoE whose input needs no gradient: only the input gradient of each down projection, which
+                # the gate/up weight gradient behind it needs (the router's and gate/up's input gradients go to
+                # the block input: not run)
+                self.add(term.component, INPUT_GRAD, self.moe_matmul(op, "down" if term.component ==
+                                                                     "lm.routed_experts" else "shared_down"))
         return live_n or trains or bool(wrapped)
 
     def wrapped_params(self, op: Opaque) -> dict[str, str]:
@@ -311,8 +319,11 @@ class _Walker:
         m = op.block
         h, f, e, k = m.hidden, m.expert_width, m.num_experts, m.top_k  # type: ignore[attr-defined]
         tokens = self.stats.lm_tokens
-        return {"gate_up": matmul(tokens * k, h, 2 * f), "down": matmul(tokens * k, f, h),
-                "router": matmul(tokens, h, e)}[role]
+        if role == "shared_down":
+            return m.num_shared * matmul(tokens, m.shared_width, h)  # type: ignore[attr-defined]
+        if role == "router":
+            return matmul(tokens, h, e)
+        return {"gate_up": matmul(tokens * k, h, 2 * f), "down": matmul(tokens * k, f, h)}[role]
 
     def sub(self, op: Any, live: bool, layer: int | None) -> bool:
         if isinstance(op, AttnSub):
@@ -419,7 +430,8 @@ def _weights(stages: tuple[StageLayout, ...]) -> list[tuple[str, int | None, str
             if op.norm is not None:
                 visit(stage, layer, op.norm)
         elif isinstance(op, (AttnSub, MlpSub, Chain)):
-            parts = ([op.norm, *op.projections, *op.qk_norms, op.out, op.post_norm] if isinstance(op, AttnSub) else
+            parts = ([op.norm, *op.projections, *op.qk_norms, *op.core_params, op.out, op.post_norm]
+                     if isinstance(op, AttnSub) else
                      [op.norm, *op.ins, op.out, op.post_norm] if isinstance(op, MlpSub) else [op.norm, *op.linears])
             for x in parts:
                 if x is not None:
