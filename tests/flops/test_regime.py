@@ -203,7 +203,7 @@ def test_adapter_config_files(tmp_path):
 
 
 def test_adapter_on_a_family_without_names_is_refused():
-    spec = load_model("gpt-oss-20b")
+    spec = load_model("deepseek-v3")  # MLA attention: no module-name layout
     stats = BatchStats.from_batch(seq_lens=[512], spec=spec)
     with pytest.raises(UnsupportedModelError, match="module names"):
         regime_flops(spec, stats, Trainability(trainable=(), adapter=AdapterConfig(target_modules="all-linear")))
@@ -268,3 +268,14 @@ def test_selectors_on_every_part_of_a_vlm_are_accepted():
         assert regime_flops(spec, stats, Trainability.build([sel])).total > 0
     with pytest.raises(ConfigError, match="matches no weight"):
         regime_flops(spec, stats, Trainability.build(["projector.attention"]))
+
+
+def test_literal_all_linear_leaves_convolutions_alone():
+    """PEFT's all-linear wraps nn.Linear only: not the Conv3d patch embed (nor GLM's downsample conv)."""
+    for name in ("qwen2.5-vl-7b", "glm-4.1v-9b-thinking"):
+        spec = load_model(name)
+        stats = BatchStats.from_batch(seq_lens=[256], image_grids=[(1, 8, 8)], spec=spec)
+        r = regime_flops(spec, stats, Trainability.build(adapter=AdapterConfig(target_modules="all-linear")))
+        adapted = {a.name for a in r.adapted}
+        assert "model.visual.patch_embed.proj" not in adapted and "model.visual.downsample" not in adapted
+        assert any(n.endswith("attn.proj") for n in adapted)

@@ -51,6 +51,8 @@ LM_ONLY = r"model\.(language_model|text_model)\.layers\.\d+\.(self_attn\.(q_proj
 # patch embed, tower attn.proj and merger.proj) and the Qwen tower MLP's linear_fc1
 LM_AND_TOWER = {f: dict(target_modules="all-linear") for f in FAMILIES}
 LM_AND_TOWER.update({f: dict(target_modules=["q_proj", "v_proj", "qkv", "proj", "linear_fc1"]) for f in MOE})
+# Qwen3.5's gated delta nets take no adapter (refused, tested below): all-linear without them
+LM_AND_TOWER["qwen3_5"] = dict(target_modules="all-linear", exclude_modules=r".*linear_attn.*")
 
 
 def _family_key(family: str) -> str:

@@ -182,7 +182,7 @@ class _Walker:
         a = self.adapter
         # a targeted Linear keeps its adapter even when its base weight is also unfrozen (PEFT injects it either
         # way; only modules_to_save are never adapted, which ``targets`` handles)
-        adapted = bool(a is not None and lin.adaptable and a.targets(lin.name, is_linear=True, is_head=lin.head))
+        adapted = bool(a is not None and lin.adaptable and a.targets(lin.name, is_linear=not lin.conv, is_head=lin.head))
         if adapted and a is not None and a.use_dora and lin.conv:
             raise UnsupportedModelError(f"{self.spec.name}: DoRA on {lin.name} (a convolution): PEFT's convolutional "
                                         "DoRA weight norm is not modelled; exclude it or use LoRA there")
@@ -248,7 +248,7 @@ class _Walker:
         if a is not None and op.name:
             for inner in op.inner:
                 full = f"{op.name}.{inner}"
-                if a.targets(full, is_linear=inner not in ("conv1d", "gate", "experts")):
+                if a.targets(full, is_linear=inner not in ("conv1d", "gate", "experts", "router")):
                     raise UnsupportedModelError(
                         f"{self.spec.name}: the adapter targets {full}, inside a {op.block.kind} sublayer that has no "
                         "per-Linear layout (its adapter FLOPs and the gradient flow through it cannot be placed "
