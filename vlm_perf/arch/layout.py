@@ -299,7 +299,8 @@ def _tower(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageL
     layers_blocks = [b for b in blocks if type(b) is VisionLayers]
     # layers whose output nothing reads (LLaVA's CLIP past vision_feature_layer): forward only
     dead_blocks = [b for b in blocks if isinstance(b, ForwardOnly) and type(b.module) is VisionLayers]
-    if dead_blocks and (names is None or any(isinstance(b, ForwardOnly) and b not in dead_blocks for b in blocks)):
+    if dead_blocks and (names is None or len(dead_blocks) > 1
+                        or any(isinstance(b, ForwardOnly) and b not in dead_blocks for b in blocks)):
         return _opaque_stage(VISION_TOWER, blocks, depth)
     head: list[Any] = []
     tail: list[Any] = []
@@ -309,7 +310,9 @@ def _tower(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageL
     dead_depth = sum(b.count * b.module.count for b in dead_blocks)
     if len(layers_blocks) == 1 and live_depth + dead_depth == depth:
         per_layer = {i: layers_blocks[0] for i in range(live_depth)}
-        per_layer.update({i: replace(dead_blocks[0].module, count=1) for i in range(live_depth, depth)})
+        dead_module = dead_blocks[0].module if dead_blocks else None
+        if isinstance(dead_module, VisionLayers):
+            per_layer.update({i: replace(dead_module, count=1) for i in range(live_depth, depth)})
     elif (len(layers_blocks) == 2 and {b.attention for b in layers_blocks} == {"frame", "window"}
           and sum(b.count for b in layers_blocks) == depth and not dead_blocks):
         full = set(v.full_attention_layers)
@@ -426,10 +429,10 @@ def _named_merger(blocks: list[Block], names: _Names) -> tuple[Any, ...] | None:
     data-flow order; ``None`` when the blocks are not one of these shapes."""
     rows = ("vision_merged_tokens",)
     ops: list[Any] = []
-    for b in blocks:
-        pool = 1
-        if isinstance(b, PooledVideoProjector) and b.count == 1:
-            b, pool = b.module, b.pool  # the wrapped MLP, on pooled video rows
+    for block in blocks:
+        pool, b = 1, block
+        if isinstance(block, PooledVideoProjector) and block.count == 1:
+            b, pool = block.module, block.pool  # the wrapped MLP, on pooled video rows
         if isinstance(b, MlpProjector) and b.count == 1 and len(names.merger_linears) == 2:
             if b.norm != "none" and not names.merger_norm:
                 return None
@@ -529,7 +532,8 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
         attn_post = Params(pre + after_attn, NORMS) if sandwich else None
         mlp_pre = Params(pre + (before_mlp if sandwich else "post_attention_layernorm"), NORMS)
         mlp_post = Params(pre + after_mlp, NORMS) if sandwich else None
-        if type(a) in (DecoderAttention, GatedDecoderAttention, SinkDecoderAttention):
+        if isinstance(a, DecoderAttention) and type(a) in (DecoderAttention, GatedDecoderAttention,
+                                                           SinkDecoderAttention):
             # Qwen3.5's gated attention: q_proj also emits the output gate (h -> 2·H·d), an elementwise multiply
             rows = ("lm_tokens",)
             q_out = 2 * a.q_width if isinstance(a, GatedDecoderAttention) else a.q_width
