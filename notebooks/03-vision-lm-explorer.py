@@ -27,6 +27,9 @@
 #   the images' visual (merged) tokens;
 # - **frozen vision tower**: the ViT runs forward only. Only `exact` reflects this; the named
 #   conventions bill every part as trainable;
+# - **training regime**: full training, a frozen tower, LoRA of rank r on the LM, ... (see "Training
+#   regimes" below). It changes the vision/LM compute ratio: a frozen part runs forward only, LoRA runs
+#   input gradients but no base weight gradients;
 # - **GPU**: sets the dense bf16 peak used for MFU;
 # - **logged TFLOP/s/GPU**: the LM-only number a log printed. At an unchanged step time, every other
 #   convention's number is that value × its FLOPs ÷ the LM-only FLOPs.
@@ -49,8 +52,9 @@ import polars as pl
 
 from IPython.display import display
 
-from vlm_perf.analysis.explore import image_grid, pixel_bounds, sample_split, sweep
+from vlm_perf.analysis.explore import REGIMES, image_grid, pixel_bounds, regime_split, sample_split, sweep
 from vlm_perf.arch import load_model, preset_names
+from vlm_perf.errors import VlmPerfError
 from vlm_perf.hardware import GPU_TYPES
 from vlm_perf.report.explore_plots import explorer_figure
 
@@ -106,18 +110,47 @@ display(table.select("model", "image_h_px", "grid_h", "visual_tokens", "vision_s
         .set_index("model").style.format("{:.1%}").set_caption("exact vision share of training FLOPs, by image side (px)"))
 
 # %% [markdown]
+# ## Training regimes
+#
+# The vision/LM split depends on what trains. `regime_split` counts the same sample under several regimes
+# (exact FLOPs, what autograd runs; see docs/training-regimes.md): `full`, `frozen_tower` (projector and LM
+# train), `frozen_vision` (only the LM trains), `lora_lm` (LoRA of rank r on every LM Linear, base frozen),
+# `lora_lm_experts` (plus LoRA on the fused MoE experts, MoE LMs only), `lora_all` (PEFT `all-linear`) and
+# `lora_lm_tower_last4` (LoRA on the LM, last four tower layers and the projector unfrozen). `vs_full` is
+# the step's FLOPs over full training of the same sample.
+
+# %%
+for name, regimes in (("qwen2.5-vl-7b", [r for r in REGIMES if r != "lora_lm_experts"]),
+                      ("qwen3-vl-30b-a3b", list(REGIMES))):
+    table = regime_split(load_model(name), 896, 1, 1024, regimes=regimes, rank=16)
+    display(table.select("regime", "vision_flops", "lm_flops", "vision_share", "vision_lm_ratio", "vs_full")
+            .to_pandas().set_index("regime").style
+            .format({"vision_flops": "{:.3g}", "lm_flops": "{:.3g}", "vision_share": "{:.1%}",
+                     "vision_lm_ratio": "{:.3f}", "vs_full": "{:.2f}x"})
+            .set_caption(f"{name}: one 896 px image + 1024 text tokens, LoRA r=16"))
+
+# %% [markdown]
 # ## Interactive controls
 #
 # These need a live widget front end (JupyterLab with ipywidgets). Set `VLM_PERF_NO_WIDGETS=1` to skip
 # them. If `ipywidgets` is missing, the cell says so and the static grid above stands in.
 
 # %%
-def explore(model, image_px, images_per_sample, text_tokens, frozen_vision, gpu, before_tflops_per_gpu):
+def explore(model, image_px, images_per_sample, text_tokens, frozen_vision, gpu, before_tflops_per_gpu, regime,
+            lora_rank):
     spec = load_model(model)
     split = sample_split(spec, image_px, images_per_sample, text_tokens, conventions=("exact",),
                          frozen=("vision_tower",) if frozen_vision else ())
     print(f"grid {split.image_grid}, {split.visual_tokens} visual tokens, exact vision share "
           f"{split.vision_share:.1%}")
+    try:
+        row = regime_split(spec, image_px, images_per_sample, text_tokens, regimes=(regime,), rank=lora_rank).row(
+            0, named=True)
+        print(f"regime {regime} ({row['description']}): vision {row['vision_flops']:.3g} FLOPs, LM "
+              f"{row['lm_flops']:.3g} FLOPs, vision/LM {row['vision_lm_ratio']:.3f}, vision share "
+              f"{row['vision_share']:.1%}, {row['vs_full']:.2f}x full training")
+    except VlmPerfError as err:  # a regime the model cannot take (lora_lm_experts on a dense LM, unlaid names)
+        print(f"regime {regime}: {err}")
     display(explorer_figure(spec, image_px, images_per_sample, text_tokens, frozen_vision, gpu,
                             before_tflops_per_gpu))
 
@@ -137,8 +170,11 @@ else:
             gpu=w.Dropdown(options=list(GPU_TYPES), value="H100 SXM", description="GPU"),
             before_tflops_per_gpu=w.FloatSlider(value=400.0, min=50.0, max=1500.0, step=10.0,
                                                 description="logged TFLOP/s"),
+            regime=w.Dropdown(options=list(REGIMES), value="full", description="regime"),
+            lora_rank=w.IntSlider(value=16, min=1, max=256, description="LoRA rank"),
         )
-        ui = w.VBox([w.HBox(list(controls.values())[:4]), w.HBox(list(controls.values())[4:])])
+        ui = w.VBox([w.HBox(list(controls.values())[:4]), w.HBox(list(controls.values())[4:7]),
+                     w.HBox(list(controls.values())[7:])])
         out = w.interactive_output(explore, controls)
         display(ui, out)
     except ImportError as err:  # no widget library: the static grid above is the view

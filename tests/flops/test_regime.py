@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -116,7 +117,8 @@ def test_nothing_trainable_is_refused_in_training_only():
 
 
 def test_fine_selectors_on_an_opaque_stage_are_refused():
-    spec = load_model("qwen3.5-35b-a3b")  # hybrid LM without a per-layer layout
+    # a hybrid LM whose layer types are unknown (the spec without Qwen3.5's layer_types): no per-layer layout
+    spec = dataclasses.replace(load_model("qwen3.5-35b-a3b"), extra={})
     stats = BatchStats.from_batch(seq_lens=[512], spec=spec)
     with pytest.raises(UnsupportedModelError, match="as a whole"):
         regime_flops(spec, stats, Trainability.build(["lm[-2:]"]))
@@ -170,8 +172,9 @@ def test_adapter_target_matching_rules():
     ({"r": "8", "target_modules": ["q"]}, "r must be a number"),
     ({"target_modules": ["q"], "bias": "some"}, "bias must be one of"),
     ({"target_modules": 5}, "target_modules must be"),
-    ({"target_parameters": ["experts.gate_up_proj"]}, "target_parameters"),
-    ({"r": 8}, "no target_modules"),
+    ({"target_parameters": "experts.gate_up_proj"}, "target_parameters must be a list"),
+    ({"target_parameters": ["experts.gate_up_proj"], "use_dora": True}, "supports neither"),
+    ({"r": 8}, "neither target_modules nor target_parameters"),
     ({"target_modules": ["q"], "layers_to_transform": "0"}, "layers_to_transform must be"),
 ])
 def test_bad_adapter_configs_are_one_line_errors(data, msg):
@@ -200,8 +203,8 @@ def test_adapter_config_files(tmp_path):
 
 
 def test_adapter_on_a_family_without_names_is_refused():
-    spec = load_model("smolvlm2-500m")
-    stats = BatchStats.from_batch(seq_lens=[512], image_grids=[(1, 32, 32)], spec=spec)
+    spec = load_model("deepseek-v3")  # MLA attention: no module-name layout
+    stats = BatchStats.from_batch(seq_lens=[512], spec=spec)
     with pytest.raises(UnsupportedModelError, match="module names"):
         regime_flops(spec, stats, Trainability(trainable=(), adapter=AdapterConfig(target_modules="all-linear")))
 
@@ -265,3 +268,14 @@ def test_selectors_on_every_part_of_a_vlm_are_accepted():
         assert regime_flops(spec, stats, Trainability.build([sel])).total > 0
     with pytest.raises(ConfigError, match="matches no weight"):
         regime_flops(spec, stats, Trainability.build(["projector.attention"]))
+
+
+def test_literal_all_linear_leaves_convolutions_alone():
+    """PEFT's all-linear wraps nn.Linear only: not the Conv3d patch embed (nor GLM's downsample conv)."""
+    for name in ("qwen2.5-vl-7b", "glm-4.1v-9b-thinking"):
+        spec = load_model(name)
+        stats = BatchStats.from_batch(seq_lens=[256], image_grids=[(1, 8, 8)], spec=spec)
+        r = regime_flops(spec, stats, Trainability.build(adapter=AdapterConfig(target_modules="all-linear")))
+        adapted = {a.name for a in r.adapted}
+        assert "model.visual.patch_embed.proj" not in adapted and "model.visual.downsample" not in adapted
+        assert any(n.endswith("attn.proj") for n in adapted)

@@ -53,6 +53,9 @@ class AdapterConfig:
     alpha_pattern: Mapping[str, float] = field(default_factory=dict)
     quantized_base: bool = False
     source: str = ""
+    # parameters adapted directly (PEFT ``target_parameters``: fused MoE expert stacks, a router weight): a
+    # parameter key ``<module>.<param>`` equal to an entry or ending in ``"." + entry``
+    target_parameters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         where = f"{self.source}: " if self.source else ""
@@ -65,9 +68,11 @@ class AdapterConfig:
         for key, rank in self.rank_pattern.items():
             if int(rank) <= 0:
                 raise ConfigError(f"{where}rank_pattern[{key!r}] must be > 0, got {rank}")
-        if self.target_modules is None:
-            raise ConfigError(f"{where}adapter config has no target_modules (target_parameters-only adapters, "
-                              "e.g. on fused MoE experts, are not modelled)")
+        if self.target_modules is None and not self.target_parameters:
+            raise ConfigError(f"{where}adapter config has neither target_modules nor target_parameters")
+        if self.target_parameters and (self.use_dora or self.lora_dropout > 0):
+            raise ConfigError(f"{where}target_parameters with {'use_dora' if self.use_dora else 'lora_dropout > 0'}: "
+                              "PEFT's parameter wrapper supports neither")
 
     # ------------------------------------------------------------------ matching
     def saves(self, name: str) -> bool:
@@ -87,17 +92,22 @@ class AdapterConfig:
         if self._excluded(name) or self.saves(name):
             return False
         tm = self.target_modules
+        if tm is None:
+            return False
         if tm == ALL_LINEAR:
             return is_linear and not is_head
         if isinstance(tm, str):
             return re.fullmatch(tm, name) is not None
-        assert tm is not None
         if not any(name == t or name.endswith("." + t) for t in tm):
             return False
         if self.layers_to_transform is None or (isinstance(tm, str)) or name in tm:
             return True
         index = layer_index(name, self.layers_pattern)
         return index is not None and index in self.layers_to_transform
+
+    def targets_parameter(self, key: str) -> bool:
+        """Whether PEFT would wrap the parameter ``key`` (``<module name>.<parameter name>``)."""
+        return any(key == t or key.endswith("." + t) for t in self.target_parameters)
 
     def rank(self, name: str) -> int:
         for key, rank in self.rank_pattern.items():
@@ -121,7 +131,7 @@ class AdapterConfig:
                 "layers_to_transform": None if self.layers_to_transform is None else list(self.layers_to_transform),
                 "layers_pattern": list(self.layers_pattern), "rank_pattern": dict(self.rank_pattern),
                 "alpha_pattern": dict(self.alpha_pattern), "quantized_base": self.quantized_base,
-                "source": self.source}
+                "target_parameters": list(self.target_parameters), "source": self.source}
 
 
 def layer_index(name: str, layers_pattern: tuple[str, ...] = ()) -> int | None:
@@ -158,9 +168,9 @@ def adapter_from_dict(data: Mapping[str, Any], source: str = "", quantized_base:
         raise ConfigError(f"{where}peft_type {peft_type} is not modelled (only LORA, with use_dora for DoRA)")
     if data.get("layer_replication"):
         raise ConfigError(f"{where}layer_replication is not modelled")
-    if data.get("target_parameters"):
-        raise ConfigError(f"{where}target_parameters (adapters on raw parameters such as fused MoE experts) is not "
-                          "modelled")
+    params = data.get("target_parameters") or ()
+    if isinstance(params, str) or not all(isinstance(p, str) for p in params):
+        raise ConfigError(f"{where}target_parameters must be a list of parameter names, got {params!r}")
 
     def number(key: str, default: Any, kind: type) -> Any:
         value = data.get(key, default)
@@ -189,6 +199,7 @@ def adapter_from_dict(data: Mapping[str, Any], source: str = "", quantized_base:
         lora_dropout=number("lora_dropout", 0.0, float), use_dora=bool(data.get("use_dora") or False),
         use_rslora=bool(data.get("use_rslora") or False), bias=str(data.get("bias") or "none"),
         target_modules=_names(data.get("target_modules"), "target_modules", where),
+        target_parameters=tuple(sorted(params)),
         exclude_modules=_names(data.get("exclude_modules"), "exclude_modules", where),
         modules_to_save=tuple(saves),
         layers_to_transform=None if not layers else tuple(layers), layers_pattern=tuple(pattern),

@@ -25,8 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .blocks import (Block, ClsToken, DecoderAttention, DenseMLP, ExtraParams, FinalNorm, LMHead, LMLayerNorms,
-                     MlpProjector, NormLinearProjector, PatchEmbed, PositionTable, TokenEmbedding, VisionLayers)
+from .blocks import (Block, ClsToken, DecoderAttention, DenseMLP, DownsampleConv, ExtraNorms, ExtraParams, FinalNorm,
+                     ForwardOnly, GatedDecoderAttention, GatedMergerMLP, LinearProjector, LMHead, LMLayerNorms,
+                     MlpProjector, NormLinearProjector, PatchEmbed, PooledVideoProjector, PositionTable,
+                     SinkDecoderAttention, TokenEmbedding, VisionLayers)
 from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from .spec import ModelSpec
 from .trainability import ATTENTION, EMBEDDINGS, HEAD, MLP, NORMS
@@ -49,6 +51,8 @@ class Lin:
     head: bool = False  # the output head (excluded from PEFT's "all-linear")
     adaptable: bool = True  # an nn.Linear / conv PEFT can wrap (False: a bare weight matmul, Gemma 3's projector)
     tied: bool = False  # the head shares the input embedding's weight (trains when either is selected)
+    conv: bool = False  # a convolution with kernel = stride (a patch embed, GLM's downsample): one GEMM
+    pool: int = 1  # video rows pooled pool x pool before it (LLaVA-NeXT-Video): rows - video + video / pool²
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ class AttnSub:
     core: Block
     out: Lin
     post_norm: Params | None = None  # a norm on the sublayer output before the residual add (Gemma)
+    core_params: tuple[Params, ...] = ()  # weights inside the core's softmax (gpt-oss attention sinks)
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,12 @@ class Opaque:
     kind: str
     norm: Params | None = None
     name: str = ""  # the module holding its weights (observed trainability maps parameters under it here)
+    # the nn.Linear / Conv modules inside it, relative to ``name``: an adapter that targets one is refused (the
+    # block has no per-Linear layout, so the adapter's FLOPs and gradient flow cannot be placed)
+    inner: tuple[str, ...] = ()
+    # parameters PEFT ``target_parameters`` can wrap, relative to ``name``, with their role: "gate_up" / "down"
+    # (the fused routed-expert stacks, E x ... ) or "router" (the router weight E x h)
+    params: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,6 +131,7 @@ class StageLayout:
     tail: tuple[Any, ...] = ()
     taps: tuple[int, ...] = ()
     expanded: bool = True
+    dead: tuple[Any, ...] = ()  # layers / ops that run after ``tail``'s inputs are taken, output unread: forward only
 
 
 # --------------------------------------------------------------------------- module names
@@ -143,6 +155,16 @@ class _Names:
     tower_qk_norms: tuple[str, str] = ("attn.q_norm", "attn.k_norm")
     tower_tail_norm: str = ""
     head: str = "lm_head"
+    tower_head_norms: tuple[str, ...] = ()  # standalone norms between the patch embed and the layers, in order
+    tower_dead_norm: str = ""  # a norm on an output nothing reads (CLIP's post_layernorm on the pooled CLS)
+    merger_adaptable: bool = True  # False: the projector's matmul is a bare weight, not an nn.Linear
+    newline: str = ""  # a learned separator row appended after the projector (LLaVA-NeXT image_newline)
+    downsample: str = ""  # GLM: the downsample conv in front of the merger
+    merger_mlp: tuple[str, str, str, str] = ("", "", "", "")  # GLM merger: post-proj norm, gate, up, down
+    lm_gate_up: str = ""  # a fused gate/up Linear (GLM-4V's mlp.gate_up_proj), else gate_proj + up_proj
+    # (after-attention, before-MLP, after-MLP) norm names of a 4-norm decoder layer
+    lm_sandwich: tuple[str, str, str] = ("post_attention_layernorm", "pre_feedforward_layernorm",
+                                         "post_feedforward_layernorm")
 
 
 _QWEN2_VL = _Names(patch="model.visual.patch_embed.proj", pos="model.visual.pos_embed", cls="",
@@ -161,6 +183,7 @@ _NAMES = {
                         deepstack_linears=("linear_fc1", "linear_fc2")),
 }
 _NAMES["qwen3_vl_moe"] = _NAMES["qwen3_vl"]
+_NAMES["qwen3_5"] = _NAMES["qwen3_5_moe"] = _NAMES["qwen3_vl"]  # no deepstack mergers; LM: gated delta nets
 _NAMES["internvl"] = _Names(
     patch="model.vision_tower.embeddings.patch_embeddings.projection",
     pos="model.vision_tower.embeddings.position_embeddings", cls="model.vision_tower.embeddings.cls_token",
@@ -177,19 +200,75 @@ _NAMES["gemma3"] = _Names(
     tower_mlp_in=("mlp.fc1",), tower_mlp_out="mlp.fc2", merger_norm="model.multi_modal_projector.mm_soft_emb_norm",
     merger_linears=("model.multi_modal_projector.mm_input_projection_weight",),
     deepstack="", deepstack_norm="", deepstack_linears=(), lm_prefix="model.language_model",
-    tower_tail_norm="model.vision_tower.post_layernorm")
+    tower_tail_norm="model.vision_tower.post_layernorm", merger_adaptable=False)
+_SIGLIP = replace(_NAMES["gemma3"], merger_norm="", merger_linears=(), merger_adaptable=True)
+_NAMES["paligemma"] = replace(_SIGLIP, merger_linears=("model.multi_modal_projector.linear",))
+_NAMES["idefics3"] = replace(
+    _SIGLIP, patch="model.vision_model.embeddings.patch_embedding",
+    pos="model.vision_model.embeddings.position_embedding", tower_layer="model.vision_model.encoder.layers.{i}",
+    tower_tail_norm="model.vision_model.post_layernorm", merger_linears=("model.connector.modality_projection.proj",),
+    lm_prefix="model.text_model")
+_NAMES["smolvlm"] = _NAMES["idefics3"]
+_LLAVA_PROJ = ("model.multi_modal_projector.linear_1", "model.multi_modal_projector.linear_2")
+_NAMES["llava_onevision"] = replace(_SIGLIP, merger_linears=_LLAVA_PROJ, newline="model.image_newline")
+_CLIP = replace(_SIGLIP, cls="model.vision_tower.embeddings.class_embedding", merger_linears=_LLAVA_PROJ,
+                tower_head_norms=("model.vision_tower.pre_layrnorm",), tower_tail_norm="",
+                tower_dead_norm="model.vision_tower.post_layernorm")
+_NAMES["llava"] = _CLIP  # or _PIXTRAL, by its tower (_names_for)
+_NAMES["llava_next"] = replace(_CLIP, newline="model.image_newline")
+_NAMES["llava_next_video"] = _NAMES["llava_next"]
+_PIXTRAL = replace(
+    _SIGLIP, patch="model.vision_tower.patch_conv", pos="", tower_layer="model.vision_tower.transformer.layers.{i}",
+    tower_norms=("attention_norm", "ffn_norm"), tower_qkv=("attention.q_proj", "attention.k_proj", "attention.v_proj"),
+    tower_out="attention.o_proj", tower_mlp_in=("feed_forward.gate_proj", "feed_forward.up_proj"),
+    tower_mlp_out="feed_forward.down_proj", tower_head_norms=("model.vision_tower.ln_pre",), tower_tail_norm="",
+    merger_linears=_LLAVA_PROJ)
+_NAMES["mistral3"] = replace(_PIXTRAL, merger_norm="model.multi_modal_projector.norm",
+                             merger_linears=("model.multi_modal_projector.patch_merger.merging_layer",) + _LLAVA_PROJ)
+_NAMES["glm4v"] = replace(
+    _QWEN2_VL, pos="model.visual.embeddings.position_embedding",
+    tower_mlp_in=("mlp.gate_proj", "mlp.up_proj"), tower_mlp_out="mlp.down_proj",
+    tower_head_norms=("model.visual.post_conv_layernorm",), tower_tail_norm="model.visual.post_layernorm",
+    merger_norm="", merger_linears=("model.visual.merger.proj",), downsample="model.visual.downsample",
+    merger_mlp=("model.visual.merger.post_projection_norm", "model.visual.merger.gate_proj",
+                "model.visual.merger.up_proj", "model.visual.merger.down_proj"),
+    lm_gate_up="mlp.gate_up_proj",
+    lm_sandwich=("post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm"))
+_NAMES["glm4v_moe"] = replace(_NAMES["glm4v"], lm_gate_up="")
+_NAMES["glm46v"] = _NAMES["glm4v_moe"]
 _LM_ONLY_PREFIX = "model"
+
+
+def _names_for(spec: ModelSpec) -> _Names | None:
+    """The name table of ``spec`` (LLaVA: by its tower, CLIP or Pixtral; GLM-4.6V: by its LM, dense or MoE)."""
+    if spec.model_type == "llava":
+        return _PIXTRAL if _has_pixtral_tower(spec) else _CLIP
+    if spec.model_type == "glm46v" and not spec.lm.moe_layers:
+        return _NAMES["glm4v"]
+    return _NAMES.get(spec.model_type)
+
+
+def _has_pixtral_tower(spec: ModelSpec) -> bool:
+    return not any(isinstance(b, ClsToken) for b in spec.blocks if b.part == VISION_TOWER)
+
+
+_LM_ONLY_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama", "mistral", "gpt_oss")
 
 
 def module_names_known(spec: ModelSpec) -> bool:
     """Whether :func:`layout` gives this model its real Hugging Face module names."""
-    return spec.model_type in _NAMES or (not spec.is_vlm and spec.family in ("qwen2", "qwen3", "llama", "mistral"))
+    return _names_for(spec) is not None or (not spec.is_vlm and spec.family in _LM_ONLY_FAMILIES)
+
+
+def named_model_types() -> tuple[str, ...]:
+    """The model types whose module names are laid out (VLMs, then LM-only families): adapters resolve on them."""
+    return tuple(sorted(_NAMES)) + _LM_ONLY_FAMILIES
 
 
 # --------------------------------------------------------------------------- layout
 def layout(spec: ModelSpec) -> tuple[StageLayout, ...]:
     """Every stage the model has, in data-flow order (see the module docstring)."""
-    names = _NAMES.get(spec.model_type)
+    names = _names_for(spec)
     out = []
     by_stage: dict[str, list[Block]] = {s: [] for s in STAGES}
     for b in spec.blocks:
@@ -218,36 +297,59 @@ def _tower(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageL
     assert v is not None
     depth = v.depth
     layers_blocks = [b for b in blocks if type(b) is VisionLayers]
+    # layers whose output nothing reads (LLaVA's CLIP past vision_feature_layer): forward only
+    dead_blocks = [b for b in blocks if isinstance(b, ForwardOnly) and type(b.module) is VisionLayers]
+    if dead_blocks and (names is None or len(dead_blocks) > 1
+                        or any(isinstance(b, ForwardOnly) and b not in dead_blocks for b in blocks)):
+        return _opaque_stage(VISION_TOWER, blocks, depth)
     head: list[Any] = []
     tail: list[Any] = []
+    dead: list[Any] = []
     per_layer: dict[int, VisionLayers] = {}
-    if len(layers_blocks) == 1 and layers_blocks[0].count == depth:
-        per_layer = {i: layers_blocks[0] for i in range(depth)}
+    live_depth = sum(b.count for b in layers_blocks)
+    dead_depth = sum(b.count * b.module.count for b in dead_blocks)
+    if len(layers_blocks) == 1 and live_depth + dead_depth == depth:
+        per_layer = {i: layers_blocks[0] for i in range(live_depth)}
+        dead_module = dead_blocks[0].module if dead_blocks else None
+        if isinstance(dead_module, VisionLayers):
+            per_layer.update({i: replace(dead_module, count=1) for i in range(live_depth, depth)})
     elif (len(layers_blocks) == 2 and {b.attention for b in layers_blocks} == {"frame", "window"}
-          and sum(b.count for b in layers_blocks) == depth):
+          and sum(b.count for b in layers_blocks) == depth and not dead_blocks):
         full = set(v.full_attention_layers)
         frame = next(b for b in layers_blocks if b.attention == "frame")
         window = next(b for b in layers_blocks if b.attention == "window")
         per_layer = {i: frame if i in full else window for i in range(depth)}
     else:
         return _opaque_stage(VISION_TOWER, blocks, depth)
+    head_norms = list(names.tower_head_norms) if names else []
+    seen_layers = False
     for b in blocks:
         if isinstance(b, PatchEmbed):
             head.append(Lin(names.patch if names else _generic("vision_tower", "patch_embed"), EMBEDDINGS,
-                            ("vision_patches",), b.in_volume, b.width, "vision.patch_embed", b.bias, pixels=True))
+                            ("vision_patches",), b.in_volume, b.width, "vision.patch_embed", b.bias, pixels=True,
+                            conv=True))
         elif isinstance(b, PositionTable):
-            head.append(Params(names.pos if names else _generic("vision_tower", b.kind), EMBEDDINGS))
+            head.append(Params(names.pos if names and names.pos else _generic("vision_tower", b.kind), EMBEDDINGS))
         elif isinstance(b, ClsToken):
             head.append(Params(names.cls if names and names.cls else _generic("vision_tower", b.kind), EMBEDDINGS))
-        elif type(b) is VisionLayers:
+        elif type(b) is VisionLayers or isinstance(b, ForwardOnly):
+            seen_layers = True
             continue
-        elif isinstance(b, ExtraParams) or type(b).__name__ == "ExtraNorms":
+        elif isinstance(b, ExtraNorms) and b.count == 2 and len(head_norms) == 1 and names and names.tower_tail_norm:
+            head.append(Params(head_norms.pop(0), NORMS))  # GLM: post_conv_layernorm before, post_layernorm after
+            tail.append(Params(names.tower_tail_norm, NORMS))
+        elif isinstance(b, (ExtraParams, ExtraNorms)) and not seen_layers and head_norms:
+            head.append(Params(head_norms.pop(0), NORMS))
+        elif isinstance(b, (ExtraParams, ExtraNorms)) and seen_layers and names and names.tower_dead_norm:
+            dead.append(Params(names.tower_dead_norm, NORMS))
+        elif isinstance(b, (ExtraParams, ExtraNorms)):
             tail.append(Params(names.tower_tail_norm if names and names.tower_tail_norm
                                else _generic("vision_tower", b.kind), NORMS))
         else:
             tail.append(Opaque(b, MLP))
-    layers = tuple(Layer(i, _vision_layer(per_layer[i], i, names)) for i in range(depth))
-    return StageLayout(VISION_TOWER, depth, tuple(head), layers, tuple(tail))
+    layers = tuple(Layer(i, _vision_layer(per_layer[i], i, names)) for i in range(live_depth))
+    dead = [Layer(i, _vision_layer(per_layer[i], i, names)) for i in range(live_depth, depth)] + dead
+    return StageLayout(VISION_TOWER, depth, tuple(head), layers, tuple(tail), dead=tuple(dead))
 
 
 def _vision_layer(b: VisionLayers, i: int, names: _Names | None) -> tuple[Any, ...]:
@@ -281,6 +383,10 @@ def _vision_layer(b: VisionLayers, i: int, names: _Names | None) -> tuple[Any, .
 
 
 def _projectors(spec: ModelSpec, stage: str, blocks: list[Block], names: _Names | None) -> StageLayout:
+    if stage == MERGER and names is not None:
+        laid = _named_merger(blocks, names)
+        if laid is not None:
+            return StageLayout(stage, 0, head=laid)
     if not all(type(b) in (MlpProjector, NormLinearProjector) for b in blocks):
         return _opaque_stage(stage, blocks, 0)
     chains = []
@@ -292,7 +398,7 @@ def _projectors(spec: ModelSpec, stage: str, blocks: list[Block], names: _Names 
             chains.append(Chain(Params(names.merger_norm if names else "<merger>.norm", NORMS)
                                 if b.norm != "none" else None,
                                 (Lin(lin_name, MLP, ("vision_merged_tokens",), b.in_width, b.out_width, b.component,
-                                     b.bias, adaptable=False),)))
+                                     b.bias, adaptable=bool(names and names.merger_adaptable)),)))
             continue
         assert isinstance(b, MlpProjector)
         for k in range(b.count):
@@ -317,6 +423,48 @@ def _projectors(spec: ModelSpec, stage: str, blocks: list[Block], names: _Names 
     return StageLayout(stage, 0, head=tuple(chains), taps=taps)
 
 
+def _named_merger(blocks: list[Block], names: _Names) -> tuple[Any, ...] | None:
+    """The projector of the families whose merger is not a plain MLP / norm-Linear (LLaVA-NeXT's image_newline,
+    Mistral 3 / Idefics3 Linear chains, LLaVA-NeXT-Video's pooled rows, GLM's downsample conv + gated merger), in
+    data-flow order; ``None`` when the blocks are not one of these shapes."""
+    rows = ("vision_merged_tokens",)
+    ops: list[Any] = []
+    for block in blocks:
+        pool, b = 1, block
+        if isinstance(block, PooledVideoProjector) and block.count == 1:
+            b, pool = block.module, block.pool  # the wrapped MLP, on pooled video rows
+        if isinstance(b, MlpProjector) and b.count == 1 and len(names.merger_linears) == 2:
+            if b.norm != "none" and not names.merger_norm:
+                return None
+            ops.append(Chain(Params(names.merger_norm, NORMS) if b.norm != "none" else None,
+                             (Lin(names.merger_linears[0], MLP, rows, b.in_width, b.hidden_width, b.component, b.bias,
+                                  pool=pool),
+                              Lin(names.merger_linears[1], MLP, rows, b.hidden_width, b.out_width, b.component, b.bias,
+                                  pool=pool))))
+        elif isinstance(b, LinearProjector) and b.count == 1 and len(names.merger_linears) == len(b.linears()):
+            if b.norm != "none" and not names.merger_norm:
+                return None
+            ops.append(Chain(Params(names.merger_norm, NORMS) if b.norm != "none" else None,
+                             tuple(Lin(n, MLP, rows, i, o, "vision.merger", bias)
+                                   for n, (i, o, bias) in zip(names.merger_linears, b.linears()))))
+        elif isinstance(b, DownsampleConv) and b.count == 1 and names.downsample:
+            ops.append(Lin(names.downsample, MLP, rows, b.in_width, b.out_width, "vision.merger", b.bias, conv=True))
+        elif isinstance(b, GatedMergerMLP) and b.count == 1 and names.merger_mlp[0] and len(names.merger_linears) == 1:
+            d, f = b.width, b.hidden_width
+            norm, gate, up, down = names.merger_mlp
+            ops.append(Lin(names.merger_linears[0], MLP, rows, d, d, "vision.merger", b.bias))
+            ops.append(MlpSub(Params(norm, NORMS), (Lin(gate, MLP, rows, d, f, "vision.merger", b.bias),
+                                                    Lin(up, MLP, rows, d, f, "vision.merger", b.bias)),
+                              Lin(down, MLP, rows, f, d, "vision.merger", b.bias)))
+        elif isinstance(b, ExtraParams) and b.count == 1 and names.newline:
+            ops.append(Params(names.newline, EMBEDDINGS))  # concatenated to the projected rows: an LM input
+        else:
+            return None
+    if not any(isinstance(op, (Chain, MlpSub)) for op in ops):
+        return None
+    return tuple(ops)
+
+
 def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayout:
     lm = spec.lm
     n = lm.num_layers
@@ -329,6 +477,8 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
     known_names = bool(names) or module_names_known(spec)
     sliding = set(lm.sliding_layers) if lm.sliding_window else set()
     moe = set(lm.moe_layers)
+    types = spec.extra.get("layer_types")
+    linear_types = tuple(types) if isinstance(types, (list, tuple)) and len(types) == n and not sliding else None
     attn_for: dict[int, Block] = {}
     mlp_for: dict[int, Block] = {}
     norms: LMLayerNorms | None = None
@@ -337,14 +487,21 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
     per_layer_extra: list[Block] = []
     for b in blocks:
         if isinstance(b, (DecoderAttention,)) or b.kind in ("mla_attention", "gated_delta_net"):
-            if b.kind == "gated_delta_net":
-                return _opaque_stage(LANGUAGE_MODEL, blocks, n)
             window = getattr(b, "window", None)
-            layers = [i for i in range(n) if (i in sliding) == bool(window)]
+            if linear_types is not None:  # Qwen3.5: gated delta nets on the linear_attention layers
+                layers = [i for i in range(n) if (linear_types[i] == "linear_attention") == (b.kind == "gated_delta_net")]
+            elif b.kind == "gated_delta_net":
+                return _opaque_stage(LANGUAGE_MODEL, blocks, n)
+            else:
+                layers = [i for i in range(n) if (i in sliding) == bool(window) and i not in attn_for]
+                if not window and len(layers) < b.count:
+                    # a full-attention block on sliding layers (PaliGemma 2: the prefix-LM mask computes the whole
+                    # square there too): the layers no other attention block took, in order
+                    layers = [i for i in range(n) if i not in attn_for][:b.count]
             if len(layers) != b.count:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
             attn_for.update({i: b for i in layers})
-        elif b.kind in ("dense_mlp", "moe_mlp", "shared_gate_moe_mlp"):
+        elif b.kind in ("dense_mlp", "moe_mlp", "shared_gate_moe_mlp", "biased_moe_mlp"):
             layers = [i for i in range(n) if (i in moe) == (b.kind != "dense_mlp")]
             if len(layers) != b.count:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
@@ -371,12 +528,16 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
         subs: list[Any] = []
         in_norm = Params(pre + "input_layernorm", NORMS)
         sandwich = norms.norms_per_layer == 4  # Gemma: input, post-attention, pre- and post-feedforward norms
-        attn_post = Params(pre + "post_attention_layernorm", NORMS) if sandwich else None
-        mlp_pre = Params(pre + ("pre_feedforward_layernorm" if sandwich else "post_attention_layernorm"), NORMS)
-        mlp_post = Params(pre + "post_feedforward_layernorm", NORMS) if sandwich else None
-        if type(a) is DecoderAttention:
+        after_attn, before_mlp, after_mlp = names.lm_sandwich if names else _Names.lm_sandwich
+        attn_post = Params(pre + after_attn, NORMS) if sandwich else None
+        mlp_pre = Params(pre + (before_mlp if sandwich else "post_attention_layernorm"), NORMS)
+        mlp_post = Params(pre + after_mlp, NORMS) if sandwich else None
+        if isinstance(a, DecoderAttention) and type(a) in (DecoderAttention, GatedDecoderAttention,
+                                                           SinkDecoderAttention):
+            # Qwen3.5's gated attention: q_proj also emits the output gate (h -> 2·H·d), an elementwise multiply
             rows = ("lm_tokens",)
-            projections = (Lin(pre + "self_attn.q_proj", ATTENTION, rows, a.hidden, a.q_width, "lm.attn_proj",
+            q_out = 2 * a.q_width if isinstance(a, GatedDecoderAttention) else a.q_width
+            projections = (Lin(pre + "self_attn.q_proj", ATTENTION, rows, a.hidden, q_out, "lm.attn_proj",
                                a.qkv_bias),
                            Lin(pre + "self_attn.k_proj", ATTENTION, rows, a.hidden, a.kv_width, "lm.attn_proj",
                                a.qkv_bias),
@@ -384,25 +545,69 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
                                a.qkv_bias))
             qk = ((Params(pre + "self_attn.q_norm", NORMS), Params(pre + "self_attn.k_norm", NORMS)) if a.qk_norm
                   else ())
+            sinks = (Params(pre + "self_attn.sinks", ATTENTION),) if isinstance(a, SinkDecoderAttention) else ()
             subs.append(AttnSub(in_norm, projections, (0, 1, 2), qk, replace(a, count=1),
                                 Lin(pre + "self_attn.o_proj", ATTENTION, rows, a.q_width, a.hidden, "lm.attn_proj",
-                                    a.o_bias), attn_post))
+                                    a.o_bias), attn_post, sinks))
         else:
             if sandwich:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
-            subs.append(Opaque(replace(a, count=1), ATTENTION, in_norm, name=pre + "self_attn"))
+            subs.append(Opaque(replace(a, count=1), ATTENTION, in_norm, name=pre + _attn_module(a),
+                               inner=_INNER.get(a.kind, ())))
         subs += [Opaque(replace(x, count=1), ATTENTION) for x in per_layer_extra]
         if isinstance(m, DenseMLP):
             rows = ("lm_tokens",)
-            subs.append(MlpSub(mlp_pre, (Lin(pre + "mlp.gate_proj", MLP, rows, m.hidden, m.width, "lm.dense_mlp"),
-                                         Lin(pre + "mlp.up_proj", MLP, rows, m.hidden, m.width, "lm.dense_mlp")),
-                               Lin(pre + "mlp.down_proj", MLP, rows, m.width, m.hidden, "lm.dense_mlp"), mlp_post))
+            if names and names.lm_gate_up:
+                ins: tuple[Lin, ...] = (Lin(pre + names.lm_gate_up, MLP, rows, m.hidden, 2 * m.width, "lm.dense_mlp"),)
+            else:
+                ins = (Lin(pre + "mlp.gate_proj", MLP, rows, m.hidden, m.width, "lm.dense_mlp"),
+                       Lin(pre + "mlp.up_proj", MLP, rows, m.hidden, m.width, "lm.dense_mlp"))
+            subs.append(MlpSub(mlp_pre, ins, Lin(pre + "mlp.down_proj", MLP, rows, m.width, m.hidden, "lm.dense_mlp"),
+                               mlp_post))
         else:
             if sandwich:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
-            subs.append(Opaque(replace(m, count=1), MLP, mlp_pre, name=pre + "mlp"))
+            subs.append(Opaque(replace(m, count=1), MLP, mlp_pre, name=pre + "mlp", inner=_moe_inner(spec, m),
+                               params=_moe_params(m) if known_names else ()))
         laid.append(Layer(i, tuple(subs)))
     return StageLayout(LANGUAGE_MODEL, n, tuple(head), tuple(laid), tuple(tail))
+
+
+# nn.Linear / Conv modules inside the sublayers laid out as whole blocks (transformers 5 names, relative to the block)
+_INNER = {"gated_delta_net": ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj", "conv1d"),
+          "sink_decoder_attention": ("q_proj", "k_proj", "v_proj", "o_proj"),
+          "mla_attention": ("q_a_proj", "q_b_proj", "q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")}
+
+
+# transformers 5's fused MoE (Qwen3-VL-MoE, GLM-4.xV-MoE, Qwen3.5-MoE): experts.gate_up_proj (E, 2F, h),
+# experts.down_proj (E, h, F), the router's gate.weight (E, h)
+_MOE_PARAMS = (("experts.gate_up_proj", "gate_up"), ("experts.down_proj", "down"), ("gate.weight", "router"))
+
+
+def _moe_params(m: Block) -> tuple[tuple[str, str], ...]:
+    if m.kind in ("moe_mlp", "shared_gate_moe_mlp"):
+        return _MOE_PARAMS
+    if m.kind == "biased_moe_mlp":  # gpt-oss: experts (E, h, 2F) / (E, F, h), router.weight (E, h)
+        return (("experts.gate_up_proj", "gate_up"), ("experts.down_proj", "down"), ("router.weight", "router"))
+    return ()
+
+
+def _attn_module(a: Block) -> str:
+    return "linear_attn" if a.kind == "gated_delta_net" else "self_attn"
+
+
+def _moe_inner(spec: ModelSpec, m: Block) -> tuple[str, ...]:
+    """The Linears of an MoE MLP (shared experts, a Linear router where the family has one); the routed experts are
+    fused 3-D parameters (``experts.gate_up_proj`` / ``experts.down_proj``), not modules."""
+    inner: tuple[str, ...] = ()
+    if getattr(m, "num_shared", 0):
+        shared = "shared_expert" if m.kind == "shared_gate_moe_mlp" else "shared_experts"
+        inner += tuple(f"{shared}.{x}" for x in ("gate_proj", "up_proj", "down_proj"))
+    if m.kind == "shared_gate_moe_mlp":
+        inner += ("shared_expert_gate",)
+    if spec.family == "gpt_oss" or m.kind == "biased_moe_mlp":
+        inner += ("router",)
+    return inner + ("gate", "experts")
 
 
 def names_of(stages: tuple[StageLayout, ...]) -> list[tuple[str, Lin]]:
@@ -430,4 +635,7 @@ def names_of(stages: tuple[StageLayout, ...]) -> list[tuple[str, Lin]]:
                 visit(s.stage, op)
         for op in s.tail:
             visit(s.stage, op)
+        for op in s.dead:
+            for o in (op.subs if isinstance(op, Layer) else (op,)):
+                visit(s.stage, o)
     return out

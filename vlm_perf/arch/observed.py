@@ -20,7 +20,7 @@ from typing import Iterable
 
 from ..errors import UnsupportedModelError
 from .adapters import AdapterConfig
-from .layout import AttnSub, Chain, Lin, MlpSub, Opaque, Params, layout
+from .layout import AttnSub, Chain, Layer, Lin, MlpSub, Opaque, Params, layout
 from .spec import ModelSpec
 from .trainability import Trainability
 
@@ -45,7 +45,7 @@ def layout_names(spec: ModelSpec) -> list[str]:
         if isinstance(op, (Lin, Params)):
             names.append(op.name)
         elif isinstance(op, AttnSub):
-            for x in (op.norm, *op.projections, *op.qk_norms, op.out, op.post_norm):
+            for x in (op.norm, *op.projections, *op.qk_norms, *op.core_params, op.out, op.post_norm):
                 if x is not None:
                     visit(x)
         elif isinstance(op, MlpSub):
@@ -65,6 +65,9 @@ def layout_names(spec: ModelSpec) -> list[str]:
     for stage in layout(spec):
         for op in stage.head + tuple(o for layer in stage.layers for o in layer.subs) + stage.tail:
             visit(op)
+        for op in stage.dead:
+            for o in (op.subs if isinstance(op, Layer) else (op,)):
+                visit(o)
     return names
 
 

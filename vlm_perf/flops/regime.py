@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..arch.layout import AttnSub, Chain, Layer, Lin, MlpSub, Opaque, Params, StageLayout, layout, module_names_known
+from ..arch.blocks import MoEMLP
 from ..arch.parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from ..arch.spec import ModelSpec
 from ..arch.trainability import EMBEDDINGS, EVERYTHING, HEAD, Trainability
@@ -48,6 +49,8 @@ from .terms import INPUT_OWN, INPUT_PIXELS, INPUT_UPSTREAM, matmul
 FORWARD, INPUT_GRAD, WEIGHT_GRAD = "forward", "input_grad", "weight_grad"
 ADAPTER_FORWARD, ADAPTER_BACKWARD, DORA_EXTRA = "adapter_forward", "adapter_backward", "dora_extra"
 CATEGORIES = (FORWARD, INPUT_GRAD, WEIGHT_GRAD, ADAPTER_FORWARD, ADAPTER_BACKWARD, DORA_EXTRA)
+_MOE_TERMS = ("lm.routed_experts", "lm.router", "lm.shared_experts")  # the MoE terms, by component
+_MOE_ROLES = {"lm.routed_experts": ("gate_up", "down"), "lm.router": ("router",)}  # MoE term -> wrapped roles
 _PART = {VISION_TOWER: "vision_tower", MERGER: "projector", DEEPSTACK_MERGER: "projector",
          LANGUAGE_MODEL: "language_model"}
 
@@ -61,6 +64,8 @@ class AdaptedModule:
     rank: int
     n_in: int
     n_out: int
+    stacks: int = 1  # a wrapped 3-D parameter: one low-rank pair per expert
+    parameter: bool = False  # wrapped through PEFT's target_parameters (a parameter, not an nn.Module)
 
 
 @dataclass
@@ -133,6 +138,9 @@ class _Walker:
         total: Any = 0
         for name in lin.rows:
             total = total + getattr(self.stats, name)
+        if lin.pool > 1:  # LLaVA-NeXT-Video: video frames pooled pool x pool before this Linear
+            video = self.stats.video_merged_tokens
+            total = total - video + video // (lin.pool * lin.pool)
         return total
 
     def trains(self, layer: int | None, kind: str, name: str) -> bool:
@@ -142,6 +150,7 @@ class _Walker:
     def params(self, p: Params | None, layer: int | None) -> bool:
         if p is None:
             return False
+        self.refuse_parameter_target(p.name)
         if self.adapter is not None and p.kind == EMBEDDINGS and self.adapter.targets(p.name, is_linear=False):
             raise UnsupportedModelError(f"{self.spec.name}: the adapter targets {p.name} (an embedding table); "
                                         "LoRA on embeddings is not modelled")
@@ -149,8 +158,16 @@ class _Walker:
         self.any_trains = self.any_trains or trains
         return trains
 
+    def refuse_parameter_target(self, module: str) -> None:
+        a = self.adapter
+        if a is not None and a.target_parameters and any(a.targets_parameter(f"{module}.{p}") for p in ("weight", "bias")):
+            raise UnsupportedModelError(f"{self.spec.name}: target_parameters wraps a parameter of {module}; only "
+                                        "fused MoE expert stacks and routers are modelled there (target the module "
+                                        "through target_modules instead)")
+
     def linear(self, lin: Lin, live_in: bool, layer: int | None) -> bool:
         """Count one Linear; returns whether its output requires a gradient."""
+        self.refuse_parameter_target(lin.name)
         rows = self.rows(lin)
         fwd = matmul(rows, lin.n_in, lin.n_out)
         trains = self.trains(layer, lin.kind, lin.name) or (lin.tied and self.trains(None, EMBEDDINGS, self.embed_name))
@@ -166,7 +183,10 @@ class _Walker:
         a = self.adapter
         # a targeted Linear keeps its adapter even when its base weight is also unfrozen (PEFT injects it either
         # way; only modules_to_save are never adapted, which ``targets`` handles)
-        adapted = bool(a is not None and lin.adaptable and a.targets(lin.name, is_linear=True, is_head=lin.head))
+        adapted = bool(a is not None and lin.adaptable and a.targets(lin.name, is_linear=not lin.conv, is_head=lin.head))
+        if adapted and a is not None and a.use_dora and lin.conv:
+            raise UnsupportedModelError(f"{self.spec.name}: DoRA on {lin.name} (a convolution): PEFT's convolutional "
+                                        "DoRA weight norm is not modelled; exclude it or use LoRA there")
         if adapted and a is not None:
             r = a.rank(lin.name)
             self.adapted.append(AdaptedModule(lin.name, self.stage, r, lin.n_in, lin.n_out))
@@ -184,19 +204,20 @@ class _Walker:
         self.any_trains = self.any_trains or trains or adapted or bias_trains
         return live_in or trains or adapted or bias_trains
 
-    def core(self, sub: AttnSub, q: bool, k: bool, v: bool) -> None:
+    def core(self, sub: AttnSub, q: bool, k: bool, v: bool, p: bool = False) -> None:
+        """``p``: a weight inside the softmax trains (gpt-oss sinks): the gradient of the probabilities, dP, runs."""
         for term in inventory_terms((sub.core,), self.stats, self.ctx):
             if term.weights:
                 continue
             self.add(term.component, FORWARD, term.forward)
-            if not self.training or not (q or k or v):
+            if not self.training or not (q or k or v or p):
                 continue
             if term.input_grad is not None:
                 self.add(term.component, INPUT_GRAD, term.input_grad)
             elif self.ctx.causal == "half":  # fused kernel: dQ, dK, dV together
                 self.add(term.component, INPUT_GRAD, 2 * term.forward)
             else:  # eager: QK^T and AV are two equal matmuls; each backward matmul costs one of them
-                halves = int(v) + int(q or k) + int(q) + int(k)
+                halves = int(v) + int(q or k or p) + int(q) + int(k)
                 self.add(term.component, INPUT_GRAD, _halves(term.forward, halves))
 
     def attn(self, sub: AttnSub, live: bool, layer: int | None) -> bool:
@@ -206,8 +227,9 @@ class _Walker:
         if sub.qk_norms:
             q = self.params(sub.qk_norms[0], layer) or q
             k = self.params(sub.qk_norms[1], layer) or k
-        self.core(sub, q, k, v)
-        out = self.linear(sub.out, q or k or v, layer)
+        p = any([self.params(x, layer) for x in sub.core_params])
+        self.core(sub, q, k, v, p)
+        out = self.linear(sub.out, q or k or v or p, layer)
         return live or out or self.params(sub.post_norm, layer)
 
     def mlp(self, sub: MlpSub, live: bool, layer: int | None) -> bool:
@@ -223,27 +245,92 @@ class _Walker:
         return x
 
     def opaque(self, op: Opaque, live: bool, layer: int | None, ) -> bool:
+        a = self.adapter
+        if a is not None and op.name:
+            for inner in op.inner:
+                full = f"{op.name}.{inner}"
+                if a.targets(full, is_linear=inner not in ("conv1d", "gate", "experts", "router")):
+                    raise UnsupportedModelError(
+                        f"{self.spec.name}: the adapter targets {full}, inside a {op.block.kind} sublayer that has no "
+                        "per-Linear layout (its adapter FLOPs and the gradient flow through it cannot be placed "
+                        "exactly); exclude it (exclude_modules) or target other modules")
         live_n = live or self.params(op.norm, layer)
         trains = self.trains(layer, op.kind, op.name)
         self.any_trains = self.any_trains or trains
+        wrapped = self.wrapped_params(op)
         for term in inventory_terms((op.block,), self.stats, self.ctx):
             self.add(term.component, FORWARD, term.forward)
             if not self.training:
                 continue
             if term.weights and trains:
                 self.add(term.component, WEIGHT_GRAD, term.forward)
+            elif wrapped and term.component in _MOE_ROLES:
+                # PEFT's parameter wrapper: the effective weight W + ΔW requires grad, so the block's own weight
+                # gradient runs on the routed tokens (per expert as executed) for each wrapped stack
+                for role in _MOE_ROLES[term.component]:
+                    if role in wrapped:
+                        self.add(term.component, WEIGHT_GRAD, self.moe_matmul(op, role))
             if term.input_kind == INPUT_PIXELS:
                 continue
+            moe = isinstance(op.block, MoEMLP) and term.component in _MOE_TERMS
             if term.input_kind == INPUT_UPSTREAM:
                 # an LM op reading the vision output directly (Mllama's cross-attention k/v): only a live vision stage
                 reaches = self.vision_into_lm if self.stage == LANGUAGE_MODEL else live_n
+            elif moe:
+                reaches = live_n
             else:
                 reaches = trains if term.input_kind == INPUT_OWN else (live_n or trains)
             if reaches:
                 grad = term.input_grad if term.input_grad is not None else (
                     term.forward if term.weights else 2 * term.forward)
                 self.add(term.component, INPUT_GRAD, grad)
-        return live_n or trains
+            elif moe and (trains or (term.component == "lm.routed_experts" and "gate_up" in wrapped)):
+                # an MoE whose input needs no gradient: only the input gradient of each down projection, which
+                # the gate/up weight gradient behind it needs (the router's and gate/up's input gradients go to
+                # the block input: not run)
+                self.add(term.component, INPUT_GRAD, self.moe_matmul(op, "down" if term.component ==
+                                                                     "lm.routed_experts" else "shared_down"))
+        return live_n or trains or bool(wrapped)
+
+    def wrapped_params(self, op: Opaque) -> dict[str, str]:
+        """role -> parameter key of the MoE parameters the adapter's ``target_parameters`` wrap in ``op``; each adds
+        its low-rank delta ΔW = B·A over all E experts (``2·E·r·n_in·n_out``) and that delta's backward (grad of A
+        and of B, 2x), per forward call. PEFT 0.21 folds an expert stack's delta into the weight with one ``baddbmm``
+        inside a ``torch.nn.utils.parametrize`` parametrization, and ``register_parametrization`` evaluates it once
+        more to check its shape (result discarded, no backward): an expert stack's delta runs twice forward
+        (measured). The router's delta is precomputed once (its registration check is an add)."""
+        a = self.adapter
+        if a is None or not a.target_parameters or not op.name:
+            return {}
+        wrapped = {role: f"{op.name}.{suffix}" for suffix, role in op.params if a.targets_parameter(f"{op.name}.{suffix}")}
+        if not wrapped:
+            return {}
+        m = op.block
+        h, f, e = m.hidden, m.expert_width, m.num_experts  # type: ignore[attr-defined]
+        shapes = {"gate_up": (e, 2 * f, h), "down": (e, h, f), "router": (1, e, h)}
+        for role, key in wrapped.items():
+            stacks, n_out, n_in = shapes[role]
+            r = a.rank(key)
+            delta = stacks * matmul(n_out, r, n_in)
+            component = "lm.router" if role == "router" else "lm.routed_experts"
+            self.adapted.append(AdaptedModule(key, self.stage, r, n_in, n_out, stacks, parameter=True))
+            self.add(component, ADAPTER_FORWARD, self.calls() * (delta if role == "router" else 2 * delta))
+            if self.training:
+                self.add(component, ADAPTER_BACKWARD, self.calls() * 2 * delta)
+        self.any_trains = self.any_trains or bool(wrapped)
+        return wrapped
+
+    def moe_matmul(self, op: Opaque, role: str) -> Any:
+        """Forward FLOPs of one MoE weight over the tokens that reach it: each token's top-k experts (gate_up:
+        h -> 2F, down: F -> h), the router (h -> E) on every token."""
+        m = op.block
+        h, f, e, k = m.hidden, m.expert_width, m.num_experts, m.top_k  # type: ignore[attr-defined]
+        tokens = self.stats.lm_tokens
+        if role == "shared_down":
+            return m.num_shared * matmul(tokens, m.shared_width, h)  # type: ignore[attr-defined]
+        if role == "router":
+            return matmul(tokens, h, e)
+        return {"gate_up": matmul(tokens * k, h, 2 * f), "down": matmul(tokens * k, f, h)}[role]
 
     def sub(self, op: Any, live: bool, layer: int | None) -> bool:
         if isinstance(op, AttnSub):
@@ -280,6 +367,11 @@ class _Walker:
         self.stage, self.num_layers = s.stage, s.num_layers
         if not s.expanded:
             self.check_uniform(s)
+            if self.adapter is not None:
+                raise UnsupportedModelError(
+                    f"{self.spec.name}: its {_PART[s.stage]} has block kinds without a per-Linear layout "
+                    f"({', '.join(sorted({op.block.kind for op in s.tail}))}), so whether the adapter targets a module "
+                    "inside it cannot be resolved; use trainability selectors for this model")
         after: list[bool] = []
         for op in s.head:
             live = self.sub(op, live, None)
@@ -290,6 +382,15 @@ class _Walker:
             after.append(live)
         for op in s.tail:
             live = self.sub(op, live, None)
+        if s.dead:  # run after the stage output was taken, never read: forward only, no liveness
+            training, any_trains = self.training, self.any_trains
+            self.training = False
+            for op in s.dead:
+                if isinstance(op, Layer):
+                    self.layer(op, live)
+                else:
+                    self.sub(op, live, None)
+            self.training, self.any_trains = training, any_trains
         return live, after
 
     def layer(self, layer: Layer, live: bool) -> bool:
@@ -337,7 +438,8 @@ def _weights(stages: tuple[StageLayout, ...]) -> list[tuple[str, int | None, str
             if op.norm is not None:
                 visit(stage, layer, op.norm)
         elif isinstance(op, (AttnSub, MlpSub, Chain)):
-            parts = ([op.norm, *op.projections, *op.qk_norms, op.out, op.post_norm] if isinstance(op, AttnSub) else
+            parts = ([op.norm, *op.projections, *op.qk_norms, *op.core_params, op.out, op.post_norm]
+                     if isinstance(op, AttnSub) else
                      [op.norm, *op.ins, op.out, op.post_norm] if isinstance(op, MlpSub) else [op.norm, *op.linears])
             for x in parts:
                 if x is not None:
@@ -349,6 +451,9 @@ def _weights(stages: tuple[StageLayout, ...]) -> list[tuple[str, int | None, str
         for layer in s.layers:
             for op in layer.subs:
                 visit(s, layer.index, op)
+        for op in s.dead:
+            for o in (op.subs if isinstance(op, Layer) else (op,)):
+                visit(s, op.index if isinstance(op, Layer) else None, o)
     return out
 
 
@@ -404,16 +509,17 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
                 cats[category] = cats[category] + value
     notes = [f"regime: {trainability.describe()}"]
     a = trainability.adapter
-    adapter_params = sum(m.rank * (m.n_in + m.n_out) for m in w.adapted)
+    adapter_params = sum(m.stacks * m.rank * (m.n_in + m.n_out) for m in w.adapted)
     if a is not None:
         per_part: dict[str, int] = {}
         for m in w.adapted:
             per_part[_PART[m.stage]] = per_part.get(_PART[m.stage], 0) + 1
         where = ", ".join(f"{n} in the {p.replace('_', ' ')}" for p, n in per_part.items()) or "none"
         notes.append(f"{len(w.adapted)} Linears adapted ({a.describe()}): {where}; {adapter_params:,} adapter weights")
-        if any(isinstance(op, Opaque) for s in layout(spec) for layer in s.layers for op in layer.subs):
-            notes.append("the LM's MoE / non-standard sublayers are laid out as whole blocks: an adapter inside them "
-                         "(expert or router weights) is not resolved")
+        wrapped = [m for m in w.adapted if m.parameter]
+        if wrapped:
+            notes.append(f"{len(wrapped)} MoE parameters wrapped through target_parameters: the low-rank delta over "
+                         "every expert once per forward call, and the experts' weight gradient on the routed tokens")
         if a.quantized_base:
             notes.append("QLoRA: base matmuls counted at the dequantised weights' FLOPs; the dequantisation "
                          "(elementwise, twice per Linear per step) is not counted")

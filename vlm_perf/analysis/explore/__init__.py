@@ -11,6 +11,8 @@ Everything here is a thin layer over :func:`vlm_perf.flops.compute_flops` and
 * :func:`mfu_impact`: how TFLOP/s/GPU and MFU change when the same step is counted under another
   convention, either at a fixed step time or from a fixed logged "before" number.
 * :func:`sweep`: a polars frame of splits over resolutions x images per sample x text lengths.
+* :func:`regime_split`: vision / LM FLOPs of one sample under training regimes (full, frozen tower, LoRA on
+  the LM, ...; :data:`REGIMES`).
 * :func:`ratio_table`, :func:`run_vision_profile`, :func:`components_by_convention`,
   :func:`deviation_table`: tables for the PR #2575 and conventions notebooks.
 
@@ -35,6 +37,7 @@ from .media import (
 )
 from .paths import sample_run_dir
 from .pr2575 import ratio_table, run_vision_profile
+from .regimes import REGIME_COLUMNS, REGIMES, regime_split, regime_trainability
 from .sample import (
            SWEEP_COLUMNS,
            MFUImpact,
@@ -45,7 +48,8 @@ from .sample import (
            sweep,
 )
 
-__all__ = ["DEFAULT_PIXEL_BOUNDS", "DEFAULT_VIDEO_PIXEL_BOUNDS", "MFUImpact", "SWEEP_COLUMNS", "SampleSplit",
+__all__ = ["DEFAULT_PIXEL_BOUNDS", "DEFAULT_VIDEO_PIXEL_BOUNDS", "MFUImpact", "REGIMES", "REGIME_COLUMNS",
+           "SWEEP_COLUMNS", "SampleSplit", "regime_split", "regime_trainability",
            "components_by_convention", "components_vs_reference", "convention_summary_frame", "deviation_table", "image_grid", "merged_tokens", "mfu_impact",
            "pixel_bounds", "ratio_table", "run_vision_profile", "sample_run_dir", "sample_split", "sample_stats", "smart_resize",
            "sweep", "video_grid"]
