@@ -19,7 +19,7 @@ from . import common
 from .common import PARTS, REGISTRY, PartMeasurement
 
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
-                  "llava", "paligemma", "llava_next", "llava_next_video")  # --- llava --- paligemma --- llava_next ---
+                  "llava", "paligemma", "llava_next", "llava_next_video", "qwen_omni")  # --- llava --- paligemma --- llava_next ---
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):

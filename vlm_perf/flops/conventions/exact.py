@@ -7,7 +7,7 @@ from ...arch.spec import ModelSpec
 from ...errors import ConfigError
 from ...stats.batch import BatchStats
 from ..blocks import FlopsContext, inventory_terms
-from ..breakdown import COMPONENTS, Breakdown, Options
+from ..breakdown import Breakdown, Options, component_names
 from ..training import frozen_stages, training_flops
 from dataclasses import replace
 
@@ -37,7 +37,7 @@ def _exact_components(spec: ModelSpec, stats: BatchStats, options: Options) -> d
     frozen = frozen_stages(options.frozen)
     if options.mode == "training":
         check_trainable(spec, frozen)
-    components = {name: 0 for name in COMPONENTS if spec.is_vlm or not name.startswith("vision.")}
+    components = dict.fromkeys(component_names(spec), 0)
     for term in exact_terms(spec, stats, options):
         flops = training_flops(term, frozen) if options.mode == "training" else term.forward
         components[term.component] = components[term.component] + flops
