@@ -25,9 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..errors import UnsupportedModelError
 from .blocks import (Block, ClsToken, DecoderAttention, DenseMLP, ExtraParams, FinalNorm, LMHead, LMLayerNorms,
                      MlpProjector, NormLinearProjector, PatchEmbed, PositionTable, TokenEmbedding, VisionLayers)
-from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
+from .parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from .spec import ModelSpec
 from .trainability import ATTENTION, EMBEDDINGS, HEAD, MLP, NORMS
 
@@ -194,6 +195,10 @@ def layout(spec: ModelSpec) -> tuple[StageLayout, ...]:
     by_stage: dict[str, list[Block]] = {s: [] for s in STAGES}
     for b in spec.blocks:
         by_stage[b.part].append(b)
+    if by_stage[AUDIO]:
+        raise UnsupportedModelError(f"{spec.name}: per-layer / per-module layouts (trainability selectors, adapters, "
+                                    "module names) are not modelled for a model with an audio encoder; state whole "
+                                    "frozen parts instead (e.g. frozen: [audio, vision_tower])")
     if by_stage[VISION_TOWER]:
         out.append(_tower(spec, by_stage[VISION_TOWER], names))
     if by_stage[MERGER]:

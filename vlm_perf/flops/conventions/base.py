@@ -145,6 +145,8 @@ class Convention:
             notes.append(f"frozen parts ignored: {self.name} counts every component as trainable")
         if not self.counts_vision_for(spec.family or spec.model_type) and spec.is_vlm:
             notes.append(f"{self.name} does not count the vision tower")
+        if getattr(spec, "audio", None) is not None and not any(k.startswith("audio.") for k in forward):
+            notes.append(f"{self.name} does not count the audio encoder")
         if options.mode == "forward":
             components = forward
         elif self.frozen_rule is not None:
