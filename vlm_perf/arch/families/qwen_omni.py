@@ -72,6 +72,10 @@ def read_audio(f: Fields, family: str) -> AudioSpec:
         raise ConfigError(f"{f.source}: field {f.name_of('n_window')} must be a positive integer, got {n_window}")
     conv2d = family == "qwen3_omni_moe"
     infer = f.int("n_window_infer") if conv2d else 0
+    sizes = ["num_mel_bins", "encoder_layers", "encoder_ffn_dim", "output_dim"] + (["downsample_hidden_size"] if conv2d else [])
+    for key in sizes:
+        if f.int(key) <= 0:
+            raise ConfigError(f"{f.source}: field {f.name_of(key)} must be a positive integer, got {f.int(key)}")
     if conv2d:
         if halve(halve(halve(2 * n_window))) != QWEN3_FULL_CHUNK_TOKENS:
             raise UnsupportedModelError(
