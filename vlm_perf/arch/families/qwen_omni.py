@@ -139,9 +139,9 @@ DEFAULT_N_SAMPLES = 30 * SAMPLING_RATE
 class OmniMedia(MediaRule):
     """Images and videos as the Qwen-VL rule (``QwenMedia``: smart_resize, grid (t, h/p, w/p), tokens / merge^2;
     video frames resized per frame with the processor class's bounds, padded to a multiple of T_p); audio: samples
-    -> mel frames ``ceil(n / hop_length)`` (the feature extractor's attention mask; capped at
-    ``n_samples / hop_length`` for Qwen2.5-Omni, which truncates) -> encoder tokens and LM tokens
-    (:mod:`vlm_perf.stats.audio`)."""
+    ``n`` -> mel frames ``min(ceil(n / hop), P // hop)`` (WhisperFeatureExtractor's attention mask; ``P`` = the
+    padded length: ``n_samples`` for Qwen2.5-Omni, which pads to max_length and truncates there, the call's longest
+    clip for Qwen3-Omni) -> encoder tokens and LM tokens (:mod:`vlm_perf.arch.audio`)."""
 
     def __init__(self, family: str):
         self.family = family
@@ -206,7 +206,7 @@ for _family, _cls in (("qwen2_5_omni", "Qwen2_5OmniThinkerForConditionalGenerati
                       ("qwen3_omni_moe", "Qwen3OmniMoeThinkerForConditionalGeneration")):
     register_family(Family(
         name=_family, model_types=(_family, _THINKER[_family]), build=build_omni(_family), hf_class=_cls,
-        is_vlm=True, media=OmniMedia(_family),
+        is_vlm=True, media=OmniMedia(_family), has_audio=True,
         notes=("thinker only: the talker and the speech decoder (token2wav / code2wav) are not counted",
                "audio encoder counted as its own part `audio`; its convolutions run on chunks padded to the "
                "longest chunk of each encoder call (exact per call: BatchStats.from_batch(audio_frames=...))")))

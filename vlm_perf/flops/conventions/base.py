@@ -75,6 +75,8 @@ class Convention:
     pin: Pin | None = None
     source: str = ""
     counts_vision: bool = True
+    # whether it counts an audio encoder (Omni thinkers); False: the audio part is 0 and a note says so
+    counts_audio: bool = False
     unsupported: tuple[str, ...] = ()  # LM families this convention has no formula for
     # model families (vlm_perf.arch.families names) the convention defines a number for; None = every family
     families: tuple[str, ...] | None = QWEN_AND_DECODER_FAMILIES

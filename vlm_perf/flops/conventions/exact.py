@@ -70,4 +70,5 @@ EXACT = register_convention(_Exact(
     # the block inventory's own training rule (flops/training.py) applies, so compute() is overridden
     forward=lambda spec, stats, options: _exact_components(spec, stats, replace(options, mode="forward")),
     families=None,
+    counts_audio=True,
 ))

@@ -101,4 +101,5 @@ HF_TRAINER = register_convention(Convention(
                 "always x3 (6N per token), frozen parts included"),
     forward=_hf_trainer,
     families=None,
+    counts_audio=True,  # every parameter, the audio encoder's included, billed per LM input token
 ))
