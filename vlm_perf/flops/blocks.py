@@ -305,12 +305,13 @@ def _audio_conv(b: AudioConvFrontEnd, s: BatchStats, ctx: FlopsContext) -> list[
     """conv1d: 2·N0·(3·mel)·d + 2·N1·(3·d)·d; conv2d: 2·N1·F1·c·9 + 2·(N2·F2 + N3·F3)·c·9c + 2·N3·(c·F3)·d
     (N0 = audio_conv_frames, N_k = audio_conv_frames_s{2^k}: the padded chunks' positions)"""
     d, mel = b.width, b.mel_bins
-    first = dict(input_kind=INPUT_PIXELS)  # reads the mel features: no input gradient
     if b.style == "conv1d":
-        return [Term("audio.conv", b.count * matmul(s.audio_conv_frames, 3 * mel, d), b.part, **first),
+        return [Term("audio.conv", b.count * matmul(s.audio_conv_frames, 3 * mel, d), b.part,
+                     input_kind=INPUT_PIXELS),  # reads the mel features: no input gradient
                 Term("audio.conv", b.count * matmul(s.audio_conv_frames_s2, 3 * d, d), b.part)]
     c = b.channels
-    return [Term("audio.conv", b.count * matmul(s.audio_conv_frames_s2 * b.freq_bins(1), 9, c), b.part, **first),
+    return [Term("audio.conv", b.count * matmul(s.audio_conv_frames_s2 * b.freq_bins(1), 9, c), b.part,
+                 input_kind=INPUT_PIXELS),
             Term("audio.conv", b.count * matmul(s.audio_conv_frames_s4 * b.freq_bins(2), 9 * c, c), b.part),
             Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8 * b.freq_bins(3), 9 * c, c), b.part),
             Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8, c * b.freq_bins(3), d), b.part)]

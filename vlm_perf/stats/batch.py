@@ -164,12 +164,13 @@ class BatchStats:
             raise InputError(f"model {spec.name} has no vision tower, but image/video grids were given")
         audio: dict[str, int] = {}
         if len(audio_frames):
-            if spec is None or getattr(spec, "audio", None) is None:
+            encoder = getattr(spec, "audio", None)
+            if encoder is None:
                 name = spec.name if spec is not None else "the model"
                 raise InputError(f"{name} has no audio encoder (or no model was given), but audio clips were given")
             from .audio import audio_call_stats
 
-            audio = audio_call_stats(spec.audio, list(audio_frames))
+            audio = audio_call_stats(encoder, list(audio_frames))
         return cls(
             **audio,
             lm_tokens=lm["tokens"], lm_tokens_sq=lm["tokens_sq"], lm_sequences=lm["sequences"],

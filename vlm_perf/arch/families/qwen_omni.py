@@ -35,7 +35,8 @@ from ..parts import AUDIO
 from ..spec import AudioSpec, ModelSpec
 from . import Family, register_family
 from .decoder import lm_blocks, read_lm
-from .media import DerivedAudio, DerivedMedia, MediaRule, QwenMedia, positive
+from ..resize import smart_resize
+from .media import DerivedAudio, DerivedMedia, QwenMedia, _bounds, positive
 from .qwen_vl import read_vision, vision_blocks
 
 _LM = {"qwen2_5_omni": "qwen2", "qwen3_omni_moe": "qwen3_moe"}
@@ -136,23 +137,22 @@ SAMPLING_RATE = 16000
 DEFAULT_N_SAMPLES = 30 * SAMPLING_RATE
 
 
-class OmniMedia(MediaRule):
-    """Images and videos as the Qwen-VL rule (``QwenMedia``: smart_resize, grid (t, h/p, w/p), tokens / merge^2;
-    video frames resized per frame with the processor class's bounds, padded to a multiple of T_p); audio: samples
+class OmniMedia(QwenMedia):
+    """Images as the Qwen-VL rule (``QwenMedia.image``: smart_resize with factor patch x merge, grid (1, h/p, w/p),
+    tokens / merge^2); videos as Qwen2VLVideoProcessor: each frame resized with the processor class's bounds,
+    frames padded to a multiple of T_p; audio: samples
     ``n`` -> mel frames ``min(ceil(n / hop), P // hop)`` (WhisperFeatureExtractor's attention mask; ``P`` = the
     padded length: ``n_samples`` for Qwen2.5-Omni, which pads to max_length and truncates there, the call's longest
     clip for Qwen3-Omni) -> encoder tokens and LM tokens (:mod:`vlm_perf.arch.audio`)."""
 
     def __init__(self, family: str):
-        self.family = family
-        self._qwen = QwenMedia("qwen2_5_vl")  # the Qwen2/2.5-VL image and per-frame video rule
+        super().__init__(family)
 
     def settings(self, spec) -> dict:
         pre = spec.processor.get("preprocessor_config.json", {})
-        out = self._qwen.settings(spec)
-        if "min_pixels" not in pre and "max_pixels" not in pre and "size" not in pre:
-            out.update(min_pixels=IMAGE_BOUNDS[0], max_pixels=IMAGE_BOUNDS[1], source="reference checkpoint default")
+        lo, hi, origin = _bounds(pre, IMAGE_BOUNDS, "reference checkpoint default")
         factor = spec.vision.patch_size * spec.vision.spatial_merge_size
+        out: dict[str, Any] = {"min_pixels": lo, "max_pixels": hi, "source": origin}
         out["video"] = {"min_pixels": 128 * factor * factor, "max_pixels": 768 * factor * factor,
                         "source": "processor class videos_kwargs (passed on every call)"}
         hop = int(pre.get("hop_length", HOP_LENGTH))
@@ -168,16 +168,13 @@ class OmniMedia(MediaRule):
         out["audio"] = audio
         return out
 
-    def image(self, spec, height: int, width: int) -> DerivedMedia:
-        return self._qwen_rule(spec).image(spec, height, width)
-
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        return self._qwen_rule(spec).video(spec, frames, height, width)
-
-    def _qwen_rule(self, spec) -> QwenMedia:
-        rule, s = QwenMedia("qwen2_5_vl"), self.settings(spec)
-        rule.settings = lambda _spec: s  # type: ignore[method-assign]  (this family's bounds, same resize rule)
-        return rule
+        frames, height, width = positive((frames, height, width), "video size (T frames, H, W pixels)")
+        v, s = spec.vision, self.settings(spec)["video"]
+        h, w = smart_resize(height, width, v.patch_size * v.spatial_merge_size, s["min_pixels"], s["max_pixels"])
+        t = -(-frames // v.temporal_patch_size)
+        grid = (t, h // v.patch_size, w // v.patch_size)
+        return DerivedMedia("video", (frames, height, width), (h, w), grid, t * grid[1] * grid[2] // v.merge_unit)
 
     def audio(self, spec, samples: int, longest: int | None = None) -> DerivedAudio:
         """One clip of ``samples`` samples; ``longest``: the longest clip of the same feature-extractor call (the
