@@ -64,7 +64,8 @@ EXACT = register_convention(_Exact(
              "(gated or plain from the config, CLS positions included), ViT attention per frame/tile "
              "(4*q_v*sum len^2) and per Qwen2.5-VL window (exact edge windows), projector/merger and deepstack "
              "mergers on merged tokens, LM projections, attention core (causal half by default), dense MLP, "
-             "routed/shared experts, router, logits on the real vocabulary, MTP; training multiplies each GEMM "
+             "routed/shared experts, router, logits on the real vocabulary, MTP, an audio encoder's convolutions "
+             "(on padded chunks), layers and head; training multiplies each GEMM "
              "by what autograd runs (see training.py)"),
     deviations=(),
     # the block inventory's own training rule (flops/training.py) applies, so compute() is overridden
