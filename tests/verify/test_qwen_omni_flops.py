@@ -27,14 +27,17 @@ SR = 16000
 CASES = [dict(image_sizes=[(30, 50)], audio_samples=[3 * SR + 77, 9000]),
          dict(audio_samples=[2000]),
          dict(image_sizes=[(30, 50), (8, 8)], audio_samples=[SR, 2 * SR, 700]),
-         dict(image_sizes=[(64, 40)])]
+         dict(image_sizes=[(64, 40)]),
+         dict(video_grids=[(2, 8, 12)], audio_samples=[5000]),  # a video (windows span frames) with its audio
+         dict(image_sizes=[(30, 50)], video_grids=[(3, 4, 6), (1, 8, 8)])]
 FAMILIES = ("qwen2_5_omni", "qwen3_omni_moe")
 
 
 def _id(case):
     out = ["+".join(f"{h}x{w}" for h, w in case.get("image_sizes", ()))]
+    out += ["video" + "+".join("x".join(map(str, g)) for g in case.get("video_grids", ()))]
     out += ["audio" + "+".join(str(n) for n in case.get("audio_samples", ()))]
-    return "-".join(p for p in out if p and p != "audio")
+    return "-".join(p for p in out if p and p not in ("audio", "video"))
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -61,6 +64,7 @@ def _library(model, measured, case, mode="forward", frozen=()):
     assert [a.mel_frames for a in audio] == measured.media["audio_mel_frames"]  # ... and with its feature extractor
     assert [a.audio_tokens for a in audio] == measured.media["audio_tokens"]
     stats = BatchStats.from_batch(seq_lens=[measured.media["seq_len"]], image_grids=[m.grid for m in images],
+                                  video_grids=[tuple(g) for g in case.get("video_grids", ())],
                                   audio_frames=[a.mel_frames for a in audio], spec=spec)
     return compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen)
 
@@ -77,7 +81,7 @@ def test_forward_per_part_exact(model, case):
                                     ("projector", "language_model")],
                          ids=["all-trainable", "frozen-tower", "frozen-audio", "frozen-tower+audio", "frozen-lm",
                               "frozen-projector+lm"])
-@pytest.mark.parametrize("case", CASES[:1] + CASES[2:3], ids=_id)
+@pytest.mark.parametrize("case", CASES[:1] + CASES[2:3] + CASES[4:5], ids=_id)
 def test_training_per_part_exact(model, case, frozen):
     m = measure_family(_family(model), model=model, mode="training", frozen=frozen, **case)
     lib = _library(model, m, case, mode="training", frozen=frozen)
@@ -118,3 +122,21 @@ def test_forward_fuzzed_audio_and_images(model):
         assert _library(model, m, case).parts == m.parts("forward")
 
     check()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_video_rule_is_qwen2vl_video_processor(family):
+    """Qwen2VLVideoProcessor (both Omni processors map to it; it needs torchvision, absent here): each frame
+    smart_resized with the PROCESSOR CLASS's videos_kwargs bounds 128..768 x factor^2 (factor = patch x merge:
+    28 for Qwen2.5-Omni, 32 for Qwen3-Omni), frames padded to a multiple of T_p = 2. By hand for one size."""
+    from vlm_perf.arch import load_model
+    from vlm_perf.arch.families import FAMILIES as REG
+    from vlm_perf.arch.resize import smart_resize
+
+    spec = load_model({"qwen2_5_omni": "qwen2.5-omni-7b", "qwen3_omni_moe": "qwen3-omni-30b-a3b"}[family])
+    factor, patch = (28, 14) if family == "qwen2_5_omni" else (32, 16)
+    got = REG[family].media.video(spec, 5, 720, 1280)
+    h, w = smart_resize(720, 1280, factor, 128 * factor * factor, 768 * factor * factor)
+    assert got.grid == (3, h // patch, w // patch)
+    assert got.visual_tokens == 3 * (h // patch) * (w // patch) // 4
+    assert h * w <= 768 * factor * factor

@@ -139,12 +139,13 @@ def feature_extract(family: str, samples: Sequence[int], mel: int = MEL, seed: i
 
 
 def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes: Sequence = (), text_len: int = 8,
-                seed: int = 1, audio_samples: Sequence[int] = (), pixels: dict | None = PIXELS):
+                seed: int = 1, audio_samples: Sequence[int] = (), pixels: dict | None = PIXELS,
+                video_grids: Sequence[tuple[int, int, int]] = ()):
     import torch
 
     if video_sizes:
-        raise NotImplementedError("qwen_omni harness: videos are measured through the qwen2_5_vl / qwen3_vl towers' "
-                                  "harnesses; pass image_sizes and audio_samples")
+        raise NotImplementedError("qwen_omni harness: Qwen2VLVideoProcessor needs torchvision; pass "
+                                  "video_grids=[(t, h, w)] in patches instead")
     cfg = model.config
     family = cfg.model_type
     vc = cfg.vision_config
@@ -164,6 +165,17 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
         media["image_grids"] = grids
         inputs["pixel_values"] = out["pixel_values"].to(torch.float64)
         inputs["image_grid_thw"] = out["image_grid_thw"]
+    if video_grids:  # random patches, one <vision_start> <video>*n <vision_end> run per video
+        for t, h, w in video_grids:
+            n = t * h * w // m2
+            ids.extend([V_START] + [VIDEO] * n + [V_END] + text_ids(2, gen))
+            media["visual_tokens"] += n
+        patch_dim = vc.in_channels * vc.temporal_patch_size * vc.patch_size**2
+        rows = sum(t * h * w for t, h, w in video_grids)
+        inputs["pixel_values_videos"] = torch.randn(rows, patch_dim, generator=gen, dtype=torch.float64)
+        inputs["video_grid_thw"] = torch.tensor([list(g) for g in video_grids])
+        inputs["video_second_per_grid"] = torch.ones(len(video_grids))
+    media["video_grids"] = [tuple(g) for g in video_grids]
     if audio_samples:
         features, mask, tokens = feature_extract(family, audio_samples, mel=cfg.audio_config.num_mel_bins, seed=seed)
         for n in tokens:
