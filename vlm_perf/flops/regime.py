@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..arch.layout import AttnSub, Chain, Layer, Lin, MlpSub, Opaque, Params, StageLayout, layout, module_names_known
-from ..arch.parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
+from ..arch.parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from ..arch.spec import ModelSpec
 from ..arch.trainability import EMBEDDINGS, EVERYTHING, HEAD, Trainability
 from ..errors import ConfigError, UnsupportedModelError
 from ..stats.batch import BatchStats
 from .blocks import FlopsContext, inventory_terms
-from .breakdown import COMPONENTS, Breakdown, Options
+from .breakdown import Breakdown, Options, component_names
 from .terms import INPUT_PIXELS, INPUT_UPSTREAM, matmul
 
 # what each FLOP is, for the per-part table
@@ -49,7 +49,7 @@ FORWARD, INPUT_GRAD, WEIGHT_GRAD = "forward", "input_grad", "weight_grad"
 ADAPTER_FORWARD, ADAPTER_BACKWARD, DORA_EXTRA = "adapter_forward", "adapter_backward", "dora_extra"
 CATEGORIES = (FORWARD, INPUT_GRAD, WEIGHT_GRAD, ADAPTER_FORWARD, ADAPTER_BACKWARD, DORA_EXTRA)
 _PART = {VISION_TOWER: "vision_tower", MERGER: "projector", DEEPSTACK_MERGER: "projector",
-         LANGUAGE_MODEL: "language_model"}
+         LANGUAGE_MODEL: "language_model", AUDIO: "audio"}
 
 
 @dataclass(frozen=True)
@@ -386,7 +386,7 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
     if mode == "training" and not w.any_trains:
         raise ConfigError(f"{spec.name}: nothing trains under '{trainability.describe()}', so a training step has "
                           "no backward pass; count it with mode 'forward' instead")
-    components: dict[str, Any] = {name: 0 for name in COMPONENTS if spec.is_vlm or not name.startswith("vision.")}
+    components: dict[str, Any] = dict.fromkeys(component_names(spec), 0)
     by_part: dict[str, dict[str, Any]] = {}
     for stage in STAGES:
         if stage not in w.acc:
