@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import UnsupportedModelError
 from .blocks import (Block, ClsToken, DecoderAttention, DenseMLP, ExtraParams, FinalNorm, LMHead, LMLayerNorms,
                      MlpProjector, NormLinearProjector, PatchEmbed, PositionTable, TokenEmbedding, VisionLayers)
 from .parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
@@ -195,16 +194,14 @@ def layout(spec: ModelSpec) -> tuple[StageLayout, ...]:
     by_stage: dict[str, list[Block]] = {s: [] for s in STAGES}
     for b in spec.blocks:
         by_stage[b.part].append(b)
-    if by_stage[AUDIO]:
-        raise UnsupportedModelError(f"{spec.name}: per-layer / per-module layouts (trainability selectors, adapters, "
-                                    "module names) are not modelled for a model with an audio encoder; state whole "
-                                    "frozen parts instead (e.g. frozen: [audio, vision_tower])")
     if by_stage[VISION_TOWER]:
         out.append(_tower(spec, by_stage[VISION_TOWER], names))
     if by_stage[MERGER]:
         out.append(_projectors(spec, MERGER, by_stage[MERGER], names))
     if by_stage[DEEPSTACK_MERGER]:
         out.append(_projectors(spec, DEEPSTACK_MERGER, by_stage[DEEPSTACK_MERGER], names))
+    if by_stage[AUDIO]:  # an audio encoder: trains or freezes as a whole (no per-layer layout)
+        out.append(_opaque_stage(AUDIO, by_stage[AUDIO], spec.audio.num_layers if spec.audio else 0))
     if by_stage[LANGUAGE_MODEL]:
         out.append(_lm(spec, by_stage[LANGUAGE_MODEL], names))
     return tuple(out)

@@ -315,6 +315,9 @@ class _Walker:
             for chain, tap in zip(s.head, s.taps):
                 tap_live = tower_after[tap] if tap < len(tower_after) else tower_live
                 into_lm = self.chain(chain, tap_live) or into_lm  # chain first: always counted
+        if AUDIO in stages:  # reads mel features (nothing upstream), feeds the LM
+            live, _ = self.stage_walk(stages[AUDIO], False)
+            into_lm = into_lm or live
         if LANGUAGE_MODEL in stages:
             self.stage_walk(stages[LANGUAGE_MODEL], into_lm or self.t.input_require_grads)
 
@@ -381,6 +384,10 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
         raise ConfigError(f"mode must be training or forward, got {mode!r}")
     if trainability.trainable != (EVERYTHING,) or trainability.frozen:
         check_selectors(spec, trainability)
+    if trainability.adapter is not None and getattr(spec, "audio", None) is not None:
+        # PEFT target names (q_proj, fc1...) also match the audio encoder's modules, whose names are not modelled
+        raise UnsupportedModelError(f"{spec.name}: adapters on a model with an audio encoder are not modelled (its "
+                                    "modules' names are not in the layout); state whole frozen parts instead")
     w = _Walker(spec, stats, trainability, causal, mode == "training", forward_calls)
     w.run()
     if mode == "training" and not w.any_trains:

@@ -51,6 +51,11 @@ CASES: dict[str, list[dict]] = {
     "llava_next": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)]), dict(image_sizes=[(1, 300)])],
     "llava_next_video": [dict(image_sizes=[(30, 50)]), dict(video_sizes=[(3, 24, 24)]),
                          dict(image_sizes=[(70, 20)], video_sizes=[(2, 24, 24), (2, 24, 24)])],
+    # --- qwen_omni --- (every part runs: an image or video and an audio clip in each case)
+    "qwen2_5_omni": [dict(image_sizes=[(30, 50)], audio_samples=[48077, 9000]),
+                     dict(video_grids=[(2, 8, 12)], audio_samples=[5000])],
+    "qwen3_omni_moe": [dict(image_sizes=[(30, 50)], audio_samples=[48077, 9000]),
+                       dict(video_grids=[(2, 8, 12)], audio_samples=[20000])],
 }
 
 
