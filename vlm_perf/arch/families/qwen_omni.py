@@ -20,7 +20,11 @@ a run that trains the talker is not counted by this family. A hub ``config.json`
   chunk padding and windows are batch-level: see :mod:`vlm_perf.stats.audio`.
 * LM: Qwen2.5-Omni: a Qwen2 decoder; Qwen3-Omni: a Qwen3-MoE decoder (q/k norm, ``mlp_only_layers``,
   ``decoder_sparse_step``). TMRoPE (time-aligned 3D positions) changes position ids only, not FLOPs; deepstack
-  features are added into early LM layers (no matmul).
+  features are added into early LM layers (no matmul). ``use_audio_in_video``: a video's sound track is one more
+  clip of the same audio-encoder call and its tokens are interleaved with the video's in 2-s chunks: the same
+  token counts, so the same FLOPs as the clip and the video given separately.
+* Frozen parts: ``audio`` (aliases ``audio_tower``, ``audio_encoder``) freezes the whole audio encoder, output head
+  included (transformers' ``audio_tower`` module); the vision parts as for Qwen-VL.
 """
 
 from __future__ import annotations
