@@ -92,3 +92,11 @@ def test_training_frozen_audio_is_forward_only():
     trained = compute_flops(spec, stats, mode="training").parts["audio"]
     first_conv = 2 * 30 * 64 * 50 * 9 * 480  # reads the mel features: no input gradient
     assert trained == 3 * fwd - first_conv
+
+
+def test_no_audio_clips_is_stated():
+    spec = load_model("qwen2.5-omni-7b")
+    silent = compute_flops(spec, BatchStats.from_batch(seq_len=1024, spec=spec, image_grids=[(1, 32, 32)]))
+    assert silent.parts["audio"] == 0 and any("no audio clips" in n for n in silent.notes)
+    heard = compute_flops(spec, BatchStats.from_batch(seq_len=1024, spec=spec, audio_frames=[500]))
+    assert heard.parts["audio"] > 0 and not any("no audio clips" in n for n in heard.notes)

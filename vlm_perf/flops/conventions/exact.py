@@ -50,6 +50,9 @@ class _Exact(Convention):
         notes = []
         if options.mode == "forward" and options.frozen:
             notes.append("frozen parts do not change forward-only FLOPs")
+        if spec.audio is not None and isinstance(stats.audio_items, (int, float)) and not stats.audio_items:
+            notes.append("no audio clips in these statistics: the audio encoder is counted 0 (give the clips' mel "
+                         "frames: --audio-frames, or audio_frames in the metadata)")
         if spec.lm.sliding_window and options.causal == "half":
             notes.append(f"{len(spec.lm.sliding_layers)} sliding-window layers (window {spec.lm.sliding_window}) "
                          "counted as a windowed causal kernel computes them, from lm_tokens_sq_beyond_window "
