@@ -38,6 +38,8 @@ def _exact_components(spec: ModelSpec, stats: BatchStats, options: Options) -> d
     if options.mode == "training":
         check_trainable(spec, frozen)
     components = dict.fromkeys(component_names(spec), 0)
+    # a stage the model does not have (e.g. an audio encoder) has no weights: it never needs a gradient
+    frozen = frozen | (frozenset(STAGES) - model_stages(spec))
     for term in exact_terms(spec, stats, options):
         flops = training_flops(term, frozen) if options.mode == "training" else term.forward
         components[term.component] = components[term.component] + flops
