@@ -107,6 +107,8 @@ _BUILDERS: dict[str, Any] = {
     "gpt_oss": lambda: preset_config("gpt-oss-20b"),
     "mllama": lambda: preset_config("llama3.2-11b-vision"),
     "llama4": lambda: preset_config("llama4-scout-17b-16e"),
+    "qwen2_5_omni": lambda: preset_config("qwen2.5-omni-7b"),  # --- qwen_omni ---
+    "qwen3_omni_moe": lambda: preset_config("qwen3-omni-30b-a3b"),
 }
 _CACHE: dict[str, dict] = {}
 

@@ -28,10 +28,13 @@ from vlm_perf.errors import ConfigError, InputError, VlmPerfError  # noqa: E402
 def _sections(cfg: dict) -> list[tuple[dict, str]]:
     """(section dict to mutate in place, prefix the error names) for the LM and the vision tower."""
     out = []
+    outer = ""
+    if isinstance(cfg.get("thinker_config"), dict):  # Omni: the thinker's sections
+        cfg, outer = cfg["thinker_config"], "thinker_config."
     text, section = text_section(cfg)
-    out.append((cfg["text_config"] if section else cfg, "text_config." if section else ""))
+    out.append((cfg["text_config"] if section else cfg, f"{outer}text_config." if section else outer))
     if isinstance(cfg.get("vision_config"), dict):
-        out.append((cfg["vision_config"], "vision_config."))
+        out.append((cfg["vision_config"], f"{outer}vision_config."))
     return out
 
 
@@ -112,7 +115,8 @@ def test_negative_sizes_of_every_field_are_refused(family):
 
 # ------------------------------------------------------------------------------------- cross-field rules
 def _derives_head_dim(family: str) -> bool:
-    text, _ = text_section(sample(family))
+    cfg = sample(family)
+    text, _ = text_section(cfg.get("thinker_config", cfg))
     return text.get("head_dim") is None and text.get("kv_lora_rank") is None
 
 

@@ -100,6 +100,10 @@ ROUNDED_TOTAL.update({  # --- paligemma --- llava_next --- (exact values in test
     # --- gpt_oss --- (exact values = transformers' meta-device count in tests/verify/test_gpt_oss_flops.py)
     "gpt-oss-20b": (20.91e9, 1e7, "gpt-oss model card (OpenAI, 2025): 20.91B total, 3.61B active"),
     "gpt-oss-120b": (116.83e9, 1e7, "gpt-oss model card (OpenAI, 2025): 116.83B total, 5.13B active"),
+    # --- qwen_omni --- thinkers only (exact values vs transformers' meta-device count: tests/verify/test_qwen_omni_presets.py)
+    "qwen3-omni-30b-a3b": (31.72e9, 1e7, "thinker module dump 31,719,205,488 (ai-bot-pro/achatbot PR #196)"),
+    "qwen2.5-omni-7b": (8.93e9, 1e7, "no published thinker total: its parts' published sizes (Qwen2.5-7B LM 7.62B, the "
+                                     "report's 675M vision encoder, Whisper-large-v3's ~0.64B audio encoder) sum to ~8.93B"),
 })
 
 
@@ -331,10 +335,18 @@ def test_matches_transformers_modules(name):
     transformers = pytest.importorskip("transformers")
     cfg = {k: v for k, v in preset_config(name).items()
            if not k.startswith("_") and k not in ("auto_map", "quantization_config")}
-    hf_cfg = transformers.AutoConfig.for_model(**cfg)
-    auto = transformers.AutoModelForImageTextToText if "vision_config" in cfg else transformers.AutoModelForCausalLM
-    with torch.device("meta"):
-        model = auto.from_config(hf_cfg)
+    if "thinker_config" in cfg:  # Omni presets describe the thinker only (no talker / speech decoder)
+        thinker = dict(cfg["thinker_config"])
+        cls = {"qwen2_5_omni_thinker": "Qwen2_5OmniThinker",
+               "qwen3_omni_moe_thinker": "Qwen3OmniMoeThinker"}[thinker.pop("model_type")]
+        with torch.device("meta"):
+            model = getattr(transformers, cls + "ForConditionalGeneration")(
+                getattr(transformers, cls + "Config")(**thinker))
+    else:
+        hf_cfg = transformers.AutoConfig.for_model(**cfg)
+        auto = transformers.AutoModelForImageTextToText if "vision_config" in cfg else transformers.AutoModelForCausalLM
+        with torch.device("meta"):
+            model = auto.from_config(hf_cfg)
     params = dict(model.named_parameters())  # tied weights appear once
     hf_total = sum(p.numel() for p in params.values())
     # Qwen-VL, InternVL, Gemma 3, LLaVA-OV (whose learned image_newline is counted with the projector)

@@ -33,6 +33,8 @@ MLLAMA = ["llama3.2-11b-vision", "llama3.2-90b-vision"]  # tests/verify/test_mll
 EXPECTED += MLLAMA
 LLAMA4 = ["llama4-scout-17b-16e"]  # tests/verify/test_llama4_flops.py (meta-device count)
 EXPECTED += LLAMA4
+OMNI = ["qwen2.5-omni-7b", "qwen3-omni-30b-a3b"]  # thinker_config only; tests/verify/test_qwen_omni_presets.py
+EXPECTED += OMNI
 NO_DTYPE_HUB = set(GPT_OSS)  # the hub files state no torch_dtype (MXFP4 experts, quantization_config)
 FLOAT32_HUB = {"paligemma-3b-224"}  # the hub file says float32 (PaliGemma 1 was released in float32)
 
@@ -48,7 +50,7 @@ def test_every_preset_loads(name):
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
     assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL + GEMMA3_LLAVA_OV + QWEN3_5
-                           + MISTRAL_IDEFICS + PALIGEMMA + LLAVA_NEXT + MLLAMA + LLAMA4)
+                           + MISTRAL_IDEFICS + PALIGEMMA + LLAVA_NEXT + MLLAMA + LLAMA4 + OMNI)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -59,7 +61,7 @@ def test_preset_provenance_and_core_keys(name):
     assert isinstance(cfg["_vlm_perf_note"], str) and cfg["_vlm_perf_note"]
     assert isinstance(cfg["architectures"], list) and cfg["architectures"]
     assert "model_type" in cfg
-    lm = cfg.get("text_config", cfg)
+    lm = cfg.get("text_config", cfg.get("thinker_config", {}).get("text_config", cfg))  # Omni: the thinker's
     # Qwen3-VL configs carry the dtype as text_config.dtype (transformers >= 4.56); others torch_dtype.
     assert lm.get("torch_dtype", lm.get("dtype")) == ("float32" if name in FLOAT32_HUB
                                                       else None if name in NO_DTYPE_HUB else "bfloat16")
@@ -142,6 +144,8 @@ LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "llama3.2-11b-vision": (40, 4096, 32, 8, 128, 14336, 128256, False),  # Llama 3.1 8B dims + 8 cross layers
     "llama3.2-90b-vision": (100, 8192, 64, 8, 128, 28672, 128256, False),  # Llama 3.1 70B dims + 20 cross layers
     "llama4-scout-17b-16e": (48, 5120, 40, 8, 128, 16384, 202048, False),  # dense width intermediate_size_mlp (unused)
+    "qwen2.5-omni-7b": (28, 3584, 28, 4, 128, 18944, 152064, False),  # thinker: Qwen2.5-7B LM
+    "qwen3-omni-30b-a3b": (48, 2048, 32, 4, 128, 768, 152064, False),  # thinker: Qwen3-30B-A3B-like MoE LM
 })
 
 

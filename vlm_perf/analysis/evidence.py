@@ -450,13 +450,14 @@ def _param_total(spec, trainable_only: bool = False, frozen: Sequence[str] = ())
     from ..arch.parts import PART_ALIASES
 
     parts = {p for name in frozen for p in PART_ALIASES.get(name, ())}
-    from ..arch.parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, VISION_TOWER
+    from ..arch.parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, VISION_TOWER
 
     out = 0
     out += 0 if VISION_TOWER in parts else pc.vision_tower
     if not ({MERGER, DEEPSTACK_MERGER} <= parts):
         out += pc.merger  # (a split of main/deepstack mergers is not modelled here)
     out += 0 if LANGUAGE_MODEL in parts else pc.lm
+    out += 0 if AUDIO in parts else pc.audio  # an audio encoder (Omni thinkers; 0 otherwise)
     return out
 
 

@@ -44,7 +44,7 @@ import polars as pl
 
 from ..arch.spec import ModelSpec
 from ..errors import InputError
-from ..flops.breakdown import COMPONENTS
+from ..flops.breakdown import AUDIO_COMPONENTS, COMPONENTS
 from ..stats import BatchStats
 
 __all__ = ["PART_ORDER", "TraceParts", "attribute", "flops_by_part", "COMPONENT_TRACE_PART", "classify_kernel",
@@ -66,6 +66,9 @@ COMPONENT_TRACE_PART = {
     "lm.attn_core": "language_model.attention", "lm.dense_mlp": "language_model.mlp",
     "lm.routed_experts": "language_model.mlp", "lm.shared_experts": "language_model.mlp",
     "lm.router": "language_model.mlp", "lm.logits": "language_model.head", "lm.mtp": "language_model.other",
+    # an audio encoder (Omni thinkers): its modules have no trace zone yet, so its kernels and FLOPs both land in
+    # model.other (attributed together, never mixed into the vision tower or the LM)
+    **{name: "model.other" for name in AUDIO_COMPONENTS},
 }
 assert set(COMPONENT_TRACE_PART) == set(COMPONENTS)
 

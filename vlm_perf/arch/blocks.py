@@ -992,3 +992,108 @@ class ChunkedDecoderAttention(DecoderAttention):
 
 
 __all__ += ["ChunkedDecoderAttention"]
+# --- omni ---
+# Audio encoders of the Qwen2.5-Omni / Qwen3-Omni thinkers (transformers models/qwen2_5_omni, qwen3_omni_moe:
+# ``*AudioEncoder``): a convolutional front-end over mel-spectrogram chunks, Whisper-style encoder layers, an
+# output head. Rows come from the ``audio_*`` statistics (vlm_perf.stats.audio: one encoder call per forward).
+
+
+def halve(n: int) -> int:
+    """Length after a kernel-3, stride-2, padding-1 convolution: (n - 1) // 2 + 1."""
+    return (n - 1) // 2 + 1
+
+
+@dataclass(frozen=True)
+class AudioConvFrontEnd(Block):
+    """The audio encoder's convolutions, run on every mel chunk padded to the longest chunk of the call.
+
+    ``style="conv1d"`` (Qwen2.5-Omni, Whisper): Conv1d(mel -> d, k 3, pad 1) over ``audio_conv_frames`` positions,
+    then Conv1d(d -> d, k 3, stride 2) over ``audio_conv_frames_s2``; both biased.
+    ``style="conv2d"`` (Qwen3-Omni AuT): three Conv2d(3x3, stride 2, pad 1, biased) 1 -> c -> c -> c over
+    (mel bins, frames), i.e. F_k x T_k outputs with F_k = mel halved k times and T_k from
+    ``audio_conv_frames_s2/_s4/_s8``, then ``conv_out`` Linear(c·F_3 -> d, no bias) on ``audio_conv_frames_s8`` rows.
+    The first convolution reads features (no input gradient)."""
+
+    kind: ClassVar[str] = "audio_conv_front_end"
+    style: str
+    mel_bins: int
+    width: int
+    channels: int = 0  # conv2d: downsample_hidden_size
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.style not in ("conv1d", "conv2d"):
+            raise ValueError(f"AudioConvFrontEnd.style must be 'conv1d' or 'conv2d', got {self.style!r}")
+
+    def freq_bins(self, k: int) -> int:
+        """Mel bins after ``k`` stride-2 Conv2d layers."""
+        n = self.mel_bins
+        for _ in range(k):
+            n = halve(n)
+        return n
+
+    def params(self) -> int:
+        d, m = self.width, self.mel_bins
+        if self.style == "conv1d":
+            return (m * 3 * d + d) + (d * 3 * d + d)
+        c = self.channels
+        return (9 * c + c) + 2 * (c * 9 * c + c) + linear_params(c * self.freq_bins(3), d, False)
+
+    def describe(self) -> str:
+        if self.style == "conv1d":
+            return (f"audio conv front-end: Conv1d {self.mel_bins} -> {self.width} (k3), Conv1d {self.width} -> "
+                    f"{self.width} (k3, stride 2), on mel chunks padded to the call's longest chunk")
+        return (f"audio conv front-end: 3 x Conv2d 3x3 stride 2 (1 -> {self.channels} -> {self.channels} -> "
+                f"{self.channels}) over {self.mel_bins} mel bins x frames, Linear {self.channels * self.freq_bins(3)} "
+                f"-> {self.width}, on mel chunks padded to the call's longest chunk")
+
+
+@dataclass(frozen=True)
+class AudioLayers(Block):
+    """``count`` Whisper-style pre-LayerNorm encoder layers on ``audio_tokens`` rows: q/k/v/out projections
+    (``k_bias``: whether k_proj has a bias; Whisper and Qwen2.5-Omni: none), bidirectional attention within each
+    chunk / window (``audio_tokens_sq``), fc1/fc2 GELU MLP with biases."""
+
+    kind: ClassVar[str] = "audio_layers"
+    width: int
+    num_heads: int
+    head_dim: int
+    mlp_width: int
+    k_bias: bool = False
+
+    @property
+    def attn_width(self) -> int:
+        return self.num_heads * self.head_dim
+
+    def params(self) -> int:
+        h, q, i = self.width, self.attn_width, self.mlp_width
+        attn = 2 * linear_params(h, q, True) + linear_params(h, q, self.k_bias) + linear_params(q, h, True)
+        return 2 * norm_params(h, "layernorm") + attn + linear_params(h, i, True) + linear_params(i, h, True)
+
+    def describe(self) -> str:
+        return (f"{self.count} audio encoder layers, width {self.width}, {self.num_heads}x{self.head_dim} heads, "
+                f"attention within chunks/windows, plain MLP {self.width}->{self.mlp_width}->{self.width}, layernorm")
+
+
+@dataclass(frozen=True)
+class AudioHead(Block):
+    """The audio encoder's output head on ``audio_out_tokens`` rows (the LM's audio placeholders): LayerNorm
+    (``ln_post``) then a chain of biased Linears ``widths`` (Qwen2.5-Omni: stride-2 average pool first (no matmul),
+    then proj d -> out; Qwen3-Omni: proj1 d -> d, GELU, proj2 d -> out)."""
+
+    kind: ClassVar[str] = "audio_head"
+    widths: tuple[int, ...]
+    pooled: bool = False
+
+    def linears(self) -> tuple[tuple[int, int], ...]:
+        return tuple(zip(self.widths[:-1], self.widths[1:]))
+
+    def params(self) -> int:
+        return norm_params(self.widths[0], "layernorm") + sum(linear_params(i, o, True) for i, o in self.linears())
+
+    def describe(self) -> str:
+        pool = "stride-2 average pool, " if self.pooled else ""
+        return f"audio output head: {pool}layernorm({self.widths[0]}) -> Linear {' -> '.join(map(str, self.widths))}"
+
+
+__all__ += ["AudioConvFrontEnd", "AudioHead", "AudioLayers", "halve"]

@@ -29,7 +29,7 @@ from .blocks import (Block, ClsToken, DecoderAttention, DenseMLP, DownsampleConv
                      ForwardOnly, GatedDecoderAttention, GatedMergerMLP, LinearProjector, LMHead, LMLayerNorms,
                      MlpProjector, NormLinearProjector, PatchEmbed, PooledVideoProjector, PositionTable,
                      SinkDecoderAttention, TokenEmbedding, VisionLayers)
-from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
+from .parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from .spec import ModelSpec
 from .trainability import ATTENTION, EMBEDDINGS, HEAD, MLP, NORMS
 
@@ -279,6 +279,8 @@ def layout(spec: ModelSpec) -> tuple[StageLayout, ...]:
         out.append(_projectors(spec, MERGER, by_stage[MERGER], names))
     if by_stage[DEEPSTACK_MERGER]:
         out.append(_projectors(spec, DEEPSTACK_MERGER, by_stage[DEEPSTACK_MERGER], names))
+    if by_stage[AUDIO]:  # an audio encoder: trains or freezes as a whole (no per-layer layout)
+        out.append(_opaque_stage(AUDIO, by_stage[AUDIO], spec.audio.num_layers if spec.audio else 0))
     if by_stage[LANGUAGE_MODEL]:
         out.append(_lm(spec, by_stage[LANGUAGE_MODEL], names))
     return tuple(out)

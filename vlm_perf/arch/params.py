@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from ..errors import UnsupportedModelError
 from .blocks import (DecoderAttention, DenseMLP, LMHead, LMLayerNorms, MLAttention, MlpProjector, MoEMLP,
                      MTPModules, PatchEmbed, PositionTable, TokenEmbedding, VisionLayers, inventory_params)
-from .parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, VISION_TOWER
+from .parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, VISION_TOWER
 from .spec import LMSpec, ModelSpec, VisionSpec
 
 __all__ = [
@@ -236,6 +236,7 @@ class ParamCount:
     lm_active: int  # per-token active LM params, input embedding excluded
     mtp: int = 0  # unique MTP params (not in total)
     mtp_checkpoint: int = 0  # MTP params as stored, incl. embedding/head copies (not in total)
+    audio: int = 0  # an audio encoder (Omni thinkers), 0 without one
 
     @property
     def vision(self) -> int:
@@ -248,8 +249,8 @@ class ParamCount:
 
     @property
     def total(self) -> int:
-        """Vision + LM, without MTP modules."""
-        return self.vision + self.lm
+        """Vision + audio + LM, without MTP modules."""
+        return self.vision + self.audio + self.lm
 
     @property
     def total_with_mtp_checkpoint(self) -> int:
@@ -275,6 +276,7 @@ def count_params(spec: ModelSpec) -> ParamCount:
         lm_active=lm_active_params(spec),
         mtp=mtp_params(spec.lm),
         mtp_checkpoint=mtp_checkpoint_params(spec.lm),
+        audio=inventory_params(spec.blocks, AUDIO),
     )
 
 

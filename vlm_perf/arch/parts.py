@@ -7,6 +7,8 @@ Stages (what ``--frozen`` freezes, what every block and FLOPs term belongs to):
   downsample conv + merger) -- reported as ``projector`` in ``parts``;
 * ``deepstack_merger``: Qwen3-VL's deepstack mergers (``visual.deepstack_merger_list``), fed by
   intermediate tower layers and added into early LM layers -- reported under ``projector`` too;
+* ``audio``: an audio encoder (Qwen2.5-Omni / Qwen3-Omni ``audio_tower``: conv front-end, encoder layers,
+  output projection) -- its own part, reported as ``audio`` in ``parts`` (only by models that have one);
 * ``language_model``: embedding, decoder layers, final norm, lm_head.
 
 Gradient flow is a small DAG (:data:`UPSTREAM`), not a chain: the main merger and the deepstack
@@ -19,7 +21,8 @@ from typing import Iterable
 
 from ..errors import ConfigError
 VISION_TOWER, MERGER, DEEPSTACK_MERGER, LANGUAGE_MODEL = "vision_tower", "merger", "deepstack_merger", "language_model"
-STAGES = (VISION_TOWER, MERGER, DEEPSTACK_MERGER, LANGUAGE_MODEL)  # data-flow order
+AUDIO = "audio"
+STAGES = (VISION_TOWER, MERGER, DEEPSTACK_MERGER, AUDIO, LANGUAGE_MODEL)  # data-flow order
 PROJECTOR = "projector"  # the user-facing name of merger + deepstack mergers (``parts`` in JSON)
 
 # stage -> the stages whose outputs (transitively) flow into it
@@ -27,13 +30,14 @@ UPSTREAM: dict[str, tuple[str, ...]] = {
     VISION_TOWER: (),
     MERGER: (VISION_TOWER,),
     DEEPSTACK_MERGER: (VISION_TOWER,),
-    LANGUAGE_MODEL: (VISION_TOWER, MERGER, DEEPSTACK_MERGER),
+    AUDIO: (),
+    LANGUAGE_MODEL: (VISION_TOWER, MERGER, DEEPSTACK_MERGER, AUDIO),
 }
 
 # stage -> the user-facing part it is reported under
 PART_OF_STAGE = {VISION_TOWER: VISION_TOWER, MERGER: PROJECTOR, DEEPSTACK_MERGER: PROJECTOR,
-                 LANGUAGE_MODEL: LANGUAGE_MODEL}
-PARTS = (VISION_TOWER, PROJECTOR, LANGUAGE_MODEL)
+                 AUDIO: AUDIO, LANGUAGE_MODEL: LANGUAGE_MODEL}
+PARTS = (VISION_TOWER, PROJECTOR, LANGUAGE_MODEL)  # every VLM's parts; ``audio`` only where a model has one
 
 PART_ALIASES = {
     "vision_tower": (VISION_TOWER,),
@@ -46,6 +50,9 @@ PART_ALIASES = {
     "deepstack_merger": (DEEPSTACK_MERGER,),
     "deepstack": (DEEPSTACK_MERGER,),
     "vision": (VISION_TOWER, MERGER, DEEPSTACK_MERGER),
+    "audio": (AUDIO,),
+    "audio_tower": (AUDIO,),
+    "audio_encoder": (AUDIO,),
     "language_model": (LANGUAGE_MODEL,),
     "lm": (LANGUAGE_MODEL,),
     "llm": (LANGUAGE_MODEL,),

@@ -165,6 +165,34 @@ class LMSpec:
 
 
 @dataclass(frozen=True)
+class AudioSpec:
+    """An audio encoder (Qwen2.5-Omni / Qwen3-Omni thinkers' ``audio_config``): what the audio statistics
+    (:mod:`vlm_perf.stats.audio`) read to turn mel lengths into encoder rows.
+
+    ``frontend``: ``"conv1d"`` (Qwen2.5-Omni: Conv1d k3 then Conv1d k3 stride 2; tokens = frames halved once,
+    attention per chunk, stride-2 average pool before the output head) or ``"conv2d"`` (Qwen3-Omni: three Conv2d
+    stride 2; tokens = frames halved three times per chunk, attention in windows of ``n_window_infer`` frames).
+    ``n_window``: chunks are ``2 * n_window`` mel frames.
+    """
+
+    family: str
+    frontend: str
+    num_mel_bins: int
+    d_model: int
+    num_layers: int
+    num_heads: int
+    ffn_dim: int
+    output_dim: int
+    n_window: int
+    n_window_infer: int = 0  # conv2d: attention window in mel frames (a multiple of the chunk)
+    downsample_hidden_size: int = 0  # conv2d channels
+
+    @property
+    def chunk_frames(self) -> int:
+        return 2 * self.n_window
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """A whole model: optional vision tower + merger, and a language model."""
 
@@ -177,6 +205,7 @@ class ModelSpec:
     family: str = ""  # the registered family (vlm_perf.arch.families) that built it
     blocks: tuple = ()  # the typed block inventory (vlm_perf.arch.blocks): params and FLOPs derive from it
     processor: dict = field(default_factory=dict, compare=False, hash=False)  # processor files' settings
+    audio: AudioSpec | None = None  # an audio encoder (Omni thinkers), None otherwise
 
     @property
     def is_vlm(self) -> bool:

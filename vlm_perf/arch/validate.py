@@ -240,9 +240,8 @@ def check_text(text: Mapping[str, Any], prefix: str, source: str) -> None:
             raise ConfigError(f"{source}: field {prefix}{key} must be a list of layer indexes, got {bounded(value)}")
 
 
-def check_vision(vision: Mapping[str, Any], source: str) -> None:
+def check_vision(vision: Mapping[str, Any], source: str, prefix: str = "vision_config.") -> None:
     """Kinds and cross-field rules of a ``vision_config`` section."""
-    prefix = "vision_config."
     _check_fields(vision, VISION_FIELDS, prefix, source)
     for key in VISION_SQUARE:
         value = vision.get(key)
@@ -267,13 +266,16 @@ def check_config(config: Mapping[str, Any], source: str) -> None:
     from .fields import text_section
 
     _check_fields(config, TOP_FIELDS, "", source)
+    outer = ""
+    if isinstance(config.get("thinker_config"), dict):  # Omni models: the thinker holds text / vision / audio
+        config, outer = config["thinker_config"], "thinker_config."
     text, section = text_section(config)
-    check_text(text, f"{section}." if section else "", source)
+    check_text(text, f"{outer}{section}." if section else outer, source)
     vision = config.get("vision_config")
     if vision is not None:
         if not isinstance(vision, dict):
-            raise ConfigError(f"{source}: field vision_config must be an object, got {bounded(vision)}")
-        check_vision(vision, source)
+            raise ConfigError(f"{source}: field {outer}vision_config must be an object, got {bounded(vision)}")
+        check_vision(vision, source, f"{outer}vision_config.")
 
 
 # ------------------------------------------------------------------------------ 3. the built spec

@@ -25,7 +25,10 @@ def convention_cell(conv, family) -> str:
         return "not defined"
     if not family.is_vlm:
         return "LM"
-    return "LM + vision" if conv.counts_vision_for(family.name) else "LM only (vision 0)"
+    cell = "LM + vision" if conv.counts_vision_for(family.name) else "LM only (vision 0)"
+    if getattr(family, "has_audio", False):
+        cell += " + audio" if getattr(conv, "counts_audio", False) else " (audio 0)"
+    return cell
 
 
 def flops_formula(block) -> str:
@@ -49,7 +52,7 @@ def families_markdown() -> str:
              "Every family is one module in `vlm_perf/arch/families/` that turns `config.json` (and the "
              "checkpoint's processor files) into a typed block inventory; parameter counts and exact FLOPs both "
              "derive from it (docs/adding-a-family.md). Parts: `vision_tower`, `projector` (merger, multimodal "
-             "projector, deepstack mergers), `language_model`.", "",
+             "projector, deepstack mergers), `language_model`, and `audio` (an audio encoder, Omni thinkers only).", "",
              "## What each convention counts, by family", ""]
     names = list(CONVENTIONS)
     lines += ["| family | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|"]

@@ -36,6 +36,12 @@ def flops(
                                      "base tile, no anyres); default: each image is a sample of its own."),
     grid: List[str] = typer.Option([], "--grid", help="Image grid T,H,W in patches before merging (repeatable)."),
     video_grid: List[str] = typer.Option([], "--video-grid", help="Video grid T,H,W in patches (repeatable)."),
+    audio_frames: Optional[str] = typer.Option(None, "--audio-frames", help="Audio clips of the batch (one audio-"
+                                               "encoder call), mel frames each: F1,F2,... (models with an audio "
+                                               "encoder: Omni thinkers)."),
+    audio_samples: Optional[str] = typer.Option(None, "--audio-samples", help="Audio clips in samples (16 kHz) "
+                                                "N1,N2,..., one feature-extractor call, through the family's own "
+                                                "audio rule (mel frames, LM tokens)."),
     mode: str = typer.Option("training", "--mode", help="training | forward"),
     causal: str = typer.Option("half", "--causal", help="half (flash-style) | full (square, as eager kernels)"),
     convention: str = typer.Option("exact", "--convention", help="A convention name (list: vlm-perf conventions), or 'all'."),
@@ -68,9 +74,11 @@ def flops(
                          [parse_grid(x, "--video-size") for x in video_size], multi_image=multi_image)
     images = [parse_grid(g, "--grid") for g in grid] + [m.grid for m in media if m.kind == "image"]
     videos = [parse_grid(g, "--video-grid") for g in video_grid] + [m.grid for m in media if m.kind == "video"]
+    clips = _audio_clips(spec, audio_frames, audio_samples)
     stats = BatchStats.from_batch(
         seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
-        seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec)
+        seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec,
+        audio_frames=[c.mel_frames for c in clips])
     _check_visual_tokens(stats, spec, media)
     if trainable or adapter or qlora or input_require_grads or any(_fine(x) for x in frozen):
         _regime(spec, stats, model, media, convention=convention, mode=mode, causal=causal, frozen=frozen,
@@ -93,6 +101,8 @@ def flops(
               "image_sizes": [list(m.pixels) for m in media if m.kind == "image"],
               "video_sizes": [list(m.pixels) for m in media if m.kind == "video"],
               "mode": mode, "causal": causal, "frozen": list(frozen), "family": spec.family}
+    if clips:
+        inputs["audio"] = [c.as_dict() for c in clips]
     model_notes = tuple(spec.extra.get("notes", ()))
     results = [r.__class__(r.convention, r.components, r.options, model_notes + r.notes) for r in results]
     readings = _reconcile(results, log_tflops, step_time, gpus) if log_tflops is not None else None
@@ -113,6 +123,9 @@ def flops(
         tiles = f", {item.tiles} tiles" if item.tiles is not None else ""
         console.print(f"{item.kind} {'x'.join(map(str, item.pixels))} px -> resized {item.resized[0]}x{item.resized[1]}"
                       f"{tiles}, grid {','.join(map(str, item.grid))}, {item.visual_tokens} visual tokens")
+    for clip in clips:
+        console.print(f"audio {clip.samples:,} samples -> {clip.mel_frames:,} mel frames -> {clip.encoder_tokens:,} "
+                      f"encoder tokens, {clip.audio_tokens:,} LM tokens")
     for result in results:
         _print_table(console, spec.name, result, stats)
     for name, message in not_defined.items():
@@ -255,6 +268,23 @@ def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
                          f"included{hint}")
 
 
+def _audio_clips(spec, audio_frames: Optional[str], audio_samples: Optional[str]) -> list:
+    """``--audio-frames`` (mel frames) and ``--audio-samples`` (through the family's audio rule) as DerivedAudio."""
+    from ..arch.audio import clip_out_tokens, clip_tokens
+    from ..arch.families.media import DerivedAudio
+
+    frames = parse_int_list(audio_frames, "--audio-frames") if audio_frames else []
+    samples = parse_int_list(audio_samples, "--audio-samples") if audio_samples else []
+    if (frames or samples) and spec.audio is None:
+        raise ConfigError(f"{spec.name} has no audio encoder: --audio-frames / --audio-samples need an Omni thinker")
+    out = [DerivedAudio(samples=0, mel_frames=f, encoder_tokens=clip_tokens(spec.audio, f),
+                        audio_tokens=clip_out_tokens(spec.audio, f)) for f in frames]
+    if samples:
+        rule = _family(spec).media
+        out += [rule.audio(spec, n, longest=max(samples)) for n in samples]
+    return out
+
+
 def _payload(result, inputs, stats) -> dict:
     out = {"convention": result.convention, "total": result.total, "vision": result.vision,
            "language": result.language, "parts": result.parts, "components": dict(result.components),
@@ -280,7 +310,10 @@ def _print_table(console: Console, model_name: str, result, stats: BatchStats) -
         if value:
             table.add_row(name, f"{value:.4e}", human_flops(value), f"{100 * value / total:.2f}%")
     table.add_section()
-    for label, value in (("vision", result.vision), ("language", result.language), ("total", result.total)):
+    rows = (("vision", result.vision), ("language", result.language))
+    if "audio" in result.parts:
+        rows += (("audio", result.audio),)
+    for label, value in rows + (("total", result.total),):
         table.add_row(label, f"{value:.4e}", human_flops(value), f"{100 * value / total:.2f}%")
     console.print(table)
     console.print(f"LM tokens {stats.lm_tokens:,} in {stats.lm_sequences:,} sequences; vision patches "

@@ -351,3 +351,37 @@ def _chunked_attention(b: ChunkedDecoderAttention, s: BatchStats, ctx: FlopsCont
         core = b.core_per_token_sq() * s.lm_tokens_sq * ctx.causal_factor
     return [Term("lm.attn_proj", b.count * b.proj_per_token() * s.lm_tokens, b.part),
             Term("lm.attn_core", b.count * core, b.part, weights=False)]
+# --- omni ---
+from ..arch.blocks import AudioConvFrontEnd, AudioHead, AudioLayers  # noqa: E402
+
+
+@block_flops(AudioConvFrontEnd)
+def _audio_conv(b: AudioConvFrontEnd, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """conv1d: 2·N0·(3·mel)·d + 2·N1·(3·d)·d; conv2d: 2·N1·F1·c·9 + 2·(N2·F2 + N3·F3)·c·9c + 2·N3·(c·F3)·d
+    (N0 = audio_conv_frames, N_k = audio_conv_frames_s{2^k}: the padded chunks' positions)"""
+    d, mel = b.width, b.mel_bins
+    if b.style == "conv1d":
+        return [Term("audio.conv", b.count * matmul(s.audio_conv_frames, 3 * mel, d), b.part,
+                     input_kind=INPUT_PIXELS),  # reads the mel features: no input gradient
+                Term("audio.conv", b.count * matmul(s.audio_conv_frames_s2, 3 * d, d), b.part)]
+    c = b.channels
+    return [Term("audio.conv", b.count * matmul(s.audio_conv_frames_s2 * b.freq_bins(1), 9, c), b.part,
+                 input_kind=INPUT_PIXELS),
+            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s4 * b.freq_bins(2), 9 * c, c), b.part),
+            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8 * b.freq_bins(3), 9 * c, c), b.part),
+            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8, c * b.freq_bins(3), d), b.part)]
+
+
+@block_flops(AudioLayers)
+def _audio_layers(b: AudioLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·A·(4·d·q + 2·d·f) + 4·q·Σlen² (A = audio_tokens; bidirectional within chunks/windows)"""
+    rows, width, q = s.audio_tokens, b.width, b.attn_width
+    return [Term("audio.attn_proj", b.count * (matmul(rows, width, 3 * q) + matmul(rows, q, width)), b.part),
+            Term("audio.attn_core", 4 * q * (b.count * s.audio_tokens_sq), b.part, weights=False),
+            Term("audio.mlp", b.count * 2 * matmul(rows, width, b.mlp_width), b.part)]
+
+
+@block_flops(AudioHead)
+def _audio_head(b: AudioHead, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """Σ_i 2·O·w_i·w_{i+1} (O = audio_out_tokens)"""
+    return [Term("audio.proj", b.count * matmul(s.audio_out_tokens, i, o), b.part) for i, o in b.linears()]

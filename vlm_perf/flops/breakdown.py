@@ -15,11 +15,21 @@ VISION_COMPONENTS = ("vision.patch_embed", "vision.attn_proj", "vision.attn_core
                      "vision.deepstack_merger")
 LM_COMPONENTS = ("lm.attn_proj", "lm.attn_core", "lm.dense_mlp", "lm.routed_experts", "lm.shared_experts",
                  "lm.router", "lm.logits", "lm.mtp")
-COMPONENTS = VISION_COMPONENTS + LM_COMPONENTS
+# an audio encoder (Omni thinkers): its own part ``audio``; present only in models that have one
+AUDIO_COMPONENTS = ("audio.conv", "audio.attn_proj", "audio.attn_core", "audio.mlp", "audio.proj")
+COMPONENTS = VISION_COMPONENTS + LM_COMPONENTS + AUDIO_COMPONENTS
 # component -> user-facing part (``parts`` in JSON): vision = vision_tower + projector, language = the LM
 PROJECTOR_COMPONENTS = ("vision.merger", "vision.deepstack_merger")
 COMPONENT_PART = {name: ("projector" if name in PROJECTOR_COMPONENTS else
-                         "vision_tower" if name.startswith("vision.") else "language_model") for name in COMPONENTS}
+                         "vision_tower" if name.startswith("vision.") else
+                         "audio" if name.startswith("audio.") else "language_model") for name in COMPONENTS}
+
+
+def component_names(spec: ModelSpec) -> tuple[str, ...]:
+    """The components a model's breakdown lists: vision ones only for a VLM, audio ones only with an audio encoder."""
+    return tuple(name for name in COMPONENTS
+                 if (spec.is_vlm or not name.startswith("vision."))
+                 and (spec.audio is not None or not name.startswith("audio.")))
 MODES = ("training", "forward")
 CAUSAL = ("half", "full")
 
@@ -57,14 +67,22 @@ class Breakdown:
         return _sum(self.components.get(name, 0) for name in LM_COMPONENTS)
 
     @property
+    def audio(self) -> Any:
+        """The audio encoder's FLOPs (0 for a model without one)."""
+        return _sum(self.components.get(name, 0) for name in AUDIO_COMPONENTS)
+
+    @property
     def total(self) -> Any:
         return _sum(self.components.values())
 
     @property
     def parts(self) -> dict[str, Any]:
         """FLOPs by part: ``vision_tower``, ``projector`` (merger / projector / deepstack mergers),
-        ``language_model``; ``vision_tower + projector == vision``."""
+        ``language_model``, and ``audio`` for a model with an audio encoder (its components present);
+        ``vision_tower + projector == vision``."""
         out = {"vision_tower": 0, "projector": 0, "language_model": 0}
+        if any(name in self.components for name in AUDIO_COMPONENTS):
+            out["audio"] = 0
         for name, value in self.components.items():
             part = COMPONENT_PART[name]
             out[part] = out[part] + value

@@ -36,13 +36,13 @@ from typing import Any
 
 from ..arch.layout import AttnSub, Chain, Layer, Lin, MlpSub, Opaque, Params, StageLayout, layout, module_names_known
 from ..arch.blocks import MoEMLP
-from ..arch.parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
+from ..arch.parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from ..arch.spec import ModelSpec
 from ..arch.trainability import EMBEDDINGS, EVERYTHING, HEAD, Trainability
 from ..errors import ConfigError, UnsupportedModelError
 from ..stats.batch import BatchStats
 from .blocks import FlopsContext, inventory_terms
-from .breakdown import COMPONENTS, Breakdown, Options
+from .breakdown import Breakdown, Options, component_names
 from .terms import INPUT_OWN, INPUT_PIXELS, INPUT_UPSTREAM, matmul
 
 # what each FLOP is, for the per-part table
@@ -52,7 +52,7 @@ CATEGORIES = (FORWARD, INPUT_GRAD, WEIGHT_GRAD, ADAPTER_FORWARD, ADAPTER_BACKWAR
 _MOE_TERMS = ("lm.routed_experts", "lm.router", "lm.shared_experts")  # the MoE terms, by component
 _MOE_ROLES = {"lm.routed_experts": ("gate_up", "down"), "lm.router": ("router",)}  # MoE term -> wrapped roles
 _PART = {VISION_TOWER: "vision_tower", MERGER: "projector", DEEPSTACK_MERGER: "projector",
-         LANGUAGE_MODEL: "language_model"}
+         LANGUAGE_MODEL: "language_model", AUDIO: "audio"}
 
 
 @dataclass(frozen=True)
@@ -421,6 +421,9 @@ class _Walker:
             for chain, tap in zip(s.head, s.taps):
                 tap_live = tower_after[tap] if tap < len(tower_after) else tower_live
                 into_lm = self.chain(chain, tap_live) or into_lm  # chain first: always counted
+        if AUDIO in stages:  # reads mel features (nothing upstream), feeds the LM
+            live, _ = self.stage_walk(stages[AUDIO], False)
+            into_lm = into_lm or live
         if LANGUAGE_MODEL in stages:
             self.vision_into_lm = into_lm
             self.stage_walk(stages[LANGUAGE_MODEL], into_lm or self.t.input_require_grads)
@@ -492,12 +495,16 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
         raise ConfigError(f"mode must be training or forward, got {mode!r}")
     if trainability.trainable != (EVERYTHING,) or trainability.frozen:
         check_selectors(spec, trainability)
+    if trainability.adapter is not None and getattr(spec, "audio", None) is not None:
+        # PEFT target names (q_proj, fc1...) also match the audio encoder's modules, whose names are not modelled
+        raise UnsupportedModelError(f"{spec.name}: adapters on a model with an audio encoder are not modelled (its "
+                                    "modules' names are not in the layout); state whole frozen parts instead")
     w = _Walker(spec, stats, trainability, causal, mode == "training", forward_calls)
     w.run()
     if mode == "training" and not w.any_trains:
         raise ConfigError(f"{spec.name}: nothing trains under '{trainability.describe()}', so a training step has "
                           "no backward pass; count it with mode 'forward' instead")
-    components: dict[str, Any] = {name: 0 for name in COMPONENTS if spec.is_vlm or not name.startswith("vision.")}
+    components: dict[str, Any] = dict.fromkeys(component_names(spec), 0)
     by_part: dict[str, dict[str, Any]] = {}
     for stage in STAGES:
         if stage not in w.acc:

@@ -43,6 +43,8 @@ SCHEMA: dict[str, pl.DataType] = {
     "image_tiles": _INTS,
     # which sample (entry of seq_lens) each image belongs to: images per sample, in order
     "images_per_sample": _INTS,
+    # schema v2: audio clips of the microbatch (one audio-encoder call), mel frames each (models with an audio encoder)
+    "audio_frames": _INTS,
     # pre-aggregated fields (lossy; see the schema document)
     "lm_tokens": _INT,
     "lm_tokens_sq": _INT,
@@ -55,7 +57,7 @@ SCHEMA: dict[str, pl.DataType] = {
 }
 
 INT_FIELDS = tuple(k for k, v in SCHEMA.items() if v == _INT)
-INT_LIST_FIELDS = ("seq_lens", "image_tiles", "images_per_sample")
+INT_LIST_FIELDS = ("seq_lens", "image_tiles", "images_per_sample", "audio_frames")
 GRID_FIELDS = ("image_grid_thw", "video_grid_thw", "image_sizes", "video_sizes")  # lists of int rows
 
 #: Row codes: 0 = valid; every other code names the first rule a row breaks (field, message).
@@ -106,6 +108,10 @@ REASONS: dict[int, tuple[str, str]] = {
                            "give the VLM's config, or drop the media"),
     33: ("images_per_sample", "must hold one non-negative integer per entry of seq_lens, summing to the number of "
                               "images"),
+    # audio (schema v2, models with an audio encoder: Omni thinkers)
+    34: ("audio_frames", f"must be a list of positive integers, mel frames per audio clip (each <= {1 << 26})"),
+    35: ("audio_frames", "the row has audio clips but the model has no audio encoder (or no model config was given); "
+                         "give an Omni thinker's config, or drop the audio"),
 }
 #: Sane bounds that keep every Int64 statistic of a row (and sums of many rows) exact.
 GRID_SIDE_MAX = 1 << 20
@@ -210,10 +216,23 @@ def _cross_parts() -> dict[str, pl.Expr]:
         out[f"__x_{key}"] = (pl.when(counts.is_not_null() & seq.is_not_null() & ok).then(exact).otherwise(bound)
                              .fill_null(0) + longest * video_parts[key])
     return out
+def _audio_parts(audio) -> dict[str, pl.Expr]:
+    """Per-row audio statistics of ``audio_frames`` (one encoder call per row: `vlm_perf.stats.audio`). The chunk
+    padding depends on the row's longest clip, so the rule runs per row (Python, over rows that carry audio)."""
+    from ..stats.audio import AUDIO_FIELDS, audio_call_stats
+
+    def one(frames: list) -> dict:
+        try:
+            return audio_call_stats(audio, list(frames))
+        except Exception:  # noqa: BLE001 - a bad entry: the row is refused by code 34
+            return dict.fromkeys(AUDIO_FIELDS, 0)
+
+    struct = pl.col("audio_frames").map_elements(one, return_dtype=pl.Struct({k: pl.Int64 for k in AUDIO_FIELDS}))
+    return {f"__audio_{k}": struct.struct.field(k).fill_null(0) for k in AUDIO_FIELDS}
 
 
 def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
-              with_model: bool = False) -> RowExprs:
+              with_model: bool = False, audio=None) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
 
     Against the model's config (``with_model``: a spec was given, so the merge size is the model's, not a
@@ -225,7 +244,10 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
 
     ``cls_per_frame``: CLS tokens the tower prepends to every frame/tile sequence (InternViT: 1);
     the squared sums then count each sequence as h*w + cls positions and ``vision_cls_tokens`` is
-    cls x frames (pre-aggregated rows: cls x ``vision_frames``; their squared sums must include it)."""
+    cls x frames (pre-aggregated rows: cls x ``vision_frames``; their squared sums must include it).
+
+    ``audio``: the model's `AudioSpec` (None: no audio encoder): ``audio_frames`` rows fill the ``audio_*``
+    statistics; without one, a row with audio clips is refused (code 34), never silently counted as text."""
     c = pl.col
     # stage 1: every list traversal once, into named intermediate columns (polars does not reliably
     # share a list.eval between a when/then chain and the statistics)
@@ -242,6 +264,8 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         stage1.update({prefix + key: expr for key, expr in sums.items()})
         stage1[prefix + "worst"] = worst
     stage1.update(_cross_parts())
+    if audio is not None:
+        stage1.update(_audio_parts(audio))
     img = {key[len("__img_"):]: c(key) for key in stage1 if key.startswith("__img_")}
     vid = {key[len("__vid_"):]: c(key) for key in stage1 if key.startswith("__vid_")}
     img_worst, vid_worst = img.pop("worst"), vid.pop("worst")
@@ -300,6 +324,7 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         .otherwise(c("__x_frames")),
         vision_cls_tokens=(pl.when(has_pre_vis).then(c("vision_frames").fill_null(0) * cls_per_frame)
                            .otherwise(img["cls_tokens"] + vid["cls_tokens"]) if cls_per_frame else 0),
+        **({key[len("__audio_"):]: c(key) for key in stage1 if key.startswith("__audio_")} if audio is not None else {}),
     )
     it = c("iteration")
     checks = [
@@ -320,6 +345,12 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         (vis_bad, 15),
         (~c("__x_ok"), 33),
     ]
+    clips = c("audio_frames")
+    el = pl.element()
+    audio_bad = clips.is_not_null() & clips.list.eval(el.is_null() | (el <= 0) | (el > (1 << 26))).list.any()
+    checks.append((audio_bad, 34))
+    if audio is None:
+        checks.append((clips.list.len().fill_null(0) > 0, 35))
     visual_tokens = pick("vision_merged_tokens", "merged_tokens")
     in_pixels = c("image_sizes").is_not_null() | c("video_sizes").is_not_null()
     has_media = has_grids | (c("vision_patches").fill_null(0) > 0) | (c("vision_merged_tokens").fill_null(0) > 0)

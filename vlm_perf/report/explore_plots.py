@@ -36,6 +36,9 @@ def component_colors() -> dict[str, tuple]:
     vmap, lmap = matplotlib.colormaps[_VISION_CMAP], matplotlib.colormaps[_LM_CMAP]
     out = {c: vmap(i / max(len(vis) - 1, 1) * 0.85) for i, c in enumerate(vis)}
     out.update({c: lmap(i / max(len(lm) - 1, 1)) for i, c in enumerate(lm)})
+    audio = [c for c in COMPONENTS if c.startswith("audio.")]  # an audio encoder (Omni thinkers): greys
+    gmap = matplotlib.colormaps["Greys"]
+    out.update({c: gmap(0.35 + 0.5 * i / max(len(audio) - 1, 1)) for i, c in enumerate(audio)})
     return out
 
 

@@ -52,6 +52,11 @@ class BatchStats:
                         holds one sample, or when every sample has the same length; otherwise the longest
                         sample's length x the microbatch's patches / frames (an upper bound, never an
                         under-count). Only cross-attention blocks read them.
+    Audio (models with an audio encoder; exact per encoder call, additive over calls -- ``stats/audio.py``):
+      audio_items (clips), audio_conv_frames (chunks x the call's longest chunk: the convolutions' input
+      positions, padding included), audio_conv_frames_s2 / _s4 / _s8 (that length halved 1 / 2 / 3 times by
+      stride-2 convolutions), audio_tokens (encoder positions), audio_tokens_sq (sum of squared attention
+      chunk / window lengths), audio_out_tokens (output-head rows = the LM's audio placeholder tokens)
 
     Adding a statistic: a field here (default 0) and its per-row formula in ``stats/vision.py``; frames,
     metadata aggregation, Dask and the FLOPs columns all iterate :meth:`field_names`.
@@ -77,6 +82,14 @@ class BatchStats:
     lm_x_vision_patches: Any = 0
     lm_x_vision_frames: Any = 0
     lm_tokens_sq_beyond_chunks: Any = 0
+    audio_items: Any = 0
+    audio_conv_frames: Any = 0
+    audio_conv_frames_s2: Any = 0
+    audio_conv_frames_s4: Any = 0
+    audio_conv_frames_s8: Any = 0
+    audio_tokens: Any = 0
+    audio_tokens_sq: Any = 0
+    audio_out_tokens: Any = 0
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -110,6 +123,7 @@ class BatchStats:
         spec: "ModelSpec | None" = None,
         merge_size: int | None = None,
         window_side: int | None = None,
+        audio_frames: Sequence[int] = (),
         images_per_sample: Sequence[int] | None = None,
     ) -> "BatchStats":
         """Statistics of one batch given explicitly (Python numbers; validates every value).
@@ -119,7 +133,8 @@ class BatchStats:
         ``image_grid_thw`` / ``video_grid_thw`` in patches before merging. The merge size and
         window side come from ``spec`` when it has a vision tower. ``images_per_sample`` (one count per
         entry of ``seq_lens``, in the order of ``image_grids``) says which sample each image belongs to, for
-        the text x vision statistics (see the class docstring).
+        the text x vision statistics (see the class docstring). ``audio_frames``: mel frames of each audio
+        clip of this batch (one audio-encoder call; needs a ``spec`` with an audio encoder).
         """
         if seq_lens is not None and seq_len is not None:
             raise InputError("give either seq_lens or seq_len/samples, not both")
@@ -175,7 +190,17 @@ class BatchStats:
             x_frames += (longest or 0) * video_frames
         if totals["patches"] and vision is None and spec is not None:
             raise InputError(f"model {spec.name} has no vision tower, but image/video grids were given")
+        audio: dict[str, int] = {}
+        if len(audio_frames):
+            encoder = getattr(spec, "audio", None)
+            if encoder is None:
+                name = spec.name if spec is not None else "the model"
+                raise InputError(f"{name} has no audio encoder (or no model was given), but audio clips were given")
+            from .audio import audio_call_stats
+
+            audio = audio_call_stats(encoder, list(audio_frames))
         return cls(
+            **audio,
             lm_tokens=lm["tokens"], lm_tokens_sq=lm["tokens_sq"], lm_sequences=lm["sequences"],
             lm_samples=n_samples, lm_padded_tokens=padded,
             vision_patches=totals["patches"], vision_patches_sq_frame=totals["patches_sq_per_frame"],

@@ -19,7 +19,7 @@ from . import common
 from .common import PARTS, REGISTRY, PartMeasurement
 
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
-                  "llava", "paligemma", "llava_next", "llava_next_video", "mllama")  # --- llava --- paligemma --- llava_next ---
+                  "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "qwen_omni")  # --- llava --- paligemma --- llava_next ---
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -53,6 +53,11 @@ CASES: dict[str, list[dict]] = {
                          dict(image_sizes=[(70, 20)], video_sizes=[(2, 24, 24), (2, 24, 24)])],
     "mllama": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (16, 16)]),
                dict(samples=[[(30, 50)], [(100, 30)]])],
+    # --- qwen_omni --- (every part runs: an image or video and an audio clip in each case)
+    "qwen2_5_omni": [dict(image_sizes=[(30, 50)], audio_samples=[48077, 9000]),
+                     dict(video_grids=[(2, 8, 12)], audio_samples=[5000])],
+    "qwen3_omni_moe": [dict(image_sizes=[(30, 50)], audio_samples=[48077, 9000]),
+                       dict(video_grids=[(2, 8, 12)], audio_samples=[20000])],
 }
 
 

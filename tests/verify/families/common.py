@@ -31,7 +31,8 @@ from typing import Any, Callable, Sequence
 
 
 PARTS = ("vision_tower", "projector", "language_model")
-ALL_PARTS = PARTS + ("rope",)
+OPTIONAL_PARTS = ("audio",)  # an audio encoder (Omni thinkers): measured and reported only where a harness lists it
+ALL_PARTS = PARTS + OPTIONAL_PARTS + ("rope",)
 
 # Token ids shared by the tiny configs (vocab 1000; plain text is drawn from [0, 900)).
 VOCAB = 1000
@@ -146,6 +147,7 @@ class PartMeasurement:
     by_op: dict
     media: dict = field(default_factory=dict)
     grouped_conv_bw: list = field(default_factory=list)
+    optional_parts: tuple = ()  # OPTIONAL_PARTS the harness listed (e.g. "audio")
 
     def grouped_conv_overcount(self) -> dict[str, int]:
         """Per part, what torch's ``conv_backward_flop`` over-counts for grouped convolutions.
@@ -175,9 +177,10 @@ class PartMeasurement:
         return {k: self.forward.get(k, 0) + self.backward.get(k, 0) - over.get(k, 0) for k in keys}
 
     def parts(self, mode: str = "forward", corrected: bool = True) -> dict[str, int]:
-        """{vision_tower, projector, language_model} for ``mode`` = "forward" or "training"."""
+        """{vision_tower, projector, language_model} (+ ``audio`` where the harness lists it) for ``mode`` =
+        "forward" or "training"."""
         src = self.forward if mode == "forward" else self.training(corrected)
-        return {p: src.get(p, 0) for p in PARTS}
+        return {p: src.get(p, 0) for p in PARTS + self.optional_parts}
 
     def check(self) -> None:
         """Parts (incl. rope) sum to Global, and nothing is left unattributed."""
@@ -192,8 +195,8 @@ def freeze_parts(model, parts: dict[str, list], frozen: Sequence[str], loose_par
     part's parameters that sit outside those modules, ``loose_params(model, part)``)."""
     model.requires_grad_(True)
     for name in frozen:
-        if name not in PARTS:
-            raise ValueError(f"unknown part {name!r}; expected one of {PARTS}")
+        if name not in PARTS + OPTIONAL_PARTS or name not in parts:
+            raise ValueError(f"unknown part {name!r}; expected one of {tuple(p for p in PARTS + OPTIONAL_PARTS if p in parts)}")
         for mod in parts[name]:
             mod.requires_grad_(False)
         for param in (loose_params(model, name) if loose_params else []):
@@ -230,7 +233,8 @@ def count(model, inputs: dict, parts: dict[str, list], training: bool = False,
     fw = {p: n for (ph, p), n in counter.counts.items() if ph == "forward"}
     bw = {p: n for (ph, p), n in counter.counts.items() if ph == "backward"}
     return PartMeasurement(forward=fw, backward=bw, total=counter.get_total_flops(), by_op=dict(counter.by_op),
-                           grouped_conv_bw=list(counter.grouped_conv_bw))
+                           grouped_conv_bw=list(counter.grouped_conv_bw),
+                           optional_parts=tuple(p for p in OPTIONAL_PARTS if p in parts))
 
 
 def linear_flops_by_hand(tokens: int, shapes: Sequence[tuple[int, int]]) -> int:

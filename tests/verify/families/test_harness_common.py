@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from . import PARTS, REGISTRY, harness, measure_family  # noqa: E402
-from .common import FamilyHarness, register  # noqa: E402
+from .common import OPTIONAL_PARTS, FamilyHarness, register  # noqa: E402
 
 harness("internvl")  # loads every family module
 FAMILIES = sorted(REGISTRY)
@@ -32,7 +32,7 @@ def test_every_parameter_belongs_to_exactly_one_part(family):
     parts = h.part_modules(model)
     names = {id(p): n for n, p in model.named_parameters()}
     owner: dict[str, set] = {}
-    for part in PARTS:
+    for part in PARTS + tuple(p for p in OPTIONAL_PARTS if p in parts):
         params = {id(p) for mod in parts[part] for p in mod.parameters()}
         params |= {id(p) for p in (h.loose_params(model, part) if h.loose_params else [])}
         for pid in params:

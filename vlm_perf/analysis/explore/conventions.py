@@ -38,7 +38,8 @@ def components_by_convention(spec: ModelSpec, per_iteration: pl.DataFrame, conve
         for comp in COMPONENTS:
             if comp in sums:
                 rows.append({"convention": conv, "component": comp,
-                             "part": "vision" if comp.startswith("vision.") else "language",
+                             "part": "vision" if comp.startswith("vision.") else
+                             "audio" if comp.startswith("audio.") else "language",
                              "flops": float(sums[comp] or 0.0)})
     return pl.DataFrame(rows)
 

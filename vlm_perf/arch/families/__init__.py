@@ -40,6 +40,7 @@ class Family:
     is_vlm: bool
     media: Any = None
     notes: tuple[str, ...] = field(default=())
+    has_audio: bool = False  # an audio encoder (part ``audio``: Omni thinkers)
 
 
 FAMILIES: dict[str, Family] = {}  # family name -> Family

@@ -60,6 +60,27 @@ class MediaRule:
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
         raise UnsupportedModelError(f"{self.family}: videos in pixels are not modelled; give the video grid (t, h, w patches) instead")
 
+    def audio(self, spec, samples: int) -> "DerivedAudio":
+        raise UnsupportedModelError(f"{self.family or spec.family}: the model has no audio encoder; audio clips cannot be counted")
+
+
+@dataclass(frozen=True)
+class DerivedAudio:
+    """One audio clip after the family's feature extractor: ``samples`` (at the processor's sampling rate) ->
+    ``mel_frames`` (what the encoder reads; the batch-level statistics take these) -> ``encoder_tokens``
+    (encoder positions) -> ``audio_tokens`` (LM placeholder tokens: part of ``--seq-len``)."""
+
+    samples: int
+    mel_frames: int
+    encoder_tokens: int
+    audio_tokens: int
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    kind: str = "audio"
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "samples": self.samples, "mel_frames": self.mel_frames,
+                "encoder_tokens": self.encoder_tokens, "audio_tokens": self.audio_tokens, **self.detail}
+
 
 def positive(values, what: str) -> tuple[int, ...]:
     out = []

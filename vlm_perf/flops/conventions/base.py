@@ -75,6 +75,8 @@ class Convention:
     pin: Pin | None = None
     source: str = ""
     counts_vision: bool = True
+    # whether it counts an audio encoder (Omni thinkers); False: the audio part is 0 and a note says so
+    counts_audio: bool = False
     unsupported: tuple[str, ...] = ()  # LM families this convention has no formula for
     # model families (vlm_perf.arch.families names) the convention defines a number for; None = every family
     families: tuple[str, ...] | None = QWEN_AND_DECODER_FAMILIES
@@ -148,6 +150,8 @@ class Convention:
             notes.append(f"frozen parts ignored: {self.name} counts every component as trainable")
         if not self.counts_vision_for(spec.family or spec.model_type) and spec.is_vlm:
             notes.append(f"{self.name} does not count the vision tower")
+        if getattr(spec, "audio", None) is not None and not any(k.startswith("audio.") for k in forward):
+            notes.append(f"{self.name} does not count the audio encoder")
         if options.mode == "forward":
             components = forward
         elif self.frozen_rule is not None:

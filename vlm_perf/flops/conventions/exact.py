@@ -7,7 +7,7 @@ from ...arch.spec import ModelSpec
 from ...errors import ConfigError
 from ...stats.batch import BatchStats
 from ..blocks import FlopsContext, inventory_terms
-from ..breakdown import COMPONENTS, Breakdown, Options
+from ..breakdown import Breakdown, Options, component_names
 from ..training import frozen_stages, training_flops
 from dataclasses import replace
 
@@ -37,7 +37,9 @@ def _exact_components(spec: ModelSpec, stats: BatchStats, options: Options) -> d
     frozen = frozen_stages(options.frozen)
     if options.mode == "training":
         check_trainable(spec, frozen)
-    components = {name: 0 for name in COMPONENTS if spec.is_vlm or not name.startswith("vision.")}
+    components = dict.fromkeys(component_names(spec), 0)
+    # a stage the model does not have (e.g. an audio encoder) has no weights: it never needs a gradient
+    frozen = frozen | (frozenset(STAGES) - model_stages(spec))
     for term in exact_terms(spec, stats, options):
         flops = training_flops(term, frozen) if options.mode == "training" else term.forward
         components[term.component] = components[term.component] + flops
@@ -50,6 +52,9 @@ class _Exact(Convention):
         notes = []
         if options.mode == "forward" and options.frozen:
             notes.append("frozen parts do not change forward-only FLOPs")
+        if spec.audio is not None and isinstance(stats.audio_items, (int, float)) and not stats.audio_items:
+            notes.append("no audio clips in these statistics: the audio encoder is counted 0 (give the clips' mel "
+                         "frames: --audio-frames, or audio_frames in the metadata)")
         if spec.lm.sliding_window and options.causal == "half":
             notes.append(f"{len(spec.lm.sliding_layers)} sliding-window layers (window {spec.lm.sliding_window}) "
                          "counted as a windowed causal kernel computes them, from lm_tokens_sq_beyond_window "
@@ -64,10 +69,12 @@ EXACT = register_convention(_Exact(
              "(gated or plain from the config, CLS positions included), ViT attention per frame/tile "
              "(4*q_v*sum len^2) and per Qwen2.5-VL window (exact edge windows), projector/merger and deepstack "
              "mergers on merged tokens, LM projections, attention core (causal half by default), dense MLP, "
-             "routed/shared experts, router, logits on the real vocabulary, MTP; training multiplies each GEMM "
+             "routed/shared experts, router, logits on the real vocabulary, MTP, an audio encoder's convolutions "
+             "(on padded chunks), layers and head; training multiplies each GEMM "
              "by what autograd runs (see training.py)"),
     deviations=(),
     # the block inventory's own training rule (flops/training.py) applies, so compute() is overridden
     forward=lambda spec, stats, options: _exact_components(spec, stats, replace(options, mode="forward")),
     families=None,
+    counts_audio=True,
 ))

@@ -20,7 +20,7 @@ from typing import Any
 
 from ...arch.blocks import (ClsToken, DenseMLP, ForwardOnly, LMHead, MoEMLP, MTPModules, PatchEmbed,
                             PositionTable, StoredOnly, TokenEmbedding, VisionLayers, linear_params)
-from ...arch.parts import DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, VISION_TOWER
+from ...arch.parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, VISION_TOWER
 from ...arch.spec import ModelSpec
 from ...stats.batch import BatchStats
 from ..breakdown import Options
@@ -30,7 +30,8 @@ from .base import Convention, Pin, register_convention
 POSITION_PARAMETER_FAMILIES = ("internvl",)
 
 _PART_COMPONENT = {VISION_TOWER: "vision.attn_proj", MERGER: "vision.merger",
-                   DEEPSTACK_MERGER: "vision.deepstack_merger", LANGUAGE_MODEL: "lm.attn_proj"}
+                   DEEPSTACK_MERGER: "vision.deepstack_merger", LANGUAGE_MODEL: "lm.attn_proj",
+                   AUDIO: "audio.attn_proj"}  # an audio encoder's parameters: billed per LM token like the rest
 
 
 def _vision_mlp_params(b: VisionLayers) -> int:
@@ -101,6 +102,7 @@ HF_TRAINER = register_convention(Convention(
                 "always x3 (6N per token), frozen parts included"),
     forward=_hf_trainer,
     families=None,
+    counts_audio=True,  # every parameter, the audio encoder's included, billed per LM input token
 ))
 
 

@@ -1,0 +1,77 @@
+"""Audio statistics of one audio-encoder call (Qwen2.5-Omni / Qwen3-Omni thinkers; pure, no I/O).
+
+A thinker runs its audio encoder ONCE per forward pass over every audio clip of the batch
+(``get_audio_features``: the clips' mel frames concatenated, ``feature_lens`` per clip). Inside
+(transformers ``chunk_and_pad_features``): each clip is cut into chunks of ``2 * n_window`` mel frames (the
+last one shorter), and **every chunk is right-padded to the longest chunk of the call** before the
+convolutions, which therefore run on ``chunks x longest`` frames (padding included); the encoder layers
+then run on the real positions only. So the statistics are exact per encoder call and additive over calls
+(micro-batches), not over clips: :func:`audio_call_stats` takes all the clips of one call.
+
+Per clip of ``L`` mel frames (``h(n) = (n - 1) // 2 + 1``, one kernel-3 stride-2 convolution):
+
+* ``conv1d`` (Qwen2.5-Omni): chunk tokens ``h(c)``; attention within each chunk; output rows (LM
+  placeholders) ``(h(L) - 2) // 2 + 1`` after the stride-2 average pool;
+* ``conv2d`` (Qwen3-Omni): chunk tokens ``h(h(h(c)))`` (transformers writes a full chunk as the constant 13,
+  equal for ``n_window`` 50, the only value the family accepts); attention in windows of
+  ``longest chunk's tokens x (n_window_infer // (2 n_window))`` tokens per clip (the call's longest chunk
+  again); output rows = tokens.
+
+Fields (see :class:`vlm_perf.stats.BatchStats`): ``audio_items`` clips, ``audio_conv_frames`` = chunks x
+longest chunk, ``audio_conv_frames_s2/_s4/_s8`` = chunks x that length halved 1/2/3 times (the convolutions'
+output positions), ``audio_tokens`` encoder positions, ``audio_tokens_sq`` sum of squared attention-sequence
+lengths, ``audio_out_tokens`` output-head rows = the clips' LM placeholder tokens.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from ..arch.audio import chunk_lengths, chunk_tokens, clip_out_tokens, clip_tokens
+from ..arch.blocks import halve as _h
+from ..errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..arch.spec import AudioSpec
+
+AUDIO_FIELDS = ("audio_items", "audio_conv_frames", "audio_conv_frames_s2", "audio_conv_frames_s4",
+                "audio_conv_frames_s8", "audio_tokens", "audio_tokens_sq", "audio_out_tokens")
+MAX_MEL_FRAMES = 1 << 26  # ~7.8 days of audio at 100 frames/s: anything larger is a unit mistake
+
+
+def validate_frames(mel_frames: Sequence[int], where: str = "audio") -> list[int]:
+    out = []
+    for i, f in enumerate(mel_frames):
+        if isinstance(f, bool) or not isinstance(f, int) or not 0 < f <= MAX_MEL_FRAMES:
+            raise InputError(f"{where} #{i + 1}: mel frames must be an integer from 1 to {MAX_MEL_FRAMES}, got {f!r}")
+        out.append(f)
+    return out
+
+
+def audio_call_stats(audio: "AudioSpec", mel_frames: Sequence[int]) -> dict[str, int]:
+    """The ``audio_*`` statistics of ONE encoder call over clips of ``mel_frames`` mel frames each."""
+    frames = validate_frames(mel_frames)
+    out = dict.fromkeys(AUDIO_FIELDS, 0)
+    if not frames:
+        return out
+    chunks = [chunk_lengths(f, audio.chunk_frames) for f in frames]
+    all_chunks = [c for per in chunks for c in per]
+    longest = max(all_chunks)
+    n = len(all_chunks)
+    s2 = _h(longest)
+    s4 = _h(s2)
+    s8 = _h(s4)
+    out.update(audio_items=len(frames), audio_conv_frames=n * longest, audio_conv_frames_s2=n * s2,
+               audio_conv_frames_s4=n * s4, audio_conv_frames_s8=n * s8)
+    if audio.frontend == "conv1d":
+        lengths = [chunk_tokens(audio, c) for c in all_chunks]
+    else:
+        window = max(chunk_tokens(audio, c) for c in all_chunks) * (audio.n_window_infer // audio.chunk_frames)
+        lengths = []
+        for f in frames:
+            full, rest = divmod(clip_tokens(audio, f), window)
+            lengths += [window] * full + ([rest] if rest else [])
+    out["audio_tokens"] = sum(lengths)
+    out["audio_tokens_sq"] = sum(x * x for x in lengths)
+    out["audio_out_tokens"] = sum(clip_out_tokens(audio, f) for f in frames)
+    return out
