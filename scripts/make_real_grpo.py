@@ -84,6 +84,7 @@ def train(out: Path, steps: int, seed: int, generations: int, completion: int, b
     import torch
     import transformers
     import trl
+    from torch.utils import flop_counter
     from transformers import TrainerCallback
 
     sys.path.insert(0, str(ROOT))
@@ -133,7 +134,14 @@ def train(out: Path, steps: int, seed: int, generations: int, completion: int, b
         """(phase, forward/backward, part) FLOPs; backward ops belong to the actor update."""
 
         def __init__(self, **kw):
-            super().__init__(parts=dict(parts), **kw)
+            # torch's registry counts aten.addmm but not the in-place aten.addmm_, with which TRL's chunked
+            # log-prob backward accumulates its two gradient GEMMs (grad_hidden += tile @ W, grad_W += tile^T @ h):
+            # count it with torch's own addmm formula, or 2 GEMMs per head position would go unmeasured
+            def addmm_inplace(*a, **k):  # torch's registered addmm formula (it takes tensors and out_val)
+                return flop_counter.flop_registry[torch.ops.aten.addmm](*a, **k)
+
+            addmm_inplace._get_raw = True
+            super().__init__(parts=dict(parts), custom_mapping={torch.ops.aten.addmm_: addmm_inplace}, **kw)
             self.by_phase: dict[tuple[str, str, str], int] = defaultdict(int)
 
         def _record(self, func_packet, args, direction, part, flops):
@@ -228,6 +236,8 @@ def train(out: Path, steps: int, seed: int, generations: int, completion: int, b
         "parts": ("tower = visual.patch_embed + visual.blocks; merger = visual.merger; lm = language_model + "
                   "lm_head + TRL's fused log-prob head (lm_head.weight); rope = the rotary-table modules (not model "
                   "FLOPs); policy and reference model alike; forward/backward split as in tests/verify/measure.py"),
+        "addmm_": ("torch's FlopCounterMode registry has no entry for the in-place aten.addmm_, which TRL's chunked "
+                   "log-prob backward uses for its gradient GEMMs; this counter adds torch's own addmm formula for it"),
         "attention": "eager (full square attention score and value matmuls: compare with --causal full)",
         "steps": steps, "seed": seed, "num_generations": generations, "max_completion_length": completion,
         "beta": beta, "num_iterations": 2, "wall_s": wall,

@@ -108,6 +108,79 @@ def _windowed(p: int, n: int, window: int) -> int:
     return sum(min(p + j, window) for j in range(1, n))
 
 
+HEAD_POSITIONS = ("all", "all_but_last", "response")
+
+
+@dataclass(frozen=True)
+class LogProbHead:
+    """Where a log-prob forward projects through the output head, and whether its backward recomputes it.
+
+    ``positions``: ``all`` (logits at every position, a plain ``model(...)`` call), ``all_but_last`` (every
+    position but the last, whose next token is not in the sequence: TRL's fused log-prob head on devices without
+    Triton), ``response`` (the scored response tokens only: TRL's fused head with Triton, ``logits_to_keep``).
+    ``backward_recompute``: the head's backward recomputes its logits tile by tile before the gradient GEMMs
+    (TRL's chunked log-prob function): one more ``2·h·V`` per position when a backward runs."""
+
+    positions: str = "all"
+    backward_recompute: bool = False
+
+    def __post_init__(self) -> None:
+        if self.positions not in HEAD_POSITIONS:
+            raise ConfigError(f"log-prob head positions must be one of {', '.join(HEAD_POSITIONS)}, "
+                              f"got {self.positions!r}")
+
+    def count(self, prompt_lens: Sequence[int], response_lens: Sequence[int]) -> int:
+        """Head positions over the sequences ``prompt_lens[i] + response_lens[i]``."""
+        if self.positions == "response":
+            return sum(response_lens)
+        drop = 1 if self.positions == "all_but_last" else 0
+        return sum(p + n - drop for p, n in zip(prompt_lens, response_lens))
+
+
+def _sequences(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
+               image_grids: Sequence[Sequence[int]], video_grids: Sequence[Sequence[int]]) -> BatchStats:
+    if len(prompt_lens) != len(response_lens):
+        raise ConfigError(f"{len(prompt_lens)} prompt lengths but {len(response_lens)} response lengths")
+    return BatchStats.from_batch(seq_lens=[p + n for p, n in zip(prompt_lens, response_lens)],
+                                 image_grids=[tuple(g) for g in image_grids],
+                                 video_grids=[tuple(g) for g in video_grids], spec=spec)
+
+
+def logprob_forward_parts(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
+                          image_grids: Sequence[Sequence[int]] = (), video_grids: Sequence[Sequence[int]] = (),
+                          causal: str = "half", head: LogProbHead | None = None) -> dict[str, Any]:
+    """FLOPs by part of one log-prob forward (reference or old policy) over prompt + response sequences: the
+    model's forward with the output head on ``head``'s positions (default: every position)."""
+    head = head or LogProbHead()
+    full = _sequences(spec, prompt_lens, response_lens, image_grids, video_grids)
+    parts = _forward_parts(spec, full, causal)
+    parts["language_model"] += _lm_head_per_token(spec) * (head.count(prompt_lens, response_lens) - full.lm_tokens)
+    return parts
+
+
+def actor_update_parts(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
+                       image_grids: Sequence[Sequence[int]] = (), video_grids: Sequence[Sequence[int]] = (),
+                       trainability: Trainability | None = None, causal: str = "half",
+                       head: LogProbHead | None = None) -> dict[str, Any]:
+    """FLOPs by part of one actor update pass (forward + backward) over prompt + response sequences under
+    ``trainability`` (default: full training): :func:`regime_flops`, with the output head counted on ``head``'s
+    positions (forward, plus the backward's input and weight gradients where the regime runs them, plus the
+    recomputed logits of a ``backward_recompute`` head)."""
+    head = head or LogProbHead()
+    full = _sequences(spec, prompt_lens, response_lens, image_grids, video_grids)
+    regime = regime_flops(spec, full, trainability or Trainability(), causal=causal, full_reference=False)
+    parts = dict(regime.parts)
+    per_position = _lm_head_per_token(spec)
+    logits = regime.breakdown.components["lm.logits"]
+    passes, rest = divmod(logits, per_position * full.lm_tokens) if full.lm_tokens else (0, 0)
+    if rest:
+        raise UnsupportedModelError(f"{spec.name}: the output head's FLOPs are not whole passes over the positions")
+    positions = head.count(prompt_lens, response_lens)
+    recompute = per_position * positions if head.backward_recompute and passes > 1 else 0
+    parts["language_model"] += passes * per_position * positions + recompute - logits
+    return parts
+
+
 @dataclass(frozen=True)
 class RLStepFlops:
     """FLOPs of one RL step by phase (``generation``, ``old_log_prob``, ``ref``, ``values``, ``update_actor``,
@@ -132,22 +205,21 @@ class RLStepFlops:
 def rl_step_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
                   image_grids: Sequence[Sequence[int]] = (), video_grids: Sequence[Sequence[int]] = (),
                   trainability: Trainability | None = None, ppo_epochs: int = 1, old_log_prob: bool = True,
-                  reference: bool = True, critic: bool = False, causal: str = "half") -> RLStepFlops:
+                  reference: bool = True, critic: bool = False, causal: str = "half",
+                  head: LogProbHead | None = None) -> RLStepFlops:
     """Phases of one RL step over the rollout's samples (one entry per response: a GRPO group of ``n`` responses
     to one prompt is ``n`` samples; their media are listed once per sample, as the actor update sees them).
 
-    Log-prob forwards and the update run over prompt + response (``causal`` attention, logits at every position);
+    Log-prob forwards and the update run over prompt + response (``causal`` attention, the output head on
+    ``head``'s positions, default every position: :func:`logprob_forward_parts`, :func:`actor_update_parts`);
     the actor update uses ``trainability`` (default: full training), ``ppo_epochs`` times; the critic (PPO) is
     counted as a forward (values) and a full-training update of the same shape."""
     if ppo_epochs < 1:
         raise ConfigError(f"ppo_epochs must be >= 1, got {ppo_epochs}")
     gen = generation_flops(spec, prompt_lens, response_lens, image_grids, video_grids, causal)
-    full = BatchStats.from_batch(seq_lens=[p + n for p, n in zip(prompt_lens, response_lens)],
-                                 image_grids=[tuple(g) for g in image_grids],
-                                 video_grids=[tuple(g) for g in video_grids], spec=spec)
-    forward = _forward_parts(spec, full, causal)
-    regime = trainability or Trainability()
-    update = regime_flops(spec, full, regime, causal=causal, full_reference=False)
+    shape = (spec, prompt_lens, response_lens, image_grids, video_grids)
+    forward = logprob_forward_parts(*shape, causal=causal, head=head)
+    update = actor_update_parts(*shape, trainability=trainability, causal=causal, head=head)
     phases: dict[str, dict[str, Any]] = {"generation": {k: gen.prefill[k] + gen.decode[k] for k in gen.prefill}}
     if old_log_prob:
         phases["old_log_prob"] = dict(forward)
@@ -155,12 +227,13 @@ def rl_step_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Se
         phases["ref"] = dict(forward)
     if critic:
         phases["values"] = dict(forward)
-        critic_update = regime_flops(spec, full, Trainability(), causal=causal, full_reference=False)
-        phases["update_critic"] = {k: ppo_epochs * v for k, v in critic_update.parts.items()}
-    phases["update_actor"] = {k: ppo_epochs * v for k, v in update.parts.items()}
+        critic_update = actor_update_parts(*shape, causal=causal, head=head)
+        phases["update_critic"] = {k: ppo_epochs * v for k, v in critic_update.items()}
+    phases["update_actor"] = {k: ppo_epochs * v for k, v in update.items()}
+    regime = trainability or Trainability()
     notes = (f"actor update: {regime.describe()}, {ppo_epochs} PPO epoch(s)",
              "generation counts each sample's own work (no padding of finished rows); log-prob forwards compute "
-             "logits at every position")
+             f"logits at {(head or LogProbHead()).positions.replace('_', ' ')} positions")
     return RLStepFlops(phases, gen, notes)
 
 
