@@ -33,12 +33,11 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-__all__ = ["GRPORecorder", "RL_SCHEMA", "RL_DIR", "RL_SETTINGS_FILE", "RL_STEPS_FILE"]
+from .ingest.rl_metadata import RL_DIR, RL_SCHEMA
+from .ingest.rl_metadata import SETTINGS as RL_SETTINGS_FILE
+from .ingest.rl_metadata import STEPS as RL_STEPS_FILE
 
-RL_SCHEMA = "vlm-perf-rl/1"
-RL_DIR = "rl"
-RL_SETTINGS_FILE = "settings.json"
-RL_STEPS_FILE = "steps.jsonl"
+__all__ = ["GRPORecorder", "RL_SCHEMA", "RL_DIR", "RL_SETTINGS_FILE", "RL_STEPS_FILE"]
 
 
 def _grids(value: Any) -> list[list[int]]:
