@@ -22,6 +22,7 @@ from .hardware import peak_used
 from .report import ReportContext
 from .report.providers import (balance_provider, hfu_provider, memory_provider, peak_provider, reconcile_provider,
                                regime_provider, straggler_provider, trace_provider)
+from .report.providers import SectionProvider
 from .report.units import model_title, run_rate_unit
 from .run.core import (ESTIMATE_HELP, Run, estimate_from_config, links_outside, logged_global_batch_size,  # noqa: F401
                        open_run)
@@ -195,7 +196,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
                   balance_provider(balance), regime_provider(regime_block),
                   straggler_provider(stragglers_of(opened.files.logs, config, balance, analysis, parsed.rank_timing)),
                   trace_parts_of(opened, analysis, on_step), reconcile_provider(log_reconcile(analysis, spec)),
-                  memory_provider(peak_memory(opened.log_facts, parsed.raw))])
+                  memory_provider(peak_memory(opened.log_facts, parsed.raw)),
+                  SectionProvider("rl", rl_summary(opened, analysis, causal), lambda out: None)])
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw, metadata=opened.metadata)
 
 
@@ -318,3 +320,30 @@ def regime_summary(opened: Run, analysis: RunAnalysis) -> dict | None:
             "full_training_tflops_per_gpu_mean": rate * ratio if rate is not None and ratio else None,
             "full_training_mfu_mean": mfu * ratio if mfu is not None and ratio else None,
             "contradictions": contradictions}
+
+
+def rl_summary(opened: Run, analysis: RunAnalysis, causal: str = "half") -> dict | None:
+    """The RL block (summary.json ``rl``): per-phase FLOPs, seconds and rates of every RL step, from the run's
+    ``rl/`` metadata (`vlm_perf.ingest.rl_metadata`, `vlm_perf.analysis.rl`), with the training-only accounting
+    (the exact FLOPs the update's microbatches count as training steps) beside it. None without ``rl/``."""
+    from .analysis.rl import rl_accounting
+    from .arch.trainability import Trainability
+    from .ingest.rl_metadata import find_rl, read_rl
+
+    folder = find_rl(opened.files.folder)
+    if folder is None:
+        return None
+    record = read_rl(folder)
+    frozen = opened.frozen
+    trainability = frozen if isinstance(frozen, Trainability) else (Trainability.from_frozen(tuple(frozen))
+                                                                   if frozen else None)
+    accounting = rl_accounting(opened.spec, record, trainability, causal, num_gpus=opened.config.num_gpus or 1)
+    per_it = analysis.per_iteration
+    training_only = float(per_it["exact_total"].sum()) if "exact_total" in per_it.columns and per_it.height else None
+    rl_iterations = {it.iteration for it in accounting.iterations}
+    meta_iterations = set(per_it["iteration"].to_list()) if "iteration" in per_it.columns else set()
+    if meta_iterations and rl_iterations != meta_iterations:
+        analysis.messages.append(f"RL metadata covers {len(rl_iterations)} iterations, the training metadata "
+                                 f"{len(meta_iterations)}: the training-only accounting beside the RL phases is "
+                                 "over different steps")
+    return accounting.to_dict(training_only)

@@ -127,6 +127,39 @@ _MEMORY = (
        nullable=True),
     _k("peak_rank", "count", int, "the rank with the highest peak", "analysis.memory"),
 )
+_RL_PHASE = (
+    _k("seconds", "s", _NUM, "recorded seconds of the phase over the RL steps (null: not timed)", "analysis.rl",
+       nullable=True),
+    _k("flops", "FLOPs", _NUM, "exact FLOPs of the phase over the RL steps", "analysis.rl"),
+    _k("parts", "block", dict, "FLOPs by part (vision_tower, projector, language_model)", "analysis.rl"),
+    _k("tflops_per_gpu", "TFLOP/s/GPU", _NUM, "flops / seconds / GPUs", "analysis.rl", nullable=True),
+    _k("time_share", "fraction", _NUM, "seconds / the steps' seconds", "analysis.rl", nullable=True),
+    _k("flops_share", "fraction", _NUM, "flops / the steps' FLOPs", "analysis.rl"),
+)
+_RL = (
+    _k("algorithm", "text", str, "RL algorithm (grpo, ppo, ...)", "ingest.rl_metadata"),
+    _k("framework", "text", str, "the RL framework that ran it (trl, verl, ...)", "ingest.rl_metadata"),
+    _k("headline", "text", str, "the regime in one line ('GRPO: generation N% of the step time')", "analysis.rl"),
+    _k("settings", "block", dict, "num_generations, beta, reference, num_iterations, old_log_prob, critic, "
+       "logprob_head", "analysis.rl"),
+    _k("iterations", "count", int, "RL steps recorded", "analysis.rl"),
+    _k("step_seconds", "s", _NUM, "Σ recorded step seconds", "analysis.rl"),
+    _k("flops_total", "FLOPs", _NUM, "exact FLOPs of every phase of every RL step", "analysis.rl"),
+    _k("tflops_per_gpu", "TFLOP/s/GPU", _NUM, "flops_total / step_seconds / GPUs", "analysis.rl", nullable=True),
+    _k("parts", "block", dict, "flops_total by part", "analysis.rl"),
+    _k("phases", "block", dict, "per phase (generation, old_log_prob, ref, values, update_actor, update_critic, "
+       "other)", "analysis.rl", each=_RL_PHASE),
+    _k("per_iteration", "block", list, "per RL step: iteration, step_s, flops, parts, phases (FLOPs), seconds",
+       "analysis.rl"),
+    _k("update_flops", "FLOPs", _NUM, "the actor update's FLOPs (forward + backward, as the RL step ran it)",
+       "analysis.rl"),
+    _k("training_only_flops", "FLOPs", _NUM, "exact FLOPs the training metadata counts (the update's microbatches "
+       "as plain training steps: no generation, no log-prob forwards)", "pipeline.rl_summary", nullable=True),
+    _k("training_only_share", "fraction", _NUM, "training_only_flops / flops_total", "pipeline.rl_summary",
+       nullable=True),
+    _k("notes", "text", list, "what the per-sample counting leaves out (padding of batched generation)",
+       "analysis.rl"),
+)
 _REGIME = (
     _k("description", "text", str, "the regime in words (e.g. LoRA r=16 on LM attention + MLP, tower and projector "
        "frozen)", "run.regime"),
@@ -205,6 +238,9 @@ SUMMARY: tuple[Key, ...] = (
        "when the run folder holds no profiler trace)", "analysis.trace_summary", nullable=True, fields=_TRACE),
     _k("memory", "block", dict, "peak GPU memory per rank from the log's memory reports", "analysis.memory",
        nullable=True, fields=_MEMORY),
+    _k("rl", "block", dict, "RL steps (run folder rl/): per phase exact FLOPs, seconds, rates and shares, the "
+       "training-only accounting beside them; null without RL metadata", "pipeline.rl_summary", nullable=True,
+       fields=_RL),
     _k("figures", "block", dict, "figure file -> drawn, or skipped: reason", "report.figures"),
 )
 
