@@ -10,6 +10,7 @@ training-only accounting.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,7 @@ def report(tmp_path_factory):
     r = run_cli("report", RUN, "-o", out, "--causal", "full")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
+    (out / "terminal.txt").write_text(r.stdout + r.stderr)
     return out, json.loads((out / "summary.json").read_text())
 
 
@@ -114,8 +116,13 @@ def test_time_split_rates_and_headline(report):
     assert rl["headline"] == headline
     md = (out / "report.md").read_text()
     assert headline in md and "Training-only accounting" in md
-    assert "GFLOP/s/GPU" in md.split("## RL steps", 1)[1]  # a CPU run's rates in its own unit
+    # a CPU run's rates in the report's one display unit (the conventions table's), scaled from TFLOP/s
+    unit = re.search(r"\| convention \| (\w+/s)/GPU \|", md).group(1)
+    assert unit != "TFLOP/s" and f"| {unit}/GPU |" in md.split("## RL steps", 1)[1]
+    scale = {"GFLOP/s": 1e3, "MFLOP/s": 1e6}[unit]
+    assert f"| {scale * gen['tflops_per_gpu']:,.1f} |" in md.split("## RL steps", 1)[1]
     assert headline in (out / "report.html").read_text()
+    assert headline in (out / "terminal.txt").read_text()
     # the headline is near the top: before the first section heading after the checks
     assert md.index(headline) < md.index("## RL steps")
 

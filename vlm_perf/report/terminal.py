@@ -29,6 +29,11 @@ def number_lines(summary: dict) -> list[str]:
         lines.append(f"  HFU (exact + recompute {hfu['recompute']}) {fmt(hfu['hfu_mean'], 1, True):>6}   "
                      f"MFU (exact) {fmt(hfu['mfu_mean'], 1, True)}   hardware/model FLOPs "
                      f"{hfu['hardware_over_model']:.4f}")
+    rl = summary.get("rl")
+    if rl:  # the RL regime (analysis.rl): every phase of the steps, the training-only accounting beside it
+        lines.append(f"  {rl['headline']}; every phase {unit.fmt(rl['tflops_per_gpu'])} {unit.per_gpu}"
+                     + (f"; training-only accounting {fmt(rl['training_only_share'], 1, True)} of the RL FLOPs"
+                        if rl.get("training_only_share") is not None else ""))
     if summary.get("vision_share_mean") is not None:
         lines.append(f"  vision share of exact training FLOPs {fmt(summary['vision_share_mean'], 1, True)} "
                      "(Σ vision / Σ total over the windows the means use)")
