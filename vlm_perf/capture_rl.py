@@ -141,8 +141,11 @@ class GRPORecorder(TrainerCallback):
         t, args = self.trainer, self.trainer.args
         head = self.logprob_head
         if head is None:
-            from trl.trainer.utils import _use_triton
-
+            try:  # TRL's own test of where its fused log-prob head scores (Triton: the valid positions only)
+                from trl.trainer.utils import _use_triton
+            except ImportError:
+                raise ValueError(f"GRPORecorder: trl {trl.__version__} has no trl.trainer.utils._use_triton; pass "
+                                 "logprob_head={'positions': ..., 'backward_recompute': ...}") from None
             head = {"positions": "response" if _use_triton(t.accelerator.device) else "all_but_last",
                     "backward_recompute": True}
         generate_every = args.steps_per_generation * t.num_iterations
