@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SchemaError
+from ..flops.generation import HEAD_POSITIONS
 
 __all__ = ["RL_SCHEMA", "RL_DIR", "RLSettings", "Shapes", "Rollout", "RLStep", "RLRecord", "read_rl", "find_rl",
            "PHASE_NAMES"]
@@ -20,7 +21,6 @@ RL_SCHEMA = "vlm-perf-rl/1"
 RL_DIR = "rl"
 SETTINGS, STEPS = "settings.json", "steps.jsonl"
 ALGORITHMS = ("grpo", "ppo", "rloo", "dapo", "reinforce++")
-HEAD_POSITIONS = ("all", "all_but_last", "response")
 #: phases a step's ``phases_s`` may name (``other``: the rest of the step: rewards, advantages, data, ...)
 PHASE_NAMES = ("generation", "old_log_prob", "ref", "values", "update_actor", "update_critic", "other")
 LOG_PROB_ROLES = ("old_log_prob", "ref", "values")
