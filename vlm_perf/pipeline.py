@@ -326,7 +326,7 @@ def rl_summary(opened: Run, analysis: RunAnalysis, causal: str = "half") -> dict
     """The RL block (summary.json ``rl``): per-phase FLOPs, seconds and rates of every RL step, from the run's
     ``rl/`` metadata (`vlm_perf.ingest.rl_metadata`, `vlm_perf.analysis.rl`), with the training-only accounting
     (the exact FLOPs the update's microbatches count as training steps) beside it. None without ``rl/``."""
-    from .analysis.rl import rl_accounting
+    from .analysis.rl import log_phase_timings, log_response_check, rl_accounting
     from .arch.trainability import Trainability
     from .ingest.rl_metadata import find_rl, read_rl
 
@@ -337,7 +337,13 @@ def rl_summary(opened: Run, analysis: RunAnalysis, causal: str = "half") -> dict
     frozen = opened.frozen
     trainability = frozen if isinstance(frozen, Trainability) else (Trainability.from_frozen(tuple(frozen))
                                                                    if frozen else None)
-    accounting = rl_accounting(opened.spec, record, trainability, causal, num_gpus=opened.config.num_gpus or 1)
+    timings = log_phase_timings(opened.parsed.iterations)
+    accounting = rl_accounting(opened.spec, record, trainability, causal, num_gpus=opened.config.num_gpus or 1,
+                               timings_s=timings)
+    if timings:
+        analysis.messages.append(f"RL phase seconds of {len(timings)} iteration(s) from the log's phase timers")
+    checked, disagreements = log_response_check(record, opened.parsed.iterations)
+    analysis.messages.extend(f"RL metadata vs log: {text}" for text in disagreements)
     per_it = analysis.per_iteration
     training_only = float(per_it["exact_total"].sum()) if "exact_total" in per_it.columns and per_it.height else None
     rl_iterations = {it.iteration for it in accounting.iterations}
@@ -346,4 +352,6 @@ def rl_summary(opened: Run, analysis: RunAnalysis, causal: str = "half") -> dict
         analysis.messages.append(f"RL metadata covers {len(rl_iterations)} iterations, the training metadata "
                                  f"{len(meta_iterations)}: the training-only accounting beside the RL phases is "
                                  "over different steps")
-    return accounting.to_dict(training_only)
+    block = accounting.to_dict(training_only)
+    block["log_response_lengths_checked"] = checked
+    return block

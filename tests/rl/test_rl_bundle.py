@@ -73,6 +73,8 @@ def test_report_equals_measured_per_step_phase_and_part(report):
     rl = summary["rl"]
     measured = _measured()
     assert rl["algorithm"] == "grpo" and rl["framework"] == "trl" and rl["iterations"] == 6
+    # TRL's logged completions/mean_length (3 rollouts) agrees with the recorded responses
+    assert rl["log_response_lengths_checked"] == 3 and not any("RL" in m for m in summary["messages"])
     assert rl["flops_total"] == measured["total_flops"]
     steps = {s["iteration"]: s for s in measured["per_step"]}
     assert [it["iteration"] for it in rl["per_iteration"]] == sorted(steps) == list(range(1, 7))

@@ -96,3 +96,23 @@ def test_accounting_notes_padding_and_prefers_log_timings():
     clean = _record({"prompt_lens": (6, 6), "response_lens": (4, 4), "padded_prompt_len": (6,),
                      "generated_steps": (4,)})
     assert rl_accounting(spec, clean, causal="full").notes == ()
+
+
+def test_log_phase_timings_and_response_check():
+    import polars as pl
+
+    from vlm_perf.analysis.rl import log_phase_timings, log_response_check, rl_accounting
+
+    frame = pl.DataFrame({"iteration": [1, 2], "phase_s_generation": [0.5, None], "phase_s_reward": [0.25, None],
+                          "phase_s_update_actor": [0.75, None], "response_len_mean": [3.0, None]})
+    timings = log_phase_timings(frame)
+    assert timings == {1: {"generation": 0.5, "other": 0.25, "update_actor": 0.75}}  # reward: no FLOPs -> other
+    record = _record({"prompt_lens": (6, 9), "response_lens": (4, 2)})
+    acc = rl_accounting(_spec(), record, causal="full", timings_s=timings)
+    seconds = acc.iterations[0].seconds
+    assert seconds == {"generation": 0.5, "update_actor": 0.75, "other": 0.25 + (2.0 - 1.5)}  # the step stays whole
+    assert log_response_check(record, frame) == (1, [])  # mean of (4, 2) = 3, as logged
+    checked, bad = log_response_check(record, frame.with_columns(pl.col("response_len_mean") * 2))
+    assert checked == 1 and bad == ["iteration 1: the log's mean response length 6 differs from the recorded "
+                                    "rollout's 3"]
+    assert log_phase_timings(pl.DataFrame({"iteration": [1]})) == {}

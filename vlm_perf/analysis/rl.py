@@ -26,7 +26,8 @@ from ..arch.trainability import Trainability
 from ..flops.generation import LogProbHead, actor_update_parts, generation_flops, logprob_forward_parts
 from ..ingest.rl_metadata import PHASE_NAMES, RLRecord
 
-__all__ = ["PhaseTotal", "RLIteration", "RLAccounting", "rl_accounting", "PARTS"]
+__all__ = ["PhaseTotal", "RLIteration", "RLAccounting", "rl_accounting", "log_phase_timings",
+           "log_response_check", "PARTS"]
 
 PARTS = ("vision_tower", "projector", "language_model")
 ALGORITHM_TITLE = {"grpo": "GRPO", "ppo": "PPO", "rloo": "RLOO", "dapo": "DAPO", "reinforce++": "REINFORCE++"}
@@ -187,10 +188,59 @@ def rl_accounting(spec: ModelSpec, record: RLRecord, trainability: Trainability 
                                                u.video_grid_thw, trainability, causal, head))
             flops["update_actor"] = parts
         given = (timings_s or {}).get(step.iteration)
-        seconds: dict[str, float | None] = dict(given if given else step.phases_s)
+        seconds: dict[str, float | None] = dict(step.phases_s)
+        if given:  # a log's phase timings replace the recorded ones; the rest of the step stays ``other``
+            seconds = dict(given)
+            rest = step.step_s - sum(v or 0.0 for v in seconds.values())
+            if rest > 0:
+                seconds["other"] = (seconds.get("other") or 0.0) + rest
         iterations.append(RLIteration(step.iteration, step.step_s, flops, seconds))
     settings = {"num_generations": s.num_generations, "beta": s.beta, "reference": s.reference,
                 "num_iterations": s.num_iterations, "old_log_prob": s.old_log_prob, "critic": s.critic,
                 "logprob_head": {"positions": s.head_positions, "backward_recompute": s.head_backward_recompute},
                 "framework_version": s.framework_version, "generation": s.generation}
     return RLAccounting(s.algorithm, s.framework, settings, tuple(iterations), num_gpus, tuple(notes))
+
+
+def log_phase_timings(iterations: Any) -> dict[int, dict[str, float]]:
+    """Phase seconds a log states per iteration (the parsed ``phase_s_<phase>`` columns, veRL / EasyR1
+    ``timing_s/...``), in this module's phase names: a phase without FLOPs here (``reward``, ``adv``, weight
+    sync, ...) is added to ``other``. Iterations without any phase timing are left out."""
+    from ..ingest.logs.vocab import PHASE_PREFIX
+
+    cols = [c for c in iterations.columns if c.startswith(PHASE_PREFIX)]
+    if not cols or "iteration" not in iterations.columns:
+        return {}
+    out: dict[int, dict[str, float]] = {}
+    for row in iterations.select(["iteration", *cols]).iter_rows(named=True):
+        phases: dict[str, float] = {}
+        for col in cols:
+            if row[col] is None:
+                continue
+            name = col[len(PHASE_PREFIX):]
+            name = name if name in PHASE_NAMES else "other"
+            phases[name] = phases.get(name, 0.0) + float(row[col])
+        if phases and row["iteration"] is not None:
+            out[int(row["iteration"])] = phases
+    return out
+
+
+def log_response_check(record: RLRecord, iterations: Any, rel: float = 5e-4) -> tuple[int, list[str]]:
+    """The log's mean response length (``response_len_mean``: TRL ``completions/mean_length``, veRL
+    ``response_length/mean``) against the recorded rollout's, per iteration with both: (how many were compared,
+    one message per disagreement beyond ``rel``, the log's print precision)."""
+    if "response_len_mean" not in iterations.columns or "iteration" not in iterations.columns:
+        return 0, []
+    logged = {int(i): float(v) for i, v in iterations.select(["iteration", "response_len_mean"]).iter_rows()
+              if i is not None and v is not None}
+    checked, bad = 0, []
+    for step in record.steps:
+        r = step.rollout
+        if r is None or not r.response_lens or step.iteration not in logged:
+            continue
+        checked += 1
+        mean = sum(r.response_lens) / len(r.response_lens)
+        if abs(mean - logged[step.iteration]) > rel * max(1.0, abs(mean)):
+            bad.append(f"iteration {step.iteration}: the log's mean response length {logged[step.iteration]:g} "
+                       f"differs from the recorded rollout's {mean:g}")
+    return checked, bad

@@ -159,6 +159,8 @@ _RL = (
        nullable=True),
     _k("notes", "text", list, "what the per-sample counting leaves out (padding of batched generation)",
        "analysis.rl"),
+    _k("log_response_lengths_checked", "count", int, "iterations whose logged mean response length was compared "
+       "with the recorded rollout's (a disagreement is a message)", "analysis.rl.log_response_check"),
 )
 _REGIME = (
     _k("description", "text", str, "the regime in words (e.g. LoRA r=16 on LM attention + MLP, tower and projector "
