@@ -78,7 +78,8 @@ def red_share(completions, **kwargs):
     return out
 
 
-def train(out: Path, steps: int, seed: int, generations: int, completion: int, beta: float) -> None:
+def train(out: Path, steps: int, seed: int, generations: int, completion: int, beta: float,
+          lora_rank: int = 0) -> None:
     import accelerate
     import datasets
     import torch
@@ -113,20 +114,29 @@ def train(out: Path, steps: int, seed: int, generations: int, completion: int, b
         lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, save_strategy="no",
         report_to=[], use_cpu=True, seed=seed, data_seed=seed, dataloader_num_workers=0, disable_tqdm=False,
         gradient_checkpointing=False, shuffle_dataset=False, log_completions=False, bf16=False, fp16=False)
+    peft_config = None
+    if lora_rank:
+        import peft
+
+        peft_config = peft.LoraConfig(
+            r=lora_rank, lora_alpha=2 * lora_rank, lora_dropout=0.0,
+            target_modules=r"model\.language_model\..*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)")
     trainer = trl.GRPOTrainer(model=model, reward_funcs=red_share, args=args, train_dataset=dataset,
-                              processing_class=processor,
+                              processing_class=processor, peft_config=peft_config,
                               callbacks=[MetadataCallback(out / "metadata", rank=0)])
-    ref = trainer.ref_model
-    assert ref is not None and ref is not trainer.model
-    for m in (trainer.model, ref):
-        assert m.config.text_config._attn_implementation == "eager"
-        assert m.config.vision_config._attn_implementation == "eager"
+    ref = trainer.ref_model  # with LoRA: none, the reference is the policy with its adapter disabled
+    base = trainer.model.get_base_model() if lora_rank else trainer.model
+    assert (ref is None) == bool(lora_rank) and ref is not trainer.model
+    for m in (base, ref):
+        if m is not None:
+            assert m.config.text_config._attn_implementation == "eager"
+            assert m.config.vision_config._attn_implementation == "eager"
     recorder = GRPORecorder(out).attach(trainer)
 
     # ---------------------------------------------------------------- the measurement (this script's own labels)
     parts: dict[str, list] = defaultdict(list)
-    for m in (trainer.model, ref):
-        for part, mods in part_modules(m).items():
+    for m in (base, ref):
+        for part, mods in (part_modules(m).items() if m is not None else ()):
             parts[part] += mods
     state = {"phase": None, "step": None}
 
@@ -173,8 +183,26 @@ def train(out: Path, steps: int, seed: int, generations: int, completion: int, b
 
     # a forward decides its phase when it starts (the fused head's autograd.Function runs its forward without
     # gradients even in the training forward, so the phase is fixed at the model's entry, not per op)
-    ref.register_forward_pre_hook(enter(lambda: "ref"))
-    ref.register_forward_hook(leave)
+    if ref is not None:
+        ref.register_forward_pre_hook(enter(lambda: "ref"))
+        ref.register_forward_hook(leave)
+    else:  # TRL runs the reference forward inside use_adapter(model, None): adapters disabled
+        import contextlib
+
+        from trl.trainer import grpo_trainer
+
+        adapter = grpo_trainer.use_adapter
+
+        @contextlib.contextmanager
+        def labelled_adapter(*a, **k):
+            with adapter(*a, **k):
+                outer, state["phase"] = state["phase"], "ref"
+                try:
+                    yield
+                finally:
+                    state["phase"] = outer
+
+        grpo_trainer.use_adapter = labelled_adapter
     trainer.model.register_forward_pre_hook(enter(lambda: state["phase"] or (
         "update_actor" if torch.is_grad_enabled() else "old_log_prob")))
     trainer.model.register_forward_hook(leave)
@@ -239,6 +267,7 @@ def train(out: Path, steps: int, seed: int, generations: int, completion: int, b
         "addmm_": ("torch's FlopCounterMode registry has no entry for the in-place aten.addmm_, which TRL's chunked "
                    "log-prob backward uses for its gradient GEMMs; this counter adds torch's own addmm formula for it"),
         "attention": "eager (full square attention score and value matmuls: compare with --causal full)",
+        **({"lora_rank": lora_rank} if lora_rank else {}),
         "steps": steps, "seed": seed, "num_generations": generations, "max_completion_length": completion,
         "beta": beta, "num_iterations": 2, "wall_s": wall,
         "total_flops": total, "by_part": by_part,
@@ -275,13 +304,15 @@ def main() -> None:
     ap.add_argument("--generations", type=int, default=2)
     ap.add_argument("--completion", type=int, default=8)
     ap.add_argument("--beta", type=float, default=0.04)
+    ap.add_argument("--lora-rank", type=int, default=0, help="LoRA on every LM Linear with this rank (TRL's "
+                    "peft_config; tower and projector frozen; the reference is the policy with its adapter disabled)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     out = a.out.resolve()
     if a.steps % 2:
         sys.exit("--steps must be even (num_iterations=2: each rollout is trained on in two steps)")
     if a.child:
-        train(out, a.steps, a.seed, a.generations, a.completion, a.beta)
+        train(out, a.steps, a.seed, a.generations, a.completion, a.beta, a.lora_rank)
         return
     if out.exists() and any(out.iterdir()):
         sys.exit(f"{out} exists and is not empty; remove it first")
@@ -290,7 +321,7 @@ def main() -> None:
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_MININTERVAL": "0"}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--out", str(out), "--steps", str(a.steps),
            "--seed", str(a.seed), "--generations", str(a.generations), "--completion", str(a.completion),
-           "--beta", str(a.beta)]
+           "--beta", str(a.beta), "--lora-rank", str(a.lora_rank)]
     with open(out / "train.log", "wb") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
         for chunk in iter(lambda: proc.stdout.read1(4096), b""):
@@ -300,8 +331,10 @@ def main() -> None:
         rc = proc.wait()
     if rc:
         sys.exit(f"training failed (exit {rc}); see {out / 'train.log'}")
-    (out / "run.yaml").write_text(RUN_YAML.format(seed=a.seed, steps=a.steps, gens=a.generations, comp=a.completion,
-                                                  beta=a.beta))
+    run_yaml = RUN_YAML.format(seed=a.seed, steps=a.steps, gens=a.generations, comp=a.completion, beta=a.beta)
+    if a.lora_rank:
+        run_yaml = run_yaml.replace("REAL GRPO run", f"REAL GRPO run with LoRA (r={a.lora_rank}, every LM Linear)")
+    (out / "run.yaml").write_text(run_yaml)
     for leftover in sorted((out / "_trainer").glob("**/*"), reverse=True):
         leftover.unlink() if leftover.is_file() else leftover.rmdir()
     (out / "_trainer").rmdir()

@@ -116,3 +116,26 @@ def test_log_phase_timings_and_response_check():
     assert checked == 1 and bad == ["iteration 1: the log's mean response length 6 differs from the recorded "
                                     "rollout's 3"]
     assert log_phase_timings(pl.DataFrame({"iteration": [1]})) == {}
+
+
+def test_a_lora_policy_runs_its_adapters_in_generation_and_old_log_probs_by_hand():
+    """LoRA r=2 on every LM Linear: per token and layer 2·r·(n_in + n_out) over q (64->64), k and v (64->32),
+    o (64->64), gate and up (64->96), down (96->64). The old-policy pass and generation (6 prompt + 3 decode tokens)
+    run the adapters; the reference (a separate model, or the policy with its adapter disabled) does not."""
+    from vlm_perf.arch.adapters import AdapterConfig
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.flops.generation import generation_flops
+
+    spec = _spec()
+    lora = Trainability(trainable=(), adapter=AdapterConfig(r=2, target_modules="all-linear"))
+    per_token = 2 * 2 * (128 + 96 + 96 + 128 + 160 + 160 + 160) * 2  # two layers
+    step = rl_step_flops(spec, [6], [4], causal="full", trainability=lora)
+    totals = step.phase_totals()
+    assert totals["old_log_prob"] - totals["ref"] == per_token * 10
+    plain = generation_flops(spec, [6], [4], causal="full").total
+    assert step.generation.total - plain == per_token * (6 + 3)
+    dora = Trainability(trainable=(), adapter=AdapterConfig(r=2, target_modules="all-linear", use_dora=True))
+    from vlm_perf.errors import UnsupportedModelError
+
+    with pytest.raises(UnsupportedModelError, match="generation under DoRA"):
+        rl_step_flops(spec, [6], [4], trainability=dora)

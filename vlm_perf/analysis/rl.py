@@ -161,13 +161,17 @@ def rl_accounting(spec: ModelSpec, record: RLRecord, trainability: Trainability 
     recorded ``phases_s`` where given."""
     s = record.settings
     head = LogProbHead(s.head_positions, s.head_backward_recompute)
+    # the policy's own passes (generation, old log-probs) run its adapters; the reference runs the plain model
+    adapters = trainability if trainability is not None and trainability.adapter is not None else None
+    policy_roles = ("old_log_prob",)
     notes: list[str] = []
     iterations = []
     for step in record.steps:
         flops: dict[str, dict[str, int]] = {}
         r = step.rollout
         if r is not None and r.prompt_lens:
-            g = generation_flops(spec, r.prompt_lens, r.response_lens, r.image_grid_thw, r.video_grid_thw, causal)
+            g = generation_flops(spec, r.prompt_lens, r.response_lens, r.image_grid_thw, r.video_grid_thw, causal,
+                                 adapters)
             flops["generation"] = {k: g.prefill[k] + g.decode[k] for k in g.prefill}
             if r.generated_steps and max(r.generated_steps) > max(r.response_lens):
                 notes.append(f"iteration {step.iteration}: generate() ran {max(r.generated_steps)} decode steps for "
@@ -179,7 +183,8 @@ def rl_accounting(spec: ModelSpec, record: RLRecord, trainability: Trainability 
             parts: dict[str, int] = _zero()
             for c in calls:
                 _add(parts, logprob_forward_parts(spec, c.prompt_lens, c.response_lens, c.image_grid_thw,
-                                                  c.video_grid_thw, causal, head))
+                                                  c.video_grid_thw, causal, head,
+                                                  adapters if role in policy_roles else None))
             flops[role] = parts
         if step.update:
             parts = _zero()

@@ -55,16 +55,38 @@ def _lm_head_per_token(spec: ModelSpec) -> int:
     return 2 * spec.lm.hidden_size * spec.lm.vocab_size
 
 
-def _forward_parts(spec: ModelSpec, stats: BatchStats, causal: str) -> dict[str, Any]:
-    return regime_flops(spec, stats, Trainability(), causal=causal, mode="forward", full_reference=False).parts
+def _forward(spec: ModelSpec, stats: BatchStats, causal: str, adapters: Trainability | None = None):
+    """One forward under ``adapters`` (a regime whose adapters run in this forward: a LoRA policy's generation and
+    old-policy pass; None: the plain model, e.g. the reference)."""
+    return regime_flops(spec, stats, adapters or Trainability(), causal=causal, mode="forward", full_reference=False)
+
+
+def _forward_parts(spec: ModelSpec, stats: BatchStats, causal: str,
+                   adapters: Trainability | None = None) -> dict[str, Any]:
+    return _forward(spec, stats, causal, adapters).parts
+
+
+def _head_passes(spec: ModelSpec, logits: Any, positions: int) -> int:
+    """How many ``2·h·V`` passes per position the output-head component ``logits`` holds (1: forward only; 3: forward
+    and both gradients); an adapter on the head makes it no whole number, which is refused."""
+    if not positions:
+        return 0
+    passes, rest = divmod(logits, _lm_head_per_token(spec) * positions)
+    if rest:
+        raise UnsupportedModelError(f"{spec.name}: the output head's FLOPs are not whole passes over the positions "
+                                    "(an adapter on the head is not modelled in RL phases)")
+    return int(passes)
 
 
 def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
                      image_grids: Sequence[Sequence[int]] = (), video_grids: Sequence[Sequence[int]] = (),
-                     causal: str = "half") -> GenerationFlops:
+                     causal: str = "half", adapters: Trainability | None = None) -> GenerationFlops:
     """Generation FLOPs of samples with ``prompt_lens[i]`` prompt positions (visual tokens included) and
     ``response_lens[i]`` generated tokens; the media of all samples (``image_grids`` / ``video_grids``) pass the
-    tower once, in prefill. See the module docstring."""
+    tower once, in prefill. ``adapters``: the policy's regime when its adapters run during generation (LoRA: their
+    forward on every prefill and decode token; DoRA's per-call term is refused). See the module docstring."""
+    if adapters is not None and adapters.adapter is not None and adapters.adapter.use_dora:
+        raise UnsupportedModelError("generation under DoRA (a weight-norm term per forward call) is not modelled")
     if len(prompt_lens) != len(response_lens):
         raise ConfigError(f"{len(prompt_lens)} prompt lengths but {len(response_lens)} response lengths")
     if any(p <= 0 for p in prompt_lens) or any(n < 0 for n in response_lens):
@@ -74,7 +96,7 @@ def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens:
     # prefill: one forward over every prompt, the head on the last position of each sample only
     prompt = BatchStats.from_batch(seq_lens=[p for p, _ in samples], image_grids=[tuple(g) for g in image_grids],
                                    video_grids=[tuple(g) for g in video_grids], spec=spec)
-    prefill = _forward_parts(spec, prompt, causal)
+    prefill = _forward_parts(spec, prompt, causal, adapters)
     prefill["language_model"] -= head * (sum(p for p, _ in samples) - len(samples))
     # decode: N-1 one-token forwards per sample; per-token matmuls from a "sequence" of that many tokens with
     # no attention, plus the core against the cache, counted from the LM's own core per position
@@ -84,7 +106,7 @@ def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens:
     if steps:
         lm_only = BatchStats(lm_tokens=steps, lm_tokens_sq=0, lm_sequences=steps, lm_samples=steps,
                              lm_padded_tokens=steps)
-        decode["language_model"] = _forward_parts(spec, lm_only, "full")["language_model"]
+        decode["language_model"] = _forward_parts(spec, lm_only, "full", adapters)["language_model"]
         ctx = FlopsContext(causal="full")
         for block in spec.blocks:
             if block.kind not in _ATTENTION_KINDS:
@@ -148,13 +170,19 @@ def _sequences(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Seque
 
 def logprob_forward_parts(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
                           image_grids: Sequence[Sequence[int]] = (), video_grids: Sequence[Sequence[int]] = (),
-                          causal: str = "half", head: LogProbHead | None = None) -> dict[str, Any]:
+                          causal: str = "half", head: LogProbHead | None = None,
+                          adapters: Trainability | None = None) -> dict[str, Any]:
     """FLOPs by part of one log-prob forward (reference or old policy) over prompt + response sequences: the
-    model's forward with the output head on ``head``'s positions (default: every position)."""
+    model's forward with the output head on ``head``'s positions (default: every position). ``adapters``: the
+    regime whose adapters run in this forward (a LoRA policy's old-policy pass; None: the plain model, as the
+    reference runs)."""
     head = head or LogProbHead()
     full = _sequences(spec, prompt_lens, response_lens, image_grids, video_grids)
-    parts = _forward_parts(spec, full, causal)
-    parts["language_model"] += _lm_head_per_token(spec) * (head.count(prompt_lens, response_lens) - full.lm_tokens)
+    result = _forward(spec, full, causal, adapters)
+    parts = dict(result.parts)
+    logits = result.breakdown.components["lm.logits"]
+    passes = _head_passes(spec, logits, full.lm_tokens)
+    parts["language_model"] += passes * _lm_head_per_token(spec) * head.count(prompt_lens, response_lens) - logits
     return parts
 
 
@@ -172,9 +200,7 @@ def actor_update_parts(spec: ModelSpec, prompt_lens: Sequence[int], response_len
     parts = dict(regime.parts)
     per_position = _lm_head_per_token(spec)
     logits = regime.breakdown.components["lm.logits"]
-    passes, rest = divmod(logits, per_position * full.lm_tokens) if full.lm_tokens else (0, 0)
-    if rest:
-        raise UnsupportedModelError(f"{spec.name}: the output head's FLOPs are not whole passes over the positions")
+    passes = _head_passes(spec, logits, full.lm_tokens)
     positions = head.count(prompt_lens, response_lens)
     recompute = per_position * positions if head.backward_recompute and passes > 1 else 0
     parts["language_model"] += passes * per_position * positions + recompute - logits
@@ -216,13 +242,15 @@ def rl_step_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Se
     counted as a forward (values) and a full-training update of the same shape."""
     if ppo_epochs < 1:
         raise ConfigError(f"ppo_epochs must be >= 1, got {ppo_epochs}")
-    gen = generation_flops(spec, prompt_lens, response_lens, image_grids, video_grids, causal)
+    adapters = trainability if trainability is not None and trainability.adapter is not None else None
+    gen = generation_flops(spec, prompt_lens, response_lens, image_grids, video_grids, causal, adapters)
     shape = (spec, prompt_lens, response_lens, image_grids, video_grids)
-    forward = logprob_forward_parts(*shape, causal=causal, head=head)
+    forward = logprob_forward_parts(*shape, causal=causal, head=head)  # the reference: the plain model
+    policy = logprob_forward_parts(*shape, causal=causal, head=head, adapters=adapters)  # old policy: its adapters
     update = actor_update_parts(*shape, trainability=trainability, causal=causal, head=head)
     phases: dict[str, dict[str, Any]] = {"generation": {k: gen.prefill[k] + gen.decode[k] for k in gen.prefill}}
     if old_log_prob:
-        phases["old_log_prob"] = dict(forward)
+        phases["old_log_prob"] = dict(policy)
     if reference:
         phases["ref"] = dict(forward)
     if critic:
