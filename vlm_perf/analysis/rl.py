@@ -6,7 +6,8 @@ recorded, with the formulas of `vlm_perf.flops.generation` (the one place they l
 * ``generation``: the rollout generated in this step (prefill + KV-cache decode per sample, media once per
   sample) — :func:`generation_flops`;
 * ``old_log_prob`` / ``ref`` / ``values``: every log-prob forward the step ran, over prompt + response, the head
-  on the recorded positions — :func:`logprob_forward_parts`;
+  on the recorded positions — :func:`logprob_forward_parts`; the policy's own passes (generation and
+  ``old_log_prob``) run its adapters when the regime has one (LoRA), the reference and a critic do not;
 * ``update_actor``: every training microbatch of the step (forward + backward under the run's regime, the head
   on the recorded positions, its backward recompute) — :func:`actor_update_parts`;
 * ``other``: the step's remaining seconds (rewards, advantages, prompt processing), 0 FLOPs.
