@@ -12,6 +12,7 @@ everywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import sys
 import types
@@ -177,3 +178,48 @@ def test_log_frame_reproduces_the_legacy_formula_row_by_row():
         verl_mfu_actor_log_frame(spec, it.drop("phase_s_update_actor"), 8, 989e12)
     with pytest.raises(ConfigError, match="no sample count"):
         verl_mfu_actor_log_frame(spec, it.drop("step_tokens"), 8, 989e12)
+
+
+# ---- EasyR1's own copy of the counter (hiyouga/EasyR1 verl/utils/flops_counter.py @ 13e956285434) -------------
+
+def test_easyr1_dense_formula_by_hand():
+    from vlm_perf.flops.conventions.verl_mfu import easyr1_counted_flops
+
+    # _estimate_llama_flops: head_dim = hidden // heads; dense_N as veRL's; attn_qkv_flops = 12 * sum(L^2) * d * H * L
+    dense_n = (64 * 96 * 3 + 64 * (64 + 32 + 32 + 64)) * 2 + 1000 * 64 * 2
+    want = 6 * dense_n * 150 + 12 * (100 ** 2 + 50 ** 2) * 16 * 4 * 2
+    assert easyr1_counted_flops(_tiny(), [100, 50]) == want
+    # through the legacy MFU: estimated * ppo_epochs / (promised * world_size)
+    got = verl_mfu_actor(_tiny(), [100, 50], 2.0, 4, 312e12, ppo_epochs=2, convention="easyr1")
+    assert got.mfu == pytest.approx(want / 2.0 * 2 / (312e12 * 4), rel=1e-12)
+    # a Qwen3 config's head_dim (32) is ignored by the dense formula: hidden // heads = 16
+    qwen3 = spec_from_config({**TINY, "model_type": "qwen3", "head_dim": 32}, name="tiny-qwen3")
+    n3 = (64 * 96 * 3 + 64 * (64 + 32 + 32 + 64)) * 2 + 1000 * 64 * 2
+    assert easyr1_counted_flops(qwen3, [100]) == 6 * n3 * 100 + 12 * 100 ** 2 * 16 * 4 * 2
+
+
+def test_easyr1_moe_formula_by_hand_and_vision_ignored():
+    from vlm_perf.flops.conventions.verl_mfu import easyr1_counted_flops
+
+    cfg = {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 32,
+           "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+           "vocab_size": 1000, "num_experts": 8, "num_experts_per_tok": 2, "tie_word_embeddings": False,
+           "max_position_embeddings": 4096, "decoder_sparse_step": 1, "mlp_only_layers": []}
+    spec = spec_from_config(cfg, name="tiny-qwen3-moe")
+    # _estimate_qwen2_moe_flops: head_dim from the config (32); moe_mlp_N = h * top_k * moe_inter * 3 + h * E
+    n = ((64 * 2 * 32 * 3 + 64 * 8) + 64 * (4 * 32 + 2 * 2 * 32 + 4 * 32)) * 2 + 1000 * 64 * 2
+    assert easyr1_counted_flops(spec, [100, 50]) == 6 * n * 150 + 12 * (100 ** 2 + 50 ** 2) * 32 * 4 * 2
+    vl = load_model("qwen2.5-vl-7b")  # text only: images change nothing
+    assert verl_counted_flops(vl, [1000], [(1, 28, 40)], "easyr1") == verl_counted_flops(vl, [1000], (), "easyr1")
+    with pytest.raises(ConfigError, match="logs MFU 0"):
+        easyr1_counted_flops(dataclasses.replace(load_model("llama3-8b"), family="gemma3"), [10])
+
+
+def test_easyr1_device_table_quirk():
+    from vlm_perf.flops.conventions.verl_mfu import easyr1_promised_flops
+
+    # get_device_flops tests substrings in order H100/H800, A100/A800, L40, L20, H20, 910B: an H200 matches "H20"
+    assert easyr1_promised_flops("NVIDIA H100 80GB HBM3") == 989e12
+    assert easyr1_promised_flops("NVIDIA H200") == 148e12
+    assert easyr1_promised_flops("NVIDIA L40S") == 181.05e12
+    assert easyr1_promised_flops("NVIDIA B200") == float("inf")  # unknown: MFU 0

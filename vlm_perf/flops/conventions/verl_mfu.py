@@ -24,6 +24,11 @@ Two shapes, by version:
   MEAN over mini-batches and epochs (``fit``: ``reduce_metrics`` — ``np.mean`` for a key without "max" / "min";
   a mean of ratios, not total FLOPs / total time).
 
+EasyR1 ships its own copy of the counter (``EASYR1_FLOPS``; ``convention="easyr1"``): text only for every VLM,
+attention ``12 * sum(L^2) * d * H * L`` (no causal half), ``d = hidden // heads`` in the dense formula, and a
+device table in which an H200 matches its "H20" entry (148e12: the MFU it logs on H200s is 989/148 = 6.7x what
+the same run would log with an H200's dense BF16 peak).
+
 Other worker variants exist (the code index shows a Megatron actor dividing by the tensor-parallel size only);
 they are not pinned here.
 
@@ -68,6 +73,53 @@ VERL_MFU_LEGACY = Pin(
 
 VARIANTS = ("legacy", "engine")
 
+EASYR1_FLOPS = Pin(
+    "EasyR1", "hiyouga/EasyR1", "verl/utils/flops_counter.py",
+    "FlopsCounter._estimate_llama_flops / _estimate_qwen2_moe_flops + get_device_flops", "13e956285434",
+    verified="tests/flops/test_verl_mfu.py: hand arithmetic from the cited lines")
+#: families EasyR1's ``_ESTIMATE_FUNC`` routes to its dense (llama) and MoE formulas; anything else logs MFU 0
+EASYR1_DENSE = ("llama", "qwen2", "qwen2_vl", "qwen2_5_vl", "qwen3", "qwen3_vl")
+EASYR1_MOE = ("qwen2_moe", "qwen3_moe", "qwen3_vl_moe")
+#: EasyR1's ``get_device_flops``, in its order: the first substring of the device name that matches wins
+#: (so "NVIDIA H200" matches "H20": 148e12, not an H200's dense BF16 peak); no match -> inf (MFU 0)
+EASYR1_DEVICE_FLOPS: tuple[tuple[tuple[str, ...], float], ...] = (
+    (("H100", "H800"), 989e12), (("A100", "A800"), 312e12), (("L40",), 181.05e12), (("L20",), 119.5e12),
+    (("H20",), 148e12), (("910B",), 354e12))
+
+
+def easyr1_promised_flops(device_name: str) -> float:
+    """FLOP/s per GPU that EasyR1's ``get_device_flops`` promises for ``torch.cuda.get_device_name()``."""
+    for names, flops in EASYR1_DEVICE_FLOPS:
+        if any(n in device_name for n in names):
+            return flops
+    return float("inf")
+
+
+def easyr1_counted_flops(spec: ModelSpec, seq_lens: Sequence[int]) -> float:
+    """EasyR1's training FLOPs of one pass over ``seq_lens`` (``estimate_flops(seq_lens, 1.0)[0] * 1e12``):
+    text only (no vision term for any VLM), ``6 * N * sum(L)`` with N = L_layers * (MLP + attention projections)
+    + 2 * V * h, and the attention core ``12 * sum(L^2) * d * H * L_layers`` (no causal half); the dense formula
+    takes ``d = hidden // heads``, the MoE formula the config's head_dim, routed experts ``top_k * 3 * h *
+    moe_intermediate`` plus the router ``h * E`` (no shared experts)."""
+    family = spec.family or spec.model_type
+    if family not in EASYR1_DENSE + EASYR1_MOE:
+        raise ConfigError(f"EasyR1's FlopsCounter has no formula for {family} ({spec.name}): it logs MFU 0")
+    if not seq_lens:
+        raise ConfigError("EasyR1's MFU needs the batch's sequence lengths (global_token_num); got none")
+    lm = spec.lm
+    h, heads, kv = lm.hidden_size, lm.num_heads, lm.num_kv_heads
+    if family in EASYR1_DENSE:
+        d = h // heads
+        mlp = h * lm.intermediate_size * 3
+    else:
+        if lm.moe is None:
+            raise ConfigError(f"{spec.name}: EasyR1's MoE formula needs an MoE language model")
+        d = lm.head_dim
+        mlp = h * lm.moe.top_k * lm.moe.expert_intermediate_size * 3 + h * lm.moe.num_experts
+    attn = h * (heads * d + 2 * kv * d + heads * d)
+    dense_n = (mlp + attn) * lm.num_layers + lm.vocab_size * h * 2
+    return float(6 * dense_n * sum(seq_lens) + 12 * sum(x * x for x in seq_lens) * d * heads * lm.num_layers)
+
 
 @dataclass(frozen=True)
 class VerlMfu:
@@ -98,9 +150,12 @@ def verl_counted_flops(spec: ModelSpec, seq_lens: Sequence[int], image_grids: Se
                        convention: str = "verl") -> float:
     """``FlopsCounter.estimate_flops(seq_lens, 1.0, images_seqlens=...)[0] * 1e12``: veRL's training FLOPs of one
     pass over ``seq_lens`` (one entry per response: prompt + response tokens) with the media of ``image_grids``
-    (``image_grid_thw`` rows). ``convention``: ``verl`` (main / v0.9.0) or ``verl@v0.7.1``."""
+    (``image_grid_thw`` rows). ``convention``: ``verl`` (main / v0.9.0), ``verl@v0.7.1``, or ``easyr1`` (EasyR1's
+    own copy of the counter: :func:`easyr1_counted_flops`, images ignored)."""
     from ..breakdown import compute_flops
 
+    if convention == "easyr1":
+        return easyr1_counted_flops(spec, seq_lens)
     if not seq_lens:
         raise ConfigError("veRL's MFU needs the batch's sequence lengths (global_token_num); got none")
     stats = BatchStats.from_batch(seq_lens=list(seq_lens), image_grids=[tuple(g) for g in image_grids], spec=spec)
@@ -246,5 +301,5 @@ def verl_mfu_actor_log_frame(spec: ModelSpec, iterations: "pl.DataFrame", num_gp
                                                 "seq_len", "update_s")
 
 
-__all__ = ["VARIANTS", "VERL_MFU_ENGINE", "VERL_MFU_LEGACY", "VerlMfu", "verl_counted_flops", "verl_mfu_actor",
+__all__ = ["EASYR1_DEVICE_FLOPS", "EASYR1_FLOPS", "VARIANTS", "easyr1_counted_flops", "easyr1_promised_flops", "VERL_MFU_ENGINE", "VERL_MFU_LEGACY", "VerlMfu", "verl_counted_flops", "verl_mfu_actor",
            "verl_mfu_actor_engine", "verl_mfu_actor_log_frame"]
