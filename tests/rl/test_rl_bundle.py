@@ -157,3 +157,15 @@ def test_recorded_shapes_agree_with_the_training_metadata():
             assert step["rollout"]["response_lens"] == [8, 8]
             assert step["rollout"]["generated_steps"] == [8]  # no decode step beyond the kept responses
             assert step["rollout"]["padded_prompt_len"] == [min(step["rollout"]["prompt_lens"])]  # no padding
+
+
+def test_phase_mfu_with_a_stated_peak():
+    """--peak-tflops (a CPU has no tabulated peak): every phase's MFU is its rate over that peak."""
+    from vlm_perf.pipeline import load_run
+    from vlm_perf.report.document import build_summary
+
+    loaded = load_run(RUN, causal="full", peak_tflops=0.002)
+    rl = build_summary(loaded.analysis, loaded.context)["rl"]
+    for name, phase in rl["phases"].items():
+        assert phase["mfu"] == pytest.approx(phase["tflops_per_gpu"] / 0.002), name
+    assert rl["mfu"] == pytest.approx(rl["flops_total"] / rl["step_seconds"] / 1e12 / 0.002)

@@ -139,3 +139,16 @@ def test_a_lora_policy_runs_its_adapters_in_generation_and_old_log_probs_by_hand
 
     with pytest.raises(UnsupportedModelError, match="generation under DoRA"):
         rl_step_flops(spec, [6], [4], trainability=dora)
+
+
+def test_phase_utilisation_against_a_stated_peak():
+    from vlm_perf.analysis.rl import rl_accounting
+
+    record = _record({"prompt_lens": (6, 9), "response_lens": (4, 2)})
+    acc = rl_accounting(_spec(), record, causal="full", num_gpus=2, peak_tflops=1e-6)
+    gen = next(p for p in acc.phases() if p.name == "generation")
+    assert gen.tflops_per_gpu == pytest.approx(gen.flops / 1.5 / 2 / 1e12)
+    assert gen.mfu == pytest.approx(gen.tflops_per_gpu / 1e-6)
+    block = acc.to_dict()
+    assert block["mfu"] == pytest.approx(block["tflops_per_gpu"] / 1e-6)
+    assert rl_accounting(_spec(), record, causal="full").to_dict()["mfu"] is None

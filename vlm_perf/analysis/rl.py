@@ -72,6 +72,7 @@ class PhaseTotal:
     tflops_per_gpu: float | None
     time_share: float | None
     flops_share: float
+    mfu: float | None = None  # tflops_per_gpu / the GPU's peak (None: no peak known or no time)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class RLAccounting:
     iterations: tuple[RLIteration, ...]
     num_gpus: int
     notes: tuple[str, ...] = field(default=())
+    peak_tflops: float | None = None  # per GPU, for the utilisation (MFU) of each phase
 
     @property
     def title(self) -> str:
@@ -113,8 +115,11 @@ class RLAccounting:
             rate = flops / secs / self.num_gpus / 1e12 if secs and secs > 0 else None
             out.append(PhaseTotal(name, secs, flops, parts, rate,
                                   secs / total_s if secs is not None and total_s > 0 else None,
-                                  flops / total_f if total_f else 0.0))
+                                  flops / total_f if total_f else 0.0, self._mfu(rate)))
         return out
+
+    def _mfu(self, tflops_per_gpu: float | None) -> float | None:
+        return tflops_per_gpu / self.peak_tflops if tflops_per_gpu is not None and self.peak_tflops else None
 
     def headline(self) -> str:
         """``GRPO: generation 34.5% of the step time`` (or of the FLOPs when no time was recorded)."""
@@ -132,10 +137,10 @@ class RLAccounting:
         return {
             "algorithm": self.algorithm, "framework": self.framework, "headline": self.headline(),
             "settings": dict(self.settings), "iterations": len(self.iterations),
-            "step_seconds": total_s, "flops_total": total_f, "tflops_per_gpu": rate,
+            "step_seconds": total_s, "flops_total": total_f, "tflops_per_gpu": rate, "mfu": self._mfu(rate),
             "parts": self._parts(),
             "phases": {p.name: {"seconds": p.seconds, "flops": p.flops, "parts": dict(p.parts),
-                                "tflops_per_gpu": p.tflops_per_gpu, "time_share": p.time_share,
+                                "tflops_per_gpu": p.tflops_per_gpu, "mfu": p.mfu, "time_share": p.time_share,
                                 "flops_share": p.flops_share} for p in self.phases()},
             "per_iteration": [{"iteration": it.iteration, "step_s": it.step_s, "flops": it.total_flops,
                                "parts": it.parts(),
@@ -156,7 +161,8 @@ class RLAccounting:
 
 def rl_accounting(spec: ModelSpec, record: RLRecord, trainability: Trainability | None = None,
                   causal: str = "half", num_gpus: int = 1,
-                  timings_s: Mapping[int, Mapping[str, float]] | None = None) -> RLAccounting:
+                  timings_s: Mapping[int, Mapping[str, float]] | None = None,
+                  peak_tflops: float | None = None) -> RLAccounting:
     """Per-iteration, per-phase exact FLOPs and seconds of an RL run (see the module docstring).
     ``timings_s``: iteration -> phase -> seconds from a log (veRL ``timing_s/...``), used instead of the
     recorded ``phases_s`` where given."""
@@ -205,7 +211,7 @@ def rl_accounting(spec: ModelSpec, record: RLRecord, trainability: Trainability 
                 "num_iterations": s.num_iterations, "old_log_prob": s.old_log_prob, "critic": s.critic,
                 "logprob_head": {"positions": s.head_positions, "backward_recompute": s.head_backward_recompute},
                 "framework_version": s.framework_version, "generation": s.generation}
-    return RLAccounting(s.algorithm, s.framework, settings, tuple(iterations), num_gpus, tuple(notes))
+    return RLAccounting(s.algorithm, s.framework, settings, tuple(iterations), num_gpus, tuple(notes), peak_tflops)
 
 
 def log_phase_timings(iterations: Any) -> dict[int, dict[str, float]]:

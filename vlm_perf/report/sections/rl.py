@@ -52,7 +52,8 @@ def compute(ctx: "PartContext") -> RLResult | None:
                                                                    if frozen else None)
     timings = log_phase_timings(opened.parsed.iterations)  # a log's phase timers, where it has them
     accounting = rl_accounting(opened.spec, record, trainability, opened.causal,
-                               num_gpus=opened.config.num_gpus or 1, timings_s=timings)
+                               num_gpus=opened.config.num_gpus or 1, timings_s=timings,
+                               peak_tflops=opened.peak_tflops)
     if timings:
         analysis.messages.append(f"RL phase seconds of {len(timings)} iteration(s) from the log's phase timers")
     checked, disagreements = log_response_check(record, opened.parsed.iterations)
@@ -89,11 +90,13 @@ def section(inputs: "SectionInputs") -> SectionContent | None:
                        "steps' FLOPs — generation and the log-prob forwards are the rest."))
     lines += [T("Note: ", n) for n in rl.get("notes", [])]
     rows = [[T(PHASE_TITLES.get(name, name)), T(fmt(p["seconds"], 3)), T(f"{p['flops']:,.0f}"),
-             T(unit.fmt(p["tflops_per_gpu"], 1)), T(fmt(p["time_share"], 1, True)), T(fmt(p["flops_share"], 1, True))]
-            for name, p in phases.items()]
+             T(unit.fmt(p["tflops_per_gpu"], 1)), T(fmt(p["mfu"], 1, True)), T(fmt(p["time_share"], 1, True)),
+             T(fmt(p["flops_share"], 1, True))] for name, p in phases.items()]
     rows.append([T(B("step")), T(fmt(rl["step_seconds"], 3)), T(f"{rl['flops_total']:,.0f}"),
-                 T(unit.fmt(rl["tflops_per_gpu"], 1)), T("100.0%"), T("100.0%")])
-    table = Table(["phase", "seconds", "FLOPs", unit.per_gpu, "share of time", "share of FLOPs"], rows)
+                 T(unit.fmt(rl["tflops_per_gpu"], 1)), T(fmt(rl["mfu"], 1, True)), T("100.0%"), T("100.0%")])
+    table = Table(["phase", "seconds", "FLOPs", unit.per_gpu, "MFU", "share of time", "share of FLOPs"], rows)
+    if rl["mfu"] is None:
+        lines.append(T("MFU per phase: no GPU peak for this run (state the GPU type or its peak)."))
     parts = rl["parts"]
     part_rows = [[T(name)] + [T(f"{p['parts'].get(k, 0):,.0f}") for k in parts] for name, p in phases.items()
                  if p["flops"]]
@@ -118,6 +121,7 @@ PHASE_KEYS = (
     key("flops", "FLOPs", _NUM, "exact FLOPs of the phase over the RL steps", _P),
     key("parts", "block", dict, "FLOPs by part (vision_tower, projector, language_model)", _P),
     key("tflops_per_gpu", "TFLOP/s/GPU", _NUM, "flops / seconds / GPUs", _P, nullable=True),
+    key("mfu", "fraction", _NUM, "tflops_per_gpu / the GPU's peak (null: no peak, or not timed)", _P, nullable=True),
     key("time_share", "fraction", _NUM, "seconds / the steps' seconds", _P, nullable=True),
     key("flops_share", "fraction", _NUM, "flops / the steps' FLOPs", _P),
 )
@@ -131,6 +135,7 @@ RL_KEYS = (
     key("step_seconds", "s", _NUM, "Σ recorded step seconds", _P),
     key("flops_total", "FLOPs", _NUM, "exact FLOPs of every phase of every RL step", _P),
     key("tflops_per_gpu", "TFLOP/s/GPU", _NUM, "flops_total / step_seconds / GPUs", _P, nullable=True),
+    key("mfu", "fraction", _NUM, "tflops_per_gpu / the GPU's peak (null without a peak)", _P, nullable=True),
     key("parts", "block", dict, "flops_total by part", _P),
     key("phases", "block", dict, "per phase (generation, old_log_prob, ref, values, update_actor, update_critic, "
         "other)", _P, each=PHASE_KEYS),
