@@ -125,6 +125,8 @@ def test_time_split_rates_and_headline(report):
     assert f"| {scale * gen['tflops_per_gpu']:,.1f} |" in md.split("## RL steps", 1)[1]
     assert headline in (out / "report.html").read_text()
     assert headline in (out / "terminal.txt").read_text()
+    assert summary["figures"]["rl_phases.png"] == "drawn" and (out / "rl_phases.png").stat().st_size > 0
+    assert "](rl_phases.png)" in md.split("## RL steps", 1)[1]
     # the headline is near the top: before the first section heading after the checks
     assert md.index(headline) < md.index("## RL steps")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..content import B, Bullets, SectionContent, T, Table, fmt
-from ..parts import ReportPart, register_part
+from ..content import B, Bullets, FigureRef, SectionContent, T, Table, fmt
+from ..parts import Figure, ReportPart, register_part
 from ..schema import _NUM, key
 from ..units import run_rate_unit
 
@@ -102,7 +102,42 @@ def section(inputs: "SectionInputs") -> SectionContent | None:
                  if p["flops"]]
     part_rows.append([T(B("step"))] + [T(f"{v:,.0f}") for v in parts.values()])
     part_table = Table(["phase"] + [k.replace("_", " ") for k in parts], part_rows)
-    return SectionContent("RL steps: time and FLOPs per phase", [Bullets(lines), table, part_table])
+    blocks: list = [Bullets(lines), table, part_table]
+    if inputs.figures.get(FIGURE) is None and inputs.out_dir is not None and (inputs.out_dir / FIGURE).exists():
+        blocks.append(FigureRef(FIGURE, CAPTION))
+    return SectionContent("RL steps: time and FLOPs per phase", blocks)
+
+
+FIGURE = "rl_phases.png"
+CAPTION = "RL steps: each phase's share of the step time and of the FLOPs"
+
+
+def draw(run: Any, ctx: Any, path: Any) -> None:
+    """Two stacked bars, share of time and share of FLOPs, one segment per phase."""
+    from .. import figures as drawing
+
+    result = ctx.results.get("rl") if ctx is not None else None
+    if result is None:
+        raise drawing.Skip("no RL metadata (rl/) in the run folder")
+    phases = result.accounting.phases()
+    plt = drawing.plt
+    fig, ax = plt.subplots(figsize=(9, 2.8))
+    rows = (("time", [p.time_share or 0.0 for p in phases]), ("FLOPs", [p.flops_share for p in phases]))
+    colors = plt.get_cmap("tab10").colors
+    for y, (_, shares) in enumerate(rows):
+        left = 0.0
+        for i, (phase, share) in enumerate(zip(phases, shares)):
+            ax.barh(y, 100 * share, left=100 * left, color=colors[i % len(colors)],
+                    label=drawing.safe(phase.name) if y == 0 else None)
+            if share >= 0.06:
+                ax.text(100 * (left + share / 2), y, f"{100 * share:.0f}%", ha="center", va="center", fontsize=8)
+            left += share
+    ax.set_yticks([0, 1], [label for label, _ in rows])
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("% of the RL steps")
+    ax.set_title(drawing.safe(result.accounting.headline()))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    drawing._save(fig, path)
 
 
 def terminal(summary: dict) -> list[str]:
@@ -155,4 +190,4 @@ register_part(ReportPart(
     keys=(key("rl", "block", dict, "RL steps (run folder rl/): per phase exact FLOPs, seconds, rates and shares, "
               "the training-only accounting beside them; null without RL metadata", "report.sections.rl",
               nullable=True, fields=RL_KEYS),),
-    section=section, terminal=terminal))
+    section=section, terminal=terminal, figures=(Figure(FIGURE, CAPTION, draw),)))
