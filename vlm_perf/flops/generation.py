@@ -55,16 +55,38 @@ def _lm_head_per_token(spec: ModelSpec) -> int:
     return 2 * spec.lm.hidden_size * spec.lm.vocab_size
 
 
-def _forward_parts(spec: ModelSpec, stats: BatchStats, causal: str) -> dict[str, Any]:
-    return regime_flops(spec, stats, Trainability(), causal=causal, mode="forward", full_reference=False).parts
+def _forward(spec: ModelSpec, stats: BatchStats, causal: str, adapters: Trainability | None = None):
+    """One forward under ``adapters`` (a regime whose adapters run in this forward: a LoRA policy's generation and
+    old-policy pass; None: the plain model, e.g. the reference)."""
+    return regime_flops(spec, stats, adapters or Trainability(), causal=causal, mode="forward", full_reference=False)
+
+
+def _forward_parts(spec: ModelSpec, stats: BatchStats, causal: str,
+                   adapters: Trainability | None = None) -> dict[str, Any]:
+    return _forward(spec, stats, causal, adapters).parts
+
+
+def _head_passes(spec: ModelSpec, logits: Any, positions: int) -> int:
+    """How many ``2·h·V`` passes per position the output-head component ``logits`` holds (1: forward only; 3: forward
+    and both gradients); an adapter on the head makes it no whole number, which is refused."""
+    if not positions:
+        return 0
+    passes, rest = divmod(logits, _lm_head_per_token(spec) * positions)
+    if rest:
+        raise UnsupportedModelError(f"{spec.name}: the output head's FLOPs are not whole passes over the positions "
+                                    "(an adapter on the head is not modelled in RL phases)")
+    return int(passes)
 
 
 def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
                      image_grids: Sequence[Sequence[int]] = (), video_grids: Sequence[Sequence[int]] = (),
-                     causal: str = "half") -> GenerationFlops:
+                     causal: str = "half", adapters: Trainability | None = None) -> GenerationFlops:
     """Generation FLOPs of samples with ``prompt_lens[i]`` prompt positions (visual tokens included) and
     ``response_lens[i]`` generated tokens; the media of all samples (``image_grids`` / ``video_grids``) pass the
-    tower once, in prefill. See the module docstring."""
+    tower once, in prefill. ``adapters``: the policy's regime when its adapters run during generation (LoRA: their
+    forward on every prefill and decode token; DoRA's per-call term is refused). See the module docstring."""
+    if adapters is not None and adapters.adapter is not None and adapters.adapter.use_dora:
+        raise UnsupportedModelError("generation under DoRA (a weight-norm term per forward call) is not modelled")
     if len(prompt_lens) != len(response_lens):
         raise ConfigError(f"{len(prompt_lens)} prompt lengths but {len(response_lens)} response lengths")
     if any(p <= 0 for p in prompt_lens) or any(n < 0 for n in response_lens):
@@ -74,7 +96,7 @@ def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens:
     # prefill: one forward over every prompt, the head on the last position of each sample only
     prompt = BatchStats.from_batch(seq_lens=[p for p, _ in samples], image_grids=[tuple(g) for g in image_grids],
                                    video_grids=[tuple(g) for g in video_grids], spec=spec)
-    prefill = _forward_parts(spec, prompt, causal)
+    prefill = _forward_parts(spec, prompt, causal, adapters)
     prefill["language_model"] -= head * (sum(p for p, _ in samples) - len(samples))
     # decode: N-1 one-token forwards per sample; per-token matmuls from a "sequence" of that many tokens with
     # no attention, plus the core against the cache, counted from the LM's own core per position
@@ -84,7 +106,7 @@ def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens:
     if steps:
         lm_only = BatchStats(lm_tokens=steps, lm_tokens_sq=0, lm_sequences=steps, lm_samples=steps,
                              lm_padded_tokens=steps)
-        decode["language_model"] = _forward_parts(spec, lm_only, "full")["language_model"]
+        decode["language_model"] = _forward_parts(spec, lm_only, "full", adapters)["language_model"]
         ctx = FlopsContext(causal="full")
         for block in spec.blocks:
             if block.kind not in _ATTENTION_KINDS:
@@ -106,6 +128,83 @@ _ATTENTION_KINDS = ("decoder_attention", "mla_attention", "gated_decoder_attenti
 def _windowed(p: int, n: int, window: int) -> int:
     """Σ_{j=1}^{n-1} min(p + j, window)."""
     return sum(min(p + j, window) for j in range(1, n))
+
+
+HEAD_POSITIONS = ("all", "all_but_last", "response")
+
+
+@dataclass(frozen=True)
+class LogProbHead:
+    """Where a log-prob forward projects through the output head, and whether its backward recomputes it.
+
+    ``positions``: ``all`` (logits at every position, a plain ``model(...)`` call), ``all_but_last`` (every
+    position but the last, whose next token is not in the sequence: TRL's fused log-prob head on devices without
+    Triton), ``response`` (the scored response tokens only: TRL's fused head with Triton, ``logits_to_keep``).
+    ``backward_recompute``: the head's backward recomputes its logits tile by tile before the gradient GEMMs
+    (TRL's chunked log-prob function): one more ``2·h·V`` per position when a backward runs."""
+
+    positions: str = "all"
+    backward_recompute: bool = False
+
+    def __post_init__(self) -> None:
+        if self.positions not in HEAD_POSITIONS:
+            raise ConfigError(f"log-prob head positions must be one of {', '.join(HEAD_POSITIONS)}, "
+                              f"got {self.positions!r}")
+
+    def count(self, prompt_lens: Sequence[int], response_lens: Sequence[int]) -> int:
+        """Head positions over the sequences ``prompt_lens[i] + response_lens[i]``."""
+        if self.positions == "response":
+            return sum(response_lens)
+        drop = 1 if self.positions == "all_but_last" else 0
+        return sum(p + n - drop for p, n in zip(prompt_lens, response_lens))
+
+
+def _sequences(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
+               image_grids: Sequence[Sequence[int]], video_grids: Sequence[Sequence[int]]) -> BatchStats:
+    if len(prompt_lens) != len(response_lens):
+        raise ConfigError(f"{len(prompt_lens)} prompt lengths but {len(response_lens)} response lengths")
+    return BatchStats.from_batch(seq_lens=[p + n for p, n in zip(prompt_lens, response_lens)],
+                                 image_grids=[tuple(g) for g in image_grids],
+                                 video_grids=[tuple(g) for g in video_grids], spec=spec)
+
+
+def logprob_forward_parts(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
+                          image_grids: Sequence[Sequence[int]] = (), video_grids: Sequence[Sequence[int]] = (),
+                          causal: str = "half", head: LogProbHead | None = None,
+                          adapters: Trainability | None = None) -> dict[str, Any]:
+    """FLOPs by part of one log-prob forward (reference or old policy) over prompt + response sequences: the
+    model's forward with the output head on ``head``'s positions (default: every position). ``adapters``: the
+    regime whose adapters run in this forward (a LoRA policy's old-policy pass; None: the plain model, as the
+    reference runs)."""
+    head = head or LogProbHead()
+    full = _sequences(spec, prompt_lens, response_lens, image_grids, video_grids)
+    result = _forward(spec, full, causal, adapters)
+    parts = dict(result.parts)
+    logits = result.breakdown.components["lm.logits"]
+    passes = _head_passes(spec, logits, full.lm_tokens)
+    parts["language_model"] += passes * _lm_head_per_token(spec) * head.count(prompt_lens, response_lens) - logits
+    return parts
+
+
+def actor_update_parts(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
+                       image_grids: Sequence[Sequence[int]] = (), video_grids: Sequence[Sequence[int]] = (),
+                       trainability: Trainability | None = None, causal: str = "half",
+                       head: LogProbHead | None = None) -> dict[str, Any]:
+    """FLOPs by part of one actor update pass (forward + backward) over prompt + response sequences under
+    ``trainability`` (default: full training): :func:`regime_flops`, with the output head counted on ``head``'s
+    positions (forward, plus the backward's input and weight gradients where the regime runs them, plus the
+    recomputed logits of a ``backward_recompute`` head)."""
+    head = head or LogProbHead()
+    full = _sequences(spec, prompt_lens, response_lens, image_grids, video_grids)
+    regime = regime_flops(spec, full, trainability or Trainability(), causal=causal, full_reference=False)
+    parts = dict(regime.parts)
+    per_position = _lm_head_per_token(spec)
+    logits = regime.breakdown.components["lm.logits"]
+    passes = _head_passes(spec, logits, full.lm_tokens)
+    positions = head.count(prompt_lens, response_lens)
+    recompute = per_position * positions if head.backward_recompute and passes > 1 else 0
+    parts["language_model"] += passes * per_position * positions + recompute - logits
+    return parts
 
 
 @dataclass(frozen=True)
@@ -132,35 +231,37 @@ class RLStepFlops:
 def rl_step_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
                   image_grids: Sequence[Sequence[int]] = (), video_grids: Sequence[Sequence[int]] = (),
                   trainability: Trainability | None = None, ppo_epochs: int = 1, old_log_prob: bool = True,
-                  reference: bool = True, critic: bool = False, causal: str = "half") -> RLStepFlops:
+                  reference: bool = True, critic: bool = False, causal: str = "half",
+                  head: LogProbHead | None = None) -> RLStepFlops:
     """Phases of one RL step over the rollout's samples (one entry per response: a GRPO group of ``n`` responses
     to one prompt is ``n`` samples; their media are listed once per sample, as the actor update sees them).
 
-    Log-prob forwards and the update run over prompt + response (``causal`` attention, logits at every position);
+    Log-prob forwards and the update run over prompt + response (``causal`` attention, the output head on
+    ``head``'s positions, default every position: :func:`logprob_forward_parts`, :func:`actor_update_parts`);
     the actor update uses ``trainability`` (default: full training), ``ppo_epochs`` times; the critic (PPO) is
     counted as a forward (values) and a full-training update of the same shape."""
     if ppo_epochs < 1:
         raise ConfigError(f"ppo_epochs must be >= 1, got {ppo_epochs}")
-    gen = generation_flops(spec, prompt_lens, response_lens, image_grids, video_grids, causal)
-    full = BatchStats.from_batch(seq_lens=[p + n for p, n in zip(prompt_lens, response_lens)],
-                                 image_grids=[tuple(g) for g in image_grids],
-                                 video_grids=[tuple(g) for g in video_grids], spec=spec)
-    forward = _forward_parts(spec, full, causal)
-    regime = trainability or Trainability()
-    update = regime_flops(spec, full, regime, causal=causal, full_reference=False)
+    adapters = trainability if trainability is not None and trainability.adapter is not None else None
+    gen = generation_flops(spec, prompt_lens, response_lens, image_grids, video_grids, causal, adapters)
+    shape = (spec, prompt_lens, response_lens, image_grids, video_grids)
+    forward = logprob_forward_parts(*shape, causal=causal, head=head)  # the reference: the plain model
+    policy = logprob_forward_parts(*shape, causal=causal, head=head, adapters=adapters)  # old policy: its adapters
+    update = actor_update_parts(*shape, trainability=trainability, causal=causal, head=head)
     phases: dict[str, dict[str, Any]] = {"generation": {k: gen.prefill[k] + gen.decode[k] for k in gen.prefill}}
     if old_log_prob:
-        phases["old_log_prob"] = dict(forward)
+        phases["old_log_prob"] = dict(policy)
     if reference:
         phases["ref"] = dict(forward)
     if critic:
         phases["values"] = dict(forward)
-        critic_update = regime_flops(spec, full, Trainability(), causal=causal, full_reference=False)
-        phases["update_critic"] = {k: ppo_epochs * v for k, v in critic_update.parts.items()}
-    phases["update_actor"] = {k: ppo_epochs * v for k, v in update.parts.items()}
+        critic_update = actor_update_parts(*shape, causal=causal, head=head)
+        phases["update_critic"] = {k: ppo_epochs * v for k, v in critic_update.items()}
+    phases["update_actor"] = {k: ppo_epochs * v for k, v in update.items()}
+    regime = trainability or Trainability()
     notes = (f"actor update: {regime.describe()}, {ppo_epochs} PPO epoch(s)",
              "generation counts each sample's own work (no padding of finished rows); log-prob forwards compute "
-             "logits at every position")
+             f"logits at {(head or LogProbHead()).positions.replace('_', ' ')} positions")
     return RLStepFlops(phases, gen, notes)
 
 

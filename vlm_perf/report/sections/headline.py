@@ -56,6 +56,13 @@ def headline(inputs: SectionInputs) -> SectionContent:
         lines.append(T(*line))
         for text in regime.get("contradictions", []):
             lines.append(T(Span("Regime contradiction: ", bold=True, tone="warn"), text))
+    rl = s.get("rl")
+    if rl:  # the RL regime first, the training-only accounting beside it (analysis.rl, report.sections.rl)
+        line = [B(rl["headline"]), f" ({rl['iterations']} RL steps)."]
+        if rl.get("training_only_share") is not None:
+            line += [" Training-only accounting counts ", B(fmt(rl["training_only_share"], 1, True)),
+                     " of the RL steps' FLOPs (the update alone; generation and log-prob forwards not counted)."]
+        lines.append(T(*line))
     if s.get("logged_tflops_per_gpu_mean"):
         lines.append(T("The log printed ", B(unit.fmt(s["logged_tflops_per_gpu_mean"])), f" {unit.per_gpu} on average."))
     if s.get("vision_share_mean") is not None:

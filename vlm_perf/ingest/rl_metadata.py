@@ -1,0 +1,231 @@
+"""RL metadata (``rl/settings.json`` + ``rl/steps.jsonl``, schema ``vlm-perf-rl/1``): read and validate.
+
+Written by `vlm_perf.capture_rl.GRPORecorder` (or any loop that follows docs/metadata-schema.md, "RL steps").
+Every violation is a `SchemaError` naming ``file`` or ``file:line`` and the field; nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import SchemaError
+from ..flops.generation import HEAD_POSITIONS
+
+__all__ = ["RL_SCHEMA", "RL_DIR", "RLSettings", "Shapes", "Rollout", "RLStep", "RLRecord", "read_rl", "find_rl",
+           "PHASE_NAMES"]
+
+RL_SCHEMA = "vlm-perf-rl/1"
+RL_DIR = "rl"
+SETTINGS, STEPS = "settings.json", "steps.jsonl"
+ALGORITHMS = ("grpo", "ppo", "rloo", "dapo", "reinforce++")
+#: phases a step's ``phases_s`` may name (``other``: the rest of the step: rewards, advantages, data, ...)
+PHASE_NAMES = ("generation", "old_log_prob", "ref", "values", "update_actor", "update_critic", "other")
+LOG_PROB_ROLES = ("old_log_prob", "ref", "values")
+
+
+@dataclass(frozen=True)
+class RLSettings:
+    algorithm: str
+    framework: str
+    num_generations: int
+    beta: float
+    reference: bool
+    num_iterations: int
+    old_log_prob: bool
+    critic: bool
+    head_positions: str
+    head_backward_recompute: bool
+    framework_version: str = ""
+    generation: str = ""
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Sequences of one forward: prompt + response per row, and the media the call received."""
+
+    prompt_lens: tuple[int, ...]
+    response_lens: tuple[int, ...]
+    image_grid_thw: tuple[tuple[int, int, int], ...] = ()
+    video_grid_thw: tuple[tuple[int, int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Rollout(Shapes):
+    padded_prompt_len: tuple[int, ...] = ()  # per generate() call
+    generated_steps: tuple[int, ...] = ()  # decode steps each generate() call ran
+
+
+@dataclass(frozen=True)
+class RLStep:
+    iteration: int
+    step_s: float
+    phases_s: dict[str, float]
+    rollout: Rollout | None
+    log_prob_forwards: dict[str, tuple[Shapes, ...]]
+    update: tuple[Shapes, ...]
+    source: str = ""  # file:line
+
+
+@dataclass(frozen=True)
+class RLRecord:
+    settings: RLSettings
+    steps: tuple[RLStep, ...]
+    folder: Path = field(default=Path("."))
+
+
+def find_rl(folder: str | Path) -> Path | None:
+    """The ``rl/`` folder of a run folder when it holds the settings file."""
+    sub = Path(folder) / RL_DIR
+    return sub if (sub / SETTINGS).is_file() else None
+
+
+def _need(obj: dict, key: str, types: type | tuple[type, ...], where: str) -> Any:
+    if key not in obj:
+        raise SchemaError(f"missing field {key!r}", where)
+    value = obj[key]
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise SchemaError(f"field {key!r} must be {_names(types)}, got a bool", where)
+    if not isinstance(value, types):
+        raise SchemaError(f"field {key!r} must be {_names(types)}, got {type(value).__name__}", where)
+    return value
+
+
+def _names(types: type | tuple[type, ...]) -> str:
+    return " or ".join(t.__name__ for t in (types if isinstance(types, tuple) else (types,)))
+
+
+def _count(value: Any, key: str, where: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise SchemaError(f"{key} must hold integers >= {minimum}, got {value!r}", where)
+    return value
+
+
+def _ints(obj: dict, key: str, where: str, minimum: int = 0) -> tuple[int, ...]:
+    values = _need(obj, key, list, where)
+    return tuple(_count(v, key, where, minimum) for v in values)
+
+
+def _grids(obj: dict, key: str, where: str) -> tuple[tuple[int, int, int], ...]:
+    rows = obj.get(key, [])
+    if not isinstance(rows, list):
+        raise SchemaError(f"field {key!r} must be a list of [t, h, w], got {type(rows).__name__}", where)
+    out = []
+    for row in rows:
+        if not isinstance(row, list) or len(row) != 3:
+            raise SchemaError(f"{key} rows must be [t, h, w], got {row!r}", where)
+        t, h, w = (_count(v, key, where, 1) for v in row)
+        out.append((t, h, w))
+    return tuple(out)
+
+
+def _shapes(obj: Any, where: str, what: str) -> dict:
+    if not isinstance(obj, dict):
+        raise SchemaError(f"{what} must be an object, got {type(obj).__name__}", where)
+    prompt = _ints(obj, "prompt_lens", f"{where} ({what})", 1)
+    response = _ints(obj, "response_lens", f"{where} ({what})", 0)
+    if len(prompt) != len(response):
+        raise SchemaError(f"{what}: {len(prompt)} prompt_lens but {len(response)} response_lens", where)
+    return {"prompt_lens": prompt, "response_lens": response, "image_grid_thw": _grids(obj, "image_grid_thw", where),
+            "video_grid_thw": _grids(obj, "video_grid_thw", where)}
+
+
+def _settings(path: Path) -> RLSettings:
+    where = str(path)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SchemaError(f"cannot read: {exc}", where) from None
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"not JSON: {exc.msg} (line {exc.lineno})", where) from None
+    if not isinstance(obj, dict):
+        raise SchemaError("must be a JSON object", where)
+    if obj.get("schema") != RL_SCHEMA:
+        raise SchemaError(f"schema must be {RL_SCHEMA!r}, got {obj.get('schema')!r}", where)
+    algorithm = _need(obj, "algorithm", str, where)
+    if algorithm not in ALGORITHMS:
+        raise SchemaError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}", where)
+    head = _need(obj, "logprob_head", dict, where)
+    positions = _need(head, "positions", str, f"{where} (logprob_head)")
+    if positions not in HEAD_POSITIONS:
+        raise SchemaError(f"logprob_head.positions must be one of {', '.join(HEAD_POSITIONS)}, got {positions!r}",
+                          where)
+    generations = _need(obj, "num_generations", int, where)
+    iterations = _need(obj, "num_iterations", int, where)
+    if generations < 1 or iterations < 1:
+        raise SchemaError("num_generations and num_iterations must be >= 1", where)
+    beta = _need(obj, "beta", (int, float), where)
+    return RLSettings(algorithm=algorithm, framework=_need(obj, "framework", str, where),
+                      num_generations=generations, beta=float(beta),
+                      reference=_need(obj, "reference", bool, where), num_iterations=iterations,
+                      old_log_prob=_need(obj, "old_log_prob", bool, where), critic=_need(obj, "critic", bool, where),
+                      head_positions=positions,
+                      head_backward_recompute=_need(head, "backward_recompute", bool, f"{where} (logprob_head)"),
+                      framework_version=str(obj.get("framework_version", "")), generation=str(obj.get("generation", "")))
+
+
+def _step(obj: Any, where: str) -> RLStep:
+    if not isinstance(obj, dict):
+        raise SchemaError(f"a step must be a JSON object, got {type(obj).__name__}", where)
+    iteration = _need(obj, "iteration", int, where)
+    if iteration < 1:
+        raise SchemaError(f"iteration must be >= 1, got {iteration}", where)
+    step_s = float(_need(obj, "step_s", (int, float), where))
+    phases = _need(obj, "phases_s", dict, where)
+    for name, value in phases.items():
+        if name not in PHASE_NAMES:
+            raise SchemaError(f"phases_s: unknown phase {name!r} (known: {', '.join(PHASE_NAMES)})", where)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < -1e-6:
+            raise SchemaError(f"phases_s.{name} must be seconds >= 0, got {value!r}", where)
+    raw = obj.get("rollout")
+    rollout = None
+    if raw is not None:
+        shapes = _shapes(raw, where, "rollout")
+        rollout = Rollout(**shapes, padded_prompt_len=_ints(raw, "padded_prompt_len", where, 1)
+                          if "padded_prompt_len" in raw else (),
+                          generated_steps=_ints(raw, "generated_steps", where) if "generated_steps" in raw else ())
+    forwards_raw = obj.get("log_prob_forwards", {})
+    if not isinstance(forwards_raw, dict):
+        raise SchemaError("log_prob_forwards must be an object (role -> list of forwards)", where)
+    forwards: dict[str, tuple[Shapes, ...]] = {}
+    for role, calls in forwards_raw.items():
+        if role not in LOG_PROB_ROLES:
+            raise SchemaError(f"log_prob_forwards: unknown role {role!r} (known: {', '.join(LOG_PROB_ROLES)})", where)
+        if not isinstance(calls, list):
+            raise SchemaError(f"log_prob_forwards.{role} must be a list", where)
+        forwards[role] = tuple(Shapes(**_shapes(c, where, f"log_prob_forwards.{role}")) for c in calls)
+    update = obj.get("update", [])
+    if not isinstance(update, list):
+        raise SchemaError("update must be a list of microbatches", where)
+    return RLStep(iteration, step_s, {k: float(v) for k, v in phases.items()}, rollout, forwards,
+                  tuple(Shapes(**_shapes(u, where, "update")) for u in update), where)
+
+
+def read_rl(folder: str | Path) -> RLRecord:
+    """Read ``folder/settings.json`` and ``folder/steps.jsonl`` (``folder``: the run's ``rl/``)."""
+    folder = Path(folder)
+    settings = _settings(folder / SETTINGS)
+    path = folder / STEPS
+    if not path.is_file():
+        raise SchemaError(f"no {STEPS} beside {SETTINGS}", str(folder))
+    steps: list[RLStep] = []
+    seen: set[int] = set()
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SchemaError(f"not JSON: {exc.msg}", where) from None
+            step = _step(obj, where)
+            if step.iteration in seen:
+                raise SchemaError(f"iteration {step.iteration} appears twice", where)
+            seen.add(step.iteration)
+            steps.append(step)
+    if not steps:
+        raise SchemaError("no steps", str(path))
+    return RLRecord(settings, tuple(sorted(steps, key=lambda s: s.iteration)), folder)
