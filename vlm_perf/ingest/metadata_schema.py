@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..stats import BatchStats, grid_row_stats
+from ..stats.lm import beyond_chunks_sq
 
 SCHEMA_VERSION = 2  # the newest version written
 SCHEMA_VERSIONS = (1, 2)  # versions this reader understands
@@ -213,7 +214,7 @@ def _cross_parts() -> dict[str, pl.Expr]:
 
 
 def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
-              with_model: bool = False) -> RowExprs:
+              with_model: bool = False, lm_chunk: int | None = None) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
 
     Against the model's config (``with_model``: a spec was given, so the merge size is the model's, not a
@@ -225,7 +226,12 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
 
     ``cls_per_frame``: CLS tokens the tower prepends to every frame/tile sequence (InternViT: 1);
     the squared sums then count each sequence as h*w + cls positions and ``vision_cls_tokens`` is
-    cls x frames (pre-aggregated rows: cls x ``vision_frames``; their squared sums must include it)."""
+    cls x frames (pre-aggregated rows: cls x ``vision_frames``; their squared sums must include it).
+
+    ``lm_chunk``: the LM's attention chunk (Llama 4); ``lm_tokens_sq_beyond_chunks`` is then summed per document of
+    ``seq_lens`` (chunks start at each document's first token, as transformers' chunked mask aligns them), or taken
+    over the uniform sequences of a ``padded_tokens``-only row; pre-aggregated LM rows give 0 (full causal: an upper
+    bound). ``lm_tokens_no_vision``: the row's LM tokens when it has no image or video, else 0."""
     c = pl.col
     # stage 1: every list traversal once, into named intermediate columns (polars does not reliably
     # share a list.eval between a when/then chain and the statistics)
@@ -237,6 +243,8 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         "__seq_bad": seq.list.eval(pl.element().is_null() | (pl.element() <= 0)).list.any(),
         "__seq_big": seq.list.max() > SEQ_LEN_MAX,
     }
+    if lm_chunk:
+        stage1["__seq_chunks"] = seq.list.eval(beyond_chunks_sq(pl.element(), lm_chunk)).list.sum()
     for prefix, col in (("__img_", "image_grid_thw"), ("__vid_", "video_grid_thw")):
         sums, worst = _grid_parts(col, merge_size, window_side, cls_per_frame)
         stage1.update({prefix + key: expr for key, expr in sums.items()})
@@ -264,6 +272,12 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     lm_sequences = pl.coalesce(seq_count, c("lm_sequences"), samples, pl.lit(1, _INT))
     lm_samples = pl.coalesce(samples, seq_count, c("lm_sequences"), pl.lit(1, _INT))
     lm_padded = pl.coalesce(padded, lm_tokens)
+    if lm_chunk:  # pre-aggregated LM rows: unknown (0, counted as full causal)
+        uniform_len = padded // n_uniform
+        lm_chunks = pl.when(has_pre_lm).then(0).otherwise(
+            pl.coalesce(c("__seq_chunks"), beyond_chunks_sq(uniform_len, lm_chunk) * n_uniform)).fill_null(0)
+    else:
+        lm_chunks = pl.lit(0, _INT)
 
     lm_bad = (~has_seq & ~has_pre_lm & padded.is_null()) | (has_seq & has_pre_lm) | (has_pre_lm & ~pre_lm_ok)
     padded_bad = padded.is_not_null() & ((padded <= 0) | (padded < lm_tokens))
@@ -274,6 +288,8 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     pre_vis_ok = (pl.all_horizontal(*(c(k).is_not_null() for k in pre_vis_cols[:3]))
                   & pl.all_horizontal(*(c(k).fill_null(0) >= 0 for k in pre_vis_cols)))
     vis_bad = has_pre_vis & (has_grids | ~pre_vis_ok)
+
+    has_media = has_grids | (c("vision_patches").fill_null(0) > 0) | (c("vision_merged_tokens").fill_null(0) > 0)
 
     def pick(pre: str | None, key: str) -> pl.Expr:
         grid_sum = img[key] + vid[key]
@@ -300,6 +316,8 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         .otherwise(c("__x_frames")),
         vision_cls_tokens=(pl.when(has_pre_vis).then(c("vision_frames").fill_null(0) * cls_per_frame)
                            .otherwise(img["cls_tokens"] + vid["cls_tokens"]) if cls_per_frame else 0),
+        lm_tokens_sq_beyond_chunks=lm_chunks,
+        lm_tokens_no_vision=pl.when(has_media).then(0).otherwise(lm_tokens),
     )
     it = c("iteration")
     checks = [
@@ -322,7 +340,6 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     ]
     visual_tokens = pick("vision_merged_tokens", "merged_tokens")
     in_pixels = c("image_sizes").is_not_null() | c("video_sizes").is_not_null()
-    has_media = has_grids | (c("vision_patches").fill_null(0) > 0) | (c("vision_merged_tokens").fill_null(0) > 0)
     if text_only:
         checks.append((has_media, 32))
     elif with_model:

@@ -445,7 +445,8 @@ class MetadataSource:
         self.merge_size, self.window_side = geometry(spec)
         self.cls_per_frame = cls_per_frame(spec)
         self._exprs = row_exprs(self.merge_size, self.window_side, self.cls_per_frame,
-                                text_only=spec is not None and spec.vision is None, with_model=spec is not None)
+                                text_only=spec is not None and spec.vision is None, with_model=spec is not None,
+                                lm_chunk=getattr(getattr(spec, "lm", None), "attention_chunk", None))
         self._media = MediaConverter(spec)
         self._done = False
         self._total = 0
