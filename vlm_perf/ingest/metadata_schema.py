@@ -136,6 +136,9 @@ class RowExprs:
     pre_vision: pl.Expr
     padded_only: pl.Expr
     stage1: tuple[pl.Expr, ...] = ()  # intermediate columns (``__*``) the other expressions refer to
+    #: (rows, lm_x_vision_patches counted, with the shortest sample, lm_x_vision_frames counted, shortest) of rows
+    #: whose text x vision sums are the longest-sample bound over samples of unequal lengths (see `_cross_parts`)
+    cross_bound: tuple[pl.Expr, ...] = ()
     checks: tuple[tuple[pl.Expr, int], ...] = ()
 
     def apply(self, lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -203,6 +206,15 @@ def _cross_parts() -> dict[str, pl.Expr]:
                                               * el.list.get(2, null_on_oob=True)).list.sum().fill_null(0),
                    "frames": video.list.eval(el.list.get(0, null_on_oob=True)).list.sum().fill_null(0)}
     out = {"__x_ok": ok.fill_null(False) | counts.is_null()}
+    # the longest-sample bound on images of several samples of unequal lengths: flagged, with the shortest sample's
+    # value (the exact sum lies between the two) for the diagnostics
+    bounded = (~(counts.is_not_null() & seq.is_not_null() & ok).fill_null(False) & (n_images > 0)
+               & (seq.list.len() > 1) & (seq.list.max() != seq.list.min())).fill_null(False)
+    out["__xb_rows"] = bounded.cast(_INT)
+    for key, values in per_image.items():
+        total = values.list.sum().fill_null(0)
+        out[f"__xb_hi_{key}"] = pl.when(bounded).then(seq.list.max() * total).otherwise(0)
+        out[f"__xb_lo_{key}"] = pl.when(bounded).then(seq.list.min() * total).otherwise(0)
     for key, values in per_image.items():
         cum = pl.concat_list([pl.lit([0], dtype=_INTS), values.list.eval(el.cum_sum())])
         per_sample = cum.list.gather(ends, null_on_oob=True) - cum.list.gather(starts, null_on_oob=True)
@@ -348,5 +360,7 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     for cond, value in checks[1:]:
         code = code.when(cond.fill_null(False)).then(pl.lit(value, pl.UInt8))
     code = code.otherwise(pl.lit(0, pl.UInt8))
+    cross_bound = tuple(c(f"__xb_{k}") for k in ("rows", "hi_patches", "lo_patches", "hi_frames", "lo_frames"))
     return RowExprs(code=code, stats=stats, pre_lm=has_pre_lm, pre_vision=has_pre_vis, padded_only=padded_only,
-                    stage1=tuple(expr.alias(name) for name, expr in stage1.items()), checks=tuple(checks))
+                    stage1=tuple(expr.alias(name) for name, expr in stage1.items()), checks=tuple(checks),
+                    cross_bound=cross_bound)

@@ -87,3 +87,74 @@ def test_scout_chunk_of_8192_from_metadata(tmp_path):
                           spec).stats_for(1)
     # 20000 = 8192 + 8192 + 3616; 8192 and 100 are one chunk each
     assert got.lm_tokens_sq_beyond_chunks == 20000 ** 2 - (2 * 8192 ** 2 + 3616 ** 2)
+
+
+# --- Mllama: text-only microbatches, and the named longest-sample bound ---
+
+V = 4 * 1600 + 4  # Llama-3.2-11B-Vision: every image is 4 tiles of 40x40 patches + 4 CLS for the cross-attention
+
+
+def test_text_only_rows_from_metadata_equal_from_batch(tmp_path):
+    spec = load_model("llama3.2-11b-vision")
+    rows = [{"schema_version": 2, "iteration": 1, "microbatch": 0, "seq_lens": [100], "image_sizes": [[560, 560]]},
+            {"iteration": 1, "microbatch": 1, "seq_lens": [70, 30]},
+            {"iteration": 1, "microbatch": 2, "padded_tokens": 64, "samples": 2},
+            {"iteration": 1, "microbatch": 3, "lm_tokens": 9, "lm_tokens_sq": 81}]
+    got = iteration_stats(_write(tmp_path / "m.jsonl", rows), spec).stats_for(1)
+    assert got.lm_tokens_no_vision == 70 + 30 + 64 + 9
+    ref = BatchStats.from_batch(seq_lens=[100], image_grids=[(1, 160, 40)], spec=spec) \
+        + BatchStats.from_batch(seq_lens=[70, 30], spec=spec) + BatchStats.from_batch(seq_len=32, samples=2, spec=spec)
+    assert ref.lm_tokens_no_vision == 70 + 30 + 64
+
+
+def _bound_rows():
+    return [
+        # images of two samples of 10 and 30 tokens, no images_per_sample: the bound (30 x 2V counted, 10 x 2V low)
+        {"schema_version": 2, "iteration": 1, "seq_lens": [10, 30], "image_sizes": [[560, 560], [300, 900]]},
+        # exact: images_per_sample, or equal lengths, or one sample
+        {"schema_version": 2, "iteration": 1, "seq_lens": [100, 50], "images_per_sample": [2, 1],
+         "image_sizes": [[560, 560], [300, 1200], [1000, 200]]},
+        {"schema_version": 2, "iteration": 2, "seq_lens": [20, 20], "image_sizes": [[560, 560]]},
+        {"schema_version": 2, "iteration": 2, "seq_lens": [40], "image_sizes": [[560, 560]]},
+        {"iteration": 2, "seq_lens": [5, 50]},  # unequal, but no image: nothing bounded
+    ]
+
+
+def test_the_longest_sample_bound_is_named_with_its_size(tmp_path):
+    spec = load_model("llama3.2-11b-vision")
+    res = iteration_stats(_write(tmp_path / "m.jsonl", _bound_rows()), spec)
+    d = res.diagnostics
+    assert d.rows_cross_bound == 1 and d.cross_kv_tokens_per_frame == 4
+    assert (d.cross_bound_patches, d.cross_bound_patches_low) == (30 * 2 * 6400, 10 * 2 * 6400)
+    assert (d.cross_bound_frames, d.cross_bound_frames_low) == (30 * 2, 10 * 2)
+    counted = 30 * 2 * V + (100 * 2 * V + 50 * V) + 20 * V + 40 * V  # Σ S·V of every row, as counted
+    s1, s2 = res.stats_for(1), res.stats_for(2)
+    assert s1.lm_x_vision_patches + 4 * s1.lm_x_vision_frames + s2.lm_x_vision_patches + 4 * s2.lm_x_vision_frames \
+        == counted
+    share = (30 - 10) * 2 * V / counted
+    note = next(n for n in d.notes if n.startswith("upper bound:"))
+    assert f"{30 * 2 * V:,}" in note and f"{10 * 2 * V:,}" in note and f"{share:.1%}" in note, note
+    assert "images_per_sample" in note
+
+
+def test_no_note_when_nothing_reads_the_sums_or_nothing_is_bounded(tmp_path):
+    rows = [{"iteration": 1, "seq_lens": [10, 30], "image_grid_thw": [[1, 2, 2], [1, 4, 4]]}]
+    d = iteration_stats(_write(tmp_path / "a.jsonl", rows)).diagnostics  # no model: no cross-attention layers known
+    assert d.rows_cross_bound == 1 and not any(n.startswith("upper bound:") for n in d.notes)
+    spec = load_model("llama3.2-11b-vision")
+    exact = [r for r in _bound_rows() if r.get("images_per_sample") or len(set(r["seq_lens"])) == 1]
+    d = iteration_stats(_write(tmp_path / "b.jsonl", exact), spec).diagnostics
+    assert d.rows_cross_bound == 0 and not any(n.startswith("upper bound:") for n in d.notes)
+
+
+def test_dask_backend_names_the_same_bound(tmp_path):
+    pytest.importorskip("dask")
+    from vlm_perf.scale import aggregate_metadata_dask
+
+    spec = load_model("llama3.2-11b-vision")
+    rows = _bound_rows()
+    paths = [_write(tmp_path / "a.jsonl", rows[:2]), _write(tmp_path / "b.jsonl", rows[2:])]
+    single = iteration_stats(paths, spec).diagnostics
+    dask = aggregate_metadata_dask(paths, spec, files_per_partition=1).diagnostics
+    assert [n for n in dask.notes if n.startswith("upper bound:")] == [n for n in single.notes
+                                                                      if n.startswith("upper bound:")] != []
