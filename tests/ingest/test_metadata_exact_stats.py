@@ -158,3 +158,18 @@ def test_dask_backend_names_the_same_bound(tmp_path):
     dask = aggregate_metadata_dask(paths, spec, files_per_partition=1).diagnostics
     assert [n for n in dask.notes if n.startswith("upper bound:")] == [n for n in single.notes
                                                                       if n.startswith("upper bound:")] != []
+
+
+def test_flops_cli_names_the_bound_of_unequal_seq_lens():
+    """`vlm-perf flops --seq-lens 10,30` with two 560 px images on Llama-3.2-11B-Vision: counted 30 x 2V, the shortest
+    sample gives 10 x 2V; one sequence (or equal lengths) is exact and carries no such note."""
+    from tests.support import run_cli
+
+    def notes(*args):
+        res = run_cli("flops", "-m", "llama3.2-11b-vision", *args, "--json")
+        return [n for n in json.loads(res.stdout)["notes"] if n.startswith("upper bound:")]
+
+    got = notes("--seq-lens", "10,30", "--image-size", "560,560", "--image-size", "560,560")
+    assert len(got) == 1 and f"{30 * 2 * V:,}" in got[0] and f"{10 * 2 * V:,}" in got[0], got
+    assert notes("--seq-lens", "20,20", "--image-size", "560,560") == []
+    assert notes("--seq-lens", "40", "--image-size", "560,560") == []
