@@ -81,7 +81,8 @@ def test_fixture_per_iteration_frame():
         vision_patches=4, vision_patches_sq_frame=16, vision_patches_sq_item=16, vision_merged_tokens=1,
         vision_window_sq=16, vision_frames=0, vision_items=0,
         # pre-aggregated row 4: lm_tokens x vision_patches (frames unknown: patches bound them) = 5 x 4 each
-        lm_x_vision_patches=5 * 4, lm_x_vision_frames=5 * 4)
+        lm_x_vision_patches=5 * 4, lm_x_vision_frames=5 * 4,
+        lm_tokens_no_vision=8)  # row 3 holds no media: its 8 tokens; row 4 has vision patches
     assert frame["microbatches"].to_list() == [2, 2]
     d = res.diagnostics
     assert (d.rows_read, d.rows_used, d.rows_skipped_total, d.iterations) == (4, 4, 0, 2)

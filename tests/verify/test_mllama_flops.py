@@ -236,3 +236,78 @@ def test_six_nd_bills_every_lm_matmul_weight():
     spec = load_model("llama3.2-11b-vision")
     n = 40 * 4096 * (4096 + 2 * 1024 + 4096) + 40 * 3 * 4096 * 14336 + 4096 * 128256
     assert compute_flops(spec, BatchStats.from_batch(seq_len=1000, spec=spec), "6nd").total == 6 * n * 1000
+
+
+# --- xattn: text-only microbatches skip the cross-attention decoder layers ---
+
+
+@pytest.mark.parametrize("mode", ["forward", "training"])
+def test_text_only_microbatch_skips_the_cross_attention_layers(model, mode):
+    """No image in the microbatch: ``MllamaTextModel`` skips each cross-attention decoder layer whole (norms, q/k/v/o,
+    core, MLP). Measured on transformers' own forward (no pixel_values) against the library's statistics, every frozen
+    combination with the LM trainable in training (with it frozen, a text-only microbatch has nothing to train)."""
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(model)
+    for frozen in ([f for f in FROZEN if "language_model" not in f] if mode == "training" else [()]):
+        m = measure_family("mllama", model=model, samples=[[], []], text_lens=[8, 8], mode=mode, frozen=frozen)
+        stats = BatchStats.from_batch(seq_lens=m.media["seq_lens"], spec=spec)
+        assert stats.lm_tokens_no_vision == stats.lm_tokens == sum(m.media["seq_lens"])
+        assert compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen).parts == m.parts(mode), frozen
+
+
+def test_text_only_microbatch_by_hand(model):
+    """Two text-only samples of 'a'x8 with <|begin_of_text|>: S = 9 each, rows of equal length (no padding), 18 tokens.
+    Only the 2 self-attention layers and their MLPs run: 2·(2·18·(64·64 + 2·64·32 + 64·64) + 4·64·(9² + 9²)) +
+    2·2·18·3·64·96 + the head 2·18·64·1000; the cross-attention layers 1 and 3 (their q/o and MLPs) are not run."""
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    m = _measure(model, [[], []])
+    assert m.media["seq_lens"] == [9, 9]
+    lm = 2 * (2 * 18 * (64 * 64 + 2 * 64 * 32 + 64 * 64) + 4 * 64 * (81 + 81)) + 2 * 2 * 18 * 3 * 64 * 96 \
+        + 2 * 18 * 64 * 1000
+    assert m.parts("forward") == {"vision_tower": 0, "projector": 0, "language_model": lm}
+    stats = BatchStats.from_batch(seq_lens=[9, 9], spec=_spec(model))
+    assert compute_flops(_spec(model), stats, mode="forward", causal="full").parts["language_model"] == lm
+    # unknown split (0): the cross-attention layers counted as run, 2 x (q/o 2·18·2·64·64 + MLP 2·18·3·64·96) more
+    bound = compute_flops(_spec(model), stats.with_(lm_tokens_no_vision=0), mode="forward", causal="full")
+    assert bound.parts["language_model"] - lm == 2 * (2 * 18 * 2 * 64 * 64 + 2 * 18 * 3 * 64 * 96)
+
+
+def test_metadata_of_image_and_text_only_microbatches_matches_flopcounter(model, tmp_path):
+    """One iteration of two microbatches, one with images (2 samples, one image each) and one text only, written
+    as a metadata JSONL in pixels: the aggregated iteration equals the sum of the per-microbatch BatchStats, and its
+    FLOPs per part equal the sum of the two FlopCounterMode measurements, forward and training."""
+    import json
+
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.ingest.metadata import iteration_stats
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(model)
+    with_images = [[(30, 50)], [(100, 30)]]  # as many images per sample: HF adds no padding image
+    text_only = [[], []]
+    rows, per_batch, measured = [], [], []
+    for mb, batch in enumerate((with_images, text_only)):
+        kw = dict(samples=batch, text_lens=[8, 8] if batch[0] else [6, 6])
+        ms = {mode: measure_family("mllama", model=model, mode=mode, **kw) for mode in ("forward", "training")}
+        lens = ms["forward"].media["seq_lens"]
+        sizes = [list(hw) for s in batch for hw in s]
+        row = {"schema_version": 2, "iteration": 3, "microbatch": mb, "dp_rank": 0, "seq_lens": lens}
+        if sizes:
+            row.update(image_sizes=sizes, images_per_sample=[len(s) for s in batch])
+        rows.append(row)
+        grids = [_media_rule(s, spec) for s in batch]
+        per_batch.append(BatchStats.from_batch(seq_lens=lens, image_grids=[m.grid for s in grids for m in s], spec=spec,
+                                               images_per_sample=[len(s) for s in batch]))
+        measured.append(ms)
+    path = tmp_path / "metadata.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = iteration_stats(path, spec).stats_for(3)
+    assert got == per_batch[0] + per_batch[1]
+    assert got.lm_tokens_no_vision == sum(rows[1]["seq_lens"]) > 0
+    for mode in ("forward", "training"):
+        want = {part: sum(ms[mode].parts(mode)[part] for ms in measured) for part in measured[0][mode].parts(mode)}
+        assert compute_flops(spec, got, mode=mode, causal="full").parts == want, mode

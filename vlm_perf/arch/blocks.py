@@ -921,6 +921,8 @@ class CrossAttention(Block):
     q_proj (h -> H·d) and o_proj (H·d -> h) on ``lm_tokens``; k_proj / v_proj (h -> kv·d each) on the vision tokens
     (``vision_patches`` + ``kv_tokens_per_frame`` x ``vision_frames``; their input is the projector output, so
     their input gradient is due only when a vision part trains); RMSNorm over head_dim on q and k (``qk_norm``).
+    The whole decoder layer runs only in microbatches with vision input (``MllamaTextModel`` skips it otherwise): q/o
+    rows are ``lm_tokens - lm_tokens_no_vision`` (k/v and the core are 0 without vision tokens anyway).
     Core: ``4·H·d·Σ_samples S x V`` (QKᵀ and AV over the whole text x vision rectangle: the cross-attention mask
     is additive, no kernel skips it; ``--causal`` does not apply), from the statistics ``lm_x_vision_patches`` +
     ``kv_tokens_per_frame`` x ``lm_x_vision_frames``.
@@ -973,7 +975,20 @@ class TextOnly(Block):
         return f"{self.module.describe()} (text path before the first cross-attention layer)"
 
 
-__all__ += ["CrossAttention", "TextOnly", "TileMaskProduct", "TowerTokenLinear"]
+@dataclass(frozen=True)
+class CrossLayerMLP(DenseMLP):
+    """The gated MLPs of ``count`` cross-attention decoder layers (Mllama ``MllamaCrossAttentionDecoderLayer.mlp``):
+    shapes and parameters of :class:`DenseMLP`, but they run only in microbatches with vision input
+    (``MllamaTextModel`` skips a cross-attention decoder layer entirely when there are no cross-attention states):
+    rows ``lm_tokens - lm_tokens_no_vision``."""
+
+    kind: ClassVar[str] = "cross_layer_mlp"
+
+    def describe(self) -> str:
+        return super().describe() + " (cross-attention layers: only microbatches with images)"
+
+
+__all__ += ["CrossAttention", "CrossLayerMLP", "TextOnly", "TileMaskProduct", "TowerTokenLinear"]
 # --- llama4 ---
 
 

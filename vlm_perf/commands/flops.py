@@ -103,7 +103,8 @@ def flops(
               "mode": mode, "causal": causal, "frozen": list(frozen), "family": spec.family}
     if clips:
         inputs["audio"] = [c.as_dict() for c in clips]
-    model_notes = tuple(spec.extra.get("notes", ()))
+    model_notes = tuple(spec.extra.get("notes", ())) + cross_bound_notes(spec, stats, parse_int_list(
+        seq_lens, "--seq-lens") if seq_lens is not None else None)
     results = [r.__class__(r.convention, r.components, r.options, model_notes + r.notes) for r in results]
     readings = _reconcile(results, log_tflops, step_time, gpus) if log_tflops is not None else None
     if as_json:
@@ -249,6 +250,21 @@ def derive_media(spec, images: list, videos: list, multi_image: bool = False) ->
     several = multi_image and len(images) > 1 and "multi_image" in inspect.signature(rule.image).parameters
     return ([rule.image(spec, h, w, multi_image=True) if several else rule.image(spec, h, w) for h, w in images]
             + [rule.video(spec, t, h, w) for t, h, w in videos])
+
+
+def cross_bound_notes(spec, stats: BatchStats, lens: list[int] | None) -> tuple[str, ...]:
+    """The named bound of a cross-attention model's core when images come with several unequal --seq-lens (the CLI
+    has no per-sample image assignment: the longest sample's length x every image's vision tokens is counted)."""
+    from ..ingest.metadata_source import cross_kv_tokens_per_frame
+
+    t = cross_kv_tokens_per_frame(spec)
+    if t is None or not lens or len(set(lens)) < 2 or not stats.vision_items:
+        return ()
+    counted = stats.lm_x_vision_patches + t * stats.lm_x_vision_frames
+    low = counted // max(lens) * min(lens)
+    return (f"upper bound: images with {len(lens)} samples of unequal lengths and no per-sample assignment: the "
+            f"cross-attention core counts the longest sample ({max(lens)}) x every image's vision tokens (Σ S·V = "
+            f"{counted:,}; the shortest sample gives {low:,}, the exact value lies between)",)
 
 
 def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:

@@ -297,7 +297,7 @@ from ..arch.blocks import BiasedMoEMLP, SinkDecoderAttention  # noqa: E402
 block_flops(SinkDecoderAttention)(_attention)  # the sink column is a softmax input, not a matmul
 block_flops(BiasedMoEMLP)(_moe_mlp)  # expert and router biases are adds
 # --- mllama ---
-from ..arch.blocks import CrossAttention, TextOnly, TileMaskProduct, TowerTokenLinear  # noqa: E402
+from ..arch.blocks import CrossAttention, CrossLayerMLP, TextOnly, TileMaskProduct, TowerTokenLinear  # noqa: E402
 from .terms import INPUT_OWN  # noqa: E402
 
 
@@ -317,20 +317,28 @@ def _tile_mask_product(b: TileMaskProduct, s: BatchStats, ctx: FlopsContext) -> 
 
 @block_flops(CrossAttention)
 def _cross_attention(b: CrossAttention, s: BatchStats, ctx: FlopsContext) -> list[Term]:
-    """per layer 2·S·2·h·H·d (q, o) + 2·V·2·h·kv·d (k, v on V vision tokens) + 4·H·d·Σ S·V (whole rectangle)"""
+    """per layer 2·S·2·h·H·d (q, o; S: LM tokens of microbatches with images) + 2·V·2·h·kv·d (k, v on V vision
+    tokens) + 4·H·d·Σ S·V (whole rectangle)"""
     n, h, q = b.count, b.hidden, b.q_width
+    text = s.lm_tokens - s.lm_tokens_no_vision  # the layer is skipped in microbatches without images
     vision_rows = s.vision_patches + b.kv_tokens_per_frame * s.vision_frames
     cross = s.lm_x_vision_patches + b.kv_tokens_per_frame * s.lm_x_vision_frames
     half = n * 2 * q * cross  # one of the two core matmuls (QKᵀ or AV)
     query_input = INPUT_STAGE if b.query_from_vision else INPUT_OWN
-    terms = [Term("lm.attn_proj", n * matmul(s.lm_tokens, h, q), b.part, input_kind=query_input),
+    terms = [Term("lm.attn_proj", n * matmul(text, h, q), b.part, input_kind=query_input),
              Term("lm.attn_proj", n * 2 * matmul(vision_rows, h, b.kv_width), b.part, input_kind=INPUT_UPSTREAM),
-             Term("lm.attn_proj", n * matmul(s.lm_tokens, q, h), b.part)]
+             Term("lm.attn_proj", n * matmul(text, q, h), b.part)]
     if b.query_from_vision or ctx.causal == "half":  # fused kernels compute dQ, dK, dV together
         return terms + [Term("lm.attn_core", 2 * half, b.part, weights=False)]
     # eager: dK, dP, dV (3 halves) whenever k/v need a gradient; dQ only when the queries do (the LM trains)
     return terms + [Term("lm.attn_core", 2 * half, b.part, weights=False, input_grad=3 * half),
                     Term("lm.attn_core", 0 * half, b.part, weights=False, input_kind=INPUT_OWN, input_grad=half)]
+
+
+@block_flops(CrossLayerMLP)
+def _cross_layer_mlp(b: CrossLayerMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·3·h·F, S = LM tokens of microbatches with images (lm_tokens - lm_tokens_no_vision)"""
+    return [Term("lm.dense_mlp", b.count * b.per_token() * (s.lm_tokens - s.lm_tokens_no_vision), b.part)]
 
 
 @block_flops(TextOnly)

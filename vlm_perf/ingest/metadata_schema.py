@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..stats import BatchStats, grid_row_stats
+from ..stats.lm import beyond_chunks_sq
 
 SCHEMA_VERSION = 2  # the newest version written
 SCHEMA_VERSIONS = (1, 2)  # versions this reader understands
@@ -141,6 +142,9 @@ class RowExprs:
     pre_vision: pl.Expr
     padded_only: pl.Expr
     stage1: tuple[pl.Expr, ...] = ()  # intermediate columns (``__*``) the other expressions refer to
+    #: (rows, lm_x_vision_patches counted, with the shortest sample, lm_x_vision_frames counted, shortest) of rows
+    #: whose text x vision sums are the longest-sample bound over samples of unequal lengths (see `_cross_parts`)
+    cross_bound: tuple[pl.Expr, ...] = ()
     checks: tuple[tuple[pl.Expr, int], ...] = ()
 
     def apply(self, lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -208,6 +212,15 @@ def _cross_parts() -> dict[str, pl.Expr]:
                                               * el.list.get(2, null_on_oob=True)).list.sum().fill_null(0),
                    "frames": video.list.eval(el.list.get(0, null_on_oob=True)).list.sum().fill_null(0)}
     out = {"__x_ok": ok.fill_null(False) | counts.is_null()}
+    # the longest-sample bound on images of several samples of unequal lengths: flagged, with the shortest sample's
+    # value (the exact sum lies between the two) for the diagnostics
+    bounded = (~(counts.is_not_null() & seq.is_not_null() & ok).fill_null(False) & (n_images > 0)
+               & (seq.list.len() > 1) & (seq.list.max() != seq.list.min())).fill_null(False)
+    out["__xb_rows"] = bounded.cast(_INT)
+    for key, values in per_image.items():
+        total = values.list.sum().fill_null(0)
+        out[f"__xb_hi_{key}"] = pl.when(bounded).then(seq.list.max() * total).otherwise(0)
+        out[f"__xb_lo_{key}"] = pl.when(bounded).then(seq.list.min() * total).otherwise(0)
     for key, values in per_image.items():
         cum = pl.concat_list([pl.lit([0], dtype=_INTS), values.list.eval(el.cum_sum())])
         per_sample = cum.list.gather(ends, null_on_oob=True) - cum.list.gather(starts, null_on_oob=True)
@@ -232,7 +245,7 @@ def _audio_parts(audio) -> dict[str, pl.Expr]:
 
 
 def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
-              with_model: bool = False, audio=None) -> RowExprs:
+              with_model: bool = False, audio=None, lm_chunk: int | None = None) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
 
     Against the model's config (``with_model``: a spec was given, so the merge size is the model's, not a
@@ -247,7 +260,12 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     cls x frames (pre-aggregated rows: cls x ``vision_frames``; their squared sums must include it).
 
     ``audio``: the model's `AudioSpec` (None: no audio encoder): ``audio_frames`` rows fill the ``audio_*``
-    statistics; without one, a row with audio clips is refused (code 34), never silently counted as text."""
+    statistics; without one, a row with audio clips is refused (code 34), never silently counted as text.
+
+    ``lm_chunk``: the LM's attention chunk (Llama 4); ``lm_tokens_sq_beyond_chunks`` is then summed per document of
+    ``seq_lens`` (chunks start at each document's first token, as transformers' chunked mask aligns them), or taken
+    over the uniform sequences of a ``padded_tokens``-only row; pre-aggregated LM rows give 0 (full causal: an upper
+    bound). ``lm_tokens_no_vision``: the row's LM tokens when it has no image or video, else 0."""
     c = pl.col
     # stage 1: every list traversal once, into named intermediate columns (polars does not reliably
     # share a list.eval between a when/then chain and the statistics)
@@ -259,6 +277,8 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         "__seq_bad": seq.list.eval(pl.element().is_null() | (pl.element() <= 0)).list.any(),
         "__seq_big": seq.list.max() > SEQ_LEN_MAX,
     }
+    if lm_chunk:
+        stage1["__seq_chunks"] = seq.list.eval(beyond_chunks_sq(pl.element(), lm_chunk)).list.sum()
     for prefix, col in (("__img_", "image_grid_thw"), ("__vid_", "video_grid_thw")):
         sums, worst = _grid_parts(col, merge_size, window_side, cls_per_frame)
         stage1.update({prefix + key: expr for key, expr in sums.items()})
@@ -288,6 +308,12 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     lm_sequences = pl.coalesce(seq_count, c("lm_sequences"), samples, pl.lit(1, _INT))
     lm_samples = pl.coalesce(samples, seq_count, c("lm_sequences"), pl.lit(1, _INT))
     lm_padded = pl.coalesce(padded, lm_tokens)
+    if lm_chunk:  # pre-aggregated LM rows: unknown (0, counted as full causal)
+        uniform_len = padded // n_uniform
+        lm_chunks = pl.when(has_pre_lm).then(0).otherwise(
+            pl.coalesce(c("__seq_chunks"), beyond_chunks_sq(uniform_len, lm_chunk) * n_uniform)).fill_null(0)
+    else:
+        lm_chunks = pl.lit(0, _INT)
 
     lm_bad = (~has_seq & ~has_pre_lm & padded.is_null()) | (has_seq & has_pre_lm) | (has_pre_lm & ~pre_lm_ok)
     padded_bad = padded.is_not_null() & ((padded <= 0) | (padded < lm_tokens))
@@ -298,6 +324,8 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     pre_vis_ok = (pl.all_horizontal(*(c(k).is_not_null() for k in pre_vis_cols[:3]))
                   & pl.all_horizontal(*(c(k).fill_null(0) >= 0 for k in pre_vis_cols)))
     vis_bad = has_pre_vis & (has_grids | ~pre_vis_ok)
+
+    has_media = has_grids | (c("vision_patches").fill_null(0) > 0) | (c("vision_merged_tokens").fill_null(0) > 0)
 
     def pick(pre: str | None, key: str) -> pl.Expr:
         grid_sum = img[key] + vid[key]
@@ -325,6 +353,8 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         vision_cls_tokens=(pl.when(has_pre_vis).then(c("vision_frames").fill_null(0) * cls_per_frame)
                            .otherwise(img["cls_tokens"] + vid["cls_tokens"]) if cls_per_frame else 0),
         **({key[len("__audio_"):]: c(key) for key in stage1 if key.startswith("__audio_")} if audio is not None else {}),
+        lm_tokens_sq_beyond_chunks=lm_chunks,
+        lm_tokens_no_vision=pl.when(has_media).then(0).otherwise(lm_tokens),
     )
     it = c("iteration")
     checks = [
@@ -353,7 +383,6 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         checks.append((clips.list.len().fill_null(0) > 0, 35))
     visual_tokens = pick("vision_merged_tokens", "merged_tokens")
     in_pixels = c("image_sizes").is_not_null() | c("video_sizes").is_not_null()
-    has_media = has_grids | (c("vision_patches").fill_null(0) > 0) | (c("vision_merged_tokens").fill_null(0) > 0)
     if text_only:
         checks.append((has_media, 32))
     elif with_model:
@@ -362,5 +391,7 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     for cond, value in checks[1:]:
         code = code.when(cond.fill_null(False)).then(pl.lit(value, pl.UInt8))
     code = code.otherwise(pl.lit(0, pl.UInt8))
+    cross_bound = tuple(c(f"__xb_{k}") for k in ("rows", "hi_patches", "lo_patches", "hi_frames", "lo_frames"))
     return RowExprs(code=code, stats=stats, pre_lm=has_pre_lm, pre_vision=has_pre_vis, padded_only=padded_only,
-                    stage1=tuple(expr.alias(name) for name, expr in stage1.items()), checks=tuple(checks))
+                    stage1=tuple(expr.alias(name) for name, expr in stage1.items()), checks=tuple(checks),
+                    cross_bound=cross_bound)

@@ -69,6 +69,8 @@ SAMPLE_LINES = 200  # lines per shard (first 4 shards) checked for keys outside 
 _BOM = b"\xef\xbb\xbf"
 _CODE = "_code"
 _FLAGS = ("_pre_lm", "_pre_vision", "_padded_only")
+# rows on the longest-sample text x vision bound, and their sums (counted, shortest sample): RowExprs.cross_bound
+_XBOUND = ("_xb_rows", "_xb_hi_patches", "_xb_lo_patches", "_xb_hi_frames", "_xb_lo_frames")
 _KEY = ("iteration", "microbatch", "dp_rank")
 PathsLike = Union[str, Path, Iterable[Union[str, Path]]]
 RowColumn = Callable[[pl.DataFrame], pl.Series]
@@ -292,6 +294,18 @@ class MetadataDiagnostics:
     rows_duplicate: int = 0  # repeated (iteration, microbatch, dp_rank) rows dropped (last one kept)
     decompressed: list[str] = field(default_factory=list)  # compressed shards (streamed, never to disk)
     cleaned: list[str] = field(default_factory=list)  # shards with lines the fast engine could not parse
+    # rows with images of several samples of unequal lengths and no images_per_sample: the text x vision sums are the
+    # longest sample's bound (counted) and the shortest sample's value (the exact sum lies between); totals of the run
+    rows_cross_bound: int = 0
+    cross_bound_patches: int = 0
+    cross_bound_patches_low: int = 0
+    cross_bound_frames: int = 0
+    cross_bound_frames_low: int = 0
+    cross_total_patches: int = 0
+    cross_total_frames: int = 0
+    #: vision tokens per frame a cross-attention layer adds (Mllama: T CLS tokens per image); None: the model has no
+    #: cross-attention layers (the text x vision sums are then read by nothing and the bound is not noted)
+    cross_kv_tokens_per_frame: int | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -320,6 +334,14 @@ def cls_per_frame(spec: "ModelSpec | None") -> int:
     return int(getattr(vision, "cls_per_frame", 0) or 0) if vision is not None else 0
 
 
+def cross_kv_tokens_per_frame(spec: "ModelSpec | None") -> int | None:
+    """Vision tokens per frame of the model's cross-attention layers (Mllama: its tiles' CLS tokens); None without."""
+    from ..arch.blocks import CrossAttention
+
+    found = [b for b in getattr(spec, "blocks", ()) if isinstance(b, CrossAttention)]
+    return int(found[0].kv_tokens_per_frame) if found else None
+
+
 # per-iteration facts for finding rows a resumed job recorded twice: min / max / count only
 _KEYED = pl.col("microbatch").is_not_null() & pl.col("dp_rank").is_not_null()
 _KEY_CHECK = [_KEYED.sum().alias("_keyed"),
@@ -330,8 +352,8 @@ _KEY_CHECK = [_KEYED.sum().alias("_keyed"),
 # Float64 shadows of the squared sums: an Int64 sum that wrapped around differs from its shadow by ~2^64
 _SHADOWED = ("lm_tokens_sq", "vision_patches_sq_frame", "vision_patches_sq_item", "vision_window_sq")
 _SHADOW = tuple(f"_f_{c}" for c in _SHADOWED)
-_SUMMED = (*STAT_FIELDS, "microbatches", *_FLAGS, "_keyed", *_SHADOW)
-_ROW_AGGS = ([pl.col(c).sum() for c in (*STAT_FIELDS, *_FLAGS)] + [pl.len().alias("microbatches")] + _KEY_CHECK
+_SUMMED = (*STAT_FIELDS, "microbatches", *_FLAGS, *_XBOUND, "_keyed", *_SHADOW)
+_ROW_AGGS = ([pl.col(c).sum() for c in (*STAT_FIELDS, *_FLAGS, *_XBOUND)] + [pl.len().alias("microbatches")] + _KEY_CHECK
              + [pl.col(c).cast(pl.Float64).sum().alias(f) for c, f in zip(_SHADOWED, _SHADOW)])
 _MERGE = ([pl.col(c).sum() for c in _SUMMED]
           + [pl.col(c).min() for c in ("_mb_min", "_rank_min")] + [pl.col(c).max() for c in ("_mb_max", "_rank_max")])
@@ -392,6 +414,25 @@ def finish_notes(diag: MetadataDiagnostics) -> None:
             "(a resumed job re-recording replayed iterations); they are not counted twice")
     if diag.rows_preaggregated_lm:
         diag.notes.append(f"{diag.rows_preaggregated_lm} row(s) carry pre-aggregated LM statistics")
+    note = cross_bound_note(diag)
+    if note:
+        diag.notes.append(note)
+
+
+def cross_bound_note(diag: MetadataDiagnostics) -> str | None:
+    """The named longest-sample bound of the cross-attention core (None without such rows or cross-attention)."""
+    t = diag.cross_kv_tokens_per_frame
+    if not diag.rows_cross_bound or t is None:
+        return None
+    hi = diag.cross_bound_patches + t * diag.cross_bound_frames
+    lo = diag.cross_bound_patches_low + t * diag.cross_bound_frames_low
+    total = diag.cross_total_patches + t * diag.cross_total_frames
+    share = (hi - lo) / total if total else 0.0
+    return (f"upper bound: {diag.rows_cross_bound} row(s) have images in several samples of unequal lengths and no "
+            "images_per_sample, so the cross-attention core counts the longest sample's length x the row's vision "
+            f"tokens (Σ S·V = {hi:,} there; the shortest sample gives {lo:,}, the exact value lies between): the "
+            f"run's cross-attention core may be over-counted by up to {share:.1%}; record images_per_sample for the "
+            "exact value")
 
 
 #: what a bad-row error adds: the library names no flag (the CLI adds its own, see `vlm_perf.cli`)
@@ -446,7 +487,8 @@ class MetadataSource:
         self.cls_per_frame = cls_per_frame(spec)
         self._exprs = row_exprs(self.merge_size, self.window_side, self.cls_per_frame,
                                 text_only=spec is not None and spec.vision is None, with_model=spec is not None,
-                                audio=getattr(spec, "audio", None))
+                                audio=getattr(spec, "audio", None),
+                                lm_chunk=getattr(getattr(spec, "lm", None), "attention_chunk", None))
         self._media = MediaConverter(spec)
         self._done = False
         self._total = 0
@@ -454,7 +496,8 @@ class MetadataSource:
         self._per_rank: pl.DataFrame | None = None
         self._per_microbatch: pl.DataFrame | None = None
         self._row_values: dict[str, pl.Series] | None = {}
-        self._diag = MetadataDiagnostics(merge_size=self.merge_size, window_side=self.window_side)
+        self._diag = MetadataDiagnostics(merge_size=self.merge_size, window_side=self.window_side,
+                                         cross_kv_tokens_per_frame=cross_kv_tokens_per_frame(spec))
 
     # ----------------------------------------------------------------------------- outputs
     @property
@@ -658,6 +701,7 @@ class MetadataSource:
         cols += [(expr if isinstance(expr, pl.Expr) else pl.lit(expr, pl.Int64)).alias(name)  # 0: a statistic metadata cannot give
                  for name, expr in ex.stats.as_dict().items()]
         cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
+        cols += [expr.cast(pl.Int64).alias(name) for name, expr in zip(_XBOUND, ex.cross_bound)]
         raw = frame  # as read (v2 sizes, no derived grids): what raw_sink receives
         frame, media_code = self._convert_media(frame, count=True)
         rows = ex.apply(frame.lazy()).select(cols).collect()
@@ -733,6 +777,12 @@ class MetadataSource:
         _check_overflow(per_iteration)
         flags = per_iteration.select(pl.col(f).sum() for f in _FLAGS).row(0) if per_iteration.height else (0, 0, 0)
         diag.rows_preaggregated_lm, diag.rows_preaggregated_vision, diag.rows_padded_tokens_only = map(int, flags)
+        if per_iteration.height:
+            bound = per_iteration.select(pl.col(f).sum() for f in _XBOUND).row(0)
+            (diag.rows_cross_bound, diag.cross_bound_patches, diag.cross_bound_patches_low, diag.cross_bound_frames,
+             diag.cross_bound_frames_low) = map(int, bound)
+            totals = per_iteration.select(pl.col(f).sum() for f in ("lm_x_vision_patches", "lm_x_vision_frames"))
+            diag.cross_total_patches, diag.cross_total_frames = map(int, totals.row(0))
         self._per_iteration = _public(per_iteration, ["iteration"])
         if self.want_per_rank:
             self._per_rank = _public(grouped, ["iteration", "dp_rank"])
@@ -755,6 +805,7 @@ class MetadataSource:
         cols += [(expr if isinstance(expr, pl.Expr) else pl.lit(expr, pl.Int64)).alias(name)  # 0: a statistic metadata cannot give
                  for name, expr in ex.stats.as_dict().items()]
         cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
+        cols += [expr.cast(pl.Int64).alias(name) for name, expr in zip(_XBOUND, ex.cross_bound)]
         wanted = pl.Series(replayed, dtype=pl.Int64).implode()
         parts = []
         scratch = _PassState(keys)
@@ -841,6 +892,7 @@ def _empty_partial(keys: list[str]) -> pl.DataFrame:
     schema: dict[str, Any] = {k: pl.Int64 for k in keys}
     schema.update({c: pl.Int64 for c in STAT_FIELDS})
     schema.update({c: pl.UInt32 for c in _FLAGS})
+    schema.update({c: pl.Int64 for c in _XBOUND})
     schema.update({"microbatches": pl.UInt32, "_keyed": pl.UInt32})
     schema.update({c: pl.Int64 for c in ("_mb_min", "_mb_max", "_rank_min", "_rank_max")})
     schema.update({c: pl.Float64 for c in _SHADOW})

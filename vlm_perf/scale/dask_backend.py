@@ -205,7 +205,8 @@ def _metadata_partial(files: Sequence[str], spec: "ModelSpec | None", per_rank: 
 
 
 def _merge_diag(diags: Sequence[MetadataDiagnostics]) -> MetadataDiagnostics:
-    out = MetadataDiagnostics(merge_size=diags[0].merge_size, window_side=diags[0].window_side)
+    out = MetadataDiagnostics(merge_size=diags[0].merge_size, window_side=diags[0].window_side,
+                              cross_kv_tokens_per_frame=diags[0].cross_kv_tokens_per_frame)
     for d in diags:
         out.files += d.files
         out.rows_read += d.rows_read
@@ -219,6 +220,9 @@ def _merge_diag(diags: Sequence[MetadataDiagnostics]) -> MetadataDiagnostics:
         out.rows_padded_tokens_only += d.rows_padded_tokens_only
         out.rows_media_in_pixels += d.rows_media_in_pixels
         out.rows_duplicate += d.rows_duplicate
+        for name in ("rows_cross_bound", "cross_bound_patches", "cross_bound_patches_low", "cross_bound_frames",
+                     "cross_bound_frames_low", "cross_total_patches", "cross_total_frames"):
+            setattr(out, name, getattr(out, name) + getattr(d, name))
         out.decompressed += d.decompressed
         out.cleaned += d.cleaned
         if d.notes and not out.notes:  # the first partition's shards are the ones the single path samples

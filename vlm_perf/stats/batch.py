@@ -43,7 +43,13 @@ class BatchStats:
       the squared sums above then count each tile's sequence with its CLS token)
       lm_tokens_sq_beyond_chunks  sum over sequences of s^2 - Σ_chunks c^2 for the model's attention chunk C
                         (Llama 4 chunked layers: causal within consecutive chunks of C tokens); 0 when unknown: the
-                        chunked layers are then counted as full causal (an upper bound)
+                        chunked layers are then counted as full causal (an upper bound). Chunks start at each
+                        document's first token (transformers' chunked mask: per row, or per packed document through
+                        its position ids), so it is a function of the document lengths alone
+      lm_tokens_no_vision  LM tokens of microbatches without any image or video (Mllama's MllamaTextModel skips its
+                        cross-attention decoder layers entirely there); 0 when unknown: those layers are then counted
+                        as run (an upper bound). A per-microbatch statistic: ``from_batch`` treats its input as ONE
+                        microbatch
     Text x vision, per sample (cross-attention: every LM token of a sample attends to the vision tokens of
     that sample's images, Mllama):
       lm_x_vision_patches  sum over samples of (LM tokens of the sample) x (vision patches of its media)
@@ -90,6 +96,7 @@ class BatchStats:
     audio_tokens: Any = 0
     audio_tokens_sq: Any = 0
     audio_out_tokens: Any = 0
+    lm_tokens_no_vision: Any = 0
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -211,6 +218,7 @@ class BatchStats:
             lm_tokens_sq_beyond_window=lm["tokens_sq_beyond_window"],
             lm_x_vision_patches=x_patches, lm_x_vision_frames=x_frames,
             lm_tokens_sq_beyond_chunks=lm["tokens_sq_beyond_chunks"],
+            lm_tokens_no_vision=0 if items else lm["tokens"],
         )
 
     # --- algebra ------------------------------------------------------------------------

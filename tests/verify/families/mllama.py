@@ -8,7 +8,8 @@ x 16, 2 KV heads, MLP 96, cross-attention layers [1, 3] (layer 0 is text only), 
 Inputs: transformers' own ``MllamaProcessor`` (built offline: ``MllamaImageProcessorPil`` at 16 px, 4 tiles, and a
 word-level tokenizer with ``<|image|>`` as a special token, id 7): ``<|image|>`` per image, ``<|begin_of_text|>``, the
 text. ``image_sizes`` is one sample's images; ``samples`` (a list of image-size lists, one per sample) builds a batch
-of several samples (``text_lens``: words per sample; rows of equal length, so no padding).
+of several samples (``text_lens``: words per sample; rows of equal length, so no padding); samples without any image
+(``samples=[[], []]``) give a text-only microbatch (no ``pixel_values``).
 """
 
 from __future__ import annotations
@@ -83,14 +84,22 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
     if video_sizes:
         raise ValueError("mllama has no video input")
     batch = [list(image_sizes)] if samples is None else [list(s) for s in samples]
-    if not all(batch):
-        raise ValueError("every sample needs at least one image (MllamaProcessor pairs images with <|image|> tokens)")
+    text_only = not any(batch)  # a text-only microbatch: no pixel_values, MllamaTextModel skips the cross layers
+    if not text_only and not all(batch):
+        raise ValueError("every sample needs at least one image (MllamaProcessor pairs images with <|image|> tokens), "
+                         "or none does (a text-only microbatch)")
     proc = processor(model.config)
     assert proc.image_token_id == IMAGE_TOKEN
     gen = torch.Generator().manual_seed(seed)
     words = lambda n: " ".join("abc"[i % 3] for i in torch.randint(0, 3, (n,), generator=gen).tolist())
     lens = list(text_lens) if text_lens is not None else [text_len] * len(batch)
     texts = ["<|image|>" * len(s) + words(n) for s, n in zip(batch, lens)]
+    if text_only:
+        out = proc(text=texts, return_tensors="pt")
+        ids = out["input_ids"]
+        media = {"images": [0] * len(batch), "visual_tokens": 0, "seq_len": int(ids.shape[1]),
+                 "seq_lens": [int(n) for n in out["attention_mask"].sum(1)], "tiles": [[] for _ in batch]}
+        return dict(input_ids=ids, attention_mask=out["attention_mask"], use_cache=False), media
     out = proc(images=[random_images(s, seed + i) for i, s in enumerate(batch)], text=texts, return_tensors="pt",
                input_data_format="channels_last")
     ids = out["input_ids"]

@@ -230,6 +230,7 @@ register_family(Family(
     notes=("MoE layers: top-k routed experts + the shared expert + router (transformers' Llama4TextMoe computes every "
            "expert for every token: E/k times the routed FLOPs)",
            "chunked (RoPE) layers: causal within attention_chunk_size chunks under --causal half "
-           "(lm_tokens_sq_beyond_chunks; 0 from metadata: counted as full causal, an upper bound); eager: the square",
+           "(lm_tokens_sq_beyond_chunks, per document: chunks start at each document's first token, from metadata "
+           "too; pre-aggregated LM rows: counted as full causal, an upper bound); eager: the square",
            "CLS appended last per tile and dropped before the pixel shuffle; RoPE, L2 q/k norm and temperature tuning "
            "are elementwise (0 FLOPs)")))

@@ -27,8 +27,10 @@ Read from transformers ``models/mllama/modeling_mllama.py``, ``configuration_mll
 
 Limits (stated in ``docs/families.md``): HF pads each sample's images to the microbatch's largest image count and runs
 the padding images through tower and cross-attention (the statistics count real images: exact when every sample of a
-microbatch has as many images, e.g. one sample per microbatch); a microbatch without any image skips the
-cross-attention layers entirely (counted as run: an upper bound).
+microbatch has as many images, e.g. one sample per microbatch). A microbatch without any image skips the
+cross-attention decoder layers entirely (``MllamaTextModel``: norms, cross-attention and MLP): their q/o and MLP
+(:class:`~vlm_perf.arch.blocks.CrossLayerMLP`) count ``lm_tokens - lm_tokens_no_vision`` rows (exact per microbatch;
+statistics summed without the per-microbatch split leave it 0: counted as run, an upper bound).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from ...errors import ConfigError, UnsupportedModelError
-from ..blocks import (ClsToken, CrossAttention, DecoderAttention, DenseMLP, ExtraParams, FinalNorm, LMHead,
+from ..blocks import (ClsToken, CrossAttention, CrossLayerMLP, DecoderAttention, DenseMLP, ExtraParams, FinalNorm, LMHead,
                       LMLayerNorms, PatchEmbed, PositionTable, TextOnly, TileMaskProduct, TokenEmbedding,
                       TowerTokenLinear, VisionLayers)
 from ..fields import Fields
@@ -169,8 +171,11 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
             text.append(replace(xattn, count=len(cross) - 1, query_from_vision=True))
     if self_layers - before:
         text.append(replace(attn, count=self_layers - before))
-    text += [DenseMLP(part=LANGUAGE_MODEL, count=n_layers - before, hidden=hidden, width=ffn),
-             LMLayerNorms(part=LANGUAGE_MODEL, count=n_layers, hidden=hidden),
+    if self_layers - before:
+        text.append(DenseMLP(part=LANGUAGE_MODEL, count=self_layers - before, hidden=hidden, width=ffn))
+    if cross:
+        text.append(CrossLayerMLP(part=LANGUAGE_MODEL, count=len(cross), hidden=hidden, width=ffn))
+    text += [LMLayerNorms(part=LANGUAGE_MODEL, count=n_layers, hidden=hidden),
              ExtraParams(part=LANGUAGE_MODEL, count=len(cross), label="cross-attention tanh gates (attention, MLP)",
                          numel=2),
              FinalNorm(part=LANGUAGE_MODEL, count=1, hidden=hidden),
@@ -250,6 +255,7 @@ register_family(Family(
            "--causal does not apply); exact per sample with images_per_sample (metadata) or one sample per "
            "microbatch, else the longest sample x the microbatch's vision tokens (an upper bound)",
            "HF pads a microbatch's samples to its largest image count (padding images run tower and cross-attention: "
-           "not counted); a microbatch without images skips the cross-attention layers (counted as run)",
+           "not counted); a microbatch without images skips the cross-attention decoder layers (lm_tokens_no_vision: "
+           "not counted there)",
            "gates (tanh), embeddings, the padding slice and the state concatenation are elementwise / lookups "
            "(0 FLOPs)")))
