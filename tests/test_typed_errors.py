@@ -12,7 +12,8 @@ OWNED = [ROOT / "pipeline.py"] + sorted(p for d in ("analysis", "report", "comma
                                         for p in (ROOT / d).rglob("*.py"))
 LIBRARY = [p for p in OWNED if "commands" not in p.parts]
 #: registering the same name twice is a programming error, not bad input
-REGISTRATION = {("analysis/checks.py", "already registered"), ("report/sections/__init__.py", "already registered")}
+REGISTRATION = {("analysis/checks.py", "already registered"), ("report/sections/__init__.py", "already registered"),
+                ("report/parts.py", "already registered"), ("report/parts.py", "already declared")}
 TYPED = {"VlmPerfError", "InputError", "SchemaError", "ConfigError", "UnsupportedModelError", "ConventionNotDefined",
          "MissingSettings"}
 

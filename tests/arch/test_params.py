@@ -100,6 +100,11 @@ ROUNDED_TOTAL.update({  # --- paligemma --- llava_next --- (exact values in test
     # --- gpt_oss --- (exact values = transformers' meta-device count in tests/verify/test_gpt_oss_flops.py)
     "gpt-oss-20b": (20.91e9, 1e7, "gpt-oss model card (OpenAI, 2025): 20.91B total, 3.61B active"),
     "gpt-oss-120b": (116.83e9, 1e7, "gpt-oss model card (OpenAI, 2025): 116.83B total, 5.13B active"),
+    # --- mllama / llama4 --- (exact values vs transformers' meta-device count: tests/verify/test_mllama_flops.py,
+    # test_llama4_flops.py); the hub pages' safetensors totals, rounded as the hub prints them
+    "llama3.2-11b-vision": (10.7e9, 1e8, "hub meta-llama/Llama-3.2-11B-Vision: 10.7B params"),
+    "llama3.2-90b-vision": (88.6e9, 1e8, "hub meta-llama/Llama-3.2-90B-Vision: 88.6B params"),
+    "llama4-scout-17b-16e": (109e9, 1e9, "hub meta-llama/Llama-4-Scout-17B-16E model card: 109B total parameters"),
     # --- qwen_omni --- thinkers only (exact values vs transformers' meta-device count: tests/verify/test_qwen_omni_presets.py)
     "qwen3-omni-30b-a3b": (31.72e9, 1e7, "thinker module dump 31,719,205,488 (ai-bot-pro/achatbot PR #196)"),
     "qwen2.5-omni-7b": (8.93e9, 1e7, "no published thinker total: its parts' published sizes (Qwen2.5-7B LM 7.62B, the "
@@ -311,7 +316,9 @@ def test_param_count_breakdown_consistent(name):
     assert pc.total == total_params(spec)
     assert pc.lm == lm_params(spec)
     assert pc.vision == vision_tower_params(spec) + merger_params(spec)
-    assert pc.lm_head == (0 if spec.lm.tie_word_embeddings else pc.lm_embedding)
+    # the head maps the hidden size onto the real vocabulary (Mllama's embedding has 8 extra rows the head lacks)
+    assert pc.lm_head == (0 if spec.lm.tie_word_embeddings else spec.lm.hidden_size * spec.lm.vocab_size)
+    assert pc.lm_embedding >= spec.lm.hidden_size * spec.lm.vocab_size
     assert 0 < pc.lm_active <= pc.lm + (pc.lm_embedding if spec.lm.tie_word_embeddings else 0)
 
 
