@@ -351,3 +351,14 @@ def _chunked_attention(b: ChunkedDecoderAttention, s: BatchStats, ctx: FlopsCont
         core = b.core_per_token_sq() * s.lm_tokens_sq * ctx.causal_factor
     return [Term("lm.attn_proj", b.count * b.proj_per_token() * s.lm_tokens, b.part),
             Term("lm.attn_core", b.count * core, b.part, weights=False)]
+# --- aya_vision ---
+from ..arch.blocks import SwiGLUProjector  # noqa: E402
+
+
+@block_flops(SwiGLUProjector)
+def _swiglu_projector(b: SwiGLUProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·M·(in·A + A/2·out) (M = vision_merged_tokens, A = hidden width; the SwiGLU product is elementwise)"""
+    rows = s.vision_merged_tokens
+    first_input = INPUT_TOWER if b.norm != "none" else INPUT_UPSTREAM
+    return [Term("vision.merger", b.count * matmul(rows, b.in_width, b.hidden_width), b.part, input_kind=first_input),
+            Term("vision.merger", b.count * matmul(rows, b.hidden_width // 2, b.out_width), b.part)]
