@@ -145,6 +145,36 @@ def test_videos_and_unsupported_configs_refused():
             "processor_config.json": {"img_size": 32, "patch_size": 4}}), 30, 50)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_conventions_coverage(family):
+    """hf-trainer (and ms-swift, which reports it) define a number for every family: transformers' own
+    ``Trainer.floating_point_ops`` (6 x non-embedding parameters x input ids) on the same ids. No framework
+    formula covers Aya Vision / Command A Vision: every other convention is not defined (a clear refusal)."""
+    from types import SimpleNamespace
+
+    import transformers
+
+    from vlm_perf.errors import ConventionNotDefined
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.flops.conventions import CONVENTIONS
+    from vlm_perf.stats import BatchStats
+
+    m = model(family)
+    spec = _spec(m)
+    ids = torch.zeros((2, 40), dtype=torch.long)
+    stats = BatchStats.from_batch(seq_len=40, samples=2, image_grids=[(2, 8, 8)] * 2, spec=spec)
+    trainer = transformers.Trainer.floating_point_ops(SimpleNamespace(model=m), {"input_ids": ids})
+    for name in ("hf-trainer", "ms-swift"):
+        assert compute_flops(spec, stats, name).total == trainer
+    # 6nd bills the LM's matmul weights: 4 layers of q/o 64x64, k/v 64x32, SwiGLU 3 x 64x96, tied head 64 x 1000
+    assert compute_flops(spec, stats, "6nd").total == 6 * (4 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 96)
+                                                           + 64 * 1000) * 80
+    defined = {"hf-trainer", "ms-swift", "6nd", "exact"}
+    for name in sorted(set(CONVENTIONS) - defined):
+        with pytest.raises(ConventionNotDefined, match=family):
+            compute_flops(spec, stats, name)
+
+
 hyp = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
