@@ -126,6 +126,13 @@ _BUILDERS: dict[str, Any] = {
     "cohere2_vision": lambda: {k: v for k, v in _aya_vision("cohere2_vision").items()
                                if k not in ("vision_feature_layer", "vision_feature_select_strategy")},
     "cohere2": _cohere2_text,
+    "deepseek_vl": lambda: {"model_type": "deepseek_vl", "image_token_id": 100015,  # hand-written, small dims
+                            "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32,
+                                              "intermediate_size": 48, "num_hidden_layers": 2,
+                                              "num_attention_heads": 2, "image_size": 32, "patch_size": 4},
+                            "text_config": {"model_type": "llama", "vocab_size": 1000, "hidden_size": 64,
+                                            "intermediate_size": 96, "num_hidden_layers": 2,
+                                            "num_attention_heads": 4, "num_key_value_heads": 2}},
 }
 _CACHE: dict[str, dict] = {}
 

@@ -19,7 +19,7 @@ from . import common
 from .common import PARTS, REGISTRY, PartMeasurement
 
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
-                  "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "aya_vision")  # --- llava --- paligemma --- llava_next ---
+                  "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "aya_vision", "deepseek_vl")  # --- llava --- paligemma --- llava_next ---
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -56,6 +56,7 @@ CASES: dict[str, list[dict]] = {
     # --- aya_vision ---
     "aya_vision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)]), dict(image_sizes=[(100, 100)])],
     "cohere2_vision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
+    "deepseek_vl": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
 }
 
 
