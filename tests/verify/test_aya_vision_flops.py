@@ -145,6 +145,34 @@ def test_videos_and_unsupported_configs_refused():
             "processor_config.json": {"img_size": 32, "patch_size": 4}}), 30, 50)
 
 
+def test_causal_half_counts_cohere2_mask_entries():
+    """--causal half = the continuous count of what transformers' Cohere2 masks keep (FlopCounterMode cannot see
+    a windowed kernel): full layers s^2/2, sliding layers s^2/2 - (s-W)^2/2. The discrete masks keep the diagonal
+    too (+ s/2 full, + W/2 sliding with s > W); both are checked against that arithmetic here."""
+    from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+
+    from vlm_perf.flops.blocks import FlopsContext, inventory_terms
+    from vlm_perf.stats import BatchStats
+
+    m0 = model("aya_vision")
+    s, window = 50, 8
+    lm = m0.model.language_model
+    embeds = torch.zeros(1, s, 64, dtype=torch.float64)
+    kw = dict(config=lm.config, inputs_embeds=embeds, attention_mask=torch.ones(1, s, dtype=torch.long), cache=None,
+              position_ids=torch.arange(s)[None])
+    entries = {}
+    for kind, fn in (("full", create_causal_mask), ("sliding", create_sliding_window_causal_mask)):
+        mask = fn(**kw)
+        entries[kind] = int((mask if mask.dtype == torch.bool else mask == 0).sum())
+    assert entries["full"] == s * s / 2 + s / 2
+    assert entries["sliding"] == s * window - window * window / 2 + window / 2
+    spec = _spec(m0)
+    core = sum(t.forward for t in inventory_terms(spec.blocks, BatchStats.from_batch(seq_lens=[s], spec=spec),
+                                                  FlopsContext("half")) if t.component == "lm.attn_core")
+    per_entry = 2 * 4 * 2 * 16  # 2 FLOPs x heads x (QK^T + AV) x head_dim
+    assert core == per_entry * ((entries["full"] - s / 2) + 3 * (entries["sliding"] - window / 2))
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_conventions_coverage(family):
     """hf-trainer (and ms-swift, which reports it) define a number for every family: transformers' own
@@ -203,3 +231,47 @@ def test_cohere2_vision_tiles_equal_hf_canvas(h, w, hi):
     spec = _spec(model("cohere2_vision"), {"preprocessor_config.json": {"size": {"height": 32, "width": 32},
                                                                        "max_patches": hi}})
     assert REG["cohere2_vision"].media.image(spec, h, w).tiles == cohere2_vision_tiles(h, w, 32, hi)
+
+
+def _released_spec(model_type: str, tile: int, patch: int, hi: int):
+    """A spec with the released towers' tile geometry (Aya 364 px / patch 14, Command A Vision 512 / 16)."""
+    from vlm_perf.arch import spec_from_config
+
+    from .families.aya_vision import tiny_config
+
+    cfg = tiny_config(model_type, vision={"image_size": tile, "patch_size": patch}).to_dict()
+    pre = {"size": {"height": tile, "width": tile}, "max_patches": hi}
+    return spec_from_config(cfg, name="released-geometry", processor={"preprocessor_config.json": pre})
+
+
+@settings(derandomize=True, deadline=None, max_examples=30)
+@given(h=st.integers(1, 6000), w=st.integers(1, 6000), hi=st.integers(1, 12))
+def test_cohere2_vision_released_tiles_and_tokens(h, w, hi):
+    """512-px tiles, patch 16, shuffle 2: the canvas of transformers' own function and 256 placeholders per tile
+    (``Cohere2VisionProcessor``: patch_size^2 with the processor's patch_size 16)."""
+    from vlm_perf.arch.families import FAMILIES as REG
+
+    from .families.aya_vision import cohere2_vision_tiles
+
+    d = REG["cohere2_vision"].media.image(_released_spec("cohere2_vision", 512, 16, hi), h, w)
+    assert d.tiles == cohere2_vision_tiles(h, w, 512, hi) and d.visual_tokens == 16 ** 2 * d.tiles
+
+
+@settings(derandomize=True, deadline=None, max_examples=10)
+@given(h=st.integers(1, 1500), w=st.integers(1, 1500))
+def test_aya_released_tiles_and_tokens(h, w):
+    """364-px tiles, patch 14, shuffle 2, max 12 tiles: GotOcr2's processor with AyaVisionProcessor's forced
+    ``crop_to_patches``, and (364 // 28)^2 = 169 placeholders per tile (AyaVisionProcessor's img_size / patch)."""
+    from transformers import AyaVisionProcessor
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
+
+    from vlm_perf.arch.families import FAMILIES as REG
+
+    from .families.common import processor_images_kwargs, random_images
+
+    proc = GotOcr2ImageProcessorPil(size={"height": 364, "width": 364}, min_patches=1, max_patches=12,
+                                    crop_to_patches=False)
+    out = proc(random_images([(h, w)], 0), input_data_format="channels_last",
+               **processor_images_kwargs(AyaVisionProcessor))
+    d = REG["aya_vision"].media.image(_released_spec("aya_vision", 364, 14, 12), h, w)
+    assert d.tiles == int(out["num_patches"][0]) and d.visual_tokens == (364 // 28) ** 2 * d.tiles
