@@ -77,6 +77,21 @@ def _llava_next_video() -> dict:
     return cfg
 
 
+def _cohere2_text() -> dict:  # hand-written in the Cohere2Config layout (small dims)
+    return {"model_type": "cohere2", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "sliding_window": 8,
+            "sliding_window_pattern": 4, "logit_scale": 0.25, "layer_norm_eps": 1e-5}
+
+
+def _aya_vision(model_type: str = "aya_vision") -> dict:  # hand-written in the AyaVisionConfig layout
+    return {"model_type": model_type, "downsample_factor": 2, "alignment_intermediate_size": 48,
+            "image_token_index": 255036, "vision_feature_layer": -1, "vision_feature_select_strategy": "full",
+            "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 48,
+                              "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 32, "patch_size": 4,
+                              "vision_use_head": False},
+            "text_config": _cohere2_text()}
+
+
 _BUILDERS: dict[str, Any] = {
     "qwen2": _qwen2,
     "qwen3": lambda: _text_only("qwen3-vl-8b", "qwen3"),
@@ -109,6 +124,17 @@ _BUILDERS: dict[str, Any] = {
     "llama4": lambda: preset_config("llama4-scout-17b-16e"),
     "qwen2_5_omni": lambda: preset_config("qwen2.5-omni-7b"),  # --- qwen_omni ---
     "qwen3_omni_moe": lambda: preset_config("qwen3-omni-30b-a3b"),
+    "aya_vision": _aya_vision,
+    "cohere2_vision": lambda: {k: v for k, v in _aya_vision("cohere2_vision").items()
+                               if k not in ("vision_feature_layer", "vision_feature_select_strategy")},
+    "cohere2": _cohere2_text,
+    "deepseek_vl": lambda: {"model_type": "deepseek_vl", "image_token_id": 100015,  # hand-written, small dims
+                            "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32,
+                                              "intermediate_size": 48, "num_hidden_layers": 2,
+                                              "num_attention_heads": 2, "image_size": 32, "patch_size": 4},
+                            "text_config": {"model_type": "llama", "vocab_size": 1000, "hidden_size": 64,
+                                            "intermediate_size": 96, "num_hidden_layers": 2,
+                                            "num_attention_heads": 4, "num_key_value_heads": 2}},
 }
 _CACHE: dict[str, dict] = {}
 

@@ -1112,3 +1112,35 @@ class AudioHead(Block):
 
 
 __all__ += ["AudioConvFrontEnd", "AudioHead", "AudioLayers", "halve"]
+# --- aya_vision ---
+
+
+@dataclass(frozen=True)
+class SwiGLUProjector(Block):
+    """Aya Vision / Command A Vision projector on ``vision_merged_tokens`` rows (after the pixel shuffle, no
+    FLOPs): optional ``norm``(in) -> Linear(in -> ``hidden_width``, bias) -> split in halves, SiLU(gate) * x
+    (elementwise) -> Linear(``hidden_width``/2 -> out, bias). With a weighted norm in front the first GEMM
+    needs its input gradient whenever the projector trains; without one, only when the tower does."""
+
+    kind: ClassVar[str] = "swiglu_projector"
+    in_width: int
+    hidden_width: int
+    out_width: int
+    norm: str = "layernorm"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.hidden_width % 2:
+            raise ConfigError(f"SwiGLUProjector: hidden width {self.hidden_width} must be even (split in halves)")
+
+    def params(self) -> int:
+        return (norm_params(self.in_width, self.norm) + linear_params(self.in_width, self.hidden_width, True)
+                + linear_params(self.hidden_width // 2, self.out_width, True))
+
+    def describe(self) -> str:
+        norm = f"{self.norm}({self.in_width}) -> " if self.norm != "none" else ""
+        return (f"{self.count} projector: {norm}Linear {self.in_width} -> {self.hidden_width}, SwiGLU halves, "
+                f"Linear {self.hidden_width // 2} -> {self.out_width} on pixel-shuffled tokens")
+
+
+__all__ += ["SwiGLUProjector"]

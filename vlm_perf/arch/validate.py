@@ -177,9 +177,11 @@ VISION_SQUARE = ("patch_size", "image_size")
 #: against its tower depth (``families.decoder.feature_layer_depth``), not by a kind.
 INDEX_FIELDS = ("vision_feature_layer",)
 #: Top-level fields of the families that read them (mistral3's patch merger, idefics3/smolvlm's pixel
-#: shuffle, internvl's downsample ratio, gemma3's pooled tokens, llava's image tokens).
+#: shuffle, internvl's downsample ratio, gemma3's pooled tokens, llava's image tokens, aya_vision /
+#: cohere2_vision's pixel shuffle and SwiGLU projector width).
 TOP_FIELDS: dict[str, Kind] = {
-    **dict.fromkeys(("spatial_merge_size", "scale_factor", "mm_tokens_per_image", "image_seq_length"), POS),
+    **dict.fromkeys(("spatial_merge_size", "scale_factor", "mm_tokens_per_image", "image_seq_length",
+                     "downsample_factor", "alignment_intermediate_size"), POS),
     "downsample_ratio": RATIO,
 }
 

@@ -393,3 +393,14 @@ def _audio_layers(b: AudioLayers, s: BatchStats, ctx: FlopsContext) -> list[Term
 def _audio_head(b: AudioHead, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """Σ_i 2·O·w_i·w_{i+1} (O = audio_out_tokens)"""
     return [Term("audio.proj", b.count * matmul(s.audio_out_tokens, i, o), b.part) for i, o in b.linears()]
+# --- aya_vision ---
+from ..arch.blocks import SwiGLUProjector  # noqa: E402
+
+
+@block_flops(SwiGLUProjector)
+def _swiglu_projector(b: SwiGLUProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·M·(in·A + A/2·out) (M = vision_merged_tokens, A = hidden width; the SwiGLU product is elementwise)"""
+    rows = s.vision_merged_tokens
+    first_input = INPUT_TOWER if b.norm != "none" else INPUT_UPSTREAM
+    return [Term("vision.merger", b.count * matmul(rows, b.in_width, b.hidden_width), b.part, input_kind=first_input),
+            Term("vision.merger", b.count * matmul(rows, b.hidden_width // 2, b.out_width), b.part)]

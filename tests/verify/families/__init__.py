@@ -19,7 +19,8 @@ from . import common
 from .common import PARTS, REGISTRY, PartMeasurement
 
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
-                  "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "qwen_omni")  # --- llava --- paligemma --- llava_next ---
+                  "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "qwen_omni", "aya_vision",
+                  "deepseek_vl")
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -58,6 +59,10 @@ CASES: dict[str, list[dict]] = {
                      dict(video_grids=[(2, 8, 12)], audio_samples=[5000])],
     "qwen3_omni_moe": [dict(image_sizes=[(30, 50)], audio_samples=[48077, 9000]),
                        dict(video_grids=[(2, 8, 12)], audio_samples=[20000])],
+    # --- aya_vision ---
+    "aya_vision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)]), dict(image_sizes=[(100, 100)])],
+    "cohere2_vision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
+    "deepseek_vl": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
 }
 
 
