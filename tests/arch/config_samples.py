@@ -107,6 +107,7 @@ _BUILDERS: dict[str, Any] = {
     "gpt_oss": lambda: preset_config("gpt-oss-20b"),
     "mllama": lambda: preset_config("llama3.2-11b-vision"),
     "llama4": lambda: preset_config("llama4-scout-17b-16e"),
+    "kimi_vl": lambda: preset_config("kimi-vl-a3b-instruct"),  # --- kimi_vl ---
 }
 _CACHE: dict[str, dict] = {}
 
