@@ -351,3 +351,26 @@ def _chunked_attention(b: ChunkedDecoderAttention, s: BatchStats, ctx: FlopsCont
         core = b.core_per_token_sq() * s.lm_tokens_sq * ctx.causal_factor
     return [Term("lm.attn_proj", b.count * b.proj_per_token() * s.lm_tokens, b.part),
             Term("lm.attn_core", b.count * core, b.part, weights=False)]
+# --- ssm ---
+from ..arch.blocks import Mamba2Mixer, PlainMLP  # noqa: E402
+
+
+@block_flops(Mamba2Mixer)
+def _mamba2_mixer(b: Mamba2Mixer, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer projections·S + 2·ch·K·S + (2·Q·(G·N + d_in) + 4·N·d_in)·S (chunk Q)
+
+    The conv is causal (left-padded, S outputs per channel, as ``causal_conv1d``). The scan is linear in S
+    (``--causal`` does not apply: each chunk's Q x Q blocks are computed, then masked). Training: the
+    projections and the conv are weight GEMMs (x3); every scan product has two activation operands (x, B, C,
+    the chunk states) that need gradients: input gradient 2x its forward.
+    """
+    rows = s.lm_tokens
+    return [Term("lm.attn_proj", b.count * b.proj_per_token() * rows, b.part),
+            Term("lm.attn_proj", b.count * b.conv_per_output() * rows, b.part),
+            Term("lm.attn_core", b.count * b.scan_per_token() * rows, b.part, weights=False)]
+
+
+@block_flops(PlainMLP)
+def _plain_mlp(b: PlainMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·2·h·w·S"""
+    return [Term("lm.dense_mlp", b.count * b.per_token() * s.lm_tokens, b.part)]
