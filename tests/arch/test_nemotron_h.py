@@ -173,3 +173,17 @@ def test_refusals():
         spec_from_config({k: v for k, v in TINY.items() if k != "hidden_size"})
     with pytest.raises(UnsupportedModelError, match="multi-token"):
         spec_from_config(dict(TINY, num_nextn_predict_layers=1))
+
+
+def test_decode_is_refused_and_6nd_counts_the_mamba_weights():
+    from vlm_perf.flops.generation import generation_flops
+
+    spec = spec_from_config(dict(TINY, hybrid_override_pattern="M*-"))
+    with pytest.raises(UnsupportedModelError, match="mamba2_mixer"):
+        generation_flops(spec, [16], [4])
+    s = 32
+    got = compute_flops(spec, BatchStats(lm_tokens=s, lm_tokens_sq=s * s, lm_sequences=1, lm_samples=1),
+                        convention="6nd").total
+    # active matmul weights: in/out_proj + conv taps, q/k/v/o, up/down, lm_head (no norms, no embedding lookup)
+    weights = 64 * 264 + 96 * 64 + 160 * 4 + 64 * (64 + 32 + 32) + 64 * 64 + 2 * 64 * 80 + 64 * 96
+    assert got == 6 * weights * s
