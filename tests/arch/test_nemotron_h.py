@@ -187,3 +187,32 @@ def test_decode_is_refused_and_6nd_counts_the_mamba_weights():
     # active matmul weights: in/out_proj + conv taps, q/k/v/o, up/down, lm_head (no norms, no embedding lookup)
     weights = 64 * 264 + 96 * 64 + 160 * 4 + 64 * (64 + 32 + 32) + 64 * 64 + 2 * 64 * 80 + 64 * 96
     assert got == 6 * weights * s
+
+
+@pytest.mark.parametrize("length", [32, 64])
+def test_transformers_reference_scan_differs_by_explained_terms(length):
+    """FlopCounterMode on transformers' own NemotronHForCausalLM (its PyTorch reference path, used without the
+    mamba_ssm / causal_conv1d kernels): the weight GEMMs equal the count exactly; the reference path computes
+    more than the SSD kernels (and the count): C·Bᵀ per head instead of per group (2·c·Q²·N·(H − G)), the
+    inter-chunk state passing as a (c+1) x (c+1) einsum (2·(c+1)²·H·P·N) and the conv on the padded length
+    (2·ch·K·(K − 1) more). Measured and explained here; the count follows the kernels training uses."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfg = dict(TINY, hybrid_override_pattern="M")
+    hf_cfg = transformers.AutoConfig.for_model(**cfg)
+    hf_cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(hf_cfg).eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        model(torch.randint(0, 96, (1, length)), use_cache=False)
+    got = fc.get_flop_counts()["Global"]
+    parts = compute_flops(spec_from_config(cfg), BatchStats(lm_tokens=length, lm_tokens_sq=length ** 2,
+                                                            lm_sequences=1, lm_samples=1), mode="forward").components
+    block = next(b for b in spec_from_config(cfg).blocks if isinstance(b, Mamba2Mixer))
+    assert got[torch.ops.aten.mm] == length * block.proj_per_token() + parts["lm.logits"]
+    assert got[torch.ops.aten.convolution] == 2 * 160 * 4 * (length + 3)
+    c, q = length // 8, 8
+    extra = 2 * c * q * q * 16 * (8 - 2) + 2 * (c + 1) ** 2 * 8 * 12 * 16
+    assert got[torch.ops.aten.bmm] == parts["lm.attn_core"] + extra
