@@ -135,6 +135,14 @@ _BUILDERS: dict[str, Any] = {
                             "text_config": {"model_type": "llama", "vocab_size": 1000, "hidden_size": 64,
                                             "intermediate_size": 96, "num_hidden_layers": 2,
                                             "num_attention_heads": 4, "num_key_value_heads": 2}},
+    "kimi_vl": lambda: preset_config("kimi-vl-a3b-instruct"),  # --- kimi_vl ---
+    "nemotron_h": lambda: {  # --- nemotron_h --- (Nemotron-Nano-12B-v2 dims, shortened pattern)
+        "model_type": "nemotron_h", "architectures": ["NemotronHForCausalLM"], "hidden_size": 5120,
+        "vocab_size": 131072, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+        "intermediate_size": 20480, "mamba_num_heads": 128, "mamba_head_dim": 80, "ssm_state_size": 128,
+        "n_groups": 8, "conv_kernel": 4, "chunk_size": 128, "use_conv_bias": True, "use_bias": False,
+        "mlp_bias": False, "attention_bias": False, "tie_word_embeddings": False,
+        "hybrid_override_pattern": "M-M-M*-M-", "num_hidden_layers": 9},
 }
 _CACHE: dict[str, dict] = {}
 

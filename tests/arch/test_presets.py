@@ -35,6 +35,8 @@ LLAMA4 = ["llama4-scout-17b-16e"]  # tests/verify/test_llama4_flops.py (meta-dev
 EXPECTED += LLAMA4
 OMNI = ["qwen2.5-omni-7b", "qwen3-omni-30b-a3b"]  # thinker_config only; tests/verify/test_qwen_omni_presets.py
 EXPECTED += OMNI
+KIMI_VL = ["kimi-vl-a3b-instruct"]  # tests/arch/test_kimi_vl.py
+EXPECTED += KIMI_VL
 NO_DTYPE_HUB = set(GPT_OSS)  # the hub files state no torch_dtype (MXFP4 experts, quantization_config)
 FLOAT32_HUB = {"paligemma-3b-224"}  # the hub file says float32 (PaliGemma 1 was released in float32)
 
@@ -50,7 +52,7 @@ def test_every_preset_loads(name):
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
     assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL + GEMMA3_LLAVA_OV + QWEN3_5
-                           + MISTRAL_IDEFICS + PALIGEMMA + LLAVA_NEXT + MLLAMA + LLAMA4 + OMNI)
+                           + MISTRAL_IDEFICS + PALIGEMMA + LLAVA_NEXT + MLLAMA + LLAMA4 + OMNI + KIMI_VL)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -146,6 +148,7 @@ LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "llama4-scout-17b-16e": (48, 5120, 40, 8, 128, 16384, 202048, False),  # dense width intermediate_size_mlp (unused)
     "qwen2.5-omni-7b": (28, 3584, 28, 4, 128, 18944, 152064, False),  # thinker: Qwen2.5-7B LM
     "qwen3-omni-30b-a3b": (48, 2048, 32, 4, 128, 768, 152064, False),  # thinker: Qwen3-30B-A3B-like MoE LM
+    "kimi-vl-a3b-instruct": (27, 2048, 16, 16, 128, 11264, 163840, False),  # MLA: head_dim = v_head_dim
 })
 
 

@@ -1144,3 +1144,85 @@ class SwiGLUProjector(Block):
 
 
 __all__ += ["SwiGLUProjector"]
+
+
+# --- ssm --- (Mamba-2 / SSD layers: Nemotron-H)
+
+
+@dataclass(frozen=True)
+class Mamba2Mixer(Block):
+    """``count`` Mamba-2 mixers (transformers ``NemotronHMamba2Mixer`` / ``Mamba2Mixer`` layout).
+
+    d_in = ``num_heads`` x ``head_dim``; ``in_proj`` h -> 2·d_in + 2·G·N + H (z gate, x, B, C, dt); a depthwise
+    causal ``conv1d`` (kernel K, bias ``conv_bias``) over the d_in + 2·G·N x/B/C channels; per-head ``dt_bias``,
+    ``A_log``, ``D``; a gated RMSNorm over d_in; ``out_proj`` d_in -> h. The selective scan is counted as the
+    SSD chunked algorithm (chunk Q = ``chunk``) computes its matmuls, per token: C·Bᵀ per group inside each
+    chunk (2·Q·G·N), the masked (L ∘ C·Bᵀ)·X per head (2·Q·d_in), each chunk's state Bᵀ·X (2·N·d_in) and the
+    read of the carried state C·S (2·N·d_in); see :func:`scan_per_token`.
+    """
+
+    kind: ClassVar[str] = "mamba2_mixer"
+    hidden: int
+    num_heads: int
+    head_dim: int
+    state_size: int
+    n_groups: int
+    conv_kernel: int
+    chunk: int
+    conv_bias: bool = True
+    proj_bias: bool = False
+
+    @property
+    def inner(self) -> int:
+        """d_in = H x P."""
+        return self.num_heads * self.head_dim
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels of the depthwise conv: x, B, C (d_in + 2·G·N)."""
+        return self.inner + 2 * self.n_groups * self.state_size
+
+    def proj_per_token(self) -> int:
+        """Forward FLOPs per token of ``in_proj`` (h -> d_in + channels + H) and ``out_proj`` (d_in -> h)."""
+        return 2 * self.hidden * (self.inner + self.conv_channels + self.num_heads) + 2 * self.inner * self.hidden
+
+    def conv_per_output(self) -> int:
+        """Forward FLOPs of the depthwise conv per output position: 2·channels·K."""
+        return 2 * self.conv_channels * self.conv_kernel
+
+    def scan_per_token(self) -> int:
+        """Forward matmul FLOPs per token of the SSD chunked scan: 2·Q·(G·N + d_in) + 4·N·d_in. Exact for a
+        sequence whose length is a multiple of Q (a partial last chunk of r tokens is billed Q·r rows of the
+        two intra-chunk products: between the r² a masked kernel needs and the Q² a padding one computes).
+        Decays (exp of cumulative sums), the inter-chunk state recurrence, D·x and the gate are elementwise."""
+        q, n, g, d = self.chunk, self.state_size, self.n_groups, self.inner
+        return 2 * q * (g * n + d) + 4 * n * d
+
+    def params(self) -> int:
+        h, d, heads = self.hidden, self.inner, self.num_heads
+        proj = linear_params(h, d + self.conv_channels + heads, self.proj_bias) + linear_params(d, h, self.proj_bias)
+        conv = self.conv_channels * self.conv_kernel + (self.conv_channels if self.conv_bias else 0)
+        return proj + conv + 3 * heads + d  # dt_bias, A_log, D; gated-norm weight
+
+    def describe(self) -> str:
+        return (f"{self.count} Mamba-2 mixers, {self.num_heads} heads x {self.head_dim}, state {self.state_size}, "
+                f"{self.n_groups} groups, depthwise conv k={self.conv_kernel}, SSD chunked scan (chunk {self.chunk})")
+
+
+@dataclass(frozen=True)
+class PlainMLP(Block):
+    """``count`` non-gated LM MLPs: up Linear(h -> w) -> act -> down Linear(w -> h) (Nemotron-H relu²)."""
+
+    kind: ClassVar[str] = "plain_mlp"
+    hidden: int
+    width: int
+    bias: bool = False
+
+    def per_token(self) -> int:
+        return 2 * 2 * self.hidden * self.width
+
+    def params(self) -> int:
+        return linear_params(self.hidden, self.width, self.bias) + linear_params(self.width, self.hidden, self.bias)
+
+    def describe(self) -> str:
+        return f"{self.count} plain MLP {self.hidden} -> {self.width} -> {self.hidden} (2 matrices)"

@@ -404,3 +404,26 @@ def _swiglu_projector(b: SwiGLUProjector, s: BatchStats, ctx: FlopsContext) -> l
     first_input = INPUT_TOWER if b.norm != "none" else INPUT_UPSTREAM
     return [Term("vision.merger", b.count * matmul(rows, b.in_width, b.hidden_width), b.part, input_kind=first_input),
             Term("vision.merger", b.count * matmul(rows, b.hidden_width // 2, b.out_width), b.part)]
+# --- ssm ---
+from ..arch.blocks import Mamba2Mixer, PlainMLP  # noqa: E402
+
+
+@block_flops(Mamba2Mixer)
+def _mamba2_mixer(b: Mamba2Mixer, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer projections·S + 2·ch·K·S + (2·Q·(G·N + d_in) + 4·N·d_in)·S (chunk Q)
+
+    The conv is causal (left-padded, S outputs per channel, as ``causal_conv1d``). The scan is linear in S
+    (``--causal`` does not apply: each chunk's Q x Q blocks are computed, then masked). Training: the
+    projections and the conv are weight GEMMs (x3); every scan product has two activation operands (x, B, C,
+    the chunk states) that need gradients: input gradient 2x its forward.
+    """
+    rows = s.lm_tokens
+    return [Term("lm.attn_proj", b.count * b.proj_per_token() * rows, b.part),
+            Term("lm.attn_proj", b.count * b.conv_per_output() * rows, b.part),
+            Term("lm.attn_core", b.count * b.scan_per_token() * rows, b.part, weights=False)]
+
+
+@block_flops(PlainMLP)
+def _plain_mlp(b: PlainMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·2·h·w·S"""
+    return [Term("lm.dense_mlp", b.count * b.per_token() * s.lm_tokens, b.part)]

@@ -52,7 +52,7 @@ def linear_per_token(lm: LMSpec, blocks: tuple | None = None) -> dict[str, int]:
     (= 2 x the active matmul parameters), summed over the LM inventory's blocks (``blocks``: a model's own
     inventory, e.g. a hybrid LM's; default: the decoder inventory of ``lm``); the conventions start
     from this table."""
-    from ..arch.blocks import CrossAttention, GatedDeltaNet, TextOnly
+    from ..arch.blocks import CrossAttention, GatedDeltaNet, Mamba2Mixer, PlainMLP, TextOnly
 
     out = dict.fromkeys(("lm.attn_proj", "lm.dense_mlp", "lm.routed_experts", "lm.shared_experts", "lm.router",
                          "lm.logits"), 0)
@@ -63,8 +63,12 @@ def linear_per_token(lm: LMSpec, blocks: tuple | None = None) -> dict[str, int]:
             out["lm.attn_proj"] += b.count * 2 * (2 * b.hidden * b.q_width + 2 * b.hidden * b.kv_width)
         elif isinstance(b, GatedDeltaNet):  # projections + depthwise conv weights
             out["lm.attn_proj"] += b.count * (b.proj_per_token() + b.conv_per_output())
+        elif isinstance(b, Mamba2Mixer):  # projections + depthwise conv weights (the scan has none)
+            out["lm.attn_proj"] += b.count * (b.proj_per_token() + b.conv_per_output())
         elif isinstance(b, (DecoderAttention, MLAttention)):
             out["lm.attn_proj"] += b.count * b.proj_per_token()
+        elif isinstance(b, PlainMLP):
+            out["lm.dense_mlp"] += b.count * b.per_token()
         elif isinstance(b, DenseMLP):
             out["lm.dense_mlp"] += b.count * b.per_token()
         elif isinstance(b, MoEMLP):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...arch.blocks import (ClsToken, DenseMLP, ForwardOnly, LMHead, MoEMLP, MTPModules, PatchEmbed,
+from ...arch.blocks import (ClsToken, DenseMLP, ForwardOnly, LMHead, MoEMLP, MTPModules, PatchEmbed, PlainMLP,
                             PositionTable, StoredOnly, TokenEmbedding, VisionLayers, linear_params)
 from ...arch.parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, VISION_TOWER
 from ...arch.spec import ModelSpec
@@ -27,7 +27,7 @@ from ..breakdown import Options
 from .base import Convention, Pin, register_convention
 
 # families whose tower keeps its absolute position table as an nn.Parameter (not an nn.Embedding)
-POSITION_PARAMETER_FAMILIES = ("internvl",)
+POSITION_PARAMETER_FAMILIES = ("internvl", "kimi_vl")  # kimi_vl: Learnable2DInterpPosEmb.weight
 
 _PART_COMPONENT = {VISION_TOWER: "vision.attn_proj", MERGER: "vision.merger",
                    DEEPSTACK_MERGER: "vision.deepstack_merger", LANGUAGE_MODEL: "lm.attn_proj",
@@ -69,7 +69,7 @@ def hf_parameters_by_component(spec: ModelSpec) -> dict[str, int]:
             add("lm.routed_experts", copies * routed)
             add("lm.router", copies * router)
             add("lm.shared_experts", copies * (inner.params() - routed - router))
-        elif isinstance(inner, DenseMLP):
+        elif isinstance(inner, (DenseMLP, PlainMLP)):
             add("lm.dense_mlp", copies * inner.params())
         elif isinstance(inner, LMHead):
             add("lm.logits", copies * inner.params())  # 0 when tied
