@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..remote import as_path
 from ..errors import InputError
 from ..ingest.adapter_config import TRAINABILITY_FILE, find_adapter_config
 from ..ingest.logs.discover import LOG_SUBDIRS, expand_dir
@@ -75,7 +76,7 @@ def traces_of(folder: Path) -> list[Path]:
 
 def discover_run(path: str | Path) -> RunFiles:
     """The `RunFiles` of a log file or a run folder; an `InputError` when there is none or no log in it."""
-    path = Path(path)
+    path = as_path(path)  # a URL: the same rule over its fsspec filesystem (vlm_perf.remote)
     if not path.exists():
         raise InputError("no such log file or run directory", str(path))
     folder = path.parent if path.is_file() else path
