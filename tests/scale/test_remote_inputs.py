@@ -1,0 +1,165 @@
+"""Object-store URLs for every input a command takes (`vlm_perf.remote`), on one machine and on a cluster.
+
+* In-process: fsspec's ``memory://`` filesystem holds a byte copy of a sample run (logs, metadata shards or
+  a ``.jsonl.gz``, run.yaml, config.json, adapter_config.json, trainability.json, profiler traces); the CLI
+  reads it by URL and must write the summary.json it writes for the local folder (paths aside). Nothing
+  is downloaded: ``memory://`` is a real fsspec protocol, read through the same calls s3fs / gcsfs answer.
+* Across processes (the cluster path): ``memory://`` is per process, so the cluster test uses
+  ``vlmtrack://``, fsspec's local filesystem registered under another protocol that records every file it
+  opens with the opening process's id. It is registered in this process and in every worker; the report
+  on the cluster reads the run by ``vlmtrack://`` URL, its summary equals the single-machine one, and the
+  record shows that the worker processes (not this client) opened the metadata shards and the log.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import fsspec
+import pytest
+from fsspec.implementations.local import LocalFileSystem
+
+from vlm_perf.cli import main
+
+ROOT = Path(__file__).resolve().parents[2] / "sample_logs"
+
+
+def run(capsys, *args) -> tuple[int, str, str]:
+    capsys.readouterr()
+    try:
+        main([str(a) for a in args])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def to_memory(sample: Path, prefix: str) -> str:
+    """Byte copy of a sample folder (every file, sub-folders included) at ``memory://PREFIX``; its URL."""
+    fs = fsspec.filesystem("memory")
+    for f in sample.rglob("*"):
+        if f.is_file():
+            fs.pipe(f"/{prefix}/{f.relative_to(sample).as_posix()}", f.read_bytes())
+    return f"memory://{prefix}"
+
+
+def normalised(summary: Path, *roots: str) -> str:
+    text = summary.read_text()
+    for root in roots:
+        text = text.replace(root, "RUN")
+    return text
+
+
+@pytest.mark.parametrize("name", ["qwen2-vl-tiny-lora-real", "qwen2-vl-tiny-trace", "qwen2.5-vl-7b-video"])
+def test_report_reads_a_run_by_url(name, tmp_path, capsys):
+    """lora-real: metadata/ shards, config.json, adapter_config.json, trainability.json; trace: a trace/
+    folder of Kineto traces; video: metadata.jsonl.gz and run.yaml."""
+    sample = ROOT / name
+    url = to_memory(sample, f"{tmp_path.name}/{name}")
+    code, _, err = run(capsys, "report", sample, "-o", tmp_path / "local")
+    assert code == 0, err
+    code, _, err = run(capsys, "report", url, "-o", tmp_path / "url")
+    assert code == 0, err
+    local = normalised(tmp_path / "local" / "summary.json", str(sample.resolve()), str(sample))
+    remote = normalised(tmp_path / "url" / "summary.json", url)
+    assert remote == local
+    inputs = json.loads((tmp_path / "url" / "summary.json").read_text())["inputs"]
+    assert inputs["logs"] == [f"{url}/train.log"] and all(m.startswith(url) for m in inputs["metadata"])
+    if name == "qwen2-vl-tiny-trace":  # the profiler trace was found and read through the URL
+        assert json.loads(remote)["trace_parts"]["files"] == ["RUN/trace/rank0.pt.trace.json.gz"]
+
+
+def test_parse_metadata_and_compare_read_urls(tmp_path, capsys):
+    sample = ROOT / "qwen3-vl-30b-a3b-sft"
+    url = to_memory(sample, f"{tmp_path.name}/sft")
+    assert run(capsys, "parse", sample / "train.log")[:2] == run(capsys, "parse", f"{url}/train.log")[:2]
+    local = run(capsys, "metadata", sample / "metadata.jsonl.gz", "-m", "qwen3-vl-30b-a3b")
+    for arg in (f"{url}/metadata.jsonl.gz", f"{url}/metadata*.jsonl.gz", url):  # file, glob, run folder
+        code, out, err = run(capsys, "metadata", arg, "-m", "qwen3-vl-30b-a3b")
+        assert (code, out) == local[:2], err
+        assert err == local[2].replace(str(sample / "metadata.jsonl.gz"), f"{url}/metadata.jsonl.gz")
+    other = ROOT / "qwen3-30b-a3b-text"
+    other_url = to_memory(other, f"{tmp_path.name}/text")
+    code, single, _ = run(capsys, "compare", other, sample, "--json")
+    assert code == 0
+    assert run(capsys, "compare", other_url, url, "--json")[:2] == (0, single)
+
+
+def test_a_missing_protocol_package_is_one_line(tmp_path, capsys):
+    from vlm_perf.remote import PROTOCOL_PACKAGES
+
+    missing = [(proto, pkg, extra) for proto, (pkg, extra) in PROTOCOL_PACKAGES.items()
+               if proto in ("s3", "gs", "az") and importlib.util.find_spec(pkg) is None]
+    if not missing:
+        pytest.skip("s3fs, gcsfs and adlfs are all installed")
+    proto, pkg, extra = missing[0]
+    code, _, err = run(capsys, "report", f"{proto}://bucket/run", "-o", tmp_path / "x")
+    assert code == 2
+    assert err.strip().count("\n") == 0
+    assert f"needs {pkg}: pip install 'vlm-perf[{extra}]'" in err
+
+
+def test_unknown_protocol_and_missing_url_are_one_line(tmp_path, capsys):
+    code, _, err = run(capsys, "report", "nosuchproto://bucket/run", "-o", tmp_path / "x")
+    assert code == 2 and err.strip().count("\n") == 0 and "unknown URL protocol 'nosuchproto'" in err
+    code, _, err = run(capsys, "report", f"memory://{tmp_path.name}/nothing-here", "-o", tmp_path / "x")
+    assert code == 2 and err.strip().count("\n") == 0 and "no such log file or run directory" in err
+    code, _, err = run(capsys, "metadata", f"memory://{tmp_path.name}/none-*.jsonl")
+    assert code == 2 and "the pattern matches no file" in err
+
+
+# ------------------------------------------------------------------------------------ the cluster
+class TrackingFS(LocalFileSystem):
+    """The local filesystem as protocol ``vlmtrack://``; every file opened is appended to ``log`` with the pid."""
+
+    protocol = ("vlmtrack",)
+    log: str | None = None
+
+    @classmethod
+    def _strip_protocol(cls, path):  # type: ignore[no-untyped-def]
+        path = str(path)
+        return LocalFileSystem._strip_protocol(path[len("vlmtrack://"):] if path.startswith("vlmtrack://") else path)
+
+    def _open(self, path, mode="rb", **kwargs):  # type: ignore[no-untyped-def]
+        if TrackingFS.log:
+            with open(TrackingFS.log, "a") as fh:
+                fh.write(f"{os.getpid()} {path}\n")
+        return super()._open(path, mode, **kwargs)
+
+
+def register_tracking(log: str) -> int:
+    TrackingFS.log = log
+    fsspec.register_implementation("vlmtrack", TrackingFS, clobber=True)
+    return os.getpid()
+
+
+def test_cluster_workers_read_the_urls_themselves(tmp_path, capsys):
+    distributed = pytest.importorskip("distributed")
+    sample = ROOT / "qwen2-vl-tiny-real"  # metadata/ shard folder, config.json, run.yaml
+    log = str(tmp_path / "opened.txt")
+    client_pid = register_tracking(log)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+        worker_pids = set(client.run(register_tracking, log).values())
+        assert client_pid not in worker_pids
+        code, _, err = run(capsys, "report", sample, "-o", tmp_path / "single")
+        assert code == 0, err
+        Path(log).write_text("")
+        url = f"vlmtrack://{sample.resolve()}"
+        code, _, err = run(capsys, "report", url, "-o", tmp_path / "cluster", "--scheduler",
+                           cluster.scheduler_address)
+        assert code == 0, err
+    local = normalised(tmp_path / "single" / "summary.json", str(sample.resolve()), str(sample))
+    remote = normalised(tmp_path / "cluster" / "summary.json", url)
+    assert remote == local
+    opened = [line.split(" ", 1) for line in Path(log).read_text().splitlines()]
+    by_workers = {path for pid, path in opened if int(pid) in worker_pids}
+    shards = {str(p) for p in (sample / "metadata").iterdir()}
+    assert shards <= by_workers, "every metadata shard was opened by a worker through the URL's filesystem"
+    assert str(sample / "train.log") in by_workers
+    by_client = {path for pid, path in opened if int(pid) == client_pid}
+    assert str(sample / "run.yaml") in by_client  # the small files are read where the run is resolved
