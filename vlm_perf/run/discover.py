@@ -1,6 +1,7 @@
-"""Which files make up a run: ONE rule for `parse`, `report`, `compare` and `metadata`.
+"""Which files make up a run: ONE rule for `parse`, `report`, `compare`, `metadata` and `trace`.
 
-A run is a log file (its folder holds the rest) or a run folder. In the folder:
+A run is a log file (its folder holds the rest) or a run folder, a local path or a URL (``s3://``,
+``gs://``, any fsspec protocol: the same rule over the URL's filesystem, `vlm_perf.remote`). In the folder:
 
 * **logs**: `vlm_perf.ingest.logs.discover.expand_dir` — the top level and the named sub-folders
   (``logs/``, ``tensorboard/``, ``wandb/``, ...): text logs (``.log``/``.txt``, compressed too),
