@@ -34,6 +34,7 @@ from _docs import replace_section  # noqa: E402  (benchmarks/_docs.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## CLI at scale (`--scheduler`)"
+NOTES = "<!-- notes: kept by bench_cli_scale.py -->"  # hand-written analysis after the tables survives a rerun
 CONFIGS = {"single": [], "local:1": ["--scheduler", "local:1"], "local:2": ["--scheduler", "local:2"]}
 RUN_YAML = ("# SYNTHETIC: benchmarks/bench_cli_scale.py\nmodel: qwen2.5-vl-7b\ngpu: H100-SXM\ndtype: bf16\n"
             "synthetic: true\n")
@@ -132,13 +133,15 @@ def _rss_kb(pid: int) -> int:
 
 
 class _Sampler:
-    """Peak VmRSS of a process and of each descendant, and the peak of their sum (/proc, every 50 ms)."""
+    """Peak VmRSS of a process and of each descendant, and the peak of their sum (/proc, every 50 ms); the CPU
+    seconds (user + system) each process had used when last seen."""
 
     def __init__(self, pid: int) -> None:
         import psutil
 
         self.proc = psutil.Process(pid)
         self.peaks: dict[int, tuple[str, int]] = {}
+        self.cpu: dict[int, float] = {}
         self.peak_sum = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -156,14 +159,18 @@ class _Sampler:
             for p in procs:
                 rss = _rss_kb(p.pid)
                 total += rss
-                if p.pid not in self.peaks:
+                role = self.peaks.get(p.pid, ("other", 0))[0]
+                if role == "other":  # asked again until known: a child seen before its exec still shows our command
                     try:
-                        cmd = " ".join(p.cmdline())
+                        role = _role(" ".join(p.cmdline()), p.pid == self.proc.pid)
                     except psutil.Error:
-                        cmd = "?"
-                    self.peaks[p.pid] = (_role(cmd, p.pid == self.proc.pid), rss)
-                elif rss > self.peaks[p.pid][1]:
-                    self.peaks[p.pid] = (self.peaks[p.pid][0], rss)
+                        pass
+                self.peaks[p.pid] = (role, max(rss, self.peaks.get(p.pid, ("", 0))[1]))
+                try:
+                    t = p.cpu_times()
+                    self.cpu[p.pid] = t.user + t.system
+                except psutil.Error:
+                    pass
             self.peak_sum = max(self.peak_sum, total)
 
     def stop(self) -> None:
@@ -174,8 +181,8 @@ class _Sampler:
 def _role(cmd: str, is_client: bool) -> str:
     if is_client:
         return "client"
-    if "spawn_main" in cmd or "multiprocessing" in cmd:
-        return "worker"  # Dask's nanny starts each worker with multiprocessing (spawn / forkserver)
+    if "spawn_main" in cmd:
+        return "worker"  # Dask's nanny (inside the client process) starts each worker with multiprocessing spawn
     return "other"
 
 
@@ -191,10 +198,12 @@ def measure(name: str, data: Path, out: Path) -> dict:
     sampler.stop()
     if proc.returncode:
         return {"failed": proc.returncode, "stderr": err[-2000:], "load_before": load}
-    procs = sorted(sampler.peaks.values(), key=lambda kv: (kv[0] != "client", kv[0], -kv[1]))
+    procs = sorted(((role, kb, sampler.cpu.get(pid, 0.0)) for pid, (role, kb) in sampler.peaks.items()),
+                   key=lambda r: (r[0] != "client", r[0], -r[1]))
     return {"wall_s": wall, "peak_sum_mb": sampler.peak_sum / 1024, "load_before": load,
             "load_after": os.getloadavg()[0],
-            "processes": [{"role": role, "peak_rss_mb": kb / 1024} for role, kb in procs if kb > 20 * 1024]}
+            "processes": [{"role": role, "peak_rss_mb": kb / 1024, "cpu_s": cpu} for role, kb, cpu in procs
+                          if kb > 20 * 1024]}
 
 
 TIMING_KEYS = ("timings", "timing", "elapsed", "seconds", "generated_at", "created", "vlm_perf_version")
@@ -227,25 +236,28 @@ def render(gen: dict, res: dict[str, list[dict]], same: dict[str, str | None], l
         f"log files ({gen['log_bytes'] / 1e6:,.0f} MB), run.yaml naming qwen2.5-vl-7b. The machine's 2 CPUs are "
         f"SHARED with other developers' jobs: 1-minute load average {load0:.1f} before the first run, per run "
         "below. Wall time = the whole `vlm-perf report` command (start-up, imports, cluster start included); "
-        "peak RSS per process from /proc every 50 ms (client = the CLI process; workers = Dask worker processes; "
-        "the nanny processes, ~100 MB each, are in the sum).", "",
+        "peak RSS per process from /proc every 50 ms (client = the CLI process, which also runs the Dask scheduler "
+        "and nannies of `local:N`; workers = the Dask worker processes); CPU s = user + system seconds of each "
+        "process when last sampled.", "",
         "| configuration | run | wall (s) | load before / after | peak RSS client (MB) | peak RSS workers (MB) "
-        "| peak RSS sum (MB) | summary.json = single machine |",
-        "|---|---:|---:|---|---:|---|---:|---|",
+        "| peak RSS sum (MB) | CPU s client / workers | summary.json = single machine |",
+        "|---|---:|---:|---|---:|---|---:|---|---|",
     ]
     for name, runs in res.items():
         for i, r in enumerate(runs):
             if "failed" in r:
                 lines.append(f"| `{' '.join(CONFIGS[name]) or '(none)'}` | {i + 1} | FAILED (exit {r['failed']}) "
-                             "| | | | | |")
+                             "| | | | | | |")
                 continue
             client = [p["peak_rss_mb"] for p in r["processes"] if p["role"] == "client"]
             workers = [p["peak_rss_mb"] for p in r["processes"] if p["role"] == "worker"]
+            cpu = " / ".join([f"{sum(p.get('cpu_s', 0) for p in r['processes'] if p['role'] == 'client'):,.0f}"]
+                             + [f"{p.get('cpu_s', 0):,.0f}" for p in r["processes"] if p["role"] == "worker"])
             mark = {"bytes": "yes, byte for byte", "values": "yes (timing keys removed)", "": "**NO**",
                     None: "(reference)"}[same.get(name)]
             lines.append(f"| `{' '.join(CONFIGS[name]) or 'single machine'}` | {i + 1} | {r['wall_s']:,.1f} "
                          f"| {r['load_before']:.1f} / {r['load_after']:.1f} | {client[0] if client else 0:,.0f} "
-                         f"| {', '.join(f'{w:,.0f}' for w in workers) or '-'} | {r['peak_sum_mb']:,.0f} | {mark} |")
+                         f"| {', '.join(f'{w:,.0f}' for w in workers) or '-'} | {r['peak_sum_mb']:,.0f} | {cpu} | {mark} |")
     lines.append("")
     return "\n".join(lines)
 
@@ -286,7 +298,7 @@ def main() -> None:
         block = render(gen, res, same, load0)
         print(block)
         if args.write_docs:
-            replace_section(SECTION, SECTION + "\n\n" + block)
+            replace_section(SECTION, SECTION + "\n\n" + block, NOTES)
     finally:
         if not args.keep:
             shutil.rmtree(data, ignore_errors=True)

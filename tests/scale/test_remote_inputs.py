@@ -77,6 +77,10 @@ def test_parse_metadata_and_compare_read_urls(tmp_path, capsys):
     sample = ROOT / "qwen3-vl-30b-a3b-sft"
     url = to_memory(sample, f"{tmp_path.name}/sft")
     assert run(capsys, "parse", sample / "train.log")[:2] == run(capsys, "parse", f"{url}/train.log")[:2]
+    code, local_explain, _ = run(capsys, "parse", "--explain", sample / "train.log")
+    code_url, url_explain, err = run(capsys, "parse", "--explain", f"{url}/train.log")
+    assert (code, code_url) == (0, 0), err
+    assert url_explain == local_explain.replace(str(sample / "train.log"), f"{url}/train.log")
     local = run(capsys, "metadata", sample / "metadata.jsonl.gz", "-m", "qwen3-vl-30b-a3b")
     for arg in (f"{url}/metadata.jsonl.gz", f"{url}/metadata*.jsonl.gz", url):  # file, glob, run folder
         code, out, err = run(capsys, "metadata", arg, "-m", "qwen3-vl-30b-a3b")
