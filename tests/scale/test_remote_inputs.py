@@ -73,6 +73,23 @@ def test_report_reads_a_run_by_url(name, tmp_path, capsys):
         assert json.loads(remote)["trace_parts"]["files"] == ["RUN/trace/rank0.pt.trace.json.gz"]
 
 
+def test_log_and_metadata_flags_take_urls(tmp_path, capsys):
+    """--log and --metadata name URLs while the run folder (run.yaml) is local."""
+    sample = ROOT / "qwen2.5-vl-7b-video"
+    url = to_memory(sample, f"{tmp_path.name}/video")
+    code, _, err = run(capsys, "report", sample, "-o", tmp_path / "local", "--log", sample / "train.log",
+                       "--metadata", sample / "metadata.jsonl.gz")
+    assert code == 0, err
+    code, _, err = run(capsys, "report", sample, "-o", tmp_path / "flags", "--log", f"{url}/train.log",
+                       "--metadata", f"{url}/metadata.jsonl.gz")
+    assert code == 0, err
+    summary = json.loads((tmp_path / "flags" / "summary.json").read_text())
+    assert summary["inputs"]["logs"] == [f"{url}/train.log"]
+    assert summary["inputs"]["metadata"] == [f"{url}/metadata.jsonl.gz"]
+    local = normalised(tmp_path / "local" / "summary.json", str(sample.resolve()), str(sample))
+    assert normalised(tmp_path / "flags" / "summary.json", url, str(sample.resolve()), str(sample)) == local
+
+
 def test_parse_metadata_and_compare_read_urls(tmp_path, capsys):
     sample = ROOT / "qwen3-vl-30b-a3b-sft"
     url = to_memory(sample, f"{tmp_path.name}/sft")
