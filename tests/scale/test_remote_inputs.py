@@ -184,3 +184,49 @@ def test_cluster_workers_read_the_urls_themselves(tmp_path, capsys):
     assert str(sample / "train.log") in by_workers
     by_client = {path for pid, path in opened if int(pid) == client_pid}
     assert str(sample / "run.yaml") in by_client  # the small files are read where the run is resolved
+
+
+def test_tensorboard_folder_and_wandb_parquet_by_url(tmp_path):
+    """The two log kinds whose readers are not the line reader: a TensorBoard event folder (tbparse reads a
+    temporary local copy) and a W&B history Parquet (streamed); the URL's iteration table equals the local one."""
+    pytest.importorskip("tbparse")
+    import polars as pl
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from vlm_perf.ingest.logs import parse_logs
+
+    w = EventFileWriter(str(tmp_path / "tb"))
+    for step, loss in enumerate([3.0, 2.5, 2.25], start=1):
+        for tag, v in (("lm loss", loss), ("iteration-time", 2.0 - step / 10)):
+            w.add_event(Event(wall_time=1000.0 + step, step=step,
+                              summary=Summary(value=[Summary.Value(tag=tag, simple_value=v)])))
+    w.close()
+    pl.DataFrame({"_step": [1, 2], "train/loss": [0.5, 0.25], "iteration-time": [1.0, 1.1]}).write_parquet(
+        tmp_path / "history.parquet")
+    fs = fsspec.filesystem("memory")
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            fs.pipe(f"/{tmp_path.name}/{f.relative_to(tmp_path).as_posix()}", f.read_bytes())
+    url = f"memory://{tmp_path.name}"
+    for name in ("tb", "history.parquet"):
+        local, remote = parse_logs([tmp_path / name]), parse_logs([f"{url}/{name}"])
+        assert remote.iterations.drop("file").equals(local.iterations.drop("file"))
+        assert remote.diagnostics.files == [f"{url}/{name}"]
+
+
+def test_remote_path_names_follow_pathlib():
+    """Names, suffixes, parents and joins of a URL are those of the same path after the scheme (PurePosixPath)."""
+    from pathlib import PurePosixPath
+
+    from vlm_perf.remote import RemotePath, as_path, is_url
+
+    for rest in ("bucket/run42/metadata/metadata-rank00001.jsonl.gz", "bucket/run42/train.log", "b/x.pt.trace.json"):
+        url, ref = RemotePath(f"s3://{rest}"), PurePosixPath(rest)
+        assert (url.name, url.suffix, url.suffixes, url.stem) == (ref.name, ref.suffix, ref.suffixes, ref.stem)
+        assert str(url.parent) == f"s3://{ref.parent}" and str(url / "x") == f"s3://{ref / 'x'}"
+        assert url.parts == ref.parts
+    assert RemotePath("gs://b/run/") == RemotePath("gs://b/run")
+    assert is_url("memory://x") and is_url("file:///tmp/x") and not is_url("C://x") and not is_url("/tmp/x")
+    assert isinstance(as_path("/tmp/x"), Path) and isinstance(as_path("s3://b/x"), RemotePath)
