@@ -40,6 +40,23 @@ def ensure_env(extra: str) -> None:
     stamp.write_text(digest)
 
 
+# The frameworks' own FLOPs modules the tests call (tests/flops/test_framework_conventions.py), pinned. Downloaded as
+# wheels (--no-deps, ~7 MB, about a second), never installed: veRL's wheel ships top-level `tests` and `scripts`
+# packages that would shadow this repository's. Offline, those tests skip.
+FRAMEWORK_WHEELS = ("verl==0.9.0", "veomni==0.1.12", "nemo_automodel==0.7.0")
+WHEEL_DIR = VENV / "framework-wheels"
+
+
+def fetch_framework_wheels() -> None:
+    names = [spec.replace("==", "-") + "-py3-none-any.whl" for spec in FRAMEWORK_WHEELS]
+    if all((WHEEL_DIR / n).is_file() for n in names):
+        return
+    result = subprocess.run([str(PY), "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                             "-d", str(WHEEL_DIR), *FRAMEWORK_WHEELS], cwd=ROOT)
+    if result.returncode:
+        print("[dev] could not download the framework wheels; their tests will skip", flush=True)
+
+
 def run(cmd: list[str]) -> None:
     result = subprocess.run(cmd, cwd=ROOT)
     if result.returncode:
@@ -54,6 +71,7 @@ def main() -> None:
         run([str(BIN / "vlm-perf"), *(rest or MAIN_ARGS)])
     elif task == "test":
         ensure_env("test")
+        fetch_framework_wheels()
         run([str(PY), "-m", "pytest", *rest])
     else:
         sys.exit(f"usage: python3 dev.py main|test [args...] (got {task!r})")

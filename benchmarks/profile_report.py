@@ -102,8 +102,8 @@ def main() -> None:
     with Sampler() as sampler:
         targets = [(logs, "parse_logs", "log parse"), (metadata_source.MetadataSource, "read", "metadata pass"),
                    (pipeline, "analyze_run", "analyze_run"), (pipeline, "run_checks", "run_checks"),
-                   (pipeline, "balance_of", "balance analysis"), (pipeline, "hfu_of", "hfu"),
-                   (pipeline, "stragglers_of", "stragglers"),
+                   (providers, "balance_of", "balance analysis"), (providers, "hfu_of", "hfu"),
+                   (providers, "stragglers_of", "stragglers"),
                    (figures, "draw_all", "figures"), (document, "build_sections", "sections (+ balance figure)"),
                    (providers, "balance_figure", "balance figure"), (balance, "lpt_balance", "lpt_balance"),
                    (pipeline, "load_run", "load_run"), (document, "write_report", "write_report")]

@@ -212,6 +212,25 @@ def test_late_report_section_and_check_are_listed():
         checks.CHECKS.pop("plugin-check")
 
 
+def test_late_report_part_is_in_the_schema_sections_and_terminal():
+    from vlm_perf.report import parts, schema, terminal
+    from vlm_perf.report.sections import all_sections
+
+    part = parts.register_part(parts.ReportPart(
+        "plugin_part", order=998, compute=lambda ctx: 1, section=lambda inputs: None,
+        keys=(schema.key("plugin_part", "count", int, "a plugin's number", "a plugin"),),
+        terminal=lambda summary: [f"plugin {summary['plugin_part']}"]))
+    try:
+        assert "plugin_part" in [k.name for k in schema.SUMMARY]
+        assert schema.check_summary({"plugin_part": "x"}).count("summary.plugin_part: str, declared int") == 1
+        assert "| `plugin_part` | count | a plugin's number | `a plugin` |" in schema.schema_markdown()
+        assert part in all_sections() and "plugin 1" in terminal.number_lines({"plugin_part": 1})
+        with pytest.raises(ValueError, match="already registered"):
+            parts.register_part(part)
+    finally:
+        parts.PARTS.pop("plugin_part")
+
+
 # ------------------------------------------------------------------------------------------------ metadata engines
 
 

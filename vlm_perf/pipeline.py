@@ -14,15 +14,13 @@ import polars as pl
 from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run
 from .analysis.balance import costs_from_row_values, microbatch_cost_columns, microbatch_vision_share
 from .analysis.checks import run_checks
-from .analysis.log_reconcile import log_reconcile
-from .analysis.memory import peak_memory
 from .arch.spec import ModelSpec
 from .flops import get_convention
-from .hardware import peak_used
 from .report import ReportContext
-from .report.providers import (balance_provider, hfu_provider, memory_provider, peak_provider, reconcile_provider,
-                               regime_provider, straggler_provider, trace_provider)
-from .report.units import model_title, run_rate_unit
+from .report.parts import PartContext, compute_parts
+from .report.providers import balance_of, hfu_of, regime_summary, stragglers_of  # noqa: F401 (their old home)
+from .report.sections.trace_parts import trace_parts_of  # noqa: F401
+from .report.units import model_title
 from .run.core import (ESTIMATE_HELP, Run, estimate_from_config, links_outside, logged_global_batch_size,  # noqa: F401
                        open_run)
 from .run.discover import discover_run
@@ -63,51 +61,6 @@ def vision_gaps(spec: ModelSpec, stats: BatchStats | None, frame, estimated: boo
                 "or pass --grid T,H,W / --image-size H,W, or --metadata"]
     return [f"{spec.name} has a vision tower but the metadata carries no image/video grids: vision FLOPs are "
             "ZERO; check the keys are image_grid_thw / video_grid_thw (docs/metadata-schema.md)"]
-
-
-def balance_of(costs, spec: ModelSpec, frozen, analysis: RunAnalysis):
-    """DP load balance from the per-microbatch exact FLOPs (`vlm_perf.analysis.balance`), over the
-    iterations the report's means use; the step-time model comes from the attribution when it was fitted."""
-    from .analysis.balance import TimeModel, analyze_balance, ranks_from_microbatches
-
-    unranked = int(costs["dp_rank"].null_count())
-    if unranked:  # (a filter copies every column: only when there is something to drop)
-        costs = costs.filter(costs["dp_rank"].is_not_null())
-    if costs.height == 0:
-        return None
-    ranks = ranks_from_microbatches(costs)
-    att, dp = analysis.attribution, ranks["dp_rank"].n_unique()
-    model = (TimeModel(att.lm_tflops_per_gpu, att.vision_tflops_per_gpu, analysis.world_size / dp)
-             if att.ok and att.lm_tflops_per_gpu and att.vision_tflops_per_gpu and analysis.world_size else None)
-    return analyze_balance(ranks, costs=costs, iterations=analysis.selection.iterations(), time_model=model,
-                           rows_without_rank=unranked)
-
-
-def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None, causal: str = "half") -> dict:
-    """HFU block: the --recompute override, else what run.yaml / the log state, else no recompute."""
-    from .analysis.hfu import Recompute, hfu_summary, recompute_from_config
-
-    sources = {config.sources.get(k) for k in ("recompute_granularity", "gradient_checkpointing")} - {None}
-    policy = override or recompute_from_config(
-        config.recompute_granularity, config.recompute_method, config.recompute_num_layers,
-        config.gradient_checkpointing, config.pipeline_parallel,
-        source="/".join(sorted(sources)) or "run configuration") or Recompute()
-    return hfu_summary(analysis, spec, policy, frozen, causal)
-
-
-def stragglers_of(logs, config, balance, analysis: RunAnalysis, timing=None) -> dict:
-    """Per-rank timing lines of the logs, correlated with the DP load balance when metadata exists.
-    ``timing``: the `RankTiming` the log parse collected (``ParseResult.rank_timing``); the logs are
-    read again only without it."""
-    from .analysis.stragglers import straggler_summary
-    from .analysis.windows import infer_log_interval
-    from .ingest.logs.timers import read_rank_timing
-
-    timing = timing if timing is not None else read_rank_timing(logs)
-    interval = config.log_interval or infer_log_interval(analysis.windows.select("segment", "iteration"))
-    return straggler_summary(timing, ranks=balance.ranks if balance is not None else None,
-                             tp=config.tensor_parallel, cp=config.context_parallel, dp=config.data_parallel,
-                             interval=interval)
 
 
 def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | None = None,
@@ -167,7 +120,11 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
                            global_batch_size=config.global_batch_size, log_segments=parsed.deduplicated,
                            micro_batch_size=config.micro_batch_size, causal=causal)
     analysis.model = model_title(spec.name, spec.source, spec.model_type)  # titles name the model (report/units.py)
-    regime_block = regime_summary(opened, analysis)
+    # the report parts (`vlm_perf.report.parts`), each computed once; the regime before the checks (its
+    # contradictions are messages the checks see), the balance while the per-microbatch costs exist
+    parts = PartContext(opened, analysis, {"peak_tflops": peak_tflops, "recompute": recompute_cli, "causal": causal,
+                                           "on_step": on_step, "costs": costs})
+    parts.result("regime")
     ignored = parsed.diagnostics.ignored
     events = ("checkpoint", "validation", "traceback", "restart_banner")
     analysis.health["log_events"] = {kind: int(ignored.get(kind, 0)) for kind in events}
@@ -176,7 +133,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
                                logs_chosen=bool(list(logs)))
     meta_diag = opened.metadata_diagnostics
     analysis.checks = run_checks(analysis, parsed.diagnostics.to_dict(), meta_diag, evidence=evidence)
-    balance = balance_of(costs, spec, frozen_parts, analysis) if costs is not None else None
+    parts.result("balance")
+    del parts.options["costs"]
     # after the balance analysis (its group-by is the largest transient): one value per microbatch of the
     # iterations the means use (one selection of windows for every figure and number) is all that outlives
     # the per-microbatch FLOPs
@@ -188,42 +146,8 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
         inputs={"logs": [str(p) for p in opened.files.logs], "metadata": [str(p) for p in opened.metadata_paths],
                 "model": config.model, "model_source": config.sources.get("model"), "causal": causal},
         run_config=config.to_dict(), diagnostics={"log": parsed.diagnostics.to_dict(), "metadata": meta_diag},
-        microbatch_vision_share=micro_share,
-        sections=[peak_provider(peak_used(config.gpu, config.dtype or "bf16", peak_tflops)),
-                  hfu_provider(hfu_of(analysis, spec, config, frozen_parts, recompute_cli, causal),
-                               run_rate_unit({"conventions": analysis.convention_summary()})),
-                  balance_provider(balance), regime_provider(regime_block),
-                  straggler_provider(stragglers_of(opened.files.logs, config, balance, analysis, parsed.rank_timing)),
-                  trace_parts_of(opened, analysis, on_step), reconcile_provider(log_reconcile(analysis, spec)),
-                  memory_provider(peak_memory(opened.log_facts, parsed.raw))])
+        microbatch_vision_share=micro_share, results=compute_parts(parts))
     return LoadedRun(analysis, context, spec, parsed.iterations, parsed.raw, metadata=opened.metadata)
-
-
-def trace_parts_of(opened: Run, analysis: RunAnalysis, on_step: Callable[[str], None] = lambda text: None):
-    """The report's per-part block when the run folder holds profiler traces (`vlm_perf.run.discover`): the
-    traces attributed to parts and joined with the exact FLOPs of the run's metadata (its model, frozen parts,
-    causal setting, peak and world size); a trace that cannot be read becomes a message, not a failed report."""
-    from .analysis.trace_parts import analyze_traces
-    from .analysis.trace_summary import trace_summary
-    from .errors import VlmPerfError
-
-    files = opened.files.traces
-    if not files:
-        return trace_provider(None)
-    on_step(f"attributing {len(files)} profiler trace(s) to parts")
-    config = opened.config
-    try:
-        result = analyze_traces(files, spec=opened.spec, metadata=opened.metadata_paths or None, causal=opened.causal,
-                                frozen=opened.frozen, world_size=config.num_gpus,
-                                peak_flops=opened.peak_tflops * 1e12 if opened.peak_tflops else None)
-    except VlmPerfError as exc:
-        analysis.messages.append(f"profiler trace not analysed: {exc}")
-        return trace_provider(None)
-    summary = trace_summary(result, files, analysis.per_iteration, config.num_gpus)
-    if summary["flops_match_report"] is False:
-        analysis.messages.append(f"trace FLOPs per part sum to {summary['flops_total']:.6e}, the report's exact FLOPs "
-                                 f"of the profiled iterations are {summary['report_exact_flops']:.6e}")
-    return trace_provider(summary, result)
 
 
 def examine_log_files(parsed, log_facts, merge_logs: bool, run: str):
@@ -270,51 +194,3 @@ def evidence_checks(opened: Run, analysis: RunAnalysis, *, costs=None, overrides
     return ev_mod.gather_evidence(opened.spec, config, ranges, mixed, opened.log_facts, analysis, stats_frame, costs,
                                   overrides or {}, opened.frozen, opened.causal, logs_chosen=logs_chosen,
                                   regime=opened.regime)
-
-
-def regime_summary(opened: Run, analysis: RunAnalysis) -> dict | None:
-    """The regime block (summary.json ``regime``): what trains, from which source, and full-training accounting
-    beside the run's exact numbers over the windows the means use; contradictions between sources become
-    messages naming the size of the FLOPs difference. None when no source states a regime."""
-    from .flops.regime import exact_flops
-    from .arch.trainability import Trainability
-
-    regime = opened.regime
-    if regime is None or not regime.stated:
-        return None
-    frame = analysis.per_iteration.filter(pl.col("iteration").is_in(analysis.selection.iterations().implode()))
-    if frame.height == 0:
-        frame = analysis.per_iteration
-    cols = BatchStats.columns()
-    used = float(frame["exact_total"].sum())
-
-    def total(t) -> float:
-        value = exact_flops(opened.spec, cols, t, causal=opened.causal).total
-        expr = value if isinstance(value, pl.Expr) else pl.lit(float(value))
-        return float(frame.select(expr.cast(pl.Float64)).to_series().sum())
-
-    full = total(Trainability())
-    ratio = full / used if used else None
-    exact = analysis.convention_summary().get("exact", {})
-    rate, mfu = exact.get("tflops_per_gpu_mean"), exact.get("mfu_mean")
-    contradictions = []
-    for source, alternative in regime.alternatives:
-        try:
-            other = total(alternative)
-        except Exception as exc:  # noqa: BLE001 - a source that cannot be counted is named, not fatal
-            contradictions.append(f"{source} could not be counted ({exc})")
-            continue
-        if used and abs(other - used) > 1e-9 * used:
-            contradictions.append(f"{source} says {alternative.describe()}: {100 * (other / used - 1):+.1f}% FLOPs "
-                                  f"({other / max(frame.height, 1):.4g} vs {used / max(frame.height, 1):.4g} per "
-                                  f"iteration); using {regime.source}")
-    for text in contradictions:
-        analysis.messages.append(f"training regime contradiction: {text}")
-    return {"description": regime.description, "source": regime.source, "whole_parts": regime.stage_level,
-            "trainability": regime.trainability.describe(),
-            "flops_per_iteration": used / frame.height if frame.height else None,
-            "full_training_flops_per_iteration": full / frame.height if frame.height else None,
-            "full_training_over_regime": ratio,
-            "full_training_tflops_per_gpu_mean": rate * ratio if rate is not None and ratio else None,
-            "full_training_mfu_mean": mfu * ratio if mfu is not None and ratio else None,
-            "contradictions": contradictions}

@@ -78,7 +78,7 @@ def test_report_balance_path_equals_a_straightforward_computation(tmp_path):
 
     rows = _write_run(tmp_path)
     loaded = load_run(tmp_path)
-    got = next(p.summary for p in loaded.context.sections if p.key == "balance")
+    got = loaded.context.block("balance")
     share = loaded.context.microbatch_vision_share
 
     spec = load_model(MODEL)

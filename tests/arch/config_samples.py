@@ -105,6 +105,8 @@ _BUILDERS: dict[str, Any] = {
     "llava_next_video": _llava_next_video,
     "paligemma": lambda: preset_config("paligemma2-3b-224"),
     "gpt_oss": lambda: preset_config("gpt-oss-20b"),
+    "mllama": lambda: preset_config("llama3.2-11b-vision"),
+    "llama4": lambda: preset_config("llama4-scout-17b-16e"),
 }
 _CACHE: dict[str, dict] = {}
 

@@ -29,6 +29,10 @@ LLAVA_NEXT = ["llava-v1.6-mistral-7b"]  # tests/verify/test_llava_next_flops.py,
 EXPECTED += LLAVA_NEXT
 GPT_OSS = ["gpt-oss-20b", "gpt-oss-120b"]  # tests/verify/test_gpt_oss_flops.py (meta-device count)
 EXPECTED += GPT_OSS
+MLLAMA = ["llama3.2-11b-vision", "llama3.2-90b-vision"]  # tests/verify/test_mllama_flops.py (meta-device count)
+EXPECTED += MLLAMA
+LLAMA4 = ["llama4-scout-17b-16e"]  # tests/verify/test_llama4_flops.py (meta-device count)
+EXPECTED += LLAMA4
 NO_DTYPE_HUB = set(GPT_OSS)  # the hub files state no torch_dtype (MXFP4 experts, quantization_config)
 FLOAT32_HUB = {"paligemma-3b-224"}  # the hub file says float32 (PaliGemma 1 was released in float32)
 
@@ -44,7 +48,7 @@ def test_every_preset_loads(name):
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
     assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL + GEMMA3_LLAVA_OV + QWEN3_5
-                           + MISTRAL_IDEFICS + PALIGEMMA + LLAVA_NEXT)
+                           + MISTRAL_IDEFICS + PALIGEMMA + LLAVA_NEXT + MLLAMA + LLAMA4)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -135,6 +139,9 @@ LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "llava-v1.6-mistral-7b": (32, 4096, 32, 8, 128, 14336, 32064, False),  # MistralConfig defaults fill the rest
     "gpt-oss-20b": (24, 2880, 64, 8, 64, 0, 201088, False),  # every layer MoE: no dense width
     "gpt-oss-120b": (36, 2880, 64, 8, 64, 0, 201088, False),
+    "llama3.2-11b-vision": (40, 4096, 32, 8, 128, 14336, 128256, False),  # Llama 3.1 8B dims + 8 cross layers
+    "llama3.2-90b-vision": (100, 8192, 64, 8, 128, 28672, 128256, False),  # Llama 3.1 70B dims + 20 cross layers
+    "llama4-scout-17b-16e": (48, 5120, 40, 8, 128, 16384, 202048, False),  # dense width intermediate_size_mlp (unused)
 })
 
 

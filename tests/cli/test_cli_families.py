@@ -78,7 +78,7 @@ def test_convention_not_defined_for_family():
     r = cli("flops", "--model", "internvl3-8b", "--seq-len", "4096", "--convention", "megatron-bridge")
     assert r.returncode == 2 and "not defined for internvl" in r.stderr
     out = flops_json("--model", "internvl3-8b", "--seq-len", "4096", "--convention", "all")
-    assert set(out["conventions"]) == {"exact", "6nd", "hf-trainer"} and "megatron-bridge" in out["not_defined"]
+    assert set(out["conventions"]) == {"exact", "6nd", "hf-trainer", "ms-swift"} and "megatron-bridge" in out["not_defined"]
 
 
 def test_video_size_qwen2_and_qwen3():

@@ -59,9 +59,9 @@ def test_bad_input_is_one_line(args, needle):
 
 
 def test_unsupported_model_type(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mllama", "hidden_size": 8}))  # gemma3: issue 11, paligemma: 21
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "fuyu", "hidden_size": 8}))  # mllama: issue 21
     r = cli("flops", "--model", str(tmp_path), "--seq-len", "10")
-    assert r.returncode == 2 and "unsupported model_type 'mllama'" in r.stderr
+    assert r.returncode == 2 and "unsupported model_type 'fuyu'" in r.stderr
 
 
 def test_missing_field(tmp_path):

@@ -42,3 +42,20 @@ def test_regime_errors_are_one_line():
         r = cli(*args)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_adapter_under_veomni_convention(tmp_path):
+    # VeOmni's LoRA branch (vlm_perf.flops.conventions.veomni): LM base x4 + adapters, the untouched ViT forward-only
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 16,
+                                                              "target_modules": ["q_proj", "v_proj"]}))
+    r = cli(*BASE, "--adapter", tmp_path, "--convention", "veomni", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    full = json.loads(cli(*BASE, "--convention", "veomni", "--json").stdout)
+    assert out["convention"] == "veomni" and 0 < out["total"] < full["total"]
+    assert out["vision"] == full["vision"] / 3  # ViT linear x6 -> x2, core x12 -> x4 (the whole ViT forward-only)
+    regex = tmp_path / "regex"
+    regex.mkdir()
+    (regex / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 16, "target_modules": ".*q_proj"}))
+    bad = cli(*BASE, "--adapter", regex, "--convention", "veomni")
+    assert bad.returncode == 2 and "0 FLOPs" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr

@@ -6,7 +6,8 @@ Deliberate changes, excluded here and tested where they are made:
 * training with every part frozen (``language_model`` on a text-only model) is now an error;
 * conventions re-pinned to their frameworks' code (issue 20; tests/flops/test_framework_conventions.py): ``mbridge-pr2575`` keeps the configured length for text-only
   models and has no vision term for Qwen2/2.5-VL, ``megatron-bridge`` / ``mbridge-pr2575`` / ``verl`` refuse
-  ``qwen2_vl``, ``verl`` derives Qwen3-VL's head dim as hidden / heads and computes ``deepseek_v3``.
+  ``qwen2_vl``, ``verl`` derives Qwen3-VL's head dim as hidden / heads and computes ``deepseek_v3``;
+  ``torchtitan`` refuses the families torchtitan main has no model for (Qwen2/2.5/3-VL, Qwen2, Mistral).
 Conventions registered since (``hf-trainer``, ``veomni``, ...) have no pre-refactor record and are not cases.
 Totals are compared exactly, components to 14 significant digits (``make_baseline.compute``; re-recorded on
 commit bdddde8 with that rule, values unchanged).
@@ -28,7 +29,10 @@ CASES = [c for c in mb.cases(sorted(BASELINE["params"])) if c[2] in _RECORDED]  
 
 #: (convention, model_type) pairs re-pinned to the framework's code in issue 20 (None: every model type)
 _REPINNED = {("mbridge-pr2575", None), ("megatron-bridge", "qwen2_vl"), ("verl", "qwen2_vl"),
-             ("verl", "qwen3_vl"), ("verl", "qwen3_vl_moe"), ("verl", "deepseek_v3")}
+             ("verl", "qwen3_vl"), ("verl", "qwen3_vl_moe"), ("verl", "deepseek_v3"),
+             # torchtitan main has no model for these (scripts/compare_frameworks.py, docs/conventions.md)
+             ("torchtitan", "qwen2_vl"), ("torchtitan", "qwen2_5_vl"), ("torchtitan", "qwen3_vl"),
+             ("torchtitan", "qwen3_vl_moe"), ("torchtitan", "qwen2"), ("torchtitan", "mistral")}
 
 
 def _deliberate_change(preset: str, mode: str, frozen: tuple, conv: str = "exact") -> bool:

@@ -96,3 +96,15 @@ def test_qwen3_video_rule_equals_hf_video_processor(qwen3_video_processors, fram
     t, gh, gw = derived.grid
     assert t * gh * gw == qwen3_video_processors[cap].get_num_of_video_patches(frames, h, w)
     assert t == -(-frames // 2) and derived.visual_tokens == t * gh * gw // 4
+
+
+@FUZZ
+@given(h=sizes, w=sizes, tiles=st.integers(1, 8), tile=st.sampled_from([16, 448, 560]))
+def test_mllama_canvas_equals_mllama_image_processor(h, w, tiles, tile):
+    """Mllama's tile arrangement against ``MllamaImageProcessorPil``'s own ``get_optimal_tiled_canvas``."""
+    from transformers.models.mllama.image_processing_pil_mllama import get_optimal_tiled_canvas
+
+    from vlm_perf.arch.families.mllama import best_canvas
+
+    rows, cols = best_canvas(h, w, tiles, tile)
+    assert (rows * tile, cols * tile) == tuple(int(x) for x in get_optimal_tiled_canvas(h, w, tiles, tile))

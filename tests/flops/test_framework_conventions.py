@@ -1,16 +1,23 @@
 """Named conventions against the frameworks' own FLOPs functions (where they import on CPU) and against hand
 arithmetic written from the cited source lines (where they do not).
 
-veRL: ``verl/utils/flops_counter.py`` of the installed ``verl`` package (release v0.9.0, the same file as main
-1dda039b9c63) is loaded on its own, with ``verl.utils.device`` stubbed, and ``FlopsCounter.estimate_flops`` is
-called on the same batches. ``pip install --no-deps verl==0.9.0`` makes it available; without it these tests skip.
+The frameworks' FLOPs modules are read from the pinned release (``verl`` 0.9.0, whose flops_counter.py equals main
+1dda039b9c63; ``veomni`` 0.1.12; ``nemo_automodel`` 0.7.0): from the installed package when its version is the
+pinned one, else from the pinned wheel that ``python dev.py test`` downloads (``pip download --no-deps``, about
+7 MB, into ``.venv/framework-wheels``; nothing is installed: veRL's wheel ships top-level ``tests`` and ``scripts``
+packages that would shadow this repository's). Each module is loaded on its own by path, its imports of the rest of
+its package stubbed (named in each fixture). Without either source the tests skip; the recorded outputs of
+tests/flops/test_framework_record.py still run.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
+import os
 import sys
 import types
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -21,25 +28,51 @@ from vlm_perf.errors import ConventionNotDefined
 from vlm_perf.flops import compute_flops
 from vlm_perf.stats import BatchStats
 
+ROOT = Path(__file__).resolve().parents[2]
 
-@pytest.fixture(scope="module")
-def verl_counter():
-    pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    spec = importlib.util.find_spec("verl")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("veRL not installed (pip install --no-deps verl==0.9.0)")
-    path = Path(spec.submodule_search_locations[0]) / "utils" / "flops_counter.py"
-    import torch
 
-    stubs = {"verl": types.ModuleType("verl"), "verl.utils": types.ModuleType("verl.utils"),
-             "verl.utils.device": types.ModuleType("verl.utils.device")}
-    stubs["verl.utils.device"].get_torch_device = lambda: torch.cpu  # type: ignore[attr-defined]
+def _pinned() -> dict[str, str]:
+    """package -> pinned version, from dev.py's FRAMEWORK_WHEELS (what ``python dev.py test`` downloads)."""
+    spec = importlib.util.spec_from_file_location("_vlm_perf_dev", ROOT / "dev.py")
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+    return dict(pin.split("==") for pin in dev.FRAMEWORK_WHEELS)
+
+
+PINNED = _pinned()
+
+
+def framework_file(package: str, relpath: str, tmp_path_factory) -> Path:
+    """``relpath`` (inside the package) of the pinned release: the installed package when its version matches
+    (unless VLM_PERF_FRAMEWORK_SOURCE=wheel), else the pinned wheel's copy, extracted to a scratch folder."""
+    version = PINNED[package]
+    if os.environ.get("VLM_PERF_FRAMEWORK_SOURCE") != "wheel":
+        try:
+            installed = importlib.metadata.version(package.replace("_", "-"))
+        except importlib.metadata.PackageNotFoundError:
+            installed = None
+        spec = importlib.util.find_spec(package) if installed == version else None
+        if spec is not None and spec.submodule_search_locations:
+            return Path(spec.submodule_search_locations[0]) / relpath
+    folder = Path(os.environ.get("VLM_PERF_FRAMEWORK_WHEELS", ROOT / ".venv" / "framework-wheels"))
+    wheel = folder / f"{package}-{version}-py3-none-any.whl"
+    if not wheel.is_file():
+        pytest.skip(f"{package} {version} neither installed nor downloaded (python dev.py test fetches {wheel.name})")
+    out = tmp_path_factory.mktemp(f"{package}-wheel") / relpath
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as z:
+        out.write_bytes(z.read(f"{package}/{relpath}"))
+    return out
+
+
+def load_path(name: str, path: Path, stubs: dict[str, types.ModuleType]):
+    """Execute the file at ``path`` as module ``name`` with ``stubs`` in sys.modules for the duration."""
+    mod_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(mod_spec)
+    stubs = {**stubs, name: module}  # dataclasses look their module up while the class is built
     saved = {k: sys.modules.get(k) for k in stubs}
     sys.modules.update(stubs)
     try:
-        mod_spec = importlib.util.spec_from_file_location("_verl_flops_counter", path)
-        module = importlib.util.module_from_spec(mod_spec)
         mod_spec.loader.exec_module(module)
     finally:
         for k, v in saved.items():
@@ -47,6 +80,20 @@ def verl_counter():
                 sys.modules.pop(k, None)
             else:
                 sys.modules[k] = v
+    return module
+
+
+@pytest.fixture(scope="module")
+def verl_counter(tmp_path_factory):
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    path = framework_file("verl", "utils/flops_counter.py", tmp_path_factory)
+    import torch
+
+    stubs = {"verl": types.ModuleType("verl"), "verl.utils": types.ModuleType("verl.utils"),
+             "verl.utils.device": types.ModuleType("verl.utils.device")}
+    stubs["verl.utils.device"].get_torch_device = lambda: torch.cpu  # type: ignore[attr-defined]
+    module = load_path("_verl_flops_counter", path, stubs)
 
     def run(preset: str, seq_lens: list[int], grids=()) -> float:
         """veRL's FLOPs (TFLOP for dt = 1 s) for a batch of documents and image grids."""
@@ -199,47 +246,36 @@ def test_torchtitan_qwen35_moe_from_real_parameter_counts(preset):
 
 
 @pytest.fixture(scope="module")
-def veomni_counter():
-    """VeOmni's ``veomni/utils/count_flops.py`` from the installed ``veomni`` (0.1.12; ``pip install --no-deps``),
-    loaded on its own with its logging / device / LoRA-config imports stubbed (no LoRA is exercised)."""
+def veomni_counter(tmp_path_factory):
+    """VeOmni's ``veomni/utils/count_flops.py`` (0.1.12), loaded on its own with ``veomni/lora/config.py`` (its LoRA
+    module lists and VeOmniLoraConfig, standard library only); stubbed: ``veomni.utils.logging`` (a stdlib logger
+    with ``warning_rank0``) and ``veomni.utils.device.get_device_name`` (-> "CPU")."""
     import logging as _logging
 
     transformers = pytest.importorskip("transformers")
-    spec = importlib.util.find_spec("veomni")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("VeOmni not installed (pip install --no-deps veomni==0.1.12)")
-    path = Path(spec.submodule_search_locations[0]) / "utils" / "count_flops.py"
+    path = framework_file("veomni", "utils/count_flops.py", tmp_path_factory)
+    lora_path = framework_file("veomni", "lora/config.py", tmp_path_factory)
     log = _logging.getLogger("veomni-stub")
     log.warning_rank0 = log.warning  # type: ignore[attr-defined]
-    names = ("veomni", "veomni.lora", "veomni.lora.config", "veomni.utils", "veomni.utils.logging",
-             "veomni.utils.device")
+    names = ("veomni", "veomni.lora", "veomni.utils", "veomni.utils.logging", "veomni.utils.device")
     stubs = {n: types.ModuleType(n) for n in names}
     for n in ("veomni", "veomni.lora", "veomni.utils"):
         stubs[n].__path__ = []  # type: ignore[attr-defined]
-    stubs["veomni.lora.config"].LORA_MODULES_BY_MODEL_TYPE = {}  # type: ignore[attr-defined]
-    stubs["veomni.lora.config"].VeOmniLoraConfig = type("VeOmniLoraConfig", (), {})  # type: ignore[attr-defined]
     stubs["veomni.utils.logging"].get_logger = lambda name: log  # type: ignore[attr-defined]
     stubs["veomni.utils.device"].get_device_name = lambda: "CPU"  # type: ignore[attr-defined]
     stubs["veomni.utils"].logging = stubs["veomni.utils.logging"]  # type: ignore[attr-defined]
-    saved = {k: sys.modules.get(k) for k in stubs}
-    sys.modules.update(stubs)
-    try:
-        mod_spec = importlib.util.spec_from_file_location("veomni.utils.count_flops", path)
-        module = importlib.util.module_from_spec(mod_spec)
-        mod_spec.loader.exec_module(module)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                sys.modules.pop(k, None)
-            else:
-                sys.modules[k] = v
+    lora_config = load_path("veomni.lora.config", lora_path, stubs)
+    stubs["veomni.lora.config"] = lora_config
+    module = load_path("veomni.utils.count_flops", path, stubs)
 
-    def run(preset: str, seq_lens: list[int], grids=(), freeze_vit=None) -> float:
+    def run(preset: str, seq_lens: list[int], grids=(), freeze_vit=None, lora_config=None) -> float:
         config = transformers.AutoConfig.for_model(**dict(preset_config(preset)))
         images = [h * w for t, h, w in grids for _ in range(t)] or None
         counter = module.VeomniFlopsCounter(config)
-        return counter.estimate_flops(seq_lens, 1.0, images_seqlens=images, freeze_vit=freeze_vit)[0]
+        return counter.estimate_flops(seq_lens, 1.0, images_seqlens=images, freeze_vit=freeze_vit,
+                                      lora_config=lora_config)[0]
 
+    run.LoraConfig = lora_config.VeOmniLoraConfig  # type: ignore[attr-defined]
     return run
 
 
@@ -271,17 +307,11 @@ def test_veomni_freeze_vit(veomni_counter, preset):
 
 
 @pytest.fixture(scope="module")
-def automodel_flops():
-    """NeMo Automodel's ``flops_utils.py`` (installed ``nemo_automodel`` 0.7.0, ``pip install --no-deps``; the
-    module imports only the standard library), loaded by path."""
+def automodel_flops(tmp_path_factory):
+    """NeMo Automodel's ``flops_utils.py`` (0.7.0; the module imports only the standard library), loaded by path."""
     transformers = pytest.importorskip("transformers")
-    spec = importlib.util.find_spec("nemo_automodel")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("NeMo Automodel not installed (pip install --no-deps nemo_automodel==0.7.0)")
-    path = Path(spec.submodule_search_locations[0]) / "components" / "utils" / "flops_utils.py"
-    mod_spec = importlib.util.spec_from_file_location("_automodel_flops_utils", path)
-    module = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(module)
+    path = framework_file("nemo_automodel", "components/utils/flops_utils.py", tmp_path_factory)
+    module = load_path("_automodel_flops_utils", path, {})
 
     def run(preset: str, rows: int, length: int) -> float:
         config = transformers.AutoConfig.for_model(**dict(preset_config(preset)))
@@ -369,3 +399,100 @@ def test_torchtitan_pr4300_from_real_parameter_counts(preset):
     got = compute_flops(spec, BatchStats.from_batch(seq_lens=[3000, 1096, 4096], padded_tokens=rows * seq,
                                                     samples=rows), "torchtitan@pr4300")
     assert got.total == per_token * rows * seq
+
+
+# ------------------------------------------------------------------------------------------------ VeOmni LoRA
+
+
+def _veomni_lora(preset, seq_lens, grids, r, targets, bias="none"):
+    """vlm-perf's ``veomni`` under a LoRA Trainability (the regime's adapter), in TFLOP."""
+    from vlm_perf.arch.adapters import AdapterConfig
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.flops.conventions import get_convention
+
+    spec = load_model(preset)
+    stats = BatchStats.from_batch(seq_lens=list(seq_lens), image_grids=list(grids), spec=spec)
+    regime = Trainability.build(adapter=AdapterConfig(r=r, target_modules=targets, bias=bias))
+    return get_convention("veomni").compute_regime(spec, stats, regime).total / 1e12
+
+
+VEOMNI_LORA_CASES = [
+    ("qwen3-vl-8b", [4096, 1000], [(1, 32, 32), (2, 16, 24)], 16,
+     ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"), "none"),  # ViT forward-only
+    ("qwen3-vl-8b", [4096], [(1, 32, 32)], 8, ("q_proj", "v_proj", "qkv", "linear_fc1"), "none"),  # ViT + mergers
+    ("qwen3-vl-8b", [2048], [(1, 16, 16)], 32, ("q_proj",), "all"),  # bias-only ViT: activation gradients
+    ("qwen3-vl-30b-a3b", [4096], [(1, 64, 64)], 16, ("q_proj", "o_proj", "proj"), "none"),
+    ("qwen2.5-vl-7b", [2048, 2048], [(1, 28, 40), (1, 16, 16)], 16, ("gate_proj", "up_proj", "down_proj", "mlp.0"),
+     "none"),  # gate/up/down name both the LM MLP and the ViT MLP
+    ("qwen2.5-vl-7b", [2048], [(1, 28, 40)], 8, ("q_proj",), "all"),
+    ("qwen2-vl-7b", [3000], [(1, 36, 64)], 8, ("qkv", "fc1", "q_proj"), "none"),
+    ("qwen3-30b-a3b", [4096, 1280], [], 16, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj"), "none"),
+]
+
+
+@pytest.mark.parametrize("preset,seq_lens,grids,r,targets,bias", VEOMNI_LORA_CASES,
+                         ids=[f"{c[0]}-{'+'.join(c[4])}-{c[5]}" for c in VEOMNI_LORA_CASES])
+def test_veomni_lora_matches_veomnis_own_function(veomni_counter, preset, seq_lens, grids, r, targets, bias):
+    theirs = veomni_counter(preset, seq_lens, grids,
+                            lora_config=veomni_counter.LoraConfig(r=r, target_modules=list(targets), bias=bias))
+    assert theirs > 0
+    assert _veomni_lora(preset, seq_lens, grids, r, targets, bias) == pytest.approx(theirs, rel=1e-12)
+
+
+@pytest.mark.parametrize("preset,targets", [("llama3-8b", ("q_proj",)), ("qwen3-30b-a3b", ".*q_proj"),
+                                            ("qwen3-vl-8b", ("fc1",))])
+def test_veomni_lora_refused_where_veomni_prints_zero(veomni_counter, preset, targets):
+    # estimate_flops: an unsupported model type, a regex target list or a module outside the model type's list
+    # logs a warning and returns 0 FLOPs
+    tm = targets if isinstance(targets, str) else list(targets)
+    assert veomni_counter(preset, [1024], [], lora_config=veomni_counter.LoraConfig(r=8, target_modules=tm)) == 0
+    with pytest.raises(ConventionNotDefined, match="0 FLOPs"):
+        _veomni_lora(preset, [1024], [], 8, targets)
+
+
+def test_veomni_lora_moe_text_by_hand():
+    # veomni/utils/count_flops.py @ 0.1.12 _compute_qwen3_moe_text_flops + _compute_linear_flops: base
+    # (router hE + 3h*F_e*k + h(2q + 2kv)) * L + V*h at 4 per token (frozen base: forward + input gradient),
+    # adapters r*(in + out) per targeted shape at 6 (q_proj: h -> q, L times), core 12*S2*d*H*L unchanged
+    h, H, G, d, L, E, k, Fe, V = 2048, 32, 4, 128, 48, 128, 8, 768, 151936  # Qwen3-30B-A3B
+    q, kv, r = H * d, G * d, 16
+    S, S2 = 4096 + 1280, 4096**2 + 1280**2
+    base = (h * E + 3 * h * Fe * k + h * (2 * q + 2 * kv)) * L + V * h
+    hand = (4 * base + 6 * r * (h + q) * L) * S + 12 * S2 * d * H * L
+    assert _veomni_lora("qwen3-30b-a3b", [4096, 1280], [], r, ("q_proj",)) * 1e12 == pytest.approx(hand, rel=1e-12)
+
+
+def test_veomni_lora_qwen3_vit_by_hand():
+    # _estimate_qwen3_vit_flop with a vision target: 2 * N_patch + 4 * (N - N_patch) + 6 * N_lora per patch, core
+    # 12 * P2 * h_v * L_v; linear_fc1 names the block MLP's fc1 (h_v -> i_v, depth times) AND every merger's fc1
+    # (m^2h_v -> m^2h_v, 1 + len(deepstack) times). The LM: the same base without adapters at 4, core 12.
+    spec = load_model("qwen3-vl-8b")
+    v, lm = spec.vision, spec.lm
+    hv, iv, D, mv, dout = v.hidden_size, v.intermediate_size, v.depth, 4 * v.hidden_size, v.out_hidden_size
+    n_merge = 1 + len(v.deepstack_visual_indexes)
+    P, P2, r = 32 * 32, (32 * 32) ** 2, 8
+    patch = hv * 3 * 2 * 16 * 16
+    N = patch + (2 * hv * iv + 4 * hv * hv) * D + n_merge * (dout + mv) * mv
+    lora = r * ((hv + iv) * D + (mv + mv) * n_merge)
+    vit = 2 * patch * P + (4 * (N - patch) + 6 * lora) * P + 12 * P2 * hv * D
+    h, H, G, d, L, F, Vocab = lm.hidden_size, lm.num_heads, lm.num_kv_heads, lm.head_dim, lm.num_layers, \
+        lm.intermediate_size, lm.vocab_size
+    S = 4096
+    text = 4 * ((3 * h * F + h * (2 * H * d + 2 * G * d)) * L + Vocab * h) * S + 12 * S * S * d * H * L
+    got = _veomni_lora("qwen3-vl-8b", [S], [(1, 32, 32)], r, ("linear_fc1",))
+    assert got * 1e12 == pytest.approx(vit + text, rel=1e-12)
+
+
+def test_veomni_regime_of_whole_parts_is_freeze_vit_and_finer_regimes_without_adapter_are_refused():
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.flops.conventions import get_convention
+
+    spec = load_model("qwen3-vl-8b")
+    stats = BatchStats.from_batch(seq_lens=[2048], image_grids=[(1, 32, 32)], spec=spec)
+    conv = get_convention("veomni")
+    assert conv.compute_regime(spec, stats, Trainability.from_frozen(("vision_tower",))).total == \
+        compute_flops(spec, stats, "veomni", frozen=("vision_tower",)).total
+    with pytest.raises(ConventionNotDefined, match="full fine-tuning, freeze_vit and LoRA"):
+        conv.compute_regime(spec, stats, Trainability.build(trainable=("language_model[0:4]",)))
+    with pytest.raises(ConventionNotDefined, match="finer than whole parts"):
+        get_convention("verl").compute_regime(spec, stats, Trainability.build(trainable=("language_model[0:4]",)))

@@ -140,7 +140,7 @@ def test_verl_console_ray_prefix_wrap_and_jsonl(tmp_path):
     one = rows[1]
     assert one["rank_label"] == "TaskRunner pid=1234"
     assert one["loss"] == 0.0123 and one["grad_norm"] == 0.5 and one["mfu_logged"] == 0.287
-    assert one["response_length_mean"] == 345.6  # wrapped key re-joined
+    assert one["response_len_mean"] == 345.6  # wrapped key re-joined (the vocabulary column of response_length/mean)
     assert one["tokens_per_s"] == 1234.5 and one["elapsed_s"] == 12.3
     assert one["val_core_acc"] == 0.0 and math.copysign(1, one["val_core_acc"]) == 1.0
     assert rows[2]["mfu_logged"] == 0.30

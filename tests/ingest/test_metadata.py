@@ -69,14 +69,19 @@ def test_fixture_per_iteration_frame():
         lm_tokens=7 + 10, lm_tokens_sq=25 + 100, lm_sequences=2 + 1, lm_samples=2 + 1, lm_padded_tokens=7 + 16,
         vision_patches=40 + 200, vision_patches_sq_frame=576 + 20000, vision_patches_sq_item=1088 + 40000,
         vision_merged_tokens=10 + 50, vision_window_sq=576 + 20000, vision_frames=3 + 2, vision_items=2 + 1,
-        video_patches=200, video_patches_sq_frame=20000, video_merged_tokens=50)
+        video_patches=200, video_patches_sq_frame=20000, video_merged_tokens=50,
+        # text x vision without images_per_sample: the longest sequence x the row's patches / frames (a bound):
+        # row 1: 4 x 40, 4 x 3; row 2 (video): 10 x 200, 10 x 2
+        lm_x_vision_patches=4 * 40 + 10 * 200, lm_x_vision_frames=4 * 3 + 10 * 2)
     it2 = res.stats_for(2)
     # row 3: padded_tokens 8 as 2 unpacked samples of 4 -> tokens 8, sq 2*4^2 = 32
     # row 4: pre-aggregated: tokens 5, sq 25; vision 4 patches, sq 16 (item := frame, window := frame), merged 1
     assert it2 == BatchStats(
         lm_tokens=8 + 5, lm_tokens_sq=32 + 25, lm_sequences=2 + 1, lm_samples=2 + 1, lm_padded_tokens=8 + 5,
         vision_patches=4, vision_patches_sq_frame=16, vision_patches_sq_item=16, vision_merged_tokens=1,
-        vision_window_sq=16, vision_frames=0, vision_items=0)
+        vision_window_sq=16, vision_frames=0, vision_items=0,
+        # pre-aggregated row 4: lm_tokens x vision_patches (frames unknown: patches bound them) = 5 x 4 each
+        lm_x_vision_patches=5 * 4, lm_x_vision_frames=5 * 4)
     assert frame["microbatches"].to_list() == [2, 2]
     d = res.diagnostics
     assert (d.rows_read, d.rows_used, d.rows_skipped_total, d.iterations) == (4, 4, 0, 2)

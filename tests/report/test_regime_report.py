@@ -39,8 +39,7 @@ def _exact(loaded) -> list[float]:
 def test_whole_part_freezing_gives_todays_numbers(sample):
     today = load_run(sample)
     frozen = tuple(today.context.run_config["frozen"])
-    summary = today.context.sections
-    block = next(p for p in summary if p.key == "regime").summary
+    block = today.context.block("regime")
     assert (block is None) == (not frozen)  # no regime stated: no regime block
     if frozen:
         assert block["whole_parts"] is True and block["flops_per_iteration"] == pytest.approx(
@@ -58,7 +57,7 @@ def test_whole_part_freezing_gives_todays_numbers(sample):
     walked = load_run(sample, trainable=trainable, frozen=None)
     assert walked.context.run_config["frozen"] == list(frozen)  # run.yaml's frozen parts still apply
     assert _exact(walked) == pytest.approx(_exact(today), rel=1e-12)
-    regime = next(p for p in walked.context.sections if p.key == "regime").summary
+    regime = walked.context.block("regime")
     assert regime["full_training_over_regime"] == pytest.approx(
         1.0 if not frozen else regime["full_training_flops_per_iteration"] / regime["flops_per_iteration"])
 
@@ -69,7 +68,7 @@ def test_adapter_flag_counts_what_the_real_lora_run_measured():
     loaded = load_run(REAL, causal="full", adapter=str(LORA / "adapter_config.json"))
     measured = json.loads((LORA / "measured_flops.json").read_text())["per_step"]
     assert _exact(loaded) == [s["flops"] for s in measured]
-    regime = next(p for p in loaded.context.sections if p.key == "regime").summary
+    regime = loaded.context.block("regime")
     assert regime["description"] == "LoRA r=4 on LM attention + MLP, tower and projector frozen"
     assert regime["source"] == "the command line"
 
@@ -79,7 +78,7 @@ def test_command_line_beats_the_run_folder(tmp_path):
     the observed LoRA regime is named as a contradiction with its FLOPs difference."""
     stated = load_run(LORA, causal="full", trainable=["lm"])
     lora = load_run(LORA, causal="full")
-    regime = next(p for p in stated.context.sections if p.key == "regime").summary
+    regime = stated.context.block("regime")
     assert regime["source"] == "the command line + adapter_config.json"
     # the found adapter completes a stated regime that names none: LoRA on top of a fully trained LM
     assert regime["description"].startswith("LoRA r=4 on LM attention + MLP, LM weights trained")
@@ -104,7 +103,7 @@ def test_run_yaml_regime_and_its_contradiction(tmp_path):
     yaml = (run / "run.yaml").read_text().replace("frozen: []", "frozen: [vision]")
     (run / "run.yaml").write_text(yaml)
     loaded = load_run(run, causal="full")
-    regime = next(p for p in loaded.context.sections if p.key == "regime").summary
+    regime = loaded.context.block("regime")
     assert regime["source"] == "run.yaml" and regime["whole_parts"] is True
     assert regime["description"] == "LM weights trained, tower and projector frozen"
     # whole-part freezing from run.yaml: exactly the numbers of --frozen vision on the same data
@@ -119,7 +118,7 @@ def test_run_yaml_adapter_key_relative_to_the_manifest(tmp_path):
     shutil.copy(LORA / "adapter_config.json", tmp_path / "lora.json")
     (run / "run.yaml").write_text((run / "run.yaml").read_text() + "adapter: ../lora.json\nqlora: true\n")
     loaded = load_run(run, causal="full")
-    regime = next(p for p in loaded.context.sections if p.key == "regime").summary
+    regime = loaded.context.block("regime")
     assert regime["description"].startswith("QLoRA r=4 on LM attention + MLP")
     assert regime["source"] == "run.yaml"
     # QLoRA counts the base matmuls at the dequantised weights' FLOPs: the LoRA numbers

@@ -40,7 +40,7 @@ def loaded():
 
 
 def test_trace_block_flops_are_exact_and_measured(loaded):
-    block = next(p for p in loaded.context.sections if p.key == "trace_parts").summary
+    block = loaded.context.block("trace_parts")
     assert block["iterations"] == [3, 4] and block["ranks"] == 1 and block["max_sum_gap"] <= 0.01
     per_it = loaded.analysis.per_iteration
     exact = float(per_it.filter(pl.col("iteration").is_in([3, 4]))["exact_total"].sum())
@@ -76,7 +76,7 @@ def test_no_trace_no_section_and_bad_trace_is_a_message(tmp_path, cli):
     shutil.copytree(TRACE_RUN, run)
     (run / "trace" / "rank0.pt.trace.json.gz").write_bytes(b"not a trace")
     loaded = load_run(run, causal="full")
-    assert next(p for p in loaded.context.sections if p.key == "trace_parts").summary is None
+    assert loaded.context.block("trace_parts") is None
     assert any(m.startswith("profiler trace not analysed:") for m in loaded.analysis.messages)
     shutil.rmtree(run / "trace")
     out = tmp_path / "out"

@@ -874,3 +874,121 @@ class BiasedMoEMLP(MoEMLP):
 
     def describe(self) -> str:
         return super().describe() + " (biased experts and router)"
+# --- mllama ---
+
+
+@dataclass(frozen=True)
+class TowerTokenLinear(Block):
+    """One Linear(``in_width`` -> ``out_width``) on every token the tower outputs: ``vision_patches`` +
+    ``tokens_per_frame`` x ``vision_frames`` rows (Mllama: the CLS token of each of the T tiles of an image, whose
+    grid is one frame of T stacked tiles, so ``tokens_per_frame`` = T). Its input is the tower output and nothing
+    trainable sits before it in its stage: its input gradient is due only when the tower trains."""
+
+    kind: ClassVar[str] = "tower_token_linear"
+    in_width: int
+    out_width: int
+    bias: bool
+    tokens_per_frame: int
+
+    def params(self) -> int:
+        return linear_params(self.in_width, self.out_width, self.bias)
+
+    def describe(self) -> str:
+        return (f"{self.count} projector: Linear {self.in_width} -> {self.out_width}{' (+bias)' if self.bias else ''} "
+                f"on every tower output token (patches + {self.tokens_per_frame} CLS per image)")
+
+
+@dataclass(frozen=True)
+class TileMaskProduct(Block):
+    """Mllama's tower builds its padding-tile attention mask as an outer product (a (L, 1) x (1, L) matmul per
+    image, L = the image's tower sequence): ``2·Σ L²`` = 2 x ``vision_patches_sq_frame``, once per forward,
+    on data (no gradient). Parameters: none."""
+
+    kind: ClassVar[str] = "tile_mask_product"
+
+    def params(self) -> int:
+        return 0
+
+    def describe(self) -> str:
+        return "attention-mask outer product per image (2·L² each, forward only)"
+
+
+@dataclass(frozen=True)
+class CrossAttention(Block):
+    """``count`` cross-attention sublayers (kind ``cross_attention``): every LM token of a sample attends to the
+    vision tokens of that sample's images (Mllama ``MllamaTextCrossAttention``).
+
+    q_proj (h -> H·d) and o_proj (H·d -> h) on ``lm_tokens``; k_proj / v_proj (h -> kv·d each) on the vision tokens
+    (``vision_patches`` + ``kv_tokens_per_frame`` x ``vision_frames``; their input is the projector output, so
+    their input gradient is due only when a vision part trains); RMSNorm over head_dim on q and k (``qk_norm``).
+    Core: ``4·H·d·Σ_samples S x V`` (QKᵀ and AV over the whole text x vision rectangle: the cross-attention mask
+    is additive, no kernel skips it; ``--causal`` does not apply), from the statistics ``lm_x_vision_patches`` +
+    ``kv_tokens_per_frame`` x ``lm_x_vision_frames``.
+
+    ``query_from_vision`` False for the first cross-attention layer: its queries come from text-only layers, so
+    with the LM frozen and a vision part trainable neither q_proj's input gradient nor, under eager attention,
+    dQ runs (dK, dP and dV do).
+    """
+
+    kind: ClassVar[str] = "cross_attention"
+    hidden: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    kv_tokens_per_frame: int
+    qk_norm: bool = True
+    query_from_vision: bool = True
+
+    @property
+    def q_width(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    def params(self) -> int:
+        h = self.hidden
+        return (2 * linear_params(h, self.q_width, False) + 2 * linear_params(h, self.kv_width, False)
+                + (2 * self.head_dim if self.qk_norm else 0))
+
+    def describe(self) -> str:
+        return (f"{self.count} cross-attention to the sample's vision tokens, {self.num_heads} q / {self.num_kv_heads} "
+                f"kv heads x {self.head_dim}{', q/k norm' if self.qk_norm else ''}; k/v on vision tokens, core "
+                "4·H·d·Σ S·V (whole rectangle)")
+
+
+@dataclass(frozen=True)
+class TextOnly(Block):
+    """``module`` on the text path before the first cross-attention layer: nothing earlier carries a vision
+    gradient, so its input gradient runs only when its own stage (the LM) trains. Parameters: the module's."""
+
+    kind: ClassVar[str] = "text_only"
+    module: Block
+
+    def params(self) -> int:
+        return self.module.count * self.module.params()
+
+    def describe(self) -> str:
+        return f"{self.module.describe()} (text path before the first cross-attention layer)"
+
+
+__all__ += ["CrossAttention", "TextOnly", "TileMaskProduct", "TowerTokenLinear"]
+# --- llama4 ---
+
+
+@dataclass(frozen=True)
+class ChunkedDecoderAttention(DecoderAttention):
+    """GQA attention that attends causally **within consecutive chunks** of ``chunk`` tokens (Llama 4's RoPE layers,
+    ``attention_chunk_size``): a chunk-aware kernel computes Σ_chunks c²/2 score entries (statistic
+    ``lm_tokens_sq_beyond_chunks``); eager attention (``--causal full``) computes the whole square. Projections and
+    parameters are :class:`DecoderAttention`'s (Llama 4's q/k L2 norm has no weights)."""
+
+    kind: ClassVar[str] = "chunked_decoder_attention"
+    chunk: int = 0
+
+    def describe(self) -> str:
+        return super().describe().replace("full causal", f"chunked causal ({self.chunk})", 1)
+
+
+__all__ += ["ChunkedDecoderAttention"]

@@ -141,6 +141,7 @@ class LMSpec:
     qk_norm: bool = False
     sliding_window: int | None = None  # tokens a sliding-window layer attends (query included)
     sliding_layers: tuple[int, ...] = ()  # indexes of sliding-window layers (the rest are full causal)
+    attention_chunk: int | None = None  # Llama 4: chunked layers attend causally within chunks of this many tokens
 
     @property
     def q_width(self) -> int:

@@ -155,7 +155,8 @@ TEXT_FIELDS: dict[str, Kind] = {
                      "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "q_lora_rank", "linear_conv_kernel_dim",
                      "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
                      "linear_num_value_heads", "full_attention_interval", "sliding_window_pattern",
-                     "shared_expert_intermediate_size"), POS),
+                     "shared_expert_intermediate_size", "intermediate_size_mlp", "interleave_moe_layer_step",
+                     "no_rope_layer_interval", "attention_chunk_size"), POS),
     # 0 allowed: an MoE model whose every layer is MoE may state no dense width
     **dict.fromkeys(("intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
                      "max_window_layers"), NONNEG),
@@ -166,8 +167,10 @@ VISION_FIELDS: dict[str, Kind] = {
     **dict.fromkeys(("depth", "num_hidden_layers", "hidden_size", "embed_dim", "num_heads", "num_attention_heads",
                      "intermediate_size", "spatial_patch_size", "temporal_patch_size", "in_channels", "in_chans",
                      "num_channels", "spatial_merge_size", "out_hidden_size", "window_size",
-                     "num_position_embeddings"), POS),
+                     "num_position_embeddings", "num_global_layers", "attention_heads", "vision_output_dim",
+                     "max_num_tiles", "projector_input_dim", "projector_output_dim"), POS),
     "mlp_ratio": RATIO,
+    "pixel_shuffle_ratio": RATIO,
 }
 #: Square sizes (``n`` or ``[n, n]``) under ``vision_config``.
 VISION_SQUARE = ("patch_size", "image_size")

@@ -167,13 +167,27 @@ def _regime(spec, stats: BatchStats, model: str, media: list, *, convention: str
     from ..flops.regime import regime_flops
     from ..ingest.adapter_config import read_adapter_config
 
-    if convention.strip().lower() != "exact":
+    from ..flops.conventions import get_convention
+
+    name = convention.strip().lower()
+    if name != "exact" and (name == "all" or get_convention(name).regime_training is None or mode != "training"):
         raise ConfigError("named conventions count full training of the parts they cover; --trainable, --adapter, "
-                          "--qlora, --input-require-grads and layer/kind --frozen selectors need --convention exact")
+                          "--qlora, --input-require-grads and layer/kind --frozen selectors need --convention exact "
+                          "(or, for training, a convention that counts such regimes: veomni)")
     if qlora and not adapter:
         raise ConfigError("--qlora describes the base weights of an adapter run: give --adapter too")
     config = read_adapter_config(adapter, quantized_base=qlora) if adapter else None
     regime = Trainability.build(trainable, frozen, adapter=config, input_require_grads=input_require_grads)
+    if name != "exact":  # the framework's own count of this regime (VeOmni's LoRA branches)
+        named = get_convention(name).compute_regime(spec, stats, regime, causal=causal)
+        if as_json:
+            payload = _payload(named, {"model": model, "model_name": spec.name, "mode": mode, "adapter": adapter,
+                                       "trainable": list(trainable), "family": spec.family}, stats)
+            payload["regime"] = {"description": regime.describe()}
+            print(json.dumps(payload))
+        else:
+            _print_table(Console(), spec.name, named, stats)
+        return
     result = regime_flops(spec, stats, regime, causal=causal, mode=mode)
     if as_json:
         payload = _payload(result.breakdown, {"model": model, "model_name": spec.name, "mode": mode, "causal": causal,

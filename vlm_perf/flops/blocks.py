@@ -296,3 +296,58 @@ from ..arch.blocks import BiasedMoEMLP, SinkDecoderAttention  # noqa: E402
 
 block_flops(SinkDecoderAttention)(_attention)  # the sink column is a softmax input, not a matmul
 block_flops(BiasedMoEMLP)(_moe_mlp)  # expert and router biases are adds
+# --- mllama ---
+from ..arch.blocks import CrossAttention, TextOnly, TileMaskProduct, TowerTokenLinear  # noqa: E402
+from .terms import INPUT_OWN  # noqa: E402
+
+
+@block_flops(TowerTokenLinear)
+def _tower_token_linear(b: TowerTokenLinear, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·(P + T·F)·in·out (P = vision_patches, F = vision_frames; input gradient only when the tower trains)"""
+    rows = s.vision_patches + b.tokens_per_frame * s.vision_frames
+    return [Term("vision.merger", b.count * matmul(rows, b.in_width, b.out_width), b.part, input_kind=INPUT_UPSTREAM)]
+
+
+@block_flops(TileMaskProduct)
+def _tile_mask_product(b: TileMaskProduct, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·Σ L² (the mask's outer product per image; data, forward only)"""
+    return [Term("vision.attn_core", b.count * 2 * s.vision_patches_sq_frame, b.part, weights=False,
+                 input_kind=INPUT_PIXELS)]
+
+
+@block_flops(CrossAttention)
+def _cross_attention(b: CrossAttention, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·2·h·H·d (q, o) + 2·V·2·h·kv·d (k, v on V vision tokens) + 4·H·d·Σ S·V (whole rectangle)"""
+    n, h, q = b.count, b.hidden, b.q_width
+    vision_rows = s.vision_patches + b.kv_tokens_per_frame * s.vision_frames
+    cross = s.lm_x_vision_patches + b.kv_tokens_per_frame * s.lm_x_vision_frames
+    half = n * 2 * q * cross  # one of the two core matmuls (QKᵀ or AV)
+    query_input = INPUT_STAGE if b.query_from_vision else INPUT_OWN
+    terms = [Term("lm.attn_proj", n * matmul(s.lm_tokens, h, q), b.part, input_kind=query_input),
+             Term("lm.attn_proj", n * 2 * matmul(vision_rows, h, b.kv_width), b.part, input_kind=INPUT_UPSTREAM),
+             Term("lm.attn_proj", n * matmul(s.lm_tokens, q, h), b.part)]
+    if b.query_from_vision or ctx.causal == "half":  # fused kernels compute dQ, dK, dV together
+        return terms + [Term("lm.attn_core", 2 * half, b.part, weights=False)]
+    # eager: dK, dP, dV (3 halves) whenever k/v need a gradient; dQ only when the queries do (the LM trains)
+    return terms + [Term("lm.attn_core", 2 * half, b.part, weights=False, input_grad=3 * half),
+                    Term("lm.attn_core", 0 * half, b.part, weights=False, input_kind=INPUT_OWN, input_grad=half)]
+
+
+@block_flops(TextOnly)
+def _text_only(b: TextOnly, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """the wrapped module's terms; input gradients only when the LM trains (no vision gradient reaches them)"""
+    return [replace(t, input_kind=INPUT_OWN) if t.input_kind in (INPUT_STAGE, INPUT_UPSTREAM) else t
+            for t in inventory_terms((b.module,), s, ctx)]
+# --- llama4 ---
+from ..arch.blocks import ChunkedDecoderAttention  # noqa: E402
+
+
+@block_flops(ChunkedDecoderAttention)
+def _chunked_attention(b: ChunkedDecoderAttention, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer projections·S + 2·H·(d_qk + d_v)·(Σs² − beyond chunks)·½ (causal half) | Σs² (eager)"""
+    if ctx.causal == "half":
+        core = b.core_per_token_sq() * (s.lm_tokens_sq - s.lm_tokens_sq_beyond_chunks) * ctx.causal_factor
+    else:
+        core = b.core_per_token_sq() * s.lm_tokens_sq * ctx.causal_factor
+    return [Term("lm.attn_proj", b.count * b.proj_per_token() * s.lm_tokens, b.part),
+            Term("lm.attn_core", b.count * core, b.part, weights=False)]

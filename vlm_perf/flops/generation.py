@@ -164,10 +164,48 @@ def rl_step_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Se
     return RLStepFlops(phases, gen, notes)
 
 
-# timer names of the frameworks' RL step (veRL ``timing_s/<name>``, EasyR1's ``old``) -> the phases above
-PHASE_TIMERS: dict[str, str] = {"gen": "generation", "generate_sequences": "generation",
-                                "old_log_prob": "old_log_prob", "old": "old_log_prob", "ref": "ref",
-                                "values": "values", "update_critic": "update_critic", "update_actor": "update_actor"}
+#: The phases of one RL step that do no model FLOPs here (their timers still count toward the step's time).
+NON_FLOPS_PHASES: tuple[str, ...] = ("reward", "adv", "update_weights", "save_checkpoint", "testing")
+#: Every canonical phase, FLOPs phases first (``RLStepFlops.phases`` names, then ``NON_FLOPS_PHASES``).
+#: Phases one timer spans in frameworks that time coarser steps (OpenRLHF's ``PPOTrainer``: ``make_experience``
+#: runs the reward, reference, old-policy and value passes and the advantages; ``ppo_train`` the actor and critic
+#: updates): phase -> the phases inside it (its FLOPs are theirs).
+COMPOSITE_PHASES: dict[str, tuple[str, ...]] = {
+    "make_experience": ("old_log_prob", "ref", "values", "reward", "adv"),
+    "ppo_train": ("update_actor", "update_critic"),
+}
+#: Every canonical phase, FLOPs phases first (``RLStepFlops.phases`` names, then ``NON_FLOPS_PHASES``, then
+#: ``COMPOSITE_PHASES``).
+PHASES: tuple[str, ...] = ("generation", "old_log_prob", "ref", "values", "update_critic", "update_actor",
+                           *NON_FLOPS_PHASES, *COMPOSITE_PHASES)
+
+# The one table of the frameworks' RL-step timer names (veRL / EasyR1 ``timing_s/<name>``, read in the
+# trainers' ``fit`` loops: veRL 0.9.0 verl/trainer/ppo/ray_trainer.py ``marked_timer(...)`` inside
+# ``marked_timer("step")``; EasyR1 verl/trainer/ray_trainer.py, which names the old-policy pass ``old``):
+#: timer name -> canonical phase, for the timers that run directly inside the step (their sum is the
+#: step's accounted time)
+PHASE_TIMERS: dict[str, str] = {"gen": "generation", "old_log_prob": "old_log_prob",
+                                "old": "old_log_prob", "ref": "ref", "values": "values",
+                                "update_critic": "update_critic", "update_actor": "update_actor",
+                                "reward": "reward", "adv": "adv", "update_weights": "update_weights",
+                                "save_checkpoint": "save_checkpoint", "testing": "testing",
+                                # OpenRLHF PPOTrainer.fit / train_step (``timing/<name>``, seconds)
+                                "generation": "generation", "make_experience": "make_experience",
+                                "ppo_train": "ppo_train", "broadcast": "update_weights"}
+#: OpenRLHF's timer names: only these are timers under its generic-looking ``timing/`` prefix
+OPENRLHF_TIMERS: frozenset[str] = frozenset({"generation", "make_experience", "ppo_train", "broadcast"})
+
+
+def phase_flops(totals: dict[str, Any], phase: str) -> Any:
+    """FLOPs of ``phase`` from a step's phase totals: a composite phase sums the phases inside it."""
+    if phase in COMPOSITE_PHASES:
+        return sum(totals.get(p, 0) for p in COMPOSITE_PHASES[phase])
+    return totals.get(phase, 0)
+#: timer name -> the phase it runs inside (never added to the step's sum: it is part of that phase's time).
+#: veRL's rollout reports ``generate_sequences`` and ``reshard`` from inside ``gen``
+NESTED_TIMERS: dict[str, str] = {"generate_sequences": "generation", "reshard": "generation"}
+#: timers outside veRL's ``step`` timer (profiler start/stop): neither a phase nor part of the step
+OUTSIDE_STEP_TIMERS: frozenset[str] = frozenset({"start_profile", "stop_profile", "step"})
 
 
 def phase_rates(step: RLStepFlops, timings_s: dict[str, float], num_gpus: int) -> dict[str, dict[str, Any]]:
@@ -179,14 +217,23 @@ def phase_rates(step: RLStepFlops, timings_s: dict[str, float], num_gpus: int) -
         raise ConfigError(f"num_gpus must be > 0, got {num_gpus}")
     flops = step.phase_totals()
     out: dict[str, dict[str, Any]] = {}
+    names = {key: key.removeprefix("timing_s/") for key in timings_s}
+    timed = {PHASE_TIMERS.get(n, n) for n in names.values() if n not in NESTED_TIMERS}
     for key, seconds in timings_s.items():
-        name = key.split("/", 1)[1] if key.startswith("timing_s/") else key
-        if name == "step":
+        name = names[key]
+        if name in OUTSIDE_STEP_TIMERS:
             continue
-        phase = PHASE_TIMERS.get(name, name)
-        work = flops.get(phase, 0)
+        if name in NESTED_TIMERS:  # inside a phase: that phase's own timer, when logged, is its time
+            if NESTED_TIMERS[name] in timed:
+                continue
+            phase = NESTED_TIMERS[name]
+        else:
+            phase = PHASE_TIMERS.get(name, name)
+        work = phase_flops(flops, phase)
         rate = work / seconds / num_gpus / 1e12 if seconds and seconds > 0 else None
         out[phase] = {"seconds": seconds, "flops": work, "tflops_per_gpu": rate}
+    inside = {p for c in out if c in COMPOSITE_PHASES for p in COMPOSITE_PHASES[c]}
     for phase, work in flops.items():
-        out.setdefault(phase, {"seconds": None, "flops": work, "tflops_per_gpu": None})
+        if phase not in inside:  # a phase inside a timed composite is that composite's time
+            out.setdefault(phase, {"seconds": None, "flops": work, "tflops_per_gpu": None})
     return out

@@ -52,12 +52,16 @@ def linear_per_token(lm: LMSpec, blocks: tuple | None = None) -> dict[str, int]:
     (= 2 x the active matmul parameters), summed over the LM inventory's blocks (``blocks``: a model's own
     inventory, e.g. a hybrid LM's; default: the decoder inventory of ``lm``); the conventions start
     from this table."""
-    from ..arch.blocks import GatedDeltaNet
+    from ..arch.blocks import CrossAttention, GatedDeltaNet, TextOnly
 
     out = dict.fromkeys(("lm.attn_proj", "lm.dense_mlp", "lm.routed_experts", "lm.shared_experts", "lm.router",
                          "lm.logits"), 0)
     for b in (_lm_inventory(lm) if blocks is None else blocks):
-        if isinstance(b, GatedDeltaNet):  # projections + depthwise conv weights
+        if isinstance(b, TextOnly):  # Mllama's text-only layers: the wrapped attention / MLP
+            b = b.module
+        if isinstance(b, CrossAttention):  # q, k, v, o weights, billed per text token as every LM matmul weight
+            out["lm.attn_proj"] += b.count * 2 * (2 * b.hidden * b.q_width + 2 * b.hidden * b.kv_width)
+        elif isinstance(b, GatedDeltaNet):  # projections + depthwise conv weights
             out["lm.attn_proj"] += b.count * (b.proj_per_token() + b.conv_per_output())
         elif isinstance(b, (DecoderAttention, MLAttention)):
             out["lm.attn_proj"] += b.count * b.proj_per_token()

@@ -42,7 +42,7 @@ from ..errors import ConfigError, UnsupportedModelError
 from ..stats.batch import BatchStats
 from .blocks import FlopsContext, inventory_terms
 from .breakdown import COMPONENTS, Breakdown, Options
-from .terms import INPUT_PIXELS, INPUT_UPSTREAM, matmul
+from .terms import INPUT_OWN, INPUT_PIXELS, INPUT_UPSTREAM, matmul
 
 # what each FLOP is, for the per-part table
 FORWARD, INPUT_GRAD, WEIGHT_GRAD = "forward", "input_grad", "weight_grad"
@@ -104,6 +104,7 @@ class _Walker:
         self.trained_linears: list[str] = []
         self.num_layers = 0
         self.stage = ""
+        self.vision_into_lm = False  # a vision stage carries a gradient into the LM (set before the LM walk)
         self.embed_name = ""  # the LM's input embedding (a tied head trains with it)
         self.any_trains = False  # any weight, bias, norm, table or adapter trains
         self.adapter = t.adapter
@@ -233,7 +234,11 @@ class _Walker:
                 self.add(term.component, WEIGHT_GRAD, term.forward)
             if term.input_kind == INPUT_PIXELS:
                 continue
-            reaches = live_n if term.input_kind == INPUT_UPSTREAM else (live_n or trains)
+            if term.input_kind == INPUT_UPSTREAM:
+                # an LM op reading the vision output directly (Mllama's cross-attention k/v): only a live vision stage
+                reaches = self.vision_into_lm if self.stage == LANGUAGE_MODEL else live_n
+            else:
+                reaches = trains if term.input_kind == INPUT_OWN else (live_n or trains)
             if reaches:
                 grad = term.input_grad if term.input_grad is not None else (
                     term.forward if term.weights else 2 * term.forward)
@@ -316,6 +321,7 @@ class _Walker:
                 tap_live = tower_after[tap] if tap < len(tower_after) else tower_live
                 into_lm = self.chain(chain, tap_live) or into_lm  # chain first: always counted
         if LANGUAGE_MODEL in stages:
+            self.vision_into_lm = into_lm
             self.stage_walk(stages[LANGUAGE_MODEL], into_lm or self.t.input_require_grads)
 
 

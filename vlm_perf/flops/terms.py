@@ -18,6 +18,8 @@ INPUT_TOWER = "tower"  # first merger GEMM: input is the (possibly frozen) tower
 INPUT_STAGE = "stage"  # anything else: input comes from earlier ops of its own stage (or upstream)
 INPUT_UPSTREAM = "upstream"  # a stage's first op with no trainable op before it in its stage (GLM's downsample
 #                               conv, a Linear-first projector): its input gradient is needed only when an upstream stage is trainable
+INPUT_OWN = "own"  # its input carries a gradient only from its own stage's weights (Mllama's text path before the
+#                    first cross-attention layer): its input gradient is needed only when its own stage trains
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,15 @@ trainable vision part still pays its input gradients (x2, attention core x3).
 from __future__ import annotations
 
 from ..arch.parts import UPSTREAM, frozen_stages  # noqa: F401  (re-exported: flops.training.frozen_stages)
-from .terms import INPUT_PIXELS, INPUT_TOWER, INPUT_UPSTREAM, STAGES, VISION_TOWER, Term
+from .terms import INPUT_OWN, INPUT_PIXELS, INPUT_TOWER, INPUT_UPSTREAM, STAGES, VISION_TOWER, Term
 
 
 def _gradient_reaches_input(term: Term, trainable: frozenset[str]) -> bool:
     if term.input_kind == INPUT_PIXELS:
         return False
     upstream = UPSTREAM[term.stage]
+    if term.input_kind == INPUT_OWN:
+        return term.stage in trainable
     if term.input_kind == INPUT_TOWER:
         # the merger's pre-GEMM norm has weights: a trainable merger needs fc1's input gradient
         return VISION_TOWER in trainable or term.stage in trainable

@@ -41,6 +41,8 @@ SCHEMA: dict[str, pl.DataType] = {
     "image_sizes": _GRIDS,
     "video_sizes": _GRIDS,
     "image_tiles": _INTS,
+    # which sample (entry of seq_lens) each image belongs to: images per sample, in order
+    "images_per_sample": _INTS,
     # pre-aggregated fields (lossy; see the schema document)
     "lm_tokens": _INT,
     "lm_tokens_sq": _INT,
@@ -53,7 +55,7 @@ SCHEMA: dict[str, pl.DataType] = {
 }
 
 INT_FIELDS = tuple(k for k, v in SCHEMA.items() if v == _INT)
-INT_LIST_FIELDS = ("seq_lens", "image_tiles")
+INT_LIST_FIELDS = ("seq_lens", "image_tiles", "images_per_sample")
 GRID_FIELDS = ("image_grid_thw", "video_grid_thw", "image_sizes", "video_sizes")  # lists of int rows
 
 #: Row codes: 0 = valid; every other code names the first rule a row breaks (field, message).
@@ -102,6 +104,8 @@ REASONS: dict[int, tuple[str, str]] = {
                            "or the metadata belongs to a model with another merge size"),
     32: ("media", "the row has images or videos but the model has no vision tower (a text-only config); "
                            "give the VLM's config, or drop the media"),
+    33: ("images_per_sample", "must hold one non-negative integer per entry of seq_lens, summing to the number of "
+                              "images"),
 }
 #: Sane bounds that keep every Int64 statistic of a row (and sums of many rows) exact.
 GRID_SIDE_MAX = 1 << 20
@@ -172,6 +176,42 @@ def _grid_parts(col: str, merge_size: int, window_side: int | None,
     return sums, worst
 
 
+def _cross_parts() -> dict[str, pl.Expr]:
+    """Per-sample text x vision sums of a row's images (``BatchStats.lm_x_vision_*``), vectorised.
+
+    With ``images_per_sample`` (c_s images for entry s of ``seq_lens``, in order): the images' patches and frames
+    are cumulated, gathered at each sample's end and start (``Σ_{j<end} - Σ_{j<start}``) and multiplied by the
+    sample's length; ``__x_ok`` says whether the counts are consistent. Without it: the longest sequence (or the
+    uniform length of a padded_tokens-only row, or the pre-aggregated lm_tokens) times the row's totals, an upper
+    bound that is exact for one sample or equal lengths. Videos carry no sample association: always the bound.
+    """
+    c, el = pl.col, pl.element()
+    grids, counts, seq = c("image_grid_thw"), c("images_per_sample"), c("seq_lens")
+    per_image = {"patches": grids.list.eval(el.list.get(0, null_on_oob=True) * el.list.get(1, null_on_oob=True)
+                                            * el.list.get(2, null_on_oob=True)),
+                 "frames": grids.list.eval(el.list.get(0, null_on_oob=True))}
+    ends = counts.list.eval(el.cum_sum())
+    starts = ends - counts
+    n_images = grids.list.len().fill_null(0)
+    ok = ((counts.list.len() == seq.list.len()) & (counts.list.sum() == n_images)
+          & ~counts.list.eval(el.is_null() | (el < 0)).list.any())
+    longest = pl.coalesce(seq.list.max(), c("padded_tokens") // c("samples").fill_null(1), c("lm_tokens"),
+                          c("padded_tokens"), pl.lit(0, _INT))
+    video = c("video_grid_thw")
+    video_parts = {"patches": video.list.eval(el.list.get(0, null_on_oob=True) * el.list.get(1, null_on_oob=True)
+                                              * el.list.get(2, null_on_oob=True)).list.sum().fill_null(0),
+                   "frames": video.list.eval(el.list.get(0, null_on_oob=True)).list.sum().fill_null(0)}
+    out = {"__x_ok": ok.fill_null(False) | counts.is_null()}
+    for key, values in per_image.items():
+        cum = pl.concat_list([pl.lit([0], dtype=_INTS), values.list.eval(el.cum_sum())])
+        per_sample = cum.list.gather(ends, null_on_oob=True) - cum.list.gather(starts, null_on_oob=True)
+        exact = (seq * per_sample).list.sum()
+        bound = longest * values.list.sum().fill_null(0)
+        out[f"__x_{key}"] = (pl.when(counts.is_not_null() & seq.is_not_null() & ok).then(exact).otherwise(bound)
+                             .fill_null(0) + longest * video_parts[key])
+    return out
+
+
 def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
               with_model: bool = False) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
@@ -201,6 +241,7 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         sums, worst = _grid_parts(col, merge_size, window_side, cls_per_frame)
         stage1.update({prefix + key: expr for key, expr in sums.items()})
         stage1[prefix + "worst"] = worst
+    stage1.update(_cross_parts())
     img = {key[len("__img_"):]: c(key) for key in stage1 if key.startswith("__img_")}
     vid = {key[len("__vid_"):]: c(key) for key in stage1 if key.startswith("__vid_")}
     img_worst, vid_worst = img.pop("worst"), vid.pop("worst")
@@ -254,6 +295,9 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         vision_items=pl.coalesce(c("vision_items"), pick(None, "items")),
         video_patches=vid["patches"], video_patches_sq_frame=vid["patches_sq_per_frame"],
         video_merged_tokens=vid["merged_tokens"],
+        lm_x_vision_patches=pl.when(has_pre_vis).then(lm_tokens * c("vision_patches")).otherwise(c("__x_patches")),
+        lm_x_vision_frames=pl.when(has_pre_vis).then(lm_tokens * pl.coalesce(c("vision_frames"), c("vision_patches")))
+        .otherwise(c("__x_frames")),
         vision_cls_tokens=(pl.when(has_pre_vis).then(c("vision_frames").fill_null(0) * cls_per_frame)
                            .otherwise(img["cls_tokens"] + vid["cls_tokens"]) if cls_per_frame else 0),
     )
@@ -274,6 +318,7 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         (vid_worst == _GRID_SHAPE, 11), (vid_worst == _GRID_NONPOS, 12), (vid_worst == _GRID_BIG, 17),
         (vid_worst == _GRID_MERGE, 13),
         (vis_bad, 15),
+        (~c("__x_ok"), 33),
     ]
     visual_tokens = pick("vision_merged_tokens", "merged_tokens")
     in_pixels = c("image_sizes").is_not_null() | c("video_sizes").is_not_null()

@@ -19,5 +19,12 @@ class ReportContext:
     diagnostics: dict = field(default_factory=dict)
     synthetic: bool = False
     microbatch_vision_share: pl.Series | None = None
-    #: analysis blocks with their own summary.json key and section (`vlm_perf.report.providers.SectionProvider`)
-    sections: list = field(default_factory=list)
+    #: typed result of each report part computed for this run (`vlm_perf.report.parts.compute_parts`):
+    #: its summary.json block and its section are derived from it
+    results: dict = field(default_factory=dict)
+
+    def block(self, name: str):
+        """Part ``name``'s summary.json block (before JSON cleaning)."""
+        from .parts import PARTS
+
+        return PARTS[name].summary(self.results[name])

@@ -1,8 +1,9 @@
 """Write ``summary.json``, ``report.md`` and a self-contained ``report.html`` (+ PNG figures).
 
 One typed summary feeds everything: `build_summary` (the JSON contract, ``checks`` and ``health``
-blocks included) and the registered sections (`vlm_perf.report.sections`), rendered to Markdown
-and HTML by one Jinja template each (`vlm_perf.report.render`). The folder is written by
+blocks included, then the block of every registered report part, `vlm_perf.report.parts`) and the
+parts' sections (`vlm_perf.report.sections`), rendered to Markdown and HTML by one Jinja template each
+(`vlm_perf.report.render`); the parts' figures are drawn first (`figures.draw_all`). The folder is written by
 `vlm_perf.report.output.atomic_report_dir`: complete or not at all.
 """
 
@@ -20,6 +21,7 @@ from ..analysis.run import RunAnalysis
 from . import figures
 from .context import ReportContext
 from .output import atomic_report_dir, write_windows_table
+from .parts import all_parts
 from .render import render_html, render_markdown
 from .sections import SectionInputs, build_sections
 
@@ -75,7 +77,8 @@ def build_summary(run: RunAnalysis, ctx: ReportContext) -> dict:
         "run_config": ctx.run_config,
         "inputs": ctx.inputs,
         "diagnostics": ctx.diagnostics,
-        **{p.key: p.summary for p in ctx.sections},  # balance, stragglers, hfu, peak (report.providers)
+        # every report part computed for this run (peak, regime, hfu, balance, ...: `report.parts`), in report order
+        **{part.name: part.summary(ctx.results[part.name]) for part in all_parts() if part.name in ctx.results},
     })
 
 

@@ -9,8 +9,6 @@ input goes through `mathtext_safe` (a ``$`` in a model name cannot switch on mat
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -310,26 +308,17 @@ def health_timeline(run: RunAnalysis, path: Path) -> Path:
     return _save(fig, path)
 
 
-FigureFn = Callable[[RunAnalysis, object, Path], Path]
-#: (file, caption, draw(run, ctx, path)): what the figures section shows, in order
-FIGURES: list[tuple[str, str, FigureFn]] = [
-    ("tflops.png", "TFLOP/s/GPU over iterations, before vs after vision accounting",
-     lambda run, ctx, path: tflops_over_time(run, path)),
-    ("mfu.png", "MFU before/after vision accounting", lambda run, ctx, path: mfu_over_time(run, path)),
-    ("components.png", "Share of each component in the exact training FLOPs",
-     lambda run, ctx, path: component_shares(run, path)),
-    ("vision_share.png", "Vision share of FLOPs per microbatch and per iteration (dashed: the run's vision share)",
-     lambda run, ctx, path: vision_share_hist(run, ctx.microbatch_vision_share, path)),
-    ("step_time.png", "Step time vs FLOPs with the attribution fit", lambda run, ctx, path: step_time_fit(run, path)),
-    ("timeline.png", "Run timeline: training segments and the time lost", lambda run, ctx, path: health_timeline(
-        run, path)),
-]
+def all_figures() -> list:
+    """Every report part's figures (`vlm_perf.report.parts.Figure`), in report order."""
+    from .parts import all_parts
+
+    return [figure for part in all_parts() for figure in part.figures]
 
 
 def draw_all(run: RunAnalysis, ctx, folder: Path) -> dict[str, str | None]:
-    """Draw every figure into ``folder``: name -> None when drawn, else why it was skipped."""
+    """Draw every part's figure into ``folder``: name -> None when drawn, else why it was skipped."""
     out: dict[str, str | None] = {}
-    for name, _, draw in FIGURES:
+    for name, _, draw in all_figures():
         try:
             draw(run, ctx, folder / name)
             out[name] = None

@@ -1,15 +1,16 @@
-"""Report sections beyond the headline: DP load balance (and, later, stragglers, HFU).
+"""The report parts of the analysis blocks with their own summary.json key: peak used, training regime,
+HFU, the log reconciliation, DP load balance, stragglers and peak memory (`vlm_perf.report.parts`).
 
-A section is a typed block (`Section`: title, bullet lines, an optional table, figures) built from
-an analysis result; ``markdown()`` renders it, and `document.py` embeds it in report.md / report.html.
-Each `SectionProvider` also contributes one block to summary.json under its ``key``.
+Each part is declared once, at the end of this module: how its result is computed from the opened run,
+its schema keys, its section (a provider `Section`: title, bullet lines, an optional table, figures,
+turned into typed content, so it is escaped like every other section) and its terminal lines.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import matplotlib
 
@@ -18,8 +19,22 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from .content import B, T, md_inline  # noqa: E402
-from .units import TFLOPS, RateUnit  # noqa: E402
+from ..analysis.log_reconcile import log_reconcile  # noqa: E402
+from ..analysis.memory import peak_memory  # noqa: E402
+from ..analysis.run import RunAnalysis  # noqa: E402
+from ..arch.spec import ModelSpec  # noqa: E402
+from ..hardware import peak_used  # noqa: E402
+from ..stats import BatchStats  # noqa: E402
+from .content import B, Bullets, FigureRef, SectionContent, Span, T, Table, fmt, md_inline  # noqa: E402
+from .parts import ReportPart, register_part  # noqa: E402
+from .schema import _NUM, key  # noqa: E402
+from .units import TFLOPS, RateUnit, run_rate_unit  # noqa: E402
+
+if TYPE_CHECKING:
+    from ..run.core import Run
+    from .sections import SectionInputs
+
+_k = key
 
 
 @dataclass
@@ -42,15 +57,6 @@ class Section:
         for name, caption in self.figures:
             out += [f"![{caption}]({name})", "", f"*{caption}*", ""]
         return "\n".join(out)
-
-
-@dataclass
-class SectionProvider:
-    """``summary`` goes to summary.json under ``key``; ``render(out_dir)`` draws figures, returns the Section."""
-
-    key: str
-    summary: dict | None
-    render: Callable[[Path], "Section | None"]
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -152,24 +158,6 @@ def balance_figure(ranks: pl.DataFrame, per_iteration: pl.DataFrame, path: Path)
     return path
 
 
-def balance_provider(result) -> SectionProvider:
-    """Section provider for a `vlm_perf.analysis.balance.BalanceResult` (or None: block is null)."""
-    if result is None:
-        return SectionProvider("balance", None, lambda out: Section(
-            "DP load balance", ["no per-microbatch metadata with dp_rank: load balance not computed"]))
-
-    def render(out_dir: Path) -> Section:
-        lines = balance_lines(result.summary)
-        n_ranks = result.ranks["dp_rank"].n_unique() if result.ranks.height else 0
-        if n_ranks < 2:  # one DP rank: no balance to draw (said, not drawn as an empty heat map)
-            return Section("DP load balance", lines + [f"figure not drawn: {n_ranks} DP rank in the metadata, "
-                                                       "nothing to balance"])
-        balance_figure(result.ranks, result.per_iteration, out_dir / "balance.png")
-        return Section("DP load balance", lines,
-                       figures=[("balance.png", "Per-rank load over iterations and the max/mean distribution")])
-    return SectionProvider("balance", result.summary, render)
-
-
 # --- peak behind every MFU ---------------------------------------------------------------------
 def peak_lines(peak: dict | None) -> list:
     """Typed lines (`content.Inline`: emphasis is a span, input strings stay text in every format)."""
@@ -191,10 +179,6 @@ def peak_lines(peak: dict | None) -> list:
     return lines
 
 
-def peak_provider(peak: dict | None) -> SectionProvider:
-    return SectionProvider("peak", peak, lambda out: Section("Peak used for MFU", peak_lines(peak)))
-
-
 # --- HFU next to MFU ---------------------------------------------------------------------------
 def hfu_lines(h: dict, unit: RateUnit = TFLOPS) -> list:
     """Typed lines (`content.Inline`); the MFU is the headline's exact MFU (one value, `analysis.hfu`).
@@ -212,11 +196,6 @@ def hfu_lines(h: dict, unit: RateUnit = TFLOPS) -> list:
     lines.append(T("HFU counts what the GPUs executed (recomputed forward included), MFU what the model needs; only "
                    "MFU compares runs with different recompute settings."))
     return lines
-
-
-def hfu_provider(h: dict | None, unit: RateUnit = TFLOPS) -> SectionProvider:
-    return SectionProvider("hfu", h, lambda out: Section("HFU and activation recompute", hfu_lines(h, unit) if h else
-                                                          ["HFU not computed"]))
 
 
 # --- stragglers ------------------------------------------------------------------------------
@@ -262,35 +241,6 @@ def straggler_lines(s: dict) -> list[str]:
     return lines + s.get("notes", [])
 
 
-def straggler_provider(s: dict | None) -> SectionProvider:
-    return SectionProvider("stragglers", s, lambda out: Section("Stragglers", straggler_lines(s) if s else
-                                                                 ["not computed"]))
-
-
-# --- where the time went, per part (profiler traces in the run folder) ---------------------------
-def trace_provider(summary: dict | None, result=None) -> SectionProvider:
-    """``summary``: `vlm_perf.analysis.trace_summary.trace_summary` (None: no traces in the run folder);
-    ``result``: its `TraceParts`, for the figure. The section itself is `report.sections.trace_parts`."""
-    def render(out_dir: Path) -> Section:
-        figures = []
-        if result is not None and result.parts.height:
-            from ..analysis.trace_parts import trace_parts_figure
-
-            plt.close(trace_parts_figure(result, out_dir / "trace_parts.png"))
-            figures.append(("trace_parts.png", "Step time per part per profiled step (labels: the part's achieved "
-                                               "FLOP/s)"))
-        return Section("Where the time went, per part", [], figures=figures)
-    return SectionProvider("trace_parts", summary, render)
-
-
-# --- every registered convention against the log's printed number ------------------------------
-def reconcile_provider(summary: dict) -> SectionProvider:
-    """``summary``: `vlm_perf.analysis.log_reconcile.log_reconcile`; shown by the "Which number to quote"
-    section (`report.sections.which_number`), so its own render is a plain list."""
-    return SectionProvider("log_reconcile", summary, lambda out: Section(
-        "Every convention against the log's number", [summary.get("message") or f"closest: {summary.get('closest')}"]))
-
-
 # --- peak memory per rank (vlm_perf.analysis.memory) ------------------------------------------
 def _gib(value: float | None) -> str:
     return "—" if value is None else f"{value / 1024 ** 3:,.2f}"
@@ -306,21 +256,6 @@ def memory_lines(m: dict) -> list[str]:
             f"allocated **{_gib(m['max_allocated_bytes'])} GiB**, max reserved **{_gib(m['max_reserved_bytes'])} "
             f"GiB** (rank {m['peak_rank']}); lowest max allocated {_gib(m['min_max_allocated_bytes'])} GiB.",
             "Peaks since each process started (the allocator's maxima): the largest value of each rank's reports."]
-
-
-def memory_provider(m: dict | None) -> SectionProvider:
-    if not m:
-        return SectionProvider("memory", None, lambda out: None)  # type: ignore[arg-type,return-value]
-
-    def render(out_dir: Path) -> Section:
-        rows = sorted(m["ranks"], key=lambda r: -(r["max_reserved_bytes"] or r["max_allocated_bytes"] or 0))
-        table = [[str(r["rank"]), _gib(r["max_allocated_bytes"]), _gib(r["max_reserved_bytes"]), str(r["reports"]),
-                  str(r["last_iteration"])] for r in rows[:MEMORY_ROWS]]
-        lines = memory_lines(m) + ([f"{len(rows) - MEMORY_ROWS} more rank(s) in summary.json"]
-                                   if len(rows) > MEMORY_ROWS else [])
-        return Section("Peak GPU memory per rank", lines, table=(["rank", "max allocated (GiB)", "max reserved (GiB)",
-                                                                   "reports", "last report (iteration)"], table))
-    return SectionProvider("memory", m, render)
 
 
 # --- training regime ---------------------------------------------------------------------------
@@ -341,6 +276,302 @@ def regime_lines(r: dict) -> list:
     return lines
 
 
-def regime_provider(r: dict | None) -> SectionProvider:
-    # no regime stated (every part trains): no section, as before
-    return SectionProvider("regime", r, lambda out: Section("Training regime", regime_lines(r)) if r else None)
+# --- what each part computes from the opened run (`parts.PartContext`) ------------------------------
+
+
+def balance_of(costs, spec: ModelSpec, frozen, analysis: RunAnalysis):
+    """DP load balance from the per-microbatch exact FLOPs (`vlm_perf.analysis.balance`), over the
+    iterations the report's means use; the step-time model comes from the attribution when it was fitted."""
+    from ..analysis.balance import TimeModel, analyze_balance, ranks_from_microbatches
+
+    unranked = int(costs["dp_rank"].null_count())
+    if unranked:  # (a filter copies every column: only when there is something to drop)
+        costs = costs.filter(costs["dp_rank"].is_not_null())
+    if costs.height == 0:
+        return None
+    ranks = ranks_from_microbatches(costs)
+    att, dp = analysis.attribution, ranks["dp_rank"].n_unique()
+    model = (TimeModel(att.lm_tflops_per_gpu, att.vision_tflops_per_gpu, analysis.world_size / dp)
+             if att.ok and att.lm_tflops_per_gpu and att.vision_tflops_per_gpu and analysis.world_size else None)
+    return analyze_balance(ranks, costs=costs, iterations=analysis.selection.iterations(), time_model=model,
+                           rows_without_rank=unranked)
+
+
+def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None, causal: str = "half") -> dict:
+    """HFU block: the --recompute override, else what run.yaml / the log state, else no recompute."""
+    from ..analysis.hfu import Recompute, hfu_summary, recompute_from_config
+
+    sources = {config.sources.get(k) for k in ("recompute_granularity", "gradient_checkpointing")} - {None}
+    policy = override or recompute_from_config(
+        config.recompute_granularity, config.recompute_method, config.recompute_num_layers,
+        config.gradient_checkpointing, config.pipeline_parallel,
+        source="/".join(sorted(sources)) or "run configuration") or Recompute()
+    return hfu_summary(analysis, spec, policy, frozen, causal)
+
+
+def stragglers_of(logs, config, balance, analysis: RunAnalysis, timing=None) -> dict:
+    """Per-rank timing lines of the logs, correlated with the DP load balance when metadata exists.
+    ``timing``: the `RankTiming` the log parse collected (``ParseResult.rank_timing``); the logs are
+    read again only without it."""
+    from ..analysis.stragglers import straggler_summary
+    from ..analysis.windows import infer_log_interval
+    from ..ingest.logs.timers import read_rank_timing
+
+    timing = timing if timing is not None else read_rank_timing(logs)
+    interval = config.log_interval or infer_log_interval(analysis.windows.select("segment", "iteration"))
+    return straggler_summary(timing, ranks=balance.ranks if balance is not None else None,
+                             tp=config.tensor_parallel, cp=config.context_parallel, dp=config.data_parallel,
+                             interval=interval)
+
+
+def regime_summary(opened: Run, analysis: RunAnalysis) -> dict | None:
+    """The regime block (summary.json ``regime``): what trains, from which source, and full-training accounting
+    beside the run's exact numbers over the windows the means use; contradictions between sources become
+    messages naming the size of the FLOPs difference. None when no source states a regime."""
+    from ..flops.regime import exact_flops
+    from ..arch.trainability import Trainability
+
+    regime = opened.regime
+    if regime is None or not regime.stated:
+        return None
+    frame = analysis.per_iteration.filter(pl.col("iteration").is_in(analysis.selection.iterations().implode()))
+    if frame.height == 0:
+        frame = analysis.per_iteration
+    cols = BatchStats.columns()
+    used = float(frame["exact_total"].sum())
+
+    def total(t) -> float:
+        value = exact_flops(opened.spec, cols, t, causal=opened.causal).total
+        expr = value if isinstance(value, pl.Expr) else pl.lit(float(value))
+        return float(frame.select(expr.cast(pl.Float64)).to_series().sum())
+
+    full = total(Trainability())
+    ratio = full / used if used else None
+    exact = analysis.convention_summary().get("exact", {})
+    rate, mfu = exact.get("tflops_per_gpu_mean"), exact.get("mfu_mean")
+    contradictions = []
+    for source, alternative in regime.alternatives:
+        try:
+            other = total(alternative)
+        except Exception as exc:  # noqa: BLE001 - a source that cannot be counted is named, not fatal
+            contradictions.append(f"{source} could not be counted ({exc})")
+            continue
+        if used and abs(other - used) > 1e-9 * used:
+            contradictions.append(f"{source} says {alternative.describe()}: {100 * (other / used - 1):+.1f}% FLOPs "
+                                  f"({other / max(frame.height, 1):.4g} vs {used / max(frame.height, 1):.4g} per "
+                                  f"iteration); using {regime.source}")
+    for text in contradictions:
+        analysis.messages.append(f"training regime contradiction: {text}")
+    return {"description": regime.description, "source": regime.source, "whole_parts": regime.stage_level,
+            "trainability": regime.trainability.describe(),
+            "flops_per_iteration": used / frame.height if frame.height else None,
+            "full_training_flops_per_iteration": full / frame.height if frame.height else None,
+            "full_training_over_regime": ratio,
+            "full_training_tflops_per_gpu_mean": rate * ratio if rate is not None and ratio else None,
+            "full_training_mfu_mean": mfu * ratio if mfu is not None and ratio else None,
+            "contradictions": contradictions}
+
+
+# --- schema entries of the parts' summary keys -------------------------------------------------------
+_HFU = (
+    _k("recompute", "text", str, "recompute policy label (none, selective, full, full:N)", "analysis.hfu"),
+    _k("source", "text", str, "where the policy came from", "analysis.hfu"),
+    _k("rule", "text", str, "what is recomputed, in words", "analysis.hfu"),
+    _k("policy", "block", dict, "the policy's fields", "analysis.hfu"),
+    _k("model_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "= conventions.exact.tflops_per_gpu_mean", "analysis.hfu",
+       nullable=True),
+    _k("hardware_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "model x hardware_over_model", "analysis.hfu",
+       nullable=True),
+    _k("mfu_mean", "fraction", _NUM, "= conventions.exact.mfu_mean", "analysis.hfu", nullable=True),
+    _k("hfu_mean", "fraction", _NUM, "mfu_mean x hardware_over_model", "analysis.hfu", nullable=True),
+    _k("hardware_over_model", "ratio", _NUM, "(model + recomputed FLOPs) / model FLOPs", "analysis.hfu",
+       nullable=True),
+    _k("recompute_flops_share_of_model", "fraction", _NUM, "recomputed FLOPs / model FLOPs", "analysis.hfu",
+       nullable=True, required=False),
+)
+_RECONCILE = tuple(_k(n, u, t, m, "analysis.log_reconcile", required=False, **kw) for n, u, t, m, kw in (
+    ("status", "text", str, "ok | no_logged_value | no_world_size | no_windows", {}),
+    ("message", "text", str, "why there is nothing to reconcile", {}),
+    ("windows", "count", int, "windows the means use with a logged TFLOP/s/GPU", {}),
+    ("printed_decimals", "count", int, "print precision inferred from the logged values", {}),
+    ("printed_median", "TFLOP/s/GPU", _NUM, "median logged value over those windows", {}),
+    ("conventions", "block", list, "every registered convention computed for the run, closest first: convention, "
+     "tflops_per_gpu_mean (TFLOP/s/GPU), mfu_mean (fraction; both as conventions.<name>), rel_diff_median (fraction), windows_matched (count), matches (bool: "
+     "within print precision in at least half of the windows)", {}),
+    ("not_defined", "block", dict, "convention -> why it is not defined for this model", {}),
+    ("matches", "text", list, "conventions that match the log's number", {}),
+    ("closest", "text", str, "the convention with the smallest median relative difference", {}),
+    ("closest_minus_exact", "block", list, "closest minus exact per component, run totals: component, delta_flops "
+     "(FLOPs), delta_of_exact_total (fraction)", {}),
+))
+_MEMORY_RANK = (
+    _k("rank", "count", int, "the rank the memory report names (0: the rank that logs)", "analysis.memory"),
+    _k("max_allocated_bytes", "bytes", _NUM, "largest max-allocated value of the rank's reports", "analysis.memory",
+       nullable=True),
+    _k("max_reserved_bytes", "bytes", _NUM, "largest max-reserved value of the rank's reports", "analysis.memory",
+       nullable=True),
+    _k("reports", "count", int, "memory reports of the rank", "analysis.memory"),
+    _k("last_iteration", "count", int, "iteration of the rank's last report", "analysis.memory", nullable=True),
+    _k("first", "text", str, "file:line of the rank's first report", "analysis.memory"),
+)
+_MEMORY = (
+    _k("ranks", "block", list, "one entry per rank", "analysis.memory", each=_MEMORY_RANK),
+    _k("ranks_reported", "count", int, "ranks that print memory reports", "analysis.memory"),
+    _k("units_in_log", "text", list, "units the log prints (MB = MiB for Megatron-LM, GB = 1e9 for "
+       "Megatron-Bridge, ...)", "analysis.memory"),
+    _k("max_allocated_bytes", "bytes", _NUM, "highest max-allocated over the ranks", "analysis.memory",
+       nullable=True),
+    _k("max_reserved_bytes", "bytes", _NUM, "highest max-reserved over the ranks", "analysis.memory", nullable=True),
+    _k("min_max_allocated_bytes", "bytes", _NUM, "lowest max-allocated over the ranks", "analysis.memory",
+       nullable=True),
+    _k("peak_rank", "count", int, "the rank with the highest peak", "analysis.memory"),
+)
+_REGIME = (
+    _k("description", "text", str, "the regime in words (e.g. LoRA r=16 on LM attention + MLP, tower and projector "
+       "frozen)", "run.regime"),
+    _k("source", "text", str, "which source stated it (command line > run.yaml > files in the run folder)",
+       "run.regime"),
+    _k("whole_parts", "bool", bool, "only whole parts are frozen (counted exactly as without a regime)", "run.regime"),
+    _k("trainability", "text", str, "the trainability's selectors, adapter and hooks", "arch.trainability"),
+    _k("flops_per_iteration", "FLOPs", _NUM, "exact FLOPs per iteration under the regime (windows the means use)",
+       "report.providers.regime_summary", nullable=True),
+    _k("full_training_flops_per_iteration", "FLOPs", _NUM, "exact FLOPs per iteration if every weight trained",
+       "report.providers.regime_summary", nullable=True),
+    _k("full_training_over_regime", "ratio", _NUM, "full-training FLOPs / regime FLOPs (the overstatement of a tool "
+       "that ignores the regime)", "report.providers.regime_summary", nullable=True),
+    _k("full_training_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "conventions.exact.tflops_per_gpu_mean x "
+       "full_training_over_regime", "report.providers.regime_summary", nullable=True),
+    _k("full_training_mfu_mean", "fraction", _NUM, "conventions.exact.mfu_mean x full_training_over_regime",
+       "report.providers.regime_summary", nullable=True),
+    _k("contradictions", "text", list, "sources that state another regime, with the size of the FLOPs difference",
+       "report.providers.regime_summary"),
+)
+
+
+# --- sections: a provider `Section` (lines may mark emphasis with ``**``) becomes typed content --------
+def _spans(text) -> tuple[Span, ...]:
+    """Typed spans as they are; a string ``a **b** c`` -> plain, bold, plain spans (an unpaired ``**`` stays
+    literal text)."""
+    if isinstance(text, tuple):
+        return text
+    pieces = str(text).split("**")
+    if len(pieces) % 2 == 0:  # unbalanced: keep the text as it is
+        return T(str(text))
+    return T(*(B(p) if i % 2 else p for i, p in enumerate(pieces) if p))
+
+
+def _section(name: str, render: Callable[[Any, Path, dict], Section | None]):
+    """The part's section: ``render(result, out_dir, summary)`` (figures drawn into ``out_dir``) as typed,
+    escaped content; nothing when the part was not computed for this run."""
+    def build(inputs: SectionInputs) -> SectionContent | None:
+        if name not in inputs.ctx.results or inputs.out_dir is None:
+            return None
+        section = render(inputs.result(name), inputs.out_dir, inputs.summary)
+        if section is None:
+            return None
+        blocks: list = []
+        if section.lines:
+            blocks.append(Bullets([_spans(line) for line in section.lines]))
+        if section.table:
+            header, rows = section.table
+            blocks.append(Table([str(h) for h in header], [[_spans(str(c)) for c in row] for row in rows]))
+        for file, caption in section.figures:
+            if (inputs.out_dir / file).exists():
+                blocks.append(FigureRef(file, caption))
+        return SectionContent(section.title, blocks)
+    build.__name__ = f"{name}_section"
+    return build
+
+
+def balance_section(result, out_dir: Path, summary: dict) -> Section:
+    """``result``: a `vlm_perf.analysis.balance.BalanceResult`, or None (no per-microbatch metadata)."""
+    if result is None:
+        return Section("DP load balance", ["no per-microbatch metadata with dp_rank: load balance not computed"])
+    lines = balance_lines(result.summary)
+    n_ranks = result.ranks["dp_rank"].n_unique() if result.ranks.height else 0
+    if n_ranks < 2:  # one DP rank: no balance to draw (said, not drawn as an empty heat map)
+        return Section("DP load balance", lines + [f"figure not drawn: {n_ranks} DP rank in the metadata, "
+                                                   "nothing to balance"])
+    balance_figure(result.ranks, result.per_iteration, out_dir / "balance.png")
+    return Section("DP load balance", lines,
+                   figures=[("balance.png", "Per-rank load over iterations and the max/mean distribution")])
+
+
+def memory_section(m, out_dir: Path, summary: dict) -> Section | None:
+    if not m:
+        return None
+    rows = sorted(m["ranks"], key=lambda r: -(r["max_reserved_bytes"] or r["max_allocated_bytes"] or 0))
+    table = [[str(r["rank"]), _gib(r["max_allocated_bytes"]), _gib(r["max_reserved_bytes"]), str(r["reports"]),
+              str(r["last_iteration"])] for r in rows[:MEMORY_ROWS]]
+    lines = memory_lines(m) + ([f"{len(rows) - MEMORY_ROWS} more rank(s) in summary.json"]
+                               if len(rows) > MEMORY_ROWS else [])
+    return Section("Peak GPU memory per rank", lines, table=(["rank", "max allocated (GiB)", "max reserved (GiB)",
+                                                              "reports", "last report (iteration)"], table))
+
+
+def peak_terminal(summary: dict) -> list[str]:
+    peak = summary.get("peak")
+    if not peak:
+        return []
+    return [f"peak:    {fmt(peak['tflops'])} TFLOP/s/GPU (--peak-tflops override)" if peak.get("override")
+            else f"peak:    {fmt(peak['tflops'])} TFLOP/s/GPU {peak['dtype']} dense, {peak['device']} "
+            f"({peak['source_short']})"]
+
+
+def hfu_terminal(summary: dict) -> list[str]:
+    hfu = summary.get("hfu")
+    if not hfu or hfu.get("hfu_mean") is None:
+        return []
+    return [f"  HFU (exact + recompute {hfu['recompute']}) {fmt(hfu['hfu_mean'], 1, True):>6}   "
+            f"MFU (exact) {fmt(hfu['mfu_mean'], 1, True)}   hardware/model FLOPs "
+            f"{hfu['hardware_over_model']:.4f}"]
+
+
+# --- the parts: one declaration each ----------------------------------------------------------------
+register_part(ReportPart(
+    "peak", order=12, terminal=peak_terminal, terminal_order=0,
+    compute=lambda c: peak_used(c.run.config.gpu, c.run.config.dtype or "bf16", c.options.get("peak_tflops")),
+    keys=(key("peak", "block", dict, "the peak used for MFU and its provenance", "hardware", nullable=True),),
+    section=_section("peak", lambda peak, out, s: Section("Peak used for MFU", peak_lines(peak)))))
+register_part(ReportPart(
+    "regime", order=13,
+    compute=lambda c: regime_summary(c.run, c.analysis),
+    keys=(key("regime", "block", dict, "the training regime (what trains, its source) and full-training accounting "
+              "beside it; null when no source states one", "report.providers.regime_summary", nullable=True,
+              fields=_REGIME),),
+    section=_section("regime", lambda r, out, s: Section("Training regime", regime_lines(r)) if r else None)))
+register_part(ReportPart(
+    "hfu", order=14, terminal=hfu_terminal,
+    compute=lambda c: hfu_of(c.analysis, c.run.spec, c.run.config, c.run.frozen, c.options.get("recompute"),
+                             c.run.causal),
+    keys=(key("hfu", "block", dict, "HFU next to MFU under activation recompute", "analysis.hfu", nullable=True,
+              fields=_HFU),),
+    section=_section("hfu", lambda h, out, s: Section("HFU and activation recompute", hfu_lines(h, run_rate_unit(s))
+                                                      if h else ["HFU not computed"]))))
+register_part(ReportPart(  # shown by the "Which number to quote" section (`report.sections.which_number`)
+    "log_reconcile", order=15,
+    compute=lambda c: log_reconcile(c.analysis, c.run.spec),
+    keys=(key("log_reconcile", "block", dict, "every registered convention (variants included) against the log's "
+              "printed TFLOP/s/GPU, within its print precision (flops.conventions.reconcile)",
+              "analysis.log_reconcile", fields=_RECONCILE),)))
+register_part(ReportPart(
+    "balance", order=32, summary=lambda result: result.summary if result is not None else None,
+    compute=lambda c: (balance_of(c.options["costs"], c.run.spec, c.run.frozen, c.analysis)
+                       if c.options.get("costs") is not None else None),
+    keys=(key("balance", "block", dict, "DP load balance from per-microbatch FLOPs", "analysis.balance",
+              nullable=True),),
+    section=_section("balance", balance_section)))
+register_part(ReportPart(
+    "stragglers", order=34,
+    compute=lambda c: stragglers_of(c.run.files.logs, c.run.config, c.result("balance"), c.analysis,
+                                    c.run.parsed.rank_timing),
+    keys=(key("stragglers", "block", dict, "per-rank timing lines of the logs", "analysis.stragglers",
+              nullable=True),),
+    section=_section("stragglers", lambda st, out, s: Section("Stragglers", straggler_lines(st) if st else
+                                                              ["not computed"]))))
+register_part(ReportPart(
+    "memory", order=36,
+    compute=lambda c: peak_memory(c.run.log_facts, c.run.parsed.raw),
+    keys=(key("memory", "block", dict, "peak GPU memory per rank from the log's memory reports", "analysis.memory",
+              nullable=True, fields=_MEMORY),),
+    section=_section("memory", memory_section)))

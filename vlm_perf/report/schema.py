@@ -1,7 +1,9 @@
 """The summary.json schema: every key declared once, with its unit, type and the module that computes it.
 
-`check_summary(summary)` lists every difference between a written summary and this declaration (a key
-missing or undeclared, a value of the wrong type); `tests/report/test_one_truth.py` runs it on every
+The keys `document.build_summary` writes itself are `CORE`; every other key is declared by the report part
+that writes it (`vlm_perf.report.parts.ReportPart.keys`), and `summary_keys()` / ``SUMMARY`` are derived
+from both. `check_summary(summary)` lists every difference between a written summary and this declaration
+(a key missing or undeclared, a value of the wrong type); `tests/report/test_one_truth.py` runs it on every
 bundled sample and perturbed run, so a key added to `build_summary` without a declaration fails there.
 Units: ``TFLOP/s/GPU``; ``fraction`` (0..1, shown as a percentage); ``FLOPs``; ``s``; ``count``;
 ``ratio`` (dimensionless); ``bytes``; ``text``; ``bool``; ``block`` (a nested object documented by its producer).
@@ -12,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Key", "SUMMARY", "check_summary", "schema_markdown"]
+__all__ = ["Key", "key", "CORE", "summary_keys", "check_summary", "schema_markdown"]
 
 _NUM = (int, float)
 
@@ -30,8 +32,12 @@ class Key:
     each: tuple["Key", ...] = ()  # keys of every entry of a nested mapping (e.g. per convention) or list
 
 
-def _k(name, unit, types, meaning, producer, **kw) -> Key:
+def key(name: str, unit: str, types, meaning: str, producer: str, **kw) -> Key:
+    """A `Key`; ``types`` is one type or a tuple of them (a report part declares its keys with this)."""
     return Key(name, unit, types if isinstance(types, tuple) else (types,), meaning, producer, **kw)
+
+
+_k = key
 
 
 _CONVENTION = (
@@ -52,101 +58,6 @@ _STEP = tuple(_k(n, u, _NUM, m, "analysis.compare.step_facts", nullable=True) fo
     ("images_and_videos_per_iteration", "count", "media items per iteration"),
     ("patches_per_frame", "count", "vision patches per frame"),
 ))
-_HFU = (
-    _k("recompute", "text", str, "recompute policy label (none, selective, full, full:N)", "analysis.hfu"),
-    _k("source", "text", str, "where the policy came from", "analysis.hfu"),
-    _k("rule", "text", str, "what is recomputed, in words", "analysis.hfu"),
-    _k("policy", "block", dict, "the policy's fields", "analysis.hfu"),
-    _k("model_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "= conventions.exact.tflops_per_gpu_mean", "analysis.hfu",
-       nullable=True),
-    _k("hardware_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "model x hardware_over_model", "analysis.hfu",
-       nullable=True),
-    _k("mfu_mean", "fraction", _NUM, "= conventions.exact.mfu_mean", "analysis.hfu", nullable=True),
-    _k("hfu_mean", "fraction", _NUM, "mfu_mean x hardware_over_model", "analysis.hfu", nullable=True),
-    _k("hardware_over_model", "ratio", _NUM, "(model + recomputed FLOPs) / model FLOPs", "analysis.hfu",
-       nullable=True),
-    _k("recompute_flops_share_of_model", "fraction", _NUM, "recomputed FLOPs / model FLOPs", "analysis.hfu",
-       nullable=True, required=False),
-)
-_TRACE = tuple(_k(n, u, t, m, "analysis.trace_summary", **kw) for n, u, t, m, kw in (
-    ("files", "text", list, "profiler trace files of the run folder (run.discover.traces_of)", {}),
-    ("flops_source", "text", str, "metadata (exact per part), trace shapes (recorded matmuls only) or null",
-     {"nullable": True}),
-    ("ranks", "count", int, "ranks the traces hold", {}),
-    ("iterations", "count", list, "training iterations of the profiled steps", {}),
-    ("steps", "block", list, "per profiled step: rank, step, iteration, step_s (the ProfilerStep range, s)", {}),
-    ("step_time_s", "s", _NUM, "Σ profiled step time over ranks and steps", {}),
-    ("max_sum_gap", "fraction", _NUM, "largest |Σ parts - step| / step over the steps", {}),
-    ("parts", "block", list, "per part: time_s, time_share, forward_s, backward_s (s, fraction); flops, flops_share "
-     "(FLOPs, fraction); flops_per_s (FLOP/s); mfu (fraction); rate_vs_lm (ratio); excess_vs_lm_s (s)", {}),
-    ("unattributed_s", "s", _NUM, "time in no known range (shown, never hidden)", {}),
-    ("unattributed_share", "fraction", _NUM, "unattributed_s / step_time_s", {"nullable": True}),
-    ("flops_total", "FLOPs", _NUM, "Σ FLOPs of the parts over the profiled rank-steps", {"nullable": True}),
-    ("report_exact_flops", "FLOPs", _NUM, "the report's exact FLOPs (analysis.run per_iteration exact_total) of the "
-     "profiled iterations, per rank-step / world size", {"nullable": True}),
-    ("flops_match_report", "bool", bool, "flops_total = report_exact_flops (null when not comparable: not every "
-     "rank traced, or no metadata)", {"nullable": True}),
-    ("peak_tflops", "TFLOP/s/GPU", _NUM, "the peak the per-part MFU divides by", {"nullable": True}),
-    ("top", "block", list, "top ops / kernels by time: name, part, time_s, count", {}),
-    ("notes", "text", list, "what the attribution assumed or could not do", {}),
-))
-_RECONCILE = tuple(_k(n, u, t, m, "analysis.log_reconcile", required=False, **kw) for n, u, t, m, kw in (
-    ("status", "text", str, "ok | no_logged_value | no_world_size | no_windows", {}),
-    ("message", "text", str, "why there is nothing to reconcile", {}),
-    ("windows", "count", int, "windows the means use with a logged TFLOP/s/GPU", {}),
-    ("printed_decimals", "count", int, "print precision inferred from the logged values", {}),
-    ("printed_median", "TFLOP/s/GPU", _NUM, "median logged value over those windows", {}),
-    ("conventions", "block", list, "every registered convention computed for the run, closest first: convention, "
-     "tflops_per_gpu_mean (TFLOP/s/GPU), mfu_mean (fraction; both as conventions.<name>), rel_diff_median (fraction), windows_matched (count), matches (bool: "
-     "within print precision in at least half of the windows)", {}),
-    ("not_defined", "block", dict, "convention -> why it is not defined for this model", {}),
-    ("matches", "text", list, "conventions that match the log's number", {}),
-    ("closest", "text", str, "the convention with the smallest median relative difference", {}),
-    ("closest_minus_exact", "block", list, "closest minus exact per component, run totals: component, delta_flops "
-     "(FLOPs), delta_of_exact_total (fraction)", {}),
-))
-_MEMORY_RANK = (
-    _k("rank", "count", int, "the rank the memory report names (0: the rank that logs)", "analysis.memory"),
-    _k("max_allocated_bytes", "bytes", _NUM, "largest max-allocated value of the rank's reports", "analysis.memory",
-       nullable=True),
-    _k("max_reserved_bytes", "bytes", _NUM, "largest max-reserved value of the rank's reports", "analysis.memory",
-       nullable=True),
-    _k("reports", "count", int, "memory reports of the rank", "analysis.memory"),
-    _k("last_iteration", "count", int, "iteration of the rank's last report", "analysis.memory", nullable=True),
-    _k("first", "text", str, "file:line of the rank's first report", "analysis.memory"),
-)
-_MEMORY = (
-    _k("ranks", "block", list, "one entry per rank", "analysis.memory", each=_MEMORY_RANK),
-    _k("ranks_reported", "count", int, "ranks that print memory reports", "analysis.memory"),
-    _k("units_in_log", "text", list, "units the log prints (MB = MiB for Megatron-LM, GB = 1e9 for "
-       "Megatron-Bridge, ...)", "analysis.memory"),
-    _k("max_allocated_bytes", "bytes", _NUM, "highest max-allocated over the ranks", "analysis.memory",
-       nullable=True),
-    _k("max_reserved_bytes", "bytes", _NUM, "highest max-reserved over the ranks", "analysis.memory", nullable=True),
-    _k("min_max_allocated_bytes", "bytes", _NUM, "lowest max-allocated over the ranks", "analysis.memory",
-       nullable=True),
-    _k("peak_rank", "count", int, "the rank with the highest peak", "analysis.memory"),
-)
-_REGIME = (
-    _k("description", "text", str, "the regime in words (e.g. LoRA r=16 on LM attention + MLP, tower and projector "
-       "frozen)", "run.regime"),
-    _k("source", "text", str, "which source stated it (command line > run.yaml > files in the run folder)",
-       "run.regime"),
-    _k("whole_parts", "bool", bool, "only whole parts are frozen (counted exactly as without a regime)", "run.regime"),
-    _k("trainability", "text", str, "the trainability's selectors, adapter and hooks", "arch.trainability"),
-    _k("flops_per_iteration", "FLOPs", _NUM, "exact FLOPs per iteration under the regime (windows the means use)",
-       "pipeline.regime_summary", nullable=True),
-    _k("full_training_flops_per_iteration", "FLOPs", _NUM, "exact FLOPs per iteration if every weight trained",
-       "pipeline.regime_summary", nullable=True),
-    _k("full_training_over_regime", "ratio", _NUM, "full-training FLOPs / regime FLOPs (the overstatement of a tool "
-       "that ignores the regime)", "pipeline.regime_summary", nullable=True),
-    _k("full_training_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "conventions.exact.tflops_per_gpu_mean x "
-       "full_training_over_regime", "pipeline.regime_summary", nullable=True),
-    _k("full_training_mfu_mean", "fraction", _NUM, "conventions.exact.mfu_mean x full_training_over_regime",
-       "pipeline.regime_summary", nullable=True),
-    _k("contradictions", "text", list, "sources that state another regime, with the size of the FLOPs difference",
-       "pipeline.regime_summary"),
-)
 _INPUTS = (
     _k("logs", "text", list, "log files and TensorBoard folders read", "run.discover"),
     _k("metadata", "text", list, "metadata files / shard folders read", "run.discover"),
@@ -156,7 +67,9 @@ _INPUTS = (
     _k("causal", "text", str, "how exact counts the LM attention core (half | full)", "pipeline"),
 )
 
-SUMMARY: tuple[Key, ...] = (
+#: the keys `document.build_summary` writes itself; every report part adds its own (`parts.ReportPart.keys`);
+#: ``SUMMARY`` (module attribute) is `summary_keys()`
+CORE: tuple[Key, ...] = (
     _k("checks_status", "text", str, "fail | warn | ok: the most severe check", "report.document"),
     _k("checks_failed", "text", list, "names of the failed checks", "report.document"),
     _k("checks", "block", list, "every check: name, status, summary, detail", "analysis.checks"),
@@ -191,21 +104,6 @@ SUMMARY: tuple[Key, ...] = (
        "ingest.runconfig"),
     _k("inputs", "block", dict, "files and model read", "run.core", fields=_INPUTS),
     _k("diagnostics", "block", dict, "log parser and metadata reader diagnostics", "ingest"),
-    _k("peak", "block", dict, "the peak used for MFU and its provenance", "hardware", nullable=True),
-    _k("hfu", "block", dict, "HFU next to MFU under activation recompute", "analysis.hfu", nullable=True,
-       fields=_HFU),
-    _k("balance", "block", dict, "DP load balance from per-microbatch FLOPs", "analysis.balance", nullable=True),
-    _k("regime", "block", dict, "the training regime (what trains, its source) and full-training accounting beside "
-       "it; null when no source states one", "pipeline.regime_summary", nullable=True, fields=_REGIME),
-    _k("stragglers", "block", dict, "per-rank timing lines of the logs", "analysis.stragglers", nullable=True),
-    _k("log_reconcile", "block", dict, "every registered convention (variants included) against the log's printed "
-       "TFLOP/s/GPU, within its print precision (flops.conventions.reconcile)", "analysis.log_reconcile",
-       fields=_RECONCILE),
-    _k("trace_parts", "block", dict, "where the profiled step time went, per part, joined with exact FLOPs (null "
-       "when the run folder holds no profiler trace)", "analysis.trace_summary", nullable=True, fields=_TRACE),
-    _k("memory", "block", dict, "peak GPU memory per rank from the log's memory reports", "analysis.memory",
-       nullable=True, fields=_MEMORY),
-    _k("figures", "block", dict, "figure file -> drawn, or skipped: reason", "report.figures"),
 )
 
 
@@ -240,10 +138,24 @@ def _check_object(obj: dict, keys: tuple[Key, ...], where: str, out: list[str]) 
             out.append(f"{where}.{key.name}: declared, missing")
 
 
+def summary_keys() -> tuple[Key, ...]:
+    """Every summary.json key: `CORE`, then each registered report part's keys in report order
+    (`vlm_perf.report.parts`; a part registered late is included)."""
+    from .parts import all_parts
+
+    return CORE + tuple(k for part in all_parts() for k in part.keys)
+
+
+def __getattr__(name: str) -> Any:  # ``SUMMARY``: derived on each access, so late registrations count
+    if name == "SUMMARY":
+        return summary_keys()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def check_summary(summary: dict) -> list[str]:
-    """Differences between a written summary and `SUMMARY` (empty when it conforms)."""
+    """Differences between a written summary and `summary_keys()` (empty when it conforms)."""
     out: list[str] = []
-    _check_object(summary, SUMMARY, "summary", out)
+    _check_object(summary, summary_keys(), "summary", out)
     return out
 
 
@@ -256,5 +168,5 @@ def schema_markdown() -> str:
             rows.append(f"| `{prefix}{k.name}` | {k.unit} | {k.meaning} | `{k.producer}` |")
             add(k.fields, f"{prefix}{k.name}.")
             add(k.each, f"{prefix}{k.name}.<name>.")
-    add(SUMMARY, "")
+    add(summary_keys(), "")
     return "\n".join(rows) + "\n"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..errors import InputError
-from .lm import seq_len_stats, uniform_stats
+from .lm import seq_len_stats, text_x_vision, uniform_stats
 from .vision import grid_row_stats, validate_grid
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,6 +41,17 @@ class BatchStats:
       vision_frames, vision_items,
       vision_cls_tokens (CLS positions the tower adds, one per tile/frame for InternViT; 0 for Qwen towers;
       the squared sums above then count each tile's sequence with its CLS token)
+      lm_tokens_sq_beyond_chunks  sum over sequences of s^2 - Σ_chunks c^2 for the model's attention chunk C
+                        (Llama 4 chunked layers: causal within consecutive chunks of C tokens); 0 when unknown: the
+                        chunked layers are then counted as full causal (an upper bound)
+    Text x vision, per sample (cross-attention: every LM token of a sample attends to the vision tokens of
+    that sample's images, Mllama):
+      lm_x_vision_patches  sum over samples of (LM tokens of the sample) x (vision patches of its media)
+      lm_x_vision_frames   sum over samples of (LM tokens of the sample) x (frames / tiles of its media)
+                        Exact when each image's sample is known (``images_per_sample``), when a microbatch
+                        holds one sample, or when every sample has the same length; otherwise the longest
+                        sample's length x the microbatch's patches / frames (an upper bound, never an
+                        under-count). Only cross-attention blocks read them.
 
     Adding a statistic: a field here (default 0) and its per-row formula in ``stats/vision.py``; frames,
     metadata aggregation, Dask and the FLOPs columns all iterate :meth:`field_names`.
@@ -63,6 +74,9 @@ class BatchStats:
     video_merged_tokens: Any = 0
     vision_cls_tokens: Any = 0
     lm_tokens_sq_beyond_window: Any = 0
+    lm_x_vision_patches: Any = 0
+    lm_x_vision_frames: Any = 0
+    lm_tokens_sq_beyond_chunks: Any = 0
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -96,19 +110,23 @@ class BatchStats:
         spec: "ModelSpec | None" = None,
         merge_size: int | None = None,
         window_side: int | None = None,
+        images_per_sample: Sequence[int] | None = None,
     ) -> "BatchStats":
         """Statistics of one batch given explicitly (Python numbers; validates every value).
 
         Give either ``seq_lens`` (packed causal sub-sequence lengths, one per document) or
         ``seq_len`` and ``samples`` (B unpacked sequences of S tokens). Grids are rows of
         ``image_grid_thw`` / ``video_grid_thw`` in patches before merging. The merge size and
-        window side come from ``spec`` when it has a vision tower.
+        window side come from ``spec`` when it has a vision tower. ``images_per_sample`` (one count per
+        entry of ``seq_lens``, in the order of ``image_grids``) says which sample each image belongs to, for
+        the text x vision statistics (see the class docstring).
         """
         if seq_lens is not None and seq_len is not None:
             raise InputError("give either seq_lens or seq_len/samples, not both")
         lm_window = getattr(getattr(spec, "lm", None), "sliding_window", None)
+        lm_chunk = getattr(getattr(spec, "lm", None), "attention_chunk", None)
         if seq_lens is not None:
-            lm = seq_len_stats(seq_lens, window=lm_window)
+            lm = seq_len_stats(seq_lens, window=lm_window, chunk=lm_chunk)
             if samples is not None and (int(samples) != samples or not 0 < samples <= lm["sequences"]):
                 raise InputError(f"samples must be an integer from 1 to the number of sequences ({lm['sequences']}), "
                                  f"got {samples!r}")
@@ -119,9 +137,9 @@ class BatchStats:
             n_samples = 1 if samples is None else samples
             if int(n_samples) != n_samples or n_samples <= 0:
                 raise InputError(f"samples must be a positive integer, got {samples!r}")
-            lm = uniform_stats(int(seq_len), int(n_samples), window=lm_window)
+            lm = uniform_stats(int(seq_len), int(n_samples), window=lm_window, chunk=lm_chunk)
         else:
-            lm = {"tokens": 0, "tokens_sq": 0, "sequences": 0, "tokens_sq_beyond_window": 0}
+            lm = {"tokens": 0, "tokens_sq": 0, "sequences": 0, "tokens_sq_beyond_window": 0, "tokens_sq_beyond_chunks": 0}
             n_samples = samples or 0
         padded = lm["tokens"] if padded_tokens is None else padded_tokens
         if padded < lm["tokens"]:
@@ -135,6 +153,8 @@ class BatchStats:
                                 "window_patches_sq", "frames", "cls_tokens"), 0)
         video = dict.fromkeys(("patches", "patches_sq_per_frame", "merged_tokens"), 0)
         items = 0
+        per_image: list[tuple[int, int]] = []  # (patches, frames) of each image, in order
+        video_frames = 0
         for kind, grids in (("image", image_grids), ("video", video_grids)):
             for i, row in enumerate(grids):
                 t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
@@ -145,6 +165,14 @@ class BatchStats:
                 if kind == "video":
                     for key in video:
                         video[key] += row_stats[key]
+                    video_frames += row_stats["frames"]
+                else:
+                    per_image.append((row_stats["patches"], row_stats["frames"]))
+        x_patches, x_frames = text_x_vision(seq_lens, seq_len, per_image, images_per_sample)
+        if video_frames:  # videos carry no sample association: the longest sample's length (a bound)
+            longest = seq_len if seq_lens is None else max(seq_lens, default=0)
+            x_patches += (longest or 0) * video["patches"]
+            x_frames += (longest or 0) * video_frames
         if totals["patches"] and vision is None and spec is not None:
             raise InputError(f"model {spec.name} has no vision tower, but image/video grids were given")
         return cls(
@@ -156,6 +184,8 @@ class BatchStats:
             video_patches=video["patches"], video_patches_sq_frame=video["patches_sq_per_frame"],
             video_merged_tokens=video["merged_tokens"], vision_cls_tokens=totals["cls_tokens"],
             lm_tokens_sq_beyond_window=lm["tokens_sq_beyond_window"],
+            lm_x_vision_patches=x_patches, lm_x_vision_frames=x_frames,
+            lm_tokens_sq_beyond_chunks=lm["tokens_sq_beyond_chunks"],
         )
 
     # --- algebra ------------------------------------------------------------------------

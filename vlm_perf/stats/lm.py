@@ -8,7 +8,7 @@ framework computes on them, are a separate statistic (``padded_tokens``), never 
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ..errors import InputError
 
@@ -26,10 +26,21 @@ def beyond_window_sq(seq_len: Any, window: int | None) -> Any:
     return over * over
 
 
-def seq_len_stats(seq_lens: Iterable[int], where: str = "seq_lens", window: int | None = None) -> dict[str, int]:
+def beyond_chunks_sq(seq_len: Any, chunk: int | None) -> Any:
+    """s^2 - Σ over the chunks of c^2: what chunked attention (Llama 4: causal within consecutive chunks of C tokens)
+    removes from s^2; a chunked causal kernel computes (s^2 - that)/2 score entries. Works on ints and polars."""
+    if not chunk:
+        return 0
+    full, rest = seq_len // chunk, seq_len % chunk
+    return seq_len * seq_len - (full * chunk * chunk + rest * rest)
+
+
+def seq_len_stats(seq_lens: Iterable[int], where: str = "seq_lens", window: int | None = None,
+                  chunk: int | None = None) -> dict[str, int]:
     """Sum, sum of squares and count of positive integer sequence lengths (and the sliding-window
-    statistic ``tokens_sq_beyond_window`` for a window of ``window`` tokens)."""
-    tokens = tokens_sq = count = beyond = 0
+    statistic ``tokens_sq_beyond_window`` for a window of ``window`` tokens, the chunked-attention statistic
+    ``tokens_sq_beyond_chunks`` for chunks of ``chunk`` tokens)."""
+    tokens = tokens_sq = count = beyond = chunked = 0
     for i, s in enumerate(seq_lens):
         if isinstance(s, bool) or not isinstance(s, (int, float)) or int(s) != s or s <= 0:
             raise InputError(f"{where}[{i}]: sequence lengths must be positive integers, got {s!r}")
@@ -38,10 +49,46 @@ def seq_len_stats(seq_lens: Iterable[int], where: str = "seq_lens", window: int 
         tokens_sq += s * s
         count += 1
         beyond += beyond_window_sq(s, window)
-    return {"tokens": tokens, "tokens_sq": tokens_sq, "sequences": count, "tokens_sq_beyond_window": beyond}
+        chunked += beyond_chunks_sq(s, chunk)
+    return {"tokens": tokens, "tokens_sq": tokens_sq, "sequences": count, "tokens_sq_beyond_window": beyond,
+            "tokens_sq_beyond_chunks": chunked}
 
 
-def uniform_stats(seq_len: Any, samples: Any, window: int | None = None) -> dict[str, Any]:
+def uniform_stats(seq_len: Any, samples: Any, window: int | None = None, chunk: int | None = None) -> dict[str, Any]:
     """B unpacked sequences of S tokens each (works on numbers and polars expressions)."""
     return {"tokens": seq_len * samples, "tokens_sq": seq_len * seq_len * samples, "sequences": samples,
-            "tokens_sq_beyond_window": beyond_window_sq(seq_len, window) * samples}
+            "tokens_sq_beyond_window": beyond_window_sq(seq_len, window) * samples,
+            "tokens_sq_beyond_chunks": beyond_chunks_sq(seq_len, chunk) * samples}
+
+
+def text_x_vision(seq_lens: Sequence[int] | None, seq_len: int | None, per_image: Sequence[tuple[int, int]],
+                  images_per_sample: Sequence[int] | None = None) -> tuple[int, int]:
+    """(sum over samples of S x patches, of S x frames) of the images ``per_image`` ((patches, frames) each, in order).
+
+    ``seq_lens``: one length per sample (then ``images_per_sample``, one count per sample summing to the
+    images, assigns them in order; without it a single sample holds them all, else the longest length times
+    the totals is returned: an upper bound); ``seq_len``: every sample has that length (exact without any
+    assignment). Lengths are validated by the caller.
+    """
+    patches = sum(p for p, _ in per_image)
+    frames = sum(f for _, f in per_image)
+    if seq_lens is None:
+        return (seq_len or 0) * patches, (seq_len or 0) * frames
+    lens = [int(s) for s in seq_lens]
+    if images_per_sample is None:
+        if len(lens) == 1 or not per_image:
+            return (lens[0] if lens else 0) * patches, (lens[0] if lens else 0) * frames
+        return max(lens) * patches, max(lens) * frames
+    counts = list(images_per_sample)
+    if (len(counts) != len(lens) or any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts)
+            or sum(counts) != len(per_image)):
+        raise InputError(f"images_per_sample must hold one non-negative integer per sequence ({len(lens)}) summing "
+                         f"to the number of images ({len(per_image)}), got {counts!r}")
+    x_patches = x_frames = 0
+    start = 0
+    for length, count in zip(lens, counts):
+        for p, f in per_image[start:start + count]:
+            x_patches += length * p
+            x_frames += length * f
+        start += count
+    return x_patches, x_frames

@@ -19,7 +19,7 @@ from . import common
 from .common import PARTS, REGISTRY, PartMeasurement
 
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
-                  "llava", "paligemma", "llava_next", "llava_next_video")  # --- llava --- paligemma --- llava_next ---
+                  "llava", "paligemma", "llava_next", "llava_next_video", "mllama")  # --- llava --- paligemma --- llava_next ---
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -51,6 +51,8 @@ CASES: dict[str, list[dict]] = {
     "llava_next": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)]), dict(image_sizes=[(1, 300)])],
     "llava_next_video": [dict(image_sizes=[(30, 50)]), dict(video_sizes=[(3, 24, 24)]),
                          dict(image_sizes=[(70, 20)], video_sizes=[(2, 24, 24), (2, 24, 24)])],
+    "mllama": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (16, 16)]),
+               dict(samples=[[(30, 50)], [(100, 30)]])],
 }
 
 

@@ -69,5 +69,6 @@ AUTOMODEL = register_convention(Convention(
     counts_vision=False,
     families=("qwen2", "qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_moe", "llama"),
     refuses={f: _NOT_COMPUTED for f in ("qwen2_vl", "qwen2_5_vl", "gemma3", "internvl", "llava_onevision",
-                                         "mistral3", "idefics3", "smolvlm", "glm4v", "glm4v_moe", "llava")},
+                                         "mistral3", "idefics3", "smolvlm", "glm4v", "glm4v_moe", "llava",
+                                         "mllama")},
 ))

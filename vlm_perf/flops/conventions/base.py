@@ -86,6 +86,9 @@ class Convention:
     # (spec, options) -> training rule, for a framework whose rule depends on what is frozen (VeOmni freeze_vit);
     # None: ``training_rule`` whatever is frozen (the frozen parts are then ignored, with a note)
     frozen_rule: Callable[[ModelSpec, Options], Mapping[str, Any]] | None = None
+    # (spec, stats, trainability) -> TRAINING FLOPs by component, for a regime finer than whole parts (an adapter,
+    # VeOmni's LoRA branches); None: such a regime is refused (:meth:`compute_regime`)
+    regime_training: Callable[[ModelSpec, BatchStats, Any], tuple[dict[str, Any], tuple[str, ...]]] | None = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9._@-]*", self.name):
@@ -157,6 +160,26 @@ class Convention:
         else:
             components = {k: v * self.rule(k) for k, v in forward.items()}
         return Breakdown(self.name, components, options, tuple(notes))
+
+
+    def compute_regime(self, spec: ModelSpec, stats: BatchStats, regime: Any, causal: str = "half") -> Breakdown:
+        """Training FLOPs under a training regime: a frozen-parts tuple or a ``Trainability``. A whole-part regime is
+        :meth:`compute` with ``frozen``; a finer one (adapters, layer ranges) needs ``regime_training``."""
+        from ...arch.trainability import Trainability
+
+        if isinstance(regime, Trainability) and regime.stage_level:
+            regime = tuple(sorted(regime.frozen_stage_set()))
+        if not isinstance(regime, Trainability):
+            return self.compute(spec, stats, Options(mode="training", causal=causal, frozen=tuple(regime)))
+        self.check(spec)
+        if self.regime_training is None:
+            raise ConventionNotDefined(f"convention {self.name!r} does not count a regime finer than whole parts "
+                                       f"({regime.describe()}); use 'exact'")
+        components, notes = self.regime_training(spec, stats, regime)
+        unknown = sorted(set(components) - set(COMPONENTS))
+        if unknown:
+            raise ConventionRegistryError(f"convention {self.name!r} returned unknown components {', '.join(unknown)}")
+        return Breakdown(self.name, components, Options(mode="training", causal=causal), tuple(notes))
 
 
 # ------------------------------------------------------------------------------------------------ registry

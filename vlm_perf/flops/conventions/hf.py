@@ -88,7 +88,8 @@ HF_TRAINER = register_convention(Convention(
             "src/transformers/trainer.py + src/transformers/modeling_utils.py",
             "Trainer.floating_point_ops -> ModuleUtilsMixin.floating_point_ops / num_parameters"
             "(exclude_embeddings=True)", "release v5.24.0",
-            verified="tests/flops/test_hf_trainer_convention.py: model.floating_point_ops() and "
+            verified="tests/flops/test_framework_record.py: the framework's own function at the pinned commit on 21 cases; "
+                     "tests/flops/test_hf_trainer_convention.py: model.floating_point_ops() and "
                      "num_parameters(exclude_embeddings=True) of tiny real transformers models"),
     formula=("6 * input_ids.numel() * N, N = every parameter of the model except nn.Embedding weights "
              "(vision tower, all experts, norms, biases, untied lm_head); no attention term"),
@@ -98,6 +99,47 @@ HF_TRAINER = register_convention(Convention(
                 "total_flos is cumulative over all processes and restored on resume; the console prints "
                 "int(total_flos) >> 30 as 'GF'",
                 "always x3 (6N per token), frozen parts included"),
+    forward=_hf_trainer,
+    families=None,
+))
+
+
+# ------------------------------------------------------------------------------------------------ ms-swift MFU
+# modelscope/ms-swift swift/callbacks/perf_log.py @ 3602360a5623, PerfMetricsLogCallback (the `perf_log` callback):
+# on_init_end: max_tflops = (DEVICE_TFLOPS env, else a measured 8192^2 matmul in the model's dtype) x device_count,
+# device_count = world_size x max(1, local GPUs // local world size); on_step_begin / on_step_end: elapsed += the
+# step's wall time; on_log: logs['MFU'] = round(state.total_flos / elapsed / (max_tflops * 1e12), 6). total_flos is
+# the Trainer's (summed over ranks, restored from the checkpoint on resume); elapsed starts at 0 in every process.
+
+MS_SWIFT_MFU_DECIMALS = 6
+
+
+def ms_swift_mfu(total_flos: float, elapsed_s: float, device_tflops: float, devices: int) -> float:
+    """The MFU ms-swift's perf_log callback prints: ``round(total_flos / elapsed / (tflops x devices x 1e12), 6)``;
+    ``total_flos`` and ``elapsed_s`` cumulative since the process started (``total_flos``: the ``ms-swift`` /
+    ``hf-trainer`` convention summed over the steps)."""
+    if elapsed_s <= 0 or device_tflops <= 0 or devices <= 0:
+        raise ValueError("elapsed, device TFLOPS and device count must be positive")
+    return round(total_flos / elapsed_s / (device_tflops * devices * 1e12), MS_SWIFT_MFU_DECIMALS)
+
+
+MS_SWIFT = register_convention(Convention(
+    name="ms-swift",
+    variant_of="hf-trainer",
+    pin=Pin("ms-swift (perf_log callback: MFU from the Trainer's total_flos)", "modelscope/ms-swift",
+            "swift/callbacks/perf_log.py", "PerfMetricsLogCallback.on_init_end / on_step_end / on_log",
+            "main 3602360a5623 (2026-08-22)",
+            verified="tests/flops/test_framework_record.py: ms-swift's own on_log (loaded from the pinned source) "
+                     "on transformers' floating_point_ops; tests/flops/test_hf_trainer_convention.py by hand"),
+    formula=("FLOPs = hf-trainer's total_flos (6 * input_ids.numel() * N); printed MFU = round(total_flos / "
+             "sum of step wall times / (DEVICE_TFLOPS or a measured bf16 matmul x world_size x 1e12), 6) "
+             "(vlm_perf.flops.conventions.hf.ms_swift_mfu)"),
+    deviations=("numerator: every hf-trainer deviation (vision tower and all experts billed per LM token, no "
+                "attention term)",
+                "denominator: a measured 8192x8192 matmul rate unless DEVICE_TFLOPS is set (not the datasheet peak)",
+                "a cumulative average since the process started; after a resume total_flos is restored but the "
+                "elapsed time restarts at 0, so the MFU is over-stated",
+                "step time: on_step_begin -> on_step_end only"),
     forward=_hf_trainer,
     families=None,
 ))

@@ -132,7 +132,8 @@ MEGATRON_LM = register_convention(Convention(
     name="megatron-lm",
     pin=Pin("Megatron-LM", "NVIDIA/Megatron-LM", _MLM_FILE, "num_floating_point_operations",
             "main d98e8a64ddf3 (2026-08)",
-            verified="tests/flops/test_published.py: Qwen3-30B-A3B 23,006,281,728 FLOPs/token by hand from the "
+            verified="tests/flops/test_framework_record.py: the framework's own function at the pinned commit on 21 cases; "
+                     "tests/flops/test_published.py: Qwen3-30B-A3B 23,006,281,728 FLOPs/token by hand from the "
                      "cited formula, within 1% of Megatron-Bridge's published 1029 TFLOP/s / 44,544 tok/s"),
     formula="Megatron LM formula on real tokens S = sum(s), S2 = sum(s^2); no vision term",
     deviations=("vision tower and mergers not counted at all",) + _LM_DEVIATIONS + (
@@ -149,7 +150,8 @@ MEGATRON_LM_QWEN35_VL_V2 = register_convention(Convention(
     pin=Pin("Megatron-LM", "NVIDIA/Megatron-LM", _MLM_FILE,
             "num_floating_point_operations + vision_flops_variant 'qwen35_vl_v2' (PR #6173 into dev)",
             "dev d48bd6be0a85 + PR #6173 head 14a558e4e0ad (2026-08)",
-            verified="tests/flops/test_framework_conventions.py: vision term by hand from the PR's formula"),
+            verified="tests/flops/test_framework_record.py: the framework's own function at the pinned commit on 21 cases; "
+                     "tests/flops/test_framework_conventions.py: vision term by hand from the PR's formula"),
     formula=("megatron-lm's LM formula, plus for Qwen3.5-VL (qwen3_5 / qwen3_5_moe) 6P*C*T_p*P_s^2*h_v "
              "+ L_v*[6P*(3h_v*q_v + q_v*h_v + 2h_v*i_v) + 12q_v*P2_frame] + 6M*((m^2h_v)^2 + m^2h_v*d_out) "
              "over IMAGE grids"),
@@ -165,7 +167,8 @@ MEGATRON_BRIDGE = register_convention(Convention(
     name="megatron-bridge",
     pin=Pin("Megatron-Bridge", "NVIDIA-NeMo/Megatron-Bridge", _MBRIDGE_FILE,
             "num_floating_point_operations + vit_flops", "main 067f987df03b (2026-08-22)",
-            verified="tests/flops/test_published.py: ViT term equals its closed form written in the test"),
+            verified="tests/flops/test_framework_record.py: the framework's own function at the pinned commit on 21 cases; "
+                     "tests/flops/test_published.py: ViT term equals its closed form written in the test"),
     formula=("Megatron LM formula on padded tokens (mbs x padded length) with S2 from cu_seqlens, plus "
              "3*[L_v*((8h_v^2 + 4h_v*i_v)*P + 4h_v*P2_frame) + (1+n_ds)*M*(2(m^2h_v)^2 + 2m^2h_v*d_out)]"),
     deviations=("linear LM terms on padded tokens (exact: real tokens)",
@@ -188,7 +191,8 @@ MBRIDGE_PR2575 = register_convention(Convention(
     pin=Pin("Megatron-Bridge", "NVIDIA-NeMo/Megatron-Bridge", _MBRIDGE_FILE,
             "num_floating_point_operations + its vision function (PR #2575 'Add vision flops calculation for vlm')",
             "PR #2575 head (closed, not merged; 2026-02)",
-            verified="tests/flops/test_published.py (per-visual-token figures) and "
+            verified="tests/flops/test_framework_record.py: the framework's own function at the pinned commit on 21 cases; "
+                     "tests/flops/test_published.py (per-visual-token figures) and "
                      "tests/flops/test_framework_conventions.py (text-only and Qwen2.5-VL branches by hand)"),
     formula=("VLMs: Megatron LM formula on runtime S = sum(s), S2 = sum(s^2) (MLA: configured length), plus "
              "3*[2P*h_v*C*T_p*P_s^2 + L_v*(8P*h_v^2 + 4h_v*P2_frame + 4P*h_v*i_v) "
@@ -199,8 +203,12 @@ MBRIDGE_PR2575 = register_convention(Convention(
                 "vision term 0 for towers whose config has no num_position_embeddings (Qwen2.5-VL)",
                 "text-only models: configured sequence length, padding included (packed documents not seen)",
                 "the PR stored the averages of the last microbatch only; vlm-perf uses the intended totals",
+                "qwen3_5 / qwen3_5_moe (the PR head's Qwen3.5-VL bridge): its flop_utils has no gated-delta-net "
+                "branch, so every layer is billed as plain GQA attention (no output gate) on runtime lengths; "
+                "vision counted (the config has num_position_embeddings), no deepstack",
                 ) + _LM_DEVIATIONS,
     forward=_pr2575,
+    families=QWEN_AND_DECODER_FAMILIES + HYBRID_GDN_FAMILIES,
     refuses={"qwen2_vl": _NO_QWEN2_VL},
 ))
 

@@ -167,12 +167,20 @@ def _six_nd(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
     return {k: v * s.lm_tokens for k, v in linear_per_token(spec.lm, lm_blocks).items()}
 
 
+# torchtitan main b5bcd76c66d0 torchtitan/models/ holds llama3, qwen3 (dense + MoE), qwen3_5, deepseek_v3, gpt_oss,
+# kimi_k2_7, flux, muse_glimmer: no model class (so no get_nparams_and_flops) for these families
+_NO_TITAN_MODEL = ("torchtitan main b5bcd76c66d0 has no model for it (torchtitan/models/: llama3, qwen3, qwen3_5, "
+                   "deepseek_v3, gpt_oss, ...), so it cannot train it and prints no number")
+TORCHTITAN_REFUSES = {f: _NO_TITAN_MODEL for f in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen2",
+                                                    "mistral")}
+
 TORCHTITAN = register_convention(Convention(
     name="torchtitan",
     pin=Pin("torchtitan", "pytorch/torchtitan", "torchtitan/models/utils.py + torchtitan/components/metrics.py",
             "get_dense_model_nparams_and_flops / get_moe_model_nparams_and_flops (qwen3_5: Qwen35Model."
             "get_nparams_and_flops)", "main b5bcd76c66d0 (2026-08-21; before PR #4300)",
-            verified="tests/flops/test_framework_conventions.py: qwen3_5_moe presets against the cited rule applied "
+            verified="tests/flops/test_framework_record.py: the framework's own function at the pinned commit on 21 cases; "
+                     "tests/flops/test_framework_conventions.py: qwen3_5_moe presets against the cited rule applied "
                      "to transformers' own parameters (meta device)"),
     formula=("per token 6*N_active + 6*L*H*(d_qk + d_v)*s_cfg, times padded tokens (labels.numel()); "
              "s_cfg = the configured sequence length (here: padded tokens per sample); no vision term"),
@@ -186,6 +194,7 @@ TORCHTITAN = register_convention(Convention(
     forward=_torchtitan,
     counts_vision=False,
     families=QWEN_AND_DECODER_FAMILIES + ("qwen3_5", "qwen3_5_moe"),
+    refuses=TORCHTITAN_REFUSES,
 ))
 
 _VERL_FILE = "verl/utils/flops_counter.py"
@@ -194,7 +203,8 @@ _VERL_FUNCS = "FlopsCounter.estimate_flops -> ESTIMATE_FUNC[model_type]"
 VERL = register_convention(Convention(
     name="verl",
     pin=Pin("veRL", "verl-project/verl", _VERL_FILE, _VERL_FUNCS, "main 1dda039b9c63 (2026-08-22; same as v0.9.0)",
-            verified="tests/flops/test_published.py: veRL's own tests/utils/test_flops_counter.py values "
+            verified="tests/flops/test_framework_record.py: the framework's own function at the pinned commit on 21 cases; "
+                     "tests/flops/test_published.py: veRL's own tests/utils/test_flops_counter.py values "
                      "(Qwen3-VL-8B 195.379819708416 / 709.446422495232 TFLOPs) to 12 digits; "
                      "tests/flops/test_framework_conventions.py: head_dim, deepseek_v3, qwen3_5 by hand"),
     formula=("6*N_dense*S + 6*S2*d*H*L with N_dense including 2*V*h (embedding + head) and router h*E; "
@@ -224,7 +234,8 @@ VERL_V071 = register_convention(Convention(
     name="verl@v0.7.1",
     variant_of="verl",
     pin=Pin("veRL", "verl-project/verl", _VERL_FILE, _VERL_FUNCS, "release v0.7.1 (2026-03-16)",
-            verified="tests/flops/test_framework_conventions.py: text-only Qwen2.5-VL and head_dim by hand"),
+            verified="tests/flops/test_framework_record.py: the framework's own function at the pinned commit on 21 cases; "
+                     "tests/flops/test_framework_conventions.py: text-only Qwen2.5-VL and head_dim by hand"),
     formula=("as 'verl' (causal half since PR #4959), but qwen2_vl / qwen2_5_vl are routed to the text-only "
              "_estimate_qwen2_flops (no ViT term), and there is no qwen3_5 formula (MFU 0)"),
     deviations=("qwen2_vl / qwen2_5_vl: vision not counted at all",

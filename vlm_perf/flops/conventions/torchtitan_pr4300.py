@@ -91,4 +91,5 @@ TORCHTITAN_PR4300 = register_convention(Convention(
     forward=_forward,
     counts_vision=False,
     families=TORCHTITAN.families,
+    refuses=TORCHTITAN.refuses,  # the model list of main b5bcd76c66d0 (PR #4300 re-derives FLOPs, adds no model)
 ))

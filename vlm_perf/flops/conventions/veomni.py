@@ -15,6 +15,7 @@ cores = 3 x forward). What it counts, restated from the cited file:
   on P rows, 12 * h_v * L_v * P2.
 * Per-frame ViT lengths from image **and video** grids (VeOmni's trainer builds them from both).
 * ``freeze_vit``: the whole ViT (tower, patch embed and mergers) forward-only (x1 here; its 2 / 4 factors).
+* LoRA (``lora_config``): :func:`veomni_lora_training`, fed by a ``Trainability`` with an adapter.
 """
 
 from __future__ import annotations
@@ -80,10 +81,130 @@ def _freeze_vit_rule(spec: ModelSpec, options: Options) -> dict[str, Any]:
     return {}
 
 
+# ------------------------------------------------------------------------------------------------ LoRA branches
+# VeomniFlopsCounter.estimate_flops(lora_config=...) (count_flops.py @ 0.1.12) reads only r, target_modules,
+# target_parameters, bias and moe_mode of the VeOmniLoraConfig, and its validation returns 0 FLOPs (logged) for:
+# a model type outside LORA_MODULES_BY_MODEL_TYPE (veomni/lora/config.py), a regex-string target_modules, a module
+# name outside that model type's list, duplicates. Then (_compute_linear_flops):
+#   LM:  (4 * N_base + 6 * N_lora) * S, N_lora = r * sum(in + out) over the targeted shapes of module_shapes (dense:
+#        q/k/v/o/gate/up/down x L; Qwen3-MoE: q/k/v/o only); the attention core stays 12 * S2 * d * H * L.
+#   ViT (Qwen3, _estimate_qwen3_vit_flop): no vision target and bias != "all": 2 * N * P, core factor 4;
+#        bias "all" without a vision target: 2 * N_patch + 4 * (N - N_patch), core 12; a vision target:
+#        2 * N_patch + 4 * (N - N_patch) + 6 * N_lora (linear_fc1 / linear_fc2 match the block MLP AND the mergers),
+#        core 12.
+#   ViT (Qwen2/2.5, _estimate_qwen_vit_flop): the same without a patch-embed term (none counted there): 2N / 4N /
+#        4N + 6 N_lora; mlp.0 / mlp.2 are the merger; Qwen2.5-VL's gate_proj / up_proj / down_proj name BOTH the
+#        LM MLP and the ViT MLP.
+
+_LM_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+_VIT_TARGETS = {"qwen2_vl": ("qkv", "proj", "fc1", "fc2", "mlp.0", "mlp.2"),
+                "qwen2_5_vl": ("qkv", "proj", "gate_proj", "up_proj", "down_proj", "mlp.0", "mlp.2"),
+                "qwen3_vl": ("qkv", "proj", "linear_fc1", "linear_fc2"),
+                "qwen3_vl_moe": ("qkv", "proj", "linear_fc1", "linear_fc2")}
+# LORA_MODULES_BY_MODEL_TYPE of veomni/lora/config.py @ 0.1.12, for the families this convention covers
+VEOMNI_LORA_MODULES = {"qwen2": _LM_TARGETS, "qwen3": _LM_TARGETS, "qwen3_moe": _LM_TARGETS,
+                       **{f: tuple(dict.fromkeys(_LM_TARGETS + v)) for f, v in _VIT_TARGETS.items()}}
+
+
+def _lm_shapes(spec: ModelSpec) -> dict[str, list[tuple[int, int, int, str]]]:
+    lm, h = spec.lm, spec.lm.hidden_size
+    q, kv, L = lm.num_heads * lm.head_dim, lm.num_kv_heads * lm.head_dim, lm.num_layers
+    out = {"q_proj": [(h, q, L, "lm.attn_proj")], "k_proj": [(h, kv, L, "lm.attn_proj")],
+           "v_proj": [(h, kv, L, "lm.attn_proj")], "o_proj": [(q, h, L, "lm.attn_proj")]}
+    if lm.moe is None:  # the MoE text function lists only the attention projections
+        F = lm.intermediate_size
+        out.update({"gate_proj": [(h, F, L, "lm.dense_mlp")], "up_proj": [(h, F, L, "lm.dense_mlp")],
+                    "down_proj": [(F, h, L, "lm.dense_mlp")]})
+    return out
+
+
+def _vit_shapes(spec: ModelSpec, family: str) -> dict[str, list[tuple[int, int, int, str]]]:
+    v = spec.vision
+    assert v is not None
+    hv, i, D, mv = v.hidden_size, v.intermediate_size, v.depth, v.merge_unit * v.hidden_size
+    out = {"qkv": [(hv, 3 * hv, D, "vision.attn_proj")], "proj": [(hv, hv, D, "vision.attn_proj")]}
+    if family in ("qwen3_vl", "qwen3_vl_moe"):
+        n_ds = len(v.deepstack_visual_indexes)
+        out["linear_fc1"] = [(hv, i, D, "vision.mlp"), (mv, mv, 1, "vision.merger"),
+                             (mv, mv, n_ds, "vision.deepstack_merger")]
+        out["linear_fc2"] = [(i, hv, D, "vision.mlp"), (mv, v.out_hidden_size, 1, "vision.merger"),
+                             (mv, v.out_hidden_size, n_ds, "vision.deepstack_merger")]
+        return out
+    out.update({"mlp.0": [(mv, mv, 1, "vision.merger")], "mlp.2": [(mv, v.out_hidden_size, 1, "vision.merger")]})
+    if family == "qwen2_vl":
+        out.update({"fc1": [(hv, i, D, "vision.mlp")], "fc2": [(i, hv, D, "vision.mlp")]})
+    else:
+        out.update({"gate_proj": [(hv, i, D, "vision.mlp")], "up_proj": [(hv, i, D, "vision.mlp")],
+                    "down_proj": [(i, hv, D, "vision.mlp")]})
+    return out
+
+
+def _adapters(shapes: dict[str, list[tuple[int, int, int, str]]], targets: tuple[str, ...], r: int,
+              rows: Any) -> dict[str, Any]:
+    """6 * r * (in + out) * count * rows per targeted shape, by component."""
+    out: dict[str, Any] = {}
+    for name in targets:
+        for n_in, n_out, count, component in shapes.get(name, ()):
+            out[component] = out.get(component, 0) + 6 * r * (n_in + n_out) * count * rows
+    return out
+
+
+def veomni_lora_training(spec: ModelSpec, s: BatchStats, trainability: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """VeOmni's training FLOPs under a LoRA regime (``Trainability`` with an adapter), by component."""
+    from ...errors import ConventionNotDefined
+
+    family = spec.family or spec.model_type
+    adapter = trainability.adapter
+    if adapter is None:
+        raise ConventionNotDefined(f"convention 'veomni' counts full fine-tuning, freeze_vit and LoRA only; "
+                                   f"{trainability.describe()} is none of them")
+    if trainability.trainable or trainability.modules or trainability.biases:
+        raise ConventionNotDefined("convention 'veomni' under LoRA bills the base as frozen: a regime that also "
+                                   f"trains base weights ({trainability.describe()}) has no VeOmni number")
+    why = ""
+    tm = adapter.target_modules
+    if family not in VEOMNI_LORA_MODULES:
+        why = f"LoRA FLOPs estimation supports Qwen model types only, got {family!r}"
+    elif not tm:
+        why = "a VeOmniLoraConfig needs target_modules (it refuses to build without them)"
+    elif isinstance(tm, str):
+        why = "LoRA FLOPs estimation does not support regex-string target_modules (or 'all-linear')"
+    else:
+        unsupported = sorted(set(tm) - set(VEOMNI_LORA_MODULES[family]))
+        if unsupported:
+            why = f"unsupported {family} LoRA modules {unsupported}"
+    if why:  # estimate_flops logs the reason and returns 0 FLOPs (MFU 0)
+        raise ConventionNotDefined(f"convention 'veomni' prints 0 FLOPs for this LoRA regime: {why}")
+    targets = tuple(tm or ())  # type: ignore[arg-type]
+    forward = _forward(spec, s, Options())
+    notes = []
+    ignored = [k for k in ("exclude_modules", "layers_to_transform", "modules_to_save", "use_dora")
+               if getattr(adapter, k)] + (["rank_pattern"] if adapter.rank_pattern else [])
+    if ignored:
+        notes.append(f"VeOmni's LoRA count reads r, target_modules and bias only: {', '.join(ignored)} ignored")
+    out: dict[str, Any] = {}
+    for c, v in forward.items():  # LM: base x4 (= forward x2), attention core x12 (= forward x3)
+        if c.startswith("lm."):
+            out[c] = v * (3 if c == "lm.attn_core" else 2)
+    for c, v in _adapters(_lm_shapes(spec), targets, adapter.r, s.lm_tokens).items():
+        out[c] = out[c] + v
+    if spec.vision is not None:
+        shapes = _vit_shapes(spec, family)
+        vit_targets = tuple(t for t in targets if t in shapes)
+        grad = bool(vit_targets) or adapter.bias == "all"
+        for c, v in forward.items():
+            if c.startswith("vision."):  # forward-only x1; with activation gradients x2 (patch embed x1); core x3
+                out[c] = v * (1 if not grad or c == "vision.patch_embed" else 3 if c == "vision.attn_core" else 2)
+        for c, v in _adapters(shapes, vit_targets, adapter.r, s.vision_patches).items():
+            out[c] = out[c] + v
+        notes.append("VeOmni bills the ViT from image and video grids; mergers on P patch rows")
+    return out, tuple(notes)
+
+
 VEOMNI = register_convention(Convention(
     name="veomni",
     pin=Pin("VeOmni", "ByteDance-Seed/VeOmni", "veomni/utils/count_flops.py",
-            "VeomniFlopsCounter.estimate_flops (no LoRA)", "release 0.1.12 (PyPI)",
+            "VeomniFlopsCounter.estimate_flops (+ lora_config branches)", "release 0.1.12 (PyPI)",
             verified="tests/flops/test_framework_conventions.py: VeOmni's own VeomniFlopsCounter (installed "
                      "veomni 0.1.12, loaded with stubbed imports) on dense, MoE and VLM cases, freeze_vit too"),
     formula=("6*S*[L*(h(2q+2kv) + 3hF | hE + 3hF_e*k) + Vh] + 12*S2*d*H*L; ViT 6P*[L_v(4h_v^2 + f*h_v*i_v) "
@@ -94,9 +215,12 @@ VEOMNI = register_convention(Convention(
                 "Qwen2/2.5-VL: patch embed not counted; Qwen2.5-VL windows as full w x w squares (upper bound)",
                 "Qwen3-VL ViT MLP plain (correct); router counted; lm_head counted once (embedding not)",
                 "frozen tower (freeze_vit): the mergers are billed forward-only too",
-                "LoRA branches and deepseek_v3 / qwen3_5 / qwen3_next / gpt_oss formulas not reproduced here "
-                "(not defined)"),
+                "LoRA (a Trainability with an adapter, Convention.compute_regime): base x4, adapters 6*r*(in+out) "
+                "per token, ViT x2 / x4 / x4 + adapters by whether it needs gradients; 0 FLOPs (refused) for a "
+                "regex or unsupported target list",
+                "deepseek_v3 / qwen3_5 / qwen3_next / gpt_oss formulas not reproduced here (not defined)"),
     forward=_forward,
     families=VEOMNI_FAMILIES,
     frozen_rule=_freeze_vit_rule,
+    regime_training=veomni_lora_training,
 ))

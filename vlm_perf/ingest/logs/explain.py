@@ -46,6 +46,7 @@ class ShapeInfo:
     unknown: list[str] = field(default_factory=list)
     why_not: str = ""
     confidence: str = ""
+    rl: list[str] = field(default_factory=list)  # RL-step columns (vocab.RL_COLUMNS, kept timers): "column=value"
 
 
 def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], int]:
@@ -54,7 +55,7 @@ def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], in
     from .generic import extract, find_step, pairs, shape_of
     from .parser import parse_logs
     from .reader import line_frames
-    from .vocab import lookup
+    from .vocab import is_rl_column, lookup
 
     path = as_path(path)  # a URL too (vlm_perf.remote)
     result = parse_logs([path], empty_ok=True)
@@ -63,6 +64,7 @@ def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], in
     for row in raw.rows(named=True):
         by_line.setdefault(row["line"], row)
     failed = {int(loc.rsplit(":", 1)[1]) for loc in result.diagnostics.failed if ":" in loc}
+    easyr1_blocks = any(row["framework"] == "easyr1" for row in by_line.values())
     shapes: dict[str, ShapeInfo] = {}
     order: list[str] = []
     distinct = 0
@@ -103,13 +105,17 @@ def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], in
                 info.fields = [f"{c}={_fmt(v)}" for c, v in row.items() if v is not None and c not in _NOT_KEYS
                                and c in _CORE_VALUES]
                 info.unknown = info.unknown or [c for c, v in row.items() if v is not None and c not in _NOT_KEYS
-                                                and c not in _CORE_VALUES]
+                                                and c not in _CORE_VALUES and not is_rl_column(c)]
+            info.rl = [f"{c}={_fmt(v)}" for c, v in row.items() if v is not None and is_rl_column(c)]
+            info.unknown = [u for u in info.unknown if not is_rl_column(u.split(" -> ")[-1].split(" ")[0])]
         elif info.first_line in failed:
             info.why_not = "failed: a format's detector claims it but no record came of it"
         elif not clean.strip():
             info.why_not = "ignored: blank"
         elif _COMPOSER_PIECE.match(clean.strip()):
             info.why_not = "joined onto the Composer block record above it (its fields are that record's)"
+        elif easyr1_blocks and _easyr1_entry(clean):
+            info.why_not = "joined onto the EasyR1 `Step N` block above it (its fields are that record's)"
         else:
             step = find_step(clean)
             if step is not None:
@@ -121,6 +127,12 @@ def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], in
                 info.why_not = f"ignored: {reason_of(clean)} (no step found)"
         out.append(info)
     return out, distinct
+
+
+def _easyr1_entry(clean: str) -> bool:
+    from .easyr1 import _ENTRY_RE
+
+    return _ENTRY_RE.match(clean.rstrip()) is not None
 
 
 def _fmt(v) -> str:
@@ -140,6 +152,9 @@ def explain_text(path: str | Path, max_shapes: int = 40) -> str:
             lines.append(f"    format {info.framework} [{info.confidence}], kind {info.kind}")
             if info.fields:
                 lines.append(f"    fields: {'; '.join(info.fields)}")
+            if info.rl:
+                lines.append(f"    RL step (phase seconds phase_s_*, kept timers timer_s_* not summed, lengths in tokens): "
+                             f"{'; '.join(info.rl)}")
             if info.unknown:
                 lines.append(f"    keys not in the vocabulary / other columns (kept as extras): {', '.join(info.unknown)}")
         else:

@@ -1,8 +1,11 @@
 """veRL console lines ``step:N - key:value - ...`` (Ray prefix stripped beforehand).
 
-MFU (``perf/mfu/actor``, early ``mfu/actor``) is already a fraction. ``perf/throughput`` is
-tokens/s/GPU and ``perf/time_per_step`` seconds. Hard-wrapped continuations are joined by the
-router before this parser sees the line.
+MFU (``perf/mfu/actor``, early ``mfu/actor``, EasyR1 ``perf/mfu_actor``) is already a fraction.
+``perf/throughput`` is tokens/s/GPU and ``perf/time_per_step`` (= ``timing_s/step``) seconds. Every other
+key goes through the vocabulary: the per-phase timers ``timing_s/<name>`` become ``phase_s_<phase>`` (or a
+kept ``timer_s_<name>``), the length statistics ``prompt_len_*`` / ``response_len_*``, and
+``perf/total_num_tokens`` ``step_tokens``. Hard-wrapped continuations are joined by the router before this
+parser sees the line.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ CONTINUATION_RE = re.compile(r"^[^\s{}\[\]]+(?: - [^\s{}\[\]]+)*\s*$")
 MAP = {
     "perf/mfu/actor": ("mfu_logged", 1.0),
     "mfu/actor": ("mfu_logged", 1.0),
+    "perf/mfu_actor": ("mfu_logged", 1.0),  # EasyR1's spelling
     "perf/throughput": ("tokens_per_s", 1.0),
     "perf/time_per_step": ("elapsed_s", 1.0),
+    "timing_s/step": ("elapsed_s", 1.0),  # the same timer as perf/time_per_step (veRL / EasyR1)
     "actor/pg_loss": ("loss", 1.0),
     "actor/grad_norm": ("grad_norm", 1.0),
     "actor/lr": ("lr", 1.0),
@@ -90,6 +95,7 @@ register(LogFormat(
     example="(TaskRunner pid=1234) step:1 - actor/pg_loss:-0.012 - actor/grad_norm:0.345 - actor/lr:1e-06 - "
             "perf/mfu/actor:0.312 - perf/throughput:1523.4 - perf/time_per_step:45.6 - timing_s/gen:12.3",
     notes="`perf/mfu/actor` (or `mfu/actor`) is already a fraction; `perf/throughput` → `tokens_per_s`; "
+          "`timing_s/<name>` → `phase_s_<phase>` / kept `timer_s_<name>` (see RL steps below); "
           "hard-wrapped lines re-joined",
     prefilter=r"step:\s*\d|^[^\s{}\[\]]*:[^\s{}\[\]]*(?: - [^\s{}\[\]]+)*\s*$",
     order=50,

@@ -52,6 +52,22 @@ class Field:
     quantity: str = ""
 
 
+#: The canonical RL-step phases (``vlm_perf.flops.generation.PHASES``; a test keeps the two equal: the
+#: vocabulary does not import the FLOPs layer at start-up). Column ``phase_s_<phase>`` holds a phase's seconds.
+_RL_PHASES: tuple[str, ...] = ("generation", "old_log_prob", "ref", "values", "update_critic", "update_actor",
+                               "reward", "adv", "update_weights", "save_checkpoint", "testing", "make_experience",
+                               "ppo_train")
+PHASE_PREFIX = "phase_s_"
+#: Column prefix of a timer that is not a phase of the step (an unknown name, or a timer nested in a phase):
+#: kept, in seconds, under its own name
+TIMER_PREFIX = "timer_s_"
+
+
+def phase_column(phase: str) -> str:
+    """The iteration-frame column of a canonical RL phase's seconds."""
+    return PHASE_PREFIX + phase
+
+
 #: The vocabulary. Order matters only for the docs.
 FIELDS: tuple[Field, ...] = (
     Field("loss", "-", "-", ("loss", "lm_loss", "train_loss", "reduced_train_loss", "total_loss", "avg_loss",
@@ -75,6 +91,29 @@ FIELDS: tuple[Field, ...] = (
            "throughput_tokens", "tokens_per_sec_total"), quantity=""),
     Field("global_batch_size", "samples", "job", ("global_batch_size", "global_batch")),
     Field("consumed_samples", "samples", "job", ("consumed_samples",)),
+    # ---- RL (GRPO / PPO) steps: rollout lengths and token counts (veRL / EasyR1 compute_data_metrics,
+    # TRL GRPOTrainer, OpenRLHF experience info), per response unless said otherwise
+    Field("prompt_len_mean", "tokens per sample", "-", ("prompt_length_mean", "prompt_len_mean")),
+    Field("prompt_len_max", "tokens per sample", "-", ("prompt_length_max", "prompt_len_max")),
+    Field("prompt_len_min", "tokens per sample", "-", ("prompt_length_min", "prompt_len_min")),
+    Field("response_len_mean", "tokens per sample", "-",
+          ("response_length_mean", "response_len_mean", "completions_mean_length", "response_length",
+           "completion_length", "glen", "rollout_response_length_mean")),
+    Field("response_len_max", "tokens per sample", "-",
+          ("response_length_max", "response_len_max", "completions_max_length")),
+    Field("response_len_min", "tokens per sample", "-",
+          ("response_length_min", "response_len_min", "completions_min_length")),
+    Field("response_clip_ratio", "fraction", "-",
+          ("response_length_clip_ratio", "response_clip_ratio", "completions_clipped_ratio", "rollout_truncated_rate"),
+          quantity="fraction"),
+    Field("sequence_len_mean", "tokens per sample", "-", ("total_length", "sequence_len_mean", "tlen")),
+    Field("step_tokens", "tokens per iteration", "job", ("total_num_tokens", "step_tokens")),
+    Field("rl_samples", "responses per iteration", "job", ("rollout_num_samples", "rl_samples")),
+    Field("tokens_seen", "tokens (cumulative)", "job", ("num_input_tokens_seen", "tokens_seen")),
+    Field("mfu_old_log_prob_logged", "fraction", "-", (), quantity="fraction"),
+    Field("mfu_critic_logged", "fraction", "-", (), quantity="fraction"),
+    # one column per canonical RL phase (seconds of that phase in the step): ``phase_column(phase)``
+    *(Field(f"phase_s_{_p}", "s per iteration", "-", (), quantity="time") for _p in _RL_PHASES),
 )
 
 #: Whole keys (lower-case) that map only as a whole: key -> (column, multiplier, why).
@@ -84,6 +123,10 @@ FULL_KEYS: dict[str, tuple[str, float, str]] = {
     "timing_s/step": ("elapsed_s", 1.0, "veRL: seconds per step"),
     "perf/mfu/actor": ("mfu_logged", 1.0, "veRL: a fraction"),
     "mfu/actor": ("mfu_logged", 1.0, "early veRL: a fraction"),
+    "perf/mfu_actor": ("mfu_logged", 1.0, "EasyR1: the actor update's MFU, a fraction"),
+    "perf/mfu/actor_infer": ("mfu_old_log_prob_logged", 1.0, "veRL: the old-policy log-prob pass's MFU"),
+    "perf/mfu/critic": ("mfu_critic_logged", 1.0, "veRL: the critic update's MFU"),
+    "num_tokens": ("tokens_seen", 1.0, "TRL GRPOTrainer: prompt + completion tokens seen since the start"),
     "actor/pg_loss": ("loss", 1.0, "veRL GRPO/PPO: the policy-gradient loss is the training loss"),
     "loss/train/total": ("loss", 1.0, "Composer: the total training loss"),
     "throughput/device/tokens_per_sec": ("tokens_per_s", 1.0, "Composer: tokens/s per device"),
@@ -148,6 +191,21 @@ class Mapping:
     unit_mult: float = 1.0
 
 
+#: The RL-step columns (lengths, token counts, per-phase MFUs, phase seconds): declared here, produced by every
+#: reader that maps keys through the vocabulary; ``is_rl_column`` also accepts a kept timer (``timer_s_*``).
+RL_COLUMNS: frozenset[str] = frozenset(
+    f.column for f in FIELDS
+    if f.column.startswith(PHASE_PREFIX) or f.column in {
+        "prompt_len_mean", "prompt_len_max", "prompt_len_min", "response_len_mean", "response_len_max",
+        "response_len_min", "response_clip_ratio", "sequence_len_mean", "step_tokens", "rl_samples", "tokens_seen",
+        "mfu_old_log_prob_logged", "mfu_critic_logged"})
+
+
+def is_rl_column(column: str) -> bool:
+    """A declared RL-step column or a kept RL timer (``timer_s_<name>``)."""
+    return column in RL_COLUMNS or column.startswith(TIMER_PREFIX)
+
+
 _SYN: dict[str, Field] = {}
 for _f in FIELDS:
     for _s in _f.synonyms:
@@ -191,6 +249,9 @@ def _lookup(key: str) -> Mapping | None:
         return Mapping(col, mult, _BY_COLUMN[col].quantity if col else "", f"whole key: {why}", mult)
     if is_eval_key(low):
         return None
+    timer = _timer(low)
+    if timer is not None:
+        return timer
     why = []
     mult = 1.0
     m = _SCALE_RE.search(low)
@@ -267,6 +328,65 @@ def _lookup(key: str) -> Mapping | None:
         return None  # a time unit on a non-time quantity: not this column
     why.append(f"synonym of {col!r}")
     return Mapping(col, mult * unit_mult, field.quantity, "; ".join(why), unit_mult)
+
+
+#: RL-step timer prefixes (veRL / EasyR1 ``compute_timing_metrics``) and their unit.
+_TIMER_PREFIXES: tuple[tuple[str, float], ...] = (("timing_s/", 1.0), ("timing_ms/", 1e-3))
+
+
+def _timer(low: str) -> Mapping | None:
+    """Rule 0 (before the prefixes): ``timing_s/<name>`` (``timing_ms/``: ms) is a timer of one RL step. A
+    phase's timer (``vlm_perf.flops.generation.PHASE_TIMERS``: ``gen``, ``old``, ``old_log_prob``, ``ref``,
+    ``update_actor``, ``reward``, ...) -> ``phase_s_<phase>``; any other single name (a timer nested in a
+    phase, outside the step, or unknown) -> ``timer_s_<name>``, kept in seconds and never summed as a phase;
+    a deeper name (``timing_s/agent_loop/tool_calls/mean``: statistics over a phase's requests, some of them
+    counts) -> kept as an extra as printed."""
+    found = next(((pre, mult) for pre, mult in _TIMER_PREFIXES if low.startswith(pre) and len(low) > len(pre)), None)
+    if found is None:
+        return _openrlhf_timer(low)
+    pre, mult = found
+    name = low[len(pre):].strip()
+    if "/" in name:
+        return Mapping("", 1.0, "", f"{pre}{name}: a statistic within a phase (not one timer): kept as an extra")
+    from ...flops.generation import NESTED_TIMERS, OUTSIDE_STEP_TIMERS, PHASE_TIMERS
+
+    if name in PHASE_TIMERS:
+        phase = PHASE_TIMERS[name]
+        return Mapping(phase_column(phase), mult, "time", f"RL timer {name!r} ({pre}): phase {phase!r}", mult)
+    if name in NESTED_TIMERS:
+        why = f"RL timer {name!r} runs inside phase {NESTED_TIMERS[name]!r}: kept, not summed"
+    elif name in OUTSIDE_STEP_TIMERS:
+        why = f"RL timer {name!r} runs outside the step: kept, not summed"
+    else:
+        why = f"unknown RL timer {name!r}: kept in seconds, not a phase"
+    return Mapping(TIMER_PREFIX + snake_case(name), mult, "time", why, mult)
+
+
+#: TRL ``trl/extras/profiling.py``: ``f"{metric_prefix}: {name}"`` with the default prefix
+_TRL_PROFILING = "profiling/time taken:"
+
+
+def _openrlhf_timer(low: str) -> Mapping | None:
+    """OpenRLHF ``PPOTrainer`` timers (``timing/generation``, ``timing/make_experience``, ``timing/ppo_train``,
+    ``timing/broadcast``, seconds; ``train/``-prefixed on W&B) -> their phases; ``timing/step_total`` (the SUM of
+    those timers, not a wall clock) -> the step time. Any other ``timing/`` key goes through the usual rules."""
+    name = low.removeprefix("train/")
+    if name.startswith(_TRL_PROFILING):  # TRL's profiling_context (W&B only): a method's time, kept
+        what = name[len(_TRL_PROFILING):].strip()
+        return Mapping(TIMER_PREFIX + snake_case(what), 1.0, "time", f"TRL profiling timer {what!r}: kept in "
+                       "seconds, not a phase (a method may run several times per step)", 1.0) if what else None
+    if not name.startswith("timing/"):
+        return None
+    name = name[len("timing/"):]
+    if name == "step_total":
+        return Mapping("elapsed_s", 1.0, "time", "OpenRLHF: timing/step_total, the sum of its phase timers (not a "
+                                                 "wall clock: nothing is unaccounted by construction)", 1.0)
+    from ...flops.generation import OPENRLHF_TIMERS, PHASE_TIMERS
+
+    if name not in OPENRLHF_TIMERS:
+        return None
+    phase = PHASE_TIMERS[name]
+    return Mapping(phase_column(phase), 1.0, "time", f"OpenRLHF timer {name!r} (timing/): phase {phase!r}", 1.0)
 
 
 _VALUE_RE = re.compile(

@@ -35,6 +35,7 @@ from .schema import (
 from .segments import FILE_SCALE, ORD, SUB_SCALE
 from .tensorboard import TAG_MAP
 from .verl import MAP as VERL_MAP
+from .vocab import is_rl_column, lookup
 
 FORMAT = "wandb"
 
@@ -91,6 +92,9 @@ def _column_name(key: str, taken: set[str]) -> tuple[str, float] | None:
         return KEY_MAP[key]
     if key == "_timestamp":
         return ("_timestamp", 1.0)
+    m = lookup(key)  # RL steps (veRL / EasyR1 / TRL keys): phase seconds, lengths, token counts
+    if m is not None and m.column and is_rl_column(m.column) and m.column not in taken:
+        return (m.column, m.mult)
     return (extra_name(snake_case(key), taken), 1.0)
 
 

@@ -1,21 +1,20 @@
-"""Report sections: a registry of small objects, one module per section, registered where defined.
+"""Report sections: the ``section`` of each registered report part (`vlm_perf.report.parts.ReportPart`).
 
-A section is a name, an order (position in the report; the checks headline is 0) and a ``build``
-function that turns `SectionInputs` into a `SectionContent` (a title and typed blocks,
-`vlm_perf.report.content`) or ``None`` when it has nothing to say for this run. Every module of
-this package is imported by `all_sections`, so adding a section is adding a module that calls
-``@register_section``; a duplicate name is an error.
+A section turns `SectionInputs` into a `SectionContent` (a title and typed blocks,
+`vlm_perf.report.content`) or ``None`` when it has nothing to say for this run; its part's order places
+it in the report (the checks headline is 0). Every module of this package is imported by `all_sections`.
+A part with no block of its own and no figure (a section over summary.json keys the core writes) can
+use the shortcut ``@register_section(name, order)``; a duplicate name is an error.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..content import SectionContent
+from ..parts import PARTS, ReportPart, all_parts, register_part
 
 if TYPE_CHECKING:
     from ...analysis.run import RunAnalysis
@@ -30,39 +29,35 @@ class SectionInputs:
     figures: dict[str, str | None] = field(default_factory=dict)  # PNG name -> None if drawn, else why not
     out_dir: "Path | None" = None  # the (temporary) report folder figures are drawn into
 
-
-@dataclass(frozen=True)
-class Section:
-    name: str
-    order: int
-    build: Callable[[SectionInputs], SectionContent | None]
+    def result(self, name: str) -> Any:
+        """The typed result of part ``name`` (`ReportContext.results`; None when not computed)."""
+        return self.ctx.results.get(name)
 
 
-SECTIONS: dict[str, Section] = {}
+#: a section is its report part (name, order, build = the part's ``section``)
+Section = ReportPart
+SECTIONS = PARTS
 
 
 def register_section(name: str, order: int) -> Callable:
-    """Decorator registering ``build`` as section ``name`` at position ``order``."""
+    """Decorator registering ``build`` as the section of a part ``name`` at position ``order`` (no summary
+    block, no figure: `vlm_perf.report.parts.register_part` declares those)."""
     def decorate(build: Callable[[SectionInputs], SectionContent | None]):
-        if name in SECTIONS:
-            raise ValueError(f"report section {name!r} is already registered")
-        SECTIONS[name] = Section(name, order, build)
+        register_part(ReportPart(name, order, section=build))
         return build
     return decorate
 
 
-def all_sections() -> list[Section]:
-    """Every section of this package, in report order."""
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
-    return sorted(SECTIONS.values(), key=lambda s: (s.order, s.name))
+def all_sections() -> list[ReportPart]:
+    """Every part with a section, in report order."""
+    return [p for p in all_parts() if p.section is not None]
 
 
 def build_sections(inputs: SectionInputs) -> list[SectionContent]:
     out = []
-    for section in all_sections():
-        content = section.build(inputs)
+    for part in all_sections():
+        content = part.section(inputs)  # type: ignore[misc]
         if content is not None:
-            content.anchor = content.anchor or section.name
+            content.anchor = content.anchor or part.name
             out.append(content)
     return out

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from ...analysis.run import BEFORE
 from ..content import B, Bullets, Paragraph, SectionContent, Span, T, fmt
+from ..parts import ReportPart, register_part
 from ..units import run_rate_unit
-from . import SectionInputs, register_section
+from . import SectionInputs
 
 MARK = {"fail": "FAIL", "warn": "WARN", "ok": "ok", "skip": "skip"}
 
 
-@register_section("headline", order=0)
 def headline(inputs: SectionInputs) -> SectionContent:
     s = inputs.summary
     checks = s["checks"]
@@ -64,3 +64,14 @@ def headline(inputs: SectionInputs) -> SectionContent:
     if lines:
         blocks.append(Bullets(lines))
     return SectionContent("", blocks)
+
+
+def vision_share_line(summary: dict) -> list[str]:
+    """Terminal line: the run's vision share (after the rates)."""
+    if summary.get("vision_share_mean") is None:
+        return []
+    return [f"  vision share of exact training FLOPs {fmt(summary['vision_share_mean'], 1, True)} "
+            "(Σ vision / Σ total over the windows the means use)"]
+
+
+register_part(ReportPart("headline", order=0, section=headline, terminal=vision_share_line, terminal_order=20))

@@ -1,13 +1,22 @@
 """Where the time went, per part: the run folder's profiler traces joined with the exact FLOPs per part.
 
-The block is `summary["trace_parts"]` (`vlm_perf.analysis.trace_summary`); the figure is drawn by its
-provider (`vlm_perf.report.providers.trace_provider`). Nothing here when the run folder holds no trace.
+One report part (`vlm_perf.report.parts`): `trace_parts_of` computes it, the block is `summary["trace_parts"]`
+(`vlm_perf.analysis.trace_summary`), the section below draws its figure. Nothing here when the run folder
+holds no trace.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 from ..content import B, Bullets, C, FigureRef, Paragraph, SectionContent, T, Table, fmt, rate_unit
-from . import SectionInputs, register_section
+from ..parts import ReportPart, register_part
+from ..schema import _NUM, key as _k
+from . import SectionInputs
+
+if TYPE_CHECKING:
+    from ...analysis.run import RunAnalysis
+    from ...run.core import Run
 
 TITLE = "Where the time went, per part"
 
@@ -16,7 +25,6 @@ def _ms(seconds) -> str:
     return fmt(None if seconds is None else seconds * 1e3, 2)
 
 
-@register_section("trace_parts", order=36)
 def trace_parts(inputs: SectionInputs) -> SectionContent | None:
     s = inputs.summary.get("trace_parts")
     if not s:
@@ -58,8 +66,72 @@ def trace_parts(inputs: SectionInputs) -> SectionContent | None:
         blocks.append(Table(["op / kernel", "part", "time (ms)", "calls"],
                             [[T(C(t["name"][:90])), T(t["part"]), T(_ms(t["time_s"])), T(str(t["count"]))]
                              for t in s["top"]]))
-    provider = next((p for p in inputs.ctx.sections if p.key == "trace_parts"), None)
-    if provider is not None and inputs.out_dir is not None:
-        for name, caption in provider.render(inputs.out_dir).figures:
-            blocks.append(FigureRef(name, caption))
+    result = (inputs.result("trace_parts") or (None, None))[1]
+    if result is not None and result.parts.height and inputs.out_dir is not None:
+        import matplotlib.pyplot as plt
+
+        from ...analysis.trace_parts import trace_parts_figure
+
+        plt.close(trace_parts_figure(result, inputs.out_dir / "trace_parts.png"))
+        blocks.append(FigureRef("trace_parts.png", "Step time per part per profiled step (labels: the part's "
+                                                   "achieved FLOP/s)"))
     return SectionContent(TITLE, blocks)
+
+
+def trace_parts_of(opened: "Run", analysis: "RunAnalysis", on_step: Callable[[str], None] | None = None):
+    """The report's per-part block when the run folder holds profiler traces (`vlm_perf.run.discover`): the
+    traces attributed to parts and joined with the exact FLOPs of the run's metadata (its model, frozen parts,
+    causal setting, peak and world size); a trace that cannot be read becomes a message, not a failed report."""
+    from ...analysis.trace_parts import analyze_traces
+    from ...analysis.trace_summary import trace_summary
+    from ...errors import VlmPerfError
+
+    files = opened.files.traces
+    if not files:
+        return None, None
+    (on_step or (lambda text: None))(f"attributing {len(files)} profiler trace(s) to parts")
+    config = opened.config
+    try:
+        result = analyze_traces(files, spec=opened.spec, metadata=opened.metadata_paths or None, causal=opened.causal,
+                                frozen=opened.frozen, world_size=config.num_gpus,
+                                peak_flops=opened.peak_tflops * 1e12 if opened.peak_tflops else None)
+    except VlmPerfError as exc:
+        analysis.messages.append(f"profiler trace not analysed: {exc}")
+        return None, None
+    summary = trace_summary(result, files, analysis.per_iteration, config.num_gpus)
+    if summary["flops_match_report"] is False:
+        analysis.messages.append(f"trace FLOPs per part sum to {summary['flops_total']:.6e}, the report's exact FLOPs "
+                                 f"of the profiled iterations are {summary['report_exact_flops']:.6e}")
+    return summary, result
+
+
+_TRACE = tuple(_k(n, u, t, m, "analysis.trace_summary", **kw) for n, u, t, m, kw in (
+    ("files", "text", list, "profiler trace files of the run folder (run.discover.traces_of)", {}),
+    ("flops_source", "text", str, "metadata (exact per part), trace shapes (recorded matmuls only) or null",
+     {"nullable": True}),
+    ("ranks", "count", int, "ranks the traces hold", {}),
+    ("iterations", "count", list, "training iterations of the profiled steps", {}),
+    ("steps", "block", list, "per profiled step: rank, step, iteration, step_s (the ProfilerStep range, s)", {}),
+    ("step_time_s", "s", _NUM, "Σ profiled step time over ranks and steps", {}),
+    ("max_sum_gap", "fraction", _NUM, "largest |Σ parts - step| / step over the steps", {}),
+    ("parts", "block", list, "per part: time_s, time_share, forward_s, backward_s (s, fraction); flops, flops_share "
+     "(FLOPs, fraction); flops_per_s (FLOP/s); mfu (fraction); rate_vs_lm (ratio); excess_vs_lm_s (s)", {}),
+    ("unattributed_s", "s", _NUM, "time in no known range (shown, never hidden)", {}),
+    ("unattributed_share", "fraction", _NUM, "unattributed_s / step_time_s", {"nullable": True}),
+    ("flops_total", "FLOPs", _NUM, "Σ FLOPs of the parts over the profiled rank-steps", {"nullable": True}),
+    ("report_exact_flops", "FLOPs", _NUM, "the report's exact FLOPs (analysis.run per_iteration exact_total) of the "
+     "profiled iterations, per rank-step / world size", {"nullable": True}),
+    ("flops_match_report", "bool", bool, "flops_total = report_exact_flops (null when not comparable: not every "
+     "rank traced, or no metadata)", {"nullable": True}),
+    ("peak_tflops", "TFLOP/s/GPU", _NUM, "the peak the per-part MFU divides by", {"nullable": True}),
+    ("top", "block", list, "top ops / kernels by time: name, part, time_s, count", {}),
+    ("notes", "text", list, "what the attribution assumed or could not do", {}),
+))
+
+
+register_part(ReportPart(
+    "trace_parts", order=36, section=trace_parts, summary=lambda result: result[0],
+    compute=lambda c: trace_parts_of(c.run, c.analysis, c.options.get("on_step")),
+    keys=(_k("trace_parts", "block", dict, "where the profiled step time went, per part, joined with exact FLOPs "
+             "(null when the run folder holds no profiler trace)", "analysis.trace_summary", nullable=True,
+             fields=_TRACE),)))
