@@ -781,7 +781,8 @@ def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, firs
                    causal: str = "half", frozen=(), peak_flops: float | None = None,
                    world_size: int | None = None) -> TraceParts:
     """Read ``traces`` (files / folders / a merged `TracePartial`), attribute the time and, with ``spec`` and
-    ``metadata`` (paths of the run's per-microbatch metadata), join exact FLOPs per part and iteration.
+    ``metadata`` (paths of the run's per-microbatch metadata, or a `MetadataSource` read with ``per_rank=True``),
+    join exact FLOPs per part and iteration.
 
     ``first_iteration``: the training iteration of ``ProfilerStep#0``; None: the trace's
     ``vlm_perf_first_iteration`` metadata, else 1 (``profile.step()`` after every optimizer step from
@@ -831,7 +832,8 @@ def _metadata_flops(result: TraceParts, spec: ModelSpec, metadata, frozen, causa
                     world_size: int | None) -> pl.DataFrame:
     from ..ingest.metadata_source import STAT_FIELDS, MetadataSource
 
-    source = MetadataSource(metadata, spec, per_rank=True)
+    # a source already read with per-rank statistics (the cluster's `vlm_perf.scale.cluster.read_metadata`), or paths
+    source = metadata if isinstance(metadata, MetadataSource) else MetadataSource(metadata, spec, per_rank=True)
     per_it = source.result().frame
     per_rank = source.per_rank
     steps = result.steps.filter(pl.col("iteration").is_not_null())

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..remote import as_path
 from ..errors import InputError, UnsupportedModelError
 from .families import FAMILIES, family_for, supported_model_types
 from .fields import Fields as _Fields  # noqa: F401  (kept importable under its old name)
@@ -43,7 +44,7 @@ PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "video_p
 
 def load_config_file(path: str | Path) -> dict:
     """Read ``config.json`` from a file or a directory holding one."""
-    p = Path(path)
+    p = as_path(path)
     if p.is_dir():
         p = p / "config.json"
     if not p.is_file():
@@ -60,7 +61,7 @@ def _read_json(p: Path) -> dict:
 
 def load_processor_files(directory: str | Path) -> dict[str, dict]:
     """The processor files a checkpoint directory ships, by file name (missing files are absent)."""
-    d = Path(directory)
+    d = as_path(directory)
     return {name: _read_json(d / name) for name in PROCESSOR_FILES if (d / name).is_file()}
 
 

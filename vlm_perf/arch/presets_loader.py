@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import NamedTuple
 
+from ..remote import as_path
 from ..errors import InputError, UnsupportedModelError
 from .hf_config import load_config_file, load_processor_files, spec_from_config
 from .spec import ModelSpec
@@ -123,7 +124,7 @@ def load_model(name_or_config: str | Path | dict) -> ModelSpec:
     if isinstance(name_or_config, dict):
         return spec_from_config(name_or_config, source="dict")
     text = str(name_or_config)
-    path = Path(text)
+    path = as_path(text)  # a URL names a config.json (or its folder) in an object store (vlm_perf.remote)
     if path.exists():
         # a checkpoint directory may also ship processor files (preprocessor_config.json, ...)
         processor = load_processor_files(path if path.is_dir() else path.parent)

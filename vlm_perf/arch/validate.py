@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..remote import as_path
 from ..errors import ConfigError, InputError
 
 __all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "MAX_SIZE", "TEXT_FIELDS", "TOP_FIELDS", "VISION_FIELDS", "INDEX_FIELDS", "bounded",
@@ -61,7 +62,7 @@ _NONFINITE = re.compile(r"(?<![\w\"])(-?Infinity|NaN)(?![\w\"])")
 
 def read_json_file(path: str | Path, what: str = "JSON file") -> Any:
     """Parse a JSON file with the limits above; errors name ``path`` (and the line when known)."""
-    p = Path(path)
+    p = as_path(path)
     try:
         size = p.stat().st_size
     except OSError as exc:

@@ -20,16 +20,18 @@ def input_bytes(paths: Iterable[str | os.PathLike]) -> int:
     """Bytes on disk of files, directories (their files, one level) and globs; unreadable ones count 0."""
     import glob
 
+    from ..remote import as_path, is_url
+
     total = 0
     for item in paths:
         text = str(item)
-        path = Path(text)
+        path = as_path(text)  # a URL: its size from the store (a glob of URLs counts 0: no bar)
         if path.is_dir():
             candidates: Iterable[Path] = (p for p in path.iterdir() if p.is_file())
         elif path.is_file():
             candidates = [path]
         else:
-            candidates = (Path(p) for p in glob.glob(text))
+            candidates = [] if is_url(text) else (Path(p) for p in glob.glob(text))
         for p in candidates:
             try:
                 total += p.stat().st_size

@@ -13,8 +13,8 @@ from ._options import load_run_arguments, run_options
 
 @run_options("compare")
 def compare(
-    run_a: Path = typer.Argument(..., help="Run A (before): a training log file or a run directory."),
-    run_b: Path = typer.Argument(..., help="Run B (after): a training log file or a run directory."),
+    run_a: str = typer.Argument(..., help="Run A (before): a training log file or a run directory (path or URL)."),
+    run_b: str = typer.Argument(..., help="Run B (after): a training log file or a run directory (path or URL)."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write compare.{json,md,html,png} here."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object keyed by convention (a, b, delta, "
                                                        "ratio of TFLOP/s/GPU; mfu the same) and nothing else."),

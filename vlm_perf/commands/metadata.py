@@ -86,11 +86,12 @@ def run_metadata_paths(paths: List[str]) -> List[str]:
     """A run folder stands for its metadata, found by the rule `report` uses (`vlm_perf.run.discover`):
     ``metadata*.jsonl[.gz]`` / ``.parquet`` files and a ``metadata/`` shard folder; any other folder is a
     folder of shards."""
+    from ..remote import as_path
     from ..run.discover import metadata_of
 
     out: List[str] = []
     for text in paths:
-        path = Path(text)
+        path = as_path(text)  # a URL too (vlm_perf.remote)
         found = metadata_of(path) if path.is_dir() else []
         out += [str(p) for p in found] or [text]
     return out

@@ -131,8 +131,9 @@ def register(app: typer.Typer) -> None:
     @app.command("parse")
     @run_options("parse")
     def parse(
-        logs: List[Path] = typer.Argument(..., help="training logs (.log/.txt/.gz/.zst, JSONL, trainer_state.json, "
-                                                     "TensorBoard dirs) or run directories"),
+        logs: List[str] = typer.Argument(..., help="training logs (.log/.txt/.gz/.zst, JSONL, trainer_state.json, "
+                                                    "TensorBoard dirs) or run directories; paths or URLs (s3://, "
+                                                    "gs://, any fsspec protocol)"),
         out: Optional[Path] = typer.Option(None, "--out", "-o", help="write the deduplicated iteration table "
                                                                       "(.parquet|.csv|.jsonl)"),
         raw: bool = typer.Option(False, "--raw", help="with --out: write every record (per rank, per restart) "

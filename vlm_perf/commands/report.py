@@ -17,9 +17,11 @@ from ._options import load_run_arguments, run_options
 
 @run_options("report")
 def report(
-    run: Path = typer.Argument(..., help="A training log file or a run directory (log + metadata + run.yaml)."),
+    run: str = typer.Argument(..., help="A training log file or a run directory (log + metadata + run.yaml); a path "
+                              "or a URL (s3://, gs://, any fsspec protocol)."),
     out: Path = typer.Option(..., "-o", "--out", help="Output directory."),
-    metadata: List[Path] = typer.Option([], "--metadata", help="Metadata JSONL file(s), directory or glob."),
+    metadata: List[str] = typer.Option([], "--metadata", help="Metadata JSONL file(s), directory or glob (paths or "
+                                       "URLs)."),
     strict: bool = typer.Option(False, "--strict", help="Exit with status 4 when any check fails (the report is "
                                 "still written)."),
     options: Optional[dict] = None,

@@ -9,59 +9,59 @@ from typing import List, Optional
 import typer
 
 from ..errors import InputError
+from ._options import run_options
 
 
-def _run_inputs(run: Path | None) -> tuple[dict, list[Path]]:
-    """(run.yaml values, metadata paths) of a run folder."""
+def _run_inputs(run: str | None) -> tuple[dict, list[Path], Path | None]:
+    """(run.yaml values, metadata paths, config.json) of a run folder (a path or a URL), found by the rule every
+    command uses (`vlm_perf.run.discover`)."""
     if run is None:
-        return {}, []
+        return {}, [], None
     from ..ingest.runconfig import find_manifest, load_manifest
-
+    from ..remote import as_path
     from ..run.discover import metadata_of
 
-    if not run.is_dir():
+    folder = as_path(run)
+    if not folder.is_dir():
         raise InputError("not a folder (--run takes a run folder: run.yaml + metadata)", str(run))
-    manifest = find_manifest(run)
+    manifest = find_manifest(folder)
     values = load_manifest(manifest) if manifest else {}
-    return values, metadata_of(run)  # the metadata rule every command uses
+    config = folder / "config.json"
+    return values, metadata_of(folder), config if config.is_file() else None
 
 
+@run_options("trace")
 def trace(
-    traces: List[Path] = typer.Argument(..., help="Trace files (.json, .json.gz, Nsight .sqlite) or folders of them."),
-    run: Optional[Path] = typer.Option(None, "--run", help="Run folder: run.yaml (model, gpu, dtype, frozen) and "
-                                                          "metadata*.jsonl for the FLOPs per part."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model preset or config.json (overrides run.yaml)."),
+    traces: List[str] = typer.Argument(..., help="Trace files (.json, .json.gz, Nsight .sqlite) or folders of them; "
+                                       "paths or URLs (s3://, gs://, any fsspec protocol)."),
+    run: Optional[str] = typer.Option(None, "--run", help="Run folder (path or URL): run.yaml (model, gpu, dtype, "
+                                      "frozen) and metadata*.jsonl for the FLOPs per part."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write trace_parts.{json,md,png} + per_step.csv here."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else."),
     first_iteration: Optional[int] = typer.Option(None, "--first-iteration",
                                                   help="Training iteration of ProfilerStep#0 (default: the trace's "
                                                        "vlm_perf_first_iteration, else 1)."),
-    causal: str = typer.Option("half", "--causal", help="LM attention core: half (causal kernels) or full (eager)."),
-    gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU type for MFU per part (overrides run.yaml)."),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="Compute dtype of the peak (default run.yaml or bf16)."),
-    peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="Dense peak TFLOP/s per device."),
+    options: Optional[dict] = None,
 ) -> None:
     """Attribute profiled step time to model parts (vision tower, projector, LM attention/MLP/head, loss,
-    optimizer, communication, copies, data loading, idle) and divide each part's exact FLOPs by its time."""
-    from ..analysis.trace_parts import analyze_traces, trace_parts_figure
-    from ..arch import load_model
+    optimizer, communication, copies, data loading, idle) and divide each part's exact FLOPs by its time.
 
-    values, metadata = _run_inputs(run)
-    model_name = model or values.get("model")
-    spec = load_model(model_name) if model_name else None
-    gpu_name = gpu or values.get("gpu")
-    peak = None
-    if peak_tflops is not None:
-        peak = peak_tflops * 1e12
-    elif gpu_name:
-        from ..hardware import peak_flops
+    --scheduler reads the trace files (one task each) and the metadata on a Dask cluster (the same result)."""
+    opts = options or {}
+    values, metadata, config = _run_inputs(run)
+    scheduler = opts.get("scheduler")
+    if scheduler:
+        from ..scale.cluster import connect, parse_scheduler
 
-        peak = peak_flops(gpu_name, dtype or values.get("dtype") or "bf16")
-    result = analyze_traces([str(t) for t in traces], spec=spec, metadata=metadata or None,
-                            first_iteration=first_iteration, causal=causal, frozen=tuple(values.get("frozen") or ()),
-                            peak_flops=peak, world_size=values.get("num_gpus"))
+        sched = parse_scheduler(scheduler)  # a typo fails before a cluster is started
+        with connect(sched) as client:
+            result = _analyze(traces, values, metadata, config, opts, first_iteration, client)
+    else:
+        result = _analyze(traces, values, metadata, config, opts, first_iteration, None)
     payload = result.to_dict()
     if out is not None:
+        from ..analysis.trace_parts import trace_parts_figure
+
         out.mkdir(parents=True, exist_ok=True)
         (out / "trace_parts.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
         result.per_step().write_csv(out / "per_step.csv")
@@ -73,6 +73,34 @@ def trace(
     print(markdown(result))
     if out is not None:
         print(f"\nwritten to {out}/ (trace_parts.json, trace_parts.md, trace_parts.png, per_step.csv)")
+
+
+def _analyze(traces: list[str], values: dict, metadata: list, config, opts: dict, first_iteration, client):  # type: ignore[no-untyped-def]
+    """The attribution, with the trace files and the metadata read here or (``client``) on the cluster."""
+    from ..analysis.trace_parts import analyze_traces
+    from ..arch import load_model
+
+    model_name = opts.get("model") or values.get("model") or (str(config) if config is not None else None)
+    spec = load_model(model_name) if model_name else None
+    gpu_name = opts.get("gpu") or values.get("gpu")
+    peak = None
+    if opts.get("peak_tflops") is not None:
+        peak = opts["peak_tflops"] * 1e12
+    elif gpu_name:
+        from ..hardware import peak_flops
+
+        peak = peak_flops(gpu_name, opts.get("dtype") or values.get("dtype") or "bf16")
+    source: object = list(traces)
+    meta: object = metadata or None
+    if client is not None:
+        from ..scale.cluster import read_metadata, read_traces_on
+
+        source = read_traces_on(client, list(traces))
+        if metadata and spec is not None:
+            meta = read_metadata(client, metadata, spec, per_rank=True)
+    return analyze_traces(source, spec=spec, metadata=meta, first_iteration=first_iteration,
+                          causal=opts.get("causal") or "half", frozen=tuple(values.get("frozen") or ()),
+                          peak_flops=peak, world_size=values.get("num_gpus"))
 
 
 def _fmt(v, scale=1.0, digits=2, pct=False) -> str:

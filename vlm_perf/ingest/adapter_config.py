@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..remote import as_path
 from ..arch.adapters import AdapterConfig, adapter_from_dict
 from ..errors import ConfigError, InputError
 
@@ -32,7 +33,7 @@ class TrainabilityRecord:
 
 def read_trainability_record(path: str | Path) -> TrainabilityRecord:
     """``trainability.json`` (or a folder holding it); errors name the file."""
-    p = Path(path)
+    p = as_path(path)
     if p.is_dir():
         p = p / TRAINABILITY_FILE
     try:
@@ -53,7 +54,7 @@ def read_trainability_record(path: str | Path) -> TrainabilityRecord:
 
 def read_adapter_config(path: str | Path, quantized_base: bool = False) -> AdapterConfig:
     """The adapter config at ``path``: an ``adapter_config.json`` or a folder holding one."""
-    p = Path(path)
+    p = as_path(path)
     if p.is_dir():
         if not (p / FILENAME).is_file():
             found = find_adapter_config(p)
@@ -88,7 +89,7 @@ def _step(path: Path) -> int:
 def find_adapter_config(run_dir: str | Path) -> Path | None:
     """The adapter config of a run folder: its own, else the latest ``checkpoint-N``'s, else the shallowest one
     found up to three levels down; ``None`` when there is none."""
-    root = Path(run_dir)
+    root = as_path(run_dir)
     if (root / FILENAME).is_file():
         return root / FILENAME
     found = [p for depth in ("*/", "*/*/", "*/*/*/") for p in root.glob(depth + FILENAME)]

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import BinaryIO
 
+from ..remote import is_url, open_binary
+
 __all__ = ["compression_of", "is_blank", "open_maybe_compressed"]
 
 _BLANK = b" \t\r\n"
@@ -31,7 +33,7 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 def compression_of(path: str | Path) -> str | None:
     """``"gzip"``, ``"zstd"`` or ``None`` (plain), from the first bytes of the file."""
-    with open(path, "rb") as fh:
+    with open_binary(path) as fh:  # a local file, or a URL's stream (vlm_perf.remote)
         head = fh.read(4)
     if head[:2] == _GZIP_MAGIC:
         return "gzip"
@@ -44,10 +46,15 @@ def open_maybe_compressed(path: str | Path) -> BinaryIO:
     """A binary, streaming reader of the decompressed bytes of ``path`` (multi-frame zstd included)."""
     kind = compression_of(path)
     if kind == "gzip":
+        if is_url(path):
+            raw = open_binary(path)
+            stream = gzip.GzipFile(fileobj=raw, mode="rb")
+            stream.myfileobj = raw  # closed with the stream, as gzip.open closes the file it opened
+            return stream  # type: ignore[return-value]
         return gzip.open(path, "rb")  # type: ignore[return-value]
     if kind == "zstd":
         import zstandard  # a core dependency; imported here to keep import time low
 
-        return zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), read_across_frames=True,
+        return zstandard.ZstdDecompressor().stream_reader(open_binary(path), read_across_frames=True,
                                                           closefd=True)  # type: ignore[return-value]
-    return open(path, "rb")
+    return open_binary(path)

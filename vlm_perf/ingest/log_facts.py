@@ -36,6 +36,7 @@ from typing import Iterable
 
 import polars as pl
 
+from ..remote import as_path
 from .logs.reader import line_frames
 from .logs.timers import is_text_log
 
@@ -152,7 +153,7 @@ def scan_lines(path: str, lines: Iterable[tuple[int, str]], facts: FileFacts | N
 
 def read_file_facts(path: str | Path) -> FileFacts:
     """`FileFacts` of one log file (empty for a structured log)."""
-    path = Path(path)
+    path = as_path(path)
     if not is_text_log(path):
         return FileFacts(str(path))
     facts = FileFacts(str(path))

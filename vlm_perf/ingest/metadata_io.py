@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import InputError
+from ..remote import RemotePath, as_path, is_url
 from .metadata_schema import GRID_FIELDS, INT_FIELDS, INT_LIST_FIELDS, SCHEMA
 
 SCHEMA_KEYS = tuple(SCHEMA)
@@ -31,14 +32,22 @@ def _has_suffix(path: Path) -> bool:
 
 
 def expand_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
-    """Files named by ``paths``: files, directories (their metadata shards) or glob patterns."""
-    if isinstance(paths, (str, Path)):
-        paths = [paths]
+    """Files named by ``paths``: files, directories (their metadata shards) or glob patterns; each may be a
+    URL (``s3://bucket/run/metadata/``, ``gs://b/run/metadata-*.jsonl.gz``: `vlm_perf.remote`)."""
+    if isinstance(paths, (str, Path, RemotePath)):
+        paths = [paths]  # type: ignore[list-item]
     out: list[Path] = []
     for item in paths:
         text = str(item)
-        path = Path(text)
-        if path.is_dir():
+        path = as_path(item if isinstance(item, RemotePath) else text)
+        if is_url(text) and _is_glob(text):
+            root = RemotePath(text[: text.rfind("/", 0, min(text.find(c) for c in "*?[" if c in text))])
+            pattern = text[len(root.url) + 1:]
+            found = sorted(p for p in root.glob(pattern) if p.is_file())
+            if not found:
+                raise InputError("the pattern matches no file", source=text)
+            out.extend(found)  # type: ignore[arg-type]
+        elif path.is_dir():
             found = sorted(p for p in path.iterdir() if p.is_file() and _has_suffix(p))
             if not found:
                 raise InputError(f"no metadata shards ({', '.join(SUFFIXES)}) in this directory", source=text)

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Un
 import polars as pl
 
 from ..errors import ConfigError, InputError, SchemaError
+from ..remote import is_url, open_binary
 from ..stats import DEFAULT_MERGE_SIZE, BatchStats
 from .compressed import compression_of, is_blank, open_maybe_compressed
 from .metadata_io import expand_paths, is_parquet, parse_line
@@ -933,7 +934,7 @@ def _parquet_frames(path: Path, display: str) -> Iterator[tuple[pl.DataFrame, Ca
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(open_binary(path) if is_url(path) else path)  # a URL: its fsspec stream
     except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid / OSError
         raise InputError(f"cannot read Parquet ({str(exc).splitlines()[0]})", source=display) from None
     present = [name for name in SCHEMA if name in pf.schema_arrow.names]

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..remote import as_path
 from ..arch.parts import PART_ALIASES
 from ..arch.validate import bounded
 from ..errors import ConfigError, InputError, SchemaError
@@ -98,7 +99,7 @@ class RunConfig:
 # ------------------------------------------------------------------------------------------------
 def find_manifest(run_dir_or_log: str | Path) -> Path | None:
     """``run.yaml`` / ``run.yml`` / ``run.json`` in the directory (or next to the log file)."""
-    path = Path(run_dir_or_log)
+    path = as_path(run_dir_or_log)
     folder = path if path.is_dir() else path.parent
     found = [folder / name for name in MANIFEST_NAMES if (folder / name).is_file()]
     if len(found) > 1:
@@ -112,7 +113,7 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
     YAML is read with `_read_yaml` (duplicate keys refused with their line, alias expansion and nesting
     bounded), JSON with the config reader's limits (size, NaN/Infinity, nesting) and duplicate keys refused;
     every error is one `SchemaError` line naming the file that prints bounded values only."""
-    path = Path(path)
+    path = as_path(path)
     if path.suffix == ".json":
         data = _read_json_manifest(path)
     else:
@@ -133,9 +134,9 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
     if model is not None:
         candidate = (path.parent / model)
         looks_like_path = "/" in model or model.endswith((".json", ".yaml", ".yml")) or candidate.exists()
-        if looks_like_path and not Path(model).is_absolute():
+        if looks_like_path and not as_path(model).is_absolute():
             out["model"] = str(candidate.resolve())
-    if out.get("adapter") is not None and not Path(out["adapter"]).is_absolute():
+    if out.get("adapter") is not None and not as_path(out["adapter"]).is_absolute():
         out["adapter"] = str((path.parent / out["adapter"]).resolve())
     return out
 

@@ -17,6 +17,7 @@ from ..arch.spec import ModelSpec
 from ..errors import ConfigError, UnsupportedModelError
 from ..hardware import device_peak
 from ..stats import BatchStats
+from ..remote import as_path
 from .discover import RunFiles, discover_run
 from .options import MissingSettings, check_value
 
@@ -125,7 +126,7 @@ def open_run(path: str | Path, *, metadata: Sequence[str | Path] = (), overrides
         from ..scale.cluster import connect, parse_scheduler
 
         sched = parse_scheduler(scheduler)  # a typo fails before anything is read
-        discover_run(Path(path))  # and a missing run before a cluster is started
+        discover_run(path)  # and a missing run before a cluster is started
         with connect(sched) as client:
             return _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,
                              metadata_progress, per_rank, row_columns, client, logs, examine_logs)
@@ -142,11 +143,11 @@ def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_b
 
     check_value("causal", causal)
     check_value("peak_tflops", peak_tflops)
-    path = Path(path)
+    path = as_path(path)  # a URL stays one (vlm_perf.remote)
     files = discover_run(path)
     if logs:
-        files = replace(files, logs=[Path(p) for p in logs])
-    meta_paths = [Path(p) for p in metadata] or list(files.metadata)
+        files = replace(files, logs=[as_path(p) for p in logs])
+    meta_paths = [as_path(p) for p in metadata] or list(files.metadata)
     on_step(f"parsing {len(files.logs)} log file(s)")
     if client is not None:
         from ..scale.cluster import parse_logs_on

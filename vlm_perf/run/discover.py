@@ -1,6 +1,7 @@
-"""Which files make up a run: ONE rule for `parse`, `report`, `compare` and `metadata`.
+"""Which files make up a run: ONE rule for `parse`, `report`, `compare`, `metadata` and `trace`.
 
-A run is a log file (its folder holds the rest) or a run folder. In the folder:
+A run is a log file (its folder holds the rest) or a run folder, a local path or a URL (``s3://``,
+``gs://``, any fsspec protocol: the same rule over the URL's filesystem, `vlm_perf.remote`). In the folder:
 
 * **logs**: `vlm_perf.ingest.logs.discover.expand_dir` — the top level and the named sub-folders
   (``logs/``, ``tensorboard/``, ``wandb/``, ...): text logs (``.log``/``.txt``, compressed too),
@@ -25,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..remote import as_path
 from ..errors import InputError
 from ..ingest.adapter_config import TRAINABILITY_FILE, find_adapter_config
 from ..ingest.logs.discover import LOG_SUBDIRS, expand_dir
@@ -75,7 +77,7 @@ def traces_of(folder: Path) -> list[Path]:
 
 def discover_run(path: str | Path) -> RunFiles:
     """The `RunFiles` of a log file or a run folder; an `InputError` when there is none or no log in it."""
-    path = Path(path)
+    path = as_path(path)  # a URL: the same rule over its fsspec filesystem (vlm_perf.remote)
     if not path.exists():
         raise InputError("no such log file or run directory", str(path))
     folder = path.parent if path.is_file() else path

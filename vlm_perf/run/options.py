@@ -3,7 +3,7 @@ commands whose result it changes.
 
 Precedence of the sources: **command line > run.yaml (manifest) > log > checkpoint files** (a
 ``config.json`` in the run folder is the model when nothing else names one). The command-line flags of
-`vlm-perf report`, `compare`, `parse` and `metadata` are generated from this table
+`vlm-perf report`, `compare`, `parse`, `metadata` and `trace` are generated from this table
 (`vlm_perf.commands._options`), so an option has one spelling everywhere; ``docs/run-config.md``'s
 option table is generated from it too (`options_markdown`; a test keeps the two in sync).
 
@@ -26,7 +26,7 @@ __all__ = ["MissingSettings", "RunOption", "OPTIONS", "YAML_ONLY", "option", "op
            "SOURCES", "COMMANDS"]
 
 SOURCES = ("command line", "run.yaml", "log", "checkpoint")
-COMMANDS = ("report", "compare", "parse", "metadata")
+COMMANDS = ("report", "compare", "parse", "metadata", "trace")
 
 
 class MissingSettings(ConfigError):
@@ -74,18 +74,19 @@ class RunOption:
 
 _REPORT_ESTIMATE = ("report",)
 _RUN_CMDS = ("report", "compare")
+_PEAK_CMDS = ("report", "compare", "trace")  # options the trace attribution uses too (peak, attention core)
 
 OPTIONS: tuple[RunOption, ...] = (
     RunOption("model", "--model", "str", "Model: preset name, config.json or checkpoint folder (default: run.yaml's "
-              "model, else a config.json in the run folder).", ("report", "compare", "metadata"),
+              "model, else a config.json in the run folder).", ("report", "compare", "metadata", "trace"),
               ("command line", "run.yaml", "log", "checkpoint"), "model", "-m", "NAME_OR_CONFIG", per_run=True),
     RunOption("gpus", "--gpus", "int", "World size: the number of GPUs of the run.", _RUN_CMDS,
               ("command line", "run.yaml", "log"), "num_gpus", metavar="N", minimum=1, per_run=True),
-    RunOption("gpu", "--gpu", "str", "GPU type for the peak, e.g. H100-SXM, GB200, MI300X.", _RUN_CMDS,
+    RunOption("gpu", "--gpu", "str", "GPU type for the peak, e.g. H100-SXM, GB200, MI300X.", _PEAK_CMDS,
               ("command line", "run.yaml", "log"), "gpu", metavar="TYPE", per_run=True),
     RunOption("peak_tflops", "--peak-tflops", "float", "Dense peak TFLOP/s per GPU (overrides the GPU table).",
-              _RUN_CMDS, metavar="TFLOPS", minimum=0, exclusive=True),
-    RunOption("dtype", "--dtype", "str", "Training dtype for the peak (default bf16).", _RUN_CMDS,
+              _PEAK_CMDS, metavar="TFLOPS", minimum=0, exclusive=True),
+    RunOption("dtype", "--dtype", "str", "Training dtype for the peak (default bf16).", _PEAK_CMDS,
               ("command line", "run.yaml", "log"), "dtype", metavar="DTYPE", per_run=True),
     RunOption("frozen", "--frozen", "list", "Frozen part or selector (repeatable): vision_tower, merger, vision, "
               "language_model (aliases vit, projector, lm, ...), or PART[SLICE][.KIND+KIND], e.g. 'vit[:-4]', "
@@ -106,7 +107,7 @@ OPTIONS: tuple[RunOption, ...] = (
               metavar="POLICY", per_run=True, pattern=r"\s*(none|selective|full(:[1-9][0-9]*)?)\s*",
               shape="none, selective, full or full:N (N > 0 layers)"),
     RunOption("causal", "--causal", "choice", "exact's LM attention core: half (causal kernels) or full "
-              "(eager/masked).", _RUN_CMDS, choices=("half", "full"), default="half", metavar="MODE"),
+              "(eager/masked).", _PEAK_CMDS, choices=("half", "full"), default="half", metavar="MODE"),
     RunOption("seq_length", "--seq-length", "int", "Estimate mode: LM tokens per sample.", _REPORT_ESTIMATE,
               ("command line", "run.yaml", "log"), "seq_length", metavar="TOKENS", minimum=1),
     RunOption("global_batch_size", "--global-batch-size", "int", "Samples per iteration: estimate mode, and what "

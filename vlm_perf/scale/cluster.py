@@ -15,7 +15,9 @@ On the cluster the run is read as map + combine with the single-machine code per
   and the error raised for bad input are those of the single-machine pass (the re-read of iterations
   a resumed job recorded twice, rare, runs on the client);
 * logs: one task per file, `vlm_perf.ingest.logs.partial.parse_file_partial` (the map of
-  ``parse_logs``), merged and finished once (`vlm_perf.scale.dask_backend.parse_logs_dask`).
+  ``parse_logs``), merged and finished once (`vlm_perf.scale.dask_backend.parse_logs_dask`);
+* profiler traces: one task per file, `vlm_perf.ingest.traces.read_trace` (the map of ``read_traces``),
+  merged in file order by its ``merge_partials`` (`read_traces_on`).
 
 A cluster that cannot be reached (bounded by `CONNECT_TIMEOUT_S`), workers whose vlm-perf / dask /
 Python differ from the client's, and a worker that dies while reading are each a `ClusterError`
@@ -36,7 +38,8 @@ from ..errors import ClusterError, ConfigError, VlmPerfError
 if TYPE_CHECKING:  # pragma: no cover
     from ..arch.spec import ModelSpec
 
-__all__ = ["Scheduler", "parse_scheduler", "connect", "read_metadata", "parse_logs_on", "CONNECT_TIMEOUT_S"]
+__all__ = ["Scheduler", "parse_scheduler", "connect", "read_metadata", "parse_logs_on", "read_traces_on",
+           "CONNECT_TIMEOUT_S"]
 
 #: seconds to reach a scheduler (and, for ``local:N``, for the workers to start) before giving up
 CONNECT_TIMEOUT_S = float(os.environ.get("VLM_PERF_CONNECT_TIMEOUT", "20"))
@@ -310,3 +313,18 @@ def parse_logs_on(client: Any, paths: Sequence[str | Path], format: str = "auto"
     except Exception as exc:  # noqa: BLE001 - KilledWorker, CommClosedError, ...: the cluster, not the input
         raise ClusterError(f"a Dask worker failed parsing the logs: {type(exc).__name__}: {_first_line(exc)}") \
             from None
+
+
+# ------------------------------------------------------------------------------------ traces
+def read_traces_on(client: Any, paths: Any) -> Any:
+    """``read_traces(paths)`` with one task per trace file on ``client``: the files are listed here (`trace_files`),
+    each is read by `read_trace` on a worker (a URL is opened there), and the partials are merged in file order by
+    the single machine's ``merge_partials``; the first file's error is raised, as ``read_traces`` raises it."""
+    from ..ingest.traces import merge_partials, read_trace, trace_files
+
+    files = trace_files(paths)
+    futures = [client.submit(read_trace, f, i, key=f"vlm-perf-trace-{os.getpid()}-{id(files)}-{i}", pure=False)
+               for i, f in enumerate(files)]
+    merged = merge_partials(_gather_in_order(client, futures, lambda i: f"trace {files[i]}"))
+    merged.raise_error()
+    return merged

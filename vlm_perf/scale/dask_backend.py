@@ -21,18 +21,16 @@ The work per partition is THE SAME CODE as on one machine:
     >>> res.frame  # == iteration_stats("/lustre/run42/metadata/", spec).frame
 
 Shards may be local/shared-filesystem paths (files, directories, globs: expanded exactly as
-``iteration_stats`` does, on the client) or fsspec URLs (``s3://bucket/run/metadata/*.jsonl``);
-a URL shard is streamed to the worker's local temporary directory, read, and deleted, and every
-name in the diagnostics is the URL.
+``iteration_stats`` does, on the client) or fsspec URLs (``s3://bucket/run/metadata/*.jsonl``,
+expanded by the same rule, `vlm_perf.remote`); a worker streams a URL shard from its store, and
+every name in the diagnostics is the URL.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence, Union
 
@@ -41,7 +39,8 @@ import polars as pl
 from ..errors import ConfigError, InputError
 from ..ingest import metadata as _md
 from ..ingest.metadata import MAX_BAD_LINES, STAT_FIELDS, MetadataDiagnostics, MetadataResult
-from ..ingest.metadata_io import SUFFIXES, expand_paths
+from ..ingest.metadata_io import expand_paths
+from ..remote import as_path
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..arch.spec import ModelSpec
@@ -64,57 +63,14 @@ RANK_COLUMNS = ("iteration", "dp_rank", *STAT_FIELDS, "microbatches")
 
 
 # ------------------------------------------------------------------------------------ inputs
-def _is_url(text: str) -> bool:
-    return "://" in text and not text.startswith("file://")
-
-
-def _expand_url(url: str) -> list[str]:
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(url)
-    if any(ch in path for ch in "*?["):
-        found = sorted(fs.glob(path))
-    elif fs.isdir(path):
-        found = sorted(p for p in fs.ls(path, detail=False) if p.lower().endswith(SUFFIXES))
-    elif fs.exists(path):
-        found = [path]
-    else:
-        raise InputError(f"{url}: no such file or directory")
-    if not found:
-        raise InputError(f"{url}: no metadata shards found")
-    return [p if "://" in p else fs.unstrip_protocol(p) for p in found]
-
-
 def _size(name: str) -> int:
-    if _is_url(name):
-        import fsspec
-
-        fs, path = fsspec.core.url_to_fs(name)
-        return int(fs.size(path) or 0)
-    return os.path.getsize(name)
+    return as_path(name).stat().st_size  # a URL: the store's size (one HEAD request or listing entry)
 
 
 def expand_inputs(paths: PathsLike) -> list[str]:
-    """Shard names, in the order the single-machine reader uses (local part via ``expand_paths``)."""
-    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    out: list[str] = []
-    local: list[str | Path] = []
-
-    def flush() -> None:
-        if local:
-            out.extend(str(p) for p in expand_paths(local))
-            local.clear()
-
-    for item in items:
-        if _is_url(str(item)):
-            flush()
-            out.extend(_expand_url(str(item)))
-        else:
-            local.append(item)
-    flush()
-    if not out:
-        raise InputError("no metadata files given")
-    return out
+    """Shard names, in the order the single-machine reader uses: ``expand_paths`` itself, which expands local
+    paths and URLs (``s3://bucket/run/metadata/*.jsonl.gz``) by one rule (`vlm_perf.remote`)."""
+    return [str(p) for p in expand_paths(paths if isinstance(paths, (str, Path)) else list(paths))]
 
 
 def plan_partitions(files: Sequence[str], files_per_partition: int | None = None,
@@ -151,53 +107,15 @@ class _Partial:
     per_rank: pl.DataFrame | None = None
 
 
-class _Staged:
-    """Local copies of URL shards (streamed, 4 MiB chunks) for the duration of one task."""
-
-    def __init__(self, names: Sequence[str]) -> None:
-        self.names = list(names)
-        self.root: str | None = None
-        self.local: list[str] = []
-
-    def __enter__(self) -> "_Staged":
-        import fsspec
-
-        for i, name in enumerate(self.names):
-            if not _is_url(name):
-                self.local.append(name)
-                continue
-            if self.root is None:
-                self.root = tempfile.mkdtemp(prefix="vlm-perf-stage-")
-            target = os.path.join(self.root, f"{i:05d}-{name.rstrip('/').rsplit('/', 1)[-1]}")
-            with fsspec.open(name, "rb") as src, open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst, 4 << 20)
-            self.local.append(target)
-        return self
-
-    def rename(self, text: str) -> str:
-        for local, name in zip(self.local, self.names):
-            if local != name:
-                text = text.replace(local, name)
-        return text
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.root is not None:
-            shutil.rmtree(self.root, ignore_errors=True)
-
-
 def _metadata_partial(files: Sequence[str], spec: "ModelSpec | None", per_rank: bool = False) -> _Partial:
-    """One partition: the single-machine reader over these shards (always counting bad lines)."""
-    with _Staged(files) as staged:
-        try:
-            source = _md.MetadataSource(staged.local, spec, skip_bad=True, per_rank=per_rank).read()
-        except ValueError as exc:
-            return _Partial(None, None, staged.rename(str(exc)))
-        res = source.result()
-        diag = res.diagnostics
-        if staged.root is not None:
-            ren = staged.rename
-            diag = replace(diag, files=[ren(s) for s in diag.files], bad_lines=[ren(s) for s in diag.bad_lines],
-                           decompressed=[ren(s) for s in diag.decompressed], cleaned=[ren(s) for s in diag.cleaned])
+    """One partition: the single-machine reader over these shards (always counting bad lines); a URL shard is
+    streamed from its store by the worker (`vlm_perf.remote`), so every name in the diagnostics is the URL."""
+    try:
+        source = _md.MetadataSource(list(files), spec, skip_bad=True, per_rank=per_rank).read()
+    except ValueError as exc:
+        return _Partial(None, None, str(exc))
+    res = source.result()
+    diag = res.diagnostics
     # count-based notes are recomputed from the merged counts; the schema-key note is kept as is
     diag.notes = [n for n in diag.notes if n.startswith("keys outside schema v1")]
     return _Partial(res.frame.select(FRAME_COLUMNS), diag,

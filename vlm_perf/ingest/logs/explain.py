@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...remote import as_path
 from .preprocess import clean_line
 from .router import reason_of
 
@@ -56,7 +57,7 @@ def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], in
     from .reader import line_frames
     from .vocab import is_rl_column, lookup
 
-    path = Path(path)
+    path = as_path(path)  # a URL too (vlm_perf.remote)
     result = parse_logs([path], empty_ok=True)
     raw = result.raw
     by_line: dict[int, dict] = {}

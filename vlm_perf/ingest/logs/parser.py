@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 import polars as pl
 
+from ...remote import as_path
 from ...errors import InputError
 from ..prefetch import prefetched
 from . import generic, generic_lane, megatron
@@ -587,7 +588,7 @@ def _expand(paths) -> list[Path]:
     """Directories without event files of their own -> their log files (``discover.expand_dir``)."""
     out: list[Path] = []
     for p in paths:
-        path = Path(p)
+        path = as_path(p)
         if path.is_dir() and not any(q.name.startswith("events.out.tfevents") for q in path.iterdir()):
             found = expand_dir(path)
             if not found:

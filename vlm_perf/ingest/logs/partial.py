@@ -37,6 +37,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import polars as pl
 
+from ...remote import as_path
 from ...errors import InputError, VlmPerfError
 from . import diagnostics as _diagnostics
 from .diagnostics import Diagnostics
@@ -110,7 +111,7 @@ def tried_formats(format: str) -> str:
 
 def file_bytes(path: str | os.PathLike) -> int:
     """Bytes on disk of a log file, or of the files directly inside a (TensorBoard) directory."""
-    p = Path(path)
+    p = as_path(path)
     try:
         if p.is_dir():
             return sum(q.stat().st_size for q in p.iterdir() if q.is_file())
@@ -131,7 +132,7 @@ def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") ->
     from .parser import _feed_file, _file_format, _parse_text, _sort_ord, _take_partial
 
     only = check_format(format)
-    path = Path(path)
+    path = as_path(path)
     if not path.exists():
         raise InputError(f"log file not found: {path}")
     diag = Diagnostics()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ...remote import local_copy, open_binary
 from ...errors import InputError
 from .diagnostics import Diagnostics
 from .formats import LogFormat, register
@@ -60,7 +61,7 @@ def validate_event_file(path: Path, diag: Diagnostics | None = None) -> int:
     if not check_data and diag is not None:
         diag.note(f"{path}: larger than {DATA_CRC_BYTES >> 20} MiB, only record framing and length checksums verified")
     n = 0
-    with open(path, "rb") as fh:
+    with open_binary(path) as fh:
         while True:
             offset = fh.tell()
             header = fh.read(12)
@@ -94,8 +95,8 @@ def parse_tensorboard(path: Path, ord_base: int, diag: Diagnostics) -> pl.DataFr
     files = sorted(p for p in path.iterdir() if p.is_file() and "tfevents" in p.name) if path.is_dir() else [path]
     for f in files:
         validate_event_file(f, diag)
-    reader = SummaryReader(str(path), pivot=False, extra_columns={"wall_time"})
-    scalars = reader.scalars
+    with local_copy(path) as local:  # tbparse reads local files: a URL's event files are copied for the read
+        scalars = SummaryReader(str(local), pivot=False, extra_columns={"wall_time"}).scalars
     if scalars is None or len(scalars) == 0:
         return conform(pl.DataFrame({"iteration": pl.Series([], dtype=pl.Int64)}))
     long = pl.from_pandas(scalars[["step", "tag", "value", "wall_time"]])

@@ -38,6 +38,7 @@ from typing import Iterable
 
 import polars as pl
 
+from ...remote import as_path
 from .reader import line_frames
 
 __all__ = ["RankTiming", "TimingCollector", "extract_rank_timing", "read_rank_timing"]
@@ -281,7 +282,7 @@ def read_rank_timing(paths: Iterable[str | Path]) -> RankTiming:
     """
     collector = TimingCollector()
     for p in paths:
-        path = Path(p)
+        path = as_path(p)
         if not is_text_log(path):
             continue
         collector.start_file(path)

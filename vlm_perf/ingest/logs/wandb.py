@@ -20,6 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ...remote import is_url, open_binary
 from ...errors import InputError
 from .formats import LogFormat, register
 from .reader import head_text, read_text
@@ -59,7 +60,7 @@ def _kind(path: Path) -> str | None:
     name = path.name.lower()
     try:
         if name.endswith(".parquet"):
-            schema = pl.read_parquet_schema(path)
+            schema = pl.read_parquet_schema(open_binary(path) if is_url(path) else path)
             return "parquet" if "_step" in schema else None
         head = head_text(path, 1 << 16)
     except (OSError, pl.exceptions.PolarsError):
@@ -111,7 +112,7 @@ def _ragged_row(path: Path, text: str) -> str:
 def read(path: Path, file_idx: int, diag) -> pl.DataFrame:
     kind = _kind(path)
     if kind == "parquet":
-        table = pl.read_parquet(path)
+        table = pl.read_parquet(open_binary(path) if is_url(path) else path)
         first_line = 1
     elif kind == "csv":
         text, bad = read_text(path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Union
 
+from ...remote import as_path
 from ...errors import InputError
 from .events import DEVICE_KINDS, HOST_KINDS, KINDS, TracePartial, merge_partials
 from .kineto import read_kineto
@@ -33,7 +34,7 @@ def trace_files(paths: PathsLike) -> list[Path]:
     items = [paths] if isinstance(paths, (str, Path)) else list(paths)
     out: list[Path] = []
     for item in items:
-        p = Path(item)
+        p = as_path(item)
         if p.is_dir():
             found = sorted(f for f in p.iterdir() if is_trace_file(f))
             if not found:

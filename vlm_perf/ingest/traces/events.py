@@ -137,6 +137,14 @@ class TracePartial:
         if self.error is not None:
             raise self.error
 
+    def renamed(self, old: str, new: str) -> "TracePartial":
+        """The same partial with the file name ``old`` (a temporary local copy) written ``new`` (its URL)."""
+        error = self.error
+        if error is not None:
+            error = type(error)(str(error).replace(old, new))
+        return TracePartial([f.replace(old, new) for f in self.files], self.frames, self.meta,
+                            [n.replace(old, new) for n in self.notes], error)
+
 
 def empty_events() -> pl.DataFrame:
     return EventBuilder().frame(0)

@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import List, Optional, Union
 
+from ...remote import as_path
 from ...errors import InputError
 from ..compressed import open_maybe_compressed
 from .events import KINDS, MATMUL_OPS, EventBuilder, TracePartial, matmul_flops
@@ -115,7 +116,7 @@ class _Stream:
 
 def read_kineto(path: str | Path, file_index: int = 0) -> TracePartial:
     """One Kineto trace file -> a `TracePartial` (errors are returned in it, not raised)."""
-    path = Path(path)
+    path = as_path(path)
     try:
         builder, meta, notes = _scan(path)
     except InputError as exc:

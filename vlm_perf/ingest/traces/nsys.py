@@ -19,6 +19,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from ...remote import is_url, local_copy, open_binary
 from ...errors import InputError
 from .events import KINDS, EventBuilder, TracePartial
 from .kineto import _RANK_IN_NAME
@@ -32,7 +33,7 @@ BATCH = 50_000
 
 def is_sqlite(path: str | Path) -> bool:
     try:
-        with open(path, "rb") as fh:
+        with open_binary(path) as fh:
             return fh.read(16) == _SQLITE_MAGIC
     except OSError:
         return False
@@ -49,6 +50,10 @@ def _pid_tid(gtid: int | None) -> tuple[int, int]:
 
 
 def read_nsys(path: str | Path, file_index: int = 0) -> TracePartial:
+    if is_url(path):  # SQLite needs a local file: a URL is copied for the read, and named in what comes back
+        with local_copy(path) as local:
+            part = read_nsys(local, file_index)
+        return part.renamed(str(local), str(path))
     path = Path(path)
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
