@@ -156,7 +156,10 @@ TEXT_FIELDS: dict[str, Kind] = {
                      "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
                      "linear_num_value_heads", "full_attention_interval", "sliding_window_pattern",
                      "shared_expert_intermediate_size", "intermediate_size_mlp", "interleave_moe_layer_step",
-                     "no_rope_layer_interval", "attention_chunk_size"), POS),
+                     "no_rope_layer_interval", "attention_chunk_size",
+                     # Nemotron-H's Mamba-2 layers (and their legacy spellings)
+                     "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "mamba_n_groups",
+                     "conv_kernel", "mamba_d_conv", "chunk_size", "mamba_chunk_size"), POS),
     # 0 allowed: an MoE model whose every layer is MoE may state no dense width
     **dict.fromkeys(("intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
                      "max_window_layers"), NONNEG),
@@ -168,12 +171,13 @@ VISION_FIELDS: dict[str, Kind] = {
                      "intermediate_size", "spatial_patch_size", "temporal_patch_size", "in_channels", "in_chans",
                      "num_channels", "spatial_merge_size", "out_hidden_size", "window_size",
                      "num_position_embeddings", "num_global_layers", "attention_heads", "vision_output_dim",
-                     "max_num_tiles", "projector_input_dim", "projector_output_dim"), POS),
+                     "max_num_tiles", "projector_input_dim", "projector_output_dim",
+                     "init_pos_emb_height", "init_pos_emb_width"), POS),
     "mlp_ratio": RATIO,
     "pixel_shuffle_ratio": RATIO,
 }
 #: Square sizes (``n`` or ``[n, n]``) under ``vision_config``.
-VISION_SQUARE = ("patch_size", "image_size")
+VISION_SQUARE = ("patch_size", "image_size", "merge_kernel_size")
 #: Layer indexes (any integer, negative counting from the end, or a list of them): range-checked by the family
 #: against its tower depth (``families.decoder.feature_layer_depth``), not by a kind.
 INDEX_FIELDS = ("vision_feature_layer",)
