@@ -210,3 +210,22 @@ def test_dask_equals_single(tmp_path):
                                                                                                s.window_total)
     pick = [n for n in s.notes if "sliding-window" in n]
     assert [n for n in d.notes if "sliding-window" in n] == pick != []
+
+
+def test_one_window_per_model_and_the_bound_only_where_flops_read_it(tmp_path):
+    """The statistic is computed for the LM's one ``sliding_window``: every windowed attention block of every preset
+    must use that window (a family with several windows would need one statistic per window). PaliGemma 2 has sliding
+    layers but is billed as the eager square: the statistic is still exact (as from_batch), no bound is noted."""
+    from vlm_perf.arch.blocks import DecoderAttention
+    from vlm_perf.arch.presets_loader import preset_names
+
+    for name in preset_names():
+        spec = load_model(name)
+        windows = {b.window for b in spec.blocks if isinstance(b, DecoderAttention) and b.window}
+        assert windows <= {spec.lm.sliding_window}, (name, windows, spec.lm.sliding_window)
+    spec = load_model("paligemma2-3b-224")
+    assert spec.lm.sliding_window == 4096
+    rows = [{"iteration": 1, "seq_lens": [5000, 10]}, {"iteration": 1, "lm_tokens": 5000, "lm_tokens_sq": 5000 ** 2}]
+    res = iteration_stats(_write(tmp_path / "m.jsonl", rows), spec)
+    assert res.stats_for(1).lm_tokens_sq_beyond_window == 904 ** 2
+    assert res.diagnostics.lm_window is None and not any("sliding-window" in n for n in res.diagnostics.notes)

@@ -309,7 +309,7 @@ class MetadataDiagnostics:
     #: vision tokens per frame a cross-attention layer adds (Mllama: T CLS tokens per image); None: the model has no
     #: cross-attention layers (the text x vision sums are then read by nothing and the bound is not noted)
     cross_kv_tokens_per_frame: int | None = None
-    #: the LM's sliding window (None: no sliding-window layers). Pre-aggregated LM rows with lm_tokens_sq > W² count
+    #: the sliding window the FLOPs read (None: no windowed attention block). Pre-aggregated LM rows with lm_tokens_sq > W² count
     #: those layers as full causal: their rows, Σ lm_tokens_sq (counted), the least windowed Σ their aggregates allow,
     #: and the run's windowed Σ (lm_tokens_sq - lm_tokens_sq_beyond_window) as counted
     lm_window: int | None = None
@@ -348,6 +348,15 @@ def cls_per_frame(spec: "ModelSpec | None") -> int:
 def lm_window(spec: "ModelSpec | None") -> int | None:
     """The LM's sliding window in tokens (None: no sliding-window layers; one window per model, as `LMSpec` holds)."""
     return getattr(getattr(spec, "lm", None), "sliding_window", None) or None
+
+
+def windowed_attention(spec: "ModelSpec | None") -> int | None:
+    """The sliding window the model's FLOPs read (an attention block with a window), else None: PaliGemma 2 has
+    sliding layers but is billed as the eager square, so nothing reads the statistic and no bound is noted."""
+    from ..arch.blocks import DecoderAttention
+
+    found = [b.window for b in getattr(spec, "blocks", ()) if isinstance(b, DecoderAttention) and b.window]
+    return int(found[0]) if found else None
 
 
 def cross_kv_tokens_per_frame(spec: "ModelSpec | None") -> int | None:
@@ -529,7 +538,7 @@ class MetadataSource:
         self._row_values: dict[str, pl.Series] | None = {}
         self._diag = MetadataDiagnostics(merge_size=self.merge_size, window_side=self.window_side,
                                          cross_kv_tokens_per_frame=cross_kv_tokens_per_frame(spec),
-                                         lm_window=lm_window(spec))
+                                         lm_window=windowed_attention(spec))
 
     # ----------------------------------------------------------------------------- outputs
     @property
