@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..stats import BatchStats, grid_row_stats
-from ..stats.lm import beyond_chunks_sq
+from ..stats.lm import beyond_chunks_sq, beyond_window_sq
 
 SCHEMA_VERSION = 2  # the newest version written
 SCHEMA_VERSIONS = (1, 2)  # versions this reader understands
@@ -145,6 +145,9 @@ class RowExprs:
     #: (rows, lm_x_vision_patches counted, with the shortest sample, lm_x_vision_frames counted, shortest) of rows
     #: whose text x vision sums are the longest-sample bound over samples of unequal lengths (see `_cross_parts`)
     cross_bound: tuple[pl.Expr, ...] = ()
+    #: (rows, their lm_tokens_sq counted, the least windowed Σ their aggregates allow) of pre-aggregated LM rows whose
+    #: sliding-window statistic is unknown (0: sliding layers counted as full causal; see `row_exprs`)
+    window_bound: tuple[pl.Expr, ...] = ()
     checks: tuple[tuple[pl.Expr, int], ...] = ()
 
     def apply(self, lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -245,7 +248,8 @@ def _audio_parts(audio) -> dict[str, pl.Expr]:
 
 
 def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
-              with_model: bool = False, audio=None, lm_chunk: int | None = None) -> RowExprs:
+              with_model: bool = False, audio=None, lm_chunk: int | None = None,
+              lm_window: int | None = None) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
 
     Against the model's config (``with_model``: a spec was given, so the merge size is the model's, not a
@@ -265,7 +269,16 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     ``lm_chunk``: the LM's attention chunk (Llama 4); ``lm_tokens_sq_beyond_chunks`` is then summed per document of
     ``seq_lens`` (chunks start at each document's first token, as transformers' chunked mask aligns them), or taken
     over the uniform sequences of a ``padded_tokens``-only row; pre-aggregated LM rows give 0 (full causal: an upper
-    bound). ``lm_tokens_no_vision``: the row's LM tokens when it has no image or video, else 0."""
+    bound). ``lm_tokens_no_vision``: the row's LM tokens when it has no image or video, else 0.
+
+    ``lm_window``: the LM's sliding window W (Gemma 3, gpt-oss, Mistral, Qwen2 with ``use_sliding_window``);
+    ``lm_tokens_sq_beyond_window`` (Σ max(s - W, 0)²) is then summed per document of ``seq_lens`` (transformers'
+    sliding mask, under packing, is intersected with the per-document mask and measured in each document's own
+    positions, so every document is its own window sequence), or taken over the uniform sequences of a
+    ``padded_tokens``-only row. Pre-aggregated LM rows give 0 (full causal: an upper bound) unless
+    ``lm_tokens_sq <= W²`` (then no document exceeds W and 0 is exact); the others are flagged in ``window_bound``
+    with the least windowed Σ (s² - max(s - W, 0)²) their aggregates allow: max(T, 2·W·T - W²·n) (T tokens, n
+    ``lm_sequences`` when given; exact when every document exceeds W), capped at ``lm_tokens_sq``."""
     c = pl.col
     # stage 1: every list traversal once, into named intermediate columns (polars does not reliably
     # share a list.eval between a when/then chain and the statistics)
@@ -277,6 +290,8 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         "__seq_bad": seq.list.eval(pl.element().is_null() | (pl.element() <= 0)).list.any(),
         "__seq_big": seq.list.max() > SEQ_LEN_MAX,
     }
+    if lm_window:
+        stage1["__seq_window"] = seq.list.eval(beyond_window_sq(pl.element(), lm_window)).list.sum()
     if lm_chunk:
         stage1["__seq_chunks"] = seq.list.eval(beyond_chunks_sq(pl.element(), lm_chunk)).list.sum()
     for prefix, col in (("__img_", "image_grid_thw"), ("__vid_", "video_grid_thw")):
@@ -314,6 +329,20 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
             pl.coalesce(c("__seq_chunks"), beyond_chunks_sq(uniform_len, lm_chunk) * n_uniform)).fill_null(0)
     else:
         lm_chunks = pl.lit(0, _INT)
+    if lm_window:  # pre-aggregated LM rows: unknown (0, counted as full causal; flagged below unless exact)
+        uniform_len = padded // n_uniform
+        lm_window_sq = pl.when(has_pre_lm).then(0).otherwise(
+            pl.coalesce(c("__seq_window"), beyond_window_sq(uniform_len, lm_window) * n_uniform)).fill_null(0)
+        pre_sq, pre_tokens = c("lm_tokens_sq").fill_null(0), c("lm_tokens").fill_null(0)
+        flagged = (has_pre_lm & (pre_sq > lm_window * lm_window)).fill_null(False)
+        n_docs = c("lm_sequences")  # without it only w(s) >= s is known
+        least = pl.when(n_docs.is_not_null()).then(pl.max_horizontal(
+            pre_tokens, 2 * lm_window * pre_tokens - lm_window * lm_window * n_docs)).otherwise(pre_tokens)
+        window_bound = (flagged.cast(_INT), pl.when(flagged).then(pre_sq).otherwise(0),
+                        pl.when(flagged).then(pl.min_horizontal(least, pre_sq)).otherwise(0))
+    else:
+        lm_window_sq = pl.lit(0, _INT)
+        window_bound = (pl.lit(0, _INT),) * 3
 
     lm_bad = (~has_seq & ~has_pre_lm & padded.is_null()) | (has_seq & has_pre_lm) | (has_pre_lm & ~pre_lm_ok)
     padded_bad = padded.is_not_null() & ((padded <= 0) | (padded < lm_tokens))
@@ -354,6 +383,7 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
                            .otherwise(img["cls_tokens"] + vid["cls_tokens"]) if cls_per_frame else 0),
         **({key[len("__audio_"):]: c(key) for key in stage1 if key.startswith("__audio_")} if audio is not None else {}),
         lm_tokens_sq_beyond_chunks=lm_chunks,
+        lm_tokens_sq_beyond_window=lm_window_sq,
         lm_tokens_no_vision=pl.when(has_media).then(0).otherwise(lm_tokens),
     )
     it = c("iteration")
@@ -394,4 +424,4 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     cross_bound = tuple(c(f"__xb_{k}") for k in ("rows", "hi_patches", "lo_patches", "hi_frames", "lo_frames"))
     return RowExprs(code=code, stats=stats, pre_lm=has_pre_lm, pre_vision=has_pre_vis, padded_only=padded_only,
                     stage1=tuple(expr.alias(name) for name, expr in stage1.items()), checks=tuple(checks),
-                    cross_bound=cross_bound)
+                    cross_bound=cross_bound, window_bound=window_bound)

@@ -72,6 +72,9 @@ _CODE = "_code"
 _FLAGS = ("_pre_lm", "_pre_vision", "_padded_only")
 # rows on the longest-sample text x vision bound, and their sums (counted, shortest sample): RowExprs.cross_bound
 _XBOUND = ("_xb_rows", "_xb_hi_patches", "_xb_lo_patches", "_xb_hi_frames", "_xb_lo_frames")
+# pre-aggregated LM rows whose sliding-window statistic is unknown, their lm_tokens_sq and least windowed Σ (RowExprs.window_bound)
+_WBOUND = ("_wb_rows", "_wb_counted", "_wb_least")
+_BOUNDS = (*_XBOUND, *_WBOUND)
 _KEY = ("iteration", "microbatch", "dp_rank")
 PathsLike = Union[str, Path, Iterable[Union[str, Path]]]
 RowColumn = Callable[[pl.DataFrame], pl.Series]
@@ -307,6 +310,14 @@ class MetadataDiagnostics:
     #: vision tokens per frame a cross-attention layer adds (Mllama: T CLS tokens per image); None: the model has no
     #: cross-attention layers (the text x vision sums are then read by nothing and the bound is not noted)
     cross_kv_tokens_per_frame: int | None = None
+    #: the sliding window the FLOPs read (None: no windowed attention block). Pre-aggregated LM rows with lm_tokens_sq > W² count
+    #: those layers as full causal: their rows, Σ lm_tokens_sq (counted), the least windowed Σ their aggregates allow,
+    #: and the run's windowed Σ (lm_tokens_sq - lm_tokens_sq_beyond_window) as counted
+    lm_window: int | None = None
+    rows_window_bound: int = 0
+    window_bound_counted: int = 0
+    window_bound_least: int = 0
+    window_total: int = 0
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -335,6 +346,20 @@ def cls_per_frame(spec: "ModelSpec | None") -> int:
     return int(getattr(vision, "cls_per_frame", 0) or 0) if vision is not None else 0
 
 
+def lm_window(spec: "ModelSpec | None") -> int | None:
+    """The LM's sliding window in tokens (None: no sliding-window layers; one window per model, as `LMSpec` holds)."""
+    return getattr(getattr(spec, "lm", None), "sliding_window", None) or None
+
+
+def windowed_attention(spec: "ModelSpec | None") -> int | None:
+    """The sliding window the model's FLOPs read (an attention block with a window), else None: PaliGemma 2 has
+    sliding layers but is billed as the eager square, so nothing reads the statistic and no bound is noted."""
+    from ..arch.blocks import DecoderAttention
+
+    found = [b.window for b in getattr(spec, "blocks", ()) if isinstance(b, DecoderAttention) and b.window]
+    return int(found[0]) if found else None
+
+
 def cross_kv_tokens_per_frame(spec: "ModelSpec | None") -> int | None:
     """Vision tokens per frame of the model's cross-attention layers (Mllama: its tiles' CLS tokens); None without."""
     from ..arch.blocks import CrossAttention
@@ -353,8 +378,8 @@ _KEY_CHECK = [_KEYED.sum().alias("_keyed"),
 # Float64 shadows of the squared sums: an Int64 sum that wrapped around differs from its shadow by ~2^64
 _SHADOWED = ("lm_tokens_sq", "vision_patches_sq_frame", "vision_patches_sq_item", "vision_window_sq")
 _SHADOW = tuple(f"_f_{c}" for c in _SHADOWED)
-_SUMMED = (*STAT_FIELDS, "microbatches", *_FLAGS, *_XBOUND, "_keyed", *_SHADOW)
-_ROW_AGGS = ([pl.col(c).sum() for c in (*STAT_FIELDS, *_FLAGS, *_XBOUND)] + [pl.len().alias("microbatches")] + _KEY_CHECK
+_SUMMED = (*STAT_FIELDS, "microbatches", *_FLAGS, *_BOUNDS, "_keyed", *_SHADOW)
+_ROW_AGGS = ([pl.col(c).sum() for c in (*STAT_FIELDS, *_FLAGS, *_BOUNDS)] + [pl.len().alias("microbatches")] + _KEY_CHECK
              + [pl.col(c).cast(pl.Float64).sum().alias(f) for c, f in zip(_SHADOWED, _SHADOW)])
 _MERGE = ([pl.col(c).sum() for c in _SUMMED]
           + [pl.col(c).min() for c in ("_mb_min", "_rank_min")] + [pl.col(c).max() for c in ("_mb_max", "_rank_max")])
@@ -415,9 +440,9 @@ def finish_notes(diag: MetadataDiagnostics) -> None:
             "(a resumed job re-recording replayed iterations); they are not counted twice")
     if diag.rows_preaggregated_lm:
         diag.notes.append(f"{diag.rows_preaggregated_lm} row(s) carry pre-aggregated LM statistics")
-    note = cross_bound_note(diag)
-    if note:
-        diag.notes.append(note)
+    for note in (cross_bound_note(diag), window_bound_note(diag)):
+        if note:
+            diag.notes.append(note)
 
 
 def cross_bound_note(diag: MetadataDiagnostics) -> str | None:
@@ -433,6 +458,20 @@ def cross_bound_note(diag: MetadataDiagnostics) -> str | None:
             "images_per_sample, so the cross-attention core counts the longest sample's length x the row's vision "
             f"tokens (Σ S·V = {hi:,} there; the shortest sample gives {lo:,}, the exact value lies between): the "
             f"run's cross-attention core may be over-counted by up to {share:.1%}; record images_per_sample for the "
+            "exact value")
+
+
+def window_bound_note(diag: MetadataDiagnostics) -> str | None:
+    """The named full-causal bound of the sliding-window layers on pre-aggregated LM rows (None without such rows)."""
+    w = diag.lm_window
+    if not diag.rows_window_bound or not w:
+        return None
+    hi, lo = diag.window_bound_counted, diag.window_bound_least
+    share = (hi - lo) / diag.window_total if diag.window_total else 0.0
+    return (f"upper bound: {diag.rows_window_bound} row(s) carry pre-aggregated LM statistics (no seq_lens), so the "
+            f"sliding-window layers (window {w:,}) count them as full causal attention (Σ s² = {hi:,} there; the "
+            f"least windowed Σ their lm_tokens / lm_sequences allow is {lo:,}, the exact value lies between): the "
+            f"run's sliding-window attention core may be over-counted by up to {share:.1%}; record seq_lens for the "
             "exact value")
 
 
@@ -489,7 +528,8 @@ class MetadataSource:
         self._exprs = row_exprs(self.merge_size, self.window_side, self.cls_per_frame,
                                 text_only=spec is not None and spec.vision is None, with_model=spec is not None,
                                 audio=getattr(spec, "audio", None),
-                                lm_chunk=getattr(getattr(spec, "lm", None), "attention_chunk", None))
+                                lm_chunk=getattr(getattr(spec, "lm", None), "attention_chunk", None),
+                                lm_window=lm_window(spec))
         self._media = MediaConverter(spec)
         self._done = False
         self._total = 0
@@ -498,7 +538,8 @@ class MetadataSource:
         self._per_microbatch: pl.DataFrame | None = None
         self._row_values: dict[str, pl.Series] | None = {}
         self._diag = MetadataDiagnostics(merge_size=self.merge_size, window_side=self.window_side,
-                                         cross_kv_tokens_per_frame=cross_kv_tokens_per_frame(spec))
+                                         cross_kv_tokens_per_frame=cross_kv_tokens_per_frame(spec),
+                                         lm_window=windowed_attention(spec))
 
     # ----------------------------------------------------------------------------- outputs
     @property
@@ -702,7 +743,7 @@ class MetadataSource:
         cols += [(expr if isinstance(expr, pl.Expr) else pl.lit(expr, pl.Int64)).alias(name)  # 0: a statistic metadata cannot give
                  for name, expr in ex.stats.as_dict().items()]
         cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
-        cols += [expr.cast(pl.Int64).alias(name) for name, expr in zip(_XBOUND, ex.cross_bound)]
+        cols += [expr.cast(pl.Int64).alias(name) for name, expr in zip(_BOUNDS, (*ex.cross_bound, *ex.window_bound))]
         raw = frame  # as read (v2 sizes, no derived grids): what raw_sink receives
         frame, media_code = self._convert_media(frame, count=True)
         rows = ex.apply(frame.lazy()).select(cols).collect()
@@ -784,6 +825,10 @@ class MetadataSource:
              diag.cross_bound_frames_low) = map(int, bound)
             totals = per_iteration.select(pl.col(f).sum() for f in ("lm_x_vision_patches", "lm_x_vision_frames"))
             diag.cross_total_patches, diag.cross_total_frames = map(int, totals.row(0))
+            window = per_iteration.select(*(pl.col(f).sum() for f in _WBOUND),
+                                          (pl.col("lm_tokens_sq") - pl.col("lm_tokens_sq_beyond_window")).sum())
+            (diag.rows_window_bound, diag.window_bound_counted, diag.window_bound_least,
+             diag.window_total) = map(int, window.row(0))
         self._per_iteration = _public(per_iteration, ["iteration"])
         if self.want_per_rank:
             self._per_rank = _public(grouped, ["iteration", "dp_rank"])
@@ -806,7 +851,7 @@ class MetadataSource:
         cols += [(expr if isinstance(expr, pl.Expr) else pl.lit(expr, pl.Int64)).alias(name)  # 0: a statistic metadata cannot give
                  for name, expr in ex.stats.as_dict().items()]
         cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
-        cols += [expr.cast(pl.Int64).alias(name) for name, expr in zip(_XBOUND, ex.cross_bound)]
+        cols += [expr.cast(pl.Int64).alias(name) for name, expr in zip(_BOUNDS, (*ex.cross_bound, *ex.window_bound))]
         wanted = pl.Series(replayed, dtype=pl.Int64).implode()
         parts = []
         scratch = _PassState(keys)
@@ -893,7 +938,7 @@ def _empty_partial(keys: list[str]) -> pl.DataFrame:
     schema: dict[str, Any] = {k: pl.Int64 for k in keys}
     schema.update({c: pl.Int64 for c in STAT_FIELDS})
     schema.update({c: pl.UInt32 for c in _FLAGS})
-    schema.update({c: pl.Int64 for c in _XBOUND})
+    schema.update({c: pl.Int64 for c in _BOUNDS})
     schema.update({"microbatches": pl.UInt32, "_keyed": pl.UInt32})
     schema.update({c: pl.Int64 for c in ("_mb_min", "_mb_max", "_rank_min", "_rank_max")})
     schema.update({c: pl.Float64 for c in _SHADOW})

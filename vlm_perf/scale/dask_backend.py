@@ -124,7 +124,8 @@ def _metadata_partial(files: Sequence[str], spec: "ModelSpec | None", per_rank: 
 
 def _merge_diag(diags: Sequence[MetadataDiagnostics]) -> MetadataDiagnostics:
     out = MetadataDiagnostics(merge_size=diags[0].merge_size, window_side=diags[0].window_side,
-                              cross_kv_tokens_per_frame=diags[0].cross_kv_tokens_per_frame)
+                              cross_kv_tokens_per_frame=diags[0].cross_kv_tokens_per_frame,
+                              lm_window=diags[0].lm_window)
     for d in diags:
         out.files += d.files
         out.rows_read += d.rows_read
@@ -139,7 +140,8 @@ def _merge_diag(diags: Sequence[MetadataDiagnostics]) -> MetadataDiagnostics:
         out.rows_media_in_pixels += d.rows_media_in_pixels
         out.rows_duplicate += d.rows_duplicate
         for name in ("rows_cross_bound", "cross_bound_patches", "cross_bound_patches_low", "cross_bound_frames",
-                     "cross_bound_frames_low", "cross_total_patches", "cross_total_frames"):
+                     "cross_bound_frames_low", "cross_total_patches", "cross_total_frames", "rows_window_bound",
+                     "window_bound_counted", "window_bound_least", "window_total"):
             setattr(out, name, getattr(out, name) + getattr(d, name))
         out.decompressed += d.decompressed
         out.cleaned += d.cleaned

@@ -34,7 +34,8 @@ class BatchStats:
       lm_tokens_sq_beyond_window  sum over sequences of max(s - W, 0)^2 for the model's sliding window W
                         (0 without one); a windowed causal kernel computes (s^2 - that)/2 score entries of
                         a sliding-window layer. 0 when unknown: the layer is then counted as full causal
-                        (an upper bound, never an under-count)
+                        (an upper bound, never an under-count). Per document: transformers' sliding mask under
+                        packing is cut per document (position ids), so it is a function of the document lengths alone
     Vision (all media; ``video_*`` repeat the share that came from video grids):
       vision_patches, vision_patches_sq_frame, vision_patches_sq_item, vision_merged_tokens,
       vision_window_sq (Qwen2.5-VL exact sum of window^2; equals the per-frame sum otherwise),
