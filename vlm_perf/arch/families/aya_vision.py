@@ -35,7 +35,7 @@ from ..spec import LMSpec, ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import feature_layer_depth, forward_only_after, lm_blocks, read_lm
 from .internvl import InternVLMedia, tiled_canvas
-from .media import DerivedMedia, positive
+from .media import DerivedMedia
 from .siglip import fixed_tile, read_siglip, siglip_blocks
 
 # Cohere2Config class defaults (transformers 5.x configuration_cohere2.py) used when a config omits them
@@ -212,18 +212,12 @@ class Cohere2VisionMedia(AyaVisionMedia):
                 "crop_to_patches": bool(pre.get("crop_to_patches", True)),
                 "source": "processor files" if pre else "Cohere2VisionImageProcessor class defaults"}
 
-    def image(self, spec, height: int, width: int) -> DerivedMedia:
-        height, width = positive((height, width), "image size (H, W pixels)")
-        s = self.settings(spec)
+    def canvas(self, spec, s: dict, height: int, width: int) -> tuple[int, int]:
+        """Command A Vision's own canvas rule (no ``min_patches``); the tiles, thumbnail and tokens follow as for
+        InternVL (:meth:`InternVLMedia.image`)."""
         if s["max_patches"] < 1:
             raise ConfigError(f"{spec.name}: max_patches {s['max_patches']} must be >= 1")
-        cols, rows = cohere2_vision_canvas(height, width, s["tile"], s["max_patches"]) if s["crop_to_patches"] \
-            else (1, 1)
-        tiles = cols * rows + (1 if cols * rows > 1 else 0)
-        grid = self._grid(spec, s["tile"], tiles)
-        per_tile = (grid[1] // spec.vision.spatial_merge_size) ** 2
-        return DerivedMedia("image", (height, width), (s["tile"], s["tile"]), grid, per_tile * tiles, tiles=tiles,
-                            detail={"canvas": [rows, cols], "thumbnail": cols * rows > 1})
+        return cohere2_vision_canvas(height, width, s["tile"], s["max_patches"]) if s["crop_to_patches"] else (1, 1)
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
         raise UnsupportedModelError(f"{spec.name}: Command A Vision has no video input")

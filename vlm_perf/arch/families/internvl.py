@@ -155,12 +155,16 @@ class InternVLMedia(MediaRule):
         side = tile_px // v.patch_size
         return tiles, side, side
 
+    def canvas(self, spec, s: dict, height: int, width: int) -> tuple[int, int]:
+        """(columns, rows) of tiles for an image of ``height`` x ``width`` pixels under ``settings`` ``s``."""
+        if not 1 <= s["min_patches"] <= s["max_patches"]:
+            raise ConfigError(f"{spec.name}: min_patches {s['min_patches']} / max_patches {s['max_patches']} invalid")
+        return tiled_canvas(height, width, s["tile"], s["min_patches"], s["max_patches"])
+
     def image(self, spec, height: int, width: int) -> DerivedMedia:
         height, width = positive((height, width), "image size (H, W pixels)")
         s = self.settings(spec)
-        if not 1 <= s["min_patches"] <= s["max_patches"]:
-            raise ConfigError(f"{spec.name}: min_patches {s['min_patches']} / max_patches {s['max_patches']} invalid")
-        cols, rows = tiled_canvas(height, width, s["tile"], s["min_patches"], s["max_patches"])
+        cols, rows = self.canvas(spec, s, height, width)
         tiles = cols * rows + (1 if cols * rows > 1 else 0)
         grid = self._grid(spec, s["tile"], tiles)
         per_tile = (grid[1] // spec.vision.spatial_merge_size) ** 2
