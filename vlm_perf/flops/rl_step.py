@@ -198,6 +198,21 @@ def rl_samples_expr(total: str = "step_tokens", prompt_mean: str = "prompt_len_m
             .round(0).cast(pl.Int64).alias("rl_samples"))
 
 
+def step_samples(iterations: pl.DataFrame, samples: int | None = None) -> pl.Expr:
+    """Responses per step, one rule for every log-based RL estimate: ``samples`` when given (a positive integer),
+    else the log's ``rl_samples`` column, else :func:`rl_samples_expr` from ``step_tokens``; none of them is an
+    error naming what to give."""
+    if samples is not None:
+        if int(samples) != samples or samples < 1:
+            raise ConfigError(f"samples must be a positive integer, got {samples!r}")
+        return pl.lit(int(samples), pl.Int64)
+    if "rl_samples" in iterations.columns:
+        return pl.col("rl_samples").cast(pl.Int64)
+    if "step_tokens" in iterations.columns:
+        return rl_samples_expr()
+    raise ConfigError("no sample count: the log has no rl_samples / step_tokens column; give samples=")
+
+
 ESTIMATE_NOTE = ("ESTIMATE from the log's mean lengths (no per-sample metadata): every response counted with the "
                  "mean prompt ({p}) and mean response ({n}) length; attention is quadratic in length, so a spread "
                  "of lengths is under-counted (mean(L^2) >= mean(L)^2), and generation's KV-cache attention too")
@@ -289,16 +304,7 @@ def rl_estimate_flops_frame(spec: ModelSpec, iterations: pl.DataFrame,
     if missing:
         raise ConfigError(f"an estimate from mean lengths needs columns {', '.join(sorted(need))}; missing "
                           f"{', '.join(sorted(missing))}")
-    if samples is not None and (int(samples) != samples or samples < 1):
-        raise ConfigError(f"samples must be a positive integer, got {samples!r}")
-    if samples is not None:
-        n_expr = pl.lit(int(samples), pl.Int64)
-    elif "rl_samples" in iterations.columns:
-        n_expr = pl.col("rl_samples").cast(pl.Int64)
-    elif "step_tokens" in iterations.columns:
-        n_expr = rl_samples_expr()
-    else:
-        raise ConfigError("no sample count: the log has no rl_samples / step_tokens column; give samples=")
+    n_expr = step_samples(iterations, samples)
     rows = iterations.select(pl.col("iteration").cast(pl.Int64), n_expr.alias("_n"),
                              pl.col("prompt_len_mean").cast(pl.Float64).round(0).cast(pl.Int64).alias("_p"),
                              pl.col("response_len_mean").cast(pl.Float64).round(0).cast(pl.Int64).alias("_r")
@@ -342,5 +348,5 @@ def rl_estimate_flops_frame(spec: ModelSpec, iterations: pl.DataFrame,
 
 
 __all__ = ["ESTIMATE_NOTE", "PHASE_PREFIX", "PHASE_TABLE_SCHEMA", "TIMER_PREFIX", "UNACCOUNTED",
-           "STEP_SUMMARY_SCHEMA", "phase_table", "rl_estimate_flops_frame", "rl_samples_expr",
+           "STEP_SUMMARY_SCHEMA", "phase_table", "rl_estimate_flops_frame", "rl_samples_expr", "step_samples",
            "rl_step_flops_estimate", "step_summary"]

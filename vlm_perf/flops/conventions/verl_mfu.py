@@ -252,7 +252,7 @@ def verl_mfu_actor_log_frame(spec: ModelSpec, iterations: "pl.DataFrame", num_gp
     import polars as pl
     from fractions import Fraction
 
-    from ..rl_step import rl_samples_expr
+    from ..rl_step import step_samples
 
     _check(num_gpus, peak_flops, ppo_epochs)
     need = {"iteration", "prompt_len_mean", "response_len_mean", "phase_s_update_actor"}
@@ -260,14 +260,7 @@ def verl_mfu_actor_log_frame(spec: ModelSpec, iterations: "pl.DataFrame", num_gp
     if missing:
         raise ConfigError(f"reproducing perf/mfu/actor from a log needs columns {', '.join(sorted(need))}; missing "
                           f"{', '.join(sorted(missing))}")
-    if samples is not None:
-        n_expr = pl.lit(int(samples), pl.Int64)
-    elif "rl_samples" in iterations.columns:
-        n_expr = pl.col("rl_samples").cast(pl.Int64)
-    elif "step_tokens" in iterations.columns:
-        n_expr = rl_samples_expr()
-    else:
-        raise ConfigError("no sample count: the log has no rl_samples / step_tokens column; give samples=")
+    n_expr = step_samples(iterations, samples)
     length = (pl.col("prompt_len_mean").cast(pl.Float64).round(0) + pl.col("response_len_mean").cast(pl.Float64)
               .round(0)).cast(pl.Int64)
     grids = [tuple(g) for g in image_grids_per_sample]
