@@ -376,3 +376,31 @@ def test_memory_is_one_value(shown):
         return
     gib = [("—" if v is None else f"{v / 2 ** 30:,.2f}") for v in (m["max_allocated_bytes"], m["max_reserved_bytes"])]
     assert got == [(*gib, str(m["peak_rank"]))]
+
+
+def test_rl_numbers_are_one_value(shown):
+    """An RL run's generation share, training-only share, step FLOPs and per-phase FLOPs are the summary's values
+    in report.md, report.html and the terminal (each formatted at the precision the place shows)."""
+    s = shown["summary"]
+    rl = s.get("rl")
+    if not rl:
+        pytest.skip("not an RL run")
+    unit = _unit(shown)
+    gen, only = _pct(rl["phases"]["generation"]["time_share"]), _pct(rl["training_only_share"])
+    assert rl["headline"].endswith(f"generation {gen} of the step time")
+    for page in ("report.md", "report.html"):
+        lines = _lines(shown[page])
+        assert _found(lines, r"generation (\S+) of the step time \(\d+ RL steps\)\. Training-only accounting "
+                             r"counts (\S+) of") == [(gen, only)]
+        assert _found(lines, rf"Whole RL steps: ([\d,]+) FLOPs in \S+ s = ([\d,.]+) {re.escape(unit)}/GPU") == [
+            (f"{rl['flops_total']:,.0f}", _rate(rl["tflops_per_gpu"], unit))]
+        rows = [row for row in _cells(shown[page]) if len(row) > 3]
+        for name, phase in rl["phases"].items():  # the phase table (labelled; FLOPs) and the by-part table (keys)
+            assert any(row[2] == f"{phase['flops']:,.0f}" and row[-2] == _pct(phase["time_share"]) for row in rows), (
+                name, phase)
+            parts = [f"{v:,.0f}" for v in phase["parts"].values()]
+            assert [row[1:] for row in rows if row[0] == name] == ([parts] if phase["flops"] else []), (name, parts)
+    terminal = _found(shown["terminal"].splitlines(),
+                      rf"generation (\S+) of the step time; every phase ([\d,.]+) {re.escape(unit)}/GPU; "
+                      r"training-only accounting (\S+) of")
+    assert terminal == [(gen, _rate(rl["tflops_per_gpu"], unit), only)]
