@@ -21,7 +21,7 @@ from config_samples import SAMPLES, sample  # noqa: E402
 
 from vlm_perf.arch import load_model, spec_from_config  # noqa: E402
 from vlm_perf.arch.fields import text_section  # noqa: E402
-from vlm_perf.arch.validate import INDEX_FIELDS, POS, TEXT_FIELDS, TOP_FIELDS, VISION_FIELDS, VISION_SQUARE  # noqa: E402
+from vlm_perf.arch.validate import AUDIO_FIELDS, INDEX_FIELDS, POS, TEXT_FIELDS, TOP_FIELDS, VISION_FIELDS, VISION_SQUARE  # noqa: E402
 from vlm_perf.errors import VlmPerfError  # noqa: E402
 
 FUZZ = settings(derandomize=True, deadline=None, database=None,
@@ -30,10 +30,13 @@ FUZZ = settings(derandomize=True, deadline=None, database=None,
 
 # ----------------------------------------------------------------------------------------- config.json
 def _numeric_leaves(cfg: dict) -> list[tuple[str, ...]]:
-    """Paths of every numeric (non-bool) value directly in the top level, text_config and vision_config."""
+    """Paths of every numeric (non-bool) value directly in the top level, text_config, vision_config and
+    audio_config (an Omni config's sections under ``thinker_config``)."""
     out = []
-    for path, section in (((), cfg), (("text_config",), cfg.get("text_config")), (("vision_config",),
-                                                                                 cfg.get("vision_config"))):
+    thinker = cfg.get("thinker_config")
+    root, base = (thinker, ("thinker_config",)) if isinstance(thinker, dict) else (cfg, ())
+    for path, section in ((base, root), *((base + (name,), root.get(name))
+                                         for name in ("text_config", "vision_config", "audio_config"))):
         if not isinstance(section, dict):
             continue
         for key, value in section.items():
@@ -49,6 +52,10 @@ MUTATIONS = ("zero", "negative", "nan", "inf", "huge", "string", "list", "missin
 def _kind_of(family: str, path: tuple[str, ...]):
     """The declared kind of a field, as the reader sees it (None: not a declared structural field)."""
     key = path[-1]
+    if path[0] == "thinker_config":  # an Omni thinker: its sections are read like a top-level config's
+        path = path[1:] or path
+        if path[0] == "audio_config":
+            return AUDIO_FIELDS.get(key)
     if path[0] == "vision_config":
         return POS if key in VISION_SQUARE else VISION_FIELDS.get(key)
     _, section = text_section(sample(family))

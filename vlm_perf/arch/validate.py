@@ -33,7 +33,7 @@ from typing import Any, Mapping
 from ..remote import as_path
 from ..errors import ConfigError, InputError
 
-__all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "MAX_SIZE", "TEXT_FIELDS", "TOP_FIELDS", "VISION_FIELDS", "INDEX_FIELDS", "bounded",
+__all__ = ["AUDIO_FIELDS", "MAX_CONFIG_BYTES", "MAX_DEPTH", "MAX_SIZE", "TEXT_FIELDS", "TOP_FIELDS", "VISION_FIELDS", "INDEX_FIELDS", "bounded",
            "check_config", "check_spec", "check_tree", "read_json_file"]
 
 #: Largest config / manifest JSON file read (the largest released config.json is a few tens of KB).
@@ -176,6 +176,10 @@ VISION_FIELDS: dict[str, Kind] = {
     "mlp_ratio": RATIO,
     "pixel_shuffle_ratio": RATIO,
 }
+#: Audio encoder fields (under an Omni thinker's ``audio_config``), by name.
+AUDIO_FIELDS: dict[str, Kind] = dict.fromkeys(
+    ("d_model", "encoder_attention_heads", "encoder_ffn_dim", "encoder_layers", "n_window", "n_window_infer",
+     "num_mel_bins", "output_dim", "downsample_hidden_size", "max_source_positions"), POS)
 #: Square sizes (``n`` or ``[n, n]``) under ``vision_config``.
 VISION_SQUARE = ("patch_size", "image_size", "merge_kernel_size")
 #: Layer indexes (any integer, negative counting from the end, or a list of them): range-checked by the family
@@ -283,6 +287,17 @@ def check_config(config: Mapping[str, Any], source: str) -> None:
         if not isinstance(vision, dict):
             raise ConfigError(f"{source}: field {outer}vision_config must be an object, got {bounded(vision)}")
         check_vision(vision, source, f"{outer}vision_config.")
+    audio = config.get("audio_config")
+    if audio is not None:
+        if not isinstance(audio, dict):
+            raise ConfigError(f"{source}: field {outer}audio_config must be an object, got {bounded(audio)}")
+        _check_fields(audio, AUDIO_FIELDS, f"{outer}audio_config.", source)
+        wk, width = _int(audio, "d_model")
+        hk, heads = _int(audio, "encoder_attention_heads")
+        if width and heads and width % heads:
+            raise ConfigError(f"{source}: {outer}audio_config.d_model {width} is not divisible by "
+                              f"{outer}audio_config.encoder_attention_heads {heads} (the encoder's head_dim is "
+                              "derived from them)")
 
 
 # ------------------------------------------------------------------------------ 3. the built spec
