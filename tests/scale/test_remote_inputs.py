@@ -54,10 +54,11 @@ def normalised(summary: Path, *roots: str) -> str:
     return text
 
 
-@pytest.mark.parametrize("name", ["qwen2-vl-tiny-lora-real", "qwen2-vl-tiny-trace", "qwen2.5-vl-7b-video"])
+@pytest.mark.parametrize("name", ["qwen2-vl-tiny-lora-real", "qwen2-vl-tiny-trace", "qwen2.5-vl-7b-video",
+                                  "qwen2-vl-tiny-grpo-real"])
 def test_report_reads_a_run_by_url(name, tmp_path, capsys):
     """lora-real: metadata/ shards, config.json, adapter_config.json, trainability.json; trace: a trace/
-    folder of Kineto traces; video: metadata.jsonl.gz and run.yaml."""
+    folder of Kineto traces; video: metadata.jsonl.gz and run.yaml; grpo: the rl/ records."""
     sample = ROOT / name
     url = to_memory(sample, f"{tmp_path.name}/{name}")
     code, _, err = run(capsys, "report", sample, "-o", tmp_path / "local")

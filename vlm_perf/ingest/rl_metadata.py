@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SchemaError
+from ..remote import as_path
 from ..flops.generation import HEAD_POSITIONS
 
 __all__ = ["RL_SCHEMA", "RL_DIR", "RLSettings", "Shapes", "Rollout", "RLStep", "RLRecord", "read_rl", "find_rl",
@@ -78,7 +79,7 @@ class RLRecord:
 
 def find_rl(folder: str | Path) -> Path | None:
     """The ``rl/`` folder of a run folder when it holds the settings file."""
-    sub = Path(folder) / RL_DIR
+    sub = as_path(folder) / RL_DIR
     return sub if (sub / SETTINGS).is_file() else None
 
 
@@ -205,14 +206,14 @@ def _step(obj: Any, where: str) -> RLStep:
 
 def read_rl(folder: str | Path) -> RLRecord:
     """Read ``folder/settings.json`` and ``folder/steps.jsonl`` (``folder``: the run's ``rl/``)."""
-    folder = Path(folder)
+    folder = as_path(folder)
     settings = _settings(folder / SETTINGS)
     path = folder / STEPS
     if not path.is_file():
         raise SchemaError(f"no {STEPS} beside {SETTINGS}", str(folder))
     steps: list[RLStep] = []
     seen: set[int] = set()
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with path.open("r", encoding="utf-8", errors="replace") as fh:
         for number, line in enumerate(fh, 1):
             if not line.strip():
                 continue
