@@ -256,8 +256,8 @@ def as_path(path: str | os.PathLike | RemotePath) -> Path:
 
 def open_binary(path: str | os.PathLike | RemotePath) -> Any:
     """``open(path, "rb")`` for a local path, the fsspec stream for a URL."""
-    if is_url(path):
-        return as_path(path).open("rb")  # type: ignore[arg-type]
+    if isinstance(path, RemotePath) or is_url(path):
+        return as_path(path).open("rb")
     return open(path, "rb")
 
 
