@@ -25,7 +25,7 @@ from ..parts import MERGER
 from ..spec import ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import lm_blocks, read_lm
-from .media import DerivedMedia, MediaRule, positive
+from .media import DerivedMedia, MediaRule, no_video, positive
 from .siglip import fixed_tile, read_siglip, siglip_blocks
 
 
@@ -88,7 +88,7 @@ class DeepseekVLMedia(MediaRule):
         return DerivedMedia("image", (height, width), (s["size"], s["size"]), (1, side, side), s["num_image_tokens"])
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{spec.name}: DeepSeek-VL has no video input")
+        raise no_video(f"{spec.name} (deepseek_vl)", "DeepseekVLProcessor", "DeepseekVLForConditionalGeneration")
 
 
 register_family(Family(
