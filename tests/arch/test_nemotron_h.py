@@ -216,3 +216,19 @@ def test_transformers_reference_scan_differs_by_explained_terms(length):
     c, q = length // 8, 8
     extra = 2 * c * q * q * 16 * (8 - 2) + 2 * (c + 1) ** 2 * 8 * 12 * 16
     assert got[torch.ops.aten.bmm] == parts["lm.attn_core"] + extra
+
+
+@pytest.mark.parametrize("preset,total,named", [("nemotron-h-8b", 8_100_852_736, 8), ("nemotron-h-56b", 56_324_350_464, 56),
+                                                ("nemotron-nano-9b-v2", 8_888_227_328, 9)])
+def test_presets_equal_transformers_meta_count(preset, total, named):
+    """The shipped presets (sources in each preset's note) = transformers' NemotronHForCausalLM on the meta device
+    built from the same file, and round to the size in the model's name (8B, 56B, 9B)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from vlm_perf.arch import load_model, preset_config
+
+    cfg = {k: v for k, v in preset_config(preset).items() if not k.startswith("_")}
+    with torch.device("meta"):
+        model = transformers.NemotronHForCausalLM(transformers.AutoConfig.for_model(**cfg))
+    assert total_params(load_model(preset)) == sum(p.numel() for p in model.parameters()) == total
+    assert round(total / 1e9) == named

@@ -115,6 +115,11 @@ ROUNDED_TOTAL.update({  # --- paligemma --- llava_next --- (exact values in test
 ROUNDED_TOTAL.update({  # --- kimi_vl --- (exact hand count in tests/arch/test_kimi_vl.py)
     "kimi-vl-a3b-instruct": (16.4e9, 1e8, "hub moonshotai/Kimi-VL-A3B-Instruct: 16.4B params (card: 16B total)"),
 })
+ROUNDED_TOTAL.update({  # --- nemotron_h --- (exact = transformers' meta count: tests/verify/families/test_presets.py)
+    "nemotron-h-8b": (8e9, 1e9, "model name nvidia/Nemotron-H-8B-Base-8K: 8B"),
+    "nemotron-h-56b": (56e9, 1e9, "model name nvidia/Nemotron-H-56B-Base-8K: 56B"),
+    "nemotron-nano-9b-v2": (9e9, 1e9, "model name nvidia/NVIDIA-Nemotron-Nano-9B-v2: 9B"),
+})
 
 
 def test_every_preset_has_a_published_total():

@@ -37,6 +37,8 @@ OMNI = ["qwen2.5-omni-7b", "qwen3-omni-30b-a3b"]  # thinker_config only; tests/v
 EXPECTED += OMNI
 KIMI_VL = ["kimi-vl-a3b-instruct"]  # tests/arch/test_kimi_vl.py
 EXPECTED += KIMI_VL
+NEMOTRON_H = ["nemotron-h-8b", "nemotron-h-56b", "nemotron-nano-9b-v2"]  # LM only; tests/verify/families/test_presets.py
+EXPECTED += NEMOTRON_H
 NO_DTYPE_HUB = set(GPT_OSS)  # the hub files state no torch_dtype (MXFP4 experts, quantization_config)
 FLOAT32_HUB = {"paligemma-3b-224"}  # the hub file says float32 (PaliGemma 1 was released in float32)
 
@@ -150,6 +152,9 @@ LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "qwen2.5-omni-7b": (28, 3584, 28, 4, 128, 18944, 152064, False),  # thinker: Qwen2.5-7B LM
     "qwen3-omni-30b-a3b": (48, 2048, 32, 4, 128, 768, 152064, False),  # thinker: Qwen3-30B-A3B-like MoE LM
     "kimi-vl-a3b-instruct": (27, 2048, 16, 16, 128, 11264, 163840, False),  # MLA: head_dim = v_head_dim
+    "nemotron-h-8b": (52, 4096, 32, 8, 128, 21504, 131072, False),  # hybrid: 24 Mamba-2, 4 attention, 24 MLP
+    "nemotron-h-56b": (118, 8192, 64, 8, 128, 32768, 131072, False),
+    "nemotron-nano-9b-v2": (56, 4480, 40, 8, 128, 15680, 131072, False),
 })
 
 
