@@ -63,6 +63,8 @@ CASES: dict[str, list[dict]] = {
     "aya_vision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)]), dict(image_sizes=[(100, 100)])],
     "cohere2_vision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
     "deepseek_vl": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
+    "kimi_k25": [dict(image_sizes=[(30, 50), (60, 90)]), dict(video_sizes=[(6, 40, 60)]),
+                 dict(image_sizes=[(30, 50)], video_sizes=[(3, 28, 56)])],
 }
 
 
