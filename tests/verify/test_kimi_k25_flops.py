@@ -245,3 +245,5 @@ def test_refusals():
     spec = _kimi_spec(**{"video_preprocessor_config.json": {"temporal_patch_size": 2}})
     with pytest.raises(UnsupportedModelError, match="temporal_patch_size"):
         FAMILIES["kimi_k25"].media.video(spec, 8, 40, 40)
+    with pytest.raises(ConfigError, match="max_patches"):
+        FAMILIES["kimi_k25"].media.image(_kimi_spec(**{"preprocessor_config.json": {"max_patches": "many"}}), 40, 40)

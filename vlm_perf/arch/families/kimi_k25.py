@@ -121,9 +121,16 @@ class KimiK25Media(MediaRule):
 
     @staticmethod
     def _read(files: Mapping[str, Any], defaults: Mapping[str, int]) -> dict:
-        size = files.get("size") if isinstance(files.get("size"), dict) else {}
-        out: dict[str, Any] = {k: int(files.get(k, v)) for k, v in defaults.items() if k != "max_side"}
-        out["max_side"] = int(size.get("max_height", defaults["max_side"]))
+        raw = files.get("size")
+        size: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+
+        def positive_int(value: Any, what: str) -> int:
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"kimi_k25 processor setting {what} must be a positive integer, got {value!r}")
+            return value
+
+        out: dict[str, Any] = {k: positive_int(files.get(k, v), k) for k, v in defaults.items() if k != "max_side"}
+        out["max_side"] = positive_int(size.get("max_height", defaults["max_side"]), "size.max_height")
         out["source"] = ("processor files" if any(k in files for k in (*defaults, "size"))
                          else "transformers 5.24 class defaults")
         return out
@@ -137,8 +144,6 @@ class KimiK25Media(MediaRule):
                 raise UnsupportedModelError(f"{spec.name}: {what} processor patch {s['patch_size']} / merge "
                                             f"{s['merge_size']} disagree with the config's {v.patch_size} / "
                                             f"{v.spatial_merge_size}")
-            if s["max_patches"] <= 0 or s["max_side"] <= 0:
-                raise ConfigError(f"{spec.name}: {what} processor max_patches / size.max_height must be positive")
         return {**image, "video": video}
 
     def _grid(self, spec, s: Mapping[str, Any], height: int, width: int) -> tuple[tuple[int, int], int, int]:
