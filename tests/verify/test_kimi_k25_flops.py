@@ -41,9 +41,11 @@ def _spec(model):
 
 
 def _library(model, media, mode="forward", frozen=()):
+    """Eager attention over the padded batch: every row computes the longest row's square (``seq_len`` x
+    ``samples`` uniform rows)."""
     spec = _spec(model)
-    stats = BatchStats.from_batch(seq_lens=[media["seq_len"]], image_grids=media["image_grids"],
-                                  video_grids=media["video_grids"], spec=spec)
+    stats = BatchStats.from_batch(seq_len=media["seq_len"], samples=media["samples"],
+                                  image_grids=media["image_grids"], video_grids=media["video_grids"], spec=spec)
     return compute_flops(spec=spec, stats=stats, mode=mode, causal="full", frozen=tuple(frozen)).parts
 
 
@@ -63,6 +65,16 @@ def test_training_per_part_mixed_batch(model, frozen):
 def test_training_several_images_frozen_tower(model):
     m = measure_family("kimi_k25", model=model, mode="training", frozen=("vision_tower",), **CASES[1])
     assert _library(model, m.media, "training", ("vision_tower",)) == m.parts("training")
+
+
+@pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ()), ("training", ("vision_tower",))])
+def test_padded_batch_of_an_image_sample_and_a_video_sample(model, mode, frozen):
+    """Two rows in one microbatch (an image sample and a video sample, right-padded): the media of both rows
+    go through the tower in one call; the LM runs both padded rows."""
+    rows = [dict(image_sizes=[(30, 50), (60, 90)]), dict(video_sizes=[(5, 28, 56)])]
+    m = measure_family("kimi_k25", model=model, samples=rows, mode=mode, frozen=frozen)
+    assert m.media["samples"] == 2 and len(set(m.media["seq_lens"])) == 2  # really padded
+    assert _library(model, m.media, mode, frozen) == m.parts(mode)
 
 
 def test_video_attention_is_per_chunk_not_per_frame_by_hand(model):

@@ -181,22 +181,38 @@ def placeholder_counts(images: dict | None, videos: dict | None, **kw: Any) -> t
     return per_image, per_video
 
 
-def make_inputs(model, image_sizes: Sequence = (), video_sizes: Sequence = (), text_len: int = 8, seed: int = 1,
-                **kw: Any):
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    images = process_images(image_sizes, seed, **kw) if image_sizes else None
-    videos = process_videos(video_sizes, seed, **kw) if video_sizes else None
-    per_image, per_video = placeholder_counts(images, videos, **kw)
+def _sample_ids(per_image: Sequence[int], per_video: Sequence[Sequence[int]], text_len: int, gen) -> list[int]:
     ids = text_ids(text_len, gen)
     for n in per_image:
         ids += [BEGIN] + [IMAGE_TOKEN] * n + [END] + text_ids(2, gen)
     for chunks in per_video:
         for n in chunks:
             ids += text_ids(3, gen) + [BEGIN] + [VIDEO_TOKEN] * n + [END]
-    inputs: dict = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long),
-                    "use_cache": False}
+    return ids
+
+
+def make_inputs(model, image_sizes: Sequence = (), video_sizes: Sequence = (), text_len: int = 8, seed: int = 1,
+                samples: Sequence[dict] = (), **kw: Any):
+    """One sample with ``image_sizes`` / ``video_sizes``, or a padded batch: ``samples`` = one dict per row with its
+    own ``image_sizes`` / ``video_sizes`` (rows right-padded to the longest with attention_mask 0)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    rows = list(samples) or [dict(image_sizes=image_sizes, video_sizes=video_sizes)]
+    all_images = [s for row in rows for s in row.get("image_sizes", ())]
+    all_videos = [s for row in rows for s in row.get("video_sizes", ())]
+    images = process_images(all_images, seed, **kw) if all_images else None
+    videos = process_videos(all_videos, seed, **kw) if all_videos else None
+    per_image, per_video = placeholder_counts(images, videos, **kw)
+    seqs, i, v = [], 0, 0
+    for row in rows:
+        n_img, n_vid = len(row.get("image_sizes", ())), len(row.get("video_sizes", ()))
+        seqs.append(_sample_ids(per_image[i:i + n_img], per_video[v:v + n_vid], text_len, gen))
+        i, v = i + n_img, v + n_vid
+    longest = max(len(ids) for ids in seqs)
+    input_ids = torch.tensor([ids + [0] * (longest - len(ids)) for ids in seqs])
+    mask = torch.tensor([[1] * len(ids) + [0] * (longest - len(ids)) for ids in seqs])
+    inputs: dict = {"input_ids": input_ids, "attention_mask": mask, "use_cache": False}
     image_grids: list = []
     video_grids: list = []
     if images is not None:
@@ -206,7 +222,8 @@ def make_inputs(model, image_sizes: Sequence = (), video_sizes: Sequence = (), t
         inputs.update(pixel_values_videos=videos["pixel_values_videos"].double(),
                       video_grid_thw=videos["video_grid_thw"])
         video_grids = [tuple(int(x) for x in r) for r in videos["video_grid_thw"].tolist()]
-    media = {"image_grids": image_grids, "video_grids": video_grids, "seq_len": len(ids),
+    media = {"image_grids": image_grids, "video_grids": video_grids, "seq_len": longest, "samples": len(rows),
+             "seq_lens": [len(ids) for ids in seqs],
              "visual_tokens": sum(per_image) + sum(map(sum, per_video)), "image_tokens": per_image,
              "video_chunk_tokens": per_video,
              "num_chunks_per_video": list(videos["num_chunks_per_video"]) if videos is not None else []}
