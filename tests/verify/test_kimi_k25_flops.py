@@ -174,7 +174,7 @@ def _kimi_spec(**files):
     return spec
 
 
-@settings(derandomize=True, deadline=None, max_examples=200)
+@settings(derandomize=True, deadline=None, max_examples=150)
 @given(size=st.tuples(st.integers(1, 12000), st.integers(1, 12000)),
        limits=st.sampled_from([(16384, 512), (1024, 512), (4096, 40), (64, 8)]))
 def test_image_rule_fuzzed_against_the_processor(size, limits):
@@ -199,7 +199,7 @@ def test_image_rule_fuzzed_against_the_processor(size, limits):
     assert media.visual_tokens == tokens[0]
 
 
-@settings(derandomize=True, deadline=None, max_examples=40)
+@settings(derandomize=True, deadline=None, max_examples=30)
 @given(video=st.tuples(st.integers(1, 13), st.integers(1, 160), st.integers(1, 160)),
        max_patches=st.sampled_from([4096, 24, 8]))
 def test_video_rule_fuzzed_against_the_processor(video, max_patches):
