@@ -254,6 +254,12 @@ def test_refusals():
     bad = dict(d, vision_config=dict(d["vision_config"], init_pos_emb_height=32))
     with pytest.raises(UnsupportedModelError, match="init_pos_emb_height"):
         spec_from_config(bad, name="t")
+    for key, value in (("vt_hidden_size", 1024), ("norm_type", "rmsnorm"), ("mm_projector_type", "patchmergerv2"),
+                       ("qkv_hidden_size", 48)):
+        with pytest.raises(UnsupportedModelError, match=key):
+            spec_from_config(dict(d, vision_config=dict(d["vision_config"], **{key: value})), name="t")
+    same = dict(d["vision_config"], vt_hidden_size=32, init_pos_emb_time=4, merge_type="sd2_tpool")
+    assert spec_from_config(dict(d, vision_config=same), name="t").vision.hidden_size == 32  # remote names agreeing
     spec = _kimi_spec(**{"video_preprocessor_config.json": {"temporal_patch_size": 2}})
     with pytest.raises(UnsupportedModelError, match="temporal_patch_size"):
         FAMILIES["kimi_k25"].media.video(spec, 8, 40, 40)

@@ -46,7 +46,14 @@ VISION_DEFAULTS = {"patch_size": 14, "pos_emb_height": 64, "pos_emb_width": 64, 
                    "num_attention_heads": 16, "num_hidden_layers": 27, "hidden_size": 1152,
                    "intermediate_size": 4304}
 REMOTE_NAMES = {"pos_emb_height": "init_pos_emb_height", "pos_emb_width": "init_pos_emb_width",
-                "pos_emb_time": "init_pos_emb_time"}
+                "pos_emb_time": "init_pos_emb_time", "hidden_size": "vt_hidden_size",
+                "num_hidden_layers": "vt_num_hidden_layers", "num_attention_heads": "vt_num_attention_heads",
+                "intermediate_size": "vt_intermediate_size"}
+# remote-code vision_config switches transformers 5.24 does not read: a value other than Kimi K2.5's (or absent)
+# means a different architecture than the one transformers builds -- refused, not counted as K2.5
+REMOTE_SWITCHES = {"mm_projector_type": ("patchmerger",), "merge_type": ("sd2_tpool",),
+                   "video_attn_type": ("spatial_temporal",), "pos_emb_type": ("divided_fixed",),
+                   "norm_type": ("layernorm",), "mlp_type": ("mlp2",)}
 PROJECTION_HIDDEN_DEFAULT = 1152  # Kimi_K25Config.projection_hidden_size
 # Kimi_K25ImageProcessor / Kimi_K25VideoProcessor class defaults (transformers 5.24)
 IMAGE_DEFAULTS = {"patch_size": 14, "merge_size": 2, "max_patches": 16384, "max_side": 512}
@@ -71,6 +78,10 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
                 "transformers 5.24 builds (it reads only pos_emb_*); give vision_config." + key)
         return value
 
+    for key, allowed in REMOTE_SWITCHES.items():
+        if vc.get(key) is not None and vc[key] not in allowed:
+            raise UnsupportedModelError(f"{source}: vision_config.{key} {vc[key]!r}: transformers 5.24's kimi_k25 "
+                                        f"builds only {allowed[0]!r} (a different tower / projector is not modelled)")
     width, heads = opt_int("hidden_size"), opt_int("num_attention_heads")
     if heads <= 0 or width % heads:
         raise ConfigError(f"{source}: vision_config.hidden_size {width} is not divisible by num_attention_heads {heads}")
@@ -79,6 +90,9 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         raise UnsupportedModelError(f"{source}: vision_config.merge_kernel_size {merge!r}: only a square k x k merge "
                                     "is modelled")
     projection = config.get("projection_hidden_size", PROJECTION_HIDDEN_DEFAULT)
+    if vc.get("qkv_hidden_size") is not None and vc["qkv_hidden_size"] != width:
+        raise UnsupportedModelError(f"{source}: vision_config.qkv_hidden_size {vc['qkv_hidden_size']!r} differs from "
+                                    f"hidden_size {width}; transformers 5.24's kimi_k25 projects q/k/v to hidden_size")
     if projection != width:
         raise ConfigError(f"{source}: projection_hidden_size {projection!r} must equal vision_config.hidden_size "
                           f"{width} (the projector's LayerNorm runs on the tower's patches)")
