@@ -265,3 +265,27 @@ def test_refusals():
         FAMILIES["kimi_k25"].media.video(spec, 8, 40, 40)
     with pytest.raises(ConfigError, match="max_patches"):
         FAMILIES["kimi_k25"].media.image(_kimi_spec(**{"preprocessor_config.json": {"max_patches": "many"}}), 40, 40)
+
+
+def test_captured_metadata_of_a_real_batch_counts_what_was_measured(model, tmp_path):
+    """The capture path end to end: ``batch_metadata`` on the very inputs the model ran (a padded two-row batch with
+    images and a 5-frame video: chunk rows 4 + 1) -> ``MetadataWriter`` -> ``iteration_stats`` -> ``compute_flops``
+    equals FlopCounterMode per part, the padded LM rows included."""
+    from vlm_perf.capture import MetadataWriter, batch_metadata
+    from vlm_perf.ingest.metadata import iteration_stats
+
+    from .families.kimi_k25 import make_inputs
+
+    rows = [dict(image_sizes=[(30, 50), (60, 90)]), dict(video_sizes=[(5, 28, 56)])]
+    inputs, media = make_inputs(model, samples=rows, seed=2)
+    assert media["video_grids"] == [(4, 2, 4), (1, 2, 4)]
+    with MetadataWriter(tmp_path / "meta.jsonl") as writer:
+        writer.record(0, microbatch=0, **batch_metadata(inputs))
+    stats = iteration_stats(tmp_path / "meta.jsonl", _spec(model)).stats_for(0)
+    m = measure_family("kimi_k25", model=model, samples=rows, seed=1, mode="training")
+    assert m.media == media
+    # eager attention computes every padded row's full square: ``padded_tokens`` rows x the longest length
+    uniform = stats.with_(lm_tokens=stats.lm_padded_tokens, lm_tokens_sq=media["samples"] * media["seq_len"] ** 2,
+                          lm_sequences=media["samples"])
+    got = compute_flops(_spec(model), uniform, mode="training", causal="full").parts
+    assert got == m.parts("training")
