@@ -136,6 +136,16 @@ _BUILDERS: dict[str, Any] = {
                                             "intermediate_size": 96, "num_hidden_layers": 2,
                                             "num_attention_heads": 4, "num_key_value_heads": 2}},
     "kimi_vl": lambda: preset_config("kimi-vl-a3b-instruct"),  # --- kimi_vl ---
+    "kimi_k25": lambda: {  # --- kimi_k25 --- hand-written in the Kimi_K25Config layout (small dims)
+        "model_type": "kimi_k25", "projection_hidden_size": 32, "tie_word_embeddings": False,
+        "vision_config": {"model_type": "kimi_k25_vision", "patch_size": 14, "hidden_size": 32,
+                          "num_attention_heads": 2, "num_hidden_layers": 2, "intermediate_size": 48,
+                          "pos_emb_height": 8, "pos_emb_width": 8, "pos_emb_time": 4, "merge_kernel_size": [2, 2]},
+        "text_config": {"model_type": "deepseek_v3", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
+                        "moe_intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 4,
+                        "num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 24, "qk_nope_head_dim": 8,
+                        "qk_rope_head_dim": 8, "v_head_dim": 16, "n_shared_experts": 1, "n_routed_experts": 4,
+                        "num_experts_per_tok": 2, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}},
     "nemotron_h": lambda: {  # --- nemotron_h --- (Nemotron-Nano-12B-v2 dims, shortened pattern)
         "model_type": "nemotron_h", "architectures": ["NemotronHForCausalLM"], "hidden_size": 5120,
         "vocab_size": 131072, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,

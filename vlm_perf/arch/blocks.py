@@ -127,7 +127,8 @@ class VisionLayers(Block):
     """``count`` identical pre-norm ViT layers (bidirectional attention).
 
     ``attention``: ``"frame"`` = full attention per image / tile / temporal slice (statistic
-    ``vision_patches_sq_frame``), ``"window"`` = Qwen2.5-VL windows (``vision_window_sq``).
+    ``vision_patches_sq_frame``), ``"window"`` = Qwen2.5-VL windows (``vision_window_sq``), ``"item"`` = one
+    sequence over all frames of a grid row / video chunk (Kimi K2.5 MoonViT3d: ``vision_patches_sq_item``).
     ``cls``: the sequence carries one CLS token per frame/tile (rows ``vision_patches + vision_cls_tokens``).
     ``mlp_gated``: gate/up/down (3 matrices) vs fc1/fc2 (2).
     ``layer_scale``: two learned per-channel scales (InternViT ``lambda_1``/``lambda_2``).
@@ -150,8 +151,8 @@ class VisionLayers(Block):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.attention not in ("frame", "window"):
-            raise ValueError(f"VisionLayers.attention must be 'frame' or 'window', got {self.attention!r}")
+        if self.attention not in ("frame", "window", "item"):
+            raise ValueError(f"VisionLayers.attention must be 'frame', 'window' or 'item', got {self.attention!r}")
 
     @property
     def attn_width(self) -> int:
@@ -172,7 +173,8 @@ class VisionLayers(Block):
         return 2 * norm_params(h, self.norm) + attn + mlp + extra
 
     def describe(self) -> str:
-        where = {"frame": "full attention per image/tile/frame", "window": "windowed attention"}[self.attention]
+        where = {"frame": "full attention per image/tile/frame", "window": "windowed attention",
+                 "item": "full attention per image / video chunk (all its frames jointly)"}[self.attention]
         mlp = f"{'gated' if self.mlp_gated else 'plain'} MLP {self.width}->{self.mlp_width}->{self.width}"
         cls = " + CLS" if self.cls else ""
         return (f"{self.count} ViT layers, width {self.width}, {self.num_heads}x{self.head_dim} heads, "

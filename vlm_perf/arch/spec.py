@@ -38,6 +38,9 @@ class VisionSpec:
     patch_embed_bias: bool = False
     norm: str = "layernorm"  # "layernorm" | "rmsnorm"
     cls_per_frame: int = 0  # CLS tokens prepended to each tile/frame's tower sequence (InternViT: 1)
+    # Kimi K2.5 (MoonViT3d): a grid row's frames form ONE attention sequence and are averaged into one frame's
+    # merged tokens, in chunks of this many frames (the video processor's temporal_patch_size; 0 = not so)
+    temporal_chunk: int = 0
 
     @property
     def attn_width(self) -> int:

@@ -90,7 +90,8 @@ def _patch_embed(b: PatchEmbed, s: BatchStats, ctx: FlopsContext) -> list[Term]:
 def _vision_layers(b: VisionLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """per layer 2·R·(4·h·q + f·h·i) + 4·q·Σlen² (R = patches [+ CLS], f = 2 or 3; per frame/tile or window)"""
     rows = s.vision_patches + s.vision_cls_tokens if b.cls else s.vision_patches
-    squares = s.vision_window_sq if b.attention == "window" else s.vision_patches_sq_frame
+    squares = {"window": s.vision_window_sq, "item": s.vision_patches_sq_item}.get(b.attention,
+                                                                                  s.vision_patches_sq_frame)
     width, attn_width = b.width, b.attn_width
     return [
         Term("vision.attn_proj", b.count * (matmul(rows, width, 3 * attn_width) + matmul(rows, attn_width, width)),

@@ -172,6 +172,7 @@ class BatchStats:
         m = merge_size or (vision.spatial_merge_size if vision else DEFAULT_MERGE_SIZE)
         u = window_side if window_side is not None else (vision.window_side_merged if vision else None)
         cls_per_frame = vision.cls_per_frame if vision else 0
+        chunk = vision.temporal_chunk if vision else 0
         totals = dict.fromkeys(("patches", "patches_sq_per_frame", "patches_sq_per_item", "merged_tokens",
                                 "window_patches_sq", "frames", "cls_tokens"), 0)
         video = dict.fromkeys(("patches", "patches_sq_per_frame", "merged_tokens"), 0)
@@ -181,7 +182,7 @@ class BatchStats:
         for kind, grids in (("image", image_grids), ("video", video_grids)):
             for i, row in enumerate(grids):
                 t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
-                row_stats = grid_row_stats(t, h, w, m, u, cls_per_frame=cls_per_frame)
+                row_stats = grid_row_stats(t, h, w, m, u, cls_per_frame=cls_per_frame, temporal_chunk=chunk)
                 items += 1
                 for key in totals:
                     totals[key] += row_stats[key]
