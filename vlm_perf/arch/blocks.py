@@ -1226,3 +1226,30 @@ class PlainMLP(Block):
 
     def describe(self) -> str:
         return f"{self.count} plain MLP {self.hidden} -> {self.width} -> {self.hidden} (2 matrices)"
+# --- nemotron_h_omni ---
+
+
+@dataclass(frozen=True)
+class ImageVideoPatchEmbed(Block):
+    """Two patch projections of one tower (RADIO's CPE patch generator in Nemotron omni): images through a
+    Linear of ``image_volume`` (C x P^2) values, video tubelets (``T_p`` frames stacked on the channels)
+    through a second Linear of ``video_volume`` (T_p x C x P^2) values, both to ``width``; rows
+    ``vision_patches - video_patches`` and ``video_patches``. Inputs are pixels: no input gradient.
+    ``video_volume`` 0: no video projection stored (image-only towers)."""
+
+    kind: ClassVar[str] = "image_video_patch_embed"
+    image_volume: int
+    video_volume: int
+    width: int
+    bias: bool = False
+
+    def params(self) -> int:
+        video = linear_params(self.video_volume, self.width, self.bias) if self.video_volume else 0
+        return linear_params(self.image_volume, self.width, self.bias) + video
+
+    def describe(self) -> str:
+        video = f", video tubelets {self.video_volume} -> {self.width}" if self.video_volume else ""
+        return f"patch embed Linear: images {self.image_volume} -> {self.width}{video}"
+
+
+__all__ += ["ImageVideoPatchEmbed"]

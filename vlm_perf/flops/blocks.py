@@ -427,3 +427,14 @@ def _mamba2_mixer(b: Mamba2Mixer, s: BatchStats, ctx: FlopsContext) -> list[Term
 def _plain_mlp(b: PlainMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """per layer 2·2·h·w·S"""
     return [Term("lm.dense_mlp", b.count * b.per_token() * s.lm_tokens, b.part)]
+# --- nemotron_h_omni ---
+from ..arch.blocks import ImageVideoPatchEmbed  # noqa: E402
+
+
+@block_flops(ImageVideoPatchEmbed)
+def _image_video_patch_embed(b: ImageVideoPatchEmbed, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·(P − P_video)·in_image·width + 2·P_video·in_video·width (P = vision_patches, P_video = video_patches)"""
+    flops = matmul(s.vision_patches - s.video_patches, b.image_volume, b.width)
+    if b.video_volume:
+        flops = flops + matmul(s.video_patches, b.video_volume, b.width)
+    return [Term("vision.patch_embed", b.count * flops, b.part, input_kind=INPUT_PIXELS)]
