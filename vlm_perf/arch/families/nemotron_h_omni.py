@@ -81,9 +81,12 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         raise UnsupportedModelError(f"{source}: downsample_ratio {ratio} is not 1/integer")
     patch = f.square("patch_size", 16)
     channels = int(f.opt("num_channels", 3))
-    tp = f.opt("video_temporal_patch_size", top.opt("video_temporal_patch_size", 2))
-    if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 2):
-        raise ConfigError(f"{source}: vision_config.video_temporal_patch_size {tp!r} must be an integer >= 2")
+    tp = top.opt("video_temporal_patch_size", 2)
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 2:
+        raise ConfigError(f"{source}: field video_temporal_patch_size {tp!r} must be an integer >= 2")
+    if f.opt("video_temporal_patch_size", tp) != tp:  # transformers' validate_architecture refuses it too
+        raise ConfigError(f"{source}: vision_config.video_temporal_patch_size {f.opt('video_temporal_patch_size')!r} "
+                          f"differs from video_temporal_patch_size {tp}")
     prefix = int(f.opt("num_cls_tokens", 3)) + int(f.opt("num_registers", 7))
     mlp_ratio = float(f.opt("mlp_ratio", 4.0))
     swiglu = bool(f.opt("use_swiglu_ffn", False))
@@ -100,7 +103,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     shuffled = merge * merge * width
     blocks = (
         ImageVideoPatchEmbed(part=VISION_TOWER, count=1, image_volume=channels * patch * patch,
-                             video_volume=(tp or 0) * channels * patch * patch, width=width),
+                             video_volume=tp * channels * patch * patch, width=width),
         PositionTable(part=VISION_TOWER, count=1, entries=table_side * table_side, width=width),
         ExtraParams(part=VISION_TOWER, count=1, label=f"{prefix} class + register tokens", numel=prefix * width),
         VisionLayers(part=VISION_TOWER, count=depth, width=width, num_heads=heads, head_dim=width // heads,
@@ -112,7 +115,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     )
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "nemotron_h_omni"), model_type="nemotron_h_omni",
                      lm=lm, vision=vision, source=source, family="nemotron_h_omni", blocks=blocks + lm_blocks)
-    spec.extra["video_temporal_patch_size"] = tp or 0
+    spec.extra["video_temporal_patch_size"] = tp
     spec.extra["video_pruning_rate"] = float(top.opt("video_pruning_rate", 0.0))
     return spec
 
@@ -125,6 +128,10 @@ def patch_grid(height: int, width: int, patch: int, merge: int, min_patches: int
     rows, cols = round(height / patch + 0.5), round(width / patch + 0.5)
     factor = min(math.sqrt(max_patches / (rows * cols)), 1.0)
     rows, cols = math.floor(factor * rows), math.floor(factor * cols)
+    if not rows * cols:
+        raise UnsupportedModelError(f"nemotron_h_omni: a {height}x{width} px image scales to a {rows}x{cols} patch "
+                                    f"grid under max_num_patches {max_patches} (too elongated; transformers' image "
+                                    "processor fails on it)")
     if max_patches > min_patches and rows * cols < min_patches:
         factor = math.sqrt(min_patches / (rows * cols))
         rows, cols = math.ceil(factor * rows), math.ceil(factor * cols)
@@ -173,26 +180,33 @@ class NemotronOmniMedia(MediaRule):
 
     family = "nemotron_h_omni"
 
+    FILES = {"image": ("preprocessor_config.json", IMAGE_DEFAULTS),
+             "video": ("video_preprocessor_config.json", VIDEO_DEFAULTS)}
+
     def settings(self, spec) -> dict:
         out: dict[str, Any] = {}
-        for key, fname, defaults in (("image", "preprocessor_config.json", IMAGE_DEFAULTS),
-                                     ("video", "video_preprocessor_config.json", VIDEO_DEFAULTS)):
+        for key, (fname, defaults) in self.FILES.items():
             files = spec.processor.get(fname, {})
             section = {k: files.get(k, d) for k, d in defaults.items()}
             section["source"] = "processor files" if any(k in files for k in defaults) else \
                 "transformers 5.24 processor class defaults"
-            if int(section["patch_size"]) != spec.vision.patch_size:
-                raise UnsupportedModelError(f"{spec.name}: {fname} patch_size {section['patch_size']} differs from "
-                                            f"the tower's {spec.vision.patch_size}")
-            if round(1 / float(section["downsample_ratio"])) != spec.vision.spatial_merge_size:
-                raise UnsupportedModelError(f"{spec.name}: {fname} downsample_ratio {section['downsample_ratio']} "
-                                            f"differs from the model's 1/{spec.vision.spatial_merge_size}")
             out[key] = section
         return out
 
+    def _checked(self, spec, key: str) -> dict:
+        """The ``image`` / ``video`` settings, refused when they disagree with the model's patch or fold."""
+        section, fname = self.settings(spec)[key], self.FILES[key][0]
+        if int(section["patch_size"]) != spec.vision.patch_size:
+            raise UnsupportedModelError(f"{spec.name}: {fname} patch_size {section['patch_size']} differs from "
+                                        f"the tower's {spec.vision.patch_size}")
+        if round(1 / float(section["downsample_ratio"])) != spec.vision.spatial_merge_size:
+            raise UnsupportedModelError(f"{spec.name}: {fname} downsample_ratio {section['downsample_ratio']} "
+                                        f"differs from the model's 1/{spec.vision.spatial_merge_size}")
+        return section
+
     def image(self, spec, height: int, width: int) -> DerivedMedia:
         height, width = positive((height, width), "image size (H, W pixels)")
-        s, v = self.settings(spec)["image"], spec.vision
+        s, v = self._checked(spec, "image"), spec.vision
         m, lo, hi = v.spatial_merge_size, int(s["min_num_patches"]), int(s["max_num_patches"])
         context = (int(s["max_model_len"]) - 4) * m * m
         if not hi or context < hi:
@@ -207,13 +221,10 @@ class NemotronOmniMedia(MediaRule):
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
         frames, height, width = positive((frames, height, width), "video size (T frames, H, W pixels)")
         tp = spec.extra["video_temporal_patch_size"]
-        if not tp:
-            raise UnsupportedModelError(f"{spec.name}: the tower has no video patch projection "
-                                        "(vision_config.video_temporal_patch_size unset)")
         if spec.extra["video_pruning_rate"] > 0:
             raise UnsupportedModelError(f"{spec.name}: video_pruning_rate {spec.extra['video_pruning_rate']} (EVS: the "
                                         "model drops video tokens by content before the LM) is not modelled")
-        s, v = self.settings(spec)["video"], spec.vision
+        s, v = self._checked(spec, "video"), spec.vision
         m = v.spatial_merge_size
         rows, cols = video_patch_grid(height, width, int(s["video_target_num_patches"]), m,
                                       bool(s["video_maintain_aspect_ratio"]))

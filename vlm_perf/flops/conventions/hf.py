@@ -27,7 +27,8 @@ from ..breakdown import Options
 from .base import Convention, Pin, register_convention
 
 # families whose tower keeps its absolute position table as an nn.Parameter (not an nn.Embedding)
-POSITION_PARAMETER_FAMILIES = ("internvl", "kimi_vl")  # kimi_vl: Learnable2DInterpPosEmb.weight
+POSITION_PARAMETER_FAMILIES = ("internvl", "kimi_vl", "nemotron_h_omni")  # kimi_vl: Learnable2DInterpPosEmb.weight;
+# nemotron_h_omni: RadioPatchEmbeddings.position_embedding
 
 _PART_COMPONENT = {VISION_TOWER: "vision.attn_proj", MERGER: "vision.merger",
                    DEEPSTACK_MERGER: "vision.deepstack_merger", LANGUAGE_MODEL: "lm.attn_proj",
