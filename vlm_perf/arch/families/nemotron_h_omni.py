@@ -53,6 +53,21 @@ def _section(config: Mapping[str, Any], source: str, *names: str) -> tuple[dict,
     raise ConfigError(f"{source}: field {names[0]} (a mapping) is required")
 
 
+def _count(f: Fields, key: str, default: int, least: int) -> int:
+    """An integer field >= ``least`` (default when absent); ConfigError naming it otherwise."""
+    value = f.opt(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"{f.source}: field {f.name_of(key)} must be an integer >= {least}, got {value!r}")
+    return value
+
+
+def _ratio(f: Fields, key: str, default: float) -> float:
+    value = f.opt(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e6:
+        raise ConfigError(f"{f.source}: field {f.name_of(key)} must be a positive number, got {value!r}")
+    return float(value)
+
+
 def radio_mlp_width(width: int, ratio: float, swiglu: bool) -> int:
     """RadioMLP: int(d·ratio); RadioSwiGLUFFN: two thirds of that, rounded up to a multiple of 8."""
     hidden = int(width * ratio)
@@ -69,29 +84,31 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     vc, _ = _section(config, source, "vision_config")
     f = Fields(vc, "vision_config", source)
     width, heads, depth = f.int("hidden_size"), f.int("num_attention_heads"), f.int("num_hidden_layers")
-    vit_hidden = int(top.opt("vision_hidden_size", top.opt("vit_hidden_size", 1280)))
+    vit_hidden = _count(top, "vision_hidden_size" if "vision_hidden_size" in config else "vit_hidden_size", 1280, 1)
     if vit_hidden != width:
         raise ConfigError(f"{source}: vision_hidden_size {vit_hidden} differs from vision_config.hidden_size {width} "
                           "(the projector's input is the tower's width)")
     if width % heads:
         raise ConfigError(f"{source}: vision_config.hidden_size {width} is not divisible by num_attention_heads {heads}")
-    ratio = float(top.opt("downsample_ratio", 0.5))
+    ratio = _ratio(top, "downsample_ratio", 0.5)
     merge = int(1 / ratio)  # the model's pixel_shuffle folds int(1 / ratio) patches per side
     if merge < 1 or merge * ratio != 1:
         raise UnsupportedModelError(f"{source}: downsample_ratio {ratio} is not 1/integer")
     patch = f.square("patch_size", 16)
-    channels = int(f.opt("num_channels", 3))
+    channels = _count(f, "num_channels", 3, 1)
     tp = top.opt("video_temporal_patch_size", 2)
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 2:
         raise ConfigError(f"{source}: field video_temporal_patch_size {tp!r} must be an integer >= 2")
     if f.opt("video_temporal_patch_size", tp) != tp:  # transformers' validate_architecture refuses it too
         raise ConfigError(f"{source}: vision_config.video_temporal_patch_size {f.opt('video_temporal_patch_size')!r} "
                           f"differs from video_temporal_patch_size {tp}")
-    prefix = int(f.opt("num_cls_tokens", 3)) + int(f.opt("num_registers", 7))
-    mlp_ratio = float(f.opt("mlp_ratio", 4.0))
+    prefix = _count(f, "num_cls_tokens", 3, 0) + _count(f, "num_registers", 7, 0)
+    mlp_ratio = _ratio(f, "mlp_ratio", 4.0)
     swiglu = bool(f.opt("use_swiglu_ffn", False))
     mlp_width = radio_mlp_width(width, mlp_ratio, swiglu)
-    table_side = int(f.opt("max_img_size", 2048)) // patch
+    if mlp_width < 1:
+        raise ConfigError(f"{source}: vision_config.mlp_ratio {mlp_ratio} gives an MLP of width {mlp_width}")
+    table_side = _count(f, "max_img_size", 2048, patch) // patch
     if f.opt("drop_path_rate", 0.0):
         raise UnsupportedModelError(f"{source}: vision_config.drop_path_rate > 0 (stochastic depth) is not modelled")
     vision = VisionSpec(
@@ -99,7 +116,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         intermediate_size=mlp_width, mlp_gated=swiglu, patch_size=patch, temporal_patch_size=1,
         in_channels=channels, spatial_merge_size=merge, out_hidden_size=lm.hidden_size, patch_embed_bias=False,
         norm="layernorm", cls_per_frame=prefix, num_position_embeddings=table_side * table_side)
-    proj_hidden = int(top.opt("projector_hidden_size", 4096))
+    proj_hidden = _count(top, "projector_hidden_size", 4096, 1)
     shuffled = merge * merge * width
     blocks = (
         ImageVideoPatchEmbed(part=VISION_TOWER, count=1, image_volume=channels * patch * patch,
