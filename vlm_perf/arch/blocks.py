@@ -1253,3 +1253,53 @@ class ImageVideoPatchEmbed(Block):
 
 
 __all__ += ["ImageVideoPatchEmbed"]
+
+
+@dataclass(frozen=True)
+class PlainMoEMLP(Block):
+    """``count`` Nemotron-H MoE layers (transformers ``NemotronHMoE``): router h -> E (no bias; the sigmoid /
+    group-limited top-k and the correction-bias buffer are not matmuls), optional latent projections
+    h -> L -> ... -> h around the experts (``latent`` 0: none), E **non-gated** experts in -> F -> in (up/down, no
+    bias, relu²; in = L or h) of which top-k run per token, and ONE non-gated shared MLP h -> F_sh -> h
+    (``bias``: the latent projections' and the shared MLP's biases, ``mlp_bias``)."""
+
+    kind: ClassVar[str] = "plain_moe_mlp"
+    hidden: int
+    num_experts: int
+    top_k: int
+    expert_width: int
+    shared_width: int
+    latent: int = 0
+    bias: bool = False
+
+    @property
+    def expert_in(self) -> int:
+        return self.latent or self.hidden
+
+    def per_token(self) -> dict[str, int]:
+        h, latent = self.hidden, 2 * 2 * self.hidden * self.latent
+        return {"routed": 2 * 2 * self.expert_in * self.expert_width * self.top_k + latent,
+                "shared": 2 * 2 * h * self.shared_width, "router": 2 * h * self.num_experts}
+
+    def _dense(self) -> int:
+        h = self.hidden
+        latent = linear_params(h, self.latent, self.bias) + linear_params(self.latent, h, self.bias) \
+            if self.latent else 0
+        shared = linear_params(h, self.shared_width, self.bias) + linear_params(self.shared_width, h, self.bias)
+        return latent + shared + self.num_experts * h
+
+    def params(self) -> int:
+        return self.num_experts * 2 * self.expert_in * self.expert_width + self._dense()
+
+    def active_params(self) -> int:
+        """What one token touches: top-k routed experts + latent projections + shared MLP + router."""
+        return self.top_k * 2 * self.expert_in * self.expert_width + self._dense()
+
+    def describe(self) -> str:
+        latent = f", latent {self.latent}" if self.latent else ""
+        return (f"{self.count} MoE MLP: {self.num_experts} plain experts top-{self.top_k} of width "
+                f"{self.expert_width}{latent} + 1 shared ({self.shared_width}), router {self.hidden} -> "
+                f"{self.num_experts}")
+
+
+__all__ += ["PlainMoEMLP"]

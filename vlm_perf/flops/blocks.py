@@ -438,3 +438,14 @@ def _image_video_patch_embed(b: ImageVideoPatchEmbed, s: BatchStats, ctx: FlopsC
     if b.video_volume:
         flops = flops + matmul(s.video_patches, b.video_volume, b.width)
     return [Term("vision.patch_embed", b.count * flops, b.part, input_kind=INPUT_PIXELS)]
+# --- nemotron_h moe ---
+from ..arch.blocks import PlainMoEMLP  # noqa: E402
+
+
+@block_flops(PlainMoEMLP)
+def _plain_moe_mlp(b: PlainMoEMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·(2·in·F·k + 2·h·L + 2·h·F_sh + h·E) (in = L or h; top-k routed, as the kernels run)"""
+    per = b.per_token()
+    return [Term("lm.routed_experts", b.count * per["routed"] * s.lm_tokens, b.part),
+            Term("lm.shared_experts", b.count * per["shared"] * s.lm_tokens, b.part),
+            Term("lm.router", b.count * per["router"] * s.lm_tokens, b.part)]
