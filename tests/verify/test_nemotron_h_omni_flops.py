@@ -91,6 +91,13 @@ def test_swiglu_tower_without_qkv_bias(mode, frozen):
     assert {p: library[p] for p in measured} == measured
 
 
+@pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ()), ("training", ("vision_tower",))])
+def test_moe_lm_every_part_exact(mode, frozen):
+    """A Nemotron 3 style LM (MoE layers: router, top-2 of 6 plain experts, shared MLP) under the omni model."""
+    measured, library = _measure_and_count(model("*E-E"), images=[(30, 50), (16, 40)], mode=mode, frozen=frozen)
+    assert {p: library[p] for p in measured} == measured
+
+
 @pytest.mark.parametrize("mode", ["forward", "training"])
 def test_mamba_lm_tower_and_projector_exact(mode):
     measured, library = _measure_and_count(model("M*-"), images=[(30, 50)], mode=mode)

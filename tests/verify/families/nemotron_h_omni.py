@@ -2,7 +2,8 @@
 
 Tiny config: RADIO tower of width 32, 2 layers, patch 4, position table 16x16 (max_img_size 64), 2 class + 3
 register tokens, video tubelets of 2 frames; pixel shuffle 0.5 -> RMSNorm(128) -> Linear(128 -> 48) -> relu² ->
-Linear(48 -> 64); Nemotron-H LM of width 64 whose layer pattern is a parameter (``"*-*"``: attention + MLP only,
+Linear(48 -> 64); Nemotron-H LM of width 64 whose layer pattern is a parameter (``"*-*"``: attention + MLP only;
+``E``: MoE layers of 6 plain experts top-2, width 24, shared MLP 40, eager experts;
 whose reference FLOPs equal the training kernels'; with ``M`` the Mamba-2 layers run transformers' PyTorch
 fallback scan, which does more work than the kernels: see tests/arch/test_nemotron_h.py).
 
@@ -34,7 +35,8 @@ def tiny_config(pattern: str = "*-*", **over: Any):
     text = dict(hidden_size=64, vocab_size=VOCAB, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                 intermediate_size=80, mamba_num_heads=8, mamba_head_dim=12, ssm_state_size=16, n_groups=2,
                 conv_kernel=4, chunk_size=8, hybrid_override_pattern=pattern, bos_token_id=None, eos_token_id=None,
-                pad_token_id=None)
+                pad_token_id=None, n_routed_experts=6, num_experts_per_tok=2, moe_intermediate_size=24,
+                moe_shared_expert_intermediate_size=40)
     vision.update(over.pop("vision", {}))
     text.update(over.pop("text", {}))
     kw = dict(vision_config=vision, text_config=text, vision_hidden_size=vision["hidden_size"],
@@ -55,9 +57,16 @@ def build_model(config, seed: int = 0):
     import torch
     from transformers.models.nemotron_h_omni.modeling_nemotron_h_omni import NemotronH_Omni_Reasoning_V3
 
-    eager(config)
+    moe = "moe" in (config.text_config.layers_block_type or [])
+    eager(config, experts=moe)
     torch.manual_seed(seed)
-    return finish_model(NemotronH_Omni_Reasoning_V3(config))
+    model = finish_model(NemotronH_Omni_Reasoning_V3(config))
+    if moe:  # random routers: non-trivial routing
+        with torch.no_grad():
+            for layer in model.language_model.model.layers:
+                if hasattr(layer.mixer, "gate"):
+                    layer.mixer.gate.weight.normal_(0, 0.5)
+    return model
 
 
 def part_modules(model) -> dict:

@@ -124,7 +124,9 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
 
 register_family(Family(
     name="nemotron_h", model_types=("nemotron_h",), build=build, hf_class="NemotronHForCausalLM", is_vlm=False,
-    notes=("Mamba-2 layers: in_proj/out_proj, the depthwise causal conv (S outputs per channel) and the SSD "
+    notes=("MoE layers (Nemotron 3): sigmoid router, top-k of E non-gated relu² experts (optional latent "
+           "projections), one shared MLP; counted top-k as transformers' eager experts run them (measured)",
+           "Mamba-2 layers: in_proj/out_proj, the depthwise causal conv (S outputs per channel) and the SSD "
            "chunked scan's matmuls (C·Bᵀ per group, (L∘C·Bᵀ)·X, chunk states Bᵀ·X, C·S per head); decays, the "
            "inter-chunk recurrence, D skip and the gated norm are elementwise (0 FLOPs)",
            "scan exact for sequence lengths that are multiples of chunk_size; a partial last chunk of r tokens "

@@ -17,8 +17,8 @@ image_processing,video_processing,processing}_nemotron_h_omni.py``:
   keeps each image to itself) and per tubelet. No final norm; the prefix tokens are dropped before the projector.
 * **Projector**: pixel shuffle by ``downsample_ratio`` (0.5: 2x2 patches -> one token of 4d, no FLOPs),
   RMSNorm(4d) -> Linear(4d -> ``projector_hidden_size``) -> relu² -> Linear(-> LM hidden), no biases.
-* **LM**: ``text_config`` (legacy ``llm_config``) is a Nemotron-H config (:mod:`.nemotron_h`; MoE / MTP refused
-  there, so is the ``vision_final_layernorm`` that only MTP checkpoints build).
+* **LM**: ``text_config`` (legacy ``llm_config``) is a Nemotron-H config (:mod:`.nemotron_h`: Mamba-2, attention,
+  MLP and MoE layers; MTP refused there, so is the ``vision_final_layernorm`` that only MTP checkpoints build).
 
 Refused: an ``audio_config`` (the Parakeet / FastConformer sound encoder of the Omni checkpoint is not modelled),
 EVS video pruning (``video_pruning_rate`` > 0) for videos.
@@ -259,6 +259,7 @@ register_family(Family(
            "(0 FLOPs)",
            "images are packed per call but attend only within themselves (cu_seqlens); video tubelets go through "
            "their own patch projection (T_p frames stacked on the channels)",
-           "LM: Nemotron-H (Mamba-2 hybrid); MoE / MTP LMs (Nemotron 3 Omni) and the Parakeet audio encoder refused",
+           "LM: Nemotron-H (Mamba-2 / attention / MLP / MoE layers); MTP LMs and the Parakeet audio encoder (the "
+           "Nemotron-3-Nano-Omni checkpoint's) refused",
            "tower and projector verified by FlopCounterMode on transformers' classes; the LM's Mamba-2 layers follow "
            "the SSD training kernels (transformers' PyTorch fallback scan does more work, see nemotron_h)")))
