@@ -1303,3 +1303,85 @@ class PlainMoEMLP(Block):
 
 
 __all__ += ["PlainMoEMLP"]
+
+
+@dataclass(frozen=True)
+class ParakeetSubsampling(Block):
+    """Parakeet / FastConformer ``dw_striding`` subsampling (transformers ``ParakeetEncoderSubsamplingConv2D``),
+    on the clips of one encoder call padded to its longest: Conv2d(1 -> c, 3x3, stride 2) then twice a depthwise
+    Conv2d(c, 3x3, stride 2, groups c) + pointwise Conv2d(c -> c, 1x1), all biased, over (frames, mel bins); then
+    Linear(c · mel/8 -> d, bias) per output frame. Rows: ``audio_conv_frames_s2/_s4/_s8`` x the mel bins halved
+    1/2/3 times."""
+
+    kind: ClassVar[str] = "parakeet_subsampling"
+    mel_bins: int
+    channels: int
+    width: int
+
+    def freq_bins(self, k: int) -> int:
+        n = self.mel_bins
+        for _ in range(k):
+            n = halve(n)
+        return n
+
+    def params(self) -> int:
+        c = self.channels
+        return 10 * c + 2 * (10 * c + c * c + c) + linear_params(c * (self.mel_bins // 8), self.width, True)
+
+    def describe(self) -> str:
+        return (f"subsampling x8: Conv2d 1 -> {self.channels} 3x3/2, 2 x (depthwise 3x3/2 + pointwise), "
+                f"Linear {self.channels * (self.mel_bins // 8)} -> {self.width}")
+
+
+@dataclass(frozen=True)
+class ConformerLayers(Block):
+    """``count`` FastConformer layers (transformers ``ParakeetEncoderBlock``) on ``audio_tokens`` rows (clips padded
+    to the call's longest): two half-step feed-forwards d -> f -> d, relative-position self-attention (q/k/v/o,
+    ``relative_k_proj`` on the 2T − 1 sinusoidal positions of each clip, content bias u and position bias v, the
+    Transformer-XL position term q·Rᵀ of T x (2T − 1) per clip and head), the convolution module (pointwise
+    d -> 2d, GLU, depthwise k, BatchNorm, pointwise d -> d) and five LayerNorms."""
+
+    kind: ClassVar[str] = "conformer_layers"
+    width: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    ffn: int
+    conv_kernel: int
+    bias: bool = True  # attention_bias: the feed-forwards' and q/k/v/o biases
+    conv_bias: bool = True
+
+    def params(self) -> int:
+        d, q, kv = self.width, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        ff = 2 * (linear_params(d, self.ffn, self.bias) + linear_params(self.ffn, d, self.bias))
+        attn = (linear_params(d, q, self.bias) + 2 * linear_params(d, kv, self.bias) + linear_params(q, d, self.bias)
+                + d * q + 2 * q)
+        conv = (linear_params(d, 2 * d, self.conv_bias) + d * self.conv_kernel + (d if self.conv_bias else 0)
+                + 2 * d + linear_params(d, d, self.conv_bias))
+        return ff + attn + conv + 5 * 2 * d
+
+    def describe(self) -> str:
+        return (f"{self.count} FastConformer layers, width {self.width}, {self.num_heads}x{self.head_dim} heads "
+                f"(relative positions), 2 FFN {self.width}->{self.ffn}, conv module k {self.conv_kernel}")
+
+
+@dataclass(frozen=True)
+class AudioMlpProjector(Block):
+    """RMSNorm(d) -> Linear(d -> hidden) -> relu² -> Linear(hidden -> out) on ``audio_tokens`` rows (every encoder
+    position of the padded call; the padding rows are dropped after it): Nemotron omni's ``embed_audio``."""
+
+    kind: ClassVar[str] = "audio_mlp_projector"
+    in_width: int
+    hidden_width: int
+    out_width: int
+    bias: bool = False
+
+    def params(self) -> int:
+        return (self.in_width + linear_params(self.in_width, self.hidden_width, self.bias)
+                + linear_params(self.hidden_width, self.out_width, self.bias))
+
+    def describe(self) -> str:
+        return f"audio projector: rmsnorm({self.in_width}) -> {self.hidden_width} -> {self.out_width} on encoder rows"
+
+
+__all__ += ["AudioMlpProjector", "ConformerLayers", "ParakeetSubsampling"]

@@ -21,6 +21,12 @@ from typing import Any, Sequence
 from .common import VOCAB, eager, finish_model, random_images, text_ids
 
 IMAGE_TOKEN, IMG_START, IMG_END = 990, 991, 992
+AUDIO_TOKEN, AUDIO_START, AUDIO_END = 993, 994, 995
+# tiny Parakeet encoder: 16 mel bins, x8 subsampling with 8 channels, 2 layers of width 32, conv kernel 5,
+# embed_audio 32 -> 40 -> 64 (layerdrop 0: the count refuses random layer skipping)
+TINY_AUDIO = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=48, num_mel_bins=16,
+                  subsampling_conv_channels=8, conv_kernel_size=5, projection_hidden_size=40, projection_bias=False,
+                  layerdrop=0.0)
 CLIP_MEAN, CLIP_STD = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
 IMAGE_PROCESSOR = {"patch_size": 4, "min_num_patches": 16, "max_num_patches": 64}
 VIDEO_PROCESSOR = {"patch_size": 4, "video_target_num_patches": 36}
@@ -70,8 +76,11 @@ def build_model(config, seed: int = 0):
 
 
 def part_modules(model) -> dict:
-    return {"vision_tower": [model.vision_model], "projector": [model.multi_modal_projector],
-            "language_model": [model.language_model], "rope": []}
+    parts = {"vision_tower": [model.vision_model], "projector": [model.multi_modal_projector],
+             "language_model": [model.language_model], "rope": []}
+    if model.audio_tower is not None:
+        parts["audio"] = [model.audio_tower, model.embed_audio]
+    return parts
 
 
 def hf_image_functions() -> dict:
@@ -114,7 +123,7 @@ def process_images(images, patch: int = IMAGE_PROCESSOR["patch_size"], merge: in
 
 
 def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes: Sequence = (), text_len: int = 8,
-                seed: int = 1):
+                seed: int = 1, audio_samples: Sequence[int] = ()):
     """(inputs, media): media = per image / video the processors' grids and the placeholder count."""
     import numpy as np
     import torch
@@ -146,6 +155,24 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
                 ids += text_ids(3, gen) + [IMG_START] + [IMAGE_TOKEN] * (rows * cols // 4) + [IMG_END]
             media["visual_tokens"] += tubelets * rows * cols // 4
         inputs["pixel_values_videos"] = pv.to(torch.float64)
+    if audio_samples:  # transformers' ParakeetFeatureExtractor; placeholders by the processor's own estimate
+        from types import SimpleNamespace
+
+        from transformers import ParakeetFeatureExtractor
+        from transformers.models.nemotron_h_omni.processing_nemotron_h_omni import \
+            NemotronH_Omni_Reasoning_V3Processor
+
+        rng = np.random.default_rng(seed)
+        clips = [rng.standard_normal(n).astype(np.float32) for n in audio_samples]
+        fe = ParakeetFeatureExtractor(feature_size=model.config.audio_config.num_mel_bins)
+        out = fe(clips, sampling_rate=16000, return_tensors="pt", return_attention_mask=True)
+        stub = SimpleNamespace(audio_hop_length=160, audio_subsampling_factor=8)
+        media["audio_tokens"] = [max(1, NemotronH_Omni_Reasoning_V3Processor._estimate_audio_num_embeddings(stub, n))
+                                 for n in audio_samples]
+        media["audio_frames"] = [int(n) + 1 for n in out["attention_mask"].sum(-1).tolist()]  # the model's count
+        for n in media["audio_tokens"]:
+            ids += [AUDIO_START] + [AUDIO_TOKEN] * n + [AUDIO_END] + text_ids(2, gen)
+        inputs.update(input_features=out["input_features"].to(torch.float64), input_features_mask=out["attention_mask"])
     media["seq_len"] = len(ids)
     inputs.update(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                   use_cache=False)

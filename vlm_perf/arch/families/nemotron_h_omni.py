@@ -30,17 +30,20 @@ import math
 from typing import Any, Mapping
 
 from ...errors import ConfigError, UnsupportedModelError
-from ..blocks import ExtraParams, ImageVideoPatchEmbed, MlpProjector, PositionTable, VisionLayers
+from ..audio import clip_tokens
+from ..blocks import (AudioMlpProjector, ConformerLayers, ExtraParams, ImageVideoPatchEmbed, MlpProjector,
+                      ParakeetSubsampling, PositionTable, VisionLayers)
 from ..fields import Fields
-from ..parts import MERGER, VISION_TOWER
-from ..spec import ModelSpec, VisionSpec
+from ..parts import AUDIO, MERGER, VISION_TOWER
+from ..spec import AudioSpec, ModelSpec, VisionSpec
 from . import Family, register_family
-from .media import DerivedMedia, MediaRule, positive
+from .media import DerivedAudio, DerivedMedia, MediaRule, positive
 from .nemotron_h import read_nemotron_h
 
 # Processor class defaults (transformers 5.24 NemotronH_Omni_Reasoning_V3ImageProcessor / VideoProcessor)
 IMAGE_DEFAULTS = {"patch_size": 16, "downsample_ratio": 0.5, "min_num_patches": 1024, "max_num_patches": 13312,
                   "max_model_len": 16384}
+WHOLE_CLIP = 1 << 40  # AudioSpec.n_window for an encoder without chunks: one chunk per clip, however long
 VIDEO_DEFAULTS = {"patch_size": 16, "downsample_ratio": 0.5, "video_target_num_patches": 1024,
                   "video_maintain_aspect_ratio": True}
 
@@ -74,11 +77,43 @@ def radio_mlp_width(width: int, ratio: float, swiglu: bool) -> int:
     return (int(hidden * 2 / 3) + 7) // 8 * 8 if swiglu else hidden
 
 
+def read_parakeet(f: Fields, lm_hidden: int) -> tuple[AudioSpec, tuple]:
+    """The Parakeet (FastConformer) sound encoder and ``embed_audio`` of an ``audio_config`` (transformers
+    ``ParakeetEncoderConfig`` defaults; the omni config forces ``attention_bias`` and ``scale_input`` false)."""
+    d, heads = f.int("hidden_size"), _count(f, "num_attention_heads", 8, 1)
+    kv = _count(f, "num_key_value_heads", heads, 1)
+    if d % heads or heads % kv:
+        raise ConfigError(f"{f.source}: audio_config.hidden_size {d} / num_attention_heads {heads} / "
+                          f"num_key_value_heads {kv} do not divide")
+    mel = _count(f, "num_mel_bins", 80, 1)
+    for key, want in (("subsampling_factor", 8), ("subsampling_conv_kernel_size", 3), ("subsampling_conv_stride", 2)):
+        if f.opt(key, want) != want:
+            raise UnsupportedModelError(f"{f.source}: audio_config.{key} {f.opt(key)!r}: only the x8 subsampling of "
+                                        "kernel-3 stride-2 convolutions is modelled")
+    if mel % 8:
+        raise ConfigError(f"{f.source}: audio_config.num_mel_bins {mel} is not a multiple of 8 (transformers sizes the "
+                          "subsampling Linear as mel // 8 while the convolutions give ceil halvings)")
+    if f.opt("layerdrop", 0.1):
+        raise UnsupportedModelError(f"{f.source}: audio_config.layerdrop {f.opt('layerdrop', 0.1)} (the class default "
+                                    "0.1 when absent) skips random encoder layers in training; set it to 0 to count")
+    channels = _count(f, "subsampling_conv_channels", 256, 1)
+    audio = AudioSpec(family="nemotron_h_omni", frontend="parakeet", num_mel_bins=mel, d_model=d,
+                      num_layers=_count(f, "num_hidden_layers", 24, 0), num_heads=heads,
+                      ffn_dim=_count(f, "intermediate_size", 4096, 1), output_dim=lm_hidden, n_window=WHOLE_CLIP,
+                      downsample_hidden_size=channels)
+    blocks = (
+        ParakeetSubsampling(part=AUDIO, count=1, mel_bins=mel, channels=channels, width=d),
+        ConformerLayers(part=AUDIO, count=audio.num_layers, width=d, num_heads=heads, num_kv_heads=kv,
+                        head_dim=d // heads, ffn=audio.ffn_dim, conv_kernel=_count(f, "conv_kernel_size", 9, 1),
+                        bias=bool(f.opt("attention_bias", False)), conv_bias=bool(f.opt("convolution_bias", True))),
+        AudioMlpProjector(part=AUDIO, count=1, in_width=d, hidden_width=_count(f, "projection_hidden_size", d, 1),
+                          out_width=lm_hidden, bias=bool(f.opt("projection_bias", False))),
+    )
+    return audio, blocks
+
+
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     top = Fields(config, "", source)
-    if config.get("audio_config", config.get("sound_config")) is not None:
-        raise UnsupportedModelError(f"{source}: nemotron_h_omni with audio_config: the Parakeet (FastConformer) sound "
-                                    "encoder is not modelled")
     text, text_name = _section(config, source, "text_config", "llm_config")
     lm, lm_blocks = read_nemotron_h(Fields(text, text_name, source))
     vc, _ = _section(config, source, "vision_config")
@@ -130,8 +165,15 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         MlpProjector(part=MERGER, count=1, in_width=shuffled, hidden_width=proj_hidden, out_width=lm.hidden_size,
                      norm_width=shuffled, norm="rmsnorm", bias=False),
     )
+    audio, audio_blocks = None, ()
+    raw_audio = config.get("audio_config", config.get("sound_config"))
+    if raw_audio is not None:
+        if not isinstance(raw_audio, Mapping):
+            raise ConfigError(f"{source}: field audio_config must be a mapping, got {raw_audio!r}")
+        audio, audio_blocks = read_parakeet(Fields(dict(raw_audio), "audio_config", source), lm.hidden_size)
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "nemotron_h_omni"), model_type="nemotron_h_omni",
-                     lm=lm, vision=vision, source=source, family="nemotron_h_omni", blocks=blocks + lm_blocks)
+                     lm=lm, vision=vision, source=source, family="nemotron_h_omni",
+                     blocks=blocks + audio_blocks + lm_blocks, audio=audio)
     spec.extra["video_temporal_patch_size"] = tp
     spec.extra["video_pruning_rate"] = float(top.opt("video_pruning_rate", 0.0))
     return spec
@@ -251,9 +293,25 @@ class NemotronOmniMedia(MediaRule):
                             tubelets * (rows * cols // (m * m)), detail={"tubelets": tubelets})
 
 
+    def audio(self, spec, samples: int, longest: int | None = None) -> DerivedAudio:
+        """One clip of ``samples`` samples (16 kHz): ParakeetFeatureExtractor gives 1 + samples // hop mel frames
+        (hop 160; the model reads the mask's count + 1); the encoder x8 subsampling gives h(h(h(frames))) tokens,
+        each one LM placeholder (the processor's ``_estimate_audio_num_embeddings``). The call's clips are padded
+        to its longest (that happens in the statistics, from every clip's mel frames)."""
+        (samples,) = positive((samples,), "audio length (samples)")
+        if spec.audio is None:
+            raise UnsupportedModelError(f"{spec.name}: the model has no audio_config; audio clips cannot be counted")
+        pre = spec.processor.get("preprocessor_config.json", {})
+        hop = int(pre.get("hop_length", 160))
+        frames = 1 + samples // hop
+        tokens = clip_tokens(spec.audio, frames)
+        return DerivedAudio(samples=samples, mel_frames=frames, encoder_tokens=tokens, audio_tokens=tokens,
+                            detail={"hop_length": hop})
+
+
 register_family(Family(
     name="nemotron_h_omni", model_types=("nemotron_h_omni",), build=build, hf_class="NemotronH_Omni_Reasoning_V3",
-    is_vlm=True, media=NemotronOmniMedia(),
+    is_vlm=True, media=NemotronOmniMedia(), has_audio=True,
     notes=("RADIO tower: class + register prefix tokens run through every layer (per image / tubelet) and are "
            "dropped before the projector; position-table interpolation and the pixel shuffle are not matmuls "
            "(0 FLOPs)",
