@@ -23,8 +23,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from .families import common  # noqa: E402
-from .families.nemotron_h_omni import (IMAGE_PROCESSOR, VIDEO_PROCESSOR, build_model, config_dict,  # noqa: E402
-                                       hf_image_functions, make_inputs, part_modules, process_images, tiny_config)
+from .families.nemotron_h_omni import (IMAGE_PROCESSOR, TINY_AUDIO, VIDEO_PROCESSOR, build_model,  # noqa: E402
+                                       config_dict, hf_image_functions, make_inputs, part_modules, process_images,
+                                       tiny_config)
 
 PROCESSOR = {"preprocessor_config.json": dict(IMAGE_PROCESSOR),
              "video_preprocessor_config.json": dict(VIDEO_PROCESSOR)}
@@ -44,12 +45,12 @@ def _spec(m):
     return spec_from_config(config_dict(m.config), name="tiny-nemotron-omni", processor=PROCESSOR)
 
 
-def _measure_and_count(m, images=(), videos=(), mode="forward", frozen=()):
+def _measure_and_count(m, images=(), videos=(), mode="forward", frozen=(), audio=()):
     from vlm_perf.arch.families import FAMILIES
     from vlm_perf.flops import compute_flops
     from vlm_perf.stats import BatchStats
 
-    inputs, media = make_inputs(m, images, videos)
+    inputs, media = make_inputs(m, images, videos, audio_samples=audio)
     measured = common.count(m, inputs, part_modules(m), training=mode == "training", frozen=frozen)
     measured.check()
     spec, rule = _spec(m), FAMILIES["nemotron_h_omni"].media
@@ -58,8 +59,12 @@ def _measure_and_count(m, images=(), videos=(), mode="forward", frozen=()):
     assert [d.grid for d in derived_images] == media["image_grids"]  # the rules agree with HF's processors
     assert [d.grid for d in derived_videos] == media["video_grids"]
     assert sum(d.visual_tokens for d in derived_images + derived_videos) == media["visual_tokens"]
+    clips = [rule.audio(spec, n) for n in audio]
+    assert [c.audio_tokens for c in clips] == media.get("audio_tokens", [])  # = the processor's placeholders
+    assert [c.mel_frames for c in clips] == media.get("audio_frames", [])  # = the feature extractor's
     stats = BatchStats.from_batch(seq_lens=[media["seq_len"]], image_grids=[d.grid for d in derived_images],
-                                  video_grids=[d.grid for d in derived_videos], spec=spec)
+                                  video_grids=[d.grid for d in derived_videos], spec=spec,
+                                  audio_frames=[c.mel_frames for c in clips])
     return measured.parts(mode), compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen).parts
 
 
@@ -105,6 +110,54 @@ def test_mamba_lm_tower_and_projector_exact(mode):
         assert library[part] == measured[part], part
 
 
+AUDIO_MODEL = dict(audio_config=TINY_AUDIO, audio_token_id=993)
+
+
+@pytest.mark.parametrize("audio,images", [([16000, 5000, 123], [(30, 50)]), ([7777], []), ([40000, 40000], [])],
+                         ids=["3-clips+image", "1-clip", "2-equal-clips"])
+def test_audio_forward_per_part(audio, images):
+    measured, library = _measure_and_count(model(**AUDIO_MODEL), images=images, audio=audio)
+    assert measured["audio"] > 0 and {p: library[p] for p in measured} == measured
+
+
+@pytest.mark.parametrize("frozen", [(), ("audio",), ("vision_tower", "projector"), ("language_model",)],
+                         ids=["all-trainable", "frozen-audio", "frozen-vision", "frozen-lm"])
+def test_audio_training_per_part(frozen):
+    measured, library = _measure_and_count(model(**AUDIO_MODEL), images=[(30, 50)], audio=[16000, 5000, 123],
+                                           mode="training", frozen=frozen)
+    assert {p: library[p] for p in measured} == measured
+
+
+@pytest.mark.parametrize("mode", ["forward", "training"])
+def test_audio_variant_gqa_biases(mode):
+    """GQA (4 heads, 2 kv), attention biases on, convolution biases off, projector biases on."""
+    m = model(audio_config=dict(TINY_AUDIO, num_attention_heads=4, num_key_value_heads=2, attention_bias=True,
+                                convolution_bias=False, projection_bias=True), audio_token_id=993)
+    measured, library = _measure_and_count(m, audio=[9000, 3000], mode=mode)
+    assert {p: library[p] for p in measured} == measured
+
+
+def test_audio_encoder_by_hand():
+    """Two clips of 101 and 32 mel frames in one call: padded to 101 -> 51 -> 26 -> 13 frames, mel 16 -> 8 -> 4 -> 2;
+    2 x 13 encoder rows, each clip attending over 13 positions and 2·13 − 1 relative positions."""
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(model(**AUDIO_MODEL))
+    stats = BatchStats.from_batch(seq_lens=[40], audio_frames=[101, 32], spec=spec)
+    assert (stats.audio_conv_frames_s2, stats.audio_conv_frames_s4, stats.audio_conv_frames_s8) == (102, 52, 26)
+    assert (stats.audio_tokens, stats.audio_tokens_sq, stats.audio_out_tokens) == (26, 2 * 169, 13 + 4)
+    got = compute_flops(spec, stats, mode="forward", causal="full").components
+    c, d = 8, 32
+    conv = (2 * 102 * 8 * 9 * c + 2 * 52 * 4 * (9 * c + c * c) + 2 * 26 * 2 * (9 * c + c * c) + 2 * 26 * (c * 2) * d
+            + 2 * 2 * 26 * (d * 2 * d + 5 * d + d * d))  # subsampling + 2 layers' conv modules
+    assert got["audio.conv"] == conv
+    assert got["audio.attn_proj"] == 2 * (2 * 26 * d * 4 * d + 2 * (2 * 26 - 2) * d * d)
+    assert got["audio.attn_core"] == 2 * (4 * d * 2 * 169 + 2 * d * (2 * 2 * 169 - 26))
+    assert got["audio.mlp"] == 2 * 2 * 2 * 2 * 26 * d * 48
+    assert got["audio.proj"] == 2 * 26 * (d * 40 + 40 * 64)
+
+
 def test_patch_embed_and_prefix_tokens_by_hand():
     """One 6x10-patch image and one video of 2 tubelets of 4x6 patches, by hand: image patches through the
     48 -> 32 projection, tubelet patches through 96 -> 32; every layer sees patches + 5 prefix tokens per
@@ -128,18 +181,22 @@ def test_patch_embed_and_prefix_tokens_by_hand():
                                   {"vision": {"video_temporal_patch_size": 3}, "video_temporal_patch_size": 3},
                                   {"vision": {"mlp_ratio": 2.5, "num_registers": 0}}],
                          ids=["default", "swiglu-no-qkv-bias", "3-frame-tubelets", "ratio-no-registers"])
-def test_parameters_per_part(over):
+@pytest.mark.parametrize("audio", [None, TINY_AUDIO, dict(TINY_AUDIO, num_key_value_heads=1, attention_bias=True,
+                                                          convolution_bias=False, projection_bias=True)],
+                         ids=["no-audio", "audio", "audio-gqa-biases"])
+def test_parameters_per_part(over, audio):
     from transformers.models.nemotron_h_omni.modeling_nemotron_h_omni import NemotronH_Omni_Reasoning_V3
 
     from vlm_perf.arch import spec_from_config
     from vlm_perf.arch.params import count_params
 
-    cfg = tiny_config(**over)
+    cfg = tiny_config(**over, **({"audio_config": audio} if audio else {}))
     with torch.device("meta"):
         m = NemotronH_Omni_Reasoning_V3(cfg)
     numel = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
     c = count_params(spec_from_config(config_dict(cfg)))
     assert (c.vision_tower, c.merger, c.total) == (numel(m.vision_model), numel(m.multi_modal_projector), numel(m))
+    assert c.audio == (numel(m.audio_tower) + numel(m.embed_audio) if audio else 0)
 
 
 def test_hf_trainer_convention_equals_floating_point_ops():
@@ -163,13 +220,18 @@ def test_refusals():
     from vlm_perf.errors import ConfigError, UnsupportedModelError
 
     base = config_dict(tiny_config())
-    with pytest.raises(UnsupportedModelError, match="Parakeet"):
-        spec_from_config(dict(base, audio_config={"hidden_size": 32}))
+    with pytest.raises(UnsupportedModelError, match="layerdrop"):
+        spec_from_config(dict(base, audio_config={"hidden_size": 32, "num_attention_heads": 2, "num_mel_bins": 16}))
+    with pytest.raises(UnsupportedModelError, match="subsampling_factor"):
+        spec_from_config(dict(base, audio_config=dict(TINY_AUDIO, subsampling_factor=4)))
+    with pytest.raises(ConfigError, match="multiple of 8"):
+        spec_from_config(dict(base, audio_config=dict(TINY_AUDIO, num_mel_bins=20)))
+    with pytest.raises(UnsupportedModelError, match="no audio_config"):
+        FAMILIES["nemotron_h_omni"].media.audio(spec_from_config(base), 16000)
     with pytest.raises(ConfigError, match="vision_hidden_size"):
         spec_from_config(dict(base, vision_hidden_size=64))
-    with pytest.raises(UnsupportedModelError, match="MoE"):
-        spec_from_config(dict(base, text_config=dict(base["text_config"], hybrid_override_pattern="ME*",
-                                                     layers_block_type=None, num_hidden_layers=3)))
+    with pytest.raises(UnsupportedModelError, match="multi-token"):
+        spec_from_config(dict(base, text_config=dict(base["text_config"], num_nextn_predict_layers=1)))
     rule = FAMILIES["nemotron_h_omni"].media
     with pytest.raises(UnsupportedModelError, match="EVS"):
         rule.video(spec_from_config(dict(base, video_pruning_rate=0.5), processor=PROCESSOR), 4, 24, 24)
@@ -195,7 +257,9 @@ def _fuzz_spec(patch, files):
 
     key = (patch, repr(files))
     if key not in _specs:
-        _specs[key] = spec_from_config(config_dict(tiny_config(vision={"patch_size": patch})), processor=files)
+        audio = {"audio_config": TINY_AUDIO} if "audio" in files else {}
+        _specs[key] = spec_from_config(config_dict(tiny_config(vision={"patch_size": patch}, **audio)),
+                                       processor={k: v for k, v in files.items() if k != "audio"})
     return _specs[key]
 
 
@@ -253,3 +317,26 @@ def test_video_rule_fuzzed_against_transformers(size, target, keep, frames):
     media = FAMILIES["nemotron_h_omni"].media.video(spec, frames, *size)
     assert media.grid == (math.ceil(frames / 2), rows, cols)
     assert media.visual_tokens == math.ceil(frames / 2) * rows * cols // 4
+
+
+@settings(derandomize=True, deadline=None, max_examples=40)
+@given(samples=st.lists(st.integers(1, 60000), min_size=1, max_size=3))
+def test_audio_rule_fuzzed_against_transformers(samples):
+    """Mel frames = the frames ParakeetFeatureExtractor marks + 1 (what the model reads); LM tokens = the processor's
+    own ``_estimate_audio_num_embeddings``; both per clip, whatever the other clips of the call."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    from transformers import ParakeetFeatureExtractor
+    from transformers.models.nemotron_h_omni.processing_nemotron_h_omni import NemotronH_Omni_Reasoning_V3Processor
+
+    from vlm_perf.arch.families import FAMILIES
+
+    spec = _fuzz_spec(4, {"audio": repr(TINY_AUDIO)})
+    out = ParakeetFeatureExtractor(feature_size=16)([np.zeros(n, dtype=np.float32) for n in samples],
+                                                    sampling_rate=16000, return_attention_mask=True)
+    stub = SimpleNamespace(audio_hop_length=160, audio_subsampling_factor=8)
+    for n, mask in zip(samples, out["attention_mask"]):
+        clip = FAMILIES["nemotron_h_omni"].media.audio(spec, n)
+        assert clip.mel_frames == int(np.asarray(mask).sum()) + 1
+        assert clip.audio_tokens == max(1, NemotronH_Omni_Reasoning_V3Processor._estimate_audio_num_embeddings(stub, n))
