@@ -199,7 +199,8 @@ def test_parameters_per_part(over, audio):
     assert c.audio == (numel(m.audio_tower) + numel(m.embed_audio) if audio else 0)
 
 
-def test_hf_trainer_convention_equals_floating_point_ops():
+@pytest.mark.parametrize("with_audio", [False, True], ids=["vision", "vision+audio"])
+def test_hf_trainer_convention_equals_floating_point_ops(with_audio):
     from types import SimpleNamespace
 
     import transformers
@@ -207,7 +208,7 @@ def test_hf_trainer_convention_equals_floating_point_ops():
     from vlm_perf.flops import compute_flops
     from vlm_perf.stats import BatchStats
 
-    m = model()
+    m = model(**AUDIO_MODEL) if with_audio else model()
     stats = BatchStats.from_batch(seq_len=12, samples=2, image_grids=[(1, 4, 4)], spec=_spec(m))
     trainer = transformers.Trainer.floating_point_ops(SimpleNamespace(model=m),
                                                       {"input_ids": torch.zeros((2, 12), dtype=torch.long)})

@@ -20,8 +20,17 @@ image_processing,video_processing,processing}_nemotron_h_omni.py``:
 * **LM**: ``text_config`` (legacy ``llm_config``) is a Nemotron-H config (:mod:`.nemotron_h`: Mamba-2, attention,
   MLP and MoE layers; MTP refused there, so is the ``vision_final_layernorm`` that only MTP checkpoints build).
 
-Refused: an ``audio_config`` (the Parakeet / FastConformer sound encoder of the Omni checkpoint is not modelled),
-EVS video pruning (``video_pruning_rate`` > 0) for videos.
+* **Audio** (``audio_config``, part ``audio``): transformers' ``ParakeetEncoder`` (FastConformer) on the mel
+  features of every clip of the call padded to the longest: x8 subsampling (Conv2d 1 -> c 3x3/2, then twice a
+  depthwise 3x3/2 + pointwise 1x1 conv, Linear(c·mel/8 -> d)), layers of two half-step feed-forwards,
+  relative-position attention (Transformer-XL: ``relative_k_proj`` on the 2T − 1 sinusoidal positions, the q·Rᵀ
+  term over T x (2T − 1) per clip), a convolution module (pointwise d -> 2d, GLU, depthwise k, BatchNorm, pointwise)
+  and LayerNorms; then ``embed_audio`` RMSNorm -> Linear -> relu² -> Linear on every encoder row (padding included;
+  the padding rows are dropped after it). Media: 1 + samples // 160 mel frames, h(h(h(frames))) LM placeholders.
+
+Refused: the Parakeet ``layerdrop`` > 0 (random layer skipping in training; the class default 0.1 applies when the
+field is absent), subsampling other than x8 by kernel-3 stride-2 convolutions, EVS video pruning
+(``video_pruning_rate`` > 0) for videos.
 """
 
 from __future__ import annotations
@@ -317,7 +326,8 @@ register_family(Family(
            "(0 FLOPs)",
            "images are packed per call but attend only within themselves (cu_seqlens); video tubelets go through "
            "their own patch projection (T_p frames stacked on the channels)",
-           "LM: Nemotron-H (Mamba-2 / attention / MLP / MoE layers); MTP LMs and the Parakeet audio encoder (the "
-           "Nemotron-3-Nano-Omni checkpoint's) refused",
+           "LM: Nemotron-H (Mamba-2 / attention / MLP / MoE layers); MTP LMs refused",
+           "audio encoder (Parakeet / FastConformer + embed_audio) counted as its own part `audio`, exact per encoder "
+           "call: clips padded to the call's longest (BatchStats.from_batch(audio_frames=...)); layerdrop > 0 refused",
            "tower and projector verified by FlopCounterMode on transformers' classes; the LM's Mamba-2 layers follow "
            "the SSD training kernels (transformers' PyTorch fallback scan does more work, see nemotron_h)")))
