@@ -89,7 +89,7 @@ def radio_mlp_width(width: int, ratio: float, swiglu: bool) -> int:
 def read_parakeet(f: Fields, lm_hidden: int) -> tuple[AudioSpec, tuple]:
     """The Parakeet (FastConformer) sound encoder and ``embed_audio`` of an ``audio_config`` (transformers
     ``ParakeetEncoderConfig`` defaults; the omni config forces ``attention_bias`` and ``scale_input`` false)."""
-    d, heads = f.int("hidden_size"), _count(f, "num_attention_heads", 8, 1)
+    d, heads = _count(f, "hidden_size", 1024, 1), _count(f, "num_attention_heads", 8, 1)
     kv = _count(f, "num_key_value_heads", heads, 1)
     if d % heads or heads % kv:
         raise ConfigError(f"{f.source}: audio_config.hidden_size {d} / num_attention_heads {heads} / "
