@@ -153,6 +153,22 @@ _BUILDERS: dict[str, Any] = {
         "n_groups": 8, "conv_kernel": 4, "chunk_size": 128, "use_conv_bias": True, "use_bias": False,
         "mlp_bias": False, "attention_bias": False, "tie_word_embeddings": False,
         "hybrid_override_pattern": "M-M-M*-M-", "num_hidden_layers": 9},
+    "nemotron_h_omni": lambda: {  # --- nemotron_h_omni --- (hand-written, small dims)
+        "model_type": "nemotron_h_omni", "vision_hidden_size": 32, "projector_hidden_size": 48,
+        "downsample_ratio": 0.5, "video_temporal_patch_size": 2,
+        "vision_config": {"model_type": "radio", "hidden_size": 32, "num_hidden_layers": 2,
+                          "num_attention_heads": 2, "patch_size": 4, "max_img_size": 64, "num_cls_tokens": 2,
+                          "num_registers": 3, "video_temporal_patch_size": 2},
+        "text_config": {"model_type": "nemotron_h", "hidden_size": 64, "vocab_size": 1000,
+                        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                        "intermediate_size": 80, "mamba_num_heads": 8, "mamba_head_dim": 12, "ssm_state_size": 16,
+                        "n_groups": 2, "conv_kernel": 4, "chunk_size": 8, "hybrid_override_pattern": "M*E",
+                        "num_hidden_layers": 3, "n_routed_experts": 6, "num_experts_per_tok": 2,
+                        "moe_intermediate_size": 24, "moe_shared_expert_intermediate_size": 40},
+        "audio_config": {"model_type": "parakeet_encoder", "hidden_size": 32, "num_hidden_layers": 2,
+                         "num_attention_heads": 2, "intermediate_size": 48, "num_mel_bins": 16,
+                         "subsampling_conv_channels": 8, "conv_kernel_size": 5, "projection_hidden_size": 40,
+                         "layerdrop": 0.0}},
 }
 _CACHE: dict[str, dict] = {}
 

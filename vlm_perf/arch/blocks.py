@@ -1228,3 +1228,162 @@ class PlainMLP(Block):
 
     def describe(self) -> str:
         return f"{self.count} plain MLP {self.hidden} -> {self.width} -> {self.hidden} (2 matrices)"
+# --- nemotron_h_omni ---
+
+
+@dataclass(frozen=True)
+class ImageVideoPatchEmbed(Block):
+    """Two patch projections of one tower (RADIO's CPE patch generator in Nemotron omni): images through a
+    Linear of ``image_volume`` (C x P^2) values, video tubelets (``T_p`` frames stacked on the channels)
+    through a second Linear of ``video_volume`` (T_p x C x P^2) values, both to ``width``; rows
+    ``vision_patches - video_patches`` and ``video_patches``. Inputs are pixels: no input gradient.
+    ``video_volume`` 0: no video projection stored (image-only towers)."""
+
+    kind: ClassVar[str] = "image_video_patch_embed"
+    image_volume: int
+    video_volume: int
+    width: int
+    bias: bool = False
+
+    def params(self) -> int:
+        video = linear_params(self.video_volume, self.width, self.bias) if self.video_volume else 0
+        return linear_params(self.image_volume, self.width, self.bias) + video
+
+    def describe(self) -> str:
+        video = f", video tubelets {self.video_volume} -> {self.width}" if self.video_volume else ""
+        return f"patch embed Linear: images {self.image_volume} -> {self.width}{video}"
+
+
+__all__ += ["ImageVideoPatchEmbed"]
+
+
+@dataclass(frozen=True)
+class PlainMoEMLP(Block):
+    """``count`` Nemotron-H MoE layers (transformers ``NemotronHMoE``): router h -> E (no bias; the sigmoid /
+    group-limited top-k and the correction-bias buffer are not matmuls), optional latent projections
+    h -> L -> ... -> h around the experts (``latent`` 0: none), E **non-gated** experts in -> F -> in (up/down, no
+    bias, relu²; in = L or h) of which top-k run per token, and ONE non-gated shared MLP h -> F_sh -> h
+    (``bias``: the latent projections' and the shared MLP's biases, ``mlp_bias``)."""
+
+    kind: ClassVar[str] = "plain_moe_mlp"
+    hidden: int
+    num_experts: int
+    top_k: int
+    expert_width: int
+    shared_width: int
+    latent: int = 0
+    bias: bool = False
+
+    @property
+    def expert_in(self) -> int:
+        return self.latent or self.hidden
+
+    def per_token(self) -> dict[str, int]:
+        h, latent = self.hidden, 2 * 2 * self.hidden * self.latent
+        return {"routed": 2 * 2 * self.expert_in * self.expert_width * self.top_k + latent,
+                "shared": 2 * 2 * h * self.shared_width, "router": 2 * h * self.num_experts}
+
+    def _dense(self) -> int:
+        h = self.hidden
+        latent = linear_params(h, self.latent, self.bias) + linear_params(self.latent, h, self.bias) \
+            if self.latent else 0
+        shared = linear_params(h, self.shared_width, self.bias) + linear_params(self.shared_width, h, self.bias)
+        return latent + shared + self.num_experts * h
+
+    def params(self) -> int:
+        return self.num_experts * 2 * self.expert_in * self.expert_width + self._dense()
+
+    def active_params(self) -> int:
+        """What one token touches: top-k routed experts + latent projections + shared MLP + router."""
+        return self.top_k * 2 * self.expert_in * self.expert_width + self._dense()
+
+    def describe(self) -> str:
+        latent = f", latent {self.latent}" if self.latent else ""
+        return (f"{self.count} MoE MLP: {self.num_experts} plain experts top-{self.top_k} of width "
+                f"{self.expert_width}{latent} + 1 shared ({self.shared_width}), router {self.hidden} -> "
+                f"{self.num_experts}")
+
+
+__all__ += ["PlainMoEMLP"]
+
+
+@dataclass(frozen=True)
+class ParakeetSubsampling(Block):
+    """Parakeet / FastConformer ``dw_striding`` subsampling (transformers ``ParakeetEncoderSubsamplingConv2D``),
+    on the clips of one encoder call padded to its longest: Conv2d(1 -> c, 3x3, stride 2) then twice a depthwise
+    Conv2d(c, 3x3, stride 2, groups c) + pointwise Conv2d(c -> c, 1x1), all biased, over (frames, mel bins); then
+    Linear(c · mel/8 -> d, bias) per output frame. Rows: ``audio_conv_frames_s2/_s4/_s8`` x the mel bins halved
+    1/2/3 times."""
+
+    kind: ClassVar[str] = "parakeet_subsampling"
+    mel_bins: int
+    channels: int
+    width: int
+
+    def freq_bins(self, k: int) -> int:
+        n = self.mel_bins
+        for _ in range(k):
+            n = halve(n)
+        return n
+
+    def params(self) -> int:
+        c = self.channels
+        return 10 * c + 2 * (10 * c + c * c + c) + linear_params(c * (self.mel_bins // 8), self.width, True)
+
+    def describe(self) -> str:
+        return (f"subsampling x8: Conv2d 1 -> {self.channels} 3x3/2, 2 x (depthwise 3x3/2 + pointwise), "
+                f"Linear {self.channels * (self.mel_bins // 8)} -> {self.width}")
+
+
+@dataclass(frozen=True)
+class ConformerLayers(Block):
+    """``count`` FastConformer layers (transformers ``ParakeetEncoderBlock``) on ``audio_tokens`` rows (clips padded
+    to the call's longest): two half-step feed-forwards d -> f -> d, relative-position self-attention (q/k/v/o,
+    ``relative_k_proj`` on the 2T − 1 sinusoidal positions of each clip, content bias u and position bias v, the
+    Transformer-XL position term q·Rᵀ of T x (2T − 1) per clip and head), the convolution module (pointwise
+    d -> 2d, GLU, depthwise k, BatchNorm, pointwise d -> d) and five LayerNorms."""
+
+    kind: ClassVar[str] = "conformer_layers"
+    width: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    ffn: int
+    conv_kernel: int
+    bias: bool = True  # attention_bias: the feed-forwards' and q/k/v/o biases
+    conv_bias: bool = True
+
+    def params(self) -> int:
+        d, q, kv = self.width, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        ff = 2 * (linear_params(d, self.ffn, self.bias) + linear_params(self.ffn, d, self.bias))
+        attn = (linear_params(d, q, self.bias) + 2 * linear_params(d, kv, self.bias) + linear_params(q, d, self.bias)
+                + d * q + 2 * q)
+        conv = (linear_params(d, 2 * d, self.conv_bias) + d * self.conv_kernel + (d if self.conv_bias else 0)
+                + 2 * d + linear_params(d, d, self.conv_bias))
+        return ff + attn + conv + 5 * 2 * d
+
+    def describe(self) -> str:
+        return (f"{self.count} FastConformer layers, width {self.width}, {self.num_heads}x{self.head_dim} heads "
+                f"(relative positions), 2 FFN {self.width}->{self.ffn}, conv module k {self.conv_kernel}")
+
+
+@dataclass(frozen=True)
+class AudioMlpProjector(Block):
+    """RMSNorm(d) -> Linear(d -> hidden) -> relu² -> Linear(hidden -> out) on ``audio_tokens`` rows (every encoder
+    position of the padded call; the padding rows are dropped after it): Nemotron omni's ``embed_audio``."""
+
+    kind: ClassVar[str] = "audio_mlp_projector"
+    in_width: int
+    hidden_width: int
+    out_width: int
+    bias: bool = False
+
+    def params(self) -> int:
+        return (self.in_width + linear_params(self.in_width, self.hidden_width, self.bias)
+                + linear_params(self.hidden_width, self.out_width, self.bias))
+
+    def describe(self) -> str:
+        return f"audio projector: rmsnorm({self.in_width}) -> {self.hidden_width} -> {self.out_width} on encoder rows"
+
+
+__all__ += ["AudioMlpProjector", "ConformerLayers", "ParakeetSubsampling"]

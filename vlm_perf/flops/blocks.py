@@ -428,3 +428,66 @@ def _mamba2_mixer(b: Mamba2Mixer, s: BatchStats, ctx: FlopsContext) -> list[Term
 def _plain_mlp(b: PlainMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """per layer 2·2·h·w·S"""
     return [Term("lm.dense_mlp", b.count * b.per_token() * s.lm_tokens, b.part)]
+# --- nemotron_h_omni ---
+from ..arch.blocks import ImageVideoPatchEmbed  # noqa: E402
+
+
+@block_flops(ImageVideoPatchEmbed)
+def _image_video_patch_embed(b: ImageVideoPatchEmbed, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·(P − P_video)·in_image·width + 2·P_video·in_video·width (P = vision_patches, P_video = video_patches)"""
+    flops = matmul(s.vision_patches - s.video_patches, b.image_volume, b.width)
+    if b.video_volume:
+        flops = flops + matmul(s.video_patches, b.video_volume, b.width)
+    return [Term("vision.patch_embed", b.count * flops, b.part, input_kind=INPUT_PIXELS)]
+# --- nemotron_h moe ---
+from ..arch.blocks import PlainMoEMLP  # noqa: E402
+
+
+@block_flops(PlainMoEMLP)
+def _plain_moe_mlp(b: PlainMoEMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·(2·in·F·k + 2·h·L + 2·h·F_sh + h·E) (in = L or h; top-k routed, as the kernels run)"""
+    per = b.per_token()
+    return [Term("lm.routed_experts", b.count * per["routed"] * s.lm_tokens, b.part),
+            Term("lm.shared_experts", b.count * per["shared"] * s.lm_tokens, b.part),
+            Term("lm.router", b.count * per["router"] * s.lm_tokens, b.part)]
+# --- nemotron_h_omni audio (Parakeet) ---
+from ..arch.blocks import AudioMlpProjector, ConformerLayers, ParakeetSubsampling  # noqa: E402
+
+
+@block_flops(ParakeetSubsampling)
+def _parakeet_subsampling(b: ParakeetSubsampling, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·N1·F1·9·c + Σ_{k=2,3} 2·N_k·F_k·(9·c + c²) + 2·N3·(c·F3)·d (N_k = audio_conv_frames_s{2^k}, F_k = mel
+    bins halved k times; depthwise 3x3 convs: 9 taps per channel)"""
+    c = b.channels
+    terms = [Term("audio.conv", b.count * matmul(s.audio_conv_frames_s2 * b.freq_bins(1), 9, c), b.part,
+                  input_kind=INPUT_PIXELS)]  # reads the mel features: no input gradient
+    for rows, k in ((s.audio_conv_frames_s4, 2), (s.audio_conv_frames_s8, 3)):
+        terms.append(Term("audio.conv", b.count * (matmul(rows * b.freq_bins(k), 9, c)
+                                                   + matmul(rows * b.freq_bins(k), c, c)), b.part))
+    terms.append(Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8, c * b.freq_bins(3), b.width), b.part))
+    return terms
+
+
+@block_flops(ConformerLayers)
+def _conformer_layers(b: ConformerLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·A·(2·2·d·f + d·(2q + 2kv) + 3d² + k·d) + 2·(2A − n)·d·q + 4·q·Σ T² + 2·q·(2·Σ T² − A)
+    (A = audio_tokens, n = audio_items: each clip's 2T − 1 relative positions go through relative_k_proj)"""
+    rows, d, q = s.audio_tokens, b.width, b.num_heads * b.head_dim
+    kv = b.num_kv_heads * b.head_dim
+    return [
+        Term("audio.mlp", b.count * 2 * (matmul(rows, d, b.ffn) + matmul(rows, b.ffn, d)), b.part),
+        Term("audio.attn_proj", b.count * (matmul(rows, d, q + 2 * kv) + matmul(rows, q, d)), b.part),
+        Term("audio.attn_proj", b.count * matmul(2 * rows - s.audio_items, d, q), b.part,
+             input_kind=INPUT_PIXELS),  # relative_k_proj reads the sinusoidal table: no input gradient
+        Term("audio.attn_core", b.count * (4 * q * s.audio_tokens_sq + 2 * q * (2 * s.audio_tokens_sq - rows)), b.part,
+             weights=False),
+        Term("audio.conv", b.count * (matmul(rows, d, 2 * d) + matmul(rows, b.conv_kernel, d) + matmul(rows, d, d)),
+             b.part),
+    ]
+
+
+@block_flops(AudioMlpProjector)
+def _audio_mlp_projector(b: AudioMlpProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·A·(d·hidden + hidden·out) (A = audio_tokens, padding rows included)"""
+    return [Term("audio.proj", b.count * (matmul(s.audio_tokens, b.in_width, b.hidden_width)
+                                          + matmul(s.audio_tokens, b.hidden_width, b.out_width)), b.part)]

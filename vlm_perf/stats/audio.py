@@ -12,6 +12,9 @@ Per clip of ``L`` mel frames (``h(n) = (n - 1) // 2 + 1``, one kernel-3 stride-2
 
 * ``conv1d`` (Qwen2.5-Omni): chunk tokens ``h(c)``; attention within each chunk; output rows (LM
   placeholders) ``(h(L) - 2) // 2 + 1`` after the stride-2 average pool;
+* ``parakeet`` (Nemotron omni's FastConformer): no chunks (one chunk per clip: ``n_window`` >= any clip), every
+  clip padded to the call's longest ``P``; tokens ``h(h(h(P)))`` per clip, attention over them; output rows (LM
+  placeholders) ``h(h(h(L)))``;
 * ``conv2d`` (Qwen3-Omni): chunk tokens ``h(h(h(c)))`` (transformers writes a full chunk as the constant 13,
   equal for ``n_window`` 50, the only value the family accepts); attention in windows of
   ``longest chunk's tokens x (n_window_infer // (2 n_window))`` tokens per clip (the call's longest chunk
@@ -65,6 +68,8 @@ def audio_call_stats(audio: "AudioSpec", mel_frames: Sequence[int]) -> dict[str,
                audio_conv_frames_s4=n * s4, audio_conv_frames_s8=n * s8)
     if audio.frontend == "conv1d":
         lengths = [chunk_tokens(audio, c) for c in all_chunks]
+    elif audio.frontend == "parakeet":  # whole clips padded to the call's longest: every clip attends over s8
+        lengths = [s8] * len(frames)
     else:
         window = max(chunk_tokens(audio, c) for c in all_chunks) * (audio.n_window_infer // audio.chunk_frames)
         lengths = []

@@ -27,8 +27,9 @@ from ..breakdown import Options
 from .base import Convention, Pin, register_convention
 
 # families whose tower keeps its absolute position table as an nn.Parameter (not an nn.Embedding)
-POSITION_PARAMETER_FAMILIES = ("internvl", "kimi_vl", "kimi_k25")  # kimi_vl: Learnable2DInterpPosEmb.weight;
-# kimi_k25: Kimi_K25VisionPositionEmbeddings.position_embeddings
+POSITION_PARAMETER_FAMILIES = ("internvl", "kimi_vl", "kimi_k25", "nemotron_h_omni")  # kimi_vl:
+# Learnable2DInterpPosEmb.weight; kimi_k25: Kimi_K25VisionPositionEmbeddings.position_embeddings;
+# nemotron_h_omni: RadioPatchEmbeddings.position_embedding
 # LMs whose router "bias" is DeepSeek's e_score_correction_bias: an nn.Buffer in transformers (checkpoints store it,
 # so params.py counts it), hence not in num_parameters(); gpt-oss's router bias is a real nn.Linear bias
 CORRECTION_BUFFER_LMS = ("deepseek_v3", "glm4v_moe_text")
