@@ -1339,7 +1339,8 @@ class StridedConvs(Block):
     GOT-OCR2's projector (convs 256 -> 512 -> h on 64 -> 32 -> 16, Linear h -> h: 256 tokens per tile) and
     DeepSeek-VL-hybrid's ``high_res_vision_proj`` (resize to 4·24, convs 256 -> 512 -> 1024: 24 x 24 tokens).
     ``component`` places it (``vision.merger``: projector; ``vision.mlp``: tower); ``first_input`` is the
-    first conv's input kind (``upstream`` when it is the first op of the projector)."""
+    first conv's input kind (``upstream`` when it is the first op of the projector). ``runs``: how many times
+    one stored copy runs per tile (DeepSeek-VL-hybrid applies its one ``high_res_vision_proj`` to two inputs)."""
 
     kind: ClassVar[str] = "strided_convs"
     channels: tuple[int, ...]
@@ -1348,6 +1349,7 @@ class StridedConvs(Block):
     linear: int = 0
     component: str = "vision.merger"
     first_input: str = "stage"
+    runs: int = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -1375,7 +1377,8 @@ class StridedConvs(Block):
         sides = " -> ".join(str(s) for s in (self.resize or self.side,) + self.sides())
         resize = f"resize {self.side} -> {self.resize}, " if self.resize else ""
         lin = f", Linear {self.channels[-1]} -> {self.linear}" if self.linear else ""
-        return f"{self.count} x {resize}convs 3x3/2 {chain} on {sides}{lin}"
+        runs = f", run {self.runs} times per tile" if self.runs != 1 else ""
+        return f"{self.count} x {resize}convs 3x3/2 {chain} on {sides}{lin}{runs}"
 
 
 @dataclass(frozen=True)

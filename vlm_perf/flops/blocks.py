@@ -465,8 +465,8 @@ def _sam_neck(b: SamNeck, s: BatchStats, ctx: FlopsContext) -> list[Term]:
 
 @block_flops(StridedConvs)
 def _strided_convs(b: StridedConvs, s: BatchStats, ctx: FlopsContext) -> list[Term]:
-    """per tile Σ_i 2·side_i²·9·c_i·c_(i+1) (side_i: output side of conv i) [+ 2·side_n²·c_n·linear]"""
-    tiles = s.vision_frames * b.count
+    """per tile and run Σ_i 2·side_i²·9·c_i·c_(i+1) (side_i: output side of conv i) [+ 2·side_n²·c_n·linear]"""
+    tiles = s.vision_frames * (b.count * b.runs)
     terms = [Term(b.component, matmul(tiles * side * side, 9 * c_in, c_out), b.part,
                   input_kind=b.first_input if i == 0 else INPUT_STAGE)
              for i, (c_in, c_out, side) in enumerate(zip(b.channels[:-1], b.channels[1:], b.sides()))]
