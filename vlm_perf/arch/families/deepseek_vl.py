@@ -61,7 +61,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     ) + lm_blocks(lm)
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "deepseek_vl"), model_type="deepseek_vl",
                      lm=lm, vision=vision, source=source, family="deepseek_vl", blocks=blocks)
-    spec.extra.update(image_size=tower.image_size)
+    spec.extra.update(image_size=tower.image_size, fixed_grid_side=tower.side)
     return spec
 
 

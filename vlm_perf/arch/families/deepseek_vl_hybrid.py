@@ -74,7 +74,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "deepseek_vl_hybrid"),
                      model_type="deepseek_vl_hybrid", lm=lm, vision=vision, source=source,
                      family="deepseek_vl_hybrid", blocks=blocks)
-    spec.extra.update(image_size=low.image_size, high_res_image_size=high.image_size)
+    spec.extra.update(image_size=low.image_size, high_res_image_size=high.image_size, fixed_grid_side=low.side)
     return spec
 
 

@@ -54,18 +54,19 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
                                                              lm.hidden_size),
                              side=tower.side, linear=lm.hidden_size, component="vision.merger",
                              first_input="upstream")
-    # summary: the merge below is the projector's 4x fold (exact only when side % 4 == 0; the inventory is exact)
+    # summary: the projector's 4x fold as the merge (a grid side that 4 does not divide gives ceil(ceil(s/2)/2)
+    # tokens per side: merge 1 in the summary then; the inventory's per-tile counts are exact either way)
     vision = VisionSpec(family="got_ocr2", depth=tower.depth, hidden_size=tower.width, num_heads=tower.num_heads,
                         head_dim=tower.width // tower.num_heads, intermediate_size=tower.mlp_width, mlp_gated=False,
                         patch_size=tower.patch_size, temporal_patch_size=1, in_channels=tower.channels,
-                        spatial_merge_size=4, out_hidden_size=lm.hidden_size,
+                        spatial_merge_size=4 if tower.side % 4 == 0 else 1, out_hidden_size=lm.hidden_size,
                         num_position_embeddings=tower.side ** 2 if tower.abs_pos else 0, patch_embed_bias=True,
                         norm="layernorm")
     blocks = sam_blocks(tower) + (projector,) + lm_blocks(lm)
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "got_ocr2"), model_type="got_ocr2", lm=lm,
                      vision=vision, source=source, family="got_ocr2", blocks=blocks)
     spec.extra.update(image_size=tower.image_size, tile_size=tower.image_size,
-                      tokens_per_tile=projector.out_tokens)
+                      tokens_per_tile=projector.out_tokens, fixed_grid_side=tower.side)
     return spec
 
 

@@ -60,11 +60,21 @@ def _attn(c: int) -> int:
     return 2 * c + 4 * _conv(c, c, 1)
 
 
-def vq_params(vq: Mapping[str, Any]) -> dict[str, int]:
+def vq_params(vq: Mapping[str, Any], source: str = "config") -> dict[str, int]:
     """Stored parameters of the generation path, by module (``JanusVQVAE`` and the generation embedding /
     aligner / head), from the ``vq_config`` fields as ``JanusVQVAEEncoder`` / ``Decoder`` build them (plus the
     codebook's ``num_embeddings`` and ``embed_dim``)."""
     g = {**VQ_DEFAULTS, **{k: v for k, v in vq.items() if v is not None}}
+    for key, value in g.items():
+        if key in ("double_latent", "channel_multiplier"):
+            continue
+        if key in VQ_DEFAULTS and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ConfigError(f"{source}: field vq_config.{key} must be a positive integer, got {value!r}")
+    mults = g["channel_multiplier"]
+    if (not isinstance(mults, (list, tuple)) or not mults
+            or any(isinstance(m, bool) or not isinstance(m, int) or m <= 0 for m in mults)):
+        raise ConfigError(f"{source}: field vq_config.channel_multiplier must be a non-empty list of positive integers, got "
+                          f"{mults!r}")
     base, mult, blocks = int(g["base_channels"]), [int(m) for m in g["channel_multiplier"]], int(g["num_res_blocks"])
     latent, embed, codes = int(g["latent_channels"]), int(g["embed_dim"]), int(g["num_embeddings"])
     n = len(mult)
@@ -134,7 +144,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     vq = config.get("vq_config") or {}
     if not isinstance(vq, dict):
         raise ConfigError(f"{source}: janus vq_config must be a mapping, got {type(vq).__name__}")
-    stored = vq_params(vq)
+    stored = vq_params(vq, source)
     vision = VisionSpec(family="janus", depth=depth, hidden_size=width, num_heads=heads, head_dim=width // heads,
                         intermediate_size=mlp, mlp_gated=False, patch_size=patch, temporal_patch_size=1,
                         in_channels=channels, spatial_merge_size=1, out_hidden_size=lm.hidden_size,
@@ -160,7 +170,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "janus"), model_type="janus", lm=lm,
                      vision=vision, source=source, family="janus", blocks=tower + generation + (aligner,)
                      + lm_blocks(lm))
-    spec.extra.update(image_size=image)
+    spec.extra.update(image_size=image, fixed_grid_side=side)
     return spec
 
 
