@@ -184,7 +184,7 @@ class BatchStats:
         for kind, grids in (("image", image_grids), ("video", video_grids)):
             for i, row in enumerate(grids):
                 t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
-                if fixed and (h, w) != (fixed, fixed):
+                if spec is not None and fixed and (h, w) != (fixed, fixed):
                     raise InputError(f"{kind} grid #{i + 1}: {spec.family} runs fixed {fixed}x{fixed}-patch tiles, got "
                                      f"{t},{h},{w} (give t = tiles, h = w = {fixed})")
                 row_stats = grid_row_stats(t, h, w, m, u, cls_per_frame=cls_per_frame)

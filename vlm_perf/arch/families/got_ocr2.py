@@ -102,8 +102,8 @@ class GotOcr2Media(MediaRule):
             raise UnsupportedModelError(f"{spec.name}: preprocessor size {size} differs from the tower's {tile}-px "
                                         "image_size (the SAM patch embed accepts only that size)")
         proc = spec.processor.get("processor_config.json", {})
-        out = {"tile": tile, **PROCESSOR_FORCED, "num_image_tokens": int(proc.get("num_image_tokens",
-                                                                                  PROCESSOR_TOKENS)),
+        out: dict[str, Any] = {"tile": tile, **PROCESSOR_FORCED,
+                               "num_image_tokens": int(proc.get("num_image_tokens", PROCESSOR_TOKENS)),
                "source": "processor files" if pre else "tower image_size (reference default)",
                "forced": "GotOcr2Processor.images_kwargs (crop_to_patches False unless the call passes True)"}
         out.update(self.call_kwargs, crop_to_patches=self.crop_to_patches)

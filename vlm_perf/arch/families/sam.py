@@ -98,10 +98,12 @@ def read_sam(vc: dict, source: str, section: str, mlp_default: int | None) -> Sa
 def sam_blocks(t: Sam, necks: int = 1) -> tuple:
     """Patch embed (+ absolute positions), the windowed and the global layers, ``necks`` necks on the grid."""
     windowed = t.depth - len(t.global_layers) if t.window else 0
-    common = dict(part=VISION_TOWER, width=t.width, num_heads=t.num_heads, mlp_width=t.mlp_width, side=t.side,
-                  qkv_bias=t.qkv_bias, rel_pos=t.rel_pos)
+    def layers(count: int, window: int) -> SamVisionLayers:
+        return SamVisionLayers(part=VISION_TOWER, count=count, width=t.width, num_heads=t.num_heads,
+                               mlp_width=t.mlp_width, side=t.side, window=window, qkv_bias=t.qkv_bias,
+                               rel_pos=t.rel_pos)
+
     return (SamEmbed(part=VISION_TOWER, count=1, in_volume=t.patch_volume, width=t.width, side=t.side,
                      abs_pos=t.abs_pos),
-            SamVisionLayers(count=windowed, window=t.window, **common),
-            SamVisionLayers(count=t.depth - windowed, window=0, **common),
+            layers(windowed, t.window), layers(t.depth - windowed, 0),
             SamNeck(part=VISION_TOWER, count=necks, width=t.width, channels=t.out_channels, side=t.side))
