@@ -80,11 +80,12 @@ def test_training_per_part(frozen):
 
 
 @pytest.mark.parametrize("vision", [dict(window_size=4, global_attn_indexes=[0, 2], use_rel_pos=False),
-                                    dict(global_attn_indexes=[0, 1, 2], qkv_bias=False, use_abs_pos=False)],
-                         ids=["no-padding-no-relpos", "all-global"])
+                                    dict(global_attn_indexes=[0, 1, 2], qkv_bias=False, use_abs_pos=False),
+                                    dict(window_size=10, global_attn_indexes=[2])],
+                         ids=["no-padding-no-relpos", "all-global", "window-wider-than-grid"])
 def test_tower_variants(vision):
     """Windows that divide the grid (no padding), no relative positions; every layer global, no qkv
-    bias, no absolute positions: forward and training."""
+    bias, no absolute positions; a 10 x 10 window on the 8 x 8 grid (one window, padded): forward and training."""
     m0 = model(**vision)
     for mode in ("forward", "training"):
         m = measure_family("got_ocr2", model=m0, image_sizes=[(30, 50)], mode=mode)

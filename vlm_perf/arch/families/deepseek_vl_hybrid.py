@@ -110,4 +110,6 @@ register_family(Family(
            "the alpha-weighted sum are not matmuls; every image costs one SigLIP and one SAM pass",
            "SigLIP's pooling head (vision_use_head, class default True) runs forward only: its output is discarded",
            "the SAM necks and high_res_vision_proj convolutions (run twice: last and global hidden states) are "
-           "counted in the vision tower under vision.mlp")))
+           "counted in the vision tower under vision.mlp",
+           "no preset: the deepseek-community/deepseek-vl-7b-chat config.json (DeepSeek-LLM LM dims) could not be "
+           "read and verified offline")))

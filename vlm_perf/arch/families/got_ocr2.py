@@ -140,4 +140,7 @@ register_family(Family(
            "the tower's neck convolutions are reported under vision.mlp, the relative-position products under "
            "vision.attn_core",
            "crop_to_patches is off (GotOcr2Processor forces it False); with it each tile and the thumbnail cost "
-           "one tower pass")))
+           "one tower pass (Python API: GotOcr2Media(crop_to_patches=True, ...))",
+           "no preset: the hub config.json of stepfun-ai/GOT-OCR-2.0-hf was not readable offline; transformers' "
+           "conversion script writes GotOcr2Config() class defaults (560,528,640 parameters = transformers' meta "
+           "count of that config, tested), which a config.json omitting fields gets")))

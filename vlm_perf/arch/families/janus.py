@@ -193,4 +193,6 @@ register_family(Family(
            "matmuls",
            "the image-generation modules (VQ-VAE, generation embeddings / aligner / head) are stored but never run on "
            "understanding data: their parameters count (in vision_tower), their FLOPs are 0; generation training "
-           "is not modelled")))
+           "is not modelled",
+           "no preset: the deepseek-community Janus(-Pro) config.json files (DeepSeek-LLM LM dims) could not be read "
+           "and verified offline")))
