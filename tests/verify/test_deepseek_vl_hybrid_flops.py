@@ -197,3 +197,21 @@ def test_media_rule_equals_hf_processor(h, w):
     assert (media["images_in_tower"], media["pixel_shape"][1:]) == (d.grid[0], d.resized)
     assert media["high_res_shape"] == (1, 3, 64, 64)
     assert media["visual_tokens"] == d.visual_tokens
+
+
+def test_pre_aggregated_rows_count_every_image():
+    """A metadata row that states only vision_patches / merged tokens (no grids, no vision_frames) counts the same
+    FLOPs as the grids: the SAM branch's images are vision_patches // SigLIP patches per image (fixed tiles).
+    Without the SigLIP pooling head: that shared block bills its one probe per image from vision_frames, which
+    such a row leaves at 0 (its forward-only head, 2 x 1 probe row per image, would be missing)."""
+    from dataclasses import replace
+
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(model(False))
+    grids = BatchStats.from_batch(seq_lens=[200], image_grids=[(1, 8, 8)] * 3, spec=spec)
+    row = replace(grids, vision_frames=0)
+    for mode in ("forward", "training"):
+        a = compute_flops(spec, grids, mode=mode, causal="full").parts
+        assert a == compute_flops(spec, row, mode=mode, causal="full").parts and a["vision_tower"] > 0

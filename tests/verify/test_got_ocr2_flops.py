@@ -205,3 +205,21 @@ def test_media_rule_equals_hf_processor(h, w, crop, lo, hi):
     d = rule.image(_spec(model()), h, w)
     assert [d.tiles] == media["tiles"] and d.visual_tokens == media["visual_tokens"]
     assert (d.tiles, 3) + d.resized == media["pixel_shape"]
+
+
+def test_pre_aggregated_rows_count_every_tile():
+    """A metadata row that states only vision_patches / merged tokens (no grids, no vision_frames) counts the same
+    tower and projector FLOPs as the grids: the tiles are vision_patches // patches per tile (fixed tiles)."""
+    from dataclasses import replace
+
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(model())
+    grids = BatchStats.from_batch(seq_lens=[40], image_grids=[(3, 8, 8), (1, 8, 8)], spec=spec)
+    assert grids.vision_frames == 4
+    row = replace(grids, vision_frames=0)  # what a pre-aggregated row without vision_frames gives
+    for mode in ("forward", "training"):
+        a = compute_flops(spec, grids, mode=mode, causal="full").parts
+        b = compute_flops(spec, row, mode=mode, causal="full").parts
+        assert a == b and a["vision_tower"] > 0

@@ -1230,7 +1230,9 @@ class PlainMLP(Block):
 
 # --- sam --- (SAM / ViTDet image encoder: GOT-OCR2's tower, DeepSeek-VL-hybrid's high-resolution tower)
 # Every SAM tower input is one fixed-size square tile (the patch embed refuses any other size), so these blocks
-# cost a constant per tile: their FLOPs are per-tile constants times ``vision_frames`` (tiles / images).
+# cost a constant per tile: their FLOPs are per-tile constants times the tiles, ``vision_patches // tile_patches``
+# (``tile_patches``: patches of one tile in the model's summary grid, fixed for these families; exact from grids
+# and from pre-aggregated metadata rows alike), or ``vision_frames`` when ``tile_patches`` is 0.
 
 
 def strided_side(side: int) -> int:
@@ -1248,6 +1250,7 @@ class SamEmbed(Block):
     width: int
     side: int
     abs_pos: bool = True
+    tile_patches: int = 0
 
     def params(self) -> int:
         return linear_params(self.in_volume, self.width, True) + (self.side * self.side * self.width
@@ -1279,6 +1282,7 @@ class SamVisionLayers(Block):
     window: int = 0
     qkv_bias: bool = True
     rel_pos: bool = True
+    tile_patches: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -1320,6 +1324,7 @@ class SamNeck(Block):
     width: int
     channels: int
     side: int
+    tile_patches: int = 0
 
     def params(self) -> int:
         c = self.channels
@@ -1350,6 +1355,7 @@ class StridedConvs(Block):
     component: str = "vision.merger"
     first_input: str = "stage"
     runs: int = 1
+    tile_patches: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()

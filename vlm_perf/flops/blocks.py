@@ -431,10 +431,15 @@ def _plain_mlp(b: PlainMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
 from ..arch.blocks import HybridAligner, SamEmbed, SamNeck, SamVisionLayers, StridedConvs  # noqa: E402
 
 
+def _tiles(b: Any, s: BatchStats) -> Any:
+    """Fixed-size tiles of the batch: vision_patches // tile_patches (vision_frames without tile_patches)."""
+    return s.vision_patches // b.tile_patches if b.tile_patches else s.vision_frames
+
+
 @block_flops(SamEmbed)
 def _sam_embed(b: SamEmbed, s: BatchStats, ctx: FlopsContext) -> list[Term]:
-    """2·T·side²·in·width (T = vision_frames: tiles; input is pixels)"""
-    return [Term("vision.patch_embed", b.count * matmul(s.vision_frames * b.side * b.side, b.in_volume, b.width),
+    """2·T·side²·in·width (T = tiles; input is pixels)"""
+    return [Term("vision.patch_embed", b.count * matmul(_tiles(b, s) * b.side * b.side, b.in_volume, b.width),
                  b.part, input_kind=INPUT_PIXELS)]
 
 
@@ -444,7 +449,7 @@ def _sam_vision_layers(b: SamVisionLayers, s: BatchStats, ctx: FlopsContext) -> 
     windows) + 4·h·n·L² (core) + 4·h·n·L·S (relative positions) + 2·side²·2·h·m (MLP on real tokens)"""
     h, side, seq_side = b.width, b.side, b.attention_side
     seq_len = seq_side * seq_side
-    tiles = s.vision_frames * b.count
+    tiles = _tiles(b, s) * b.count
     rows = b.sequences * seq_len
     terms = [Term("vision.attn_proj", matmul(tiles * rows, h, 3 * h) + matmul(tiles * rows, h, h), b.part),
              Term("vision.attn_core", 4 * h * b.sequences * seq_len * seq_len * tiles, b.part, weights=False),
@@ -458,7 +463,7 @@ def _sam_vision_layers(b: SamVisionLayers, s: BatchStats, ctx: FlopsContext) -> 
 @block_flops(SamNeck)
 def _sam_neck(b: SamNeck, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """per tile 2·side²·(width·c + 9·c²) (reported as vision.mlp)"""
-    positions = s.vision_frames * b.side * b.side * b.count
+    positions = _tiles(b, s) * b.side * b.side * b.count
     return [Term("vision.mlp", matmul(positions, b.width, b.channels) + matmul(positions, 9 * b.channels, b.channels),
                  b.part)]
 
@@ -466,7 +471,7 @@ def _sam_neck(b: SamNeck, s: BatchStats, ctx: FlopsContext) -> list[Term]:
 @block_flops(StridedConvs)
 def _strided_convs(b: StridedConvs, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """per tile and run Σ_i 2·side_i²·9·c_i·c_(i+1) (side_i: output side of conv i) [+ 2·side_n²·c_n·linear]"""
-    tiles = s.vision_frames * (b.count * b.runs)
+    tiles = _tiles(b, s) * (b.count * b.runs)
     terms = [Term(b.component, matmul(tiles * side * side, 9 * c_in, c_out), b.part,
                   input_kind=b.first_input if i == 0 else INPUT_STAGE)
              for i, (c_in, c_out, side) in enumerate(zip(b.channels[:-1], b.channels[1:], b.sides()))]

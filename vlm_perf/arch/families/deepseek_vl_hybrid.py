@@ -65,9 +65,9 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
                         spatial_merge_size=1, out_hidden_size=lm.hidden_size,
                         num_position_embeddings=low.patches, patch_embed_bias=True, norm="layernorm")
     proj = StridedConvs(part=VISION_TOWER, count=1, runs=2, channels=(c, 2 * c, 4 * c), side=high.side,
-                        resize=4 * low.side, component="vision.mlp", first_input="stage")
+                        resize=4 * low.side, component="vision.mlp", first_input="stage", tile_patches=low.patches)
     assert proj.out_tokens == low.patches  # 4·s -> 2·s -> s
-    blocks = siglip_blocks(low) + sam_blocks(high, necks=2) + (
+    blocks = siglip_blocks(low) + sam_blocks(high, low.patches, necks=2) + (
         proj, ExtraParams(part=VISION_TOWER, count=1, label="high_res_vision_alpha", numel=1),
         HybridAligner(part=MERGER, count=1, low_width=low.width, high_width=4 * c, out_width=lm.hidden_size),
     ) + lm_blocks(lm)

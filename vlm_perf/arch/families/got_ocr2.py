@@ -53,7 +53,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     projector = StridedConvs(part=MERGER, count=1, channels=(tower.out_channels, 2 * tower.out_channels,
                                                              lm.hidden_size),
                              side=tower.side, linear=lm.hidden_size, component="vision.merger",
-                             first_input="upstream")
+                             first_input="upstream", tile_patches=tower.side ** 2)
     # summary: the projector's 4x fold as the merge (a grid side that 4 does not divide gives ceil(ceil(s/2)/2)
     # tokens per side: merge 1 in the summary then; the inventory's per-tile counts are exact either way)
     vision = VisionSpec(family="got_ocr2", depth=tower.depth, hidden_size=tower.width, num_heads=tower.num_heads,
@@ -62,7 +62,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
                         spatial_merge_size=4 if tower.side % 4 == 0 else 1, out_hidden_size=lm.hidden_size,
                         num_position_embeddings=tower.side ** 2 if tower.abs_pos else 0, patch_embed_bias=True,
                         norm="layernorm")
-    blocks = sam_blocks(tower) + (projector,) + lm_blocks(lm)
+    blocks = sam_blocks(tower, tower.side ** 2) + (projector,) + lm_blocks(lm)
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "got_ocr2"), model_type="got_ocr2", lm=lm,
                      vision=vision, source=source, family="got_ocr2", blocks=blocks)
     spec.extra.update(image_size=tower.image_size, tile_size=tower.image_size,

@@ -95,15 +95,19 @@ def read_sam(vc: dict, source: str, section: str, mlp_default: int | None) -> Sa
     return t
 
 
-def sam_blocks(t: Sam, necks: int = 1) -> tuple:
-    """Patch embed (+ absolute positions), the windowed and the global layers, ``necks`` necks on the grid."""
+def sam_blocks(t: Sam, tile_patches: int, necks: int = 1) -> tuple:
+    """Patch embed (+ absolute positions), the windowed and the global layers, ``necks`` necks on the grid;
+    ``tile_patches``: patches of one tile (image) in the family's summary grid (the tile count is
+    ``vision_patches // tile_patches``)."""
     windowed = t.depth - len(t.global_layers) if t.window else 0
+
     def layers(count: int, window: int) -> SamVisionLayers:
         return SamVisionLayers(part=VISION_TOWER, count=count, width=t.width, num_heads=t.num_heads,
                                mlp_width=t.mlp_width, side=t.side, window=window, qkv_bias=t.qkv_bias,
-                               rel_pos=t.rel_pos)
+                               rel_pos=t.rel_pos, tile_patches=tile_patches)
 
     return (SamEmbed(part=VISION_TOWER, count=1, in_volume=t.patch_volume, width=t.width, side=t.side,
-                     abs_pos=t.abs_pos),
+                     abs_pos=t.abs_pos, tile_patches=tile_patches),
             layers(windowed, t.window), layers(t.depth - windowed, 0),
-            SamNeck(part=VISION_TOWER, count=necks, width=t.width, channels=t.out_channels, side=t.side))
+            SamNeck(part=VISION_TOWER, count=necks, width=t.width, channels=t.out_channels, side=t.side,
+                    tile_patches=tile_patches))
