@@ -158,6 +158,11 @@ def test_refusals():
         spec_from_config(dict(cfg, text_config=dict(cfg["text_config"], model_type="llama")), name="t")
     with pytest.raises(ConfigError, match="hidden_size"):
         spec_from_config(dict(cfg, vision_config=dict(cfg["vision_config"], hidden_size=33)), name="t")
+    from vlm_perf.errors import InputError
+    from vlm_perf.stats import BatchStats
+
+    with pytest.raises(InputError, match="fixed 8x8-patch tiles"):  # the SAM patch embed takes 32-px tiles only
+        BatchStats.from_batch(seq_lens=[40], image_grids=[(1, 4, 4)], spec=_spec(model()))
 
 
 def test_conventions_coverage():
