@@ -189,3 +189,21 @@ def test_media_rule_equals_hf_processor(h, w):
     d = FAMILIES[FAMILY].media.image(_spec(model()), h, w)
     assert (media["images_in_tower"], media["pixel_shape"][1:]) == (d.grid[0], d.resized)
     assert media["visual_tokens"] == d.visual_tokens
+
+
+@pytest.mark.parametrize("vq", [dict(double_latent=True), dict(num_res_blocks=3, channel_multiplier=[1, 1, 2]),
+                                dict(channel_multiplier=[2], num_hidden_layers=1)],
+                         ids=["double-latent", "3-levels-3-blocks", "1-level"])
+def test_vq_params_equal_meta_count(vq):
+    """The VQ-VAE / generation parameter formula on other vq_config shapes equals transformers' meta count."""
+    import transformers
+
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.params import count_params
+
+    from .families.janus import tiny_config
+
+    cfg = tiny_config(vq=vq)
+    with torch.device("meta"):
+        m = transformers.JanusForConditionalGeneration(cfg)
+    assert count_params(spec_from_config(cfg.to_dict(), name="t")).total == sum(p.numel() for p in m.parameters())
