@@ -135,6 +135,32 @@ _BUILDERS: dict[str, Any] = {
                             "text_config": {"model_type": "llama", "vocab_size": 1000, "hidden_size": 64,
                                             "intermediate_size": 96, "num_hidden_layers": 2,
                                             "num_attention_heads": 4, "num_key_value_heads": 2}},
+    # --- got_ocr2 / deepseek_vl_hybrid / janus --- hand-written, small dims (transformers' layouts)
+    "got_ocr2": lambda: {"model_type": "got_ocr2", "image_token_index": 151859, "tie_word_embeddings": True,
+                         "vision_config": {"hidden_size": 32, "output_channels": 16, "num_hidden_layers": 3,
+                                           "num_attention_heads": 2, "image_size": 32, "patch_size": 4,
+                                           "mlp_dim": 48, "window_size": 3, "global_attn_indexes": [1]},
+                         "text_config": {"model_type": "qwen2", "vocab_size": 1000, "hidden_size": 64,
+                                         "intermediate_size": 96, "num_hidden_layers": 2,
+                                         "num_attention_heads": 4, "num_key_value_heads": 2}},
+    "deepseek_vl_hybrid": lambda: {
+        "model_type": "deepseek_vl_hybrid", "image_token_id": 100015,
+        "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 48,
+                          "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 32, "patch_size": 4},
+        "high_res_vision_config": {"model_type": "sam_vision_model", "hidden_size": 32, "output_channels": 8,
+                                   "num_hidden_layers": 3, "num_attention_heads": 2, "image_size": 64,
+                                   "patch_size": 4, "window_size": 3, "global_attn_indexes": [1]},
+        "text_config": {"model_type": "llama", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
+                        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}},
+    "janus": lambda: {
+        "model_type": "janus", "image_token_id": 100581,
+        "vision_config": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 32,
+                          "patch_size": 4, "mlp_ratio": 1.5, "projection_dim": 64, "depth": 2},
+        "vq_config": {"embed_dim": 8, "num_embeddings": 64, "latent_channels": 32, "base_channels": 32,
+                      "channel_multiplier": [1, 2], "num_res_blocks": 1, "projection_dim": 64,
+                      "num_hidden_layers": 2, "image_token_embed_dim": 64},
+        "text_config": {"model_type": "llama", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
+                        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}},
     "kimi_vl": lambda: preset_config("kimi-vl-a3b-instruct"),  # --- kimi_vl ---
     "kimi_k25": lambda: {  # --- kimi_k25 --- hand-written in the Kimi_K25Config layout (small dims)
         "model_type": "kimi_k25", "projection_hidden_size": 32, "tie_word_embeddings": False,

@@ -1387,3 +1387,187 @@ class AudioMlpProjector(Block):
 
 
 __all__ += ["AudioMlpProjector", "ConformerLayers", "ParakeetSubsampling"]
+
+
+# --- sam --- (SAM / ViTDet image encoder: GOT-OCR2's tower, DeepSeek-VL-hybrid's high-resolution tower)
+# Every SAM tower input is one fixed-size square tile (the patch embed refuses any other size), so these blocks
+# cost a constant per tile: their FLOPs are per-tile constants times the tiles, ``vision_patches // tile_patches``
+# (``tile_patches``: patches of one tile in the model's summary grid, fixed for these families; exact from grids
+# and from pre-aggregated metadata rows alike), or ``vision_frames`` when ``tile_patches`` is 0.
+
+
+def strided_side(side: int) -> int:
+    """Output side of a Conv2d(kernel 3, stride 2, padding 1) on ``side`` positions: floor((side − 1) / 2) + 1."""
+    return (side - 1) // 2 + 1
+
+
+@dataclass(frozen=True)
+class SamEmbed(Block):
+    """SAM patch embed (Conv2d kernel = stride = patch, bias) on a ``side`` x ``side`` tile, plus the learned
+    absolute position grid ``side`` x ``side`` x ``width`` added to it (``use_abs_pos``; no matmul)."""
+
+    kind: ClassVar[str] = "sam_embed"
+    in_volume: int
+    width: int
+    side: int
+    abs_pos: bool = True
+    tile_patches: int = 0
+
+    def params(self) -> int:
+        return linear_params(self.in_volume, self.width, True) + (self.side * self.side * self.width
+                                                                  if self.abs_pos else 0)
+
+    def describe(self) -> str:
+        pos = f" + absolute positions {self.side}x{self.side}" if self.abs_pos else ""
+        return f"SAM patch embed conv {self.in_volume} -> {self.width} on a {self.side}x{self.side} grid{pos}"
+
+
+@dataclass(frozen=True)
+class SamVisionLayers(Block):
+    """``count`` SAM / ViTDet layers on a ``side`` x ``side`` patch grid per tile: LayerNorm -> fused qkv
+    Linear(h -> 3h, ``qkv_bias``) -> attention with decomposed relative position bias -> proj Linear(h -> h,
+    bias) -> LayerNorm -> MLP lin1 (h -> m, bias) -> GELU -> lin2 (m -> h, bias).
+
+    ``window`` > 0: windowed layer: the grid is zero-padded to a multiple of ``window`` after the first norm,
+    so qkv, proj and attention run on ceil(side/window)^2 windows of window^2 tokens (padding included); the MLP
+    runs on the side^2 real tokens. ``window`` 0: global attention over the side^2 tokens.
+    ``rel_pos`` (``use_rel_pos``): per window, q is multiplied with the height and width tables (einsums
+    ``bhwc,hkc->bhwk`` and ``bhwc,wkc->bhwk``: 2·2·h·L·S for L = S^2 tokens of side S); the tables
+    (2S−1) x head_dim are parameters, so backward is a weight GEMM's. Tables: 2 x (2S−1) x head_dim."""
+
+    kind: ClassVar[str] = "sam_vision_layers"
+    width: int
+    num_heads: int
+    mlp_width: int
+    side: int
+    window: int = 0
+    qkv_bias: bool = True
+    rel_pos: bool = True
+    tile_patches: int = 0
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.num_heads
+
+    @property
+    def attention_side(self) -> int:
+        """Side S of one attention sequence (a window, or the whole grid)."""
+        return self.window if self.window else self.side
+
+    @property
+    def sequences(self) -> int:
+        """Attention sequences per tile (windows after padding, or 1)."""
+        if not self.window:
+            return 1
+        per_side = -(-self.side // self.window)
+        return per_side * per_side
+
+    def params(self) -> int:
+        h, m = self.width, self.mlp_width
+        tables = 2 * (2 * self.attention_side - 1) * self.head_dim if self.rel_pos else 0
+        return (2 * norm_params(h, "layernorm") + linear_params(h, 3 * h, self.qkv_bias) + linear_params(h, h, True)
+                + linear_params(h, m, True) + linear_params(m, h, True) + tables)
+
+    def describe(self) -> str:
+        where = (f"{self.window}x{self.window} windows (grid padded to a multiple)" if self.window
+                 else f"global attention over {self.side}x{self.side}")
+        rel = ", decomposed relative positions" if self.rel_pos else ""
+        return (f"{self.count} SAM layers, width {self.width}, {self.num_heads} heads, {where}{rel}, "
+                f"MLP {self.width}->{self.mlp_width}->{self.width}")
+
+
+@dataclass(frozen=True)
+class SamNeck(Block):
+    """SAM neck on a ``side`` x ``side`` grid per tile: Conv2d 1x1 (width -> channels, no bias) -> LayerNorm ->
+    Conv2d 3x3 padding 1 (channels -> channels, no bias) -> LayerNorm (channels-first LayerNorms)."""
+
+    kind: ClassVar[str] = "sam_neck"
+    width: int
+    channels: int
+    side: int
+    tile_patches: int = 0
+
+    def params(self) -> int:
+        c = self.channels
+        return self.width * c + 9 * c * c + 2 * norm_params(c, "layernorm")
+
+    def describe(self) -> str:
+        return (f"{self.count} SAM neck: conv 1x1 {self.width} -> {self.channels}, LayerNorm, conv 3x3 "
+                f"{self.channels} -> {self.channels}, LayerNorm on {self.side}x{self.side}")
+
+
+@dataclass(frozen=True)
+class StridedConvs(Block):
+    """A chain of Conv2d(kernel 3, stride 2, padding 1, no bias) over ``channels`` (c0 -> c1 -> ...) on a
+    ``side`` x ``side`` grid per tile (after a bilinear resize to ``resize`` x ``resize`` when set: not a
+    matmul), then an optional Linear(c_last -> ``linear``, bias) on the output positions.
+
+    GOT-OCR2's projector (convs 256 -> 512 -> h on 64 -> 32 -> 16, Linear h -> h: 256 tokens per tile) and
+    DeepSeek-VL-hybrid's ``high_res_vision_proj`` (resize to 4·24, convs 256 -> 512 -> 1024: 24 x 24 tokens).
+    ``component`` places it (``vision.merger``: projector; ``vision.mlp``: tower); ``first_input`` is the
+    first conv's input kind (``upstream`` when it is the first op of the projector). ``runs``: how many times
+    one stored copy runs per tile (DeepSeek-VL-hybrid applies its one ``high_res_vision_proj`` to two inputs)."""
+
+    kind: ClassVar[str] = "strided_convs"
+    channels: tuple[int, ...]
+    side: int
+    resize: int = 0
+    linear: int = 0
+    component: str = "vision.merger"
+    first_input: str = "stage"
+    runs: int = 1
+    tile_patches: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.channels) < 2:
+            raise ValueError("StridedConvs needs at least 2 channel widths (one conv)")
+
+    def sides(self) -> tuple[int, ...]:
+        """Output side of each conv in turn."""
+        out, side = [], self.resize or self.side
+        for _ in self.channels[1:]:
+            side = strided_side(side)
+            out.append(side)
+        return tuple(out)
+
+    @property
+    def out_tokens(self) -> int:
+        return self.sides()[-1] ** 2
+
+    def params(self) -> int:
+        convs = sum(9 * a * b for a, b in zip(self.channels[:-1], self.channels[1:]))
+        return convs + (linear_params(self.channels[-1], self.linear, True) if self.linear else 0)
+
+    def describe(self) -> str:
+        chain = " -> ".join(str(c) for c in self.channels)
+        sides = " -> ".join(str(s) for s in (self.resize or self.side,) + self.sides())
+        resize = f"resize {self.side} -> {self.resize}, " if self.resize else ""
+        lin = f", Linear {self.channels[-1]} -> {self.linear}" if self.linear else ""
+        runs = f", run {self.runs} times per tile" if self.runs != 1 else ""
+        return f"{self.count} x {resize}convs 3x3/2 {chain} on {sides}{lin}{runs}"
+
+
+@dataclass(frozen=True)
+class HybridAligner(Block):
+    """DeepSeek-VL-hybrid's aligner on ``vision_merged_tokens`` rows: Linear(low -> out/2) on the SigLIP tokens
+    and Linear(high -> out/2) on the SAM tokens (both biased, each the first op after its tower), concatenated,
+    GELU, Linear(out -> out, bias)."""
+
+    kind: ClassVar[str] = "hybrid_aligner"
+    low_width: int
+    high_width: int
+    out_width: int
+
+    def params(self) -> int:
+        half = self.out_width // 2
+        return (linear_params(self.low_width, half, True) + linear_params(self.high_width, half, True)
+                + linear_params(self.out_width, self.out_width, True))
+
+    def describe(self) -> str:
+        half = self.out_width // 2
+        return (f"aligner: Linear {self.low_width} -> {half} (low-res) ‖ Linear {self.high_width} -> {half} "
+                f"(high-res), GELU, Linear {self.out_width} -> {self.out_width}")
+
+
+__all__ += ["HybridAligner", "SamEmbed", "SamNeck", "SamVisionLayers", "StridedConvs", "strided_side"]

@@ -491,3 +491,63 @@ def _audio_mlp_projector(b: AudioMlpProjector, s: BatchStats, ctx: FlopsContext)
     """2·A·(d·hidden + hidden·out) (A = audio_tokens, padding rows included)"""
     return [Term("audio.proj", b.count * (matmul(s.audio_tokens, b.in_width, b.hidden_width)
                                           + matmul(s.audio_tokens, b.hidden_width, b.out_width)), b.part)]
+# --- sam ---
+from ..arch.blocks import HybridAligner, SamEmbed, SamNeck, SamVisionLayers, StridedConvs  # noqa: E402
+
+
+def _tiles(b: Any, s: BatchStats) -> Any:
+    """Fixed-size tiles of the batch: vision_patches // tile_patches (vision_frames without tile_patches)."""
+    return s.vision_patches // b.tile_patches if b.tile_patches else s.vision_frames
+
+
+@block_flops(SamEmbed)
+def _sam_embed(b: SamEmbed, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·T·side²·in·width (T = tiles; input is pixels)"""
+    return [Term("vision.patch_embed", b.count * matmul(_tiles(b, s) * b.side * b.side, b.in_volume, b.width),
+                 b.part, input_kind=INPUT_PIXELS)]
+
+
+@block_flops(SamVisionLayers)
+def _sam_vision_layers(b: SamVisionLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer and tile (n sequences of L = S² tokens, S = window or side): 2·n·L·4h² (qkv, proj on padded
+    windows) + 4·h·n·L² (core) + 4·h·n·L·S (relative positions) + 2·side²·2·h·m (MLP on real tokens)"""
+    h, side, seq_side = b.width, b.side, b.attention_side
+    seq_len = seq_side * seq_side
+    tiles = _tiles(b, s) * b.count
+    rows = b.sequences * seq_len
+    terms = [Term("vision.attn_proj", matmul(tiles * rows, h, 3 * h) + matmul(tiles * rows, h, h), b.part),
+             Term("vision.attn_core", 4 * h * b.sequences * seq_len * seq_len * tiles, b.part, weights=False),
+             Term("vision.mlp", 2 * matmul(tiles * side * side, h, b.mlp_width), b.part)]
+    if b.rel_pos:  # q x tables: weight-like (the tables are parameters)
+        terms.insert(2, Term("vision.attn_core", 2 * matmul(tiles * rows, b.head_dim * b.num_heads, seq_side),
+                             b.part))
+    return terms
+
+
+@block_flops(SamNeck)
+def _sam_neck(b: SamNeck, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per tile 2·side²·(width·c + 9·c²) (reported as vision.mlp)"""
+    positions = _tiles(b, s) * b.side * b.side * b.count
+    return [Term("vision.mlp", matmul(positions, b.width, b.channels) + matmul(positions, 9 * b.channels, b.channels),
+                 b.part)]
+
+
+@block_flops(StridedConvs)
+def _strided_convs(b: StridedConvs, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per tile and run Σ_i 2·side_i²·9·c_i·c_(i+1) (side_i: output side of conv i) [+ 2·side_n²·c_n·linear]"""
+    tiles = _tiles(b, s) * (b.count * b.runs)
+    terms = [Term(b.component, matmul(tiles * side * side, 9 * c_in, c_out), b.part,
+                  input_kind=b.first_input if i == 0 else INPUT_STAGE)
+             for i, (c_in, c_out, side) in enumerate(zip(b.channels[:-1], b.channels[1:], b.sides()))]
+    if b.linear:
+        terms.append(Term(b.component, matmul(tiles * b.out_tokens, b.channels[-1], b.linear), b.part))
+    return terms
+
+
+@block_flops(HybridAligner)
+def _hybrid_aligner(b: HybridAligner, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·M·(low·out/2 + high·out/2 + out²) (M = vision_merged_tokens); the two first Linears read the towers"""
+    rows, half = s.vision_merged_tokens, b.out_width // 2
+    return [Term("vision.merger", b.count * matmul(rows, b.low_width, half), b.part, input_kind=INPUT_UPSTREAM),
+            Term("vision.merger", b.count * matmul(rows, b.high_width, half), b.part, input_kind=INPUT_UPSTREAM),
+            Term("vision.merger", b.count * matmul(rows, b.out_width, b.out_width), b.part)]

@@ -179,9 +179,15 @@ class BatchStats:
         items = 0
         per_image: list[tuple[int, int]] = []  # (patches, frames) of each image, in order
         video_frames = 0
+        # a tower that takes only fixed-size tiles (SAM's patch embed, a SigLIP position table without
+        # interpolation) states its side: another grid would be counted as a tile it cannot run
+        fixed = spec.extra.get("fixed_grid_side") if spec is not None else None
         for kind, grids in (("image", image_grids), ("video", video_grids)):
             for i, row in enumerate(grids):
                 t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
+                if spec is not None and fixed and (h, w) != (fixed, fixed):
+                    raise InputError(f"{kind} grid #{i + 1}: {spec.family} runs fixed {fixed}x{fixed}-patch tiles, got "
+                                     f"{t},{h},{w} (give t = tiles, h = w = {fixed})")
                 row_stats = grid_row_stats(t, h, w, m, u, cls_per_frame=cls_per_frame, temporal_chunk=chunk)
                 items += 1
                 for key in totals:

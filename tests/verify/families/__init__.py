@@ -20,7 +20,7 @@ from .common import PARTS, REGISTRY, PartMeasurement
 
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
                   "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "qwen_omni", "aya_vision",
-                  "deepseek_vl", "kimi_k25")
+                  "deepseek_vl", "kimi_k25", "got_ocr2", "deepseek_vl_hybrid", "janus")
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -65,6 +65,10 @@ CASES: dict[str, list[dict]] = {
     "deepseek_vl": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
     "kimi_k25": [dict(image_sizes=[(30, 50), (60, 90)]), dict(video_sizes=[(6, 40, 60)]),
                  dict(image_sizes=[(30, 50)], video_sizes=[(3, 28, 56)])],
+    # --- got_ocr2 / deepseek_vl_hybrid / janus ---
+    "got_ocr2": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)], crop_to_patches=True)],
+    "deepseek_vl_hybrid": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
+    "janus": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
 }
 
 
