@@ -1226,3 +1226,113 @@ class PlainMLP(Block):
 
     def describe(self) -> str:
         return f"{self.count} plain MLP {self.hidden} -> {self.width} -> {self.hidden} (2 matrices)"
+# --- gemma3n ---
+# Gemma 3n's text decoder (transformers models/gemma3n: ``Gemma3nTextModel`` / ``Gemma3nTextDecoderLayer``): every
+# layer carries AltUp (n parallel copies of the hidden state, one active), a LAuReL low-rank residual and a gated
+# per-layer input; the last ``num_kv_shared_layers`` layers reuse an earlier layer's keys and values.
+
+
+@dataclass(frozen=True)
+class SharedKVDecoderAttention(DecoderAttention):
+    """``count`` attention sublayers that reuse the keys / values of an earlier layer of the same type (Gemma 3n's
+    KV-shared layers, ``kv_sharing_modes`` "reuse"): q/o projections and q RMSNorm only (no k/v projection, no
+    k norm); the core attends the producer's keys (the same sequence: same square, same window)."""
+
+    kind: ClassVar[str] = "shared_kv_decoder_attention"
+
+    def proj_per_token(self) -> int:
+        return 2 * 2 * self.hidden * self.q_width
+
+    def params(self) -> int:
+        h = self.hidden
+        p = linear_params(h, self.q_width, self.qkv_bias) + linear_params(self.q_width, h, self.o_bias)
+        return p + (self.head_dim if self.qk_norm else 0)
+
+    def describe(self) -> str:
+        return super().describe() + " reusing an earlier layer's keys / values (q/o only)"
+
+
+@dataclass(frozen=True)
+class AltUpLayer(Block):
+    """``count`` AltUp predict / correct steps (``Gemma3nTextAltUp``) over ``streams`` copies of width ``hidden``.
+
+    Per token: predict: RMSNorm -> ``modality_router`` Linear(h -> n) on the active stream, ``prediction_coefs``
+    Linear(n -> n²), then the (h x n) x (n x n) stream mix (a matmul of two activations: no weight, both inputs need
+    gradients); correct: ``modality_router`` Linear(h -> n) again on the layer output, ``correction_coefs``
+    Linear(n -> n). Parameters: router norm and ``correct_output_scale`` (h each), router h·n, coefficients n³ + n²."""
+
+    kind: ClassVar[str] = "altup_layer"
+    hidden: int
+    streams: int
+
+    def weight_per_token(self) -> int:
+        h, n = self.hidden, self.streams
+        return 2 * (2 * h * n + n * n * n + n * n)
+
+    def mix_per_token(self) -> int:
+        return 2 * self.hidden * self.streams * self.streams
+
+    def params(self) -> int:
+        h, n = self.hidden, self.streams
+        return 2 * h + h * n + n ** 3 + n * n
+
+    def describe(self) -> str:
+        return (f"{self.count} AltUp predict/correct over {self.streams} streams of {self.hidden} (router h -> n twice, "
+                f"coefficients n -> n² and n -> n, stream mix h x n x n per token)")
+
+
+@dataclass(frozen=True)
+class LaurelBlock(Block):
+    """``count`` LAuReL low-rank residuals (``Gemma3nTextLaurelBlock``): Linear(h -> r) -> Linear(r -> h) ->
+    RMSNorm, no bias."""
+
+    kind: ClassVar[str] = "laurel_block"
+    hidden: int
+    rank: int
+
+    def params(self) -> int:
+        return 2 * self.hidden * self.rank + self.hidden
+
+    def describe(self) -> str:
+        return f"{self.count} LAuReL residual {self.hidden} -> {self.rank} -> {self.hidden} + RMSNorm"
+
+
+@dataclass(frozen=True)
+class PerLayerInputGate(Block):
+    """``count`` per-layer input gates (``Gemma3nTextDecoderLayer``): ``per_layer_input_gate`` Linear(h -> p), act,
+    times the layer's per-layer input (elementwise), ``per_layer_projection`` Linear(p -> h), RMSNorm(h); no bias."""
+
+    kind: ClassVar[str] = "per_layer_input_gate"
+    hidden: int
+    width: int
+
+    def params(self) -> int:
+        return 2 * self.hidden * self.width + self.hidden
+
+    def describe(self) -> str:
+        return f"{self.count} per-layer input gates {self.hidden} -> {self.width} -> {self.hidden} + RMSNorm"
+
+
+@dataclass(frozen=True)
+class AltUpStreams(Block):
+    """Gemma 3n's model-level stream machinery (``Gemma3nTextModel``), once per token: ``per_layer_model_projection``
+    Linear(h -> L·p) (+ RMSNorm(p)), ``altup_projections`` and ``altup_unembed_projections``: (n - 1) Linear(h -> h)
+    each; no bias. (The per-layer embedding table is a lookup: a :class:`TokenEmbedding`.)"""
+
+    kind: ClassVar[str] = "altup_streams"
+    hidden: int
+    streams: int
+    layers: int
+    per_layer_width: int
+
+    def params(self) -> int:
+        h = self.hidden
+        return h * self.layers * self.per_layer_width + self.per_layer_width + 2 * (self.streams - 1) * h * h
+
+    def describe(self) -> str:
+        h = self.hidden
+        return (f"per-layer input projection {h} -> {self.layers} x {self.per_layer_width}, {self.streams - 1} AltUp "
+                f"stream projections and {self.streams - 1} unembed projections {h} -> {h}")
+
+
+__all__ += ["AltUpLayer", "AltUpStreams", "LaurelBlock", "PerLayerInputGate", "SharedKVDecoderAttention"]

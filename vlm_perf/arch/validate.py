@@ -129,8 +129,12 @@ class Kind:
     low: int = 1
     high: int = MAX_SIZE
     number: bool = False
+    per_layer: bool = False  # also a list with one such value per layer (Gemma 3n's intermediate_size)
 
     def problem(self, value: Any) -> str | None:
+        if self.per_layer and isinstance(value, (list, tuple)):
+            bad = [p for p in (Kind(self.low, self.high, self.number).problem(v) for v in value) if p]
+            return f"{bad[0]} (or a list of them, one per layer)" if bad or not value else None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return "a number" if self.number else "an integer"
         if self.number:
@@ -161,7 +165,8 @@ TEXT_FIELDS: dict[str, Kind] = {
                      "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "mamba_n_groups",
                      "conv_kernel", "mamba_d_conv", "chunk_size", "mamba_chunk_size"), POS),
     # 0 allowed: an MoE model whose every layer is MoE may state no dense width
-    **dict.fromkeys(("intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
+    "intermediate_size": Kind(low=0, per_layer=True),
+    **dict.fromkeys(("n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
                      "max_window_layers"), NONNEG),
     "sliding_window": WINDOW,
 }

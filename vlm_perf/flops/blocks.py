@@ -427,3 +427,34 @@ def _mamba2_mixer(b: Mamba2Mixer, s: BatchStats, ctx: FlopsContext) -> list[Term
 def _plain_mlp(b: PlainMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """per layer 2·2·h·w·S"""
     return [Term("lm.dense_mlp", b.count * b.per_token() * s.lm_tokens, b.part)]
+# --- gemma3n ---
+from ..arch.blocks import AltUpLayer, AltUpStreams, LaurelBlock, PerLayerInputGate, SharedKVDecoderAttention  # noqa: E402
+
+block_flops(SharedKVDecoderAttention)(_attention)  # q/o projections (proj_per_token), the usual core
+
+
+@block_flops(AltUpLayer)
+def _altup_layer(b: AltUpLayer, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·(2·h·n + n³ + n²) (routers, coefficients) + 2·S·h·n² (the stream mix: two activations)"""
+    return [Term("lm.altup", b.count * b.weight_per_token() * s.lm_tokens, b.part),
+            Term("lm.altup", b.count * b.mix_per_token() * s.lm_tokens, b.part, weights=False)]
+
+
+@block_flops(LaurelBlock)
+def _laurel(b: LaurelBlock, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·2·h·r"""
+    return [Term("lm.laurel", b.count * 2 * matmul(s.lm_tokens, b.hidden, b.rank), b.part)]
+
+
+@block_flops(PerLayerInputGate)
+def _per_layer_gate(b: PerLayerInputGate, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·2·h·p"""
+    return [Term("lm.per_layer_input", b.count * 2 * matmul(s.lm_tokens, b.hidden, b.width), b.part)]
+
+
+@block_flops(AltUpStreams)
+def _altup_streams(b: AltUpStreams, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·S·h·L·p (per-layer input projection) + 2·S·2·(n - 1)·h² (stream projections in and out)"""
+    rows, h = s.lm_tokens, b.hidden
+    return [Term("lm.per_layer_input", b.count * matmul(rows, h, b.layers * b.per_layer_width), b.part),
+            Term("lm.altup", b.count * 2 * (b.streams - 1) * matmul(rows, h, h), b.part)]
