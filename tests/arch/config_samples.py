@@ -143,6 +143,12 @@ _BUILDERS: dict[str, Any] = {
         "n_groups": 8, "conv_kernel": 4, "chunk_size": 128, "use_conv_bias": True, "use_bias": False,
         "mlp_bias": False, "attention_bias": False, "tie_word_embeddings": False,
         "hybrid_override_pattern": "M-M-M*-M-", "num_hidden_layers": 9},
+    "gemma3n_text": lambda: {  # --- gemma3n --- hand-written in the Gemma3nTextConfig layout (small dims)
+        "model_type": "gemma3n_text", "vocab_size": 1000, "vocab_size_per_layer_input": 800, "hidden_size": 64,
+        "intermediate_size": [96, 96, 128, 128, 96, 96], "num_hidden_layers": 6, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 8, "hidden_size_per_layer_input": 8,
+        "laurel_rank": 4, "altup_num_inputs": 4, "num_kv_shared_layers": 2,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"] * 2},
 }
 _CACHE: dict[str, dict] = {}
 

@@ -172,3 +172,20 @@ def test_bad_configs_are_refused_in_one_line(bad, message):
     config = {"model_type": "gemma3n_text", **TEXT, **bad}
     with pytest.raises(ConfigError, match=message):
         spec_from_config(config, source="cfg.json")
+
+
+def test_hf_trainer_convention_equals_transformers(model):
+    """``hf-trainer`` (6 x tokens x num_parameters(exclude_embeddings=True)): both embedding tables are
+    ``nn.Embedding`` subclasses (excluded), the head is tied (excluded with them); equals transformers' own
+    ``Trainer.floating_point_ops`` on the tiny model."""
+    from types import SimpleNamespace
+
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    ids = torch.zeros((2, 13), dtype=torch.long)
+    expect = transformers.Trainer.floating_point_ops(SimpleNamespace(model=model), {"input_ids": ids})
+    spec = spec_from_config(model.config.to_dict())
+    lib = compute_flops(spec, BatchStats.from_batch(seq_lens=[13, 13], spec=spec), convention="hf-trainer")
+    assert lib.total == expect

@@ -30,7 +30,7 @@ from ..blocks import (AltUpLayer, AltUpStreams, DecoderAttention, DenseMLP, Fina
 from ..fields import Fields, text_section
 from ..parts import LANGUAGE_MODEL
 from ..spec import LMSpec, ModelSpec
-from . import Family, register_family
+from . import Family, refuse_model_type, register_family
 
 # Gemma3nTextConfig class defaults (transformers 5.24): a hub config may omit any of them
 TEXT_DEFAULTS: dict[str, Any] = {
@@ -160,3 +160,9 @@ register_family(Family(
            "activation sparsity (Gaussian top-k on the first layers' gate) and AltUp magnitude rescaling are "
            "elementwise (0 FLOPs); KV-shared layers run q/o projections only, their core is the usual one",
            "sliding-window layers: windowed under --causal half, the eager square under --causal full")))
+
+refuse_model_type("gemma3n", (
+    "Gemma 3n's vision tower is timm's MobileNetV5 ('mobilenetv5_300m_enc' through TimmWrapper), which is not "
+    "modelled (its parameters and FLOPs are neither counted nor guessed: timm cannot be installed here without a "
+    "CUDA torch, so nothing could verify it); the text decoder is supported: pass the config's text_config "
+    "(model_type gemma3n_text, transformers Gemma3nForCausalLM)"))
