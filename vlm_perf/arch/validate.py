@@ -165,8 +165,7 @@ TEXT_FIELDS: dict[str, Kind] = {
                      "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "mamba_n_groups",
                      "conv_kernel", "mamba_d_conv", "chunk_size", "mamba_chunk_size"), POS),
     # 0 allowed: an MoE model whose every layer is MoE may state no dense width
-    "intermediate_size": Kind(low=0, per_layer=True),
-    **dict.fromkeys(("n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
+    **dict.fromkeys(("intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
                      "max_window_layers"), NONNEG),
     "sliding_window": WINDOW,
 }
@@ -218,9 +217,16 @@ def _int(section: Mapping[str, Any], *keys: str) -> tuple[str, int] | tuple[None
     return None, None
 
 
+#: model types whose ``intermediate_size`` may also be a list with one width per layer
+PER_LAYER_WIDTH_TYPES = ("gemma3n_text",)
+
+
 def check_text(text: Mapping[str, Any], prefix: str, source: str) -> None:
     """Cross-field rules of an LM section (fields already of their declared kind)."""
-    _check_fields(text, TEXT_FIELDS, prefix, source)
+    kinds = TEXT_FIELDS
+    if text.get("model_type") in PER_LAYER_WIDTH_TYPES:
+        kinds = {**TEXT_FIELDS, "intermediate_size": Kind(low=0, per_layer=True)}
+    _check_fields(text, kinds, prefix, source)
     hk, heads = _int(text, "num_attention_heads")
     wk, hidden = _int(text, "hidden_size")
     mla = text.get("kv_lora_rank") is not None
