@@ -1336,3 +1336,113 @@ class AltUpStreams(Block):
 
 
 __all__ += ["AltUpLayer", "AltUpStreams", "LaurelBlock", "PerLayerInputGate", "SharedKVDecoderAttention"]
+# Gemma 3n's audio encoder (transformers ``Gemma3nAudioEncoder``, a USM-style conformer) and its embedder. Rows from
+# the ``audio_*`` statistics of one encoder call (``AudioSpec.frontend == "sscp"``, vlm_perf.stats.audio): every clip
+# padded to the call's longest.
+
+
+def sscp_out(n: int, kernel: int, stride: int, pad: int) -> int:
+    """Output length of a convolution over ``n`` positions padded by ``pad`` in total: (n + pad - k) // s + 1."""
+    return (n + pad - kernel) // stride + 1
+
+
+@dataclass(frozen=True)
+class SSCPFrontEnd(Block):
+    """Gemma 3n's sub-sampling convolution projection (``Gemma3nAudioSubSampleConvProjection``): two Conv2d over
+    (time, mel) without bias (``kernels`` / ``strides`` per conv as (time, freq); time padded (0, k - 1), freq (1, 1)),
+    each followed by a cumulative group norm (one weight per channel) and ReLU, then ``input_proj_linear``
+    Linear(c_1·F_2 -> d, no bias). Rows: ``audio_conv_frames_s2`` (B·T_1) and ``audio_conv_frames_s4`` (B·T_2).
+    The first conv reads features (no input gradient)."""
+
+    kind: ClassVar[str] = "sscp_front_end"
+    mel_bins: int
+    channels: tuple[int, int]
+    kernels: tuple[tuple[int, int], tuple[int, int]]
+    strides: tuple[tuple[int, int], tuple[int, int]]
+    width: int
+
+    def freq_bins(self, k: int) -> int:
+        """Mel bins after ``k`` (1 or 2) convolutions."""
+        n = self.mel_bins
+        for i in range(k):
+            n = sscp_out(n, self.kernels[i][1], self.strides[i][1], 2)
+        return n
+
+    def params(self) -> int:
+        (c0, c1), (k0, k1) = self.channels, self.kernels
+        return (c0 * k0[0] * k0[1] + c0) + (c1 * c0 * k1[0] * k1[1] + c1) + c1 * self.freq_bins(2) * self.width
+
+    def describe(self) -> str:
+        c0, c1 = self.channels
+        return (f"audio sub-sampling convs: Conv2d 1 -> {c0} {self.kernels[0]} stride {self.strides[0]}, Conv2d "
+                f"{c0} -> {c1} {self.kernels[1]} stride {self.strides[1]} over {self.mel_bins} mel bins, Linear "
+                f"{c1 * self.freq_bins(2)} -> {self.width}")
+
+
+@dataclass(frozen=True)
+class ConformerLayers(Block):
+    """``count`` Gemma 3n conformer blocks (``Gemma3nAudioConformerBlock``) on ``audio_tokens`` rows (B·T_2, padding
+    included), no biases: two feed-forwards (RMSNorm, Linear(d -> 4d), SiLU, Linear(4d -> d), RMSNorm); chunked local
+    attention (q/k/v Linear(d -> d), per-dim query scale, ``post`` Linear(d -> d), pre / post RMSNorm); a light conv
+    (RMSNorm, Linear(d -> 2d), GLU, depthwise causal Conv1d(kernel K), RMSNorm, SiLU, Linear(d -> d)); a final RMSNorm.
+
+    Attention: queries in blocks of W = ``chunk`` (the sequence padded to whole blocks: the statistic
+    ``audio_tokens_sq`` holds those B·⌈T_2/W⌉·W query rows), each block scoring a context of C = W + P + F keys
+    (P = max(0, ``context_left`` - 1) past, F = ``context_right`` future) plus P + F + 1 relative positions:
+    QKᵀ 2·rows·C·d, the position term 2·rows·(P + F + 1)·d, AV 2·rows·C·d. The relative positions' sinusoids go
+    through ``pos_proj`` Linear(d -> d) once per layer per encoder call (``audio_calls``), on constants."""
+
+    kind: ClassVar[str] = "conformer_layers"
+    width: int
+    num_heads: int
+    chunk: int
+    context_left: int
+    context_right: int
+    conv_kernel: int
+
+    @property
+    def past(self) -> int:
+        return max(0, self.context_left - 1)
+
+    @property
+    def positions(self) -> int:
+        """Relative positions scored per query: P + F + 1."""
+        return self.past + self.context_right + 1
+
+    @property
+    def context(self) -> int:
+        """Keys per query block: W + P + F."""
+        return self.chunk + self.past + self.context_right
+
+    def params(self) -> int:
+        d = self.width
+        ffw = 2 * d + 8 * d * d
+        attn = 2 * d + d // self.num_heads + 5 * d * d  # pre/post norms, per_dim_scale, q/k/v/post/pos_proj
+        lconv = 2 * d + 3 * d * d + d * self.conv_kernel
+        return 2 * ffw + attn + lconv + d
+
+    def describe(self) -> str:
+        return (f"{self.count} conformer blocks, width {self.width}, {self.num_heads} heads, chunked local attention "
+                f"(blocks of {self.chunk}, {self.past} past / {self.context_right} future, relative positions), "
+                f"2 feed-forwards {self.width} -> {4 * self.width}, light conv k={self.conv_kernel}")
+
+
+@dataclass(frozen=True)
+class AudioEmbedder(Block):
+    """Gemma 3n's ``embed_audio`` (``Gemma3nMultimodalEmbedder``) on ``audio_out_tokens`` rows (the encoder output
+    after the reduction stride): RMSNorm(d) -> Linear(d -> h, no bias) -> RMSNorm without scale. Parameters also
+    hold its hard-token path (an embedding table ``vocab`` x d and its RMSNorm)."""
+
+    kind: ClassVar[str] = "audio_embedder"
+    width: int
+    out_width: int
+    vocab: int
+
+    def params(self) -> int:
+        return self.vocab * self.width + 2 * self.width + self.width * self.out_width
+
+    def describe(self) -> str:
+        return f"audio embedder: RMSNorm({self.width}) -> Linear {self.width} -> {self.out_width} on encoder outputs"
+
+
+__all__ += ["AudioEmbedder", "ConformerLayers", "SSCPFrontEnd", "sscp_out"]

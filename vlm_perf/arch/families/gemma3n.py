@@ -25,11 +25,12 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import ConfigError
-from ..blocks import (AltUpLayer, AltUpStreams, DecoderAttention, DenseMLP, FinalNorm, LaurelBlock, LMHead,
-                      LMLayerNorms, PerLayerInputGate, SharedKVDecoderAttention, TokenEmbedding)
+from ..blocks import (AltUpLayer, AltUpStreams, AudioEmbedder, ConformerLayers, DecoderAttention, DenseMLP, FinalNorm,
+                      LaurelBlock, LMHead, LMLayerNorms, PerLayerInputGate, SharedKVDecoderAttention, SSCPFrontEnd,
+                      TokenEmbedding, sscp_out)
 from ..fields import Fields, text_section
-from ..parts import LANGUAGE_MODEL
-from ..spec import LMSpec, ModelSpec
+from ..parts import AUDIO, LANGUAGE_MODEL
+from ..spec import AudioSpec, LMSpec, ModelSpec
 from . import Family, refuse_model_type, register_family
 
 # Gemma3nTextConfig class defaults (transformers 5.24): a hub config may omit any of them
@@ -161,8 +162,88 @@ register_family(Family(
            "elementwise (0 FLOPs); KV-shared layers run q/o projections only, their core is the usual one",
            "sliding-window layers: windowed under --causal half, the eager square under --causal full")))
 
+# --------------------------------------------------------------------------- audio encoder (Gemma3nAudioEncoder)
+# Gemma3nAudioConfig class defaults (transformers 5.24)
+AUDIO_DEFAULTS: dict[str, Any] = {
+    "vocab_size": 128, "input_feat_size": 128, "hidden_size": 1536, "conf_attention_chunk_size": 12,
+    "conf_attention_context_left": 13, "conf_attention_context_right": 0, "conf_num_attention_heads": 8,
+    "conf_num_hidden_layers": 12, "conf_conv_kernel_size": 5, "conf_reduction_factor": 4,
+    "sscp_conv_channel_size": (128, 32), "sscp_conv_kernel_size": ((3, 3), (3, 3)),
+    "sscp_conv_stride_size": ((2, 2), (2, 2))}
+AUDIO_TOKENS_DEFAULT = 188  # Gemma3nConfig.audio_soft_tokens_per_image / Gemma3nProcessor.audio_seq_length
+
+
+def _pairs(f: Fields, key: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    raw = f.opt(key, AUDIO_DEFAULTS[key])
+    ok = (isinstance(raw, (list, tuple)) and len(raw) == 2
+          and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in raw)
+          and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for p in raw for v in p))
+    if not ok:
+        raise ConfigError(f"{f.source}: {f.name_of(key)} must be two [time, freq] pairs of positive integers, "
+                          f"got {raw!r}")
+    return (tuple(raw[0]), tuple(raw[1]))  # type: ignore[return-value]
+
+
+def read_gemma3n_audio(config: Mapping[str, Any], source: str, text_hidden: int,
+                       section: str = "audio_config") -> tuple[AudioSpec, tuple]:
+    """The :class:`AudioSpec` (frontend ``sscp``) and the inventory (part ``audio``) of a Gemma 3n audio encoder and
+    its embedder (``embed_audio``: d -> ``text_hidden``)."""
+    f = Fields(config, section, source)
+
+    def num(key: str) -> int:
+        return int(AUDIO_DEFAULTS[key]) if f.opt(key) is None else f.int(key)
+    d, heads, layers = num("hidden_size"), num("conf_num_attention_heads"), num("conf_num_hidden_layers")
+    if d == 0 or heads == 0 or d % heads:
+        raise ConfigError(f"{source}: {f.name_of('hidden_size')} {d} must be a positive multiple of "
+                          f"{f.name_of('conf_num_attention_heads')} {heads}")
+    chunk, reduction = num("conf_attention_chunk_size"), num("conf_reduction_factor")
+    if chunk == 0 or reduction == 0:
+        raise ConfigError(f"{source}: {f.name_of('conf_attention_chunk_size')} and "
+                          f"{f.name_of('conf_reduction_factor')} must be positive")
+    channels = f.opt("sscp_conv_channel_size", AUDIO_DEFAULTS["sscp_conv_channel_size"])
+    if (not isinstance(channels, (list, tuple)) or len(channels) != 2
+            or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in channels)):
+        raise ConfigError(f"{source}: {f.name_of('sscp_conv_channel_size')} must be two positive integers, got "
+                          f"{channels!r}")
+    kernels, strides = _pairs(f, "sscp_conv_kernel_size"), _pairs(f, "sscp_conv_stride_size")
+    mel = num("input_feat_size")
+    front = SSCPFrontEnd(part=AUDIO, count=1, mel_bins=mel, channels=(channels[0], channels[1]), kernels=kernels,
+                         strides=strides, width=d)
+    if front.freq_bins(2) <= 0:
+        raise ConfigError(f"{source}: {f.name_of('input_feat_size')} {mel} leaves no frequency bins after the "
+                          "two sub-sampling convolutions")
+    audio = AudioSpec(family="gemma3n", frontend="sscp", num_mel_bins=mel, d_model=d, num_layers=layers,
+                      num_heads=heads, ffn_dim=4 * d, output_dim=text_hidden, n_window=chunk,
+                      sscp_kernels=kernels, sscp_strides=strides, reduction=reduction)
+    blocks = (front,
+              ConformerLayers(part=AUDIO, count=layers, width=d, num_heads=heads, chunk=chunk,
+                              context_left=num("conf_attention_context_left"),
+                              context_right=num("conf_attention_context_right"), conv_kernel=num("conf_conv_kernel_size")),
+              AudioEmbedder(part=AUDIO, count=1, width=d, out_width=text_hidden, vocab=num("vocab_size")))
+    return audio, blocks
+
+
+def mel_frames(samples: int, frame_length: int = 512, hop_length: int = 160, pad_to_multiple_of: int = 128,
+               max_length: int = 480_000) -> int:
+    """Mel frames ``Gemma3nAudioFeatureExtractor`` makes of a clip of ``samples`` samples (its defaults: 16 kHz,
+    frames of ``frame_length`` + 1 samples every ``hop_length``): truncated to ``max_length``, padded to a multiple
+    of ``pad_to_multiple_of``, then (padded - (frame_length + 1)) // hop + 1 (the batch pads every clip to its
+    longest first: the encoder call's length is that of the longest clip)."""
+    n = min(samples, max_length)
+    n = -(-n // pad_to_multiple_of) * pad_to_multiple_of
+    return max(0, (n - (frame_length + 1)) // hop_length + 1)
+
+
+def encoder_outputs(audio: AudioSpec, frames: int) -> int:
+    """Encoder output rows of a clip of ``frames`` mel frames: ⌈T_2 / reduction⌉."""
+    (k0, _), (k1, _) = audio.sscp_kernels
+    (s0, _), (s1, _) = audio.sscp_strides
+    t2 = sscp_out(sscp_out(frames, k0, s0, k0 - 1), k1, s1, k1 - 1)
+    return -(-t2 // audio.reduction)
+
+
 refuse_model_type("gemma3n", (
     "Gemma 3n's vision tower is timm's MobileNetV5 ('mobilenetv5_300m_enc' through TimmWrapper), which is not "
-    "modelled (its parameters and FLOPs are neither counted nor guessed: timm cannot be installed here without a "
-    "CUDA torch, so nothing could verify it); the text decoder is supported: pass the config's text_config "
+    "modelled (its parameters and FLOPs are neither counted nor guessed: timm, which needs torchvision, is not in the "
+    "verification environment, so nothing could verify a count); the text decoder is supported: pass the config's text_config "
     "(model_type gemma3n_text, transformers Gemma3nForCausalLM)"))
