@@ -1,0 +1,166 @@
+"""Gemma 3n's audio encoder (transformers ``Gemma3nAudioEncoder``, a USM-style conformer) and its embedder
+(``Gemma3nMultimodalEmbedder`` as ``embed_audio``) against FlopCounterMode, on clips through transformers' own
+``Gemma3nAudioFeatureExtractor``.
+
+The whole ``Gemma3nForConditionalGeneration`` cannot be built here (its vision tower is timm's MobileNetV5, and
+model_type ``gemma3n`` is refused for that reason), so the encoder and the embedder are measured as the model runs
+them in ``get_audio_features``: ``audio_tower(input_features, ~input_features_mask)`` then
+``embed_audio(inputs_embeds=last_hidden_state)``. Tiny random config: 16 mel bins, width 32, 4 heads, 2 conformer
+blocks, attention chunk 4 with 4 past positions (context_left 5), conv kernel 3, sub-sampling channels (8, 4);
+float64. The library side is the family's own reader (``read_gemma3n_audio``) and statistics
+(``audio_call_stats``, frontend ``sscp``) from mel lengths derived by its own rule (``mel_frames``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.measured
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+np = pytest.importorskip("numpy")
+
+AUDIO = dict(input_feat_size=16, hidden_size=32, conf_num_attention_heads=4, conf_num_hidden_layers=2,
+             conf_attention_chunk_size=4, conf_attention_context_left=5, conf_attention_context_right=0,
+             conf_conv_kernel_size=3, sscp_conv_channel_size=[8, 4], vocab_size=10)
+TEXT_HIDDEN = 48
+CLIPS = [[4000], [4000, 1234], [16000, 800, 3000]]  # samples at 16 kHz: one clip, a padded pair, three
+
+
+@pytest.fixture(scope="module")
+def parts():
+    from transformers.models.gemma3n.modeling_gemma3n import Gemma3nAudioEncoder, Gemma3nMultimodalEmbedder
+
+    config = transformers.Gemma3nAudioConfig(**AUDIO)
+    text = transformers.Gemma3nTextConfig(hidden_size=TEXT_HIDDEN, num_hidden_layers=1, num_attention_heads=2,
+                                          num_key_value_heads=1, head_dim=8, intermediate_size=16,
+                                          num_kv_shared_layers=0, vocab_size=50, vocab_size_per_layer_input=50,
+                                          hidden_size_per_layer_input=4, layer_types=["full_attention"])
+    torch.manual_seed(0)
+    return (config, Gemma3nAudioEncoder(config).to(torch.float64),
+            Gemma3nMultimodalEmbedder(config, text).to(torch.float64))
+
+
+def _features(clips):
+    extractor = transformers.Gemma3nAudioFeatureExtractor(feature_size=AUDIO["input_feat_size"])
+    rng = np.random.default_rng(0)
+    out = extractor([rng.standard_normal(n) for n in clips], return_tensors="pt")
+    return out["input_features"].to(torch.float64), out["input_features_mask"]
+
+
+def _measure(parts, clips, training):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    _, encoder, embedder = parts
+    x, mask = _features(clips)
+    counter = FlopCounterMode(display=False)
+    with (torch.enable_grad() if training else torch.no_grad()), counter:
+        out = embedder(inputs_embeds=encoder(x, ~mask.bool()).last_hidden_state)
+        if training:
+            out.mean().backward()
+    counts = counter.get_flop_counts()
+
+    def inside(name):
+        return sum(sum(v.values()) for k, v in counts.items() if k == name)
+    subsample = inside("Gemma3nAudioEncoder.subsample_conv_projection")
+    layers = range(AUDIO["conf_num_hidden_layers"])
+    return {"total": counter.get_total_flops(), "rows": out.shape[0] * out.shape[1], "subsample": subsample,
+            "ffw": sum(inside(f"Gemma3nAudioEncoder.conformer.{i}.ffw_layer_{w}") for i in layers
+                       for w in ("start", "end")),
+            "attention": sum(inside(f"Gemma3nAudioEncoder.conformer.{i}.attention") for i in layers),
+            "lconv": sum(inside(f"Gemma3nAudioEncoder.conformer.{i}.lconv1d") for i in layers),
+            "embed": inside("Gemma3nMultimodalEmbedder")}
+
+
+def _library(parts, clips, training=False):
+    from vlm_perf.arch.families.gemma3n import encoder_outputs, mel_frames, read_gemma3n_audio
+    from vlm_perf.flops.blocks import FlopsContext, inventory_terms
+    from vlm_perf.flops.training import training_flops
+    from vlm_perf.stats import BatchStats
+    from vlm_perf.stats.audio import audio_call_stats
+
+    config = parts[0]
+    audio, blocks = read_gemma3n_audio(config.to_dict(), "tiny", TEXT_HIDDEN)
+    frames = [mel_frames(n) for n in clips]
+    stats = audio_call_stats(audio, frames)
+    assert stats["audio_out_tokens"] == len(clips) * encoder_outputs(audio, max(frames))
+    terms = inventory_terms(blocks, BatchStats(**stats), FlopsContext(causal="full"))
+    out: dict = {"rows": stats["audio_out_tokens"]}
+    for t in terms:
+        out[t.component] = out.get(t.component, 0) + (training_flops(t, frozenset()) if training else t.forward)
+    return out, blocks
+
+
+@pytest.mark.parametrize("clips", CLIPS, ids=["1clip", "2clips", "3clips"])
+def test_forward_exact_per_module(parts, clips):
+    m = _measure(parts, clips, False)
+    lib, _ = _library(parts, clips)
+    assert lib["rows"] == m["rows"]  # the encoder's output rows (B x ceil(T_2 / 4))
+    assert sum(v for k, v in lib.items() if k != "rows") == m["total"]
+    assert lib["audio.proj"] == m["embed"]
+    assert lib["audio.attn_proj"] + lib["audio.attn_core"] == m["attention"]
+    conv_front = m["subsample"]
+    assert lib["audio.conv"] + lib["audio.mlp"] == conv_front + m["ffw"] + m["lconv"]
+
+
+def _depthwise_weight_grad_overcount(parts, clips):
+    """FlopCounterMode bills a depthwise Conv1d's weight gradient as a dense conv (it ignores ``groups``):
+    2·R·K·d·d instead of 2·R·K·d, i.e. 2·R·K·d·(d - 1) too much per layer (R = B·T_2 rows)."""
+    from vlm_perf.arch.families.gemma3n import mel_frames, read_gemma3n_audio
+    from vlm_perf.stats.audio import audio_call_stats
+
+    audio, _ = read_gemma3n_audio(parts[0].to_dict(), "tiny", TEXT_HIDDEN)
+    rows = audio_call_stats(audio, [mel_frames(n) for n in clips])["audio_tokens"]
+    d, k = AUDIO["hidden_size"], AUDIO["conf_conv_kernel_size"]
+    return AUDIO["conf_num_hidden_layers"] * 2 * rows * k * d * (d - 1)
+
+
+@pytest.mark.parametrize("clips", CLIPS, ids=["1clip", "2clips", "3clips"])
+def test_training_exact(parts, clips):
+    """Everything trains: GEMMs x3 except the first conv (reads features: no input gradient) and ``pos_proj`` (reads
+    constant sinusoids); the chunked attention's three products (QKᵀ, the relative-position term, AV) have two
+    activation operands: x3. Equal to the measurement once FlopCounterMode's depthwise over-count is removed."""
+    m = _measure(parts, clips, True)
+    lib, _ = _library(parts, clips, training=True)
+    lib_total = sum(v for k, v in lib.items() if k != "rows")
+    assert m["total"] - _depthwise_weight_grad_overcount(parts, clips) == lib_total
+
+
+def test_forward_by_hand(parts):
+    """One clip of 4000 samples: padded to 4096 -> (4096 - 513) // 160 + 1 = 23 mel frames; T_1 = 12, T_2 = 6 rows
+    (F: 16 -> 8 -> 4 bins); blocks of 4 -> 8 query rows; output ceil(6 / 4) = 2 rows. d 32, C = 4 + 4 = 8 keys,
+    5 relative positions, K 3.
+    convs 2·12·8·8·9 + 2·6·4·4·72 + 2·6·16·32; per layer: q/k/v/post 4·2·6·32², pos_proj 2·5·32², core
+    2·8·32·(2·8 + 5), ffw 2·2·2·6·32·128, lconv 2·6·32·64 + 2·6·32² + 2·6·3·32; embedder 2·2·32·48."""
+    lib, _ = _library(parts, [4000])
+    per_layer = (4 * 2 * 6 * 32 * 32 + 2 * 5 * 32 * 32 + 2 * 8 * 32 * 21 + 2 * 2 * 2 * 6 * 32 * 128
+                 + 2 * 6 * 32 * 64 + 2 * 6 * 32 * 32 + 2 * 6 * 3 * 32)
+    convs = 2 * 12 * 8 * 8 * 9 + 2 * 6 * 4 * 4 * 72 + 2 * 6 * 16 * 32
+    expect = convs + 2 * per_layer + 2 * 2 * 32 * 48
+    assert sum(v for k, v in lib.items() if k != "rows") == expect == _measure(parts, [4000], False)["total"]
+
+
+def test_parameters_equal_transformers(parts):
+    from vlm_perf.arch.blocks import inventory_params
+
+    _, encoder, embedder = parts
+    _, blocks = _library(parts, [4000])
+    assert inventory_params(blocks) == sum(p.numel() for p in encoder.parameters()) + sum(
+        p.numel() for p in embedder.parameters())
+
+
+def test_mel_frames_rule_fuzzed_against_the_feature_extractor():
+    """``mel_frames`` equals the frames ``Gemma3nAudioFeatureExtractor`` returns for a clip (padding to a multiple of
+    128 samples, truncation to 30 s), and ``encoder_outputs`` the rows the encoder returns, on 40 seeded lengths."""
+    from vlm_perf.arch.families.gemma3n import encoder_outputs, mel_frames, read_gemma3n_audio
+
+    rng = np.random.default_rng(7)
+    extractor = transformers.Gemma3nAudioFeatureExtractor(feature_size=16)
+    lengths = [int(n) for n in rng.integers(600, 40_000, 38)] + [480_000, 481_000]
+    audio, _ = read_gemma3n_audio(transformers.Gemma3nAudioConfig().to_dict(), "default", 2048)
+    for n in lengths:
+        got = extractor([np.zeros(n)], return_tensors="np")["input_features"].shape[1]
+        assert mel_frames(n) == got, n
+    # a 30 s clip fills exactly the processor's 188 audio placeholders at the default geometry
+    assert encoder_outputs(audio, mel_frames(480_000)) == 188
+    assert encoder_outputs(audio, mel_frames(481_000)) == 188  # truncated to 30 s
