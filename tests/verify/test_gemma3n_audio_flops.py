@@ -164,3 +164,34 @@ def test_mel_frames_rule_fuzzed_against_the_feature_extractor():
     # a 30 s clip fills exactly the processor's 188 audio placeholders at the default geometry
     assert encoder_outputs(audio, mel_frames(480_000)) == 188
     assert encoder_outputs(audio, mel_frames(481_000)) == 188  # truncated to 30 s
+
+
+def test_class_default_encoder_equals_transformers_meta_count():
+    """Gemma3nAudioConfig's class defaults (12 conformer blocks of 1536, 8 heads, chunk 12, context 13 / 0,
+    kernel 5, sub-sampling (128, 32) over 128 mel bins) and an embedder into h = 2048: the inventory equals the
+    meta-device count of Gemma3nAudioEncoder + Gemma3nMultimodalEmbedder; a bare {} reads the same defaults."""
+    from transformers.models.gemma3n.modeling_gemma3n import Gemma3nAudioEncoder, Gemma3nMultimodalEmbedder
+
+    from vlm_perf.arch.blocks import inventory_params
+    from vlm_perf.arch.families.gemma3n import read_gemma3n_audio
+
+    config, text = transformers.Gemma3nAudioConfig(), transformers.Gemma3nTextConfig()
+    with torch.device("meta"):
+        meta = sum(p.numel() for p in Gemma3nAudioEncoder(config).parameters()) + sum(
+            p.numel() for p in Gemma3nMultimodalEmbedder(config, text).parameters())
+    assert inventory_params(read_gemma3n_audio(config.to_dict(), "default", 2048)[1]) == meta
+    assert inventory_params(read_gemma3n_audio({}, "default", 2048)[1]) == meta
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(hidden_size=30), "must be a positive multiple of audio_config.conf_num_attention_heads"),
+    (dict(sscp_conv_kernel_size=[[3, 3]]), "must be two \\[time, freq\\] pairs"),
+    (dict(sscp_conv_channel_size=[8]), "must be two positive integers"),
+    (dict(input_feat_size=1, sscp_conv_kernel_size=[[3, 9], [3, 9]]), "leaves no frequency bins"),
+])
+def test_bad_audio_configs_are_refused_in_one_line(bad, message):
+    from vlm_perf.arch.families.gemma3n import read_gemma3n_audio
+    from vlm_perf.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        read_gemma3n_audio({**AUDIO, **bad}, "cfg.json", TEXT_HIDDEN)

@@ -189,3 +189,31 @@ def test_hf_trainer_convention_equals_transformers(model):
     spec = spec_from_config(model.config.to_dict())
     lib = compute_flops(spec, BatchStats.from_batch(seq_lens=[13, 13], spec=spec), convention="hf-trainer")
     assert lib.total == expect
+
+
+def test_class_default_config_equals_transformers_meta_count():
+    """Gemma3nTextConfig's class defaults (the docstring's checkpoint google/gemma-3n-E4B: 35 layers, h 2048, MLP
+    16384, 15 KV-shared layers, 4 streams, per-layer width 256 over a 262,144-entry table): the inventory read from
+    the written-out config AND from a bare ``{"model_type": "gemma3n_text"}`` (the family's defaults) equals
+    transformers' meta-device count of Gemma3nForCausalLM. Not a preset: the hub's text_config was not verified
+    here, and the published totals (E2B / E4B) include the vision and audio towers."""
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.blocks import inventory_params
+
+    config = transformers.Gemma3nTextConfig()
+    with torch.device("meta"):
+        meta = sum(p.numel() for p in transformers.Gemma3nForCausalLM(config).parameters())
+    assert inventory_params(spec_from_config(config.to_dict()).blocks) == meta == 6_835_235_568
+    assert inventory_params(spec_from_config({"model_type": "gemma3n_text"}).blocks) == meta
+
+
+def test_whole_gemma3n_is_refused_naming_the_tower():
+    """model_type gemma3n (Gemma3nForConditionalGeneration): a one-line typed refusal naming the MobileNetV5 tower
+    and the supported text decoder, never a number without the tower."""
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.errors import UnsupportedModelError
+
+    config = transformers.Gemma3nConfig(text_config=TEXT).to_dict()
+    with pytest.raises(UnsupportedModelError, match="MobileNetV5.*gemma3n_text") as err:
+        spec_from_config(config, source="config.json")
+    assert "\n" not in str(err.value)
