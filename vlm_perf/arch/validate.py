@@ -163,10 +163,13 @@ TEXT_FIELDS: dict[str, Kind] = {
                      "no_rope_layer_interval", "attention_chunk_size",
                      # Nemotron-H's Mamba-2 layers (and their legacy spellings)
                      "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "mamba_n_groups",
-                     "conv_kernel", "mamba_d_conv", "chunk_size", "mamba_chunk_size"), POS),
+                     "conv_kernel", "mamba_d_conv", "chunk_size", "mamba_chunk_size",
+                     # Gemma 3n's per-layer inputs, LAuReL and AltUp streams
+                     "vocab_size_per_layer_input", "hidden_size_per_layer_input", "laurel_rank",
+                     "altup_num_inputs"), POS),
     # 0 allowed: an MoE model whose every layer is MoE may state no dense width
     **dict.fromkeys(("intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
-                     "max_window_layers"), NONNEG),
+                     "max_window_layers", "num_kv_shared_layers"), NONNEG),
     "sliding_window": WINDOW,
 }
 #: Vision tower fields (under ``vision_config``), by name, for every family.
