@@ -246,4 +246,5 @@ refuse_model_type("gemma3n", (
     "Gemma 3n's vision tower is timm's MobileNetV5 ('mobilenetv5_300m_enc' through TimmWrapper), which is not "
     "modelled (its parameters and FLOPs are neither counted nor guessed: timm, which needs torchvision, is not in the "
     "verification environment, so nothing could verify a count); the text decoder is supported: pass the config's text_config "
-    "(model_type gemma3n_text, transformers Gemma3nForCausalLM)"))
+    "(model_type gemma3n_text, transformers Gemma3nForCausalLM), which leaves out the whole model's towers and its "
+    "embed_vision / embed_audio projections that run on every LM token"))
