@@ -195,3 +195,55 @@ def test_bad_audio_configs_are_refused_in_one_line(bad, message):
 
     with pytest.raises(ConfigError, match=message):
         read_gemma3n_audio({**AUDIO, **bad}, "cfg.json", TEXT_HIDDEN)
+
+
+def test_whole_model_text_and_audio_forward_decomposes(monkeypatch):
+    """What the refused whole model would need, measured on transformers' own Gemma3nForConditionalGeneration with
+    its timm vision tower replaced by an empty module (it never runs without ``pixel_values``): a forward with text
+    and one audio clip (4 placeholders, as Gemma3nProcessor lays them out: <boa>, the audio tokens, <eoa>) equals
+    the gemma3n_text inventory of its text_config + the audio inventory (encoder + ``embed_audio`` on the encoder's
+    rows) + what ``Gemma3nModel.forward`` adds: ``embed_vision`` and ``embed_audio``'s hard-token projections on
+    EVERY LM token (2·S·(d_v + d_a)·h) and ``embed_audio`` of the audio padding token (2·d_a·h, one row per call)."""
+    from torch import nn
+    from torch.utils.flop_counter import FlopCounterMode
+
+    import transformers.models.gemma3n.modeling_gemma3n as modeling
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families.gemma3n import mel_frames, read_gemma3n_audio
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.flops.blocks import FlopsContext, inventory_terms
+    from vlm_perf.stats import BatchStats
+    from vlm_perf.stats.audio import audio_call_stats
+
+    text = dict(vocab_size=300, vocab_size_per_layer_input=200, hidden_size=64, intermediate_size=48,
+                num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=8,
+                hidden_size_per_layer_input=8, laurel_rank=4, altup_num_inputs=2, num_kv_shared_layers=0,
+                layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+    d_v = 24
+    config = transformers.Gemma3nConfig(
+        text_config=text, audio_config={**AUDIO, "conf_num_hidden_layers": 1, "vocab_offset": 290},
+        vision_config=dict(hidden_size=d_v, vocab_size=8, vocab_offset=282), audio_soft_tokens_per_image=4,
+        image_token_id=283, audio_token_id=291, boa_token_id=280, eoa_token_id=281, boi_token_id=279,
+        eoi_token_id=278)
+    config._attn_implementation = "eager"
+    config.text_config._attn_implementation = "eager"
+    original = modeling.AutoModel.from_config
+    monkeypatch.setattr(modeling.AutoModel, "from_config", lambda c, *a, **k: nn.Module()
+                        if type(c).__name__ == "Gemma3nVisionConfig" else original(c, *a, **k))
+    torch.manual_seed(0)
+    model = transformers.Gemma3nForConditionalGeneration(config).to(torch.float64)
+    x, mask = _features([4000])
+    ids = torch.tensor([[5, 6, 280, 291, 291, 291, 291, 281, 7, 8]])
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        model(input_ids=ids, input_features=x, input_features_mask=mask, use_cache=False)
+
+    S, h, d_a = ids.shape[1], 64, AUDIO["hidden_size"]
+    lm_spec = spec_from_config(config.text_config.to_dict())
+    lm = compute_flops(lm_spec, BatchStats.from_batch(seq_lens=[S], spec=lm_spec), mode="forward", causal="full").total
+    audio, blocks = read_gemma3n_audio(config.audio_config.to_dict(), "tiny", h)
+    stats = BatchStats(**audio_call_stats(audio, [mel_frames(4000)]))
+    audio_flops = sum(t.forward for t in inventory_terms(blocks, stats, FlopsContext(causal="full")))
+    assert stats.audio_out_tokens == 2  # 2 encoder rows, padded to the 4 placeholders with the padding embedding
+    hard = 2 * S * (d_v + d_a) * h + 2 * 1 * d_a * h
+    assert counter.get_total_flops() == lm + audio_flops + hard
