@@ -1380,7 +1380,7 @@ class SSCPFrontEnd(Block):
 
 
 @dataclass(frozen=True)
-class ConformerLayers(Block):
+class ChunkedConformerLayers(Block):
     """``count`` Gemma 3n conformer blocks (``Gemma3nAudioConformerBlock``) on ``audio_tokens`` rows (B·T_2, padding
     included), no biases: two feed-forwards (RMSNorm, Linear(d -> 4d), SiLU, Linear(4d -> d), RMSNorm); chunked local
     attention (q/k/v Linear(d -> d), per-dim query scale, ``post`` Linear(d -> d), pre / post RMSNorm); a light conv
@@ -1392,7 +1392,7 @@ class ConformerLayers(Block):
     QKᵀ 2·rows·C·d, the position term 2·rows·(P + F + 1)·d, AV 2·rows·C·d. The relative positions' sinusoids go
     through ``pos_proj`` Linear(d -> d) once per layer per encoder call (``audio_calls``), on constants."""
 
-    kind: ClassVar[str] = "conformer_layers"
+    kind: ClassVar[str] = "chunked_conformer_layers"
     width: int
     num_heads: int
     chunk: int
@@ -1445,4 +1445,4 @@ class AudioEmbedder(Block):
         return f"audio embedder: RMSNorm({self.width}) -> Linear {self.width} -> {self.out_width} on encoder outputs"
 
 
-__all__ += ["AudioEmbedder", "ConformerLayers", "SSCPFrontEnd", "sscp_out"]
+__all__ += ["AudioEmbedder", "ChunkedConformerLayers", "SSCPFrontEnd", "sscp_out"]

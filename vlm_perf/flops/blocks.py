@@ -458,7 +458,7 @@ def _altup_streams(b: AltUpStreams, s: BatchStats, ctx: FlopsContext) -> list[Te
     rows, h = s.lm_tokens, b.hidden
     return [Term("lm.per_layer_input", b.count * matmul(rows, h, b.layers * b.per_layer_width), b.part),
             Term("lm.altup", b.count * 2 * (b.streams - 1) * matmul(rows, h, h), b.part)]
-from ..arch.blocks import AudioEmbedder, ConformerLayers, SSCPFrontEnd  # noqa: E402
+from ..arch.blocks import AudioEmbedder, ChunkedConformerLayers, SSCPFrontEnd  # noqa: E402
 
 
 @block_flops(SSCPFrontEnd)
@@ -472,8 +472,8 @@ def _sscp(b: SSCPFrontEnd, s: BatchStats, ctx: FlopsContext) -> list[Term]:
             Term("audio.conv", b.count * matmul(s.audio_conv_frames_s4, c1 * f2, b.width), b.part)]
 
 
-@block_flops(ConformerLayers)
-def _conformer(b: ConformerLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+@block_flops(ChunkedConformerLayers)
+def _conformer(b: ChunkedConformerLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """per layer 2·R·(4d² + 8d² + 8d² + 2d² + d² + d·K) + 2·calls·(P+F+1)·d² + 2·Q·d·(2C + P+F+1)
     (R = audio_tokens, Q = audio_tokens_sq: block-padded query rows)"""
     rows, d, n = s.audio_tokens, b.width, b.count

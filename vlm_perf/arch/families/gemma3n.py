@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import ConfigError
-from ..blocks import (AltUpLayer, AltUpStreams, AudioEmbedder, ConformerLayers, DecoderAttention, DenseMLP, FinalNorm,
+from ..blocks import (AltUpLayer, AltUpStreams, AudioEmbedder, ChunkedConformerLayers, DecoderAttention, DenseMLP, FinalNorm,
                       LaurelBlock, LMHead, LMLayerNorms, PerLayerInputGate, SharedKVDecoderAttention, SSCPFrontEnd,
                       TokenEmbedding, sscp_out)
 from ..fields import Fields, text_section
@@ -216,7 +216,7 @@ def read_gemma3n_audio(config: Mapping[str, Any], source: str, text_hidden: int,
                       num_heads=heads, ffn_dim=4 * d, output_dim=text_hidden, n_window=chunk,
                       sscp_kernels=kernels, sscp_strides=strides, reduction=reduction)
     blocks = (front,
-              ConformerLayers(part=AUDIO, count=layers, width=d, num_heads=heads, chunk=chunk,
+              ChunkedConformerLayers(part=AUDIO, count=layers, width=d, num_heads=heads, chunk=chunk,
                               context_left=num("conf_attention_context_left"),
                               context_right=num("conf_attention_context_right"), conv_kernel=num("conf_conv_kernel_size")),
               AudioEmbedder(part=AUDIO, count=1, width=d, out_width=text_hidden, vocab=num("vocab_size")))
