@@ -195,6 +195,12 @@ _BUILDERS: dict[str, Any] = {
                          "num_attention_heads": 2, "intermediate_size": 48, "num_mel_bins": 16,
                          "subsampling_conv_channels": 8, "conv_kernel_size": 5, "projection_hidden_size": 40,
                          "layerdrop": 0.0}},
+    "gemma3n_text": lambda: {  # --- gemma3n --- hand-written in the Gemma3nTextConfig layout (small dims)
+        "model_type": "gemma3n_text", "vocab_size": 1000, "vocab_size_per_layer_input": 800, "hidden_size": 64,
+        "intermediate_size": [96, 96, 128, 128, 96, 96], "num_hidden_layers": 6, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 8, "hidden_size_per_layer_input": 8,
+        "laurel_rank": 4, "altup_num_inputs": 4, "num_kv_shared_layers": 2,
+        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"] * 2},
 }
 _CACHE: dict[str, dict] = {}
 

@@ -1571,3 +1571,223 @@ class HybridAligner(Block):
 
 
 __all__ += ["HybridAligner", "SamEmbed", "SamNeck", "SamVisionLayers", "StridedConvs", "strided_side"]
+# --- gemma3n ---
+# Gemma 3n's text decoder (transformers models/gemma3n: ``Gemma3nTextModel`` / ``Gemma3nTextDecoderLayer``): every
+# layer carries AltUp (n parallel copies of the hidden state, one active), a LAuReL low-rank residual and a gated
+# per-layer input; the last ``num_kv_shared_layers`` layers reuse an earlier layer's keys and values.
+
+
+@dataclass(frozen=True)
+class SharedKVDecoderAttention(DecoderAttention):
+    """``count`` attention sublayers that reuse the keys / values of an earlier layer of the same type (Gemma 3n's
+    KV-shared layers, ``kv_sharing_modes`` "reuse"): q/o projections and q RMSNorm only (no k/v projection, no
+    k norm); the core attends the producer's keys (the same sequence: same square, same window)."""
+
+    kind: ClassVar[str] = "shared_kv_decoder_attention"
+
+    def proj_per_token(self) -> int:
+        return 2 * 2 * self.hidden * self.q_width
+
+    def params(self) -> int:
+        h = self.hidden
+        p = linear_params(h, self.q_width, self.qkv_bias) + linear_params(self.q_width, h, self.o_bias)
+        return p + (self.head_dim if self.qk_norm else 0)
+
+    def describe(self) -> str:
+        return super().describe() + " reusing an earlier layer's keys / values (q/o only)"
+
+
+@dataclass(frozen=True)
+class AltUpLayer(Block):
+    """``count`` AltUp predict / correct steps (``Gemma3nTextAltUp``) over ``streams`` copies of width ``hidden``.
+
+    Per token: predict: RMSNorm -> ``modality_router`` Linear(h -> n) on the active stream, ``prediction_coefs``
+    Linear(n -> n²), then the (h x n) x (n x n) stream mix (a matmul of two activations: no weight, both inputs need
+    gradients); correct: ``modality_router`` Linear(h -> n) again on the layer output, ``correction_coefs``
+    Linear(n -> n). Parameters: router norm and ``correct_output_scale`` (h each), router h·n, coefficients n³ + n²."""
+
+    kind: ClassVar[str] = "altup_layer"
+    hidden: int
+    streams: int
+
+    def weight_per_token(self) -> int:
+        h, n = self.hidden, self.streams
+        return 2 * (2 * h * n + n * n * n + n * n)
+
+    def mix_per_token(self) -> int:
+        return 2 * self.hidden * self.streams * self.streams
+
+    def params(self) -> int:
+        h, n = self.hidden, self.streams
+        return 2 * h + h * n + n ** 3 + n * n
+
+    def describe(self) -> str:
+        return (f"{self.count} AltUp predict/correct over {self.streams} streams of {self.hidden} (router h -> n twice, "
+                f"coefficients n -> n² and n -> n, stream mix h x n x n per token)")
+
+
+@dataclass(frozen=True)
+class LaurelBlock(Block):
+    """``count`` LAuReL low-rank residuals (``Gemma3nTextLaurelBlock``): Linear(h -> r) -> Linear(r -> h) ->
+    RMSNorm, no bias."""
+
+    kind: ClassVar[str] = "laurel_block"
+    hidden: int
+    rank: int
+
+    def params(self) -> int:
+        return 2 * self.hidden * self.rank + self.hidden
+
+    def describe(self) -> str:
+        return f"{self.count} LAuReL residual {self.hidden} -> {self.rank} -> {self.hidden} + RMSNorm"
+
+
+@dataclass(frozen=True)
+class PerLayerInputGate(Block):
+    """``count`` per-layer input gates (``Gemma3nTextDecoderLayer``): ``per_layer_input_gate`` Linear(h -> p), act,
+    times the layer's per-layer input (elementwise), ``per_layer_projection`` Linear(p -> h), RMSNorm(h); no bias."""
+
+    kind: ClassVar[str] = "per_layer_input_gate"
+    hidden: int
+    width: int
+
+    def params(self) -> int:
+        return 2 * self.hidden * self.width + self.hidden
+
+    def describe(self) -> str:
+        return f"{self.count} per-layer input gates {self.hidden} -> {self.width} -> {self.hidden} + RMSNorm"
+
+
+@dataclass(frozen=True)
+class AltUpStreams(Block):
+    """Gemma 3n's model-level stream machinery (``Gemma3nTextModel``), once per token: ``per_layer_model_projection``
+    Linear(h -> L·p) (+ RMSNorm(p)), ``altup_projections`` and ``altup_unembed_projections``: (n - 1) Linear(h -> h)
+    each; no bias. (The per-layer embedding table is a lookup: a :class:`TokenEmbedding`.)"""
+
+    kind: ClassVar[str] = "altup_streams"
+    hidden: int
+    streams: int
+    layers: int
+    per_layer_width: int
+
+    def params(self) -> int:
+        h = self.hidden
+        return h * self.layers * self.per_layer_width + self.per_layer_width + 2 * (self.streams - 1) * h * h
+
+    def describe(self) -> str:
+        h = self.hidden
+        return (f"per-layer input projection {h} -> {self.layers} x {self.per_layer_width}, {self.streams - 1} AltUp "
+                f"stream projections and {self.streams - 1} unembed projections {h} -> {h}")
+
+
+__all__ += ["AltUpLayer", "AltUpStreams", "LaurelBlock", "PerLayerInputGate", "SharedKVDecoderAttention"]
+# Gemma 3n's audio encoder (transformers ``Gemma3nAudioEncoder``, a USM-style conformer) and its embedder. Rows from
+# the ``audio_*`` statistics of one encoder call (``AudioSpec.frontend == "sscp"``, vlm_perf.stats.audio): every clip
+# padded to the call's longest.
+
+
+def sscp_out(n: int, kernel: int, stride: int, pad: int) -> int:
+    """Output length of a convolution over ``n`` positions padded by ``pad`` in total: (n + pad - k) // s + 1."""
+    return (n + pad - kernel) // stride + 1
+
+
+@dataclass(frozen=True)
+class SSCPFrontEnd(Block):
+    """Gemma 3n's sub-sampling convolution projection (``Gemma3nAudioSubSampleConvProjection``): two Conv2d over
+    (time, mel) without bias (``kernels`` / ``strides`` per conv as (time, freq); time padded (0, k - 1), freq (1, 1)),
+    each followed by a cumulative group norm (one weight per channel) and ReLU, then ``input_proj_linear``
+    Linear(c_1·F_2 -> d, no bias). Rows: ``audio_conv_frames_s2`` (B·T_1) and ``audio_conv_frames_s4`` (B·T_2).
+    The first conv reads features (no input gradient)."""
+
+    kind: ClassVar[str] = "sscp_front_end"
+    mel_bins: int
+    channels: tuple[int, int]
+    kernels: tuple[tuple[int, int], tuple[int, int]]
+    strides: tuple[tuple[int, int], tuple[int, int]]
+    width: int
+
+    def freq_bins(self, k: int) -> int:
+        """Mel bins after ``k`` (1 or 2) convolutions."""
+        n = self.mel_bins
+        for i in range(k):
+            n = sscp_out(n, self.kernels[i][1], self.strides[i][1], 2)
+        return n
+
+    def params(self) -> int:
+        (c0, c1), (k0, k1) = self.channels, self.kernels
+        return (c0 * k0[0] * k0[1] + c0) + (c1 * c0 * k1[0] * k1[1] + c1) + c1 * self.freq_bins(2) * self.width
+
+    def describe(self) -> str:
+        c0, c1 = self.channels
+        return (f"audio sub-sampling convs: Conv2d 1 -> {c0} {self.kernels[0]} stride {self.strides[0]}, Conv2d "
+                f"{c0} -> {c1} {self.kernels[1]} stride {self.strides[1]} over {self.mel_bins} mel bins, Linear "
+                f"{c1 * self.freq_bins(2)} -> {self.width}")
+
+
+@dataclass(frozen=True)
+class ChunkedConformerLayers(Block):
+    """``count`` Gemma 3n conformer blocks (``Gemma3nAudioConformerBlock``) on ``audio_tokens`` rows (B·T_2, padding
+    included), no biases: two feed-forwards (RMSNorm, Linear(d -> 4d), SiLU, Linear(4d -> d), RMSNorm); chunked local
+    attention (q/k/v Linear(d -> d), per-dim query scale, ``post`` Linear(d -> d), pre / post RMSNorm); a light conv
+    (RMSNorm, Linear(d -> 2d), GLU, depthwise causal Conv1d(kernel K), RMSNorm, SiLU, Linear(d -> d)); a final RMSNorm.
+
+    Attention: queries in blocks of W = ``chunk`` (the sequence padded to whole blocks: the statistic
+    ``audio_tokens_sq`` holds those B·⌈T_2/W⌉·W query rows), each block scoring a context of C = W + P + F keys
+    (P = max(0, ``context_left`` - 1) past, F = ``context_right`` future) plus P + F + 1 relative positions:
+    QKᵀ 2·rows·C·d, the position term 2·rows·(P + F + 1)·d, AV 2·rows·C·d. The relative positions' sinusoids go
+    through ``pos_proj`` Linear(d -> d) once per layer per encoder call (``audio_calls``), on constants."""
+
+    kind: ClassVar[str] = "chunked_conformer_layers"
+    width: int
+    num_heads: int
+    chunk: int
+    context_left: int
+    context_right: int
+    conv_kernel: int
+
+    @property
+    def past(self) -> int:
+        return max(0, self.context_left - 1)
+
+    @property
+    def positions(self) -> int:
+        """Relative positions scored per query: P + F + 1."""
+        return self.past + self.context_right + 1
+
+    @property
+    def context(self) -> int:
+        """Keys per query block: W + P + F."""
+        return self.chunk + self.past + self.context_right
+
+    def params(self) -> int:
+        d = self.width
+        ffw = 2 * d + 8 * d * d
+        attn = 2 * d + d // self.num_heads + 5 * d * d  # pre/post norms, per_dim_scale, q/k/v/post/pos_proj
+        lconv = 2 * d + 3 * d * d + d * self.conv_kernel
+        return 2 * ffw + attn + lconv + d
+
+    def describe(self) -> str:
+        return (f"{self.count} conformer blocks, width {self.width}, {self.num_heads} heads, chunked local attention "
+                f"(blocks of {self.chunk}, {self.past} past / {self.context_right} future, relative positions), "
+                f"2 feed-forwards {self.width} -> {4 * self.width}, light conv k={self.conv_kernel}")
+
+
+@dataclass(frozen=True)
+class AudioEmbedder(Block):
+    """Gemma 3n's ``embed_audio`` (``Gemma3nMultimodalEmbedder``) on ``audio_out_tokens`` rows (the encoder output
+    after the reduction stride): RMSNorm(d) -> Linear(d -> h, no bias) -> RMSNorm without scale. Parameters also
+    hold its hard-token path (an embedding table ``vocab`` x d and its RMSNorm)."""
+
+    kind: ClassVar[str] = "audio_embedder"
+    width: int
+    out_width: int
+    vocab: int
+
+    def params(self) -> int:
+        return self.vocab * self.width + 2 * self.width + self.width * self.out_width
+
+    def describe(self) -> str:
+        return f"audio embedder: RMSNorm({self.width}) -> Linear {self.width} -> {self.out_width} on encoder outputs"
+
+
+__all__ += ["AudioEmbedder", "ChunkedConformerLayers", "SSCPFrontEnd", "sscp_out"]

@@ -189,6 +189,11 @@ class AudioSpec:
     n_window: int
     n_window_infer: int = 0  # conv2d: attention window in mel frames (a multiple of the chunk)
     downsample_hidden_size: int = 0  # conv2d channels
+    # sscp (Gemma 3n): the two sub-sampling convs' (time, freq) kernels and strides, the output stride; n_window is
+    # the attention chunk there
+    sscp_kernels: tuple = ()
+    sscp_strides: tuple = ()
+    reduction: int = 1
 
     @property
     def chunk_frames(self) -> int:

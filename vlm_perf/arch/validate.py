@@ -162,8 +162,12 @@ class Kind:
     low: int = 1
     high: int = MAX_SIZE
     number: bool = False
+    per_layer: bool = False  # also a list with one such value per layer (Gemma 3n's intermediate_size)
 
     def problem(self, value: Any) -> str | None:
+        if self.per_layer and isinstance(value, (list, tuple)):
+            bad = [p for p in (Kind(self.low, self.high, self.number).problem(v) for v in value) if p]
+            return f"{bad[0]} (or a list of them, one per layer)" if bad or not value else None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return "a number" if self.number else "an integer"
         if self.number:
@@ -192,10 +196,13 @@ TEXT_FIELDS: dict[str, Kind] = {
                      "no_rope_layer_interval", "attention_chunk_size",
                      # Nemotron-H's Mamba-2 layers (and their legacy spellings)
                      "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "mamba_n_groups",
-                     "conv_kernel", "mamba_d_conv", "chunk_size", "mamba_chunk_size"), POS),
+                     "conv_kernel", "mamba_d_conv", "chunk_size", "mamba_chunk_size",
+                     # Gemma 3n's per-layer inputs, LAuReL and AltUp streams
+                     "vocab_size_per_layer_input", "hidden_size_per_layer_input", "laurel_rank",
+                     "altup_num_inputs"), POS),
     # 0 allowed: an MoE model whose every layer is MoE may state no dense width
     **dict.fromkeys(("intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
-                     "max_window_layers"), NONNEG),
+                     "max_window_layers", "num_kv_shared_layers"), NONNEG),
     "sliding_window": WINDOW,
 }
 #: Vision tower fields (under ``vision_config``), by name, for every family.
@@ -246,9 +253,16 @@ def _int(section: Mapping[str, Any], *keys: str) -> tuple[str, int] | tuple[None
     return None, None
 
 
+#: model types whose ``intermediate_size`` may also be a list with one width per layer
+PER_LAYER_WIDTH_TYPES = ("gemma3n_text",)
+
+
 def check_text(text: Mapping[str, Any], prefix: str, source: str) -> None:
     """Cross-field rules of an LM section (fields already of their declared kind)."""
-    _check_fields(text, TEXT_FIELDS, prefix, source)
+    kinds = TEXT_FIELDS
+    if text.get("model_type") in PER_LAYER_WIDTH_TYPES:
+        kinds = {**TEXT_FIELDS, "intermediate_size": Kind(low=0, per_layer=True)}
+    _check_fields(text, kinds, prefix, source)
     hk, heads = _int(text, "num_attention_heads")
     wk, hidden = _int(text, "hidden_size")
     mla = text.get("kv_lora_rank") is not None

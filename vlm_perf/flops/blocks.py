@@ -551,3 +551,66 @@ def _hybrid_aligner(b: HybridAligner, s: BatchStats, ctx: FlopsContext) -> list[
     return [Term("vision.merger", b.count * matmul(rows, b.low_width, half), b.part, input_kind=INPUT_UPSTREAM),
             Term("vision.merger", b.count * matmul(rows, b.high_width, half), b.part, input_kind=INPUT_UPSTREAM),
             Term("vision.merger", b.count * matmul(rows, b.out_width, b.out_width), b.part)]
+# --- gemma3n ---
+from ..arch.blocks import AltUpLayer, AltUpStreams, LaurelBlock, PerLayerInputGate, SharedKVDecoderAttention  # noqa: E402
+
+block_flops(SharedKVDecoderAttention)(_attention)  # q/o projections (proj_per_token), the usual core
+
+
+@block_flops(AltUpLayer)
+def _altup_layer(b: AltUpLayer, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·(2·h·n + n³ + n²) (routers, coefficients) + 2·S·h·n² (the stream mix: two activations)"""
+    return [Term("lm.altup", b.count * b.weight_per_token() * s.lm_tokens, b.part),
+            Term("lm.altup", b.count * b.mix_per_token() * s.lm_tokens, b.part, weights=False)]
+
+
+@block_flops(LaurelBlock)
+def _laurel(b: LaurelBlock, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·2·h·r"""
+    return [Term("lm.laurel", b.count * 2 * matmul(s.lm_tokens, b.hidden, b.rank), b.part)]
+
+
+@block_flops(PerLayerInputGate)
+def _per_layer_gate(b: PerLayerInputGate, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·2·h·p"""
+    return [Term("lm.per_layer_input", b.count * 2 * matmul(s.lm_tokens, b.hidden, b.width), b.part)]
+
+
+@block_flops(AltUpStreams)
+def _altup_streams(b: AltUpStreams, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·S·h·L·p (per-layer input projection) + 2·S·2·(n - 1)·h² (stream projections in and out)"""
+    rows, h = s.lm_tokens, b.hidden
+    return [Term("lm.per_layer_input", b.count * matmul(rows, h, b.layers * b.per_layer_width), b.part),
+            Term("lm.altup", b.count * 2 * (b.streams - 1) * matmul(rows, h, h), b.part)]
+from ..arch.blocks import AudioEmbedder, ChunkedConformerLayers, SSCPFrontEnd  # noqa: E402
+
+
+@block_flops(SSCPFrontEnd)
+def _sscp(b: SSCPFrontEnd, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·N1·F1·c0·k0 + 2·N2·F2·c1·c0·k1 + 2·N2·(c1·F2)·d (N1 = audio_conv_frames_s2, N2 = audio_conv_frames_s4)"""
+    (c0, c1), (k0, k1) = b.channels, b.kernels
+    f1, f2 = b.freq_bins(1), b.freq_bins(2)
+    return [Term("audio.conv", b.count * matmul(s.audio_conv_frames_s2 * f1, k0[0] * k0[1], c0), b.part,
+                 input_kind=INPUT_PIXELS),  # reads the mel features
+            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s4 * f2, c0 * k1[0] * k1[1], c1), b.part),
+            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s4, c1 * f2, b.width), b.part)]
+
+
+@block_flops(ChunkedConformerLayers)
+def _conformer(b: ChunkedConformerLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·R·(4d² + 8d² + 8d² + 2d² + d² + d·K) + 2·calls·(P+F+1)·d² + 2·Q·d·(2C + P+F+1)
+    (R = audio_tokens, Q = audio_tokens_sq: block-padded query rows)"""
+    rows, d, n = s.audio_tokens, b.width, b.count
+    return [Term("audio.attn_proj", n * 4 * matmul(rows, d, d), b.part),
+            Term("audio.attn_proj", n * matmul(s.audio_calls * b.positions, d, d), b.part,
+                 input_kind=INPUT_PIXELS),  # pos_proj on the sinusoids: constants, no input gradient
+            Term("audio.attn_core", n * 2 * d * (2 * b.context + b.positions) * s.audio_tokens_sq, b.part,
+                 weights=False),
+            Term("audio.mlp", n * (4 * matmul(rows, d, 4 * d) + matmul(rows, d, 2 * d) + matmul(rows, d, d)), b.part),
+            Term("audio.conv", n * matmul(rows, b.conv_kernel, d), b.part)]  # depthwise: K taps per channel
+
+
+@block_flops(AudioEmbedder)
+def _audio_embedder(b: AudioEmbedder, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·O·d·h (O = audio_out_tokens)"""
+    return [Term("audio.proj", b.count * matmul(s.audio_out_tokens, b.width, b.out_width), b.part)]

@@ -63,7 +63,8 @@ class BatchStats:
       audio_items (clips), audio_conv_frames (chunks x the call's longest chunk: the convolutions' input
       positions, padding included), audio_conv_frames_s2 / _s4 / _s8 (that length halved 1 / 2 / 3 times by
       stride-2 convolutions), audio_tokens (encoder positions), audio_tokens_sq (sum of squared attention
-      chunk / window lengths), audio_out_tokens (output-head rows = the LM's audio placeholder tokens)
+      chunk / window lengths), audio_out_tokens (output-head rows = the LM's audio placeholder tokens), audio_calls
+      (encoder calls)
 
     Adding a statistic: a field here (default 0) and its per-row formula in ``stats/vision.py``; frames,
     metadata aggregation, Dask and the FLOPs columns all iterate :meth:`field_names`.
@@ -97,6 +98,7 @@ class BatchStats:
     audio_tokens: Any = 0
     audio_tokens_sq: Any = 0
     audio_out_tokens: Any = 0
+    audio_calls: Any = 0  # encoder calls (Gemma 3n: pos_proj runs once per layer per call)
     lm_tokens_no_vision: Any = 0
 
     # --- construction -------------------------------------------------------------------
