@@ -22,6 +22,8 @@ from .common import FamilyHarness, eager, finish_model, random_images, register,
 from .qwen3_5 import tiny_config as qwen3_5_tiny
 
 IMAGE_TOKEN, VIDEO_TOKEN = 990, 991
+# <image> </image> <slice> </slice> "\n" (MiniCPM-V 4.7's canvas M-RoPE reads them from the config)
+IMAGE_START, IMAGE_END, SLICE_START, SLICE_END, NEWLINE = 992, 993, 994, 995, 996
 SCALE = 16  # scale_resolution in pixels: overview ~ 8x8 patches
 
 
@@ -35,6 +37,9 @@ def tiny_config(model_type: str = "minicpmv4_6", **over: Any):
     vision.update(over.pop("vision", {}))
     kw = dict(vision_config=vision, text_config=text, image_token_id=IMAGE_TOKEN, video_token_id=VIDEO_TOKEN,
               insert_layer_id=1)
+    if model_type == "minicpmv4_7":
+        kw.update(image_start_id=IMAGE_START, image_end_id=IMAGE_END, slice_start_id=SLICE_START,
+                  slice_end_id=SLICE_END, newline_id=NEWLINE)
     kw.update(over)
     cls = {"minicpmv4_6": transformers.MiniCPMV4_6Config, "minicpmv4_7": transformers.MiniCPMV4_7Config,
            "minicpm_ocr": transformers.MiniCPMOcrConfig}[model_type]
@@ -60,16 +65,16 @@ def part_modules(model) -> dict:
             "rope": [mod for _, mod in model.named_modules() if "Rotary" in type(mod).__name__]}
 
 
-def image_processor(config, **kw):
+def image_processor(config, scale: int = SCALE, **kw):
     from transformers.models.minicpmv4_6.image_processing_pil_minicpmv4_6 import MiniCPMV4_6ImageProcessorPil
 
-    return MiniCPMV4_6ImageProcessorPil(patch_size=config.vision_config.patch_size, scale_resolution=SCALE,
+    return MiniCPMV4_6ImageProcessorPil(patch_size=config.vision_config.patch_size, scale_resolution=scale,
                                         downsample_mode=config.downsample_mode, **kw)
 
 
-def processor_grids(config, image_sizes: Sequence[tuple[int, int]], **kw) -> tuple[dict, list[list[tuple]]]:
-    """The image processor's output and, per image, its target sizes as (h, w) patch pairs."""
-    out = image_processor(config, **kw)(random_images(image_sizes, 0), return_tensors="pt",
+def processor_grids(config, image_sizes: Sequence[tuple[int, int]], scale: int = SCALE, **kw) -> tuple[dict, list[list[tuple]]]:
+    """The image processor's output and, per image, its target sizes as (h, w) patch pairs (overview first)."""
+    out = image_processor(config, scale, **kw)(random_images(image_sizes, 0), return_tensors="pt",
                                         input_data_format="channels_last")
     sizes = [tuple(int(x) for x in t) for t in out["target_sizes"]]
     per_image, start = [], 0
@@ -100,13 +105,17 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
     elif per_image:  # explicit grids: random patches packed as the processor packs them (1, C, p, L*p)
         n = sum(h * w for item in per_image for h, w in item)
         inputs["pixel_values"] = torch.randn(1, 3, p, n * p, generator=gen, dtype=torch.float64)
+    slice_grids = [tuple(g) for g in out["grids"]] if image_sizes else [(1, len(item) - 1) for item in per_image]
     tokens = 0
-    for i, item in enumerate(per_image):
+    for item, (rows, cols) in zip(per_image, slice_grids):
         ids.extend(text_ids(3, gen))  # <image_id>i</image_id>
-        for j, (h, w) in enumerate(item):
-            n = h * w // divisor
-            ids.extend(text_ids(1, gen) + [IMAGE_TOKEN] * n + text_ids(1, gen))  # <image>/<slice> ... </...>
-            tokens += n
+        counts = [h * w // divisor for h, w in item]
+        ids.extend([IMAGE_START] + [IMAGE_TOKEN] * counts[0] + [IMAGE_END])
+        for k, n in enumerate(counts[1:]):
+            if k and k % cols == 0:
+                ids.append(NEWLINE)
+            ids.extend([SLICE_START] + [IMAGE_TOKEN] * n + [SLICE_END])
+        tokens += sum(counts)
         ids.extend(text_ids(2, gen))
     if per_image:
         inputs["target_sizes"] = torch.tensor([list(s) for item in per_image for s in item], dtype=torch.int32)
@@ -114,6 +123,8 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
              "per_image": per_image, "seq_len": len(ids)}
     inputs.update(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                   use_cache=False)
+    if cfg.model_type == "minicpmv4_7":
+        inputs["mm_token_type_ids"] = (inputs["input_ids"] == IMAGE_TOKEN).to(torch.int32)
     return inputs, media
 
 

@@ -1,0 +1,189 @@
+"""MiniCPM-V 4.6 / 4.7 / MiniCPM-OCR (transformers ``MiniCPMV4_6`` / ``MiniCPMV4_7`` / ``MiniCPMOcr``
+``ForConditionalGeneration``) against FlopCounterMode, per part, and the slicing rule against transformers'
+``MiniCPMV4_6ImageProcessorPil``.
+
+Reference: the famverify harness (``tests/verify/families/minicpmv.py``): tiny random models (tower 3 x 32,
+window-attention merger after layer 1, merger 128 -> 64; the qwen3_5 harness's hybrid LM), eager attention,
+float64, images through transformers' image processor (MiniCPM-OCR: explicit patch grids, its processor needs
+torchvision). The library derives grids with its own media rule (settings given as a checkpoint directory's
+preprocessor_config.json would) and counts ``exact`` with ``causal="full"``. LM lengths are multiples of 64:
+the delta rule's torch fallback pads to its chunk (tests/verify/test_qwen3_5_flops.py pins that difference).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.measured
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from .families import measure_family  # noqa: E402
+from .families.minicpmv import SCALE, build_model, processor_grids, tiny_config  # noqa: E402
+
+FAMILIES = ("minicpmv4_6", "minicpmv4_7", "minicpm_ocr")
+# several images per sample: an image sliced 2x3 (overview 8x8 patches, slices 8x8), a small image upscaled to
+# the overview with a 3-slice tall image (slices 8x8 next to a 12x4 overview); OCR ("4x"): grids in patches
+IMAGE_CASES = [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(10, 12), (40, 20)])]
+OCR_CASES = [dict(grids=[[(8, 8), (4, 6), (4, 6)]]), dict(grids=[[(6, 10)], [(4, 4), (8, 2)]])]
+
+
+def _cases(family):
+    return OCR_CASES if family == "minicpm_ocr" else IMAGE_CASES
+
+
+def _id(case):
+    if "grids" in case:
+        return "grids" + "+".join("/".join(f"{h}x{w}" for h, w in item) for item in case["grids"])
+    return "+".join(f"{h}x{w}" for h, w in case["image_sizes"])
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def model(request):
+    return build_model(tiny_config(request.param), 0)
+
+
+def _spec(model):
+    from vlm_perf.arch import spec_from_config
+
+    pre = {"patch_size": model.config.vision_config.patch_size, "scale_resolution": SCALE,
+           "downsample_mode": model.config.downsample_mode}
+    return spec_from_config(model.config.to_dict(), name="tiny-minicpmv", processor={"preprocessor_config.json": pre})
+
+
+def _aligned(model, case, multiple=64):
+    from .families import processor_media
+
+    media = processor_media(model.config.model_type, model.config, text_len=0, **case)
+    return dict(case, text_len=(-media["seq_len"]) % multiple + multiple)
+
+
+def _library(model, measured, case, mode="forward", frozen=()):
+    from vlm_perf.arch.families import FAMILIES as REG
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(model)
+    if "image_sizes" in case:
+        media = [REG[spec.family].media.image(spec, h, w) for h, w in case["image_sizes"]]
+        grids = [g for item in media for g in item.grids]
+        # the media rule agrees with HF's processor: grids (overview, then the slices) and placeholder count
+        assert [[(h, w) for t, h, w in item.grids for _ in range(t)] for item in media] == measured.media["per_image"]
+        assert sum(item.visual_tokens for item in media) == measured.media["visual_tokens"]
+    else:
+        grids = [(1, h, w) for item in case["grids"] for h, w in item]
+    stats = BatchStats.from_batch(seq_lens=[measured.media["seq_len"]], image_grids=grids, spec=spec)
+    return compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen)
+
+
+def test_forward_per_part_exact(model):
+    for case in _cases(model.config.model_type):
+        case = _aligned(model, case)
+        m = measure_family(model.config.model_type, model=model, **case)
+        assert m.media["seq_len"] % 64 == 0
+        assert _library(model, m, case).parts == m.parts("forward"), _id(case)
+
+
+@pytest.mark.parametrize("frozen", [(), ("vision_tower",), ("language_model",)],
+                         ids=["all-trainable", "frozen-tower", "frozen-lm"])
+def test_training_per_part_exact(model, frozen):
+    """Frozen tower: the projector's first GEMM still needs its input gradient (its LayerNorm trains)."""
+    case = _aligned(model, _cases(model.config.model_type)[1])
+    m = measure_family(model.config.model_type, model=model, mode="training", frozen=frozen, **case)
+    lib = _library(model, m, case, mode="training", frozen=frozen)
+    assert lib.parts == m.parts("training")  # grouped-conv grad-weight over-count removed (harness default)
+
+
+def test_parameters_per_part(model):
+    from vlm_perf.arch.params import count_params
+
+    c = count_params(_spec(model))
+    numel = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
+    assert c.vision_tower == numel(model.model.vision_tower)
+    assert c.merger == numel(model.model.merger)
+    assert c.total == numel(model)  # tied lm_head (MiniCPM-OCR) counted once, as parameters() does
+
+
+def test_window_merger_by_hand():
+    """The 16x tower by hand for one 8x8 slice: patch embed, 2 layers on 64 patches, the merger (attention in
+    16 windows of 4, MLP on 16 rows), 1 layer on 16 tokens; widths of the tiny config (h 32, i 64, patch 2)."""
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = spec_from_config(tiny_config("minicpmv4_6").to_dict(), name="tiny")
+    h, i, n = 32, 64, 64
+
+    def layer(rows):
+        return 2 * rows * (4 * h * h + 2 * h * i) + 4 * h * rows * rows
+
+    merger = 2 * n * 4 * h * h + 4 * h * 4 * n + 2 * (n // 4) * (4 * h * 4 * i + 4 * i * h)
+    tower = 2 * n * 3 * 2 * 2 * h + 2 * layer(n) + merger + layer(n // 4)
+    projector = 2 * (n // 16) * (4 * h * 4 * h + 4 * h * 64)
+    stats = BatchStats.from_batch(seq_lens=[64], image_grids=[(1, 8, 8)], spec=spec)
+    parts = compute_flops(spec, stats, mode="forward", causal="full").parts
+    assert (parts["vision_tower"], parts["projector"]) == (tower, projector)
+
+
+def _rule_vs_processor(spec, config, sizes, scale, **kw):
+    from vlm_perf.arch.families import FAMILIES as REG
+
+    out, per_image = processor_grids(config, sizes, scale, **kw)
+    fold2 = 16 if config.downsample_mode == "16x" else 4
+    for (hp, wp), hf, slices in zip(sizes, per_image, out["grids"]):
+        item = REG[spec.family].media.image(spec, hp, wp)
+        assert [(h, w) for t, h, w in item.grids for _ in range(t)] == hf, (hp, wp)
+        assert item.visual_tokens == sum(h * w // fold2 for h, w in hf)
+        assert list(item.detail["slices"]) == list(slices)
+
+
+def test_media_rule_fuzzed_against_processor():
+    """Seeded, bounded fuzz of the slicing rule against MiniCPMV4_6ImageProcessorPil: image sizes, scale
+    resolution, slice cap and downsample mode (the tower's patch stays 2)."""
+    pytest.importorskip("hypothesis")
+    from hypothesis import given, settings, strategies as st
+
+    from vlm_perf.arch import spec_from_config
+
+    @settings(derandomize=True, deadline=None, max_examples=300)
+    @given(sizes=st.lists(st.tuples(st.integers(1, 160), st.integers(1, 160)), min_size=1, max_size=3),
+           scale=st.integers(4, 40), max_slices=st.integers(1, 12), mode=st.sampled_from(["16x", "4x"]))
+    def check(sizes, scale, max_slices, mode):
+        config = tiny_config("minicpmv4_6", downsample_mode=mode)
+        pre = {"patch_size": 2, "scale_resolution": scale, "max_slice_nums": max_slices, "downsample_mode": mode}
+        spec = spec_from_config(config.to_dict(), name="tiny", processor={"preprocessor_config.json": pre})
+        _rule_vs_processor(spec, config, sizes, scale, max_slice_nums=max_slices)
+
+    check()
+
+
+def test_media_rule_real_sizes():
+    """The class defaults (scale 448, patch 14, 9 slices, 16x) on photo-like sizes, against the processor."""
+    from vlm_perf.arch import spec_from_config
+
+    config = tiny_config("minicpmv4_6", vision={"patch_size": 14, "image_size": 980})
+    spec = spec_from_config(config.to_dict(), name="tiny")  # no processor files: class defaults
+    _rule_vs_processor(spec, config, [(1080, 1920), (448, 448), (300, 2000), (3000, 4000), (100, 80)], 448)
+
+
+def test_refusals():
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES as REG
+    from vlm_perf.errors import ConfigError, UnsupportedModelError
+
+    base = tiny_config("minicpmv4_6").to_dict()
+    spec = spec_from_config(base, name="tiny")
+    with pytest.raises(UnsupportedModelError, match="videos"):
+        REG["minicpmv4_6"].media.video(spec, 4, 64, 64)
+    ocr = spec_from_config(tiny_config("minicpm_ocr").to_dict(), name="tiny-ocr")
+    with pytest.raises(UnsupportedModelError, match="small_image_upsize"):
+        REG["minicpm_ocr"].media.image(ocr, 64, 64)
+    with pytest.raises(UnsupportedModelError, match="downsample_mode"):  # processor 16x (default) vs model 4x
+        REG["minicpmv4_6"].media.image(spec_from_config({**base, "downsample_mode": "4x"}, name="x", processor={
+            "preprocessor_config.json": {"patch_size": 2}}), 64, 64)
+    for bad, err in (({"merger_times": 2}, UnsupportedModelError), ({"insert_layer_id": 3}, UnsupportedModelError),
+                     ({"downsample_mode": "8x"}, ConfigError), ({"merge_kernel_size": [3, 3]}, UnsupportedModelError)):
+        with pytest.raises(err):
+            spec_from_config({**base, **bad}, name="bad")
+    with pytest.raises(UnsupportedModelError, match="qwen3_5_text"):
+        spec_from_config({**base, "text_config": {**base["text_config"], "model_type": "llama"}}, name="bad")
