@@ -136,6 +136,9 @@ _BUILDERS: dict[str, Any] = {
                                             "intermediate_size": 96, "num_hidden_layers": 2,
                                             "num_attention_heads": 4, "num_key_value_heads": 2}},
     "kimi_vl": lambda: preset_config("kimi-vl-a3b-instruct"),  # --- kimi_vl ---
+    "minicpmv4_6": lambda: preset_config("minicpm-v-4.6"),  # --- minicpmv --- (4.7 / OCR: the 4.6 layout)
+    "minicpmv4_7": lambda: dict(preset_config("minicpm-v-4.6"), model_type="minicpmv4_7"),
+    "minicpm_ocr": lambda: dict(preset_config("minicpm-v-4.6"), model_type="minicpm_ocr", downsample_mode="4x"),
     "nemotron_h": lambda: {  # --- nemotron_h --- (Nemotron-Nano-12B-v2 dims, shortened pattern)
         "model_type": "nemotron_h", "architectures": ["NemotronHForCausalLM"], "hidden_size": 5120,
         "vocab_size": 131072, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,

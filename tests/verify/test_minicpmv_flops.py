@@ -187,3 +187,20 @@ def test_refusals():
             spec_from_config({**base, **bad}, name="bad")
     with pytest.raises(UnsupportedModelError, match="qwen3_5_text"):
         spec_from_config({**base, "text_config": {**base["text_config"], "model_type": "llama"}}, name="bad")
+
+
+def test_preset_equals_meta_device_count_and_hub_total():
+    """minicpm-v-4.6: the hub's safetensors total 1,300,428,016 (BF16, tied head, no MTP tensors) = transformers'
+    meta-device count of MiniCPMV4_6ForConditionalGeneration on the preset = the library, per part too."""
+    import transformers
+
+    from vlm_perf.arch import load_model, preset_config
+    from vlm_perf.arch.params import count_params
+
+    cfg = {k: v for k, v in preset_config("minicpm-v-4.6").items() if not k.startswith("_")}
+    with torch.device("meta"):
+        hf = transformers.MiniCPMV4_6ForConditionalGeneration(transformers.AutoConfig.for_model(**cfg))
+    numel = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
+    c = count_params(load_model("minicpm-v-4.6"))
+    assert (c.vision_tower, c.merger, c.total) == (numel(hf.model.vision_tower), numel(hf.model.merger), numel(hf))
+    assert c.total == 1_300_428_016
