@@ -176,7 +176,7 @@ def test_refusals():
     with pytest.raises(UnsupportedModelError, match="videos"):
         REG["minicpmv4_6"].media.video(spec, 4, 64, 64)
     ocr = spec_from_config(tiny_config("minicpm_ocr").to_dict(), name="tiny-ocr")
-    with pytest.raises(UnsupportedModelError, match="small_image_upsize"):
+    with pytest.raises(UnsupportedModelError, match="small_image_upsize"):  # content-dependent upscaling
         REG["minicpm_ocr"].media.image(ocr, 64, 64)
     with pytest.raises(UnsupportedModelError, match="downsample_mode"):  # processor 16x (default) vs model 4x
         REG["minicpmv4_6"].media.image(spec_from_config({**base, "downsample_mode": "4x"}, name="x", processor={

@@ -204,10 +204,6 @@ class MiniCPMVMedia(MediaRule):
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
         height, width = positive((height, width), "image size (H, W pixels)")
-        if self.family == "minicpm_ocr":
-            raise UnsupportedModelError("minicpm_ocr: its image processor (small_image_upsize, adaptive glyph-based "
-                                        "upscaling; torchvision only) is not modelled; give the grids (t, h, w "
-                                        "patches) instead")
         s, v = self.settings(spec), spec.vision
         if s["patch_size"] != v.patch_size:
             raise UnsupportedModelError(f"{spec.name}: the image processor's patch_size {s['patch_size']} differs "
@@ -240,6 +236,19 @@ class MiniCPMVMedia(MediaRule):
                                     "is not verified); give the frames' grids (t, h, w patches) instead")
 
 
+class MiniCPMOcrMedia(MiniCPMVMedia):
+    """Images in pixels refused: ``MiniCPMOcrImageProcessor`` (torchvision only, not runnable where the rules are
+    verified) adds ``small_image_upsize`` (``"adaptive"``: upscaling chosen per image and slice from the glyph size
+    and density OpenCV measures, i.e. from the pixels' content) to the MiniCPM-V slicing; a rule that cannot be
+    checked against it is not shipped. Give the grids (t, h, w patches: overview and slices, sides multiples of 2
+    in ``"4x"``). Videos refused likewise."""
+
+    def image(self, spec, height: int, width: int) -> DerivedMedia:
+        raise UnsupportedModelError("minicpm_ocr: images in pixels are not modelled (its image processor's "
+                                    "small_image_upsize depends on the image content); give the grids (t, h, w "
+                                    "patches) instead")
+
+
 _NOTES = ("tower layers after insert_layer_id run on the quarter grid (after the 2x2 window-attention merger)",
           "gated-delta layers: chunked delta rule (chunk 64) matmuls counted, as in qwen3_5",
           "position lookups, the window mean and the 2x2 folds are not matmuls (0 FLOPs)",
@@ -248,4 +257,5 @@ for _type, _cls in (("minicpmv4_6", "MiniCPMV4_6ForConditionalGeneration"),
                     ("minicpmv4_7", "MiniCPMV4_7ForConditionalGeneration"),
                     ("minicpm_ocr", "MiniCPMOcrForConditionalGeneration")):
     register_family(Family(name=_type, model_types=(_type,), build=_build(_type), hf_class=_cls, is_vlm=True,
-                           media=MiniCPMVMedia(_type), notes=_NOTES))
+                           media=MiniCPMOcrMedia(_type) if _type == "minicpm_ocr" else MiniCPMVMedia(_type),
+                           notes=_NOTES))
