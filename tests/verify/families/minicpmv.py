@@ -107,7 +107,7 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
         inputs["pixel_values"] = torch.randn(1, 3, p, n * p, generator=gen, dtype=torch.float64)
     slice_grids = [tuple(g) for g in out["grids"]] if image_sizes else [(1, len(item) - 1) for item in per_image]
     tokens = 0
-    for item, (rows, cols) in zip(per_image, slice_grids):
+    for item, (_rows, cols) in zip(per_image, slice_grids):
         ids.extend(text_ids(3, gen))  # <image_id>i</image_id>
         counts = [h * w // divisor for h, w in item]
         ids.extend([IMAGE_START] + [IMAGE_TOKEN] * counts[0] + [IMAGE_END])
