@@ -64,15 +64,16 @@ def _library(model, measured, case, mode="forward", frozen=()):
     from vlm_perf.stats import BatchStats
 
     spec = _spec(model)
-    if "image_sizes" in case:
+    if case.get("image_sizes"):
         media = [REG[spec.family].media.image(spec, h, w) for h, w in case["image_sizes"]]
         grids = [g for item in media for g in item.grids]
         # the media rule agrees with HF's processor: grids (overview, then the slices) and placeholder count
         assert [[(h, w) for t, h, w in item.grids for _ in range(t)] for item in media] == measured.media["per_image"]
         assert sum(item.visual_tokens for item in media) == measured.media["visual_tokens"]
     else:
-        grids = [(1, h, w) for item in case["grids"] for h, w in item]
-    stats = BatchStats.from_batch(seq_lens=[measured.media["seq_len"]], image_grids=grids, spec=spec)
+        grids = [(1, h, w) for item in case.get("grids", ()) for h, w in item]
+    stats = BatchStats.from_batch(seq_lens=[measured.media["seq_len"]], image_grids=grids,
+                                  video_grids=measured.media.get("video_grids", []), spec=spec)
     return compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen)
 
 
@@ -204,3 +205,17 @@ def test_preset_equals_meta_device_count_and_hub_total():
     c = count_params(load_model("minicpm-v-4.6"))
     assert (c.vision_tower, c.merger, c.total) == (numel(hf.model.vision_tower), numel(hf.model.merger), numel(hf))
     assert c.total == 1_300_428_016
+
+
+@pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ()), ("training", ("vision_tower",))])
+def test_video_frames_through_the_video_path(model, mode, frozen):
+    """Videos through the model's own video path (``pixel_values_videos`` / ``target_sizes_videos``, packed as
+    the video processor packs them), next to an image: every frame is its overview + slices, counted as video
+    grids (the pixel rule for videos is refused: the video processor needs torchvision)."""
+    fold = 4 if model.config.downsample_mode == "16x" else 2
+    unit = [(2 * fold, 3 * fold), (fold, 2 * fold), (fold, 2 * fold)]  # overview + 2 slices per frame
+    case = dict(grids=[[(2 * fold, 2 * fold)]], video_frames=[(3, unit)])
+    case = _aligned(model, case)
+    m = measure_family(model.config.model_type, model=model, mode=mode, frozen=frozen, **case)
+    assert len(m.media["video_grids"]) == 9
+    assert _library(model, m, case, mode=mode, frozen=frozen).parts == m.parts(mode)

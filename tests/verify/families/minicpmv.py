@@ -85,7 +85,11 @@ def processor_grids(config, image_sizes: Sequence[tuple[int, int]], scale: int =
 
 
 def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes: Sequence = (), text_len: int = 8,
-                seed: int = 1, grids: Sequence[Sequence[tuple[int, int]]] = (), **proc_kw):
+                seed: int = 1, grids: Sequence[Sequence[tuple[int, int]]] = (),
+                video_frames: Sequence[tuple[int, Sequence[tuple[int, int]]]] = (), **proc_kw):
+    """``video_frames``: per video (frames, [(h, w) of the overview, then of each slice]) in patches; the frames
+    go through the model's video path (``pixel_values_videos`` packed as the video processor packs them, one
+    ``<image>``... run of video tokens per frame) with random patches (the video processor needs torchvision)."""
     import torch
 
     if video_sizes:
@@ -119,12 +123,27 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
         ids.extend(text_ids(2, gen))
     if per_image:
         inputs["target_sizes"] = torch.tensor([list(s) for item in per_image for s in item], dtype=torch.int32)
+    units = []
+    for frames, frame_units in video_frames:
+        for _ in range(frames):
+            counts = [h * w // divisor for h, w in frame_units]
+            ids.extend([IMAGE_START] + [VIDEO_TOKEN] * counts[0] + [IMAGE_END])
+            for n in counts[1:]:
+                ids.extend([SLICE_START] + [VIDEO_TOKEN] * n + [SLICE_END])
+            tokens += sum(counts)
+            units += list(frame_units)
+        ids.extend(text_ids(2, gen))
+    if units:
+        n = sum(h * w for h, w in units)
+        inputs["pixel_values_videos"] = torch.randn(1, 3, p, n * p, generator=gen, dtype=torch.float64)
+        inputs["target_sizes_videos"] = torch.tensor([list(u) for u in units], dtype=torch.int32)
     media = {"image_grids": [(1, h, w) for item in per_image for h, w in item], "visual_tokens": tokens,
-             "per_image": per_image, "seq_len": len(ids)}
+             "per_image": per_image, "video_grids": [(1, h, w) for h, w in units], "seq_len": len(ids)}
     inputs.update(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                   use_cache=False)
     if cfg.model_type == "minicpmv4_7":
-        inputs["mm_token_type_ids"] = (inputs["input_ids"] == IMAGE_TOKEN).to(torch.int32)
+        ids_t = inputs["input_ids"]
+        inputs["mm_token_type_ids"] = ((ids_t == IMAGE_TOKEN) + 2 * (ids_t == VIDEO_TOKEN)).to(torch.int32)
     return inputs, media
 
 
