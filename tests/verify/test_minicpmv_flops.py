@@ -219,3 +219,25 @@ def test_video_frames_through_the_video_path(model, mode, frozen):
     m = measure_family(model.config.model_type, model=model, mode=mode, frozen=frozen, **case)
     assert len(m.media["video_grids"]) == 9
     assert _library(model, m, case, mode=mode, frozen=frozen).parts == m.parts(mode)
+
+
+def test_one_grid_per_item_consumers_refuse_sliced_images(tmp_path):
+    """Metadata rows with image_sizes (one grid per item there) refuse a sliced MiniCPM-V image with a one-line
+    SchemaError naming file:line and the field, instead of dropping its slices; its grids are accepted."""
+    import json
+
+    from vlm_perf.arch import load_model
+    from vlm_perf.errors import SchemaError
+    from vlm_perf.ingest.metadata_source import MetadataSource
+
+    spec = load_model("minicpm-v-4.6")
+    base = {"schema_version": 2, "iteration": 1, "microbatch": 0, "dp_rank": 0, "seq_lens": [4096]}
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps({**base, "image_sizes": [[1080, 1920]]}) + "\n")
+    with pytest.raises(SchemaError, match=r"m.jsonl:1: image_sizes: ") as info:
+        MetadataSource(path, spec, per_microbatch=True).per_iteration
+    assert "\n" not in str(info.value)
+    grids = [[1, 24, 44], [8, 32, 32]]  # the rule's overview + slices for 1080 x 1920 (tests above)
+    path.write_text(json.dumps({**base, "image_grid_thw": grids}) + "\n")
+    frame = MetadataSource(path, spec, per_microbatch=True).per_iteration
+    assert int(frame["vision_patches"][0]) == 24 * 44 + 8 * 32 * 32
