@@ -186,7 +186,7 @@ def test_refusals():
                      ({"downsample_mode": "8x"}, ConfigError), ({"merge_kernel_size": [3, 3]}, UnsupportedModelError)):
         with pytest.raises(err):
             spec_from_config({**base, **bad}, name="bad")
-    with pytest.raises(UnsupportedModelError, match="qwen3_5_text"):
+    with pytest.raises(UnsupportedModelError, match="qwen3_5_moe_text"):
         spec_from_config({**base, "text_config": {**base["text_config"], "model_type": "llama"}}, name="bad")
 
 
@@ -241,3 +241,18 @@ def test_one_grid_per_item_consumers_refuse_sliced_images(tmp_path):
     path.write_text(json.dumps({**base, "image_grid_thw": grids}) + "\n")
     frame = MetadataSource(path, spec, per_microbatch=True).per_iteration
     assert int(frame["vision_patches"][0]) == 24 * 44 + 8 * 32 * 32
+
+
+@pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ()), ("training", ("vision_tower",))])
+def test_minicpmv4_7_moe_lm(mode, frozen):
+    """MiniCPM-V 4.7 with a ``qwen3_5_moe_text`` LM (the 35B-A3B's backbone): eager experts gather each expert's
+    tokens (top-k, not dense), so the library's routed count is exact here too."""
+    model = build_model(tiny_config("minicpmv4_7", moe=True), 0)
+    case = _aligned(model, dict(image_sizes=[(30, 50)]))
+    m = measure_family("minicpmv4_7", model=model, mode=mode, frozen=frozen, **case)
+    assert _library(model, m, case, mode=mode, frozen=frozen).parts == m.parts(mode)
+    if mode == "forward":
+        from vlm_perf.arch.params import count_params
+
+        numel = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
+        assert count_params(_spec(model)).total == numel(model)

@@ -27,10 +27,12 @@ IMAGE_START, IMAGE_END, SLICE_START, SLICE_END, NEWLINE = 992, 993, 994, 995, 99
 SCALE = 16  # scale_resolution in pixels: overview ~ 8x8 patches
 
 
-def tiny_config(model_type: str = "minicpmv4_6", **over: Any):
+def tiny_config(model_type: str = "minicpmv4_6", moe: bool = False, **over: Any):
+    """``moe``: the qwen3_5 harness's tiny Qwen3.5-MoE text config (8 experts top-2 + gated shared expert), as
+    MiniCPM-V 4.7-35B-A3B's ``qwen3_5_moe_text`` LM."""
     import transformers
 
-    text = qwen3_5_tiny().text_config.to_dict()
+    text = qwen3_5_tiny(moe=moe).text_config.to_dict()
     text.update(over.pop("text", {}))
     vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2, patch_size=2,
                   image_size=16)
@@ -50,12 +52,18 @@ def build_model(config, seed: int = 0):
     import torch
     import transformers
 
-    eager(config)
+    moe = config.text_config.model_type == "qwen3_5_moe_text"
+    eager(config, experts=moe)
     torch.manual_seed(seed)
     cls = {"minicpmv4_6": transformers.MiniCPMV4_6ForConditionalGeneration,
            "minicpmv4_7": transformers.MiniCPMV4_7ForConditionalGeneration,
            "minicpm_ocr": transformers.MiniCPMOcrForConditionalGeneration}[config.model_type]
-    return finish_model(cls(config))
+    model = finish_model(cls(config))
+    if moe:  # random routers: non-trivial routing
+        with torch.no_grad():
+            for layer in model.model.language_model.layers:
+                layer.mlp.gate.weight.normal_(0, 0.5)
+    return model
 
 
 def part_modules(model) -> dict:

@@ -16,7 +16,8 @@ is the same code; ``minicpmv4_7`` adds only canvas M-RoPE position ids, not a ma
   4h_v) -> GELU -> Linear(4h_v -> h_text), on patches / 16 (``"16x"``) or / 4 (``"4x"``) rows. No perceiver
   resampler: these transformers classes have none (earlier MiniCPM-V releases with one are remote code only).
 * **LM**: ``text_config`` ``qwen3_5_text`` (the Qwen3.5 hybrid gated-delta-net / full-attention decoder,
-  :mod:`.qwen3_5`); top-level ``tie_word_embeddings`` (class default False; MiniCPM-OCR True).
+  :mod:`.qwen3_5`) or ``qwen3_5_moe_text`` (its MoE variant: routed top-k experts + a gated shared expert in
+  every layer); top-level ``tie_word_embeddings`` (class default False; MiniCPM-OCR True).
 
 Media: ``MiniCPMV4_6ImageProcessor`` slicing (what transformers maps ``minicpmv4_6`` and ``minicpmv4_7`` to):
 an overview image resized to about ``scale_resolution``² pixels plus, for larger images, rows x cols slices
@@ -46,7 +47,10 @@ CLASS_DEFAULTS = {"minicpmv4_6": {"tie_word_embeddings": False, "downsample_mode
 # the vision-config class defaults (MiniCPMV4_6VisionConfig; the same in 4.7 and OCR)
 VISION_DEFAULTS = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12,
                    "num_channels": 3, "image_size": 224, "patch_size": 16}
-MODES = {"16x": 4, "4x": 2}  # downsample_mode -> side fold from tower patches to LM tokens
+MODES = {"16x": 4, "4x": 2}
+# the LMs transformers builds from text_config (AutoModel): Qwen3.5 dense (4.6, 4.7-1B, OCR) and Qwen3.5-MoE
+# (MiniCPM-V 4.7-35B-A3B, per the MiniCPM-V CookBook's v4.7 overview)
+LM_TYPES = ("qwen3_5_text", "qwen3_5_moe_text")  # downsample_mode -> side fold from tower patches to LM tokens
 
 
 def _int(f: Fields, key: str, default: int, minimum: int = 1) -> int:
@@ -77,12 +81,12 @@ def _build(model_type: str):
             raise ConfigError(f"{source}: config lacks required field "
                               f"{'vision_config' if not isinstance(vc, dict) else 'text_config'} for {model_type}")
         text_type = tc.get("model_type", "qwen3_5_text")
-        if text_type != "qwen3_5_text":
-            raise UnsupportedModelError(f"{source}: text_config.model_type {text_type!r}: only the qwen3_5_text LM "
-                                        f"is modelled for {model_type}")
+        if text_type not in LM_TYPES:
+            raise UnsupportedModelError(f"{source}: text_config.model_type {text_type!r}: only the "
+                                        f"{' / '.join(LM_TYPES)} LMs are modelled for {model_type}")
         text = dict(tc)
         text["tie_word_embeddings"] = bool(config.get("tie_word_embeddings", defaults["tie_word_embeddings"]))
-        lm, linear = read_lm(Fields(text, "text_config", source), moe=False)
+        lm, linear = read_lm(Fields(text, "text_config", source), moe=text_type == "qwen3_5_moe_text")
         f = Fields(vc, "vision_config", source)
         width, heads = _int(f, "hidden_size", 768), _int(f, "num_attention_heads", 12)
         if width % heads:
