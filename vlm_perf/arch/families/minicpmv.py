@@ -214,8 +214,9 @@ class MiniCPMVMedia(MediaRule):
                                         f"from vision_config.patch_size {v.patch_size}")
         if s["downsample_mode"] != spec.extra["downsample_mode"]:
             raise UnsupportedModelError(f"{spec.name}: the image processor's downsample_mode {s['downsample_mode']!r}"
-                                        f" differs from the model's {spec.extra['downsample_mode']!r}: the "
-                                        "placeholders would not match the features")
+                                        f" differs from the model's {spec.extra['downsample_mode']!r} (config.json "
+                                        "downsample_mode): the placeholders would not match the features; state "
+                                        "the mode the model runs in in both files")
         fold = MODES[s["downsample_mode"]]
         unit, scale, p = v.patch_size * fold, int(s["scale_resolution"]), v.patch_size
         grid = slice_grid(height, width, int(s["max_slice_nums"]), scale) if s["slice_mode"] else None
