@@ -176,7 +176,8 @@ def test_refusals():
     spec = spec_from_config(base, name="tiny")
     with pytest.raises(UnsupportedModelError, match="videos"):
         REG["minicpmv4_6"].media.video(spec, 4, 64, 64)
-    ocr = spec_from_config(tiny_config("minicpm_ocr").to_dict(), name="tiny-ocr")
+    ocr = spec_from_config(tiny_config("minicpm_ocr").to_dict(), name="tiny-ocr", processor={
+        "preprocessor_config.json": {"patch_size": 2, "small_image_upsize": "adaptive"}})
     with pytest.raises(UnsupportedModelError, match="small_image_upsize"):  # content-dependent upscaling
         REG["minicpm_ocr"].media.image(ocr, 64, 64)
     with pytest.raises(UnsupportedModelError, match="downsample_mode"):  # processor 16x (default) vs model 4x
@@ -256,3 +257,40 @@ def test_minicpmv4_7_moe_lm(mode, frozen):
 
         numel = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
         assert count_params(_spec(model)).total == numel(model)
+
+
+def test_ocr_rule_helpers_are_the_4_6_processors():
+    """MiniCPM-OCR's image processor needs torchvision (absent), so its pixel rule is checked in two steps: its own
+    helper functions (find_best_resize, get_refine_size, get_sliced_grid: pure Python, called on the class) equal
+    MiniCPMV4_6ImageProcessorPil's on fuzzed inputs, whose composition is verified end to end above; and the rule's
+    OCR-only branch, ``small_image_upsize="never"``, keeps an unsliced image's size (sides rounded to multiples of
+    patch x 2 in 4x), by hand."""
+    pytest.importorskip("hypothesis")
+    from hypothesis import given, settings, strategies as st
+    from transformers.models.minicpm_ocr.image_processing_minicpm_ocr import MiniCPMOcrImageProcessor
+    from transformers.models.minicpmv4_6.image_processing_pil_minicpmv4_6 import MiniCPMV4_6ImageProcessorPil
+
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES as REG
+
+    ocr, v46 = object.__new__(MiniCPMOcrImageProcessor), MiniCPMV4_6ImageProcessorPil()
+
+    @settings(derandomize=True, deadline=None, max_examples=300)
+    @given(h=st.integers(1, 3000), w=st.integers(1, 3000), scale=st.integers(4, 600), n=st.integers(1, 12),
+           mode=st.sampled_from(["4x", "16x"]), up=st.booleans())
+    def check(h, w, scale, n, mode, up):
+        assert ocr.get_sliced_grid((h, w), n, scale) == v46.get_sliced_grid((h, w), n, scale)
+        assert ocr.find_best_resize((h, w), scale, 14, mode, up) == v46.find_best_resize((h, w), scale, 14, mode, up)
+        grid = v46.get_sliced_grid((h, w), n, scale) or [1, 2]
+        assert (ocr.get_refine_size((h, w), grid, scale, 14, mode, True)
+                == v46.get_refine_size((h, w), grid, scale, 14, mode, True))
+
+    check()
+    base = tiny_config("minicpm_ocr").to_dict()
+    # 11 x 14 px (154 < 16^2: not sliced), scale 16, patch 2, 4x (unit 4 px). never: 11 -> 12 px, 14 -> 16 px
+    # (3.5 rounds to even 4) = 6 x 8 patches; always: int(16 / sqrt(14/11)) = 14, int(14 * 14/11) = 17 -> 16 x 16 px
+    for upsize, expected in (("never", (1, 6, 8)), ("always", (1, 8, 8))):
+        spec = spec_from_config(base, name="ocr", processor={"preprocessor_config.json": {
+            "patch_size": 2, "scale_resolution": 16, "small_image_upsize": upsize}})
+        item = REG["minicpm_ocr"].media.image(spec, 11, 14)
+        assert item.grids == (expected,) and item.visual_tokens == expected[1] * expected[2] // 4

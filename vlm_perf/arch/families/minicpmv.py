@@ -200,11 +200,18 @@ class MiniCPMVMedia(MediaRule):
     def __init__(self, family: str):
         self.family = family
 
+    defaults: Mapping[str, Any] = PROCESSOR_DEFAULTS
+    processor_class = "MiniCPMV4_6ImageProcessor"
+
     def settings(self, spec) -> dict:
         pre = spec.processor.get("preprocessor_config.json", {})
-        out = {k: pre.get(k, v) for k, v in PROCESSOR_DEFAULTS.items()}
-        out["source"] = "processor files" if pre else "MiniCPMV4_6ImageProcessor class defaults"
+        out = {k: pre.get(k, v) for k, v in self.defaults.items()}
+        out["source"] = "processor files" if pre else f"{self.processor_class} class defaults"
         return out
+
+    def upscale_unsliced(self, settings: Mapping[str, Any]) -> bool:
+        """Whether an image that is not sliced is upscaled to about scale_resolution² (always, for 4.6 / 4.7)."""
+        return True
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
         height, width = positive((height, width), "image size (H, W pixels)")
@@ -220,7 +227,7 @@ class MiniCPMVMedia(MediaRule):
         fold = MODES[s["downsample_mode"]]
         unit, scale, p = v.patch_size * fold, int(s["scale_resolution"]), v.patch_size
         grid = slice_grid(height, width, int(s["max_slice_nums"]), scale) if s["slice_mode"] else None
-        oh, ow = best_resize(height, width, scale, unit, upscale=grid is None)
+        oh, ow = best_resize(height, width, scale, unit, upscale=grid is None and self.upscale_unsliced(s))
         grids = [(1, oh // p, ow // p)]
         rows = cols = 0
         if grid is not None:
@@ -242,16 +249,22 @@ class MiniCPMVMedia(MediaRule):
 
 
 class MiniCPMOcrMedia(MiniCPMVMedia):
-    """Images in pixels refused: ``MiniCPMOcrImageProcessor`` (torchvision only, not runnable where the rules are
-    verified) adds ``small_image_upsize`` (``"adaptive"``: upscaling chosen per image and slice from the glyph size
-    and density OpenCV measures, i.e. from the pixels' content) to the MiniCPM-V slicing; a rule that cannot be
-    checked against it is not shipped. Give the grids (t, h, w patches: overview and slices, sides multiples of 2
-    in ``"4x"``). Videos refused likewise."""
+    """``MiniCPMOcrImageProcessor``: the MiniCPM-V slicing (same helper functions, class defaults 9 slices, 448,
+    patch 14, ``"4x"``) plus ``small_image_upsize``: ``"always"`` (class default) upscales an unsliced image like
+    4.6; ``"never"`` keeps an unsliced image's size (sides only moved to multiples of patch x fold); sliced images
+    are unchanged by it. ``"adaptive"`` (upscaling chosen per image and per slice from the glyph size and density
+    OpenCV measures: the pixels' content) is refused: give the grids (t, h, w patches) instead. Videos refused."""
 
-    def image(self, spec, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError("minicpm_ocr: images in pixels are not modelled (its image processor's "
-                                    "small_image_upsize depends on the image content); give the grids (t, h, w "
-                                    "patches) instead")
+    defaults = {**PROCESSOR_DEFAULTS, "downsample_mode": "4x", "small_image_upsize": "always"}
+    processor_class = "MiniCPMOcrImageProcessor"
+
+    def upscale_unsliced(self, settings: Mapping[str, Any]) -> bool:
+        mode = settings["small_image_upsize"]
+        if mode not in ("always", "never"):
+            raise UnsupportedModelError(f"minicpm_ocr: small_image_upsize {mode!r}: only 'always' and 'never' are "
+                                        "modelled ('adaptive' depends on the image content); give the grids (t, h, "
+                                        "w patches) instead")
+        return mode == "always"
 
 
 _NOTES = ("tower layers after insert_layer_id run on the quarter grid (after the 2x2 window-attention merger)",
