@@ -294,3 +294,44 @@ def test_ocr_rule_helpers_are_the_4_6_processors():
             "patch_size": 2, "scale_resolution": 16, "small_image_upsize": upsize}})
         item = REG["minicpm_ocr"].media.image(spec, 11, 14)
         assert item.grids == (expected,) and item.visual_tokens == expected[1] * expected[2] // 4
+
+
+@pytest.mark.parametrize("selectors", [("projector", "lm.mlp"), ("language_model[-2:]",)],
+                         ids=["projector+lm-mlps", "last-2-lm-layers"])
+def test_partial_freezing_regimes(selectors):
+    """Finer regimes than whole parts (the LM is laid out per layer; the tower trains or freezes as a whole):
+    only the named weights train, every other part frozen; measured with requires_grad on the same modules."""
+    import copy
+
+    from vlm_perf.flops.regime import regime_flops
+    from vlm_perf.arch.trainability import Trainability
+
+    from .regimes import measure_regime, measured_parts
+
+    model = build_model(tiny_config("minicpmv4_6"), 0)
+    case = _aligned(model, dict(image_sizes=[(30, 50)]))
+    from .families import harness
+
+    h = harness("minicpmv4_6")
+    inputs, media = h.make_inputs(model, image_sizes=case["image_sizes"], text_len=case["text_len"], seed=1)
+    m = copy.deepcopy(model)
+    m.requires_grad_(False)
+    layers = m.model.language_model.layers
+    train = ([*h.part_modules(m)["projector"], *(layer.mlp for layer in layers)] if "projector" in selectors
+             else list(layers[-2:]))
+    for mod in train:
+        mod.requires_grad_(True)
+    measured = measured_parts(measure_regime(m, inputs, parts=h.part_modules(m), training=True), True)
+    spec = _spec(model)
+    from vlm_perf.stats import BatchStats
+
+    stats = BatchStats.from_batch(seq_lens=[media["seq_len"]], image_grids=media["image_grids"], spec=spec)
+    lib = regime_flops(spec, stats, Trainability.build(list(selectors)), causal="full").parts
+    over = 0
+    if "projector" not in selectors:
+        # layer 2 (a gated delta net) trains its depthwise conv: FlopCounterMode bills the weight gradient as a
+        # dense conv (ignores groups). Conv channels C = 2 * (2 heads x 8) + 4 x 8 = 64, kernel k = 4, on S + k - 1
+        # padded positions: counted 2·(S+k-1)·C·C·k, real 2·(S+k-1)·C·k.
+        c, k, rows = 64, 4, media["seq_len"] + 3
+        over = 2 * rows * c * c * k - 2 * rows * c * k
+    assert {**lib, "language_model": lib["language_model"] + over} == measured
