@@ -335,3 +335,25 @@ def test_partial_freezing_regimes(selectors):
         c, k, rows = 64, 4, media["seq_len"] + 3
         over = 2 * rows * c * c * k - 2 * rows * c * k
     assert {**lib, "language_model": lib["language_model"] + over} == measured
+
+
+
+def test_adapters_are_refused_not_guessed(tmp_path):
+    """Adapter configs name modules; MiniCPM-V's module names are not laid out (its tower, with the window-attention
+    merger and the folded layers, has no per-layer layout), so an adapter is refused with one typed line instead of
+    being matched against the wrong modules. Whole parts and LM selectors work (tests above)."""
+    import json
+
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.errors import UnsupportedModelError
+    from vlm_perf.flops.regime import regime_flops
+    from vlm_perf.ingest.adapter_config import read_adapter_config
+    from vlm_perf.stats import BatchStats
+
+    (tmp_path / "adapter_config.json").write_text(json.dumps(
+        {"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}))
+    spec = _spec(build_model(tiny_config("minicpmv4_6"), 0))
+    stats = BatchStats.from_batch(seq_lens=[64], image_grids=[(1, 8, 8)], spec=spec)
+    with pytest.raises(UnsupportedModelError, match="not laid out") as info:
+        regime_flops(spec, stats, Trainability.build(adapter=read_adapter_config(tmp_path)), causal="full")
+    assert "\n" not in str(info.value)
