@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from config_samples import SAMPLES, sample  # noqa: E402
 
 from vlm_perf.arch import FAMILIES, load_model, spec_from_config  # noqa: E402
+from vlm_perf.arch.params import total_params  # noqa: E402
 from vlm_perf.arch.fields import text_section  # noqa: E402
 from vlm_perf.arch.validate import MAX_SIZE, TEXT_FIELDS, VISION_FIELDS  # noqa: E402
 from vlm_perf.errors import ConfigError, InputError, VlmPerfError  # noqa: E402
@@ -224,6 +225,23 @@ def test_non_finite_json_literals_are_refused_with_the_line(tmp_path, literal):
     line = text[:text.index(literal)].count("\n") + 1
     with pytest.raises(InputError, match=f"config.json:{line}: {literal} is not a JSON number"):
         load_model(_write(tmp_path, text))
+
+
+def test_infinite_time_step_limit_is_accepted_and_other_infinities_are_not(tmp_path):
+    """Published Nemotron-H config.json files carry ``"time_step_limit": [0.0, Infinity]`` (Python's json writes
+    the default +inf dt clamp that way); no FLOP count reads it, so it loads. The same literal on a structural field
+    two lines later is still refused with its line."""
+    from vlm_perf.arch import preset_config
+
+    cfg = {k: v for k, v in preset_config("nemotron-h-8b").items() if not k.startswith("_")}
+    cfg["time_step_limit"] = [0.0, float("inf")]
+    text = json.dumps(cfg, indent=1)
+    assert "Infinity" in text
+    assert total_params(load_model(_write(tmp_path, text))) == 8_100_852_736
+    bad = text.replace(f'"num_attention_heads": {cfg["num_attention_heads"]}', '"num_attention_heads": Infinity', 1)
+    line = bad[:bad.index('"num_attention_heads": Infinity')].count("\n") + 1
+    with pytest.raises(InputError, match=f"config.json:{line}: Infinity is not a JSON number \\(field num_attention_heads"):
+        load_model(_write(tmp_path, bad))
 
 
 @pytest.mark.parametrize("depth", [65, 1000, 200_000])

@@ -163,8 +163,8 @@ def test_full_model_lm_flops_by_hand():
 
 
 def test_refusals():
-    with pytest.raises(UnsupportedModelError, match="MoE"):
-        spec_from_config(dict(TINY, hybrid_override_pattern="ME*"))
+    with pytest.raises(ConfigError, match="num_experts_per_tok"):
+        spec_from_config(dict(TINY, hybrid_override_pattern="ME*", n_routed_experts=4, num_experts_per_tok=6))
     with pytest.raises(ConfigError, match="hybrid_override_pattern"):
         spec_from_config(dict(TINY, hybrid_override_pattern="MX"))
     with pytest.raises(ConfigError, match="n_groups"):
@@ -216,3 +216,83 @@ def test_transformers_reference_scan_differs_by_explained_terms(length):
     c, q = length // 8, 8
     extra = 2 * c * q * q * 16 * (8 - 2) + 2 * (c + 1) ** 2 * 8 * 12 * 16
     assert got[torch.ops.aten.bmm] == parts["lm.attn_core"] + extra
+
+
+@pytest.mark.parametrize("preset,total,named", [("nemotron-h-8b", 8_100_852_736, 8), ("nemotron-h-56b", 56_324_350_464, 56),
+                                                ("nemotron-nano-9b-v2", 8_888_227_328, 9)])
+def test_presets_equal_transformers_meta_count(preset, total, named):
+    """The shipped presets (sources in each preset's note) = transformers' NemotronHForCausalLM on the meta device
+    built from the same file, and round to the size in the model's name (8B, 56B, 9B)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from vlm_perf.arch import load_model, preset_config
+
+    cfg = {k: v for k, v in preset_config(preset).items() if not k.startswith("_")}
+    with torch.device("meta"):
+        model = transformers.NemotronHForCausalLM(transformers.AutoConfig.for_model(**cfg))
+    assert total_params(load_model(preset)) == sum(p.numel() for p in model.parameters()) == total
+    assert round(total / 1e9) == named
+
+
+# --------------------------------------------------------------------------- MoE layers (Nemotron 3)
+MOE = dict(TINY, n_routed_experts=6, num_experts_per_tok=2, moe_intermediate_size=24,
+           moe_shared_expert_intermediate_size=40, n_group=2, topk_group=1)
+
+
+@pytest.mark.parametrize("pattern,extra", [("*E-E", {}), ("ME*E", {"moe_latent_size": 32, "mlp_bias": True})],
+                         ids=["moe", "latent-bias"])
+def test_moe_params_match_transformers_meta(pattern, extra):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = dict(MOE, hybrid_override_pattern=pattern, **extra)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**cfg))
+    assert total_params(spec_from_config(cfg)) == sum(p.numel() for p in model.parameters())
+
+
+def test_moe_layer_by_hand():
+    """6 experts top-2 of width 24 on h 64, shared MLP 40, router 64 -> 6; with a 32-wide latent the experts read
+    32 values and two 64 <-> 32 projections run per token."""
+    from vlm_perf.arch.blocks import PlainMoEMLP
+
+    b = PlainMoEMLP(part="language_model", count=1, hidden=64, num_experts=6, top_k=2, expert_width=24,
+                    shared_width=40)
+    assert b.per_token() == {"routed": 2 * 2 * 64 * 24 * 2, "shared": 2 * 2 * 64 * 40, "router": 2 * 64 * 6}
+    assert b.params() == 6 * 2 * 64 * 24 + 2 * 64 * 40 + 6 * 64
+    assert b.active_params() == 2 * 2 * 64 * 24 + 2 * 64 * 40 + 6 * 64
+    lat = PlainMoEMLP(part="language_model", count=1, hidden=64, num_experts=6, top_k=2, expert_width=24,
+                      shared_width=40, latent=32)
+    assert lat.per_token()["routed"] == 2 * 2 * 32 * 24 * 2 + 2 * 2 * 64 * 32
+
+
+@pytest.mark.parametrize("latent", [0, 32])
+@pytest.mark.parametrize("mode", ["forward", "training"])
+def test_moe_lm_against_flop_counter_on_transformers(mode, latent):
+    """FlopCounterMode on transformers' NemotronHForCausalLM (eager experts: each hit expert runs on its routed
+    tokens; attention + MLP + MoE layers, no Mamba layer, whose reference scan differs): equal to the count."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfg = dict(MOE, hybrid_override_pattern="*E-E", **({"moe_latent_size": latent} if latent else {}))
+    hf_cfg = transformers.AutoConfig.for_model(**cfg)
+    hf_cfg._attn_implementation = "eager"
+    hf_cfg._experts_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(hf_cfg).double().eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            if hasattr(layer.mixer, "gate"):
+                layer.mixer.gate.weight.normal_(0, 0.5)  # non-trivial routing
+    length = 24
+    ids = torch.randint(0, 96, (1, length))
+    with FlopCounterMode(display=False) as fc:
+        if mode == "training":
+            model(ids, use_cache=False).logits.mean().backward()
+        else:
+            with torch.no_grad():
+                model(ids, use_cache=False)
+    got = compute_flops(spec_from_config(cfg), BatchStats(lm_tokens=length, lm_tokens_sq=length ** 2,
+                                                          lm_sequences=1, lm_samples=1),
+                        mode=mode, causal="full").total
+    assert got == fc.get_total_flops()

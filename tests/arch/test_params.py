@@ -108,6 +108,8 @@ ROUNDED_TOTAL.update({  # --- paligemma --- llava_next --- (exact values in test
     "llama3.2-11b-vision": (10.7e9, 1e8, "hub meta-llama/Llama-3.2-11B-Vision: 10.7B params"),
     "llama3.2-90b-vision": (88.6e9, 1e8, "hub meta-llama/Llama-3.2-90B-Vision: 88.6B params"),
     "llama4-scout-17b-16e": (109e9, 1e9, "hub meta-llama/Llama-4-Scout-17B-16E model card: 109B total parameters"),
+    "llama4-maverick-17b-128e": (400e9, 1e10, "Meta model card: 400B total (round; 401.58B counted, see "
+                                              "tests/verify/test_llama4_flops.py)"),
     # --- qwen_omni --- thinkers only (exact values vs transformers' meta-device count: tests/verify/test_qwen_omni_presets.py)
     "qwen3-omni-30b-a3b": (31.72e9, 1e7, "thinker module dump 31,719,205,488 (ai-bot-pro/achatbot PR #196)"),
     "qwen2.5-omni-7b": (8.93e9, 1e7, "no published thinker total: its parts' published sizes (Qwen2.5-7B LM 7.62B, the "
@@ -115,6 +117,11 @@ ROUNDED_TOTAL.update({  # --- paligemma --- llava_next --- (exact values in test
 })
 ROUNDED_TOTAL.update({  # --- kimi_vl --- (exact hand count in tests/arch/test_kimi_vl.py)
     "kimi-vl-a3b-instruct": (16.4e9, 1e8, "hub moonshotai/Kimi-VL-A3B-Instruct: 16.4B params (card: 16B total)"),
+})
+ROUNDED_TOTAL.update({  # --- nemotron_h --- (exact = transformers' meta count: tests/verify/families/test_presets.py)
+    "nemotron-h-8b": (8e9, 1e9, "model name nvidia/Nemotron-H-8B-Base-8K: 8B"),
+    "nemotron-h-56b": (56e9, 1e9, "model name nvidia/Nemotron-H-56B-Base-8K: 56B"),
+    "nemotron-nano-9b-v2": (9e9, 1e9, "model name nvidia/NVIDIA-Nemotron-Nano-9B-v2: 9B"),
 })
 
 

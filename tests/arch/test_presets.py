@@ -31,7 +31,7 @@ GPT_OSS = ["gpt-oss-20b", "gpt-oss-120b"]  # tests/verify/test_gpt_oss_flops.py 
 EXPECTED += GPT_OSS
 MLLAMA = ["llama3.2-11b-vision", "llama3.2-90b-vision"]  # tests/verify/test_mllama_flops.py (meta-device count)
 EXPECTED += MLLAMA
-LLAMA4 = ["llama4-scout-17b-16e"]  # tests/verify/test_llama4_flops.py (meta-device count)
+LLAMA4 = ["llama4-scout-17b-16e", "llama4-maverick-17b-128e"]  # tests/verify/test_llama4_flops.py (meta-device count)
 EXPECTED += LLAMA4
 OMNI = ["qwen2.5-omni-7b", "qwen3-omni-30b-a3b"]  # thinker_config only; tests/verify/test_qwen_omni_presets.py
 EXPECTED += OMNI
@@ -39,6 +39,8 @@ KIMI_VL = ["kimi-vl-a3b-instruct"]  # tests/arch/test_kimi_vl.py
 EXPECTED += KIMI_VL
 MINICPMV = ["minicpm-v-4.6"]  # tests/verify/test_minicpmv_flops.py (hub total = meta-device count)
 EXPECTED += MINICPMV
+NEMOTRON_H = ["nemotron-h-8b", "nemotron-h-56b", "nemotron-nano-9b-v2"]  # LM only; tests/verify/families/test_presets.py
+EXPECTED += NEMOTRON_H
 NO_DTYPE_HUB = set(GPT_OSS)  # the hub files state no torch_dtype (MXFP4 experts, quantization_config)
 NO_DTYPE_HUB |= set(MINICPMV)  # transformers 5.7 wrote no dtype key into MiniCPM-V 4.6's config.json
 FLOAT32_HUB = {"paligemma-3b-224"}  # the hub file says float32 (PaliGemma 1 was released in float32)
@@ -149,10 +151,14 @@ LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "llama3.2-11b-vision": (40, 4096, 32, 8, 128, 14336, 128256, False),  # Llama 3.1 8B dims + 8 cross layers
     "llama3.2-90b-vision": (100, 8192, 64, 8, 128, 28672, 128256, False),  # Llama 3.1 70B dims + 20 cross layers
     "llama4-scout-17b-16e": (48, 5120, 40, 8, 128, 16384, 202048, False),  # dense width intermediate_size_mlp (unused)
+    "llama4-maverick-17b-128e": (48, 5120, 40, 8, 128, 16384, 202048, False),  # dense MLP on even layers
     "qwen2.5-omni-7b": (28, 3584, 28, 4, 128, 18944, 152064, False),  # thinker: Qwen2.5-7B LM
     "qwen3-omni-30b-a3b": (48, 2048, 32, 4, 128, 768, 152064, False),  # thinker: Qwen3-30B-A3B-like MoE LM
     "kimi-vl-a3b-instruct": (27, 2048, 16, 16, 128, 11264, 163840, False),  # MLA: head_dim = v_head_dim
     "minicpm-v-4.6": (24, 1024, 8, 2, 256, 3584, 248094, True),  # Qwen3.5 text LM, tied head
+    "nemotron-h-8b": (52, 4096, 32, 8, 128, 21504, 131072, False),  # hybrid: 24 Mamba-2, 4 attention, 24 MLP
+    "nemotron-h-56b": (118, 8192, 64, 8, 128, 32768, 131072, False),
+    "nemotron-nano-9b-v2": (56, 4480, 40, 8, 128, 15680, 131072, False),
 })
 
 

@@ -131,3 +131,45 @@ def test_smolvlm_video_per_part(frozen):
         stats = BatchStats.from_batch(seq_lens=[m.media["seq_len"]], video_grids=[v.grid], spec=spec)
         lib = compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen if mode == "training" else ())
         assert lib.parts == m.parts(mode), mode
+
+
+BATCHES = {"image+video": [dict(image_sizes=[(30, 50)]), dict(video_sizes=[(4, 90, 40)])],
+           "two-videos-padded": [dict(video_sizes=[(2, 100, 200)]), dict(video_sizes=[(5, 64, 64)])]}
+
+
+@pytest.mark.parametrize("frozen", [(), ("vision_tower",)], ids=["all", "frozen-tower"])
+@pytest.mark.parametrize("batch", sorted(BATCHES))
+def test_smolvlm_mixed_batch_per_part(batch, frozen):
+    """Two samples in one batch (issue 21): an image sample (split into 2 tiles + a global one) beside a 4-frame
+    video, and two videos of 2 and 5 frames. ``pixel_values`` is padded to the longest sample with all-zero
+    images, which the model drops: only real tiles and frames reach tower and connector. The library counts the
+    image grids and the video grids of the batch (B = 2 rows of equal length). Exact per part, forward and
+    training."""
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    from .families import common
+    from .families.idefics3 import make_batch, part_modules
+
+    model = build_model(tiny_config(smolvlm=True), 0)
+    spec = spec_from_config(model.config.to_dict(), name="tiny-smolvlm", processor=PROCESSOR)
+    rule = FAMILIES["smolvlm"].media
+    samples = BATCHES[batch]
+    images = [rule.image(spec, h, w) for s in samples for h, w in s.get("image_sizes", ())]
+    videos = [rule.video(spec, *v) for s in samples for v in s.get("video_sizes", ())]
+    inputs, media = make_batch(model, samples)
+    real = sum(m["images_in_tower"] for m in media["samples"])
+    assert sum(i.tiles for i in images) + sum(v.tiles for v in videos) == real
+    assert inputs["pixel_values"].shape[1] * 2 > real  # there is padding to drop
+    assert sum(i.visual_tokens for i in images) + sum(v.visual_tokens for v in videos) == sum(
+        m["visual_tokens"] for m in media["samples"])
+    stats = BatchStats.from_batch(seq_len=media["seq_len"], samples=2, image_grids=[i.grid for i in images],
+                                  video_grids=[v.grid for v in videos], spec=spec)
+    for mode in ("forward", "training"):
+        fz = frozen if mode == "training" else ()
+        m = common.count(model, inputs, part_modules(model), training=mode == "training", frozen=fz)
+        m.check()
+        lib = compute_flops(spec, stats, mode=mode, causal="full", frozen=fz)
+        assert lib.parts == m.parts(mode), (batch, mode)

@@ -100,6 +100,31 @@ def test_scout_preset_equals_transformers_count_and_the_published_total():
     assert abs(total - 109e9) < 0.5e9  # "109B total" (Meta's model card)
 
 
+def test_maverick_preset_equals_transformers_count_and_the_published_sizes():
+    """Maverick (cited copies of its config.json: see the preset note): MoE on every second layer (24 of 48),
+    the others a dense gated MLP of 16384. vlm-perf's count = transformers' meta-device count. Published "400B
+    total / 17B active": active = total - the 127 unused experts of each MoE layer (3 x 5120 x 8192 each), by hand,
+    minus the vision tower and projector -> 17.2B LM parameters per token, "17B"."""
+    from vlm_perf.arch import load_model
+    from vlm_perf.arch.params import count_params
+
+    import transformers
+
+    cfg = load_preset("Llama-4-Maverick-17B-128E-Instruct")
+    with torch.device("meta"):
+        meta = transformers.Llama4ForConditionalGeneration(transformers.AutoConfig.for_model(**cfg))
+    total = sum(p.numel() for p in meta.parameters())
+    c = count_params(load_model("llama4-maverick-17b-128e"))
+    assert c.total == total == 401_583_781_376
+    assert c.vision_tower + c.merger == sum(p.numel() for p in meta.vision_model.parameters()) + sum(
+        p.numel() for p in meta.multi_modal_projector.parameters())  # vlm-perf bills the pixel-shuffle MLP as merger
+    assert c.lm == sum(p.numel() for p in meta.language_model.parameters())
+    assert abs(total - 400e9) < 5e9  # "400B total" (Meta's model card), a round figure
+    moe_layers, experts, expert = 48 // 2, 128, 3 * 5120 * 8192
+    active_lm = c.lm - moe_layers * (experts - 1) * expert
+    assert abs(active_lm - 17e9) < 0.5e9, active_lm  # "17B active"
+
+
 def test_chunked_layers_under_causal_half_by_hand():
     """A chunk of C = 16 (tiny config): a sequence of 40 tokens = chunks 16 + 16 + 8, so a chunked causal kernel
     computes (16² + 16² + 8²)/2 = 288 score entries per head-dim unit; the NoPE layer 40²/2 = 800; eager both 1600."""

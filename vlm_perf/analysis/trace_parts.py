@@ -66,6 +66,7 @@ COMPONENT_TRACE_PART = {
     "lm.attn_core": "language_model.attention", "lm.dense_mlp": "language_model.mlp",
     "lm.routed_experts": "language_model.mlp", "lm.shared_experts": "language_model.mlp",
     "lm.router": "language_model.mlp", "lm.logits": "language_model.head", "lm.mtp": "language_model.other",
+    "lm.altup": "language_model.other", "lm.laurel": "language_model.other", "lm.per_layer_input": "language_model.other",
     # an audio encoder (Omni thinkers): its modules have no trace zone yet, so its kernels and FLOPs both land in
     # model.other (attributed together, never mixed into the vision tower or the LM)
     **{name: "model.other" for name in AUDIO_COMPONENTS},

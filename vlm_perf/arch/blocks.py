@@ -127,7 +127,8 @@ class VisionLayers(Block):
     """``count`` identical pre-norm ViT layers (bidirectional attention).
 
     ``attention``: ``"frame"`` = full attention per image / tile / temporal slice (statistic
-    ``vision_patches_sq_frame``), ``"window"`` = Qwen2.5-VL windows (``vision_window_sq``).
+    ``vision_patches_sq_frame``), ``"window"`` = Qwen2.5-VL windows (``vision_window_sq``), ``"item"`` = one
+    sequence over all frames of a grid row / video chunk (Kimi K2.5 MoonViT3d: ``vision_patches_sq_item``).
     ``cls``: the sequence carries one CLS token per frame/tile (rows ``vision_patches + vision_cls_tokens``).
     ``mlp_gated``: gate/up/down (3 matrices) vs fc1/fc2 (2).
     ``layer_scale``: two learned per-channel scales (InternViT ``lambda_1``/``lambda_2``).
@@ -150,8 +151,8 @@ class VisionLayers(Block):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.attention not in ("frame", "window"):
-            raise ValueError(f"VisionLayers.attention must be 'frame' or 'window', got {self.attention!r}")
+        if self.attention not in ("frame", "window", "item"):
+            raise ValueError(f"VisionLayers.attention must be 'frame', 'window' or 'item', got {self.attention!r}")
 
     @property
     def attn_width(self) -> int:
@@ -172,7 +173,8 @@ class VisionLayers(Block):
         return 2 * norm_params(h, self.norm) + attn + mlp + extra
 
     def describe(self) -> str:
-        where = {"frame": "full attention per image/tile/frame", "window": "windowed attention"}[self.attention]
+        where = {"frame": "full attention per image/tile/frame", "window": "windowed attention",
+                 "item": "full attention per image / video chunk (all its frames jointly)"}[self.attention]
         mlp = f"{'gated' if self.mlp_gated else 'plain'} MLP {self.width}->{self.mlp_width}->{self.width}"
         cls = " + CLS" if self.cls else ""
         return (f"{self.count} ViT layers, width {self.width}, {self.num_heads}x{self.head_dim} heads, "
@@ -1287,3 +1289,566 @@ class WindowAttentionMerger(Block):
         u = self.unit
         return (f"window-attention merger: {self.num_heads}x{self.head_dim} heads within {self.window}x{self.window} "
                 f"windows, MLP {u * self.width} -> {u * self.mlp_width} -> {self.width} per window (1/{u} of the rows)")
+# --- nemotron_h_omni ---
+
+
+@dataclass(frozen=True)
+class ImageVideoPatchEmbed(Block):
+    """Two patch projections of one tower (RADIO's CPE patch generator in Nemotron omni): images through a
+    Linear of ``image_volume`` (C x P^2) values, video tubelets (``T_p`` frames stacked on the channels)
+    through a second Linear of ``video_volume`` (T_p x C x P^2) values, both to ``width``; rows
+    ``vision_patches - video_patches`` and ``video_patches``. Inputs are pixels: no input gradient.
+    ``video_volume`` 0: no video projection stored (image-only towers)."""
+
+    kind: ClassVar[str] = "image_video_patch_embed"
+    image_volume: int
+    video_volume: int
+    width: int
+    bias: bool = False
+
+    def params(self) -> int:
+        video = linear_params(self.video_volume, self.width, self.bias) if self.video_volume else 0
+        return linear_params(self.image_volume, self.width, self.bias) + video
+
+    def describe(self) -> str:
+        video = f", video tubelets {self.video_volume} -> {self.width}" if self.video_volume else ""
+        return f"patch embed Linear: images {self.image_volume} -> {self.width}{video}"
+
+
+__all__ += ["ImageVideoPatchEmbed"]
+
+
+@dataclass(frozen=True)
+class PlainMoEMLP(Block):
+    """``count`` Nemotron-H MoE layers (transformers ``NemotronHMoE``): router h -> E (no bias; the sigmoid /
+    group-limited top-k and the correction-bias buffer are not matmuls), optional latent projections
+    h -> L -> ... -> h around the experts (``latent`` 0: none), E **non-gated** experts in -> F -> in (up/down, no
+    bias, relu²; in = L or h) of which top-k run per token, and ONE non-gated shared MLP h -> F_sh -> h
+    (``bias``: the latent projections' and the shared MLP's biases, ``mlp_bias``)."""
+
+    kind: ClassVar[str] = "plain_moe_mlp"
+    hidden: int
+    num_experts: int
+    top_k: int
+    expert_width: int
+    shared_width: int
+    latent: int = 0
+    bias: bool = False
+
+    @property
+    def expert_in(self) -> int:
+        return self.latent or self.hidden
+
+    def per_token(self) -> dict[str, int]:
+        h, latent = self.hidden, 2 * 2 * self.hidden * self.latent
+        return {"routed": 2 * 2 * self.expert_in * self.expert_width * self.top_k + latent,
+                "shared": 2 * 2 * h * self.shared_width, "router": 2 * h * self.num_experts}
+
+    def _dense(self) -> int:
+        h = self.hidden
+        latent = linear_params(h, self.latent, self.bias) + linear_params(self.latent, h, self.bias) \
+            if self.latent else 0
+        shared = linear_params(h, self.shared_width, self.bias) + linear_params(self.shared_width, h, self.bias)
+        return latent + shared + self.num_experts * h
+
+    def params(self) -> int:
+        return self.num_experts * 2 * self.expert_in * self.expert_width + self._dense()
+
+    def active_params(self) -> int:
+        """What one token touches: top-k routed experts + latent projections + shared MLP + router."""
+        return self.top_k * 2 * self.expert_in * self.expert_width + self._dense()
+
+    def describe(self) -> str:
+        latent = f", latent {self.latent}" if self.latent else ""
+        return (f"{self.count} MoE MLP: {self.num_experts} plain experts top-{self.top_k} of width "
+                f"{self.expert_width}{latent} + 1 shared ({self.shared_width}), router {self.hidden} -> "
+                f"{self.num_experts}")
+
+
+__all__ += ["PlainMoEMLP"]
+
+
+@dataclass(frozen=True)
+class ParakeetSubsampling(Block):
+    """Parakeet / FastConformer ``dw_striding`` subsampling (transformers ``ParakeetEncoderSubsamplingConv2D``),
+    on the clips of one encoder call padded to its longest: Conv2d(1 -> c, 3x3, stride 2) then twice a depthwise
+    Conv2d(c, 3x3, stride 2, groups c) + pointwise Conv2d(c -> c, 1x1), all biased, over (frames, mel bins); then
+    Linear(c · mel/8 -> d, bias) per output frame. Rows: ``audio_conv_frames_s2/_s4/_s8`` x the mel bins halved
+    1/2/3 times."""
+
+    kind: ClassVar[str] = "parakeet_subsampling"
+    mel_bins: int
+    channels: int
+    width: int
+
+    def freq_bins(self, k: int) -> int:
+        n = self.mel_bins
+        for _ in range(k):
+            n = halve(n)
+        return n
+
+    def params(self) -> int:
+        c = self.channels
+        return 10 * c + 2 * (10 * c + c * c + c) + linear_params(c * (self.mel_bins // 8), self.width, True)
+
+    def describe(self) -> str:
+        return (f"subsampling x8: Conv2d 1 -> {self.channels} 3x3/2, 2 x (depthwise 3x3/2 + pointwise), "
+                f"Linear {self.channels * (self.mel_bins // 8)} -> {self.width}")
+
+
+@dataclass(frozen=True)
+class ConformerLayers(Block):
+    """``count`` FastConformer layers (transformers ``ParakeetEncoderBlock``) on ``audio_tokens`` rows (clips padded
+    to the call's longest): two half-step feed-forwards d -> f -> d, relative-position self-attention (q/k/v/o,
+    ``relative_k_proj`` on the 2T − 1 sinusoidal positions of each clip, content bias u and position bias v, the
+    Transformer-XL position term q·Rᵀ of T x (2T − 1) per clip and head), the convolution module (pointwise
+    d -> 2d, GLU, depthwise k, BatchNorm, pointwise d -> d) and five LayerNorms."""
+
+    kind: ClassVar[str] = "conformer_layers"
+    width: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    ffn: int
+    conv_kernel: int
+    bias: bool = True  # attention_bias: the feed-forwards' and q/k/v/o biases
+    conv_bias: bool = True
+
+    def params(self) -> int:
+        d, q, kv = self.width, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        ff = 2 * (linear_params(d, self.ffn, self.bias) + linear_params(self.ffn, d, self.bias))
+        attn = (linear_params(d, q, self.bias) + 2 * linear_params(d, kv, self.bias) + linear_params(q, d, self.bias)
+                + d * q + 2 * q)
+        conv = (linear_params(d, 2 * d, self.conv_bias) + d * self.conv_kernel + (d if self.conv_bias else 0)
+                + 2 * d + linear_params(d, d, self.conv_bias))
+        return ff + attn + conv + 5 * 2 * d
+
+    def describe(self) -> str:
+        return (f"{self.count} FastConformer layers, width {self.width}, {self.num_heads}x{self.head_dim} heads "
+                f"(relative positions), 2 FFN {self.width}->{self.ffn}, conv module k {self.conv_kernel}")
+
+
+@dataclass(frozen=True)
+class AudioMlpProjector(Block):
+    """RMSNorm(d) -> Linear(d -> hidden) -> relu² -> Linear(hidden -> out) on ``audio_tokens`` rows (every encoder
+    position of the padded call; the padding rows are dropped after it): Nemotron omni's ``embed_audio``."""
+
+    kind: ClassVar[str] = "audio_mlp_projector"
+    in_width: int
+    hidden_width: int
+    out_width: int
+    bias: bool = False
+
+    def params(self) -> int:
+        return (self.in_width + linear_params(self.in_width, self.hidden_width, self.bias)
+                + linear_params(self.hidden_width, self.out_width, self.bias))
+
+    def describe(self) -> str:
+        return f"audio projector: rmsnorm({self.in_width}) -> {self.hidden_width} -> {self.out_width} on encoder rows"
+
+
+__all__ += ["AudioMlpProjector", "ConformerLayers", "ParakeetSubsampling"]
+
+
+# --- sam --- (SAM / ViTDet image encoder: GOT-OCR2's tower, DeepSeek-VL-hybrid's high-resolution tower)
+# Every SAM tower input is one fixed-size square tile (the patch embed refuses any other size), so these blocks
+# cost a constant per tile: their FLOPs are per-tile constants times the tiles, ``vision_patches // tile_patches``
+# (``tile_patches``: patches of one tile in the model's summary grid, fixed for these families; exact from grids
+# and from pre-aggregated metadata rows alike), or ``vision_frames`` when ``tile_patches`` is 0.
+
+
+def strided_side(side: int) -> int:
+    """Output side of a Conv2d(kernel 3, stride 2, padding 1) on ``side`` positions: floor((side − 1) / 2) + 1."""
+    return (side - 1) // 2 + 1
+
+
+@dataclass(frozen=True)
+class SamEmbed(Block):
+    """SAM patch embed (Conv2d kernel = stride = patch, bias) on a ``side`` x ``side`` tile, plus the learned
+    absolute position grid ``side`` x ``side`` x ``width`` added to it (``use_abs_pos``; no matmul)."""
+
+    kind: ClassVar[str] = "sam_embed"
+    in_volume: int
+    width: int
+    side: int
+    abs_pos: bool = True
+    tile_patches: int = 0
+
+    def params(self) -> int:
+        return linear_params(self.in_volume, self.width, True) + (self.side * self.side * self.width
+                                                                  if self.abs_pos else 0)
+
+    def describe(self) -> str:
+        pos = f" + absolute positions {self.side}x{self.side}" if self.abs_pos else ""
+        return f"SAM patch embed conv {self.in_volume} -> {self.width} on a {self.side}x{self.side} grid{pos}"
+
+
+@dataclass(frozen=True)
+class SamVisionLayers(Block):
+    """``count`` SAM / ViTDet layers on a ``side`` x ``side`` patch grid per tile: LayerNorm -> fused qkv
+    Linear(h -> 3h, ``qkv_bias``) -> attention with decomposed relative position bias -> proj Linear(h -> h,
+    bias) -> LayerNorm -> MLP lin1 (h -> m, bias) -> GELU -> lin2 (m -> h, bias).
+
+    ``window`` > 0: windowed layer: the grid is zero-padded to a multiple of ``window`` after the first norm,
+    so qkv, proj and attention run on ceil(side/window)^2 windows of window^2 tokens (padding included); the MLP
+    runs on the side^2 real tokens. ``window`` 0: global attention over the side^2 tokens.
+    ``rel_pos`` (``use_rel_pos``): per window, q is multiplied with the height and width tables (einsums
+    ``bhwc,hkc->bhwk`` and ``bhwc,wkc->bhwk``: 2·2·h·L·S for L = S^2 tokens of side S); the tables
+    (2S−1) x head_dim are parameters, so backward is a weight GEMM's. Tables: 2 x (2S−1) x head_dim."""
+
+    kind: ClassVar[str] = "sam_vision_layers"
+    width: int
+    num_heads: int
+    mlp_width: int
+    side: int
+    window: int = 0
+    qkv_bias: bool = True
+    rel_pos: bool = True
+    tile_patches: int = 0
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.num_heads
+
+    @property
+    def attention_side(self) -> int:
+        """Side S of one attention sequence (a window, or the whole grid)."""
+        return self.window if self.window else self.side
+
+    @property
+    def sequences(self) -> int:
+        """Attention sequences per tile (windows after padding, or 1)."""
+        if not self.window:
+            return 1
+        per_side = -(-self.side // self.window)
+        return per_side * per_side
+
+    def params(self) -> int:
+        h, m = self.width, self.mlp_width
+        tables = 2 * (2 * self.attention_side - 1) * self.head_dim if self.rel_pos else 0
+        return (2 * norm_params(h, "layernorm") + linear_params(h, 3 * h, self.qkv_bias) + linear_params(h, h, True)
+                + linear_params(h, m, True) + linear_params(m, h, True) + tables)
+
+    def describe(self) -> str:
+        where = (f"{self.window}x{self.window} windows (grid padded to a multiple)" if self.window
+                 else f"global attention over {self.side}x{self.side}")
+        rel = ", decomposed relative positions" if self.rel_pos else ""
+        return (f"{self.count} SAM layers, width {self.width}, {self.num_heads} heads, {where}{rel}, "
+                f"MLP {self.width}->{self.mlp_width}->{self.width}")
+
+
+@dataclass(frozen=True)
+class SamNeck(Block):
+    """SAM neck on a ``side`` x ``side`` grid per tile: Conv2d 1x1 (width -> channels, no bias) -> LayerNorm ->
+    Conv2d 3x3 padding 1 (channels -> channels, no bias) -> LayerNorm (channels-first LayerNorms)."""
+
+    kind: ClassVar[str] = "sam_neck"
+    width: int
+    channels: int
+    side: int
+    tile_patches: int = 0
+
+    def params(self) -> int:
+        c = self.channels
+        return self.width * c + 9 * c * c + 2 * norm_params(c, "layernorm")
+
+    def describe(self) -> str:
+        return (f"{self.count} SAM neck: conv 1x1 {self.width} -> {self.channels}, LayerNorm, conv 3x3 "
+                f"{self.channels} -> {self.channels}, LayerNorm on {self.side}x{self.side}")
+
+
+@dataclass(frozen=True)
+class StridedConvs(Block):
+    """A chain of Conv2d(kernel 3, stride 2, padding 1, no bias) over ``channels`` (c0 -> c1 -> ...) on a
+    ``side`` x ``side`` grid per tile (after a bilinear resize to ``resize`` x ``resize`` when set: not a
+    matmul), then an optional Linear(c_last -> ``linear``, bias) on the output positions.
+
+    GOT-OCR2's projector (convs 256 -> 512 -> h on 64 -> 32 -> 16, Linear h -> h: 256 tokens per tile) and
+    DeepSeek-VL-hybrid's ``high_res_vision_proj`` (resize to 4·24, convs 256 -> 512 -> 1024: 24 x 24 tokens).
+    ``component`` places it (``vision.merger``: projector; ``vision.mlp``: tower); ``first_input`` is the
+    first conv's input kind (``upstream`` when it is the first op of the projector). ``runs``: how many times
+    one stored copy runs per tile (DeepSeek-VL-hybrid applies its one ``high_res_vision_proj`` to two inputs)."""
+
+    kind: ClassVar[str] = "strided_convs"
+    channels: tuple[int, ...]
+    side: int
+    resize: int = 0
+    linear: int = 0
+    component: str = "vision.merger"
+    first_input: str = "stage"
+    runs: int = 1
+    tile_patches: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.channels) < 2:
+            raise ValueError("StridedConvs needs at least 2 channel widths (one conv)")
+
+    def sides(self) -> tuple[int, ...]:
+        """Output side of each conv in turn."""
+        out, side = [], self.resize or self.side
+        for _ in self.channels[1:]:
+            side = strided_side(side)
+            out.append(side)
+        return tuple(out)
+
+    @property
+    def out_tokens(self) -> int:
+        return self.sides()[-1] ** 2
+
+    def params(self) -> int:
+        convs = sum(9 * a * b for a, b in zip(self.channels[:-1], self.channels[1:]))
+        return convs + (linear_params(self.channels[-1], self.linear, True) if self.linear else 0)
+
+    def describe(self) -> str:
+        chain = " -> ".join(str(c) for c in self.channels)
+        sides = " -> ".join(str(s) for s in (self.resize or self.side,) + self.sides())
+        resize = f"resize {self.side} -> {self.resize}, " if self.resize else ""
+        lin = f", Linear {self.channels[-1]} -> {self.linear}" if self.linear else ""
+        runs = f", run {self.runs} times per tile" if self.runs != 1 else ""
+        return f"{self.count} x {resize}convs 3x3/2 {chain} on {sides}{lin}{runs}"
+
+
+@dataclass(frozen=True)
+class HybridAligner(Block):
+    """DeepSeek-VL-hybrid's aligner on ``vision_merged_tokens`` rows: Linear(low -> out/2) on the SigLIP tokens
+    and Linear(high -> out/2) on the SAM tokens (both biased, each the first op after its tower), concatenated,
+    GELU, Linear(out -> out, bias)."""
+
+    kind: ClassVar[str] = "hybrid_aligner"
+    low_width: int
+    high_width: int
+    out_width: int
+
+    def params(self) -> int:
+        half = self.out_width // 2
+        return (linear_params(self.low_width, half, True) + linear_params(self.high_width, half, True)
+                + linear_params(self.out_width, self.out_width, True))
+
+    def describe(self) -> str:
+        half = self.out_width // 2
+        return (f"aligner: Linear {self.low_width} -> {half} (low-res) ‖ Linear {self.high_width} -> {half} "
+                f"(high-res), GELU, Linear {self.out_width} -> {self.out_width}")
+
+
+__all__ += ["HybridAligner", "SamEmbed", "SamNeck", "SamVisionLayers", "StridedConvs", "strided_side"]
+# --- gemma3n ---
+# Gemma 3n's text decoder (transformers models/gemma3n: ``Gemma3nTextModel`` / ``Gemma3nTextDecoderLayer``): every
+# layer carries AltUp (n parallel copies of the hidden state, one active), a LAuReL low-rank residual and a gated
+# per-layer input; the last ``num_kv_shared_layers`` layers reuse an earlier layer's keys and values.
+
+
+@dataclass(frozen=True)
+class SharedKVDecoderAttention(DecoderAttention):
+    """``count`` attention sublayers that reuse the keys / values of an earlier layer of the same type (Gemma 3n's
+    KV-shared layers, ``kv_sharing_modes`` "reuse"): q/o projections and q RMSNorm only (no k/v projection, no
+    k norm); the core attends the producer's keys (the same sequence: same square, same window)."""
+
+    kind: ClassVar[str] = "shared_kv_decoder_attention"
+
+    def proj_per_token(self) -> int:
+        return 2 * 2 * self.hidden * self.q_width
+
+    def params(self) -> int:
+        h = self.hidden
+        p = linear_params(h, self.q_width, self.qkv_bias) + linear_params(self.q_width, h, self.o_bias)
+        return p + (self.head_dim if self.qk_norm else 0)
+
+    def describe(self) -> str:
+        return super().describe() + " reusing an earlier layer's keys / values (q/o only)"
+
+
+@dataclass(frozen=True)
+class AltUpLayer(Block):
+    """``count`` AltUp predict / correct steps (``Gemma3nTextAltUp``) over ``streams`` copies of width ``hidden``.
+
+    Per token: predict: RMSNorm -> ``modality_router`` Linear(h -> n) on the active stream, ``prediction_coefs``
+    Linear(n -> n²), then the (h x n) x (n x n) stream mix (a matmul of two activations: no weight, both inputs need
+    gradients); correct: ``modality_router`` Linear(h -> n) again on the layer output, ``correction_coefs``
+    Linear(n -> n). Parameters: router norm and ``correct_output_scale`` (h each), router h·n, coefficients n³ + n²."""
+
+    kind: ClassVar[str] = "altup_layer"
+    hidden: int
+    streams: int
+
+    def weight_per_token(self) -> int:
+        h, n = self.hidden, self.streams
+        return 2 * (2 * h * n + n * n * n + n * n)
+
+    def mix_per_token(self) -> int:
+        return 2 * self.hidden * self.streams * self.streams
+
+    def params(self) -> int:
+        h, n = self.hidden, self.streams
+        return 2 * h + h * n + n ** 3 + n * n
+
+    def describe(self) -> str:
+        return (f"{self.count} AltUp predict/correct over {self.streams} streams of {self.hidden} (router h -> n twice, "
+                f"coefficients n -> n² and n -> n, stream mix h x n x n per token)")
+
+
+@dataclass(frozen=True)
+class LaurelBlock(Block):
+    """``count`` LAuReL low-rank residuals (``Gemma3nTextLaurelBlock``): Linear(h -> r) -> Linear(r -> h) ->
+    RMSNorm, no bias."""
+
+    kind: ClassVar[str] = "laurel_block"
+    hidden: int
+    rank: int
+
+    def params(self) -> int:
+        return 2 * self.hidden * self.rank + self.hidden
+
+    def describe(self) -> str:
+        return f"{self.count} LAuReL residual {self.hidden} -> {self.rank} -> {self.hidden} + RMSNorm"
+
+
+@dataclass(frozen=True)
+class PerLayerInputGate(Block):
+    """``count`` per-layer input gates (``Gemma3nTextDecoderLayer``): ``per_layer_input_gate`` Linear(h -> p), act,
+    times the layer's per-layer input (elementwise), ``per_layer_projection`` Linear(p -> h), RMSNorm(h); no bias."""
+
+    kind: ClassVar[str] = "per_layer_input_gate"
+    hidden: int
+    width: int
+
+    def params(self) -> int:
+        return 2 * self.hidden * self.width + self.hidden
+
+    def describe(self) -> str:
+        return f"{self.count} per-layer input gates {self.hidden} -> {self.width} -> {self.hidden} + RMSNorm"
+
+
+@dataclass(frozen=True)
+class AltUpStreams(Block):
+    """Gemma 3n's model-level stream machinery (``Gemma3nTextModel``), once per token: ``per_layer_model_projection``
+    Linear(h -> L·p) (+ RMSNorm(p)), ``altup_projections`` and ``altup_unembed_projections``: (n - 1) Linear(h -> h)
+    each; no bias. (The per-layer embedding table is a lookup: a :class:`TokenEmbedding`.)"""
+
+    kind: ClassVar[str] = "altup_streams"
+    hidden: int
+    streams: int
+    layers: int
+    per_layer_width: int
+
+    def params(self) -> int:
+        h = self.hidden
+        return h * self.layers * self.per_layer_width + self.per_layer_width + 2 * (self.streams - 1) * h * h
+
+    def describe(self) -> str:
+        h = self.hidden
+        return (f"per-layer input projection {h} -> {self.layers} x {self.per_layer_width}, {self.streams - 1} AltUp "
+                f"stream projections and {self.streams - 1} unembed projections {h} -> {h}")
+
+
+__all__ += ["AltUpLayer", "AltUpStreams", "LaurelBlock", "PerLayerInputGate", "SharedKVDecoderAttention"]
+# Gemma 3n's audio encoder (transformers ``Gemma3nAudioEncoder``, a USM-style conformer) and its embedder. Rows from
+# the ``audio_*`` statistics of one encoder call (``AudioSpec.frontend == "sscp"``, vlm_perf.stats.audio): every clip
+# padded to the call's longest.
+
+
+def sscp_out(n: int, kernel: int, stride: int, pad: int) -> int:
+    """Output length of a convolution over ``n`` positions padded by ``pad`` in total: (n + pad - k) // s + 1."""
+    return (n + pad - kernel) // stride + 1
+
+
+@dataclass(frozen=True)
+class SSCPFrontEnd(Block):
+    """Gemma 3n's sub-sampling convolution projection (``Gemma3nAudioSubSampleConvProjection``): two Conv2d over
+    (time, mel) without bias (``kernels`` / ``strides`` per conv as (time, freq); time padded (0, k - 1), freq (1, 1)),
+    each followed by a cumulative group norm (one weight per channel) and ReLU, then ``input_proj_linear``
+    Linear(c_1·F_2 -> d, no bias). Rows: ``audio_conv_frames_s2`` (B·T_1) and ``audio_conv_frames_s4`` (B·T_2).
+    The first conv reads features (no input gradient)."""
+
+    kind: ClassVar[str] = "sscp_front_end"
+    mel_bins: int
+    channels: tuple[int, int]
+    kernels: tuple[tuple[int, int], tuple[int, int]]
+    strides: tuple[tuple[int, int], tuple[int, int]]
+    width: int
+
+    def freq_bins(self, k: int) -> int:
+        """Mel bins after ``k`` (1 or 2) convolutions."""
+        n = self.mel_bins
+        for i in range(k):
+            n = sscp_out(n, self.kernels[i][1], self.strides[i][1], 2)
+        return n
+
+    def params(self) -> int:
+        (c0, c1), (k0, k1) = self.channels, self.kernels
+        return (c0 * k0[0] * k0[1] + c0) + (c1 * c0 * k1[0] * k1[1] + c1) + c1 * self.freq_bins(2) * self.width
+
+    def describe(self) -> str:
+        c0, c1 = self.channels
+        return (f"audio sub-sampling convs: Conv2d 1 -> {c0} {self.kernels[0]} stride {self.strides[0]}, Conv2d "
+                f"{c0} -> {c1} {self.kernels[1]} stride {self.strides[1]} over {self.mel_bins} mel bins, Linear "
+                f"{c1 * self.freq_bins(2)} -> {self.width}")
+
+
+@dataclass(frozen=True)
+class ChunkedConformerLayers(Block):
+    """``count`` Gemma 3n conformer blocks (``Gemma3nAudioConformerBlock``) on ``audio_tokens`` rows (B·T_2, padding
+    included), no biases: two feed-forwards (RMSNorm, Linear(d -> 4d), SiLU, Linear(4d -> d), RMSNorm); chunked local
+    attention (q/k/v Linear(d -> d), per-dim query scale, ``post`` Linear(d -> d), pre / post RMSNorm); a light conv
+    (RMSNorm, Linear(d -> 2d), GLU, depthwise causal Conv1d(kernel K), RMSNorm, SiLU, Linear(d -> d)); a final RMSNorm.
+
+    Attention: queries in blocks of W = ``chunk`` (the sequence padded to whole blocks: the statistic
+    ``audio_tokens_sq`` holds those B·⌈T_2/W⌉·W query rows), each block scoring a context of C = W + P + F keys
+    (P = max(0, ``context_left`` - 1) past, F = ``context_right`` future) plus P + F + 1 relative positions:
+    QKᵀ 2·rows·C·d, the position term 2·rows·(P + F + 1)·d, AV 2·rows·C·d. The relative positions' sinusoids go
+    through ``pos_proj`` Linear(d -> d) once per layer per encoder call (``audio_calls``), on constants."""
+
+    kind: ClassVar[str] = "chunked_conformer_layers"
+    width: int
+    num_heads: int
+    chunk: int
+    context_left: int
+    context_right: int
+    conv_kernel: int
+
+    @property
+    def past(self) -> int:
+        return max(0, self.context_left - 1)
+
+    @property
+    def positions(self) -> int:
+        """Relative positions scored per query: P + F + 1."""
+        return self.past + self.context_right + 1
+
+    @property
+    def context(self) -> int:
+        """Keys per query block: W + P + F."""
+        return self.chunk + self.past + self.context_right
+
+    def params(self) -> int:
+        d = self.width
+        ffw = 2 * d + 8 * d * d
+        attn = 2 * d + d // self.num_heads + 5 * d * d  # pre/post norms, per_dim_scale, q/k/v/post/pos_proj
+        lconv = 2 * d + 3 * d * d + d * self.conv_kernel
+        return 2 * ffw + attn + lconv + d
+
+    def describe(self) -> str:
+        return (f"{self.count} conformer blocks, width {self.width}, {self.num_heads} heads, chunked local attention "
+                f"(blocks of {self.chunk}, {self.past} past / {self.context_right} future, relative positions), "
+                f"2 feed-forwards {self.width} -> {4 * self.width}, light conv k={self.conv_kernel}")
+
+
+@dataclass(frozen=True)
+class AudioEmbedder(Block):
+    """Gemma 3n's ``embed_audio`` (``Gemma3nMultimodalEmbedder``) on ``audio_out_tokens`` rows (the encoder output
+    after the reduction stride): RMSNorm(d) -> Linear(d -> h, no bias) -> RMSNorm without scale. Parameters also
+    hold its hard-token path (an embedding table ``vocab`` x d and its RMSNorm)."""
+
+    kind: ClassVar[str] = "audio_embedder"
+    width: int
+    out_width: int
+    vocab: int
+
+    def params(self) -> int:
+        return self.vocab * self.width + 2 * self.width + self.width * self.out_width
+
+    def describe(self) -> str:
+        return f"audio embedder: RMSNorm({self.width}) -> Linear {self.width} -> {self.out_width} on encoder outputs"
+
+
+__all__ += ["AudioEmbedder", "ChunkedConformerLayers", "SSCPFrontEnd", "sscp_out"]

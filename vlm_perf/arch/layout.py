@@ -26,7 +26,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .blocks import (Block, ClsToken, DecoderAttention, DenseMLP, DownsampleConv, ExtraNorms, ExtraParams, FinalNorm,
-                     ForwardOnly, GatedDecoderAttention, GatedMergerMLP, LinearProjector, LMHead, LMLayerNorms,
+                     ForwardOnly, GatedDecoderAttention, GatedMergerMLP, ImageVideoPatchEmbed, LinearProjector,
+                     LMHead, LMLayerNorms,
                      MlpProjector, NormLinearProjector, PatchEmbed, PooledVideoProjector, PositionTable,
                      SinkDecoderAttention, TokenEmbedding, VisionLayers)
 from .parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
@@ -326,6 +327,8 @@ def _tower(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageL
     head_norms = list(names.tower_head_norms) if names else []
     seen_layers = False
     for b in blocks:
+        if isinstance(b, ImageVideoPatchEmbed):  # two projections on two row kinds: no per-Linear layout
+            return _opaque_stage(VISION_TOWER, blocks, depth)
         if isinstance(b, PatchEmbed):
             head.append(Lin(names.patch if names else _generic("vision_tower", "patch_embed"), EMBEDDINGS,
                             ("vision_patches",), b.in_volume, b.width, "vision.patch_embed", b.bias, pixels=True,

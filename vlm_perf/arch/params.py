@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UnsupportedModelError
-from .blocks import (DecoderAttention, DenseMLP, LMHead, LMLayerNorms, MLAttention, MlpProjector, MoEMLP,
+from .blocks import (DecoderAttention, DenseMLP, LMHead, LMLayerNorms, MLAttention, MlpProjector, MoEMLP, PlainMoEMLP,
                      MTPModules, PatchEmbed, PositionTable, TokenEmbedding, VisionLayers, inventory_params)
 from .parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, VISION_TOWER
 from .spec import LMSpec, ModelSpec, VisionSpec
@@ -199,7 +199,7 @@ def _active(block) -> int:
     """Parameters one token touches in a block's forward pass (0 for lookups)."""
     if isinstance(block, TokenEmbedding):
         return 0
-    if isinstance(block, MoEMLP):
+    if isinstance(block, (MoEMLP, PlainMoEMLP)):
         return block.active_params()
     if isinstance(block, LMHead):
         return block.hidden * block.vocab  # a matmul, tied or not

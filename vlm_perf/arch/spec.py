@@ -38,6 +38,9 @@ class VisionSpec:
     patch_embed_bias: bool = False
     norm: str = "layernorm"  # "layernorm" | "rmsnorm"
     cls_per_frame: int = 0  # CLS tokens prepended to each tile/frame's tower sequence (InternViT: 1)
+    # Kimi K2.5 (MoonViT3d): a grid row's frames form ONE attention sequence and are averaged into one frame's
+    # merged tokens, in chunks of this many frames (the video processor's temporal_patch_size; 0 = not so)
+    temporal_chunk: int = 0
 
     @property
     def attn_width(self) -> int:
@@ -186,6 +189,11 @@ class AudioSpec:
     n_window: int
     n_window_infer: int = 0  # conv2d: attention window in mel frames (a multiple of the chunk)
     downsample_hidden_size: int = 0  # conv2d channels
+    # sscp (Gemma 3n): the two sub-sampling convs' (time, freq) kernels and strides, the output stride; n_window is
+    # the attention chunk there
+    sscp_kernels: tuple = ()
+    sscp_strides: tuple = ()
+    reduction: int = 1
 
     @property
     def chunk_frames(self) -> int:

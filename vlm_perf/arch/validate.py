@@ -4,7 +4,8 @@ Three layers, each raising a one-line :class:`~vlm_perf.errors.ConfigError` (or
 :class:`~vlm_perf.errors.InputError` for a file that cannot be read) naming the field and how to fix it:
 
 1. **The JSON text** (`read_json_file`): a size limit (`MAX_CONFIG_BYTES`), ``NaN`` / ``Infinity``
-   literals (Python's ``json`` accepts them; JSON does not) and a nesting limit (`MAX_DEPTH`; a
+   literals (Python's ``json`` accepts them; JSON does not; only `NONFINITE_FIELDS` such as Mamba-2's
+   ``time_step_limit`` may hold them) and a nesting limit (`MAX_DEPTH`; a
    200,000-deep file would otherwise end in ``RecursionError``).
 2. **The parsed config** (`check_config`): every value walked once (non-finite floats, depth), then
    every structural field a family reads, checked against the kind declared for its name in
@@ -75,11 +76,8 @@ def read_json_file(path: str | Path, what: str = "JSON file") -> Any:
     except UnicodeDecodeError:
         raise InputError("not UTF-8 text", str(p)) from None
 
-    def constant(name: str) -> Any:
-        match = _NONFINITE.search(text)
-        line = text.count("\n", 0, match.start()) + 1 if match else None
-        raise InputError(f"{name} is not a JSON number; write a finite number",
-                         f"{p}:{line}" if line else str(p))
+    def constant(name: str) -> Any:  # Python's json writes inf as Infinity; allowed only where NONFINITE_FIELDS says
+        return float(name)
 
     def unique(pairs: list) -> dict:  # json keeps the last of two equal keys silently: refuse them
         out: dict = {}
@@ -98,18 +96,53 @@ def read_json_file(path: str | Path, what: str = "JSON file") -> Any:
         raise InputError(f"not valid JSON ({exc.msg})", f"{p}:{exc.lineno}") from None
     except RecursionError:
         raise InputError(f"nested deeper than {MAX_DEPTH} levels; a {what} is a shallow object", str(p)) from None
+    bad = _first_nonfinite(data)
+    if bad is not None:  # name the line: the first non-finite literal after the field's key
+        field, value = bad
+        key = field.rsplit(".", 1)[-1].split("[", 1)[0]
+        spot = text.find(json.dumps(key)) if key else -1
+        match = _NONFINITE.search(text, max(spot, 0))
+        line = text.count("\n", 0, match.start()) + 1 if match else None
+        literal = match.group(1) if match else repr(value)
+        raise InputError(f"{literal} is not a JSON number (field {field}); write a finite number",
+                         f"{p}:{line}" if line else str(p))
     check_tree(data, str(p))
     return data
 
 
 # ------------------------------------------------------------------------------ 2. the parsed config
-def check_tree(data: Any, source: str) -> None:
-    """Every value of a parsed JSON/YAML tree: no non-finite float, no nesting deeper than `MAX_DEPTH`
-    (iterative: a deep tree cannot exhaust the stack)."""
+# Fields whose values may be non-finite: they bound something no FLOP count reads. Mamba-2's `time_step_limit`
+# clamps dt and its upper bound is +inf by default (transformers' NemotronH / Mamba2 configs write
+# ``[0.0, Infinity]``, and published hub config.json files carry that).
+NONFINITE_FIELDS = frozenset({"time_step_limit"})
+
+
+def _nonfinite_allowed(where: str) -> bool:
+    return any(part.split("[", 1)[0] in NONFINITE_FIELDS for part in where.split("."))
+
+
+def _first_nonfinite(data: Any) -> tuple[str, float] | None:
+    """The first non-finite float outside `NONFINITE_FIELDS` (its dotted field path), or None (iterative)."""
     stack: list[tuple[Any, str, int]] = [(data, "", 0)]
     while stack:
         value, where, depth = stack.pop()
-        if isinstance(value, float) and not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value) and not _nonfinite_allowed(where):
+            return where or "(top level)", value
+        if isinstance(value, (dict, list, tuple)) and depth < MAX_DEPTH:
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                name = f"{where}[{key}]" if not isinstance(value, dict) else (f"{where}.{key}" if where else str(key))
+                stack.append((item, name, depth + 1))
+    return None
+
+
+def check_tree(data: Any, source: str) -> None:
+    """Every value of a parsed JSON/YAML tree: no non-finite float (except in `NONFINITE_FIELDS`), no nesting
+    deeper than `MAX_DEPTH` (iterative: a deep tree cannot exhaust the stack)."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value) and not _nonfinite_allowed(where):
             raise ConfigError(f"{source}: field {where or '(top level)'} is {value!r}; write a finite number")
         if isinstance(value, (dict, list, tuple)):
             if depth >= MAX_DEPTH:
@@ -129,8 +162,12 @@ class Kind:
     low: int = 1
     high: int = MAX_SIZE
     number: bool = False
+    per_layer: bool = False  # also a list with one such value per layer (Gemma 3n's intermediate_size)
 
     def problem(self, value: Any) -> str | None:
+        if self.per_layer and isinstance(value, (list, tuple)):
+            bad = [p for p in (Kind(self.low, self.high, self.number).problem(v) for v in value) if p]
+            return f"{bad[0]} (or a list of them, one per layer)" if bad or not value else None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return "a number" if self.number else "an integer"
         if self.number:
@@ -159,10 +196,13 @@ TEXT_FIELDS: dict[str, Kind] = {
                      "no_rope_layer_interval", "attention_chunk_size",
                      # Nemotron-H's Mamba-2 layers (and their legacy spellings)
                      "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "mamba_n_groups",
-                     "conv_kernel", "mamba_d_conv", "chunk_size", "mamba_chunk_size"), POS),
+                     "conv_kernel", "mamba_d_conv", "chunk_size", "mamba_chunk_size",
+                     # Gemma 3n's per-layer inputs, LAuReL and AltUp streams
+                     "vocab_size_per_layer_input", "hidden_size_per_layer_input", "laurel_rank",
+                     "altup_num_inputs"), POS),
     # 0 allowed: an MoE model whose every layer is MoE may state no dense width
     **dict.fromkeys(("intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
-                     "max_window_layers"), NONNEG),
+                     "max_window_layers", "num_kv_shared_layers"), NONNEG),
     "sliding_window": WINDOW,
 }
 #: Vision tower fields (under ``vision_config``), by name, for every family.
@@ -214,9 +254,16 @@ def _int(section: Mapping[str, Any], *keys: str) -> tuple[str, int] | tuple[None
     return None, None
 
 
+#: model types whose ``intermediate_size`` may also be a list with one width per layer
+PER_LAYER_WIDTH_TYPES = ("gemma3n_text",)
+
+
 def check_text(text: Mapping[str, Any], prefix: str, source: str) -> None:
     """Cross-field rules of an LM section (fields already of their declared kind)."""
-    _check_fields(text, TEXT_FIELDS, prefix, source)
+    kinds = TEXT_FIELDS
+    if text.get("model_type") in PER_LAYER_WIDTH_TYPES:
+        kinds = {**TEXT_FIELDS, "intermediate_size": Kind(low=0, per_layer=True)}
+    _check_fields(text, kinds, prefix, source)
     hk, heads = _int(text, "num_attention_heads")
     wk, hidden = _int(text, "hidden_size")
     mla = text.get("kv_lora_rank") is not None

@@ -270,8 +270,12 @@ def cross_bound_notes(spec, stats: BatchStats, lens: list[int] | None) -> tuple[
 def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
     # media from pixels carry the LM placeholder count their processor writes (LLaVA-OV: fewer than the
     # projector rows, after unpadding / pooling); explicit grids count their merged tokens
-    m = spec.vision.spatial_merge_size if spec is not None and spec.vision is not None else 1
-    rows = sum(g[0] * (g[1] // m) * (g[2] // m) for item in media for g in item.grids)
+    from ..stats import grid_row_stats
+
+    vision = spec.vision if spec is not None else None
+    m = vision.spatial_merge_size if vision is not None else 1
+    chunk = vision.temporal_chunk if vision is not None else 0
+    rows = sum(grid_row_stats(*g, m, temporal_chunk=chunk)["merged_tokens"] for item in media for g in item.grids)
     visual = stats.vision_merged_tokens - rows + sum(item.visual_tokens for item in media)
     if visual > stats.lm_tokens:
         several = sum(1 for item in media if item.kind == "image") > 1 and spec is not None \

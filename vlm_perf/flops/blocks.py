@@ -90,7 +90,8 @@ def _patch_embed(b: PatchEmbed, s: BatchStats, ctx: FlopsContext) -> list[Term]:
 def _vision_layers(b: VisionLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """per layer 2·R·(4·h·q + f·h·i) + 4·q·Σlen² (R = patches [+ CLS], f = 2 or 3; per frame/tile or window)"""
     rows = s.vision_patches + s.vision_cls_tokens if b.cls else s.vision_patches
-    squares = s.vision_window_sq if b.attention == "window" else s.vision_patches_sq_frame
+    squares = {"window": s.vision_window_sq, "item": s.vision_patches_sq_item}.get(b.attention,
+                                                                                  s.vision_patches_sq_frame)
     width, attn_width = b.width, b.attn_width
     return [
         Term("vision.attn_proj", b.count * (matmul(rows, width, 3 * attn_width) + matmul(rows, attn_width, width)),
@@ -451,3 +452,189 @@ def _window_attention_merger(b: WindowAttentionMerger, s: BatchStats, ctx: Flops
         Term("vision.attn_core", b.count * 4 * q * u * rows, b.part, weights=False),
         Term("vision.mlp", b.count * (matmul(merged, u * h, u * i) + matmul(merged, u * i, h)), b.part),
     ]
+# --- nemotron_h_omni ---
+from ..arch.blocks import ImageVideoPatchEmbed  # noqa: E402
+
+
+@block_flops(ImageVideoPatchEmbed)
+def _image_video_patch_embed(b: ImageVideoPatchEmbed, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·(P − P_video)·in_image·width + 2·P_video·in_video·width (P = vision_patches, P_video = video_patches)"""
+    flops = matmul(s.vision_patches - s.video_patches, b.image_volume, b.width)
+    if b.video_volume:
+        flops = flops + matmul(s.video_patches, b.video_volume, b.width)
+    return [Term("vision.patch_embed", b.count * flops, b.part, input_kind=INPUT_PIXELS)]
+# --- nemotron_h moe ---
+from ..arch.blocks import PlainMoEMLP  # noqa: E402
+
+
+@block_flops(PlainMoEMLP)
+def _plain_moe_mlp(b: PlainMoEMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·(2·in·F·k + 2·h·L + 2·h·F_sh + h·E) (in = L or h; top-k routed, as the kernels run)"""
+    per = b.per_token()
+    return [Term("lm.routed_experts", b.count * per["routed"] * s.lm_tokens, b.part),
+            Term("lm.shared_experts", b.count * per["shared"] * s.lm_tokens, b.part),
+            Term("lm.router", b.count * per["router"] * s.lm_tokens, b.part)]
+# --- nemotron_h_omni audio (Parakeet) ---
+from ..arch.blocks import AudioMlpProjector, ConformerLayers, ParakeetSubsampling  # noqa: E402
+
+
+@block_flops(ParakeetSubsampling)
+def _parakeet_subsampling(b: ParakeetSubsampling, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·N1·F1·9·c + Σ_{k=2,3} 2·N_k·F_k·(9·c + c²) + 2·N3·(c·F3)·d (N_k = audio_conv_frames_s{2^k}, F_k = mel
+    bins halved k times; depthwise 3x3 convs: 9 taps per channel)"""
+    c = b.channels
+    terms = [Term("audio.conv", b.count * matmul(s.audio_conv_frames_s2 * b.freq_bins(1), 9, c), b.part,
+                  input_kind=INPUT_PIXELS)]  # reads the mel features: no input gradient
+    for rows, k in ((s.audio_conv_frames_s4, 2), (s.audio_conv_frames_s8, 3)):
+        terms.append(Term("audio.conv", b.count * (matmul(rows * b.freq_bins(k), 9, c)
+                                                   + matmul(rows * b.freq_bins(k), c, c)), b.part))
+    terms.append(Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8, c * b.freq_bins(3), b.width), b.part))
+    return terms
+
+
+@block_flops(ConformerLayers)
+def _conformer_layers(b: ConformerLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·A·(2·2·d·f + d·(2q + 2kv) + 3d² + k·d) + 2·(2A − n)·d·q + 4·q·Σ T² + 2·q·(2·Σ T² − A)
+    (A = audio_tokens, n = audio_items: each clip's 2T − 1 relative positions go through relative_k_proj)"""
+    rows, d, q = s.audio_tokens, b.width, b.num_heads * b.head_dim
+    kv = b.num_kv_heads * b.head_dim
+    return [
+        Term("audio.mlp", b.count * 2 * (matmul(rows, d, b.ffn) + matmul(rows, b.ffn, d)), b.part),
+        Term("audio.attn_proj", b.count * (matmul(rows, d, q + 2 * kv) + matmul(rows, q, d)), b.part),
+        Term("audio.attn_proj", b.count * matmul(2 * rows - s.audio_items, d, q), b.part,
+             input_kind=INPUT_PIXELS),  # relative_k_proj reads the sinusoidal table: no input gradient
+        Term("audio.attn_core", b.count * (4 * q * s.audio_tokens_sq + 2 * q * (2 * s.audio_tokens_sq - rows)), b.part,
+             weights=False),
+        Term("audio.conv", b.count * (matmul(rows, d, 2 * d) + matmul(rows, b.conv_kernel, d) + matmul(rows, d, d)),
+             b.part),
+    ]
+
+
+@block_flops(AudioMlpProjector)
+def _audio_mlp_projector(b: AudioMlpProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·A·(d·hidden + hidden·out) (A = audio_tokens, padding rows included)"""
+    return [Term("audio.proj", b.count * (matmul(s.audio_tokens, b.in_width, b.hidden_width)
+                                          + matmul(s.audio_tokens, b.hidden_width, b.out_width)), b.part)]
+# --- sam ---
+from ..arch.blocks import HybridAligner, SamEmbed, SamNeck, SamVisionLayers, StridedConvs  # noqa: E402
+
+
+def _tiles(b: Any, s: BatchStats) -> Any:
+    """Fixed-size tiles of the batch: vision_patches // tile_patches (vision_frames without tile_patches)."""
+    return s.vision_patches // b.tile_patches if b.tile_patches else s.vision_frames
+
+
+@block_flops(SamEmbed)
+def _sam_embed(b: SamEmbed, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·T·side²·in·width (T = tiles; input is pixels)"""
+    return [Term("vision.patch_embed", b.count * matmul(_tiles(b, s) * b.side * b.side, b.in_volume, b.width),
+                 b.part, input_kind=INPUT_PIXELS)]
+
+
+@block_flops(SamVisionLayers)
+def _sam_vision_layers(b: SamVisionLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer and tile (n sequences of L = S² tokens, S = window or side): 2·n·L·4h² (qkv, proj on padded
+    windows) + 4·h·n·L² (core) + 4·h·n·L·S (relative positions) + 2·side²·2·h·m (MLP on real tokens)"""
+    h, side, seq_side = b.width, b.side, b.attention_side
+    seq_len = seq_side * seq_side
+    tiles = _tiles(b, s) * b.count
+    rows = b.sequences * seq_len
+    terms = [Term("vision.attn_proj", matmul(tiles * rows, h, 3 * h) + matmul(tiles * rows, h, h), b.part),
+             Term("vision.attn_core", 4 * h * b.sequences * seq_len * seq_len * tiles, b.part, weights=False),
+             Term("vision.mlp", 2 * matmul(tiles * side * side, h, b.mlp_width), b.part)]
+    if b.rel_pos:  # q x tables: weight-like (the tables are parameters)
+        terms.insert(2, Term("vision.attn_core", 2 * matmul(tiles * rows, b.head_dim * b.num_heads, seq_side),
+                             b.part))
+    return terms
+
+
+@block_flops(SamNeck)
+def _sam_neck(b: SamNeck, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per tile 2·side²·(width·c + 9·c²) (reported as vision.mlp)"""
+    positions = _tiles(b, s) * b.side * b.side * b.count
+    return [Term("vision.mlp", matmul(positions, b.width, b.channels) + matmul(positions, 9 * b.channels, b.channels),
+                 b.part)]
+
+
+@block_flops(StridedConvs)
+def _strided_convs(b: StridedConvs, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per tile and run Σ_i 2·side_i²·9·c_i·c_(i+1) (side_i: output side of conv i) [+ 2·side_n²·c_n·linear]"""
+    tiles = _tiles(b, s) * (b.count * b.runs)
+    terms = [Term(b.component, matmul(tiles * side * side, 9 * c_in, c_out), b.part,
+                  input_kind=b.first_input if i == 0 else INPUT_STAGE)
+             for i, (c_in, c_out, side) in enumerate(zip(b.channels[:-1], b.channels[1:], b.sides()))]
+    if b.linear:
+        terms.append(Term(b.component, matmul(tiles * b.out_tokens, b.channels[-1], b.linear), b.part))
+    return terms
+
+
+@block_flops(HybridAligner)
+def _hybrid_aligner(b: HybridAligner, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·M·(low·out/2 + high·out/2 + out²) (M = vision_merged_tokens); the two first Linears read the towers"""
+    rows, half = s.vision_merged_tokens, b.out_width // 2
+    return [Term("vision.merger", b.count * matmul(rows, b.low_width, half), b.part, input_kind=INPUT_UPSTREAM),
+            Term("vision.merger", b.count * matmul(rows, b.high_width, half), b.part, input_kind=INPUT_UPSTREAM),
+            Term("vision.merger", b.count * matmul(rows, b.out_width, b.out_width), b.part)]
+# --- gemma3n ---
+from ..arch.blocks import AltUpLayer, AltUpStreams, LaurelBlock, PerLayerInputGate, SharedKVDecoderAttention  # noqa: E402
+
+block_flops(SharedKVDecoderAttention)(_attention)  # q/o projections (proj_per_token), the usual core
+
+
+@block_flops(AltUpLayer)
+def _altup_layer(b: AltUpLayer, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·(2·h·n + n³ + n²) (routers, coefficients) + 2·S·h·n² (the stream mix: two activations)"""
+    return [Term("lm.altup", b.count * b.weight_per_token() * s.lm_tokens, b.part),
+            Term("lm.altup", b.count * b.mix_per_token() * s.lm_tokens, b.part, weights=False)]
+
+
+@block_flops(LaurelBlock)
+def _laurel(b: LaurelBlock, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·2·h·r"""
+    return [Term("lm.laurel", b.count * 2 * matmul(s.lm_tokens, b.hidden, b.rank), b.part)]
+
+
+@block_flops(PerLayerInputGate)
+def _per_layer_gate(b: PerLayerInputGate, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·2·h·p"""
+    return [Term("lm.per_layer_input", b.count * 2 * matmul(s.lm_tokens, b.hidden, b.width), b.part)]
+
+
+@block_flops(AltUpStreams)
+def _altup_streams(b: AltUpStreams, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·S·h·L·p (per-layer input projection) + 2·S·2·(n - 1)·h² (stream projections in and out)"""
+    rows, h = s.lm_tokens, b.hidden
+    return [Term("lm.per_layer_input", b.count * matmul(rows, h, b.layers * b.per_layer_width), b.part),
+            Term("lm.altup", b.count * 2 * (b.streams - 1) * matmul(rows, h, h), b.part)]
+from ..arch.blocks import AudioEmbedder, ChunkedConformerLayers, SSCPFrontEnd  # noqa: E402
+
+
+@block_flops(SSCPFrontEnd)
+def _sscp(b: SSCPFrontEnd, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·N1·F1·c0·k0 + 2·N2·F2·c1·c0·k1 + 2·N2·(c1·F2)·d (N1 = audio_conv_frames_s2, N2 = audio_conv_frames_s4)"""
+    (c0, c1), (k0, k1) = b.channels, b.kernels
+    f1, f2 = b.freq_bins(1), b.freq_bins(2)
+    return [Term("audio.conv", b.count * matmul(s.audio_conv_frames_s2 * f1, k0[0] * k0[1], c0), b.part,
+                 input_kind=INPUT_PIXELS),  # reads the mel features
+            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s4 * f2, c0 * k1[0] * k1[1], c1), b.part),
+            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s4, c1 * f2, b.width), b.part)]
+
+
+@block_flops(ChunkedConformerLayers)
+def _conformer(b: ChunkedConformerLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·R·(4d² + 8d² + 8d² + 2d² + d² + d·K) + 2·calls·(P+F+1)·d² + 2·Q·d·(2C + P+F+1)
+    (R = audio_tokens, Q = audio_tokens_sq: block-padded query rows)"""
+    rows, d, n = s.audio_tokens, b.width, b.count
+    return [Term("audio.attn_proj", n * 4 * matmul(rows, d, d), b.part),
+            Term("audio.attn_proj", n * matmul(s.audio_calls * b.positions, d, d), b.part,
+                 input_kind=INPUT_PIXELS),  # pos_proj on the sinusoids: constants, no input gradient
+            Term("audio.attn_core", n * 2 * d * (2 * b.context + b.positions) * s.audio_tokens_sq, b.part,
+                 weights=False),
+            Term("audio.mlp", n * (4 * matmul(rows, d, 4 * d) + matmul(rows, d, 2 * d) + matmul(rows, d, d)), b.part),
+            Term("audio.conv", n * matmul(rows, b.conv_kernel, d), b.part)]  # depthwise: K taps per channel
+
+
+@block_flops(AudioEmbedder)
+def _audio_embedder(b: AudioEmbedder, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·O·d·h (O = audio_out_tokens)"""
+    return [Term("audio.proj", b.count * matmul(s.audio_out_tokens, b.width, b.out_width), b.part)]

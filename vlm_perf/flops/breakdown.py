@@ -14,7 +14,7 @@ from ..stats.batch import BatchStats
 VISION_COMPONENTS = ("vision.patch_embed", "vision.attn_proj", "vision.attn_core", "vision.mlp", "vision.merger",
                      "vision.deepstack_merger")
 LM_COMPONENTS = ("lm.attn_proj", "lm.attn_core", "lm.dense_mlp", "lm.routed_experts", "lm.shared_experts",
-                 "lm.router", "lm.logits", "lm.mtp")
+                 "lm.router", "lm.logits", "lm.mtp", "lm.altup", "lm.laurel", "lm.per_layer_input")
 # an audio encoder (Omni thinkers): its own part ``audio``; present only in models that have one
 AUDIO_COMPONENTS = ("audio.conv", "audio.attn_proj", "audio.attn_core", "audio.mlp", "audio.proj")
 COMPONENTS = VISION_COMPONENTS + LM_COMPONENTS + AUDIO_COMPONENTS

@@ -52,7 +52,7 @@ def linear_per_token(lm: LMSpec, blocks: tuple | None = None) -> dict[str, int]:
     (= 2 x the active matmul parameters), summed over the LM inventory's blocks (``blocks``: a model's own
     inventory, e.g. a hybrid LM's; default: the decoder inventory of ``lm``); the conventions start
     from this table."""
-    from ..arch.blocks import CrossAttention, GatedDeltaNet, Mamba2Mixer, PlainMLP, TextOnly
+    from ..arch.blocks import CrossAttention, GatedDeltaNet, Mamba2Mixer, PlainMLP, PlainMoEMLP, TextOnly
 
     out = dict.fromkeys(("lm.attn_proj", "lm.dense_mlp", "lm.routed_experts", "lm.shared_experts", "lm.router",
                          "lm.logits"), 0)
@@ -71,7 +71,7 @@ def linear_per_token(lm: LMSpec, blocks: tuple | None = None) -> dict[str, int]:
             out["lm.dense_mlp"] += b.count * b.per_token()
         elif isinstance(b, DenseMLP):
             out["lm.dense_mlp"] += b.count * b.per_token()
-        elif isinstance(b, MoEMLP):
+        elif isinstance(b, (MoEMLP, PlainMoEMLP)):
             per = b.per_token()
             out["lm.routed_experts"] += b.count * per["routed"]
             out["lm.shared_experts"] += b.count * per["shared"]

@@ -160,7 +160,7 @@ _GRID_OK, _GRID_MERGE, _GRID_BIG, _GRID_NONPOS, _GRID_SHAPE = 0, 1, 2, 3, 4
 
 
 def _grid_parts(col: str, merge_size: int, window_side: int | None,
-                cls_per_frame: int = 0) -> tuple[dict[str, pl.Expr], pl.Expr]:
+                cls_per_frame: int = 0, temporal_chunk: int = 0) -> tuple[dict[str, pl.Expr], pl.Expr]:
     """Summed per-row vision statistics of one grid column, and its worst grid-row problem code.
 
     Inside ``list.eval`` the element is one ``[t, h, w]`` row; `grid_row_stats` runs on the flat
@@ -169,7 +169,7 @@ def _grid_parts(col: str, merge_size: int, window_side: int | None,
     grids = pl.col(col)
     el = pl.element()
     t, h, w = (el.list.get(i, null_on_oob=True) for i in range(3))
-    row = grid_row_stats(t, h, w, merge_size, window_side, cls_per_frame=cls_per_frame)
+    row = grid_row_stats(t, h, w, merge_size, window_side, cls_per_frame=cls_per_frame, temporal_chunk=temporal_chunk)
     if not cls_per_frame:  # always 0 then: not evaluated (v1 rows of CLS-free towers read exactly as before)
         row.pop("cls_tokens")
     if not window_side:  # grid_row_stats's window statistic is then the per-frame sum: evaluate it once
@@ -249,7 +249,7 @@ def _audio_parts(audio) -> dict[str, pl.Expr]:
 
 def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
               with_model: bool = False, audio=None, lm_chunk: int | None = None,
-              lm_window: int | None = None) -> RowExprs:
+              lm_window: int | None = None, temporal_chunk: int = 0) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
 
     Against the model's config (``with_model``: a spec was given, so the merge size is the model's, not a
@@ -270,6 +270,10 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     ``seq_lens`` (chunks start at each document's first token, as transformers' chunked mask aligns them), or taken
     over the uniform sequences of a ``padded_tokens``-only row; pre-aggregated LM rows give 0 (full causal: an upper
     bound). ``lm_tokens_no_vision``: the row's LM tokens when it has no image or video, else 0.
+
+    ``temporal_chunk``: Kimi K2.5's tower attends over all frames of a video chunk jointly and averages them into
+    one frame's merged tokens (``grid_row_stats``); a grid row of more frames counts as consecutive chunks.
+    Pre-aggregated ``vision_patches_sq`` is then read as the per-sequence sum (images: the same value).
 
     ``lm_window``: the LM's sliding window W (Gemma 3, gpt-oss, Mistral, Qwen2 with ``use_sliding_window``);
     ``lm_tokens_sq_beyond_window`` (Σ max(s - W, 0)²) is then summed per document of ``seq_lens`` (transformers'
@@ -295,7 +299,7 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     if lm_chunk:
         stage1["__seq_chunks"] = seq.list.eval(beyond_chunks_sq(pl.element(), lm_chunk)).list.sum()
     for prefix, col in (("__img_", "image_grid_thw"), ("__vid_", "video_grid_thw")):
-        sums, worst = _grid_parts(col, merge_size, window_side, cls_per_frame)
+        sums, worst = _grid_parts(col, merge_size, window_side, cls_per_frame, temporal_chunk)
         stage1.update({prefix + key: expr for key, expr in sums.items()})
         stage1[prefix + "worst"] = worst
     stage1.update(_cross_parts())

@@ -529,7 +529,8 @@ class MetadataSource:
                                 text_only=spec is not None and spec.vision is None, with_model=spec is not None,
                                 audio=getattr(spec, "audio", None),
                                 lm_chunk=getattr(getattr(spec, "lm", None), "attention_chunk", None),
-                                lm_window=lm_window(spec))
+                                lm_window=lm_window(spec),
+                                temporal_chunk=int(getattr(getattr(spec, "vision", None), "temporal_chunk", 0) or 0))
         self._media = MediaConverter(spec)
         self._done = False
         self._total = 0

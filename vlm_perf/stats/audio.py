@@ -12,6 +12,9 @@ Per clip of ``L`` mel frames (``h(n) = (n - 1) // 2 + 1``, one kernel-3 stride-2
 
 * ``conv1d`` (Qwen2.5-Omni): chunk tokens ``h(c)``; attention within each chunk; output rows (LM
   placeholders) ``(h(L) - 2) // 2 + 1`` after the stride-2 average pool;
+* ``parakeet`` (Nemotron omni's FastConformer): no chunks (one chunk per clip: ``n_window`` >= any clip), every
+  clip padded to the call's longest ``P``; tokens ``h(h(h(P)))`` per clip, attention over them; output rows (LM
+  placeholders) ``h(h(h(L)))``;
 * ``conv2d`` (Qwen3-Omni): chunk tokens ``h(h(h(c)))`` (transformers writes a full chunk as the constant 13,
   equal for ``n_window`` 50, the only value the family accepts); attention in windows of
   ``longest chunk's tokens x (n_window_infer // (2 n_window))`` tokens per clip (the call's longest chunk
@@ -35,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..arch.spec import AudioSpec
 
 AUDIO_FIELDS = ("audio_items", "audio_conv_frames", "audio_conv_frames_s2", "audio_conv_frames_s4",
-                "audio_conv_frames_s8", "audio_tokens", "audio_tokens_sq", "audio_out_tokens")
+                "audio_conv_frames_s8", "audio_tokens", "audio_tokens_sq", "audio_out_tokens", "audio_calls")
 MAX_MEL_FRAMES = 1 << 26  # ~7.8 days of audio at 100 frames/s: anything larger is a unit mistake
 
 
@@ -54,6 +57,8 @@ def audio_call_stats(audio: "AudioSpec", mel_frames: Sequence[int]) -> dict[str,
     out = dict.fromkeys(AUDIO_FIELDS, 0)
     if not frames:
         return out
+    if audio.frontend == "sscp":
+        return _sscp_call_stats(audio, frames)
     chunks = [chunk_lengths(f, audio.chunk_frames) for f in frames]
     all_chunks = [c for per in chunks for c in per]
     longest = max(all_chunks)
@@ -65,6 +70,8 @@ def audio_call_stats(audio: "AudioSpec", mel_frames: Sequence[int]) -> dict[str,
                audio_conv_frames_s4=n * s4, audio_conv_frames_s8=n * s8)
     if audio.frontend == "conv1d":
         lengths = [chunk_tokens(audio, c) for c in all_chunks]
+    elif audio.frontend == "parakeet":  # whole clips padded to the call's longest: every clip attends over s8
+        lengths = [s8] * len(frames)
     else:
         window = max(chunk_tokens(audio, c) for c in all_chunks) * (audio.n_window_infer // audio.chunk_frames)
         lengths = []
@@ -74,4 +81,26 @@ def audio_call_stats(audio: "AudioSpec", mel_frames: Sequence[int]) -> dict[str,
     out["audio_tokens"] = sum(lengths)
     out["audio_tokens_sq"] = sum(x * x for x in lengths)
     out["audio_out_tokens"] = sum(clip_out_tokens(audio, f) for f in frames)
+    out["audio_calls"] = 1
+    return out
+
+
+def _sscp_call_stats(audio: "AudioSpec", frames: list[int]) -> dict[str, int]:
+    """Gemma 3n (``frontend="sscp"``): the call's clips are padded to the longest (T mel frames); every position
+    runs: ``audio_conv_frames`` B·T, ``_s2`` B·T_1 and ``_s4`` B·T_2 after the two convolutions (time padded
+    (0, k - 1): T_i = (T_(i-1) - 1) // s_i + 1), ``audio_tokens`` B·T_2 conformer rows, ``audio_tokens_sq`` the
+    attention's block-padded query rows B·⌈T_2/W⌉·W (W = ``n_window``, the attention chunk), ``audio_out_tokens``
+    B·⌈T_2/r⌉ after the reduction stride r."""
+    from ..arch.blocks import sscp_out
+
+    clips, longest = len(frames), max(frames)
+    (k0, _), (k1, _) = audio.sscp_kernels
+    (s0, _), (s1, _) = audio.sscp_strides
+    t1 = sscp_out(longest, k0, s0, k0 - 1)
+    t2 = sscp_out(t1, k1, s1, k1 - 1)
+    w, r = audio.n_window, audio.reduction
+    out = dict.fromkeys(AUDIO_FIELDS, 0)
+    out.update(audio_items=clips, audio_conv_frames=clips * longest, audio_conv_frames_s2=clips * t1,
+               audio_conv_frames_s4=clips * t2, audio_tokens=clips * t2, audio_tokens_sq=clips * -(-t2 // w) * w,
+               audio_out_tokens=clips * -(-t2 // r), audio_calls=1)
     return out

@@ -63,7 +63,8 @@ class BatchStats:
       audio_items (clips), audio_conv_frames (chunks x the call's longest chunk: the convolutions' input
       positions, padding included), audio_conv_frames_s2 / _s4 / _s8 (that length halved 1 / 2 / 3 times by
       stride-2 convolutions), audio_tokens (encoder positions), audio_tokens_sq (sum of squared attention
-      chunk / window lengths), audio_out_tokens (output-head rows = the LM's audio placeholder tokens)
+      chunk / window lengths), audio_out_tokens (output-head rows = the LM's audio placeholder tokens), audio_calls
+      (encoder calls)
 
     Adding a statistic: a field here (default 0) and its per-row formula in ``stats/vision.py``; frames,
     metadata aggregation, Dask and the FLOPs columns all iterate :meth:`field_names`.
@@ -97,6 +98,7 @@ class BatchStats:
     audio_tokens: Any = 0
     audio_tokens_sq: Any = 0
     audio_out_tokens: Any = 0
+    audio_calls: Any = 0  # encoder calls (Gemma 3n: pos_proj runs once per layer per call)
     lm_tokens_no_vision: Any = 0
 
     # --- construction -------------------------------------------------------------------
@@ -172,16 +174,23 @@ class BatchStats:
         m = merge_size or (vision.spatial_merge_size if vision else DEFAULT_MERGE_SIZE)
         u = window_side if window_side is not None else (vision.window_side_merged if vision else None)
         cls_per_frame = vision.cls_per_frame if vision else 0
+        chunk = vision.temporal_chunk if vision else 0
         totals = dict.fromkeys(("patches", "patches_sq_per_frame", "patches_sq_per_item", "merged_tokens",
                                 "window_patches_sq", "frames", "cls_tokens"), 0)
         video = dict.fromkeys(("patches", "patches_sq_per_frame", "merged_tokens"), 0)
         items = 0
         per_image: list[tuple[int, int]] = []  # (patches, frames) of each image, in order
         video_frames = 0
+        # a tower that takes only fixed-size tiles (SAM's patch embed, a SigLIP position table without
+        # interpolation) states its side: another grid would be counted as a tile it cannot run
+        fixed = spec.extra.get("fixed_grid_side") if spec is not None else None
         for kind, grids in (("image", image_grids), ("video", video_grids)):
             for i, row in enumerate(grids):
                 t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
-                row_stats = grid_row_stats(t, h, w, m, u, cls_per_frame=cls_per_frame)
+                if spec is not None and fixed and (h, w) != (fixed, fixed):
+                    raise InputError(f"{kind} grid #{i + 1}: {spec.family} runs fixed {fixed}x{fixed}-patch tiles, got "
+                                     f"{t},{h},{w} (give t = tiles, h = w = {fixed})")
+                row_stats = grid_row_stats(t, h, w, m, u, cls_per_frame=cls_per_frame, temporal_chunk=chunk)
                 items += 1
                 for key in totals:
                     totals[key] += row_stats[key]

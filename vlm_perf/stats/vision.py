@@ -10,7 +10,10 @@ Statistics (all additive over rows, hence over microbatches, ranks and iteration
 * ``patches``               P  = t*h*w                      (ViT sequence positions)
 * ``patches_sq_per_frame``  P2 = t*(h*w)^2                  (each temporal slice attends on its own)
 * ``patches_sq_per_item``   (t*h*w)^2                       (a whole video as one sequence; torchtitan)
+                            with a temporal chunk c (Kimi K2.5): the row's frames in consecutive chunks of c,
+                            each one sequence: (t//c)*(c*h*w)^2 + ((t%c)*h*w)^2
 * ``merged_tokens``         M  = t*(h/m)*(w/m)              (LM visual tokens)
+                            with a temporal chunk c: ceil(t/c)*(h/m)*(w/m) (each chunk's frames averaged)
 * ``window_patches_sq``     sum over Qwen2.5-VL windows of (patches in window)^2
 * ``frames``                t
 * ``cls_tokens``            c*t                             (CLS positions, c per frame/tile; InternViT c = 1)
@@ -39,16 +42,26 @@ def sum_sq_of_window_sides(merged_side: Any, window_side: int) -> Any:
 
 
 def grid_row_stats(t: Any, h: Any, w: Any, merge_size: int = 2, window_side: int | None = None,
-                   cls_per_frame: int = 0) -> dict[str, Any]:
-    """Per-row vision statistics (see module docstring); ``window_side`` in merged tokens."""
+                   cls_per_frame: int = 0, temporal_chunk: int = 0) -> dict[str, Any]:
+    """Per-row vision statistics (see module docstring); ``window_side`` in merged tokens; ``temporal_chunk``:
+    frames per joint attention sequence and per temporal average (Kimi K2.5; 0 = none). A row of at most
+    ``temporal_chunk`` frames (what the Kimi K2.5 video processor emits per chunk) is one chunk, so a video's
+    chunk rows and one row of all its frames give the same sums."""
     per_frame = h * w
     seq = per_frame + cls_per_frame if cls_per_frame else per_frame
     merged_h, merged_w = h // merge_size, w // merge_size
+    if temporal_chunk:
+        full, rest = t // temporal_chunk, t % temporal_chunk
+        chunk_seq, rest_seq = temporal_chunk * seq, rest * seq
+        item_sq = full * chunk_seq * chunk_seq + rest_seq * rest_seq
+        merged = (t + (temporal_chunk - 1)) // temporal_chunk * merged_h * merged_w
+    else:
+        item_sq, merged = (t * seq) * (t * seq), t * merged_h * merged_w
     stats = {
         "patches": t * per_frame,
         "patches_sq_per_frame": t * seq * seq,
-        "patches_sq_per_item": (t * seq) * (t * seq),
-        "merged_tokens": t * merged_h * merged_w,
+        "patches_sq_per_item": item_sq,
+        "merged_tokens": merged,
         "frames": t,
         "cls_tokens": t * cls_per_frame,
     }

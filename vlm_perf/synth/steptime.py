@@ -27,6 +27,7 @@ from .spec import RunSpec, StepTimeModel
 COMPONENT_GROUPS: dict[str, str] = {
     "lm.attn_proj": "lm_gemm", "lm.dense_mlp": "lm_gemm", "lm.shared_experts": "lm_gemm",
     "lm.logits": "lm_gemm", "lm.mtp": "lm_gemm",
+    "lm.altup": "lm_gemm", "lm.laurel": "lm_gemm", "lm.per_layer_input": "lm_gemm",  # Gemma 3n
     "lm.routed_experts": "lm_moe", "lm.router": "lm_moe",
     "lm.attn_core": "lm_attn",
     "vision.patch_embed": "vit_gemm", "vision.attn_proj": "vit_gemm", "vision.mlp": "vit_gemm",

@@ -135,3 +135,29 @@ def _smolvlm_config(**over):
 
 HARNESS = register(FamilyHarness("idefics3", tiny_config, build_model, part_modules, make_inputs))
 HARNESS_SMOLVLM = register(FamilyHarness("smolvlm", _smolvlm_config, build_model, part_modules, make_inputs))
+
+
+def make_batch(model, samples: Sequence[dict], text_len: int = 8, seed: int = 1):
+    """Several samples in one batch, each built by :func:`make_inputs` (``dict(image_sizes=...)`` or
+    ``dict(video_sizes=[(T, H, W)])``): ``pixel_values`` padded with all-zero images to the longest sample (as
+    the image and video processors pad; the model drops all-zero images), masks padded with zeros, and the
+    shorter token sequences lengthened with text so every row has the same length (no LM padding)."""
+    import torch
+
+    from .common import text_ids
+
+    built = [make_inputs(model, text_len=text_len, seed=seed + i, **s) for i, s in enumerate(samples)]
+    longest = max(len(inp["input_ids"][0]) for inp, _ in built)
+    n_img = max(inp["pixel_values"].shape[1] for inp, _ in built)
+    gen = torch.Generator().manual_seed(seed)
+    ids, pixels, masks = [], [], []
+    for inp, _ in built:
+        row = inp["input_ids"][0].tolist()
+        ids.append(row + text_ids(longest - len(row), gen))
+        pv, pm = inp["pixel_values"], inp["pixel_attention_mask"].to(torch.bool)
+        pad = n_img - pv.shape[1]
+        pixels.append(torch.cat([pv, pv.new_zeros(1, pad, *pv.shape[2:])], dim=1))
+        masks.append(torch.cat([pm, pm.new_zeros(1, pad, *pm.shape[2:])], dim=1))
+    inputs = dict(input_ids=torch.tensor(ids), attention_mask=torch.ones(len(ids), longest, dtype=torch.long),
+                  pixel_values=torch.cat(pixels), pixel_attention_mask=torch.cat(masks), use_cache=False)
+    return inputs, {"seq_len": longest, "samples": [m for _, m in built]}

@@ -60,8 +60,18 @@ def register_family(family: Family) -> Family:
     return family
 
 
+REFUSED_MODEL_TYPES: dict[str, str] = {}  # model_type -> why no family reads it (a module's clear refusal)
+
+
+def refuse_model_type(model_type: str, reason: str) -> None:
+    """Name why ``model_type`` is refused (instead of the generic "unsupported" line)."""
+    REFUSED_MODEL_TYPES[model_type] = reason
+
+
 def family_for(model_type: str | None, source: str = "config") -> Family:
     """The family reading ``model_type``; UnsupportedModelError listing the supported ones otherwise."""
+    if model_type not in _BY_MODEL_TYPE and model_type in REFUSED_MODEL_TYPES:
+        raise UnsupportedModelError(f"{source}: model_type {model_type!r} is refused: {REFUSED_MODEL_TYPES[model_type]}")
     if model_type not in _BY_MODEL_TYPE:
         raise UnsupportedModelError(f"{source}: unsupported model_type {model_type!r}; supported: "
                                     f"{', '.join(supported_model_types())}")

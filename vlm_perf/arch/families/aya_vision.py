@@ -35,7 +35,7 @@ from ..spec import LMSpec, ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import feature_layer_depth, forward_only_after, lm_blocks, read_lm
 from .internvl import InternVLMedia, tiled_canvas
-from .media import DerivedMedia
+from .media import DerivedMedia, no_video
 from .siglip import fixed_tile, read_siglip, siglip_blocks
 
 # Cohere2Config class defaults (transformers 5.x configuration_cohere2.py) used when a config omits them
@@ -177,7 +177,7 @@ class AyaVisionMedia(InternVLMedia):
                 "forced": "crop_to_patches=True (AyaVisionProcessor.images_kwargs)"}
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{spec.name}: Aya Vision has no video input")
+        raise no_video(f"{spec.name} (aya_vision)", "AyaVisionProcessor", "AyaVisionForConditionalGeneration")
 
 
 def cohere2_vision_canvas(height: int, width: int, tile: int, max_tiles: int) -> tuple[int, int]:
@@ -220,7 +220,8 @@ class Cohere2VisionMedia(AyaVisionMedia):
         return cohere2_vision_canvas(height, width, s["tile"], s["max_patches"]) if s["crop_to_patches"] else (1, 1)
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{spec.name}: Command A Vision has no video input")
+        raise no_video(f"{spec.name} (cohere2_vision)", "Cohere2VisionProcessor",
+                       "Cohere2VisionForConditionalGeneration")
 
 
 _NOTES = ("pixel shuffle, the SwiGLU product, logit_scale and RoPE are not matmuls (0 FLOPs)",

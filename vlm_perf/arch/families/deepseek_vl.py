@@ -22,25 +22,33 @@ from ...errors import ConfigError, UnsupportedModelError
 from ..blocks import LinearProjector
 from ..fields import Fields
 from ..parts import MERGER
-from ..spec import ModelSpec, VisionSpec
+from ..spec import LMSpec, ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import lm_blocks, read_lm
-from .media import DerivedMedia, MediaRule, positive
+from .media import DerivedMedia, MediaRule, no_video, positive
 from .siglip import fixed_tile, read_siglip, siglip_blocks
 
 
-def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
-    tc, vc = config.get("text_config"), config.get("vision_config")
-    if not isinstance(tc, dict) or not isinstance(vc, dict):
-        missing = "text_config" if not isinstance(tc, dict) else "vision_config"
-        raise ConfigError(f"{source}: deepseek_vl config lacks required field {missing}")
+def read_llama_text(config: Mapping[str, Any], source: str, family: str) -> LMSpec:
+    """The Llama ``text_config`` of a DeepSeek-VL / DeepSeek-VL-hybrid / Janus config (tied head by default;
+    the composite config's ``tie_word_embeddings`` is the one transformers ties by)."""
+    tc = config.get("text_config")
+    if not isinstance(tc, dict):
+        raise ConfigError(f"{source}: {family} config lacks required field text_config")
     if tc.get("model_type", "llama") != "llama":
-        raise UnsupportedModelError(f"{source}: deepseek_vl with text_config.model_type {tc.get('model_type')!r} is "
+        raise UnsupportedModelError(f"{source}: {family} with text_config.model_type {tc.get('model_type')!r} is "
                                     "not modelled; supported LM: llama")
     text = dict(tc)
     if "tie_word_embeddings" in config:
         text["tie_word_embeddings"] = config["tie_word_embeddings"]
-    lm = read_lm(Fields(text, "text_config", source), "llama", tie_default=True)
+    return read_lm(Fields(text, "text_config", source), "llama", tie_default=True)
+
+
+def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
+    vc = config.get("vision_config")
+    lm = read_llama_text(config, source, "deepseek_vl")
+    if not isinstance(vc, dict):
+        raise ConfigError(f"{source}: deepseek_vl config lacks required field vision_config")
     tower = read_siglip(vc, source)
     vision = VisionSpec(family="deepseek_vl", depth=tower.depth, hidden_size=tower.width, num_heads=tower.num_heads,
                         head_dim=tower.head_dim, intermediate_size=tower.mlp_width, mlp_gated=False,
@@ -53,7 +61,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     ) + lm_blocks(lm)
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "deepseek_vl"), model_type="deepseek_vl",
                      lm=lm, vision=vision, source=source, family="deepseek_vl", blocks=blocks)
-    spec.extra.update(image_size=tower.image_size)
+    spec.extra.update(image_size=tower.image_size, fixed_grid_side=tower.side)
     return spec
 
 
@@ -88,7 +96,7 @@ class DeepseekVLMedia(MediaRule):
         return DerivedMedia("image", (height, width), (s["size"], s["size"]), (1, side, side), s["num_image_tokens"])
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{spec.name}: DeepSeek-VL has no video input")
+        raise no_video(f"{spec.name} (deepseek_vl)", "DeepseekVLProcessor", "DeepseekVLForConditionalGeneration")
 
 
 register_family(Family(

@@ -30,7 +30,7 @@ from ..parts import LANGUAGE_MODEL, MERGER
 from ..spec import LMSpec, ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import lm_blocks
-from .media import DerivedMedia, MediaRule, positive
+from .media import DerivedMedia, MediaRule, no_video, positive
 from .siglip import fixed_tile, read_siglip, siglip_blocks
 
 # Gemma3TextConfig class defaults (transformers 5.x): the released configs rely on them (gemma-3-4b-it's
@@ -182,7 +182,7 @@ class Gemma3Media(MediaRule):
                             detail={"crops": crops})
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{spec.name}: Gemma 3 has no video input")
+        raise no_video(f"{spec.name} (gemma3)", "Gemma3Processor", "Gemma3ForConditionalGeneration")
 
 
 register_family(Family(

@@ -29,7 +29,7 @@ from ..parts import MERGER, VISION_TOWER
 from ..spec import ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import lm_blocks, read_lm, vision_and_text_sections
-from .media import DerivedMedia, MediaRule, positive
+from .media import DerivedMedia, MediaRule, no_video, positive
 
 LM_FAMILIES = ("llama",)
 MAX_IMAGE_SIZE = 4096  # idefics3 image processors' absolute bound on the resized image (MAX_IMAGE_SIZE)
@@ -166,14 +166,23 @@ class Idefics3Media(MediaRule):
         timestamp and the video intro are text, part of ``--seq-len``); frames padded to a batch's longest video are
         all zeros and dropped by the model. Tile from video_preprocessor_config.json ``max_image_size`` (its
         ``video_sampling.video_size`` is only the first resize), else the image rule's tile (preprocessor_config.json
-        ``max_image_size``, which the video processor reads when no video file ships; else the tower's image_size)."""
+        ``max_image_size``, which the video processor reads when no video file ships; else the tower's image_size).
+        ``frames`` = frames after the video processor's sampling (``sample_frames``: min(round(fps x duration),
+        max_frames) evenly spaced indices, duplicates dropped); frames are never split into tiles. A sample with an
+        image AND a video is not one processor call (SmolVLMProcessor's video pixels replace the image pixels);
+        separate samples of a batch are fine. ``do_resize`` false (frames at their own size) is refused."""
         if self.family != "smolvlm":
-            raise UnsupportedModelError(f"{self.family}: Idefics3Processor takes no videos (SmolVLM's does)")
+            raise no_video(f"{spec.name} (idefics3)", "Idefics3Processor", "Idefics3ForConditionalGeneration",
+                           "use a smolvlm checkpoint (SmolVLMProcessor takes videos)")
         frames, height, width = positive((frames, height, width), "--video-size")
         v = spec.vision
         vid = spec.processor.get("video_preprocessor_config.json", {})
         tiles = vid.get("max_image_size") if isinstance(vid.get("max_image_size"), dict) else {}
         tile = int(tiles.get("longest_edge", self.settings(spec)["tile"]))
+        if vid.get("do_resize", True) is False:
+            raise UnsupportedModelError(f"{spec.name}: video_preprocessor_config.json do_resize false leaves frames at "
+                                        f"their own size (not the square {tile}-px tile the model is built for); "
+                                        "not modelled")
         if tile % (v.patch_size * v.spatial_merge_size):
             raise UnsupportedModelError(f"{spec.name}: a {tile}-px video frame is not a multiple of patch x "
                                         f"scale_factor ({v.patch_size * v.spatial_merge_size} px)")

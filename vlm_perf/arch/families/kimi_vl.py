@@ -64,19 +64,30 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         intermediate_size=mlp, mlp_gated=False, patch_size=patch, temporal_patch_size=1, in_channels=3,
         spatial_merge_size=merge[0], out_hidden_size=lm.hidden_size, num_position_embeddings=table,
         patch_embed_bias=True, norm="layernorm")
-    folded = merge[0] * merge[1] * width
-    blocks = (
-        PatchEmbed(part=VISION_TOWER, count=1, in_volume=vision.patch_volume, width=width, bias=True),
-        PositionTable(part=VISION_TOWER, count=1, entries=table, width=width),
-        VisionLayers(part=VISION_TOWER, count=depth, width=width, num_heads=heads, head_dim=width // heads,
-                     mlp_width=mlp, mlp_gated=False, attention="frame", qkv_bias=True, proj_bias=True,
-                     mlp_bias=True, norm="layernorm"),
-        ExtraNorms(part=VISION_TOWER, count=1, width=width, norm="layernorm", what="final_layernorm"),
-        MlpProjector(part=MERGER, count=1, in_width=folded, hidden_width=folded, out_width=lm.hidden_size,
-                     norm_width=width, norm="layernorm", bias=True),
-    ) + lm_blocks(lm)
+    blocks = moonvit_blocks(vision, table, "frame") + lm_blocks(lm)
     return ModelSpec(name=name or str(config.get("_name_or_path") or "kimi_vl"), model_type="kimi_vl", lm=lm,
                      vision=vision, source=source, family="kimi_vl", blocks=blocks)
+
+
+def moonvit_blocks(vision: VisionSpec, table: int, attention: str) -> tuple:
+    """MoonViT (Kimi-VL) / MoonViT3d (Kimi K2.5) tower and the Kimi projector, the same maths in both:
+    Conv2d patch embed (bias), a learned position table of ``table`` entries (bicubically resampled: no matmul),
+    ``depth`` pre-norm LayerNorm layers (q/k/v + out projections with bias, 2D RoPE, plain GELU-tanh MLP with
+    bias), ``final_layernorm``; projector LayerNorm(h_v) on each patch -> k x k fold -> Linear(k²h_v -> k²h_v) ->
+    GELU -> Linear(k²h_v -> LM hidden), all with bias. ``attention``: "frame" (Kimi-VL: per image) or "item"
+    (Kimi K2.5: per image / video chunk, all its frames jointly)."""
+    width, heads = vision.hidden_size, vision.num_heads
+    folded = vision.merger_width
+    return (
+        PatchEmbed(part=VISION_TOWER, count=1, in_volume=vision.patch_volume, width=width, bias=True),
+        PositionTable(part=VISION_TOWER, count=1, entries=table, width=width),
+        VisionLayers(part=VISION_TOWER, count=vision.depth, width=width, num_heads=heads, head_dim=vision.head_dim,
+                     mlp_width=vision.intermediate_size, mlp_gated=False, attention=attention, qkv_bias=True,
+                     proj_bias=True, mlp_bias=True, norm="layernorm"),
+        ExtraNorms(part=VISION_TOWER, count=1, width=width, norm="layernorm", what="final_layernorm"),
+        MlpProjector(part=MERGER, count=1, in_width=folded, hidden_width=folded, out_width=vision.out_hidden_size,
+                     norm_width=width, norm="layernorm", bias=True),
+    )
 
 
 def kimi_vl_resize(height: int, width: int, patch: int, in_token_limit: int, step: int,

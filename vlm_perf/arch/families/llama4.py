@@ -36,7 +36,7 @@ from ..fields import Fields
 from ..parts import LANGUAGE_MODEL, MERGER, VISION_TOWER
 from ..spec import LMSpec, ModelSpec, MoESpec, VisionSpec
 from . import Family, register_family
-from .media import DerivedMedia, MediaRule, positive
+from .media import DerivedMedia, MediaRule, no_video, positive
 
 # Llama4VisionConfig / Llama4TextConfig class defaults (transformers 5.x configuration_llama4.py)
 VISION_DEFAULTS: dict[str, Any] = {
@@ -221,7 +221,7 @@ class Llama4Media(MediaRule):
                             detail={"tile_rows": rows, "tile_cols": cols})
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{spec.name}: Llama 4 has no video input (Llama4Processor takes images)")
+        raise no_video(f"{spec.name} (llama4)", "Llama4Processor", "Llama4ForConditionalGeneration")
 
 
 register_family(Family(

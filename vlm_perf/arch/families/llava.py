@@ -45,7 +45,7 @@ from ..parts import MERGER, VISION_TOWER
 from ..spec import LMSpec, ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import feature_layer_depth, forward_only_after, lm_blocks, read_lm, vision_and_text_sections
-from .media import DerivedMedia, MediaRule, positive
+from .media import DerivedMedia, MediaRule, no_video, positive
 from .mistral3 import pixtral_resize
 
 LM_FAMILIES = ("llama", "mistral", "qwen2")
@@ -241,7 +241,8 @@ class LlavaMedia(MediaRule):
                             detail={"cls_tokens": 1})
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError("llava: the model has no video input")
+        raise no_video(f"{spec.name} (llava)", "LlavaProcessor / PixtralProcessor", "LlavaForConditionalGeneration",
+                       "use llava_onevision / llava_next_video, whose processors take videos")
 
 
 register_family(Family(

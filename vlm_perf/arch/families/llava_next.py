@@ -41,7 +41,7 @@ from . import Family, register_family
 from .decoder import lm_blocks
 from .llava import llava_parts
 from .llava_onevision import select_best_resolution, unpadded_features
-from .media import DerivedMedia, MediaRule, positive
+from .media import DerivedMedia, MediaRule, no_video, positive
 
 # LlavaNextConfig.__post_init__'s default image_grid_pinpoints
 DEFAULT_PINPOINTS = ((336, 672), (672, 336), (672, 672), (1008, 336), (336, 1008))
@@ -140,7 +140,8 @@ class LlavaNextMedia(MediaRule):
                                     "unpadded_tokens": grid_tokens, "newline_tokens": newlines, "cls_tokens": tiles})
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{spec.name}: llava_next has no video input (that is llava_next_video)")
+        raise no_video(f"{spec.name} (llava_next)", "LlavaNextProcessor", "LlavaNextForConditionalGeneration",
+                       "use llava_next_video (LlavaNextVideoProcessor takes videos)")
 
 
 def build_video(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:

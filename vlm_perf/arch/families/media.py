@@ -82,6 +82,15 @@ class MediaRule:
         raise UnsupportedModelError(f"{self.family or spec.family}: the model has no audio encoder; audio clips cannot be counted")
 
 
+def no_video(name: str, processor: str, model: str, instead: str = "") -> UnsupportedModelError:
+    """The refusal for a family whose transformers processor takes no videos (no ``video_processor``: the generic
+    ``ProcessorMixin.__call__`` drops a ``videos=`` argument) and whose model has no video input."""
+    also = f", or {instead}" if instead else ""
+    return UnsupportedModelError(f"{name}: {processor} takes no videos (transformers 5.24: no video processor, and "
+                                 f"{model} has no video input); count the sampled frames as images, one image per "
+                                 f"frame{also}")
+
+
 @dataclass(frozen=True)
 class DerivedAudio:
     """One audio clip after the family's feature extractor: ``samples`` (at the processor's sampling rate) ->

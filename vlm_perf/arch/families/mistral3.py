@@ -32,7 +32,7 @@ from ..parts import MERGER, VISION_TOWER
 from ..spec import ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import feature_layer_depth, forward_only_after, lm_blocks, read_lm, vision_and_text_sections
-from .media import DerivedMedia, MediaRule, positive
+from .media import DerivedMedia, MediaRule, no_video, positive
 
 LM_FAMILIES = ("mistral", "llama")
 # Mistral-Small-3.1-24B-Instruct-2503 preprocessor_config.json: size.longest_edge 1540 (the Pixtral image
@@ -130,7 +130,7 @@ class Mistral3Media(MediaRule):
                             detail={"break_tokens": rows})
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError("mistral3: the model has no video input")
+        raise no_video(f"{spec.name} (mistral3)", "PixtralProcessor", "Mistral3ForConditionalGeneration")
 
 
 register_family(Family(

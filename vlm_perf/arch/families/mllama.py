@@ -46,7 +46,7 @@ from ..fields import Fields
 from ..parts import LANGUAGE_MODEL, MERGER, VISION_TOWER
 from ..spec import LMSpec, ModelSpec, VisionSpec
 from . import Family, register_family
-from .media import DerivedMedia, MediaRule, positive
+from .media import DerivedMedia, MediaRule, no_video, positive
 
 # MllamaVisionConfig / MllamaTextConfig class defaults (transformers 5.x configuration_mllama.py)
 VISION_DEFAULTS: dict[str, Any] = {
@@ -243,7 +243,7 @@ class MllamaMedia(MediaRule):
                             tiles=rows * cols, detail={"tile_rows": rows, "tile_cols": cols, "tiles_run": tiles})
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{spec.name}: Mllama has no video input (MllamaProcessor takes images)")
+        raise no_video(f"{spec.name} (mllama)", "MllamaProcessor", "MllamaForConditionalGeneration")
 
 
 register_family(Family(

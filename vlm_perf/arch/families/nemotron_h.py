@@ -13,7 +13,14 @@ Read from transformers 5.24 ``models/nemotron_h/configuration_nemotron_h.py`` an
 * embeddings, ``norm_f`` RMSNorm, ``lm_head`` (never tied: ``_tied_weights_keys = {}``, whatever
   ``tie_word_embeddings`` says).
 
-MoE layers (``E``, Nemotron 3) and multi-token-prediction layers are refused (not modelled here).
+* ``moe`` (``E``, Nemotron 3): ``NemotronHMoE`` -> :class:`~vlm_perf.arch.blocks.PlainMoEMLP`: sigmoid router
+  h -> E (group-limited top-k, a correction-bias buffer), optional latent projections (``moe_latent_size``), E
+  non-gated relu² experts (``moe_intermediate_size``) of which ``num_experts_per_tok`` run per token, and ONE
+  shared non-gated MLP (``moe_shared_expert_intermediate_size``; transformers builds one whatever
+  ``n_shared_experts`` says).
+
+Multi-token-prediction layers are refused (transformers does not build them: ``_keys_to_ignore_on_load_unexpected``
+drops ``mtp.*``).
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import ConfigError, UnsupportedModelError
-from ..blocks import DecoderAttention, ExtraNorms, FinalNorm, LMHead, Mamba2Mixer, PlainMLP, TokenEmbedding
+from ..blocks import (DecoderAttention, ExtraNorms, FinalNorm, LMHead, Mamba2Mixer, PlainMLP, PlainMoEMLP,
+                      TokenEmbedding)
 from ..fields import Fields, text_section
 from ..parts import LANGUAGE_MODEL
 from ..spec import LMSpec, ModelSpec
@@ -52,8 +60,6 @@ def read_nemotron_h(f: Fields) -> tuple[LMSpec, tuple]:
     if stated is not None and stated != len(types):
         raise ConfigError(f"{f.source}: num_hidden_layers {stated!r} disagrees with the {len(types)} entries of "
                           "layers_block_type / layer_types / hybrid_override_pattern")
-    if "moe" in types:
-        raise UnsupportedModelError(f"{f.source}: nemotron_h with MoE layers ('E', Nemotron 3) is not modelled")
     if int(f.opt("num_nextn_predict_layers", 0) or 0):
         raise UnsupportedModelError(f"{f.source}: nemotron_h multi-token-prediction layers are not modelled")
     if f.opt("sliding_window"):
@@ -64,8 +70,9 @@ def read_nemotron_h(f: Fields) -> tuple[LMSpec, tuple]:
     head_dim = int(f.opt("head_dim", 128))
     width = int(f.opt("intermediate_size", 21504))
     tie = False  # NemotronHForCausalLM._tied_weights_keys = {}: transformers never ties, whatever the config says
-    counts = {t: types.count(t) for t in ("linear_attention", "full_attention", "mlp")}
-    for key in ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel", "chunk_size"):
+    counts = {t: types.count(t) for t in ("linear_attention", "full_attention", "mlp", "moe")}
+    for key in ("n_routed_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
+                "moe_shared_expert_intermediate_size", "moe_latent_size", "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel", "chunk_size"):
         value = f.opt(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise ConfigError(f"{f.source}: field {f.name_of(key)} must be a positive integer, got {value!r}")
@@ -81,6 +88,12 @@ def read_nemotron_h(f: Fields) -> tuple[LMSpec, tuple]:
     if bool(f.opt("attention_bias", False)):
         raise UnsupportedModelError(f"{f.source}: nemotron_h attention_bias true: transformers' NemotronHAttention "
                                     "builds its projections without bias")
+    if counts["moe"]:
+        experts, k = int(f.opt("n_routed_experts", f.opt("num_local_experts", 8))), int(f.opt("num_experts_per_tok", 2))
+        groups = f.opt("n_group", 1)
+        if k > experts or not isinstance(groups, int) or groups < 1 or experts % groups:
+            raise ConfigError(f"{f.source}: num_experts_per_tok {k} / n_group {groups!r} do not fit "
+                              f"n_routed_experts {experts}")
     lm = LMSpec(family="nemotron_h", num_layers=len(types), hidden_size=hidden, num_heads=heads, num_kv_heads=kv,
                 head_dim=head_dim, intermediate_size=width, vocab_size=vocab, tie_word_embeddings=tie)
     blocks = (
@@ -90,6 +103,11 @@ def read_nemotron_h(f: Fields) -> tuple[LMSpec, tuple]:
                          num_kv_heads=kv, head_dim=head_dim, qkv_bias=False, o_bias=False, qk_norm=False),
         PlainMLP(part=LANGUAGE_MODEL, count=counts["mlp"], hidden=hidden, width=width,
                  bias=bool(f.opt("mlp_bias", False))),
+        PlainMoEMLP(part=LANGUAGE_MODEL, count=counts["moe"], hidden=hidden,
+                    num_experts=int(f.opt("n_routed_experts", f.opt("num_local_experts", 8))),
+                    top_k=int(f.opt("num_experts_per_tok", 2)), expert_width=int(f.opt("moe_intermediate_size", 7688)),
+                    shared_width=int(f.opt("moe_shared_expert_intermediate_size", 7688)),
+                    latent=int(f.opt("moe_latent_size", 0) or 0), bias=bool(f.opt("mlp_bias", False))),
         ExtraNorms(part=LANGUAGE_MODEL, count=len(types), width=hidden, norm="rmsnorm", what="per-layer norm"),
         FinalNorm(part=LANGUAGE_MODEL, count=1, hidden=hidden),
         LMHead(part=LANGUAGE_MODEL, count=1, hidden=hidden, vocab=vocab, tied=tie),
@@ -106,7 +124,9 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
 
 register_family(Family(
     name="nemotron_h", model_types=("nemotron_h",), build=build, hf_class="NemotronHForCausalLM", is_vlm=False,
-    notes=("Mamba-2 layers: in_proj/out_proj, the depthwise causal conv (S outputs per channel) and the SSD "
+    notes=("MoE layers (Nemotron 3): sigmoid router, top-k of E non-gated relu² experts (optional latent "
+           "projections), one shared MLP; counted top-k as transformers' eager experts run them (measured)",
+           "Mamba-2 layers: in_proj/out_proj, the depthwise causal conv (S outputs per channel) and the SSD "
            "chunked scan's matmuls (C·Bᵀ per group, (L∘C·Bᵀ)·X, chunk states Bᵀ·X, C·S per head); decays, the "
            "inter-chunk recurrence, D skip and the gated norm are elementwise (0 FLOPs)",
            "scan exact for sequence lengths that are multiples of chunk_size; a partial last chunk of r tokens "

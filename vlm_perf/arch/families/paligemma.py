@@ -36,7 +36,7 @@ from ..parts import LANGUAGE_MODEL, MERGER
 from ..spec import LMSpec, ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import lm_blocks
-from .media import DerivedMedia, MediaRule, positive
+from .media import DerivedMedia, MediaRule, no_video, positive
 from .siglip import fixed_tile, read_siglip, siglip_blocks
 
 LM_FAMILIES = ("gemma", "gemma2")
@@ -145,7 +145,7 @@ class PaliGemmaMedia(MediaRule):
         return DerivedMedia("image", (height, width), (s["size"], s["size"]), (1, side, side), s["image_seq_length"])
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        raise UnsupportedModelError(f"{spec.name}: PaliGemma has no video input (PaliGemmaProcessor takes images)")
+        raise no_video(f"{spec.name} (paligemma)", "PaliGemmaProcessor", "PaliGemmaForConditionalGeneration")
 
 
 register_family(Family(

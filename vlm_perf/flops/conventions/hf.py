@@ -27,7 +27,12 @@ from ..breakdown import Options
 from .base import Convention, Pin, register_convention
 
 # families whose tower keeps its absolute position table as an nn.Parameter (not an nn.Embedding)
-POSITION_PARAMETER_FAMILIES = ("internvl", "kimi_vl")  # kimi_vl: Learnable2DInterpPosEmb.weight
+POSITION_PARAMETER_FAMILIES = ("internvl", "kimi_vl", "kimi_k25", "nemotron_h_omni")  # kimi_vl:
+# Learnable2DInterpPosEmb.weight; kimi_k25: Kimi_K25VisionPositionEmbeddings.position_embeddings;
+# nemotron_h_omni: RadioPatchEmbeddings.position_embedding
+# LMs whose router "bias" is DeepSeek's e_score_correction_bias: an nn.Buffer in transformers (checkpoints store it,
+# so params.py counts it), hence not in num_parameters(); gpt-oss's router bias is a real nn.Linear bias
+CORRECTION_BUFFER_LMS = ("deepseek_v3", "glm4v_moe_text")
 
 _PART_COMPONENT = {VISION_TOWER: "vision.attn_proj", MERGER: "vision.merger",
                    DEEPSTACK_MERGER: "vision.deepstack_merger", LANGUAGE_MODEL: "lm.attn_proj",
@@ -42,6 +47,7 @@ def _vision_mlp_params(b: VisionLayers) -> int:
 def hf_parameters_by_component(spec: ModelSpec) -> dict[str, int]:
     """``num_parameters(exclude_embeddings=True)`` of the transformers model, attributed to components."""
     family = spec.family or spec.model_type
+    buffer_bias = getattr(spec.lm, "family", None) in CORRECTION_BUFFER_LMS
     out: dict[str, int] = {}
 
     def add(component: str, n: int) -> None:
@@ -65,10 +71,11 @@ def hf_parameters_by_component(spec: ModelSpec) -> dict[str, int]:
         elif isinstance(inner, MoEMLP):
             h = inner.hidden
             routed = inner.num_experts * 3 * h * inner.expert_width
-            router = inner.num_experts * h + (inner.num_experts if inner.router_bias else 0)
+            bias = inner.num_experts if inner.router_bias else 0
+            router = inner.num_experts * h + (0 if buffer_bias else bias)
             add("lm.routed_experts", copies * routed)
             add("lm.router", copies * router)
-            add("lm.shared_experts", copies * (inner.params() - routed - router))
+            add("lm.shared_experts", copies * (inner.params() - routed - inner.num_experts * h - bias))
         elif isinstance(inner, (DenseMLP, PlainMLP)):
             add("lm.dense_mlp", copies * inner.params())
         elif isinstance(inner, LMHead):
