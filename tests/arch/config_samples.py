@@ -162,6 +162,9 @@ _BUILDERS: dict[str, Any] = {
         "text_config": {"model_type": "llama", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
                         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}},
     "kimi_vl": lambda: preset_config("kimi-vl-a3b-instruct"),  # --- kimi_vl ---
+    "minicpmv4_6": lambda: preset_config("minicpm-v-4.6"),  # --- minicpmv --- (4.7 / OCR: the 4.6 layout)
+    "minicpmv4_7": lambda: dict(preset_config("minicpm-v-4.6"), model_type="minicpmv4_7"),
+    "minicpm_ocr": lambda: dict(preset_config("minicpm-v-4.6"), model_type="minicpm_ocr", downsample_mode="4x"),
     "kimi_k25": lambda: {  # --- kimi_k25 --- hand-written in the Kimi_K25Config layout (small dims)
         "model_type": "kimi_k25", "projection_hidden_size": 32, "tie_word_embeddings": False,
         "vision_config": {"model_type": "kimi_k25_vision", "patch_size": 14, "hidden_size": 32,

@@ -87,6 +87,9 @@ ROUNDED_TOTAL = {
     "mistral-small-3.1-24b": (24.0e9, 1e8, "Mistral-Small-3.1-24B: 24B (name); reference analytic 24.01B, untied"),
     "smolvlm2-500m": (500e6, 1e8, "SmolVLM2-500M: 500M (model name only; tied head assumed, see the preset note)"),
 }
+ROUNDED_TOTAL.update({  # --- minicpmv --- (exact value = transformers' meta count: tests/verify/test_minicpmv_flops.py)
+    "minicpm-v-4.6": (1.300428016e9, 1, "hub openbmb/MiniCPM-V-4.6 safetensors total 1,300,428,016 (BF16)"),
+})
 ROUNDED_TOTAL.update({  # --- glm4v ---
     "glm-4.1v-9b-thinking": (10.3e9, 1e8, "vlm-architectures.md table: GLM-4.1V-9B 10.3B published"),
     "glm-4.5v": (108e9, 1e9, "vlm-architectures.md: GLM-4.5V 107.71B checkpoint total (exact value in test_glm4v.py)"),
@@ -376,6 +379,7 @@ def test_matches_transformers_modules(name):
     # Qwen-VL, InternVL, Gemma 3, LLaVA-OV (whose learned image_newline is counted with the projector)
     vision_modules = (".visual.", ".vision_tower.", ".multi_modal_projector.", ".image_newline")
     vision_modules += (".vision_model.", ".connector.")  # Idefics3 / SmolVLM
+    vision_modules += (".model.merger.",)  # MiniCPM-V (a top-level merger beside vision_tower)
     hf_vision = sum(p.numel() for k, p in params.items() if any(m in f".{k}" for m in vision_modules))
     spec = load_model(name)
     expected = total_params(spec)

@@ -37,9 +37,12 @@ OMNI = ["qwen2.5-omni-7b", "qwen3-omni-30b-a3b"]  # thinker_config only; tests/v
 EXPECTED += OMNI
 KIMI_VL = ["kimi-vl-a3b-instruct"]  # tests/arch/test_kimi_vl.py
 EXPECTED += KIMI_VL
+MINICPMV = ["minicpm-v-4.6"]  # tests/verify/test_minicpmv_flops.py (hub total = meta-device count)
+EXPECTED += MINICPMV
 NEMOTRON_H = ["nemotron-h-8b", "nemotron-h-56b", "nemotron-nano-9b-v2"]  # LM only; tests/verify/families/test_presets.py
 EXPECTED += NEMOTRON_H
 NO_DTYPE_HUB = set(GPT_OSS)  # the hub files state no torch_dtype (MXFP4 experts, quantization_config)
+NO_DTYPE_HUB |= set(MINICPMV)  # transformers 5.7 wrote no dtype key into MiniCPM-V 4.6's config.json
 FLOAT32_HUB = {"paligemma-3b-224"}  # the hub file says float32 (PaliGemma 1 was released in float32)
 
 
@@ -54,7 +57,7 @@ def test_every_preset_loads(name):
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
     assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL + GEMMA3_LLAVA_OV + QWEN3_5
-                           + MISTRAL_IDEFICS + PALIGEMMA + LLAVA_NEXT + MLLAMA + LLAMA4 + OMNI + KIMI_VL)
+                           + MISTRAL_IDEFICS + PALIGEMMA + LLAVA_NEXT + MLLAMA + LLAMA4 + OMNI + KIMI_VL + MINICPMV)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -152,6 +155,7 @@ LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "qwen2.5-omni-7b": (28, 3584, 28, 4, 128, 18944, 152064, False),  # thinker: Qwen2.5-7B LM
     "qwen3-omni-30b-a3b": (48, 2048, 32, 4, 128, 768, 152064, False),  # thinker: Qwen3-30B-A3B-like MoE LM
     "kimi-vl-a3b-instruct": (27, 2048, 16, 16, 128, 11264, 163840, False),  # MLA: head_dim = v_head_dim
+    "minicpm-v-4.6": (24, 1024, 8, 2, 256, 3584, 248094, True),  # Qwen3.5 text LM, tied head
     "nemotron-h-8b": (52, 4096, 32, 8, 128, 21504, 131072, False),  # hybrid: 24 Mamba-2, 4 attention, 24 MLP
     "nemotron-h-56b": (118, 8192, 64, 8, 128, 32768, 131072, False),
     "nemotron-nano-9b-v2": (56, 4480, 40, 8, 128, 15680, 131072, False),

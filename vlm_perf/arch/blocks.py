@@ -1228,6 +1228,67 @@ class PlainMLP(Block):
 
     def describe(self) -> str:
         return f"{self.count} plain MLP {self.hidden} -> {self.width} -> {self.hidden} (2 matrices)"
+# --- minicpmv ---
+
+
+@dataclass(frozen=True)
+class FoldedTokens(Block):
+    """``module`` (tower layers with full attention per image / slice) run on the tokens left after a ``fold`` x
+    ``fold`` spatial merge inside the tower: ``vision_patches / fold²`` rows and ``Σ (len / fold²)²`` per slice.
+    MiniCPM-V 4.6's layers after the window-attention merger. Exact when every slice's side is a multiple of
+    ``fold`` (the family's processor guarantees it). ``module`` carries its own ``count``."""
+
+    kind: ClassVar[str] = "folded_tokens"
+    module: Block
+    fold: int
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.module, VisionLayers) or self.module.attention != "frame" or self.module.cls:
+            raise ValueError("FoldedTokens wraps VisionLayers with per-frame attention and no CLS token")
+        if self.fold < 1:
+            raise ValueError(f"FoldedTokens.fold must be >= 1, got {self.fold}")
+
+    def params(self) -> int:
+        return self.module.count * self.module.params()
+
+    def describe(self) -> str:
+        return f"after a {self.fold}x{self.fold} fold (1/{self.fold ** 2} of the patches): {self.module.describe()}"
+
+
+@dataclass(frozen=True)
+class WindowAttentionMerger(Block):
+    """A ViT layer that merges ``window`` x ``window`` patches into one token (MiniCPM-V 4.6's
+    ``vit_merger``): LayerNorm(h) -> q/k/v/o Linear(h -> h, bias) with attention inside each window of
+    window² patches (Σ_windows (window²)² = patches · window²) -> residual; then the window's patches
+    concatenated (window²·h) -> LayerNorm -> Linear(window²·h -> window²·i) -> act -> Linear(window²·i -> h), plus
+    the window's mean (not a matmul), on patches / window² rows."""
+
+    kind: ClassVar[str] = "window_attention_merger"
+    width: int
+    num_heads: int
+    head_dim: int
+    mlp_width: int  # per patch: the MLP is window²·width -> window²·mlp_width -> width
+    window: int
+
+    @property
+    def attn_width(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def unit(self) -> int:
+        return self.window * self.window
+
+    def params(self) -> int:
+        h, q, u = self.width, self.attn_width, self.unit
+        attn = linear_params(h, 3 * q, True) + linear_params(q, h, True)
+        mlp = linear_params(u * h, u * self.mlp_width, True) + linear_params(u * self.mlp_width, h, True)
+        return norm_params(h, "layernorm") + attn + norm_params(u * h, "layernorm") + mlp
+
+    def describe(self) -> str:
+        u = self.unit
+        return (f"window-attention merger: {self.num_heads}x{self.head_dim} heads within {self.window}x{self.window} "
+                f"windows, MLP {u * self.width} -> {u * self.mlp_width} -> {self.width} per window (1/{u} of the rows)")
 # --- nemotron_h_omni ---
 
 

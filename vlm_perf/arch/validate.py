@@ -224,7 +224,8 @@ AUDIO_FIELDS: dict[str, Kind] = dict.fromkeys(
 VISION_SQUARE = ("patch_size", "image_size", "merge_kernel_size")
 #: Layer indexes (any integer, negative counting from the end, or a list of them): range-checked by the family
 #: against its tower depth (``families.decoder.feature_layer_depth``), not by a kind.
-INDEX_FIELDS = ("vision_feature_layer",)
+INDEX_FIELDS = ("vision_feature_layer",
+                "insert_layer_id")  # MiniCPM-V's window-attention merger position (0..depth-1, checked by the family)
 #: Top-level fields of the families that read them (mistral3's patch merger, idefics3/smolvlm's pixel
 #: shuffle, internvl's downsample ratio, gemma3's pooled tokens, llava's image tokens, aya_vision /
 #: cohere2_vision's pixel shuffle and SwiGLU projector width).

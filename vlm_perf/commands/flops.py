@@ -72,8 +72,8 @@ def flops(
     spec = load_model(model)
     media = derive_media(spec, [parse_grid(x, "--image-size", 2) for x in image_size],
                          [parse_grid(x, "--video-size") for x in video_size], multi_image=multi_image)
-    images = [parse_grid(g, "--grid") for g in grid] + [m.grid for m in media if m.kind == "image"]
-    videos = [parse_grid(g, "--video-grid") for g in video_grid] + [m.grid for m in media if m.kind == "video"]
+    images = [parse_grid(g, "--grid") for g in grid] + [g for m in media if m.kind == "image" for g in m.grids]
+    videos = [parse_grid(g, "--video-grid") for g in video_grid] + [g for m in media if m.kind == "video" for g in m.grids]
     clips = _audio_clips(spec, audio_frames, audio_samples)
     stats = BatchStats.from_batch(
         seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
@@ -123,7 +123,7 @@ def flops(
     for item in media:
         tiles = f", {item.tiles} tiles" if item.tiles is not None else ""
         console.print(f"{item.kind} {'x'.join(map(str, item.pixels))} px -> resized {item.resized[0]}x{item.resized[1]}"
-                      f"{tiles}, grid {','.join(map(str, item.grid))}, {item.visual_tokens} visual tokens")
+                      f"{tiles}, grid {' + '.join(','.join(map(str, g)) for g in item.grids)}, {item.visual_tokens} visual tokens")
     for clip in clips:
         console.print(f"audio {clip.samples:,} samples -> {clip.mel_frames:,} mel frames -> {clip.encoder_tokens:,} "
                       f"encoder tokens, {clip.audio_tokens:,} LM tokens")
@@ -275,7 +275,7 @@ def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
     vision = spec.vision if spec is not None else None
     m = vision.spatial_merge_size if vision is not None else 1
     chunk = vision.temporal_chunk if vision is not None else 0
-    rows = sum(grid_row_stats(*item.grid, m, temporal_chunk=chunk)["merged_tokens"] for item in media)
+    rows = sum(grid_row_stats(*g, m, temporal_chunk=chunk)["merged_tokens"] for item in media for g in item.grids)
     visual = stats.vision_merged_tokens - rows + sum(item.visual_tokens for item in media)
     if visual > stats.lm_tokens:
         several = sum(1 for item in media if item.kind == "image") > 1 and spec is not None \

@@ -428,6 +428,30 @@ def _mamba2_mixer(b: Mamba2Mixer, s: BatchStats, ctx: FlopsContext) -> list[Term
 def _plain_mlp(b: PlainMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """per layer 2·2·h·w·S"""
     return [Term("lm.dense_mlp", b.count * b.per_token() * s.lm_tokens, b.part)]
+# --- minicpmv ---
+from ..arch.blocks import FoldedTokens, WindowAttentionMerger  # noqa: E402
+
+
+@block_flops(FoldedTokens)
+def _folded_tokens(b: FoldedTokens, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """the wrapped layers on P / f² rows and Σ len² / f⁴ (every slice side a multiple of f: exact)"""
+    f2 = b.fold * b.fold
+    folded = replace(s, vision_patches=s.vision_patches // f2,
+                     vision_patches_sq_frame=s.vision_patches_sq_frame // (f2 * f2))
+    return inventory_terms((b.module,), folded, ctx)
+
+
+@block_flops(WindowAttentionMerger)
+def _window_attention_merger(b: WindowAttentionMerger, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·P·4·h·q + 4·q·P·k² (windows of k² patches) + 2·(P/k²)·(k²h·k²i + k²i·h)"""
+    rows, u = s.vision_patches, b.unit
+    h, q, i = b.width, b.attn_width, b.mlp_width
+    merged = rows // u
+    return [
+        Term("vision.attn_proj", b.count * (matmul(rows, h, 3 * q) + matmul(rows, q, h)), b.part),
+        Term("vision.attn_core", b.count * 4 * q * u * rows, b.part, weights=False),
+        Term("vision.mlp", b.count * (matmul(merged, u * h, u * i) + matmul(merged, u * i, h)), b.part),
+    ]
 # --- nemotron_h_omni ---
 from ..arch.blocks import ImageVideoPatchEmbed  # noqa: E402
 

@@ -75,6 +75,7 @@ class MediaConverter:
 
             try:
                 media = self.rule.image(self.spec, *size) if kind == "image" else self.rule.video(self.spec, *size)
+                media.single_grid("metadata")  # one grid per item here: several shapes are not modelled
             except UnsupportedModelError:  # the family models no pixels of this kind
                 out = (0, 0, 0, -1, _NO_RULE_CODE[kind])
             except ValueError:  # the processor rule rejects this size (e.g. Qwen: aspect ratio over 200)

@@ -80,7 +80,7 @@ def estimate_from_config(config, spec: ModelSpec, run: str | Path = "") -> Batch
         if rule is None:
             raise UnsupportedModelError(f"{run}: {spec.name} has no pixel rule for image_size; state image_grid "
                                         "instead")
-        grid = rule.image(spec, int(size[0]), int(size[1])).grid
+        grid = rule.image(spec, int(size[0]), int(size[1])).single_grid(f"{run}: image_size")
     per_sample = getattr(config, "images_per_sample", None) or 1
     grids = [tuple(grid)] * (int(batch) * per_sample) if grid and spec.vision is not None else []
     return BatchStats.from_batch(seq_len=int(seq), samples=int(batch), image_grids=grids, spec=spec)

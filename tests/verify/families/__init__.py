@@ -20,7 +20,7 @@ from .common import PARTS, REGISTRY, PartMeasurement
 
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
                   "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "qwen_omni", "aya_vision",
-                  "deepseek_vl", "kimi_k25", "got_ocr2", "deepseek_vl_hybrid", "janus")
+                  "deepseek_vl", "kimi_k25", "got_ocr2", "deepseek_vl_hybrid", "janus", "minicpmv")
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -63,6 +63,10 @@ CASES: dict[str, list[dict]] = {
     "aya_vision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)]), dict(image_sizes=[(100, 100)])],
     "cohere2_vision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
     "deepseek_vl": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
+    # --- minicpmv --- (overview + slices of another shape; a small image upscaled to the overview)
+    "minicpmv4_6": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(10, 12), (40, 20)])],
+    "minicpmv4_7": [dict(image_sizes=[(30, 50)])],
+    "minicpm_ocr": [dict(grids=[[(8, 8), (4, 6), (4, 6)]])],
     "kimi_k25": [dict(image_sizes=[(30, 50), (60, 90)]), dict(video_sizes=[(6, 40, 60)]),
                  dict(image_sizes=[(30, 50)], video_sizes=[(3, 28, 56)])],
     # --- got_ocr2 / deepseek_vl_hybrid / janus ---

@@ -74,7 +74,7 @@ def image_grid(height_px: int, width_px: int, spec: ModelSpec, min_pixels: int |
     """
     v = _vision(spec)
     if _own_rule(spec, min_pixels, max_pixels):
-        return tuple(_family_media(spec).image(spec, int(height_px), int(width_px)).grid)
+        return tuple(_family_media(spec).image(spec, int(height_px), int(width_px)).single_grid("explore"))
     lo, hi = _bounds(spec, DEFAULT_PIXEL_BOUNDS, min_pixels, max_pixels)
     h, w = smart_resize(height_px, width_px, v.patch_size * v.spatial_merge_size, lo, hi)
     return 1, h // v.patch_size, w // v.patch_size
@@ -92,7 +92,7 @@ def video_grid(frames: int, height_px: int, width_px: int, spec: ModelSpec, min_
     if frames <= 0:
         raise ConfigError(f"frames must be positive, got {frames}")
     if _own_rule(spec, min_pixels, max_pixels):
-        return tuple(_family_media(spec).video(spec, int(frames), int(height_px), int(width_px)).grid)
+        return tuple(_family_media(spec).video(spec, int(frames), int(height_px), int(width_px)).single_grid("explore"))
     lo, hi = _bounds(spec, DEFAULT_VIDEO_PIXEL_BOUNDS, min_pixels, max_pixels)
     h, w = smart_resize(height_px, width_px, v.patch_size * v.spatial_merge_size, lo, hi)
     return -(-frames // v.temporal_patch_size), h // v.patch_size, w // v.patch_size

@@ -36,10 +36,28 @@ class DerivedMedia:
     visual_tokens: int  # LM placeholder tokens for this item
     tiles: int | None = None  # tiling families: tiles incl. thumbnail
     detail: Mapping[str, Any] = field(default_factory=dict)
+    # further grids of the same item whose slices differ in shape from ``grid`` (MiniCPM-V: overview + slices)
+    extra_grids: tuple[tuple[int, int, int], ...] = ()
+
+    @property
+    def grids(self) -> tuple[tuple[int, int, int], ...]:
+        """Every grid of the item (what the statistics consume): ``grid`` then ``extra_grids``."""
+        return (tuple(self.grid),) + tuple(self.extra_grids)  # type: ignore[return-value]
+
+    def single_grid(self, where: str) -> tuple[int, int, int]:
+        """``grid``, refusing an item that is several grids of different shapes (a caller that keeps one grid
+        per item would drop the others)."""
+        if self.extra_grids:
+            raise UnsupportedModelError(f"{where}: this family splits one image into grids of different shapes "
+                                        f"({list(self.grids)}); one grid per item cannot hold it: use "
+                                        "`vlm-perf flops --image-size` or give the grids")
+        return self.grid
 
     def as_dict(self) -> dict:
         out = {"kind": self.kind, "pixels": list(self.pixels), "resized": list(self.resized),
                "grid": list(self.grid), "visual_tokens": self.visual_tokens}
+        if self.extra_grids:
+            out["extra_grids"] = [list(g) for g in self.extra_grids]
         if self.tiles is not None:
             out["tiles"] = self.tiles
         out.update(self.detail)

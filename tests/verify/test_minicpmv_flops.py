@@ -1,0 +1,359 @@
+"""MiniCPM-V 4.6 / 4.7 / MiniCPM-OCR (transformers ``MiniCPMV4_6`` / ``MiniCPMV4_7`` / ``MiniCPMOcr``
+``ForConditionalGeneration``) against FlopCounterMode, per part, and the slicing rule against transformers'
+``MiniCPMV4_6ImageProcessorPil``.
+
+Reference: the famverify harness (``tests/verify/families/minicpmv.py``): tiny random models (tower 3 x 32,
+window-attention merger after layer 1, merger 128 -> 64; the qwen3_5 harness's hybrid LM), eager attention,
+float64, images through transformers' image processor (MiniCPM-OCR: explicit patch grids, its processor needs
+torchvision). The library derives grids with its own media rule (settings given as a checkpoint directory's
+preprocessor_config.json would) and counts ``exact`` with ``causal="full"``. LM lengths are multiples of 64:
+the delta rule's torch fallback pads to its chunk (tests/verify/test_qwen3_5_flops.py pins that difference).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.measured
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from .families import measure_family  # noqa: E402
+from .families.minicpmv import SCALE, build_model, processor_grids, tiny_config  # noqa: E402
+
+FAMILIES = ("minicpmv4_6", "minicpmv4_7", "minicpm_ocr")
+# several images per sample: an image sliced 2x3 (overview 8x8 patches, slices 8x8), a small image upscaled to
+# the overview with a 3-slice tall image (slices 8x8 next to a 12x4 overview); OCR ("4x"): grids in patches
+IMAGE_CASES = [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(10, 12), (40, 20)])]
+OCR_CASES = [dict(grids=[[(8, 8), (4, 6), (4, 6)]]), dict(grids=[[(6, 10)], [(4, 4), (8, 2)]])]
+
+
+def _cases(family):
+    return OCR_CASES if family == "minicpm_ocr" else IMAGE_CASES
+
+
+def _id(case):
+    if "grids" in case:
+        return "grids" + "+".join("/".join(f"{h}x{w}" for h, w in item) for item in case["grids"])
+    return "+".join(f"{h}x{w}" for h, w in case["image_sizes"])
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def model(request):
+    return build_model(tiny_config(request.param), 0)
+
+
+def _spec(model):
+    from vlm_perf.arch import spec_from_config
+
+    pre = {"patch_size": model.config.vision_config.patch_size, "scale_resolution": SCALE,
+           "downsample_mode": model.config.downsample_mode}
+    return spec_from_config(model.config.to_dict(), name="tiny-minicpmv", processor={"preprocessor_config.json": pre})
+
+
+def _aligned(model, case, multiple=64):
+    from .families import processor_media
+
+    media = processor_media(model.config.model_type, model.config, text_len=0, **case)
+    return dict(case, text_len=(-media["seq_len"]) % multiple + multiple)
+
+
+def _library(model, measured, case, mode="forward", frozen=()):
+    from vlm_perf.arch.families import FAMILIES as REG
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(model)
+    if case.get("image_sizes"):
+        media = [REG[spec.family].media.image(spec, h, w) for h, w in case["image_sizes"]]
+        grids = [g for item in media for g in item.grids]
+        # the media rule agrees with HF's processor: grids (overview, then the slices) and placeholder count
+        assert [[(h, w) for t, h, w in item.grids for _ in range(t)] for item in media] == measured.media["per_image"]
+        assert sum(item.visual_tokens for item in media) == measured.media["visual_tokens"]
+    else:
+        grids = [(1, h, w) for item in case.get("grids", ()) for h, w in item]
+    stats = BatchStats.from_batch(seq_lens=[measured.media["seq_len"]], image_grids=grids,
+                                  video_grids=measured.media.get("video_grids", []), spec=spec)
+    return compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen)
+
+
+def test_forward_per_part_exact(model):
+    for case in _cases(model.config.model_type):
+        case = _aligned(model, case)
+        m = measure_family(model.config.model_type, model=model, **case)
+        assert m.media["seq_len"] % 64 == 0
+        assert _library(model, m, case).parts == m.parts("forward"), _id(case)
+
+
+@pytest.mark.parametrize("frozen", [(), ("vision_tower",), ("language_model",)],
+                         ids=["all-trainable", "frozen-tower", "frozen-lm"])
+def test_training_per_part_exact(model, frozen):
+    """Frozen tower: the projector's first GEMM still needs its input gradient (its LayerNorm trains)."""
+    case = _aligned(model, _cases(model.config.model_type)[1])
+    m = measure_family(model.config.model_type, model=model, mode="training", frozen=frozen, **case)
+    lib = _library(model, m, case, mode="training", frozen=frozen)
+    assert lib.parts == m.parts("training")  # grouped-conv grad-weight over-count removed (harness default)
+
+
+def test_parameters_per_part(model):
+    from vlm_perf.arch.params import count_params
+
+    c = count_params(_spec(model))
+    numel = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
+    assert c.vision_tower == numel(model.model.vision_tower)
+    assert c.merger == numel(model.model.merger)
+    assert c.total == numel(model)  # tied lm_head (MiniCPM-OCR) counted once, as parameters() does
+
+
+def test_window_merger_by_hand():
+    """The 16x tower by hand for one 8x8 slice: patch embed, 2 layers on 64 patches, the merger (attention in
+    16 windows of 4, MLP on 16 rows), 1 layer on 16 tokens; widths of the tiny config (h 32, i 64, patch 2)."""
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = spec_from_config(tiny_config("minicpmv4_6").to_dict(), name="tiny")
+    h, i, n = 32, 64, 64
+
+    def layer(rows):
+        return 2 * rows * (4 * h * h + 2 * h * i) + 4 * h * rows * rows
+
+    merger = 2 * n * 4 * h * h + 4 * h * 4 * n + 2 * (n // 4) * (4 * h * 4 * i + 4 * i * h)
+    tower = 2 * n * 3 * 2 * 2 * h + 2 * layer(n) + merger + layer(n // 4)
+    projector = 2 * (n // 16) * (4 * h * 4 * h + 4 * h * 64)
+    stats = BatchStats.from_batch(seq_lens=[64], image_grids=[(1, 8, 8)], spec=spec)
+    parts = compute_flops(spec, stats, mode="forward", causal="full").parts
+    assert (parts["vision_tower"], parts["projector"]) == (tower, projector)
+
+
+def _rule_vs_processor(spec, config, sizes, scale, **kw):
+    from vlm_perf.arch.families import FAMILIES as REG
+
+    out, per_image = processor_grids(config, sizes, scale, **kw)
+    fold2 = 16 if config.downsample_mode == "16x" else 4
+    for (hp, wp), hf, slices in zip(sizes, per_image, out["grids"]):
+        item = REG[spec.family].media.image(spec, hp, wp)
+        assert [(h, w) for t, h, w in item.grids for _ in range(t)] == hf, (hp, wp)
+        assert item.visual_tokens == sum(h * w // fold2 for h, w in hf)
+        assert list(item.detail["slices"]) == list(slices)
+
+
+def test_media_rule_fuzzed_against_processor():
+    """Seeded, bounded fuzz of the slicing rule against MiniCPMV4_6ImageProcessorPil: image sizes, scale
+    resolution, slice cap and downsample mode (the tower's patch stays 2)."""
+    pytest.importorskip("hypothesis")
+    from hypothesis import given, settings, strategies as st
+
+    from vlm_perf.arch import spec_from_config
+
+    @settings(derandomize=True, deadline=None, max_examples=300)
+    @given(sizes=st.lists(st.tuples(st.integers(1, 160), st.integers(1, 160)), min_size=1, max_size=3),
+           scale=st.integers(4, 40), max_slices=st.integers(1, 12), mode=st.sampled_from(["16x", "4x"]))
+    def check(sizes, scale, max_slices, mode):
+        config = tiny_config("minicpmv4_6", downsample_mode=mode)
+        pre = {"patch_size": 2, "scale_resolution": scale, "max_slice_nums": max_slices, "downsample_mode": mode}
+        spec = spec_from_config(config.to_dict(), name="tiny", processor={"preprocessor_config.json": pre})
+        _rule_vs_processor(spec, config, sizes, scale, max_slice_nums=max_slices)
+
+    check()
+
+
+def test_media_rule_real_sizes():
+    """The class defaults (scale 448, patch 14, 9 slices, 16x) on photo-like sizes, against the processor."""
+    from vlm_perf.arch import spec_from_config
+
+    config = tiny_config("minicpmv4_6", vision={"patch_size": 14, "image_size": 980})
+    spec = spec_from_config(config.to_dict(), name="tiny")  # no processor files: class defaults
+    _rule_vs_processor(spec, config, [(1080, 1920), (448, 448), (300, 2000), (3000, 4000), (100, 80)], 448)
+
+
+def test_refusals():
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES as REG
+    from vlm_perf.errors import ConfigError, UnsupportedModelError
+
+    base = tiny_config("minicpmv4_6").to_dict()
+    spec = spec_from_config(base, name="tiny")
+    with pytest.raises(UnsupportedModelError, match="videos"):
+        REG["minicpmv4_6"].media.video(spec, 4, 64, 64)
+    ocr = spec_from_config(tiny_config("minicpm_ocr").to_dict(), name="tiny-ocr", processor={
+        "preprocessor_config.json": {"patch_size": 2, "small_image_upsize": "adaptive"}})
+    with pytest.raises(UnsupportedModelError, match="small_image_upsize"):  # content-dependent upscaling
+        REG["minicpm_ocr"].media.image(ocr, 64, 64)
+    with pytest.raises(UnsupportedModelError, match="downsample_mode"):  # processor 16x (default) vs model 4x
+        REG["minicpmv4_6"].media.image(spec_from_config({**base, "downsample_mode": "4x"}, name="x", processor={
+            "preprocessor_config.json": {"patch_size": 2}}), 64, 64)
+    for bad, err in (({"merger_times": 2}, UnsupportedModelError), ({"insert_layer_id": 3}, UnsupportedModelError),
+                     ({"downsample_mode": "8x"}, ConfigError), ({"merge_kernel_size": [3, 3]}, UnsupportedModelError)):
+        with pytest.raises(err):
+            spec_from_config({**base, **bad}, name="bad")
+    with pytest.raises(UnsupportedModelError, match="qwen3_5_moe_text"):
+        spec_from_config({**base, "text_config": {**base["text_config"], "model_type": "llama"}}, name="bad")
+
+
+def test_preset_equals_meta_device_count_and_hub_total():
+    """minicpm-v-4.6: the hub's safetensors total 1,300,428,016 (BF16, tied head, no MTP tensors) = transformers'
+    meta-device count of MiniCPMV4_6ForConditionalGeneration on the preset = the library, per part too."""
+    import transformers
+
+    from vlm_perf.arch import load_model, preset_config
+    from vlm_perf.arch.params import count_params
+
+    cfg = {k: v for k, v in preset_config("minicpm-v-4.6").items() if not k.startswith("_")}
+    with torch.device("meta"):
+        hf = transformers.MiniCPMV4_6ForConditionalGeneration(transformers.AutoConfig.for_model(**cfg))
+    numel = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
+    c = count_params(load_model("minicpm-v-4.6"))
+    assert (c.vision_tower, c.merger, c.total) == (numel(hf.model.vision_tower), numel(hf.model.merger), numel(hf))
+    assert c.total == 1_300_428_016
+
+
+@pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ()), ("training", ("vision_tower",))])
+def test_video_frames_through_the_video_path(model, mode, frozen):
+    """Videos through the model's own video path (``pixel_values_videos`` / ``target_sizes_videos``, packed as
+    the video processor packs them), next to an image: every frame is its overview + slices, counted as video
+    grids (the pixel rule for videos is refused: the video processor needs torchvision)."""
+    fold = 4 if model.config.downsample_mode == "16x" else 2
+    unit = [(2 * fold, 3 * fold), (fold, 2 * fold), (fold, 2 * fold)]  # overview + 2 slices per frame
+    case = dict(grids=[[(2 * fold, 2 * fold)]], video_frames=[(3, unit)])
+    case = _aligned(model, case)
+    m = measure_family(model.config.model_type, model=model, mode=mode, frozen=frozen, **case)
+    assert len(m.media["video_grids"]) == 9
+    assert _library(model, m, case, mode=mode, frozen=frozen).parts == m.parts(mode)
+
+
+def test_one_grid_per_item_consumers_refuse_sliced_images(tmp_path):
+    """Metadata rows with image_sizes (one grid per item there) refuse a sliced MiniCPM-V image with a one-line
+    SchemaError naming file:line and the field, instead of dropping its slices; its grids are accepted."""
+    import json
+
+    from vlm_perf.arch import load_model
+    from vlm_perf.errors import SchemaError
+    from vlm_perf.ingest.metadata_source import MetadataSource
+
+    spec = load_model("minicpm-v-4.6")
+    base = {"schema_version": 2, "iteration": 1, "microbatch": 0, "dp_rank": 0, "seq_lens": [4096]}
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps({**base, "image_sizes": [[1080, 1920]]}) + "\n")
+    with pytest.raises(SchemaError, match=r"m.jsonl:1: image_sizes: ") as info:
+        MetadataSource(path, spec, per_microbatch=True).per_iteration
+    assert "\n" not in str(info.value)
+    grids = [[1, 24, 44], [8, 32, 32]]  # the rule's overview + slices for 1080 x 1920 (tests above)
+    path.write_text(json.dumps({**base, "image_grid_thw": grids}) + "\n")
+    frame = MetadataSource(path, spec, per_microbatch=True).per_iteration
+    assert int(frame["vision_patches"][0]) == 24 * 44 + 8 * 32 * 32
+
+
+@pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ()), ("training", ("vision_tower",))])
+def test_minicpmv4_7_moe_lm(mode, frozen):
+    """MiniCPM-V 4.7 with a ``qwen3_5_moe_text`` LM (the 35B-A3B's backbone): eager experts gather each expert's
+    tokens (top-k, not dense), so the library's routed count is exact here too."""
+    model = build_model(tiny_config("minicpmv4_7", moe=True), 0)
+    case = _aligned(model, dict(image_sizes=[(30, 50)]))
+    m = measure_family("minicpmv4_7", model=model, mode=mode, frozen=frozen, **case)
+    assert _library(model, m, case, mode=mode, frozen=frozen).parts == m.parts(mode)
+    if mode == "forward":
+        from vlm_perf.arch.params import count_params
+
+        numel = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
+        assert count_params(_spec(model)).total == numel(model)
+
+
+def test_ocr_rule_helpers_are_the_4_6_processors():
+    """MiniCPM-OCR's image processor needs torchvision (absent), so its pixel rule is checked in two steps: its own
+    helper functions (find_best_resize, get_refine_size, get_sliced_grid: pure Python, called on the class) equal
+    MiniCPMV4_6ImageProcessorPil's on fuzzed inputs, whose composition is verified end to end above; and the rule's
+    OCR-only branch, ``small_image_upsize="never"``, keeps an unsliced image's size (sides rounded to multiples of
+    patch x 2 in 4x), by hand."""
+    pytest.importorskip("hypothesis")
+    from hypothesis import given, settings, strategies as st
+    from transformers.models.minicpm_ocr.image_processing_minicpm_ocr import MiniCPMOcrImageProcessor
+    from transformers.models.minicpmv4_6.image_processing_pil_minicpmv4_6 import MiniCPMV4_6ImageProcessorPil
+
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES as REG
+
+    ocr, v46 = object.__new__(MiniCPMOcrImageProcessor), MiniCPMV4_6ImageProcessorPil()
+
+    @settings(derandomize=True, deadline=None, max_examples=300)
+    @given(h=st.integers(1, 3000), w=st.integers(1, 3000), scale=st.integers(4, 600), n=st.integers(1, 12),
+           mode=st.sampled_from(["4x", "16x"]), up=st.booleans())
+    def check(h, w, scale, n, mode, up):
+        assert ocr.get_sliced_grid((h, w), n, scale) == v46.get_sliced_grid((h, w), n, scale)
+        assert ocr.find_best_resize((h, w), scale, 14, mode, up) == v46.find_best_resize((h, w), scale, 14, mode, up)
+        grid = v46.get_sliced_grid((h, w), n, scale) or [1, 2]
+        assert (ocr.get_refine_size((h, w), grid, scale, 14, mode, True)
+                == v46.get_refine_size((h, w), grid, scale, 14, mode, True))
+
+    check()
+    base = tiny_config("minicpm_ocr").to_dict()
+    # 11 x 14 px (154 < 16^2: not sliced), scale 16, patch 2, 4x (unit 4 px). never: 11 -> 12 px, 14 -> 16 px
+    # (3.5 rounds to even 4) = 6 x 8 patches; always: int(16 / sqrt(14/11)) = 14, int(14 * 14/11) = 17 -> 16 x 16 px
+    for upsize, expected in (("never", (1, 6, 8)), ("always", (1, 8, 8))):
+        spec = spec_from_config(base, name="ocr", processor={"preprocessor_config.json": {
+            "patch_size": 2, "scale_resolution": 16, "small_image_upsize": upsize}})
+        item = REG["minicpm_ocr"].media.image(spec, 11, 14)
+        assert item.grids == (expected,) and item.visual_tokens == expected[1] * expected[2] // 4
+
+
+@pytest.mark.parametrize("selectors", [("projector", "lm.mlp"), ("language_model[-2:]",)],
+                         ids=["projector+lm-mlps", "last-2-lm-layers"])
+def test_partial_freezing_regimes(selectors):
+    """Finer regimes than whole parts (the LM is laid out per layer; the tower trains or freezes as a whole):
+    only the named weights train, every other part frozen; measured with requires_grad on the same modules."""
+    import copy
+
+    from vlm_perf.flops.regime import regime_flops
+    from vlm_perf.arch.trainability import Trainability
+
+    from .regimes import measure_regime, measured_parts
+
+    model = build_model(tiny_config("minicpmv4_6"), 0)
+    case = _aligned(model, dict(image_sizes=[(30, 50)]))
+    from .families import harness
+
+    h = harness("minicpmv4_6")
+    inputs, media = h.make_inputs(model, image_sizes=case["image_sizes"], text_len=case["text_len"], seed=1)
+    m = copy.deepcopy(model)
+    m.requires_grad_(False)
+    layers = m.model.language_model.layers
+    train = ([*h.part_modules(m)["projector"], *(layer.mlp for layer in layers)] if "projector" in selectors
+             else list(layers[-2:]))
+    for mod in train:
+        mod.requires_grad_(True)
+    measured = measured_parts(measure_regime(m, inputs, parts=h.part_modules(m), training=True), True)
+    spec = _spec(model)
+    from vlm_perf.stats import BatchStats
+
+    stats = BatchStats.from_batch(seq_lens=[media["seq_len"]], image_grids=media["image_grids"], spec=spec)
+    lib = regime_flops(spec, stats, Trainability.build(list(selectors)), causal="full").parts
+    over = 0
+    if "projector" not in selectors:
+        # layer 2 (a gated delta net) trains its depthwise conv: FlopCounterMode bills the weight gradient as a
+        # dense conv (ignores groups). Conv channels C = 2 * (2 heads x 8) + 4 x 8 = 64, kernel k = 4, on S + k - 1
+        # padded positions: counted 2·(S+k-1)·C·C·k, real 2·(S+k-1)·C·k.
+        c, k, rows = 64, 4, media["seq_len"] + 3
+        over = 2 * rows * c * c * k - 2 * rows * c * k
+    assert {**lib, "language_model": lib["language_model"] + over} == measured
+
+
+
+def test_adapters_are_refused_not_guessed(tmp_path):
+    """Adapter configs name modules; MiniCPM-V's module names are not laid out (its tower, with the window-attention
+    merger and the folded layers, has no per-layer layout), so an adapter is refused with one typed line instead of
+    being matched against the wrong modules. Whole parts and LM selectors work (tests above)."""
+    import json
+
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.errors import UnsupportedModelError
+    from vlm_perf.flops.regime import regime_flops
+    from vlm_perf.ingest.adapter_config import read_adapter_config
+    from vlm_perf.stats import BatchStats
+
+    (tmp_path / "adapter_config.json").write_text(json.dumps(
+        {"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj", "v_proj"]}))
+    spec = _spec(build_model(tiny_config("minicpmv4_6"), 0))
+    stats = BatchStats.from_batch(seq_lens=[64], image_grids=[(1, 8, 8)], spec=spec)
+    with pytest.raises(UnsupportedModelError, match="not laid out") as info:
+        regime_flops(spec, stats, Trainability.build(adapter=read_adapter_config(tmp_path)), causal="full")
+    assert "\n" not in str(info.value)
