@@ -1226,3 +1226,24 @@ class PlainMLP(Block):
 
     def describe(self) -> str:
         return f"{self.count} plain MLP {self.hidden} -> {self.width} -> {self.hidden} (2 matrices)"
+# --- phi4_multimodal ---
+
+
+@dataclass(frozen=True)
+class SeparatorProjector(LinearProjector):
+    """Phi-4-multimodal's image projection (``img_projection_up`` -> GELU -> ``img_projection_down``) on every
+    LM image placeholder, whose input rows include learned separators (``sub_img_feature_extensor`` after each
+    row of crop tokens, ``global_img_feature_extensor`` between the crops and the global view: ``separators``
+    vectors of ``widths[0]`` parameters, part of the projector). Those parameters sit in front of the first
+    Linear, so a trainable projector needs that GEMM's input gradient even with a frozen tower."""
+
+    kind: ClassVar[str] = "separator_projector"
+    separators: int = 2
+
+    def params(self) -> int:
+        return super().params() + self.separators * self.widths[0]
+
+    def describe(self) -> str:
+        chain = " -> ".join(str(w) for w in self.widths)
+        return (f"{self.count} {self.label}: Linear chain {chain} on every image placeholder (learned row / "
+                f"global separators: {self.separators} x {self.widths[0]})")

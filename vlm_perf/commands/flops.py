@@ -78,7 +78,8 @@ def flops(
     stats = BatchStats.from_batch(
         seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
         seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec,
-        audio_frames=[c.mel_frames for c in clips])
+        audio_frames=[c.mel_frames for c in clips],
+        image_merged_tokens=[None] * len(grid) + [m.merged_tokens for m in media if m.kind == "image"])
     _check_visual_tokens(stats, spec, media)
     if trainable or adapter or qlora or input_require_grads or any(_fine(x) for x in frozen):
         _regime(spec, stats, model, media, convention=convention, mode=mode, causal=causal, frozen=frozen,
@@ -248,8 +249,10 @@ def derive_media(spec, images: list, videos: list, multi_image: bool = False) ->
         raise ConfigError(f"model {spec.name} has no vision tower, but --image-size/--video-size were given")
     rule = _family(spec).media
     several = multi_image and len(images) > 1 and "multi_image" in inspect.signature(rule.image).parameters
-    return ([rule.image(spec, h, w, multi_image=True) if several else rule.image(spec, h, w) for h, w in images]
-            + [rule.video(spec, t, h, w) for t, h, w in videos])
+    derived = [rule.image(spec, h, w, multi_image=True) if several else rule.image(spec, h, w) for h, w in images]
+    if len(derived) > 1 and hasattr(rule, "one_call"):  # a batch-level rule (Phi-4-multimodal pads crops)
+        derived = rule.one_call(spec, derived)
+    return derived + [rule.video(spec, t, h, w) for t, h, w in videos]
 
 
 def cross_bound_notes(spec, stats: BatchStats, lens: list[int] | None) -> tuple[str, ...]:
@@ -271,7 +274,8 @@ def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
     # media from pixels carry the LM placeholder count their processor writes (LLaVA-OV: fewer than the
     # projector rows, after unpadding / pooling); explicit grids count their merged tokens
     m = spec.vision.spatial_merge_size if spec is not None and spec.vision is not None else 1
-    rows = sum(g[0] * (g[1] // m) * (g[2] // m) for g in (item.grid for item in media))
+    rows = sum(item.merged_tokens if item.merged_tokens is not None else
+               item.grid[0] * (item.grid[1] // m) * (item.grid[2] // m) for item in media)
     visual = stats.vision_merged_tokens - rows + sum(item.visual_tokens for item in media)
     if visual > stats.lm_tokens:
         several = sum(1 for item in media if item.kind == "image") > 1 and spec is not None \

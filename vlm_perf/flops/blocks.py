@@ -427,3 +427,14 @@ def _mamba2_mixer(b: Mamba2Mixer, s: BatchStats, ctx: FlopsContext) -> list[Term
 def _plain_mlp(b: PlainMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """per layer 2·2·h·w·S"""
     return [Term("lm.dense_mlp", b.count * b.per_token() * s.lm_tokens, b.part)]
+# --- phi4_multimodal ---
+from ..arch.blocks import SeparatorProjector  # noqa: E402
+
+
+@block_flops(SeparatorProjector)
+def _separator_projector(b: SeparatorProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """Σ_i 2·M·w_i·w_{i+1} (M = vision_merged_tokens: every placeholder row, separators included); the first
+    GEMM's input holds trainable separators: its input gradient is due whenever the projector trains"""
+    return [Term("vision.merger", b.count * matmul(s.vision_merged_tokens, n_in, n_out), b.part,
+                 input_kind=INPUT_TOWER if i == 0 else INPUT_STAGE)
+            for i, (n_in, n_out, _) in enumerate(b.linears())]

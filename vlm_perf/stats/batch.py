@@ -133,6 +133,7 @@ class BatchStats:
         window_side: int | None = None,
         audio_frames: Sequence[int] = (),
         images_per_sample: Sequence[int] | None = None,
+        image_merged_tokens: Sequence[int | None] = (),
     ) -> "BatchStats":
         """Statistics of one batch given explicitly (Python numbers; validates every value).
 
@@ -143,6 +144,9 @@ class BatchStats:
         entry of ``seq_lens``, in the order of ``image_grids``) says which sample each image belongs to, for
         the text x vision statistics (see the class docstring). ``audio_frames``: mel frames of each audio
         clip of this batch (one audio-encoder call; needs a ``spec`` with an audio encoder).
+        ``image_merged_tokens``: per image grid, the projector rows when the family's media rule says they are
+        not the grid's m x m fold (``DerivedMedia.merged_tokens``: Phi-4-multimodal projects its crops after
+        dropping padding and adding separators); None or absent entries keep the fold.
         """
         if seq_lens is not None and seq_len is not None:
             raise InputError("give either seq_lens or seq_len/samples, not both")
@@ -182,6 +186,12 @@ class BatchStats:
             for i, row in enumerate(grids):
                 t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
                 row_stats = grid_row_stats(t, h, w, m, u, cls_per_frame=cls_per_frame)
+                override = image_merged_tokens[i] if kind == "image" and i < len(image_merged_tokens) else None
+                if override is not None:
+                    if isinstance(override, bool) or int(override) != override or override < 0:
+                        raise InputError(f"image #{i + 1}: merged tokens must be a non-negative integer, "
+                                         f"got {override!r}")
+                    row_stats["merged_tokens"] = int(override)
                 items += 1
                 for key in totals:
                     totals[key] += row_stats[key]

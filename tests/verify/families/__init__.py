@@ -20,7 +20,7 @@ from .common import PARTS, REGISTRY, PartMeasurement
 
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
                   "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "qwen_omni", "aya_vision",
-                  "deepseek_vl")
+                  "deepseek_vl", "phi4_multimodal")
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -63,6 +63,8 @@ CASES: dict[str, list[dict]] = {
     "aya_vision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)]), dict(image_sizes=[(100, 100)])],
     "cohere2_vision": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
     "deepseek_vl": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
+    # --- phi4_multimodal --- (aspect-ratio path past dynamic_hd 3, padding rows / columns, crops padded per call)
+    "phi4_multimodal": [dict(image_sizes=[(100, 70)]), dict(image_sizes=[(40, 130), (64, 64)])],
 }
 
 

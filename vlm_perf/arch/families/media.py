@@ -36,12 +36,16 @@ class DerivedMedia:
     visual_tokens: int  # LM placeholder tokens for this item
     tiles: int | None = None  # tiling families: tiles incl. thumbnail
     detail: Mapping[str, Any] = field(default_factory=dict)
+    # projector rows when they are not the grid's m x m fold (Phi-4-multimodal); None: the fold
+    merged_tokens: int | None = None
 
     def as_dict(self) -> dict:
         out = {"kind": self.kind, "pixels": list(self.pixels), "resized": list(self.resized),
                "grid": list(self.grid), "visual_tokens": self.visual_tokens}
         if self.tiles is not None:
             out["tiles"] = self.tiles
+        if self.merged_tokens is not None:
+            out["merged_tokens"] = self.merged_tokens
         out.update(self.detail)
         return out
 
