@@ -40,7 +40,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from ...errors import ConfigError, InputError, UnsupportedModelError
-from ..blocks import ExtraParams, SeparatorProjector, linear_params
+from ..blocks import ExtraParams, PositionTable, SeparatorProjector, linear_params
 from ..fields import Fields
 from ..parts import AUDIO, MERGER
 from ..spec import ModelSpec, VisionSpec
@@ -73,10 +73,11 @@ def _positive(value: Any, name: str, source: str) -> int:
     return value
 
 
-def audio_params(ac: Mapping[str, Any], lm_hidden: int, source: str) -> int:
-    """Stored parameters of ``Phi4MultimodalAudioEmbedding``: the conformer encoder (NeMo conv subsampling,
-    relative-attention bias table, ``num_blocks`` conformer layers) and the speech / vision-speech projection
-    pairs. Module by module from modeling_phi4_multimodal.py; the mean/variance normaliser holds buffers only."""
+def audio_params(ac: Mapping[str, Any], lm_hidden: int, source: str) -> tuple[int, int, int]:
+    """Stored parameters of ``Phi4MultimodalAudioEmbedding`` as (relative-attention bias buckets, heads, the
+    rest): the bias table is an ``nn.Embedding`` (buckets x heads); the rest is the conformer encoder (NeMo conv
+    subsampling, ``num_blocks`` conformer layers) and the speech / vision-speech projection pairs. Module by
+    module from modeling_phi4_multimodal.py; the mean/variance normaliser holds buffers only."""
     a = {k: _positive(ac.get(k, d), f"audio_config.{k}", source) if not isinstance(d, bool) else bool(ac.get(k, d))
          for k, d in AUDIO_DEFAULTS.items()}
     h, i, c = a["hidden_size"], a["intermediate_size"], a["nemo_conv_channels"]
@@ -100,7 +101,7 @@ def audio_params(ac: Mapping[str, Any], lm_hidden: int, source: str) -> int:
                       "audio_config.num_attention_heads", source)
     projections = 2 * (linear_params(h * a["downsample_rate"], lm_hidden, True) + linear_params(lm_hidden, lm_hidden,
                                                                                                 True))
-    return conv + buckets * heads + a["num_blocks"] * layer + projections
+    return buckets, heads, conv + a["num_blocks"] * layer + projections
 
 
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
@@ -136,11 +137,13 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     ac = config.get("audio_config") or {}
     if not isinstance(ac, dict):
         raise ConfigError(f"{source}: audio_config must be an object, got {type(ac).__name__}")
+    buckets, audio_heads, audio_rest = audio_params(ac, lm.hidden_size, source)
     blocks = (patch, pos) + forward_only_after(layers, used) + (post, head) + (
         SeparatorProjector(part=MERGER, count=1, widths=(tower.width, lm.hidden_size, lm.hidden_size),
                            biases=(True, True), label="image projection"),
+        PositionTable(part=AUDIO, count=1, entries=buckets, width=audio_heads),  # relative-attention bias table
         ExtraParams(part=AUDIO, count=1, label="audio encoder + projections (FLOPs not modelled: audio refused)",
-                    numel=audio_params(ac, lm.hidden_size, source)),
+                    numel=audio_rest),
     ) + lm_blocks(lm)
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "phi4_multimodal"),
                      model_type="phi4_multimodal", lm=lm, vision=vision, source=source, family="phi4_multimodal",

@@ -1,0 +1,235 @@
+"""Phi-4-multimodal (transformers ``Phi4MultimodalForCausalLM``) against FlopCounterMode, per part.
+
+Reference: the famverify harness (``tests/verify/families/phi4_multimodal.py``): a tiny random model (SigLIP-like
+tower on 64-px crops of 32 x 32 patches, 2 layers with ``feature_layer`` -2, pooling head; projection 16 -> 32
+-> 32; Phi-3 LM of 2 layers; a 1-block conformer that holds parameters only), eager attention, float64, crops
+and placeholder counts from transformers' own ``Phi4MultimodalImageProcessor`` code (compiled from the
+installed file: no torchvision here). The library starts from the SAME pixel sizes, derives crops and
+placeholders with its own rule (several images: crops padded to the call's largest count, as the processor
+pads them) and counts ``exact`` with ``causal="full"`` (eager computes the whole square). Exact per part
+(tolerance 0). Parameters per part equal the tiny model's and the full-size class defaults' meta-device count;
+the crop rule is fuzzed (seeded, bounded) against the processor's own code.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.measured
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from .families import CASES, harness, measure_family  # noqa: E402
+
+FAMILY = "phi4_multimodal"
+PROCESSOR = {"preprocessor_config.json": {"size": {"height": 64, "width": 64}, "patch_size": 2, "dynamic_hd": 3}}
+_models: dict = {}
+
+
+def model(**over):
+    key = repr(sorted(over.items()))
+    if key not in _models:
+        h = harness(FAMILY)
+        _models[key] = h.build_model(h.tiny_config(**over), 0)
+    return _models[key]
+
+
+def _spec(m, processor=PROCESSOR):
+    from vlm_perf.arch import spec_from_config
+
+    return spec_from_config(m.config.to_dict(), name="tiny-phi4", processor=processor)
+
+
+def _library(m, measured, images, mode="forward", frozen=()):
+    from vlm_perf.commands.flops import derive_media
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(m)
+    media = derive_media(spec, list(images), [])  # the CLI's path: one call, crops padded to the largest
+    assert [d.visual_tokens for d in media] == measured.media["num_img_tokens"]  # the rule agrees with HF's
+    assert sum(d.grid[0] for d in media) == measured.media["crops_in_tower"]
+    stats = BatchStats.from_batch(seq_lens=[measured.media["seq_len"]], image_grids=[d.grid for d in media],
+                                  spec=spec, image_merged_tokens=[d.merged_tokens for d in media])
+    return compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen).parts
+
+
+def _check(measured: dict, library: dict):
+    assert {p: library.get(p, 0) for p in measured} == measured
+
+
+@pytest.mark.parametrize("case", CASES[FAMILY], ids=lambda c: "+".join(f"{h}x{w}" for h, w in c["image_sizes"]))
+def test_forward_per_part(case):
+    m = measure_family(FAMILY, model=model(), **case)
+    _check(m.parts("forward"), _library(model(), m, case["image_sizes"]))
+
+
+@pytest.mark.parametrize("frozen", [(), ("vision_tower",), ("projector",), ("vision_tower", "projector"),
+                                    ("language_model",)],
+                         ids=["all-trainable", "frozen-tower", "frozen-projector", "frozen-vision", "frozen-lm"])
+def test_training_per_part(frozen):
+    images = [(40, 130), (64, 64)]  # two images, crops padded 2 -> 4 for the second one
+    m = measure_family(FAMILY, model=model(), image_sizes=images, mode="training", frozen=frozen)
+    _check(m.parts("training"), _library(model(), m, images, mode="training", frozen=frozen))
+
+
+@pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ()), ("training", ("projector",))])
+def test_last_feature_layer_trains_every_layer(mode, frozen):
+    """feature_layer -1: every tower layer reaches the loss (the -2 default leaves the last forward only)."""
+    m0 = model(vision={"feature_layer": -1})
+    images = [(100, 70)]
+    m = measure_family(FAMILY, model=m0, image_sizes=images, mode=mode, frozen=frozen)
+    _check(m.parts(mode), _library(m0, m, images, mode=mode, frozen=frozen))
+
+
+def test_no_image_runs_no_tower():
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(model())
+    m = measure_family(FAMILY, model=model(), image_sizes=[], text_len=20, mode="training")
+    lib = compute_flops(spec, BatchStats.from_batch(seq_lens=[20], spec=spec), mode="training", causal="full").parts
+    _check(m.parts("training"), lib)
+
+
+def _numel(mod) -> int:
+    return sum(p.numel() for p in mod.parameters())
+
+
+@pytest.mark.parametrize("over", [{}, {"vision": {"feature_layer": -1}, "tie_word_embeddings": True},
+                                  {"audio": {"bias_symmetric": True, "depthwise_multiplier": 2, "time_reduction": 4,
+                                             "downsample_rate": 2, "num_blocks": 2}}],
+                         ids=["default", "tied", "audio-variant"])
+def test_parameters_per_part(over):
+    from vlm_perf.arch.params import count_params
+
+    h = harness(FAMILY)
+    m = h.build_model(h.tiny_config(**over), 0)
+    image = m.model.embed_tokens_extend.image_embed
+    c = count_params(_spec(m))
+    assert c.vision_tower == _numel(image.img_processor)
+    assert c.merger == _numel(image) - _numel(image.img_processor)  # projection + the two separators
+    assert c.audio == _numel(m.model.embed_tokens_extend.audio_embed)
+    assert c.total == _numel(m)
+
+
+def test_class_default_parameters_equal_meta_count():
+    """The full-size class defaults (Phi-4-multimodal-instruct's dimensions) = transformers' meta-device count,
+    per part: tower 428,565,440, projector 12,984,576, audio 466,432,256, total 5,308,268,992."""
+    import transformers
+
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.params import count_params
+
+    cfg = transformers.Phi4MultimodalConfig()
+    with torch.device("meta"):
+        m = transformers.Phi4MultimodalForCausalLM(cfg)
+    image = m.model.embed_tokens_extend.image_embed
+    c = count_params(spec_from_config(cfg.to_dict(), name="phi4"))
+    assert (c.vision_tower, c.merger, c.audio, c.total) == (
+        _numel(image.img_processor), _numel(image) - _numel(image.img_processor),
+        _numel(m.model.embed_tokens_extend.audio_embed), _numel(m))
+    assert c.total == 5_308_268_992
+
+
+def test_projector_and_tokens_by_hand():
+    """One 100 x 70 image, crops of 64 px (32 x 32 patches of 2 px), dynamic_hd 3: ceil(70/64) x ceil(100/64) =
+    2 x 2 = 4 > 3 crops, so the closest aspect ratio among (1,1), (1,2), (2,1), (1,3), (3,1) to 0.7 is (1 col, 2
+    rows): canvas 64 x 128, resized to 64 x 91 (int(100 * 0.64)), 37 px of bottom padding = 18 patch rows
+    masked: 64 - 18 = 46 useful patch rows -> 23 pooled rows x 16 columns; placeholders 256 + 16 + 1 + 23 x 16
+    + 23 = 664; tower crops 1 + 2 = 3; projector 2 x 664 x (16 x 32 + 32 x 32) FLOPs forward."""
+    from vlm_perf.arch.families import FAMILIES as REG
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(model())
+    d = REG[FAMILY].media.image(spec, 100, 70)
+    assert (d.grid, d.visual_tokens, d.merged_tokens, d.detail["useful_tokens"]) == ((3, 32, 32), 664, 664, [23, 16])
+    stats = BatchStats.from_batch(seq_len=700, image_grids=[d.grid], spec=spec, image_merged_tokens=[664])
+    assert compute_flops(spec, stats, mode="forward").parts["projector"] == 2 * 664 * (16 * 32 + 32 * 32)
+
+
+def test_refusals():
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES as REG
+    from vlm_perf.errors import InputError, UnsupportedModelError
+
+    rule = REG[FAMILY].media
+    spec = _spec(model())
+    with pytest.raises(UnsupportedModelError, match="no video"):
+        rule.video(spec, 4, 64, 64)
+    with pytest.raises(UnsupportedModelError, match="audio"):
+        rule.audio(spec, 16000)
+    with pytest.raises(InputError, match="extreme"):
+        rule.image(spec, 2, 400)
+    cfg = model().config.to_dict()
+    small = dict(cfg, vision_config=dict(cfg["vision_config"], image_size=32, crop_size=32))
+    with pytest.raises(UnsupportedModelError, match="256 \\+ 16"):
+        rule.image(spec_from_config(small, name="t", processor={"preprocessor_config.json": {
+            "size": {"height": 32, "width": 32}, "patch_size": 2}}), 50, 50)
+    with pytest.raises(UnsupportedModelError, match="crop_size"):
+        spec_from_config(dict(cfg, vision_config=dict(cfg["vision_config"], crop_size=48)), name="t")
+    with pytest.raises(UnsupportedModelError, match="crop_size"):
+        rule.image(_spec(model(), {"preprocessor_config.json": {"size": {"height": 48, "width": 48}}}), 50, 50)
+    with pytest.raises(UnsupportedModelError, match="odd"):
+        spec_from_config(dict(cfg, vision_config=dict(cfg["vision_config"], image_size=62, crop_size=62)), name="t")
+
+
+def test_conventions_coverage():
+    """hf-trainer / ms-swift (transformers' own ``Trainer.floating_point_ops``: 6 x non-embedding parameters,
+    audio encoder included, x input ids), 6nd and exact define a number; every other convention refuses."""
+    from types import SimpleNamespace
+
+    import transformers
+
+    from vlm_perf.errors import ConventionNotDefined
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.flops.conventions import CONVENTIONS
+    from vlm_perf.stats import BatchStats
+
+    m = model()
+    spec = _spec(m)
+    ids = torch.zeros((1, 700), dtype=torch.long)
+    stats = BatchStats.from_batch(seq_len=700, image_grids=[(3, 32, 32)], spec=spec, image_merged_tokens=[664])
+    trainer = transformers.Trainer.floating_point_ops(SimpleNamespace(model=m), {"input_ids": ids})
+    for name in ("hf-trainer", "ms-swift"):
+        assert compute_flops(spec, stats, name).total == trainer
+    # 6nd: the LM's matmul weights: 2 layers of q 32x32, k/v 32x16, o 32x32, SwiGLU 3 x 32x48; head 32 x 1000
+    assert compute_flops(spec, stats, "6nd").total == 6 * (2 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 48)
+                                                           + 32 * 1000) * 700
+    defined = {"hf-trainer", "ms-swift", "6nd", "exact"}
+    for name in sorted(set(CONVENTIONS) - defined):
+        with pytest.raises(ConventionNotDefined, match=FAMILY):
+            compute_flops(spec, stats, name)
+
+
+hyp = pytest.importorskip("hypothesis")
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+FUZZ = settings(derandomize=True, deadline=None, max_examples=40)
+_processors: dict = {}
+
+
+@FUZZ
+@given(h=st.integers(1, 500), w=st.integers(1, 500), hd=st.integers(1, 8))
+def test_crops_and_placeholders_equal_hf_processor(h, w, hd):
+    from vlm_perf.arch.families import FAMILIES as REG
+    from vlm_perf.errors import InputError
+
+    from .families.phi4_multimodal import hf_image_processor, random_image_tensors
+
+    if hd not in _processors:
+        _processors[hd] = hf_image_processor(64, 2, hd)
+    spec = _spec(model(), {"preprocessor_config.json": {"size": {"height": 64, "width": 64}, "patch_size": 2,
+                                                        "dynamic_hd": hd}})
+    try:
+        out = _processors[hd](random_image_tensors([(h, w)]))
+    except ValueError as exc:  # "the aspect ratio is very extreme": the rule refuses the same images
+        assert "extreme" in str(exc)
+        with pytest.raises(InputError, match="extreme"):
+            REG[FAMILY].media.image(spec, h, w)
+        return
+    d = REG[FAMILY].media.image(spec, h, w)
+    assert d.visual_tokens == int(out["num_img_tokens"][0])
+    assert d.grid[0] == out["image_pixel_values"].shape[1]
+    assert list(d.resized) == [int(v) for v in out["image_sizes"][0]]
