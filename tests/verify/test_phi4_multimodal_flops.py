@@ -7,8 +7,10 @@ and placeholder counts from transformers' own ``Phi4MultimodalImageProcessor`` c
 installed file: no torchvision here). The library starts from the SAME pixel sizes, derives crops and
 placeholders with its own rule (several images: crops padded to the call's largest count, as the processor
 pads them) and counts ``exact`` with ``causal="full"`` (eager computes the whole square). Exact per part
-(tolerance 0). Parameters per part equal the tiny model's and the full-size class defaults' meta-device count;
-the crop rule is fuzzed (seeded, bounded) against the processor's own code.
+(tolerance 0). Audio: clips through transformers' own ``Phi4MultimodalFeatureExtractor`` (one call, padded to
+the longest clip), the conformer encoder counted as part ``audio``. Parameters per part equal the tiny model's and
+the full-size class defaults' meta-device count; the crop rule and the samples -> tokens rule are fuzzed
+(seeded, bounded) against the processor's / feature extractor's own code.
 """
 
 from __future__ import annotations
@@ -80,6 +82,70 @@ def test_last_feature_layer_trains_every_layer(mode, frozen):
     images = [(100, 70)]
     m = measure_family(FAMILY, model=m0, image_sizes=images, mode=mode, frozen=frozen)
     _check(m.parts(mode), _library(m0, m, images, mode=mode, frozen=frozen))
+
+
+def _library_audio(m, measured, images, audio, mode="forward", frozen=()):
+    """As :func:`_library`, with the clips through the family's audio rule (one encoder call)."""
+    from vlm_perf.arch.families import FAMILIES as REG
+    from vlm_perf.commands.flops import derive_media
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(m)
+    media = derive_media(spec, list(images), [])
+    clips = [REG[FAMILY].media.audio(spec, n, longest=max(audio)) for n in audio]
+    assert [c.audio_tokens for c in clips] == measured.media["audio_tokens"]  # = the feature extractor's sizes
+    assert max(c.mel_frames for c in clips) == measured.media["audio_frames_padded"]
+    stats = BatchStats.from_batch(seq_lens=[measured.media["seq_len"]], image_grids=[d.grid for d in media],
+                                  spec=spec, image_merged_tokens=[d.merged_tokens for d in media],
+                                  audio_frames=[c.mel_frames for c in clips])
+    return compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen).parts
+
+
+# clips in samples at 16 kHz: one short, two unequal (features padded to the longest), a 44-s clip whose 547
+# encoder rows are cut into two 500-row pieces (the second padded; alone: transformers 5.24's unfold_tensor fails
+# with a view error when several clips of one call exceed 500 rows), and an image with a clip
+AUDIO_CASES = [dict(audio=[16000]), dict(audio=[16000, 5000]), dict(audio=[700000]),
+               dict(images=[(100, 70)], audio=[9000])]
+
+
+@pytest.mark.parametrize("case", AUDIO_CASES, ids=lambda c: "+".join(map(str, c.get("images", []) + c["audio"])))
+def test_audio_forward_per_part(case):
+    images = case.get("images", [])
+    m = measure_family(FAMILY, model=model(), image_sizes=images, audio_samples=case["audio"])
+    assert m.parts("forward")["audio"] > 0
+    _check(m.parts("forward"), _library_audio(model(), m, images, case["audio"]))
+
+
+@pytest.mark.parametrize("frozen", [(), ("audio",), ("language_model",), ("vision_tower", "projector")],
+                         ids=["all-trainable", "frozen-audio", "frozen-lm", "frozen-vision"])
+def test_audio_training_per_part(frozen):
+    """Training with an image and two clips; torch's FlopCounterMode over-counts the depthwise convolutions'
+    weight gradient by their channel count (it ignores ``groups``): the harness removes that
+    (``PartMeasurement.grouped_conv_overcount``)."""
+    images, audio = [(100, 70)], [16000, 5000]
+    m = measure_family(FAMILY, model=model(), image_sizes=images, audio_samples=audio, mode="training", frozen=frozen)
+    _check(m.parts("training"), _library_audio(model(), m, images, audio, mode="training", frozen=frozen))
+
+
+def test_audio_rows_by_hand():
+    """Two clips of 16000 and 5000 samples: mel frames (n - 400) // 160 + 1 = 98 and 29; the encoder call pads
+    both to 98 frames -> 49 -> 25 -> 13 rows per clip (three stride-2 convolutions); LM placeholders ceil(98/8)
+    = 13 and ceil(29/8) = 4; the conformer runs 2 x 13 rows, attention 2 x 13^2, the depthwise conv 2 x (13 + 2)
+    positions; the projection 2 x 13 rows."""
+    from vlm_perf.arch.families import FAMILIES as REG
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(model())
+    clips = [REG[FAMILY].media.audio(spec, n) for n in (16000, 5000)]
+    assert [(c.mel_frames, c.audio_tokens) for c in clips] == [(98, 13), (29, 4)]
+    s = BatchStats.from_batch(seq_len=40, spec=spec, audio_frames=[98, 29])
+    assert (s.audio_conv_frames, s.audio_conv_frames_s2, s.audio_conv_frames_s4, s.audio_conv_frames_s8) == (
+        196, 98, 50, 26)
+    assert (s.audio_tokens, s.audio_tokens_sq, s.audio_sequences, s.audio_out_tokens) == (26, 2 * 169, 2, 26)
+    long = BatchStats.from_batch(seq_len=600, spec=spec, audio_frames=[4373])  # 547 rows -> 2 pieces of 500
+    assert (long.audio_tokens, long.audio_tokens_sq, long.audio_sequences, long.audio_out_tokens) == (
+        1000, 2 * 500 ** 2, 2, 547)
 
 
 def test_no_image_runs_no_tower():
@@ -158,8 +224,11 @@ def test_refusals():
     spec = _spec(model())
     with pytest.raises(UnsupportedModelError, match="no video"):
         rule.video(spec, 4, 64, 64)
-    with pytest.raises(UnsupportedModelError, match="audio"):
-        rule.audio(spec, 16000)
+    with pytest.raises(InputError, match="analysis window"):
+        rule.audio(spec, 399)
+    other = model(audio={"time_reduction": 4})
+    with pytest.raises(UnsupportedModelError, match="time_reduction"):
+        rule.audio(_spec(other), 16000)
     with pytest.raises(InputError, match="extreme"):
         rule.image(spec, 2, 400)
     cfg = model().config.to_dict()
@@ -197,6 +266,10 @@ def test_conventions_coverage():
     # 6nd: the LM's matmul weights: 2 layers of q 32x32, k/v 32x16, o 32x32, SwiGLU 3 x 32x48; head 32 x 1000
     assert compute_flops(spec, stats, "6nd").total == 6 * (2 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 48)
                                                            + 32 * 1000) * 700
+    # with audio: hf-trainer bills every parameter (the audio encoder's included) per input id, 6nd only the LM
+    audio_stats = BatchStats.from_batch(seq_len=700, spec=spec, audio_frames=[98])
+    assert compute_flops(spec, audio_stats, "hf-trainer").total == trainer
+    assert compute_flops(spec, audio_stats, "6nd").parts.get("audio", 0) == 0
     defined = {"hf-trainer", "ms-swift", "6nd", "exact"}
     for name in sorted(set(CONVENTIONS) - defined):
         with pytest.raises(ConventionNotDefined, match=FAMILY):
@@ -208,6 +281,21 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 
 FUZZ = settings(derandomize=True, deadline=None, max_examples=40)
 _processors: dict = {}
+
+
+@FUZZ
+@given(n=st.integers(400, 200_000))
+def test_audio_tokens_equal_hf_feature_extractor(n):
+    import numpy as np
+
+    from vlm_perf.arch.families import FAMILIES as REG
+
+    from .families.phi4_multimodal import feature_extractor
+
+    m = model()
+    out = feature_extractor(m.config)([np.zeros(n, dtype=np.float32)], sampling_rate=16000, return_tensors="pt")
+    d = REG[FAMILY].media.audio(_spec(m), n)
+    assert (d.mel_frames, d.audio_tokens) == (out["audio_input_features"].shape[1], int(out["audio_embed_sizes"][0]))
 
 
 @FUZZ

@@ -64,6 +64,8 @@ class BatchStats:
       positions, padding included), audio_conv_frames_s2 / _s4 / _s8 (that length halved 1 / 2 / 3 times by
       stride-2 convolutions), audio_tokens (encoder positions), audio_tokens_sq (sum of squared attention
       chunk / window lengths), audio_out_tokens (output-head rows = the LM's audio placeholder tokens)
+      audio_sequences (the encoder's attention sequences: chunks / windows / Phi-4-multimodal's 500-position
+      pieces; Phi-4-multimodal's depthwise convolutions pad each one by kernel - 1)
 
     Adding a statistic: a field here (default 0) and its per-row formula in ``stats/vision.py``; frames,
     metadata aggregation, Dask and the FLOPs columns all iterate :meth:`field_names`.
@@ -97,6 +99,7 @@ class BatchStats:
     audio_tokens: Any = 0
     audio_tokens_sq: Any = 0
     audio_out_tokens: Any = 0
+    audio_sequences: Any = 0  # the audio encoder's attention sequences (Phi-4-multimodal's depthwise-conv padding)
     lm_tokens_no_vision: Any = 0
 
     # --- construction -------------------------------------------------------------------

@@ -4,7 +4,8 @@ Tiny config: SigLIP-like tower on 64-px crops, patch 2 -> 32 x 32 = 1024 patches
 hard-codes 256 + 16 global-view placeholders, i.e. 16 pooled tokens per side, so the patch grid must be 32),
 hidden 16, 2 layers (``feature_layer`` -2: the last runs forward only), 2 heads, MLP 24, pooling head;
 projection Linear(16 -> 32) -> GELU -> Linear(32 -> 32); Phi-3 LM hidden 32, 2 heads, 1 KV head, SwiGLU 48,
-2 layers, untied head; a 1-block conformer audio encoder (parameters only: no audio input here).
+2 layers, untied head; a 1-block conformer audio encoder (16 mel bins, width 16, 8 conv channels) fed by
+transformers' own ``Phi4MultimodalFeatureExtractor`` (16 mel bins).
 
 Inputs: transformers' own ``Phi4MultimodalImageProcessor`` logic, compiled from the installed
 ``image_processing_phi4_multimodal.py`` (this CPU venv has no torchvision, which the module imports at the
@@ -131,8 +132,16 @@ def random_image_tensors(sizes: Sequence[tuple[int, int]], seed: int = 0) -> lis
     return [torch.randint(0, 256, (3, h, w), generator=gen, dtype=torch.uint8) for h, w in sizes]
 
 
+def feature_extractor(config):
+    """transformers' own ``Phi4MultimodalFeatureExtractor`` with the tiny encoder's mel bins."""
+    from transformers.models.phi4_multimodal.feature_extraction_phi4_multimodal import Phi4MultimodalFeatureExtractor
+
+    return Phi4MultimodalFeatureExtractor(feature_size=config.audio_config.input_size)
+
+
 def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes: Sequence = (), text_len: int = 8,
-                seed: int = 1, dynamic_hd: int = 3):
+                seed: int = 1, dynamic_hd: int = 3, audio_samples: Sequence[int] = ()):
+    import numpy as np
     import torch
 
     if video_sizes:
@@ -154,6 +163,19 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
         media["visual_tokens"] = sum(tokens)
         inputs.update(image_pixel_values=pixels.to(torch.float64), image_sizes=out["image_sizes"],
                       image_attention_mask=out["image_attention_mask"])
+    if audio_samples:  # one feature-extractor call: every clip padded to the longest
+        rng = np.random.default_rng(seed)
+        out = feature_extractor(cfg)([rng.standard_normal(n).astype(np.float32) for n in audio_samples],
+                                     sampling_rate=16000, return_tensors="pt")
+        sizes = [int(n) for n in out["audio_embed_sizes"]]
+        for n in sizes:
+            ids += [AUDIO_TOKEN] * n + text_ids(2, gen)
+        media["audio_tokens"] = sizes
+        media["audio_frames_padded"] = int(out["audio_input_features"].shape[1])
+        inputs.update(audio_input_features=out["audio_input_features"].to(torch.float64),
+                      audio_embed_sizes=out["audio_embed_sizes"])
+        if "audio_attention_mask" in out:
+            inputs["audio_attention_mask"] = out["audio_attention_mask"]
     media["seq_len"] = len(ids)
     inputs.update(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                   use_cache=False)

@@ -23,11 +23,15 @@ Read from transformers ``models/phi4_multimodal/modeling_phi4_multimodal.py``,
   is appended to every row (global view too) and a learned separator joins crops and global view: placeholders
   = u_h (u_w + 1) + 1 + b (b + 1); every placeholder row goes through Linear(d_v -> h) -> GELU -> Linear(h ->
   h). The processor writes 256 + 16 + 1 + u_h u_w + u_h placeholders (hard-coded for b = 16).
-* **LM**: Phi-3 decoder (fused qkv_proj and gate_up_proj without bias, RMSNorm, SwiGLU, untied lm_head);
+* **LM**: Phi-3 decoder (fused qkv_proj and gate_up_proj without bias, RMSNorm, SwiGLU, lm_head tied as the config says);
   ``sliding_window`` (when set) applies to every layer.
-* **Audio** (``Phi4MultimodalAudioEmbedding``: conformer encoder + two projection pairs): its parameters are
-  counted (part ``audio``); audio clips are refused (their FLOPs are not modelled yet). The encoder does not
-  run in a forward without audio placeholders.
+* **Audio** (``Phi4MultimodalAudioEmbedding``, part ``audio``): one encoder call per forward over every clip,
+  features padded to the call's longest clip; NeMo conv subsampling (three stride-2 Conv2d steps, the last two
+  depthwise + pointwise, then a Linear), ``num_blocks`` conformer blocks (half-step feed-forwards, attention
+  with a relative-position bias table (a lookup), a GLU / depthwise conv module), each clip's rows cut into
+  500-row pieces when longer; then Linear -> GELU -> Linear on every encoder row (the speech pair, or the
+  vision-speech pair when the forward has images: one runs, the other is stored). LM placeholders per clip:
+  ceil(mel frames / 8). The encoder does not run in a forward without audio placeholders.
 
 The released checkpoint applies LoRA adapters to the LM (``vision-lora`` for image inputs, ``speech-lora`` for
 audio); transformers' class holds only the base model: the adapters are PEFT adapters (``--adapter``).
@@ -40,13 +44,14 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from ...errors import ConfigError, InputError, UnsupportedModelError
-from ..blocks import ExtraParams, PositionTable, SeparatorProjector, linear_params
+from ..blocks import (AudioProjection, ConformerFrontEnd, ConformerLayers, ExtraParams, PositionTable,
+                      SeparatorProjector, StoredOnly, linear_params)
 from ..fields import Fields
 from ..parts import AUDIO, MERGER
-from ..spec import ModelSpec, VisionSpec
+from ..spec import AudioSpec, ModelSpec, VisionSpec
 from . import Family, register_family
 from .decoder import feature_layer_depth, forward_only_after, lm_blocks, read_lm
-from .media import DerivedMedia, MediaRule, positive
+from .media import DerivedAudio, DerivedMedia, MediaRule, positive
 from .siglip import read_siglip, siglip_blocks
 
 # Phi4MultimodalVisionConfig class defaults (configuration_phi4_multimodal.py)
@@ -73,35 +78,42 @@ def _positive(value: Any, name: str, source: str) -> int:
     return value
 
 
-def audio_params(ac: Mapping[str, Any], lm_hidden: int, source: str) -> tuple[int, int, int]:
-    """Stored parameters of ``Phi4MultimodalAudioEmbedding`` as (relative-attention bias buckets, heads, the
-    rest): the bias table is an ``nn.Embedding`` (buckets x heads); the rest is the conformer encoder (NeMo conv
-    subsampling, ``num_blocks`` conformer layers) and the speech / vision-speech projection pairs. Module by
-    module from modeling_phi4_multimodal.py; the mean/variance normaliser holds buffers only."""
+def read_audio(ac: Mapping[str, Any], lm_hidden: int, source: str) -> tuple[tuple, AudioSpec | None]:
+    """The audio part of ``Phi4MultimodalAudioEmbedding`` (module by module from modeling_phi4_multimodal.py) and
+    its :class:`AudioSpec`: the NeMo conv subsampling, the relative-attention bias table (an ``nn.Embedding``
+    of buckets x heads), ``num_blocks`` conformer blocks, the running projection pair and the stored other one
+    (speech / vision-speech). The mean/variance normaliser holds buffers only. FLOPs are modelled for the
+    released geometry (``time_reduction`` 8, ``downsample_rate`` 1); another one keeps the parameters and refuses
+    audio clips (spec ``audio`` None)."""
     a = {k: _positive(ac.get(k, d), f"audio_config.{k}", source) if not isinstance(d, bool) else bool(ac.get(k, d))
          for k, d in AUDIO_DEFAULTS.items()}
-    h, i, c = a["hidden_size"], a["intermediate_size"], a["nemo_conv_channels"]
-    if a["time_reduction"] % 2 or a["time_reduction"] & (a["time_reduction"] - 1):
-        raise ConfigError(f"{source}: audio_config.time_reduction must be a power of two, got {a['time_reduction']}")
-    steps = int(math.log2(a["time_reduction"]))
+    h, c = a["hidden_size"], a["nemo_conv_channels"]
+    reduction = a["time_reduction"]
+    if reduction & (reduction - 1) or reduction < 2:
+        raise ConfigError(f"{source}: audio_config.time_reduction must be a power of two >= 2, got {reduction}")
+    steps = int(math.log2(reduction))
     final = a["input_size"]
     for _ in range(steps):
         final = math.floor((final - 1) / 2 + 1)
-    conv = (9 * c + c) + (steps - 1) * ((9 * c + c) + (c * c + c)) + linear_params(c * final, h, True)
     buckets = a["bias_max_distance"] * (1 if a["bias_symmetric"] else 2)
-    e, dm, dsep, k = a["ext_pw_out_channel"], a["depthwise_multiplier"], a["depthwise_separable_out_channel"], \
-        a["kernel_size"]
-    mlp = 2 * h + linear_params(h, 2 * i, True) + linear_params(i, h, True)
-    attention = 4 * linear_params(h, h, True)
-    conv_module = (2 * h + linear_params(h, 2 * e, True) + 2 * e  # LayerNorm, GLU pointwise conv, b1/b2
-                   + h * dm * k + h * dm + linear_params(h * dm, dsep, True)  # depthwise + pointwise
-                   + linear_params(h, e, True))  # ext_pw_conv_1d
-    layer = 2 * mlp + attention + conv_module + 2 * 2 * h
-    heads = _positive(ac.get("num_attention_heads", AUDIO_DEFAULTS["num_attention_heads"]),
-                      "audio_config.num_attention_heads", source)
-    projections = 2 * (linear_params(h * a["downsample_rate"], lm_hidden, True) + linear_params(lm_hidden, lm_hidden,
-                                                                                                True))
-    return buckets, heads, conv + a["num_blocks"] * layer + projections
+    layers = ConformerLayers(part=AUDIO, count=a["num_blocks"], width=h, num_heads=a["num_attention_heads"],
+                             mlp_width=a["intermediate_size"], glu_width=a["ext_pw_out_channel"],
+                             sep_width=a["depthwise_separable_out_channel"], multiplier=a["depthwise_multiplier"],
+                             kernel=a["kernel_size"])
+    projection = AudioProjection(part=AUDIO, count=1, widths=(h * a["downsample_rate"], lm_hidden, lm_hidden))
+    table = PositionTable(part=AUDIO, count=1, entries=buckets, width=a["num_attention_heads"])
+    modelled = reduction == 8 and a["downsample_rate"] == 1
+    if modelled:
+        front: Any = ConformerFrontEnd(part=AUDIO, count=1, mel_bins=a["input_size"], width=h, channels=c)
+    else:
+        conv = (9 * c + c) + (steps - 1) * ((9 * c + c) + (c * c + c)) + linear_params(c * final, h, True)
+        front = ExtraParams(part=AUDIO, count=1, label=f"audio conv subsampling (time_reduction {reduction}, "
+                            f"downsample_rate {a['downsample_rate']}: FLOPs not modelled, audio refused)", numel=conv)
+    blocks = (front, table, layers, projection, StoredOnly(part=AUDIO, count=1, module=projection))
+    spec = AudioSpec(family="phi4_multimodal", frontend="nemo", num_mel_bins=a["input_size"], d_model=h,
+                     num_layers=a["num_blocks"], num_heads=a["num_attention_heads"], ffn_dim=a["intermediate_size"],
+                     output_dim=lm_hidden, n_window=0, downsample_hidden_size=c) if modelled else None
+    return blocks, spec
 
 
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
@@ -137,17 +149,14 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     ac = config.get("audio_config") or {}
     if not isinstance(ac, dict):
         raise ConfigError(f"{source}: audio_config must be an object, got {type(ac).__name__}")
-    buckets, audio_heads, audio_rest = audio_params(ac, lm.hidden_size, source)
+    audio_blocks, audio = read_audio(ac, lm.hidden_size, source)
     blocks = (patch, pos) + forward_only_after(layers, used) + (post, head) + (
         SeparatorProjector(part=MERGER, count=1, widths=(tower.width, lm.hidden_size, lm.hidden_size),
                            biases=(True, True), label="image projection"),
-        PositionTable(part=AUDIO, count=1, entries=buckets, width=audio_heads),  # relative-attention bias table
-        ExtraParams(part=AUDIO, count=1, label="audio encoder + projections (FLOPs not modelled: audio refused)",
-                    numel=audio_rest),
-    ) + lm_blocks(lm)
+    ) + audio_blocks + lm_blocks(lm)
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "phi4_multimodal"),
                      model_type="phi4_multimodal", lm=lm, vision=vision, source=source, family="phi4_multimodal",
-                     blocks=blocks)
+                     blocks=blocks, audio=audio)
     spec.extra.update(image_size=tower.image_size, crop_size=crop, pooled_side=side // 2)
     return spec
 
@@ -239,19 +248,38 @@ class Phi4MultimodalMedia(MediaRule):
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
         raise UnsupportedModelError(f"{spec.name}: Phi-4-multimodal has no video input")
 
-    def audio(self, spec, samples: int, longest=None):
-        raise UnsupportedModelError(f"{spec.name}: Phi-4-multimodal's conformer audio encoder is not modelled yet; "
-                                    "audio clips cannot be counted")
+    def audio(self, spec, samples: int, longest=None) -> DerivedAudio:
+        """``Phi4MultimodalFeatureExtractor``: mel frames ``(n - win_length) // hop_length + 1`` (400 / 160 at
+        16 kHz, or the preprocessor file's values), LM placeholders ``audio_embed_sizes`` = ceil(frames /
+        audio_compression_rate) (= the encoder's three stride-2 convolutions' rows)."""
+        if spec.audio is None:
+            raise UnsupportedModelError(f"{spec.name}: this audio encoder's geometry (time_reduction / "
+                                        "downsample_rate other than 8 / 1) is not modelled; audio clips cannot be "
+                                        "counted")
+        (n,) = positive((samples,), "audio clip (samples)")
+        pre = spec.processor.get("preprocessor_config.json", {})
+        hop, win = int(pre.get("hop_length", 160)), int(pre.get("win_length", 400))
+        rate, down = int(pre.get("audio_compression_rate", 8)), int(pre.get("audio_downsample_rate", 1))
+        if (rate, down) != (8, 1):
+            raise UnsupportedModelError(f"{spec.name}: audio_compression_rate {rate} / audio_downsample_rate {down}: "
+                                        "only 8 / 1 (the encoder's subsampling) is modelled")
+        if n < win:
+            raise InputError(f"audio clip of {n} samples: shorter than one {win}-sample analysis window")
+        frames = (n - win) // hop + 1
+        tokens = -(-frames // rate)
+        return DerivedAudio(samples=n, mel_frames=frames, encoder_tokens=tokens, audio_tokens=tokens)
 
 
 register_family(Family(
     name="phi4_multimodal", model_types=("phi4_multimodal",), build=build, hf_class="Phi4MultimodalForCausalLM",
-    is_vlm=True, media=Phi4MultimodalMedia(),
+    is_vlm=True, media=Phi4MultimodalMedia(), has_audio=True,
     notes=("the 2x2 average pool, the crop reassembly and the separators are not matmuls (0 FLOPs); every "
            "placeholder row (separators included) goes through the projection",
            "crops padded to the call's largest crop count run through the tower (one_call)",
            "tower layers after vision_config.feature_layer (-2) and the pooling head run forward only",
-           "audio encoder: parameters only (part audio); audio clips refused",
+           "audio encoder counted as its own part `audio`: conv subsampling on the call's features padded to its "
+           "longest clip, conformer blocks on 500-row pieces (exact per encoder call: BatchStats.from_batch("
+           "audio_frames=...)); the projection runs on every padded encoder row",
            "the released checkpoint's vision-lora / speech-lora adapters: give them with --adapter")))
 
 __all__ = ["Phi4MultimodalMedia", "audio_params", "closest_aspect_ratio"]
