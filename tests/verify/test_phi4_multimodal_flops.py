@@ -70,12 +70,13 @@ def test_forward_per_part(case):
                                     ("language_model",)],
                          ids=["all-trainable", "frozen-tower", "frozen-projector", "frozen-vision", "frozen-lm"])
 def test_training_per_part(frozen):
-    images = [(40, 130), (64, 64)]  # two images, crops padded 2 -> 4 for the second one
+    # all trainable: two images, crops padded 2 -> 4 for the second one; the frozen variants: one image (time)
+    images = [(40, 130), (64, 64)] if not frozen else [(100, 70)]
     m = measure_family(FAMILY, model=model(), image_sizes=images, mode="training", frozen=frozen)
     _check(m.parts("training"), _library(model(), m, images, mode="training", frozen=frozen))
 
 
-@pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ()), ("training", ("projector",))])
+@pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ("projector",))])
 def test_last_feature_layer_trains_every_layer(mode, frozen):
     """feature_layer -1: every tower layer reaches the loss (the -2 default leaves the last forward only)."""
     m0 = model(vision={"feature_layer": -1})
@@ -120,10 +121,10 @@ def test_audio_forward_per_part(case):
 @pytest.mark.parametrize("frozen", [(), ("audio",), ("language_model",), ("vision_tower", "projector")],
                          ids=["all-trainable", "frozen-audio", "frozen-lm", "frozen-vision"])
 def test_audio_training_per_part(frozen):
-    """Training with an image and two clips; torch's FlopCounterMode over-counts the depthwise convolutions'
+    """Training with two clips (and an image where a vision part's freezing matters); torch's FlopCounterMode over-counts the depthwise convolutions'
     weight gradient by their channel count (it ignores ``groups``): the harness removes that
     (``PartMeasurement.grouped_conv_overcount``)."""
-    images, audio = [(100, 70)], [16000, 5000]
+    images, audio = [(100, 70)] if frozen in ((), ("vision_tower", "projector")) else [], [16000, 5000]
     m = measure_family(FAMILY, model=model(), image_sizes=images, audio_samples=audio, mode="training", frozen=frozen)
     _check(m.parts("training"), _library_audio(model(), m, images, audio, mode="training", frozen=frozen))
 
@@ -283,8 +284,8 @@ FUZZ = settings(derandomize=True, deadline=None, max_examples=40)
 _processors: dict = {}
 
 
-@FUZZ
-@given(n=st.integers(400, 200_000))
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(n=st.integers(400, 60_000))
 def test_audio_tokens_equal_hf_feature_extractor(n):
     import numpy as np
 

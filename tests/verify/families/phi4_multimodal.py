@@ -2,7 +2,8 @@
 
 Tiny config: SigLIP-like tower on 64-px crops, patch 2 -> 32 x 32 = 1024 patches per crop (the processor
 hard-codes 256 + 16 global-view placeholders, i.e. 16 pooled tokens per side, so the patch grid must be 32),
-hidden 16, 2 layers (``feature_layer`` -2: the last runs forward only), 2 heads, MLP 24, pooling head;
+hidden 16, 2 layers (``feature_layer`` -2: the last runs forward only), 1 head (time: the FLOPs do not depend
+on the head count), MLP 24, pooling head;
 projection Linear(16 -> 32) -> GELU -> Linear(32 -> 32); Phi-3 LM hidden 32, 2 heads, 1 KV head, SwiGLU 48,
 2 layers, untied head; a 1-block conformer audio encoder (16 mel bins, width 16, 8 conv channels) fed by
 transformers' own ``Phi4MultimodalFeatureExtractor`` (16 mel bins).
@@ -29,7 +30,7 @@ SIZE, PATCH = 64, 2
 def tiny_config(**over: Any):
     import transformers
 
-    vision = dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=2,
+    vision = dict(hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=1,
                   image_size=SIZE, patch_size=PATCH, crop_size=SIZE, image_token_id=IMAGE_TOKEN, feature_layer=-2)
     audio = dict(hidden_size=16, intermediate_size=24, num_blocks=1, num_attention_heads=2, ext_pw_out_channel=16,
                  depthwise_separable_out_channel=16, nemo_conv_channels=8, input_size=16, time_reduction=8,
