@@ -280,6 +280,10 @@ register_family(Family(
            "audio encoder counted as its own part `audio`: conv subsampling on the call's features padded to its "
            "longest clip, conformer blocks on 500-row pieces (exact per encoder call: BatchStats.from_batch("
            "audio_frames=...)); the projection runs on every padded encoder row",
-           "the released checkpoint's vision-lora / speech-lora adapters: give them with --adapter")))
+           "the released checkpoint's vision-lora / speech-lora adapters (LoRA on the LM): module names not laid "
+           "out yet, --adapter refused (docs/training-regimes.md); whole-part freezing is exact",
+           "no preset: the transformers-format hub config.json could not be read from a public source; the class "
+           "defaults (32 heads, untied head: 5,308,268,992 parameters) differ from third-party copies of the released "
+           "remote-code config (24 heads, tied embeddings)")))
 
 __all__ = ["Phi4MultimodalMedia", "audio_params", "closest_aspect_ratio"]
