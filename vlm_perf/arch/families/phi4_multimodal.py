@@ -286,4 +286,4 @@ register_family(Family(
            "defaults (32 heads, untied head: 5,308,268,992 parameters) differ from third-party copies of the released "
            "remote-code config (24 heads, tied embeddings)")))
 
-__all__ = ["Phi4MultimodalMedia", "audio_params", "closest_aspect_ratio"]
+__all__ = ["Phi4MultimodalMedia", "closest_aspect_ratio", "read_audio"]
