@@ -322,3 +322,34 @@ def test_crops_and_placeholders_equal_hf_processor(h, w, hd):
     assert d.visual_tokens == int(out["num_img_tokens"][0])
     assert d.grid[0] == out["image_pixel_values"].shape[1]
     assert list(d.resized) == [int(v) for v in out["image_sizes"][0]]
+
+
+def test_metadata_audio_rows_and_refused_image_grids(tmp_path):
+    """Metadata: audio rows give the encoder-call statistics of ``BatchStats.from_batch(audio_frames=...)`` (one
+    call per microbatch); image grids are refused (code 36: the projector rows and padded crops do not follow
+    from per-image grids), pre-aggregated vision statistics are read as given."""
+    import json
+
+    from vlm_perf.errors import VlmPerfError
+    from vlm_perf.ingest.metadata_source import MetadataSource
+    from vlm_perf.stats import BatchStats
+
+    spec = _spec(model())
+
+    def write(rows, name):
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({"schema_version": 2, "dp_rank": 0, **r}) + "\n" for r in rows))
+        return path
+
+    audio = write([dict(iteration=0, microbatch=0, seq_lens=[40], audio_frames=[98, 29])], "a.jsonl")
+    got = MetadataSource([audio], spec).per_iteration.row(0, named=True)
+    want = BatchStats.from_batch(seq_lens=[40], audio_frames=[98, 29], spec=spec)
+    assert {f: got[f] for f in want.field_names() if f.startswith("audio_")} == {
+        f: getattr(want, f) for f in want.field_names() if f.startswith("audio_")}
+    grids = write([dict(iteration=0, microbatch=0, seq_lens=[900], image_grid_thw=[[3, 32, 32]])], "g.jsonl")
+    with pytest.raises(VlmPerfError, match=r"g.jsonl:1: image_grid_thw: the model's image tokens"):
+        MetadataSource([grids], spec).per_iteration
+    pre = write([dict(iteration=0, microbatch=0, seq_lens=[900], vision_patches=3072, vision_patches_sq=3 * 1024 ** 2,
+                      vision_merged_tokens=664, vision_frames=3, vision_items=1)], "p.jsonl")
+    row = MetadataSource([pre], spec).per_iteration.row(0, named=True)
+    assert (row["vision_patches"], row["vision_merged_tokens"], row["vision_frames"]) == (3072, 664, 3)

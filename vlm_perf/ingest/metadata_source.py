@@ -486,6 +486,17 @@ def bad_row_error(message: str, source: str | None = None) -> SchemaError:
     return err
 
 
+def grids_exact(spec) -> bool:
+    """Whether per-image grids give the model's vision statistics: not for a family whose media rule needs the
+    whole call (``one_call``: Phi-4-multimodal's separators and padded crops); its grid rows are refused (code 36)."""
+    if spec is None or spec.vision is None:
+        return True
+    from ..arch.families import FAMILIES
+
+    family = FAMILIES.get(spec.family)
+    return not (family is not None and hasattr(family.media, "one_call"))
+
+
 class MetadataSource:
     """One run's metadata shards, read once (see the module docstring for the outputs).
 
@@ -529,7 +540,7 @@ class MetadataSource:
                                 text_only=spec is not None and spec.vision is None, with_model=spec is not None,
                                 audio=getattr(spec, "audio", None),
                                 lm_chunk=getattr(getattr(spec, "lm", None), "attention_chunk", None),
-                                lm_window=lm_window(spec))
+                                lm_window=lm_window(spec), grids_exact=grids_exact(spec))
         self._media = MediaConverter(spec)
         self._done = False
         self._total = 0
