@@ -489,11 +489,11 @@ def bad_row_error(message: str, source: str | None = None) -> SchemaError:
 def grids_exact(spec) -> bool:
     """Whether per-image grids give the model's vision statistics: not for a family whose media rule needs the
     whole call (``one_call``: Phi-4-multimodal's separators and padded crops); its grid rows are refused (code 36)."""
-    if spec is None or spec.vision is None:
+    if getattr(spec, "vision", None) is None:
         return True
     from ..arch.families import FAMILIES
 
-    family = FAMILIES.get(spec.family)
+    family = FAMILIES.get(getattr(spec, "family", ""))
     return not (family is not None and hasattr(family.media, "one_call"))
 
 
