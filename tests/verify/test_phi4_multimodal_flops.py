@@ -353,3 +353,25 @@ def test_metadata_audio_rows_and_refused_image_grids(tmp_path):
                       vision_merged_tokens=664, vision_frames=3, vision_items=1)], "p.jsonl")
     row = MetadataSource([pre], spec).per_iteration.row(0, named=True)
     assert (row["vision_patches"], row["vision_merged_tokens"], row["vision_frames"]) == (3072, 664, 3)
+
+
+def test_cli_pads_crops_per_call_and_counts_audio(tmp_path):
+    """``vlm-perf flops`` on a checkpoint folder (config.json + preprocessor_config.json): two images in one batch
+    (the second's crops padded to the first's count) and two clips give the measured per-part FLOPs' library
+    numbers (the same path the measured tests check against FlopCounterMode)."""
+    import json
+
+    from tests.support import run_cli as cli
+
+    m = model()
+    (tmp_path / "config.json").write_text(json.dumps(m.config.to_dict()))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(PROCESSOR["preprocessor_config.json"]))
+    measured = measure_family(FAMILY, model=m, image_sizes=[(40, 130), (64, 64)], audio_samples=[16000, 5000])
+    r = cli("flops", "-m", str(tmp_path), "--image-size", "40,130", "--image-size", "64,64", "--audio-samples",
+            "16000,5000", "--seq-lens", str(measured.media["seq_len"]), "--causal", "full", "--mode", "forward",
+            "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [d["grid"] for d in out["media"]] == [[4, 32, 32], [4, 32, 32]]
+    assert [d["merged_tokens"] for d in out["media"]] == [1008, 545]
+    _check(measured.parts("forward"), out["parts"])
