@@ -375,3 +375,13 @@ def test_cli_pads_crops_per_call_and_counts_audio(tmp_path):
     assert [d["grid"] for d in out["media"]] == [[4, 32, 32], [4, 32, 32]]
     assert [d["merged_tokens"] for d in out["media"]] == [1008, 545]
     _check(measured.parts("forward"), out["parts"])
+
+
+def test_cli_refuses_audio_of_an_unmodelled_encoder_geometry(tmp_path):
+    import json
+
+    from tests.support import run_cli as cli
+
+    (tmp_path / "config.json").write_text(json.dumps(model(audio={"time_reduction": 4}).config.to_dict()))
+    r = cli("flops", "-m", str(tmp_path), "--audio-frames", "98", "--seq-len", "100")
+    assert r.returncode != 0 and "time_reduction" in r.stderr and "Traceback" not in r.stderr

@@ -295,6 +295,8 @@ def _audio_clips(spec, audio_frames: Optional[str], audio_samples: Optional[str]
 
     frames = parse_int_list(audio_frames, "--audio-frames") if audio_frames else []
     samples = parse_int_list(audio_samples, "--audio-samples") if audio_samples else []
+    if (frames or samples) and spec.audio is None and spec.family and _family(spec).has_audio:
+        _family(spec).media.audio(spec, 16000)  # the family's own refusal (an encoder geometry not modelled)
     if (frames or samples) and spec.audio is None:
         raise ConfigError(f"{spec.name} has no audio encoder: --audio-frames / --audio-samples need an Omni thinker")
     out = [DerivedAudio(samples=0, mel_frames=f, encoder_tokens=clip_tokens(spec.audio, f),
