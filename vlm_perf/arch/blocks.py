@@ -1280,7 +1280,7 @@ class ConformerFrontEnd(Block):
 
 
 @dataclass(frozen=True)
-class ConformerLayers(Block):
+class NemoConformerLayers(Block):
     """``count`` conformer blocks (``Phi4MultimodalAudioConformerEncoderLayer``) on ``audio_tokens`` rows: two
     half-step SwiGLU-style feed-forwards (LayerNorm, Linear d -> 2f, Linear f -> d, biased), attention (q/k/v/o
     biased, bidirectional over each sequence, a relative-position bias added: ``audio_tokens_sq``), a conv module
@@ -1288,7 +1288,7 @@ class ConformerLayers(Block):
     on every sequence padded by k - 1 (``audio_tokens + (k - 1)·audio_sequences`` positions), pointwise Conv1d
     d -> e) and a final LayerNorm."""
 
-    kind: ClassVar[str] = "conformer_layers"
+    kind: ClassVar[str] = "nemo_conformer_layers"
     width: int
     num_heads: int
     mlp_width: int

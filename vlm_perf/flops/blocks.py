@@ -440,7 +440,7 @@ def _separator_projector(b: SeparatorProjector, s: BatchStats, ctx: FlopsContext
             for i, (n_in, n_out, _) in enumerate(b.linears())]
 
 
-from ..arch.blocks import AudioProjection, ConformerFrontEnd, ConformerLayers  # noqa: E402
+from ..arch.blocks import AudioProjection, ConformerFrontEnd, NemoConformerLayers  # noqa: E402
 
 
 @block_flops(ConformerFrontEnd)
@@ -456,8 +456,8 @@ def _conformer_front_end(b: ConformerFrontEnd, s: BatchStats, ctx: FlopsContext)
             Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8, c * b.freq_bins(3), b.width), b.part)]
 
 
-@block_flops(ConformerLayers)
-def _conformer_layers(b: ConformerLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+@block_flops(NemoConformerLayers)
+def _nemo_conformer_layers(b: NemoConformerLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """per layer 2·A·(2·3·d·f + 4·d² + 2·d·e + d·e) + 2·P·d·m·(k + p) + 4·d·Σlen² (A = audio_tokens, P = A + (k−1)·
     audio_sequences: the depthwise conv's padded outputs, trimmed after the pointwise conv)"""
     rows, d, m, n = s.audio_tokens, b.width, b.multiplier, b.count

@@ -44,7 +44,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from ...errors import ConfigError, InputError, UnsupportedModelError
-from ..blocks import (AudioProjection, ConformerFrontEnd, ConformerLayers, ExtraParams, PositionTable,
+from ..blocks import (AudioProjection, ConformerFrontEnd, NemoConformerLayers, ExtraParams, PositionTable,
                       SeparatorProjector, StoredOnly, linear_params)
 from ..fields import Fields
 from ..parts import AUDIO, MERGER
@@ -96,7 +96,7 @@ def read_audio(ac: Mapping[str, Any], lm_hidden: int, source: str) -> tuple[tupl
     for _ in range(steps):
         final = math.floor((final - 1) / 2 + 1)
     buckets = a["bias_max_distance"] * (1 if a["bias_symmetric"] else 2)
-    layers = ConformerLayers(part=AUDIO, count=a["num_blocks"], width=h, num_heads=a["num_attention_heads"],
+    layers = NemoConformerLayers(part=AUDIO, count=a["num_blocks"], width=h, num_heads=a["num_attention_heads"],
                              mlp_width=a["intermediate_size"], glu_width=a["ext_pw_out_channel"],
                              sep_width=a["depthwise_separable_out_channel"], multiplier=a["depthwise_multiplier"],
                              kernel=a["kernel_size"])
