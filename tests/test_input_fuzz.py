@@ -56,6 +56,8 @@ def _kind_of(family: str, path: tuple[str, ...]):
         path = path[1:] or path
         if path[0] == "audio_config":
             return AUDIO_FIELDS.get(key)
+    if path[0] == "audio_config":  # Phi-4-multimodal's conformer at the top level
+        return AUDIO_FIELDS.get(key)
     if path[0] == "vision_config":
         return POS if key in VISION_SQUARE else VISION_FIELDS.get(key)
     _, section = text_section(sample(family))

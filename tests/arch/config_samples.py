@@ -175,6 +175,16 @@ _BUILDERS: dict[str, Any] = {
                         "num_key_value_heads": 4, "kv_lora_rank": 16, "q_lora_rank": 24, "qk_nope_head_dim": 8,
                         "qk_rope_head_dim": 8, "v_head_dim": 16, "n_shared_experts": 1, "n_routed_experts": 4,
                         "num_experts_per_tok": 2, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}},
+    "phi4_multimodal": lambda: {  # --- phi4_multimodal --- hand-written in the Phi4MultimodalConfig layout
+        "model_type": "phi4_multimodal", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": False,
+        "vision_config": {"model_type": "phi4_multimodal_vision", "hidden_size": 32, "intermediate_size": 48,
+                          "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 64, "patch_size": 2,
+                          "crop_size": 64, "feature_layer": -2},
+        "audio_config": {"model_type": "phi4_multimodal_audio", "hidden_size": 32, "intermediate_size": 48,
+                         "num_blocks": 2, "num_attention_heads": 2, "ext_pw_out_channel": 32,
+                         "depthwise_separable_out_channel": 32, "nemo_conv_channels": 16, "input_size": 80,
+                         "time_reduction": 8, "bias_max_distance": 100}},
     "nemotron_h": lambda: {  # --- nemotron_h --- (Nemotron-Nano-12B-v2 dims, shortened pattern)
         "model_type": "nemotron_h", "architectures": ["NemotronHForCausalLM"], "hidden_size": 5120,
         "vocab_size": 131072, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,

@@ -22,7 +22,10 @@ def chunk_tokens(audio: AudioSpec, c: int) -> int:
 
 
 def clip_tokens(audio: AudioSpec, frames: int) -> int:
-    """Encoder positions of a clip of ``frames`` mel frames (sum over its chunks)."""
+    """Encoder positions of a clip of ``frames`` mel frames (sum over its chunks; Phi-4-multimodal's ``nemo``
+    front-end: three stride-2 convolutions over the whole clip)."""
+    if audio.frontend == "nemo":
+        return halve(halve(halve(frames)))
     return sum(chunk_tokens(audio, c) for c in chunk_lengths(frames, audio.chunk_frames))
 
 
@@ -30,4 +33,6 @@ def clip_out_tokens(audio: AudioSpec, frames: int) -> int:
     """LM placeholder tokens of a clip: after the stride-2 average pool ``(tokens - 2) // 2 + 1`` (conv1d,
     Qwen2.5-Omni), the encoder positions themselves (conv2d, Qwen3-Omni)."""
     tokens = clip_tokens(audio, frames)
+    if audio.frontend == "nemo":
+        return tokens  # audio_embed_sizes: ceil(frames / 8) (downsample_rate 1)
     return (tokens - 2) // 2 + 1 if audio.frontend == "conv1d" else tokens

@@ -1380,6 +1380,41 @@ class ParakeetSubsampling(Block):
     mel_bins: int
     channels: int
     width: int
+# --- phi4_multimodal ---
+
+
+@dataclass(frozen=True)
+class SeparatorProjector(LinearProjector):
+    """Phi-4-multimodal's image projection (``img_projection_up`` -> GELU -> ``img_projection_down``) on every
+    LM image placeholder, whose input rows include learned separators (``sub_img_feature_extensor`` after each
+    row of crop tokens, ``global_img_feature_extensor`` between the crops and the global view: ``separators``
+    vectors of ``widths[0]`` parameters, part of the projector). Those parameters sit in front of the first
+    Linear, so a trainable projector needs that GEMM's input gradient even with a frozen tower."""
+
+    kind: ClassVar[str] = "separator_projector"
+    separators: int = 2
+
+    def params(self) -> int:
+        return super().params() + self.separators * self.widths[0]
+
+    def describe(self) -> str:
+        chain = " -> ".join(str(w) for w in self.widths)
+        return (f"{self.count} {self.label}: Linear chain {chain} on every image placeholder (learned row / "
+                f"global separators: {self.separators} x {self.widths[0]})")
+
+
+@dataclass(frozen=True)
+class ConformerFrontEnd(Block):
+    """Phi-4-multimodal's NeMo conv subsampling (``Phi4MultimodalAudioNemoConvSubsampling``), on the call's mel
+    features padded to its longest clip: Conv2d(1 -> c, 3x3, stride 2, pad 1), then twice a depthwise Conv2d(c,
+    3x3, stride 2, groups c) + pointwise Conv2d(c -> c, 1x1), all biased, over (frames, mel bins); then
+    Linear(c·F_3 -> d) on ``audio_conv_frames_s8`` rows. The first convolution reads features (no input
+    gradient). Three stride-2 steps (``time_reduction`` 8)."""
+
+    kind: ClassVar[str] = "conformer_front_end"
+    mel_bins: int
+    width: int
+    channels: int
 
     def freq_bins(self, k: int) -> int:
         n = self.mel_bins
@@ -1852,3 +1887,60 @@ class AudioEmbedder(Block):
 
 
 __all__ += ["AudioEmbedder", "ChunkedConformerLayers", "SSCPFrontEnd", "sscp_out"]
+        return (9 * c + c) + 2 * ((9 * c + c) + (c * c + c)) + linear_params(c * self.freq_bins(3), self.width, True)
+
+    def describe(self) -> str:
+        c = self.channels
+        return (f"audio conv subsampling: Conv2d 1 -> {c} (3x3/2), 2 x [depthwise Conv2d 3x3/2 + pointwise {c} -> {c}] "
+                f"over {self.mel_bins} mel bins x frames, Linear {c * self.freq_bins(3)} -> {self.width}, on the "
+                "call's features padded to its longest clip")
+
+
+@dataclass(frozen=True)
+class NemoConformerLayers(Block):
+    """``count`` conformer blocks (``Phi4MultimodalAudioConformerEncoderLayer``) on ``audio_tokens`` rows: two
+    half-step SwiGLU-style feed-forwards (LayerNorm, Linear d -> 2f, Linear f -> d, biased), attention (q/k/v/o
+    biased, bidirectional over each sequence, a relative-position bias added: ``audio_tokens_sq``), a conv module
+    (LayerNorm, GLU pointwise Conv1d d -> 2e, depthwise Conv1d k over d·m channels and pointwise Conv1d d·m -> p
+    on every sequence padded by k - 1 (``audio_tokens + (k - 1)·audio_sequences`` positions), pointwise Conv1d
+    d -> e) and a final LayerNorm."""
+
+    kind: ClassVar[str] = "nemo_conformer_layers"
+    width: int
+    num_heads: int
+    mlp_width: int
+    glu_width: int  # ext_pw_out_channel
+    sep_width: int  # depthwise_separable_out_channel
+    multiplier: int  # depthwise_multiplier
+    kernel: int
+
+    def params(self) -> int:
+        d, f, e, p, m, k = self.width, self.mlp_width, self.glu_width, self.sep_width, self.multiplier, self.kernel
+        mlp = 2 * d + linear_params(d, 2 * f, True) + linear_params(f, d, True)
+        conv = 2 * d + linear_params(d, 2 * e, True) + 2 * e + d * m * k + d * m + linear_params(d * m, p, True) \
+            + linear_params(d, e, True)
+        return 2 * mlp + 4 * linear_params(d, d, True) + conv + 2 * 2 * d
+
+    def describe(self) -> str:
+        return (f"{self.count} conformer blocks, width {self.width}, {self.num_heads} heads, 2 x half-step MLP "
+                f"{self.width} -> 2x{self.mlp_width} -> {self.width}, conv module (GLU {self.glu_width}, depthwise "
+                f"k{self.kernel}), relative-position attention bias")
+
+
+@dataclass(frozen=True)
+class AudioProjection(Block):
+    """Phi-4-multimodal's audio projection (``up_proj_for_speech`` -> GELU -> ``down_proj_for_speech``, or the
+    ``*_for_vision_speech`` pair when the forward has images) on every encoder output row
+    (``audio_out_tokens``): biased Linears ``widths``."""
+
+    kind: ClassVar[str] = "audio_projection"
+    widths: tuple[int, ...]
+
+    def linears(self) -> tuple[tuple[int, int], ...]:
+        return tuple(zip(self.widths[:-1], self.widths[1:]))
+
+    def params(self) -> int:
+        return sum(linear_params(i, o, True) for i, o in self.linears())
+
+    def describe(self) -> str:
+        return f"audio projection: Linear {' -> '.join(map(str, self.widths))} on every encoder output row"

@@ -219,13 +219,18 @@ VISION_FIELDS: dict[str, Kind] = {
 #: Audio encoder fields (under an Omni thinker's ``audio_config``), by name.
 AUDIO_FIELDS: dict[str, Kind] = dict.fromkeys(
     ("d_model", "encoder_attention_heads", "encoder_ffn_dim", "encoder_layers", "n_window", "n_window_infer",
-     "num_mel_bins", "output_dim", "downsample_hidden_size", "max_source_positions"), POS)
+     "num_mel_bins", "output_dim", "downsample_hidden_size", "max_source_positions",
+     # Phi-4-multimodal's conformer
+     "hidden_size", "intermediate_size", "num_blocks", "num_attention_heads", "ext_pw_out_channel",
+     "depthwise_separable_out_channel", "depthwise_multiplier", "kernel_size", "input_size", "time_reduction",
+     "bias_max_distance", "nemo_conv_channels", "downsample_rate"), POS)
 #: Square sizes (``n`` or ``[n, n]``) under ``vision_config``.
 VISION_SQUARE = ("patch_size", "image_size", "merge_kernel_size")
 #: Layer indexes (any integer, negative counting from the end, or a list of them): range-checked by the family
 #: against its tower depth (``families.decoder.feature_layer_depth``), not by a kind.
 INDEX_FIELDS = ("vision_feature_layer",
-                "insert_layer_id")  # MiniCPM-V's window-attention merger position (0..depth-1, checked by the family)
+                "insert_layer_id",  # MiniCPM-V's window-attention merger position (0..depth-1, checked by the family)
+                "feature_layer")  # Phi-4-multimodal's vision_config
 #: Top-level fields of the families that read them (mistral3's patch merger, idefics3/smolvlm's pixel
 #: shuffle, internvl's downsample ratio, gemma3's pooled tokens, llava's image tokens, aya_vision /
 #: cohere2_vision's pixel shuffle and SwiGLU projector width).

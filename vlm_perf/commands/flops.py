@@ -78,7 +78,8 @@ def flops(
     stats = BatchStats.from_batch(
         seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
         seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec,
-        audio_frames=[c.mel_frames for c in clips])
+        audio_frames=[c.mel_frames for c in clips],
+        image_merged_tokens=[None] * len(grid) + [m.merged_tokens for m in media if m.kind == "image"])
     _check_visual_tokens(stats, spec, media)
     if trainable or adapter or qlora or input_require_grads or any(_fine(x) for x in frozen):
         _regime(spec, stats, model, media, convention=convention, mode=mode, causal=causal, frozen=frozen,
@@ -248,8 +249,10 @@ def derive_media(spec, images: list, videos: list, multi_image: bool = False) ->
         raise ConfigError(f"model {spec.name} has no vision tower, but --image-size/--video-size were given")
     rule = _family(spec).media
     several = multi_image and len(images) > 1 and "multi_image" in inspect.signature(rule.image).parameters
-    return ([rule.image(spec, h, w, multi_image=True) if several else rule.image(spec, h, w) for h, w in images]
-            + [rule.video(spec, t, h, w) for t, h, w in videos])
+    derived = [rule.image(spec, h, w, multi_image=True) if several else rule.image(spec, h, w) for h, w in images]
+    if len(derived) > 1 and hasattr(rule, "one_call"):  # a batch-level rule (Phi-4-multimodal pads crops)
+        derived = rule.one_call(spec, derived)
+    return derived + [rule.video(spec, t, h, w) for t, h, w in videos]
 
 
 def cross_bound_notes(spec, stats: BatchStats, lens: list[int] | None) -> tuple[str, ...]:
@@ -275,7 +278,10 @@ def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
     vision = spec.vision if spec is not None else None
     m = vision.spatial_merge_size if vision is not None else 1
     chunk = vision.temporal_chunk if vision is not None else 0
-    rows = sum(grid_row_stats(*g, m, temporal_chunk=chunk)["merged_tokens"] for item in media for g in item.grids)
+    # projector rows per item: the family's own count where it is not the grids' m x m fold (Phi-4-multimodal)
+    rows = sum(item.merged_tokens if item.merged_tokens is not None else
+               sum(grid_row_stats(*g, m, temporal_chunk=chunk)["merged_tokens"] for g in item.grids)
+               for item in media)
     visual = stats.vision_merged_tokens - rows + sum(item.visual_tokens for item in media)
     if visual > stats.lm_tokens:
         several = sum(1 for item in media if item.kind == "image") > 1 and spec is not None \
@@ -295,6 +301,8 @@ def _audio_clips(spec, audio_frames: Optional[str], audio_samples: Optional[str]
 
     frames = parse_int_list(audio_frames, "--audio-frames") if audio_frames else []
     samples = parse_int_list(audio_samples, "--audio-samples") if audio_samples else []
+    if (frames or samples) and spec.audio is None and spec.family and _family(spec).has_audio:
+        _family(spec).media.audio(spec, 16000)  # the family's own refusal (an encoder geometry not modelled)
     if (frames or samples) and spec.audio is None:
         raise ConfigError(f"{spec.name} has no audio encoder: --audio-frames / --audio-samples need an Omni thinker")
     out = [DerivedAudio(samples=0, mel_frames=f, encoder_tokens=clip_tokens(spec.audio, f),

@@ -638,3 +638,50 @@ def _conformer(b: ChunkedConformerLayers, s: BatchStats, ctx: FlopsContext) -> l
 def _audio_embedder(b: AudioEmbedder, s: BatchStats, ctx: FlopsContext) -> list[Term]:
     """2·O·d·h (O = audio_out_tokens)"""
     return [Term("audio.proj", b.count * matmul(s.audio_out_tokens, b.width, b.out_width), b.part)]
+# --- phi4_multimodal ---
+from ..arch.blocks import SeparatorProjector  # noqa: E402
+
+
+@block_flops(SeparatorProjector)
+def _separator_projector(b: SeparatorProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """Σ_i 2·M·w_i·w_{i+1} (M = vision_merged_tokens: every placeholder row, separators included); the first
+    GEMM's input holds trainable separators: its input gradient is due whenever the projector trains"""
+    return [Term("vision.merger", b.count * matmul(s.vision_merged_tokens, n_in, n_out), b.part,
+                 input_kind=INPUT_TOWER if i == 0 else INPUT_STAGE)
+            for i, (n_in, n_out, _) in enumerate(b.linears())]
+
+
+from ..arch.blocks import AudioProjection, ConformerFrontEnd, NemoConformerLayers  # noqa: E402
+
+
+@block_flops(ConformerFrontEnd)
+def _conformer_front_end(b: ConformerFrontEnd, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·N1·F1·9c + Σ_{k=2,3} 2·N_k·F_k·(9c + c²) + 2·N3·(c·F3)·d (N_k = audio_conv_frames_s{2^k})"""
+    c = b.channels
+    return [Term("audio.conv", b.count * matmul(s.audio_conv_frames_s2 * b.freq_bins(1), 9, c), b.part,
+                 input_kind=INPUT_PIXELS),  # reads the mel features: no input gradient
+            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s4 * b.freq_bins(2), 9, c), b.part),
+            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s4 * b.freq_bins(2), c, c), b.part),
+            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8 * b.freq_bins(3), 9, c), b.part),
+            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8 * b.freq_bins(3), c, c), b.part),
+            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8, c * b.freq_bins(3), b.width), b.part)]
+
+
+@block_flops(NemoConformerLayers)
+def _nemo_conformer_layers(b: NemoConformerLayers, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·A·(2·3·d·f + 4·d² + 2·d·e + d·e) + 2·P·d·m·(k + p) + 4·d·Σlen² (A = audio_tokens, P = A + (k−1)·
+    audio_sequences: the depthwise conv's padded outputs, trimmed after the pointwise conv)"""
+    rows, d, m, n = s.audio_tokens, b.width, b.multiplier, b.count
+    padded = rows + (b.kernel - 1) * s.audio_sequences
+    return [Term("audio.mlp", n * 2 * (matmul(rows, d, 2 * b.mlp_width) + matmul(rows, b.mlp_width, d)), b.part),
+            Term("audio.attn_proj", n * 4 * matmul(rows, d, d), b.part),
+            Term("audio.attn_core", 4 * d * (n * s.audio_tokens_sq), b.part, weights=False),
+            Term("audio.conv", n * (matmul(rows, d, 2 * b.glu_width) + matmul(rows, d, b.glu_width)), b.part),
+            Term("audio.conv", n * matmul(padded, d * m, b.kernel), b.part),  # depthwise: k taps per channel
+            Term("audio.conv", n * matmul(padded, d * m, b.sep_width), b.part)]
+
+
+@block_flops(AudioProjection)
+def _audio_projection(b: AudioProjection, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """Σ_i 2·O·w_i·w_{i+1} (O = audio_out_tokens: every encoder output row)"""
+    return [Term("audio.proj", b.count * matmul(s.audio_out_tokens, i, o), b.part) for i, o in b.linears()]

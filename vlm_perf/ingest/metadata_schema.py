@@ -113,6 +113,11 @@ REASONS: dict[int, tuple[str, str]] = {
     34: ("audio_frames", f"must be a list of positive integers, mel frames per audio clip (each <= {1 << 26})"),
     35: ("audio_frames", "the row has audio clips but the model has no audio encoder (or no model config was given); "
                          "give an Omni thinker's config, or drop the audio"),
+    # a family whose projector rows are not the grid's fold (Phi-4-multimodal: separators, un-padded crops,
+    # crops padded to the call's largest image)
+    36: ("image_grid_thw", "the model's image tokens and tower crops are not derivable from per-image grids "
+                           "(Phi-4-multimodal); give pre-aggregated vision statistics (vision_patches, "
+                           "vision_patches_sq, vision_merged_tokens, vision_frames) instead"),
 }
 #: Sane bounds that keep every Int64 statistic of a row (and sums of many rows) exact.
 GRID_SIDE_MAX = 1 << 20
@@ -249,7 +254,7 @@ def _audio_parts(audio) -> dict[str, pl.Expr]:
 
 def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
               with_model: bool = False, audio=None, lm_chunk: int | None = None,
-              lm_window: int | None = None, temporal_chunk: int = 0) -> RowExprs:
+              lm_window: int | None = None, temporal_chunk: int = 0, grids_exact: bool = True) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
 
     Against the model's config (``with_model``: a spec was given, so the merge size is the model's, not a
@@ -417,6 +422,8 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         checks.append((clips.list.len().fill_null(0) > 0, 35))
     visual_tokens = pick("vision_merged_tokens", "merged_tokens")
     in_pixels = c("image_sizes").is_not_null() | c("video_sizes").is_not_null()
+    if not grids_exact:
+        checks.append((has_grids, 36))
     if text_only:
         checks.append((has_media, 32))
     elif with_model:

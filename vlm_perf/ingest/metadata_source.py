@@ -486,6 +486,17 @@ def bad_row_error(message: str, source: str | None = None) -> SchemaError:
     return err
 
 
+def grids_exact(spec) -> bool:
+    """Whether per-image grids give the model's vision statistics: not for a family whose media rule needs the
+    whole call (``one_call``: Phi-4-multimodal's separators and padded crops); its grid rows are refused (code 36)."""
+    if getattr(spec, "vision", None) is None:
+        return True
+    from ..arch.families import FAMILIES
+
+    family = FAMILIES.get(getattr(spec, "family", ""))
+    return not (family is not None and hasattr(family.media, "one_call"))
+
+
 class MetadataSource:
     """One run's metadata shards, read once (see the module docstring for the outputs).
 
@@ -530,7 +541,8 @@ class MetadataSource:
                                 audio=getattr(spec, "audio", None),
                                 lm_chunk=getattr(getattr(spec, "lm", None), "attention_chunk", None),
                                 lm_window=lm_window(spec),
-                                temporal_chunk=int(getattr(getattr(spec, "vision", None), "temporal_chunk", 0) or 0))
+                                temporal_chunk=int(getattr(getattr(spec, "vision", None), "temporal_chunk", 0) or 0),
+                                grids_exact=grids_exact(spec))
         self._media = MediaConverter(spec)
         self._done = False
         self._total = 0

@@ -38,7 +38,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..arch.spec import AudioSpec
 
 AUDIO_FIELDS = ("audio_items", "audio_conv_frames", "audio_conv_frames_s2", "audio_conv_frames_s4",
-                "audio_conv_frames_s8", "audio_tokens", "audio_tokens_sq", "audio_out_tokens", "audio_calls")
+                "audio_conv_frames_s8", "audio_tokens", "audio_tokens_sq", "audio_out_tokens", "audio_calls",
+                "audio_sequences")
+NEMO_MAX_SEQ = 500  # Phi4MultimodalAudioModel.forward: max_seq_len, longer encoder inputs are cut into 500-row pieces
 MAX_MEL_FRAMES = 1 << 26  # ~7.8 days of audio at 100 frames/s: anything larger is a unit mistake
 
 
@@ -59,6 +61,8 @@ def audio_call_stats(audio: "AudioSpec", mel_frames: Sequence[int]) -> dict[str,
         return out
     if audio.frontend == "sscp":
         return _sscp_call_stats(audio, frames)
+    if audio.frontend == "nemo":
+        return _nemo_call_stats(frames)
     chunks = [chunk_lengths(f, audio.chunk_frames) for f in frames]
     all_chunks = [c for per in chunks for c in per]
     longest = max(all_chunks)
@@ -78,6 +82,7 @@ def audio_call_stats(audio: "AudioSpec", mel_frames: Sequence[int]) -> dict[str,
         for f in frames:
             full, rest = divmod(clip_tokens(audio, f), window)
             lengths += [window] * full + ([rest] if rest else [])
+    out["audio_sequences"] = len(lengths)
     out["audio_tokens"] = sum(lengths)
     out["audio_tokens_sq"] = sum(x * x for x in lengths)
     out["audio_out_tokens"] = sum(clip_out_tokens(audio, f) for f in frames)
@@ -102,5 +107,23 @@ def _sscp_call_stats(audio: "AudioSpec", frames: list[int]) -> dict[str, int]:
     out = dict.fromkeys(AUDIO_FIELDS, 0)
     out.update(audio_items=clips, audio_conv_frames=clips * longest, audio_conv_frames_s2=clips * t1,
                audio_conv_frames_s4=clips * t2, audio_tokens=clips * t2, audio_tokens_sq=clips * -(-t2 // w) * w,
-               audio_out_tokens=clips * -(-t2 // r), audio_calls=1)
+               audio_out_tokens=clips * -(-t2 // r), audio_calls=1,
+               audio_sequences=clips)  # each padded clip: one conformer sequence
     return out
+
+
+def _nemo_call_stats(frames: list[int]) -> dict[str, int]:
+    """Phi-4-multimodal (``Phi4MultimodalAudioModel``): the B clips' features are padded to the longest clip's T
+    mel frames and subsampled by three stride-2 convolutions to T_3 = h(h(h(T))) rows per clip; when T_3 exceeds
+    500, every clip is padded to a multiple of 500 and cut into 500-row sequences (``unfold_tensor``), else each
+    clip is one sequence of T_3 rows. The projection then runs on the B x T_3 rows (padding included)."""
+    b, longest = len(frames), max(frames)
+    s2 = _h(longest)
+    s4 = _h(s2)
+    s8 = _h(s4)
+    pieces = -(-s8 // NEMO_MAX_SEQ) if s8 > NEMO_MAX_SEQ else 1
+    length = NEMO_MAX_SEQ if s8 > NEMO_MAX_SEQ else s8
+    return dict(audio_items=b, audio_conv_frames=b * longest, audio_conv_frames_s2=b * s2,
+                audio_conv_frames_s4=b * s4, audio_conv_frames_s8=b * s8, audio_tokens=b * pieces * length,
+                audio_tokens_sq=b * pieces * length * length, audio_out_tokens=b * s8, audio_sequences=b * pieces,
+                audio_calls=1)

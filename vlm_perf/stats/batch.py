@@ -64,7 +64,8 @@ class BatchStats:
       positions, padding included), audio_conv_frames_s2 / _s4 / _s8 (that length halved 1 / 2 / 3 times by
       stride-2 convolutions), audio_tokens (encoder positions), audio_tokens_sq (sum of squared attention
       chunk / window lengths), audio_out_tokens (output-head rows = the LM's audio placeholder tokens), audio_calls
-      (encoder calls)
+      (encoder calls), audio_sequences (the encoder's attention sequences: chunks / windows / Phi-4-multimodal's
+      500-position pieces; Phi-4-multimodal's depthwise convolutions pad each one by kernel - 1)
 
     Adding a statistic: a field here (default 0) and its per-row formula in ``stats/vision.py``; frames,
     metadata aggregation, Dask and the FLOPs columns all iterate :meth:`field_names`.
@@ -99,6 +100,7 @@ class BatchStats:
     audio_tokens_sq: Any = 0
     audio_out_tokens: Any = 0
     audio_calls: Any = 0  # encoder calls (Gemma 3n: pos_proj runs once per layer per call)
+    audio_sequences: Any = 0  # the audio encoder's attention sequences (Phi-4-multimodal's depthwise-conv padding)
     lm_tokens_no_vision: Any = 0
 
     # --- construction -------------------------------------------------------------------
@@ -135,6 +137,7 @@ class BatchStats:
         window_side: int | None = None,
         audio_frames: Sequence[int] = (),
         images_per_sample: Sequence[int] | None = None,
+        image_merged_tokens: Sequence[int | None] = (),
     ) -> "BatchStats":
         """Statistics of one batch given explicitly (Python numbers; validates every value).
 
@@ -145,6 +148,9 @@ class BatchStats:
         entry of ``seq_lens``, in the order of ``image_grids``) says which sample each image belongs to, for
         the text x vision statistics (see the class docstring). ``audio_frames``: mel frames of each audio
         clip of this batch (one audio-encoder call; needs a ``spec`` with an audio encoder).
+        ``image_merged_tokens``: per image grid, the projector rows when the family's media rule says they are
+        not the grid's m x m fold (``DerivedMedia.merged_tokens``: Phi-4-multimodal projects its crops after
+        dropping padding and adding separators); None or absent entries keep the fold.
         """
         if seq_lens is not None and seq_len is not None:
             raise InputError("give either seq_lens or seq_len/samples, not both")
@@ -191,6 +197,12 @@ class BatchStats:
                     raise InputError(f"{kind} grid #{i + 1}: {spec.family} runs fixed {fixed}x{fixed}-patch tiles, got "
                                      f"{t},{h},{w} (give t = tiles, h = w = {fixed})")
                 row_stats = grid_row_stats(t, h, w, m, u, cls_per_frame=cls_per_frame, temporal_chunk=chunk)
+                override = image_merged_tokens[i] if kind == "image" and i < len(image_merged_tokens) else None
+                if override is not None:
+                    if isinstance(override, bool) or int(override) != override or override < 0:
+                        raise InputError(f"image #{i + 1}: merged tokens must be a non-negative integer, "
+                                         f"got {override!r}")
+                    row_stats["merged_tokens"] = int(override)
                 items += 1
                 for key in totals:
                     totals[key] += row_stats[key]

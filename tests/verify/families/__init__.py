@@ -20,7 +20,8 @@ from .common import PARTS, REGISTRY, PartMeasurement
 
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
                   "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "qwen_omni", "aya_vision",
-                  "deepseek_vl", "kimi_k25", "got_ocr2", "deepseek_vl_hybrid", "janus", "minicpmv")
+                  "deepseek_vl", "kimi_k25", "got_ocr2", "deepseek_vl_hybrid", "janus", "minicpmv",
+                  "phi4_multimodal")
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -73,6 +74,8 @@ CASES: dict[str, list[dict]] = {
     "got_ocr2": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)], crop_to_patches=True)],
     "deepseek_vl_hybrid": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
     "janus": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
+    # --- phi4_multimodal --- (aspect-ratio path past dynamic_hd 3, padding rows / columns, crops padded per call)
+    "phi4_multimodal": [dict(image_sizes=[(100, 70)]), dict(image_sizes=[(40, 130), (64, 64)])],
 }
 
 

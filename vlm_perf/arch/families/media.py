@@ -52,6 +52,8 @@ class DerivedMedia:
                                         f"({list(self.grids)}); one grid per item cannot hold it: use "
                                         "`vlm-perf flops --image-size` or give the grids")
         return self.grid
+    # projector rows when they are not the grid's m x m fold (Phi-4-multimodal); None: the fold
+    merged_tokens: int | None = None
 
     def as_dict(self) -> dict:
         out = {"kind": self.kind, "pixels": list(self.pixels), "resized": list(self.resized),
@@ -60,6 +62,8 @@ class DerivedMedia:
             out["extra_grids"] = [list(g) for g in self.extra_grids]
         if self.tiles is not None:
             out["tiles"] = self.tiles
+        if self.merged_tokens is not None:
+            out["merged_tokens"] = self.merged_tokens
         out.update(self.detail)
         return out
 
