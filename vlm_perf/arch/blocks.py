@@ -1380,41 +1380,6 @@ class ParakeetSubsampling(Block):
     mel_bins: int
     channels: int
     width: int
-# --- phi4_multimodal ---
-
-
-@dataclass(frozen=True)
-class SeparatorProjector(LinearProjector):
-    """Phi-4-multimodal's image projection (``img_projection_up`` -> GELU -> ``img_projection_down``) on every
-    LM image placeholder, whose input rows include learned separators (``sub_img_feature_extensor`` after each
-    row of crop tokens, ``global_img_feature_extensor`` between the crops and the global view: ``separators``
-    vectors of ``widths[0]`` parameters, part of the projector). Those parameters sit in front of the first
-    Linear, so a trainable projector needs that GEMM's input gradient even with a frozen tower."""
-
-    kind: ClassVar[str] = "separator_projector"
-    separators: int = 2
-
-    def params(self) -> int:
-        return super().params() + self.separators * self.widths[0]
-
-    def describe(self) -> str:
-        chain = " -> ".join(str(w) for w in self.widths)
-        return (f"{self.count} {self.label}: Linear chain {chain} on every image placeholder (learned row / "
-                f"global separators: {self.separators} x {self.widths[0]})")
-
-
-@dataclass(frozen=True)
-class ConformerFrontEnd(Block):
-    """Phi-4-multimodal's NeMo conv subsampling (``Phi4MultimodalAudioNemoConvSubsampling``), on the call's mel
-    features padded to its longest clip: Conv2d(1 -> c, 3x3, stride 2, pad 1), then twice a depthwise Conv2d(c,
-    3x3, stride 2, groups c) + pointwise Conv2d(c -> c, 1x1), all biased, over (frames, mel bins); then
-    Linear(c·F_3 -> d) on ``audio_conv_frames_s8`` rows. The first convolution reads features (no input
-    gradient). Three stride-2 steps (``time_reduction`` 8)."""
-
-    kind: ClassVar[str] = "conformer_front_end"
-    mel_bins: int
-    width: int
-    channels: int
 
     def freq_bins(self, k: int) -> int:
         n = self.mel_bins
@@ -1887,6 +1852,50 @@ class AudioEmbedder(Block):
 
 
 __all__ += ["AudioEmbedder", "ChunkedConformerLayers", "SSCPFrontEnd", "sscp_out"]
+# --- phi4_multimodal ---
+
+
+@dataclass(frozen=True)
+class SeparatorProjector(LinearProjector):
+    """Phi-4-multimodal's image projection (``img_projection_up`` -> GELU -> ``img_projection_down``) on every
+    LM image placeholder, whose input rows include learned separators (``sub_img_feature_extensor`` after each
+    row of crop tokens, ``global_img_feature_extensor`` between the crops and the global view: ``separators``
+    vectors of ``widths[0]`` parameters, part of the projector). Those parameters sit in front of the first
+    Linear, so a trainable projector needs that GEMM's input gradient even with a frozen tower."""
+
+    kind: ClassVar[str] = "separator_projector"
+    separators: int = 2
+
+    def params(self) -> int:
+        return super().params() + self.separators * self.widths[0]
+
+    def describe(self) -> str:
+        chain = " -> ".join(str(w) for w in self.widths)
+        return (f"{self.count} {self.label}: Linear chain {chain} on every image placeholder (learned row / "
+                f"global separators: {self.separators} x {self.widths[0]})")
+
+
+@dataclass(frozen=True)
+class ConformerFrontEnd(Block):
+    """Phi-4-multimodal's NeMo conv subsampling (``Phi4MultimodalAudioNemoConvSubsampling``), on the call's mel
+    features padded to its longest clip: Conv2d(1 -> c, 3x3, stride 2, pad 1), then twice a depthwise Conv2d(c,
+    3x3, stride 2, groups c) + pointwise Conv2d(c -> c, 1x1), all biased, over (frames, mel bins); then
+    Linear(c·F_3 -> d) on ``audio_conv_frames_s8`` rows. The first convolution reads features (no input
+    gradient). Three stride-2 steps (``time_reduction`` 8)."""
+
+    kind: ClassVar[str] = "conformer_front_end"
+    mel_bins: int
+    width: int
+    channels: int
+
+    def freq_bins(self, k: int) -> int:
+        n = self.mel_bins
+        for _ in range(k):
+            n = halve(n)
+        return n
+
+    def params(self) -> int:
+        c = self.channels
         return (9 * c + c) + 2 * ((9 * c + c) + (c * c + c)) + linear_params(c * self.freq_bins(3), self.width, True)
 
     def describe(self) -> str:
