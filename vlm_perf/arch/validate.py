@@ -194,6 +194,8 @@ TEXT_FIELDS: dict[str, Kind] = {
                      "linear_num_value_heads", "full_attention_interval", "sliding_window_pattern",
                      "shared_expert_intermediate_size", "intermediate_size_mlp", "interleave_moe_layer_step",
                      "no_rope_layer_interval", "attention_chunk_size",
+                     # Nemotron 3's MoE layers (shared expert width)
+                     "moe_shared_expert_intermediate_size",
                      # Nemotron-H's Mamba-2 layers (and their legacy spellings)
                      "mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "mamba_n_groups",
                      "conv_kernel", "mamba_d_conv", "chunk_size", "mamba_chunk_size",
@@ -212,7 +214,12 @@ VISION_FIELDS: dict[str, Kind] = {
                      "num_channels", "spatial_merge_size", "out_hidden_size", "window_size",
                      "num_position_embeddings", "num_global_layers", "attention_heads", "vision_output_dim",
                      "max_num_tiles", "projector_input_dim", "projector_output_dim",
-                     "init_pos_emb_height", "init_pos_emb_width"), POS),
+                     "init_pos_emb_height", "init_pos_emb_width",
+                     # Kimi K2.5's position tables, SAM / ViTDet towers (GOT-OCR2, DeepSeek-VL-hybrid), RADIO
+                     "pos_emb_height", "pos_emb_width", "pos_emb_time", "mlp_dim", "output_channels",
+                     "max_img_size", "video_temporal_patch_size", "projection_dim", "crop_size"), POS),
+    # RADIO's class-token prefix (Nemotron omni): 0 is a tower without class tokens
+    **dict.fromkeys(("num_cls_tokens", "num_registers"), NONNEG),
     "mlp_ratio": RATIO,
     "pixel_shuffle_ratio": RATIO,
 }
@@ -223,7 +230,9 @@ AUDIO_FIELDS: dict[str, Kind] = dict.fromkeys(
      # Phi-4-multimodal's conformer
      "hidden_size", "intermediate_size", "num_blocks", "num_attention_heads", "ext_pw_out_channel",
      "depthwise_separable_out_channel", "depthwise_multiplier", "kernel_size", "input_size", "time_reduction",
-     "bias_max_distance", "nemo_conv_channels", "downsample_rate"), POS)
+     "bias_max_distance", "nemo_conv_channels", "downsample_rate",
+     # Nemotron omni's Parakeet encoder
+     "subsampling_conv_channels", "conv_kernel_size", "projection_hidden_size", "num_hidden_layers"), POS)
 #: Square sizes (``n`` or ``[n, n]``) under ``vision_config``.
 VISION_SQUARE = ("patch_size", "image_size", "merge_kernel_size")
 #: Layer indexes (any integer, negative counting from the end, or a list of them): range-checked by the family
@@ -236,7 +245,9 @@ INDEX_FIELDS = ("vision_feature_layer",
 #: cohere2_vision's pixel shuffle and SwiGLU projector width).
 TOP_FIELDS: dict[str, Kind] = {
     **dict.fromkeys(("spatial_merge_size", "scale_factor", "mm_tokens_per_image", "image_seq_length",
-                     "downsample_factor", "alignment_intermediate_size"), POS),
+                     "downsample_factor", "alignment_intermediate_size",
+                     "projector_hidden_size", "vision_hidden_size", "video_temporal_patch_size",
+                     "projection_hidden_size"), POS),  # projector_hidden_size: Nemotron omni's projector MLP
     "downsample_ratio": RATIO,
 }
 
