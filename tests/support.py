@@ -4,6 +4,9 @@ fit: module-level case tables, module/session-scoped fixtures). The fixtures in 
 - ``invoke_cli``: ``vlm_perf.cli.app`` in this process (click's ``Result``: exit_code, stdout, stderr, output).
 - ``run_cli``: ``python -m vlm_perf.cli`` in a subprocess (``CompletedProcess``: returncode, stdout, stderr) for
   tests that must see what a user sees (exit status of the real entry point, tracebacks on stderr, hangs).
+- ``run_main``: the same entry point (``vlm_perf.cli.main``: its one-line errors and exit statuses 2 / 3) called in
+  this process, same ``CompletedProcess`` shape: for the many CLI checks that need the entry point's behaviour but
+  not a new interpreter (a subprocess costs ~1-2 s of imports each). Each command keeps real-subprocess tests.
 - ``megatron_line`` / ``write_log``: a Megatron-LM iteration line and a log file holding text.
 - ``copy_sample``: a bundled sample run copied into a scratch folder.
 """
@@ -35,6 +38,32 @@ def run_cli(*args: object, timeout: float | None = 600, **kwargs) -> subprocess.
     """Run ``python -m vlm_perf.cli ARGS`` in a subprocess with text output captured."""
     return subprocess.run([sys.executable, "-m", "vlm_perf.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, **kwargs)
+
+
+def run_main(*args: object, timeout: float | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """``vlm_perf.cli.main(ARGS)`` in this process, stdin/stdout/stderr and ``env`` (overlaid on ``os.environ``)
+    swapped in by click's ``CliRunner.isolation``; a ``CompletedProcess`` as :func:`run_cli` gives. ``main`` turns
+    every exception into its one-line error and exit status, as in a subprocess; ``timeout`` is not enforced."""
+    from typer.testing import CliRunner
+
+    from vlm_perf.cli import main
+
+    unknown = set(kwargs) - {"env", "input"}
+    if unknown:
+        raise TypeError(f"run_main: unsupported keyword(s) {sorted(unknown)}")
+    argv = [str(a) for a in args]
+    with CliRunner().isolation(input=kwargs.get("input"), env=kwargs.get("env")) as (out, err, _):
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if exc.code is not None and not isinstance(exc.code, int):
+                print(exc.code, file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
+    return subprocess.CompletedProcess([sys.executable, "-m", "vlm_perf.cli", *argv], code, stdout, stderr)
 
 
 def megatron_line(it: int, loss: float | str = 2.5, prefix: str = "", *, ts: str = "2024-05-01 12:00:00",

@@ -1,13 +1,12 @@
 """Auditable peaks: every MFU carries the value, dtype, dense flag, clock convention and source."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from vlm_perf.hardware import PEAKS, device_peak, peak_flops, peak_used, resolve_gpu
+from tests.support import run_main  # the CLI entry point in-process (same exit statuses, one-line errors)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,8 +57,8 @@ def test_override_is_recorded_next_to_the_table_value():
 
 def test_report_states_the_peak_and_override_wins(tmp_path):
     run = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(run), "-o", str(tmp_path),
-                        "--peak-tflops", "2565"], capture_output=True, text=True, timeout=300)
+    r = run_main("report", str(run), "-o", str(tmp_path),
+                 "--peak-tflops", "2565")
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["peak_tflops"] == 2565 and s["peak"]["override"] and s["peak"]["table_tflops"] == 2500

@@ -12,8 +12,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
-import subprocess
-import sys
 
 import numpy as np
 import polars as pl
@@ -25,6 +23,7 @@ from vlm_perf.analysis.balance import analyze_balance, balance_by_iteration, lpt
 from vlm_perf.arch import load_model
 from vlm_perf.flops import compute_flops
 from vlm_perf.stats import BatchStats
+from tests.support import run_main  # the CLI entry point in-process (same exit statuses, one-line errors)
 
 MODEL = "qwen3-vl-30b-a3b"
 SEQ = [1000, 1048]
@@ -58,8 +57,7 @@ def test_report_balance_block_equals_hand_arithmetic(tmp_path):
     run, out = tmp_path / "run", tmp_path / "out"
     run.mkdir()
     _write_run(run)
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(run), "-o", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = run_main("report", str(run), "-o", str(out))
     assert r.returncode == 0, r.stderr
     bal = json.loads((out / "summary.json").read_text())["balance"]
 
@@ -218,8 +216,7 @@ def test_rows_without_dp_rank_are_counted_and_said(tmp_path):
               "image_grid_thw": [GRID], "video_grid_thw": []}] * 3
     with open(run / "metadata.jsonl", "a") as fh:
         fh.write("".join(json.dumps(r) + "\n" for r in extra))
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(run), "-o", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = run_main("report", str(run), "-o", str(out))
     assert r.returncode == 0, r.stderr
     bal = json.loads((out / "summary.json").read_text())["balance"]
     assert bal["rows_without_dp_rank"] == 3 and any("no dp_rank" in n for n in bal["notes"])
@@ -231,8 +228,7 @@ def test_fitted_attribution_feeds_the_time_model(tmp_path):
     from pathlib import Path
 
     run = Path(__file__).parents[2] / "sample_logs" / "qwen2.5-vl-7b-video"
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(run), "-o", str(tmp_path)],
-                       capture_output=True, text=True, timeout=300)
+    r = run_main("report", str(run), "-o", str(tmp_path))
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "summary.json").read_text())
     att, tm = s["attribution"], s["balance"]["time_model"]

@@ -2,8 +2,6 @@
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +13,7 @@ from hypothesis import strategies as st
 from vlm_perf.analysis import analyze_run
 from vlm_perf.analysis.checks import run_checks
 from vlm_perf.arch import load_model
+from tests.support import run_main  # the CLI entry point in-process (same exit statuses, one-line errors)
 
 SPEC = load_model("qwen2.5-vl-7b")
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,8 +105,7 @@ def test_symlinked_log_outside_the_run_is_noted(tmp_path):
     (run / "train.log").symlink_to(sample / "train.log")
     shutil.copy(sample / "metadata.jsonl.gz", run)
     shutil.copy(sample / "run.yaml", run)
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", run, "-o", tmp_path / "out"],
-                       capture_output=True, text=True, timeout=600)
+    r = run_main("report", run, "-o", tmp_path / "out")
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert any("train.log is a symlink to" in m and "outside the run folder" in m for m in s["messages"])

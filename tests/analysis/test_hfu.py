@@ -4,8 +4,6 @@ component FLOPs of one iteration), plus the recompute settings read from Megatro
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import polars as pl
@@ -16,6 +14,7 @@ from vlm_perf.analysis.hfu import Recompute, hfu_summary, parse_recompute, recom
 from vlm_perf.arch import load_model
 from vlm_perf.flops import compute_flops
 from vlm_perf.stats import BatchStats
+from tests.support import run_main  # the CLI entry point in-process (same exit statuses, one-line errors)
 
 MODEL = "qwen3-vl-30b-a3b"
 LAYER = ("lm.attn_proj", "lm.attn_core", "lm.dense_mlp", "lm.routed_experts", "lm.shared_experts", "lm.router")
@@ -110,15 +109,14 @@ def test_megatron_arguments_block_sets_the_rule(tmp_path):
     (tmp_path / "train.log").write_text("\n".join(args + log) + "\n")
     (tmp_path / "run.yaml").write_text("model: qwen3-30b-a3b\nnum_gpus: 4\ngpu: H100\nlog_interval: 5\n")
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(tmp_path), "-o", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = run_main("report", str(tmp_path), "-o", str(out))
     assert r.returncode == 0, r.stderr
     h = json.loads((out / "summary.json").read_text())["hfu"]
     assert h["recompute"] == "full:6" and "block" in h["source"] and h["hfu_mean"] > h["mfu_mean"]
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(tmp_path), "-o", str(out),
-                        "--recompute", "none"], capture_output=True, text=True, timeout=300)
+    r = run_main("report", str(tmp_path), "-o", str(out),
+                 "--recompute", "none")
     h = json.loads((out / "summary.json").read_text())["hfu"]
     assert r.returncode == 0 and h["recompute"] == "none" and h["hfu_mean"] == h["mfu_mean"]
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(tmp_path), "-o", str(out),
-                        "--recompute", "ful"], capture_output=True, text=True, timeout=300)
+    r = run_main("report", str(tmp_path), "-o", str(out),
+                 "--recompute", "ful")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--recompute" in r.stderr

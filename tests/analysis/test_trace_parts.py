@@ -251,8 +251,9 @@ def test_cli_json_and_out(tmp_path):
 def test_cli_bad_file_one_line(tmp_path):
     bad = tmp_path / "t.json"
     bad.write_text('{"traceEvents": [')
-    proc = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "trace", str(bad)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    from tests.support import run_main  # the entry point in-process (test_cli_json_and_out runs the real process)
+
+    proc = run_main("trace", str(bad))
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "truncated" in proc.stderr
 

@@ -18,6 +18,7 @@ from vlm_perf.arch.parts import MERGER, VISION_TOWER
 from vlm_perf.errors import ConfigError, ConventionNotDefined
 from vlm_perf.flops import compute_flops
 from vlm_perf.stats import BatchStats
+from tests.support import run_main  # the CLI entry point in-process (same exit statuses, one-line errors)
 
 VERIFY_PRESETS = Path(__file__).parents[1] / "verify" / "families" / "presets"
 SIDECAR = json.loads((VERIFY_PRESETS / "presets.json").read_text())
@@ -269,15 +270,13 @@ def test_params_equal_transformers_over_config_switches(depth, heads, vbias, pat
 
 
 def test_cli_checkpoint_directory_with_glm_processor_files(tmp_path):
-    import subprocess
-    import sys
 
     cfg = {k: v for k, v in preset_config("glm-4.5v").items() if not k.startswith("_")}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     (tmp_path / "preprocessor_config.json").write_text(json.dumps(
         {"size": {"shortest_edge": 12544, "longest_edge": 28 * 28 * 2 * 1000}, "patch_size": 14, "merge_size": 2}))
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "flops", "--model", str(tmp_path), "--seq-len", "8192",
-                        "--image-size", "1080,1920", "--frozen", "vision_tower", "--json"], capture_output=True, text=True)
+    r = run_main("flops", "--model", str(tmp_path), "--seq-len", "8192",
+                 "--image-size", "1080,1920", "--frozen", "vision_tower", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     (m,) = out["media"]

@@ -14,7 +14,7 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tests.support import run_cli
+from tests.support import run_main as run_cli  # in-process entry point (flops keeps subprocess tests in tests/cli)
 from vlm_perf.arch import load_model, preset_config, spec_from_config
 from vlm_perf.arch.families import FAMILIES
 from vlm_perf.errors import ConfigError, UnsupportedModelError

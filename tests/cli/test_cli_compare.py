@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import run_cli as cli
+from tests.support import run_cli, run_main as cli  # in-process entry point; run_cli: a real subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_A = ROOT / "sample_logs" / "qwen3-30b-a3b-text"  # before: the text-only control
@@ -20,7 +20,7 @@ def runs(tmp_path_factory):
         r = cli("report", run, "-o", tmp / name)
         assert r.returncode == 0, r.stderr
         summaries.append(json.loads((tmp / name / "summary.json").read_text()))
-    r = cli("compare", RUN_A, RUN_B, "--json", "-o", tmp / "cmp")
+    r = run_cli("compare", RUN_A, RUN_B, "--json", "-o", tmp / "cmp")
     assert r.returncode == 0, r.stderr
     return summaries, json.loads(r.stdout), tmp / "cmp"
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.support import run_cli as cli
+from tests.support import run_cli, run_main as cli  # in-process entry point; run_cli: a real subprocess
 from vlm_perf.arch import preset_config
 
 
@@ -112,7 +112,7 @@ def test_config_without_model_type_is_stated_or_refused(tmp_path):
 
 
 def test_families_presets_lists_names_families_totals_and_repos():
-    r = cli("families", "--presets")
+    r = run_cli("families", "--presets")
     assert r.returncode == 0, r.stderr
     rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()}
     from vlm_perf.arch import preset_names

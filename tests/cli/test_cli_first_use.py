@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 import vlm_perf
-from tests.support import run_cli as cli
+from tests.support import run_cli, run_main as cli  # in-process entry point; run_cli: a real subprocess
 from vlm_perf.analysis.memory import peak_memory
 from vlm_perf.analysis.stragglers import plain_timer_names
 from vlm_perf.ingest.log_facts import read_file_facts, scan_lines
@@ -29,7 +29,7 @@ TINY = ROOT / "sample_logs" / "qwen2-vl-tiny-real"
 
 
 def test_version():
-    r = cli("--version")
+    r = run_cli("--version")
     assert r.returncode == 0 and r.stdout.strip() == f"vlm-perf {vlm_perf.__version__}"
 
 
@@ -62,7 +62,7 @@ def test_titles_name_the_model():
 @pytest.fixture(scope="module")
 def tiny_report(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny") / "out"
-    r = cli("report", TINY, "-o", out, "--causal", "full")
+    r = run_cli("report", TINY, "-o", out, "--causal", "full")
     assert r.returncode == 0, r.stderr
     return out, r
 

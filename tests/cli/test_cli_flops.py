@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from tests.support import run_cli as cli
+from tests.support import run_cli, run_main as cli  # in-process entry point; run_cli: a real subprocess
 
 
 def test_flops_json_contract():
-    r = cli("flops", "--model", "qwen3-vl-30b-a3b", "--seq-len", "4096", "--grid", "1,64,64", "--json")
+    r = run_cli("flops", "--model", "qwen3-vl-30b-a3b", "--seq-len", "4096", "--grid", "1,64,64", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     for key in ("total", "vision", "language", "components", "inputs"):
@@ -73,7 +73,7 @@ def test_missing_field(tmp_path):
 
 
 def test_explain_json():
-    r = cli("explain", "--model", "qwen3-vl-30b-a3b", "--before", "494", "--after", "554", "--json")
+    r = run_cli("explain", "--model", "qwen3-vl-30b-a3b", "--before", "494", "--after", "554", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     share = {f["patches_per_frame"]: f["visual_token_share"] for f in out["frames"]}
@@ -81,7 +81,7 @@ def test_explain_json():
 
 
 def test_conventions_listing():
-    r = cli("conventions")
+    r = run_cli("conventions")
     assert r.returncode == 0 and "PR #2575" in r.stdout and "4x" in r.stdout
 
 

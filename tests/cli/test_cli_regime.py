@@ -3,7 +3,7 @@
 
 import json
 
-from tests.support import run_cli as cli
+from tests.support import run_cli, run_main as cli  # in-process entry point; run_cli: a real subprocess
 
 BASE = ("flops", "--model", "qwen2.5-vl-7b", "--seq-len", "4096", "--grid", "1,64,64")
 
@@ -14,7 +14,7 @@ def test_adapter_folder_json(tmp_path):
     (ckpt / "adapter_config.json").write_text(json.dumps({
         "peft_type": "LORA", "r": 16, "lora_alpha": 32,
         "target_modules": r"model\.language_model\..*\.(q_proj|k_proj|v_proj|o_proj)"}))
-    r = cli(*BASE, "--adapter", tmp_path / "run", "--json")
+    r = run_cli(*BASE, "--adapter", tmp_path / "run", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     regime = out["regime"]

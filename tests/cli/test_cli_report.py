@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import run_cli as cli
+from tests.support import run_cli, run_main as cli  # in-process entry point; run_cli: a real subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_A = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
@@ -17,7 +17,7 @@ SAMPLE_B = ROOT / "sample_logs" / "qwen3-30b-a3b-text"
 @pytest.fixture(scope="module")
 def report_a(tmp_path_factory):
     out = tmp_path_factory.mktemp("report_a")
-    r = cli("report", SAMPLE_A, "-o", out)
+    r = run_cli("report", SAMPLE_A, "-o", out)  # the real entry point, once per module
     assert r.returncode == 0, r.stderr
     return out, json.loads((out / "summary.json").read_text())
 
@@ -55,7 +55,7 @@ def test_text_only_control_does_not_move(tmp_path):
 
 
 def test_missing_run_is_one_line_error(tmp_path):
-    r = cli("report", tmp_path / "nope", "-o", tmp_path / "out")
+    r = run_cli("report", tmp_path / "nope", "-o", tmp_path / "out")
     assert r.returncode == 2 and "Traceback" not in r.stderr and "no such log file" in r.stderr
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.support import run_cli as cli
+from tests.support import run_main as cli  # in-process entry point (flops keeps subprocess tests in test_cli_flops)
 from vlm_perf.arch import load_model
 from vlm_perf.flops import compute_flops
 from vlm_perf.stats import BatchStats

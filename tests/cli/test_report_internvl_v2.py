@@ -14,8 +14,6 @@ tower's forward FLOPs per tile are also written out by hand.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -23,6 +21,7 @@ pytest.importorskip("transformers")
 
 from tests.verify.families import processor_media  # noqa: E402
 from tests.verify.families.internvl import tiny_config  # noqa: E402
+from tests.support import run_main  # the CLI entry point in-process (same exit statuses, one-line errors)
 
 PROCESSOR = {"size": {"height": 32, "width": 32}, "min_patches": 1, "max_patches": 6, "crop_to_patches": False}
 RANK_IMAGES = {0: [(48, 80), (32, 32)], 1: [(100, 30)]}
@@ -53,8 +52,7 @@ def internvl_run(tmp_path_factory):
             for it in range(1, ITERATIONS + 1) for r in RANK_IMAGES]
     (run / "metadata.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = run / "out"
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(run), "-o", str(out)],
-                       capture_output=True, text=True, timeout=600)
+    r = run_main("report", str(run), "-o", str(out))
     assert r.returncode == 0, r.stderr
     return run, out, json.loads((out / "summary.json").read_text()), tiles, config
 
@@ -98,7 +96,6 @@ def test_report_rejects_bad_v2_metadata_with_file_line(internvl_run, tmp_path):
     lines = (broken / "metadata.jsonl").read_text().splitlines()
     lines[2] = lines[2].replace('"image_tiles": [7, 1]', '"image_tiles": [6, 1]')
     (broken / "metadata.jsonl").write_text("\n".join(lines) + "\n")
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(broken), "-o", str(tmp_path / "o")],
-                       capture_output=True, text=True, timeout=600)
+    r = run_main("report", str(broken), "-o", str(tmp_path / "o"))
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "metadata.jsonl:3" in r.stderr and "image_tiles: differs" in r.stderr, r.stderr

@@ -163,10 +163,10 @@ def test_dask_backend_names_the_same_bound(tmp_path):
 def test_flops_cli_names_the_bound_of_unequal_seq_lens():
     """`vlm-perf flops --seq-lens 10,30` with two 560 px images on Llama-3.2-11B-Vision: counted 30 x 2V, the shortest
     sample gives 10 x 2V; one sequence (or equal lengths) is exact and carries no such note."""
-    from tests.support import run_cli
+    from tests.support import run_main  # the entry point in-process (flops keeps subprocess tests in tests/cli)
 
     def notes(*args):
-        res = run_cli("flops", "-m", "llama3.2-11b-vision", *args, "--json")
+        res = run_main("flops", "-m", "llama3.2-11b-vision", *args, "--json")
         return [n for n in json.loads(res.stdout)["notes"] if n.startswith("upper bound:")]
 
     got = notes("--seq-lens", "10,30", "--image-size", "560,560", "--image-size", "560,560")

@@ -11,6 +11,7 @@ import pytest
 
 from vlm_perf.errors import SchemaError, VlmPerfError
 from vlm_perf.ingest.runconfig import _INT_FIELDS, MANIFEST_KEYS, load_manifest
+from tests.support import run_main  # the CLI entry point in-process (same exit statuses, one-line errors)
 
 # one valid YAML value per manifest key (hand-written)
 VALID = {"model": "qwen2.5-vl-7b", "num_gpus": "8", "gpu": "H100", "dtype": "bf16", "frozen": "[vision_tower]",
@@ -136,7 +137,6 @@ def test_log_interval_1e20_exits_2_from_report(tmp_path):
     manifest = run / "run.yaml"
     text = "".join(line for line in manifest.read_text().splitlines(keepends=True) if not line.startswith("log_interval"))
     manifest.write_text(text + "log_interval: 1.0e+20\n")
-    proc = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(run), "-o", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=300)
+    proc = run_main("report", str(run), "-o", str(tmp_path / "out"))
     assert proc.returncode == 2, proc.stderr[-500:]
     assert "log_interval must be a positive integer" in proc.stderr and "internal error" not in proc.stderr

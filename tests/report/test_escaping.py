@@ -7,8 +7,6 @@ rich uses) with raw HTML enabled: whatever the text, it must render as that text
 import html
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -22,6 +20,7 @@ from markdown_it import MarkdownIt  # noqa: E402
 
 from vlm_perf.report.content import B, T, md_escape, md_inline, mathtext_safe  # noqa: E402
 from vlm_perf.report.render import _html_inline  # noqa: E402
+from tests.support import run_main  # the CLI entry point in-process (same exit statuses, one-line errors)
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_A = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
@@ -69,8 +68,7 @@ def test_script_in_run_yaml_is_not_live(tmp_path, sample_run):
     (run / "run.yaml").write_text(manifest.split("\nnotes:")[0] + "\nnotes: '**bold** [x](javascript:alert(1)) "
                                   "<img src=x onerror=alert(1)> $x$'\n")
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", run, "-o", out], capture_output=True,
-                       text=True, timeout=600)
+    r = run_main("report", run, "-o", out)
     assert r.returncode == 0, r.stderr
     page = (out / "report.html").read_text()
     assert "<script" not in page.lower() and "<img src=x" not in page and "&lt;script&gt;" in page

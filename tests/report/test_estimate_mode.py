@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.support import run_cli as cli
+from tests.support import run_cli, run_main as cli  # in-process entry point; run_cli: a real subprocess
 from vlm_perf.arch import load_model
 from vlm_perf.flops import compute_flops
 from vlm_perf.ingest.runconfig import image_grid_from_size
@@ -38,7 +38,7 @@ def _log_only_run(tmp_path, drop=("global_batch_size", "seq_length")):
 
 def test_missing_value_error_names_keys_and_flags(tmp_path):
     run = _log_only_run(tmp_path)
-    r = cli("report", run, "-o", tmp_path / "out")
+    r = run_cli("report", run, "-o", tmp_path / "out")
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     for needle in (str(run), "seq_length", "--seq-length", "global_batch_size", "--global-batch-size", "--grid",
                    "--image-size", "image_grid", "image_size"):

@@ -2,11 +2,10 @@
 watchdog timeout, relaunch from the checkpoint), with every expected number worked out by hand below."""
 
 import json
-import subprocess
-import sys
 from datetime import datetime, timedelta
 
 import pytest
+from tests.support import run_main  # the CLI entry point in-process (same exit statuses, one-line errors)
 
 T0 = datetime(2024, 6, 1, 10, 0, 0)
 
@@ -43,8 +42,7 @@ def health(tmp_path_factory):
     (run / "run.yaml").write_text("model: qwen2.5-vl-7b\nnum_gpus: 8\ngpu: H100-SXM\nseq_length: 4096\n"
                                   "global_batch_size: 16\nimage_grid: [1, 32, 32]\n")
     out = run / "out"
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", run, "-o", out], capture_output=True,
-                       text=True, timeout=600)
+    r = run_main("report", run, "-o", out)
     assert r.returncode == 0, r.stderr
     return json.loads((out / "summary.json").read_text()), (out / "report.md").read_text()
 

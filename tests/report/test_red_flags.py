@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import copy_sample, run_cli as cli
+from tests.support import copy_sample, run_cli, run_main as cli  # run_cli: a real subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_A = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
@@ -32,7 +32,7 @@ def html_head(out: Path) -> str:
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
     out = tmp_path_factory.mktemp("clean")
-    r = cli("report", SAMPLE_A, "-o", out, "--strict")
+    r = run_cli("report", SAMPLE_A, "-o", out, "--strict")
     assert r.returncode == 0, r.stderr  # the sample passes --strict: no failed check
     return json.loads((out / "summary.json").read_text())
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from vlm_perf.errors import ConfigError
 from vlm_perf.pipeline import load_run
+from tests.support import run_main  # the CLI entry point in-process (same exit statuses, one-line errors)
 
 ROOT = Path(__file__).resolve().parents[2]
 # every bundled run with a training log whose regime no file states (a trainability.json states one: the LoRA
@@ -131,8 +130,7 @@ def test_run_yaml_adapter_key_relative_to_the_manifest(tmp_path):
     (["--adapter", "/nonexistent/adapter_config.json"], "adapter config not found"),
 ])
 def test_bad_regime_input_is_one_line(args, needle, tmp_path):
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(REAL), "-o", str(tmp_path / "out"), *args],
-                       capture_output=True, text=True)
+    r = run_main("report", str(REAL), "-o", str(tmp_path / "out"), *args)
     assert r.returncode != 0
     assert needle in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 

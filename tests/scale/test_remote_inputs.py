@@ -56,16 +56,15 @@ def normalised(summary: Path, *roots: str) -> str:
 
 @pytest.mark.parametrize("name", ["qwen2-vl-tiny-lora-real", "qwen2-vl-tiny-trace", "qwen2.5-vl-7b-video",
                                   "qwen2-vl-tiny-grpo-real"])
-def test_report_reads_a_run_by_url(name, tmp_path, capsys):
+def test_report_reads_a_run_by_url(name, tmp_path, capsys, plain_report):
     """lora-real: metadata/ shards, config.json, adapter_config.json, trainability.json; trace: a trace/
     folder of Kineto traces; video: metadata.jsonl.gz and run.yaml; grpo: the rl/ records."""
     sample = ROOT / name
     url = to_memory(sample, f"{tmp_path.name}/{name}")
-    code, _, err = run(capsys, "report", sample, "-o", tmp_path / "local")
-    assert code == 0, err
+    local_dir, _ = plain_report(sample)  # the same command on the local folder (once per session)
     code, _, err = run(capsys, "report", url, "-o", tmp_path / "url")
     assert code == 0, err
-    local = normalised(tmp_path / "local" / "summary.json", str(sample.resolve()), str(sample))
+    local = normalised(local_dir / "summary.json", str(sample.resolve()), str(sample))
     remote = normalised(tmp_path / "url" / "summary.json", url)
     assert remote == local
     inputs = json.loads((tmp_path / "url" / "summary.json").read_text())["inputs"]
@@ -159,7 +158,7 @@ def register_tracking(log: str) -> int:
     return os.getpid()
 
 
-def test_cluster_workers_read_the_urls_themselves(tmp_path, capsys):
+def test_cluster_workers_read_the_urls_themselves(tmp_path, capsys, plain_report):
     distributed = pytest.importorskip("distributed")
     sample = ROOT / "qwen2-vl-tiny-real"  # metadata/ shard folder, config.json, run.yaml
     log = str(tmp_path / "opened.txt")
@@ -168,14 +167,13 @@ def test_cluster_workers_read_the_urls_themselves(tmp_path, capsys):
                                   silence_logs=50) as cluster, distributed.Client(cluster) as client:
         worker_pids = set(client.run(register_tracking, log).values())
         assert client_pid not in worker_pids
-        code, _, err = run(capsys, "report", sample, "-o", tmp_path / "single")
-        assert code == 0, err
+        single_dir, _ = plain_report(sample)  # the same command without the URL or the cluster
         Path(log).write_text("")
         url = f"vlmtrack://{sample.resolve()}"
         code, _, err = run(capsys, "report", url, "-o", tmp_path / "cluster", "--scheduler",
                            cluster.scheduler_address)
         assert code == 0, err
-    local = normalised(tmp_path / "single" / "summary.json", str(sample.resolve()), str(sample))
+    local = normalised(single_dir / "summary.json", str(sample.resolve()), str(sample))
     remote = normalised(tmp_path / "cluster" / "summary.json", url)
     assert remote == local
     opened = [line.split(" ", 1) for line in Path(log).read_text().splitlines()]

@@ -47,23 +47,22 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[p.name for p in SAMPLES])
-def test_report_on_the_cluster_writes_the_same_summary(sample, address, tmp_path, capsys):
-    code, single_out, _ = run(capsys, "report", sample, "-o", tmp_path / "single")
-    assert code == 0
+def test_report_on_the_cluster_writes_the_same_summary(sample, address, tmp_path, capsys, plain_report):
+    single_dir, single_out = plain_report(sample)  # the same command without --scheduler (once per session)
     code, cluster_out, err = run(capsys, "report", sample, "-o", tmp_path / "cluster", "--scheduler", address)
     assert code == 0, err
-    single = (tmp_path / "single" / "summary.json").read_bytes()
+    single = (single_dir / "summary.json").read_bytes()
     assert (tmp_path / "cluster" / "summary.json").read_bytes() == single  # byte for byte: no key differs
-    assert cluster_out.replace(str(tmp_path / "cluster"), "OUT") == single_out.replace(str(tmp_path / "single"), "OUT")
+    assert cluster_out.replace(str(tmp_path / "cluster"), "OUT") == single_out.replace(str(single_dir), "OUT")
     assert json.loads(single)["inputs"]["metadata"], "every sample has metadata: the cluster path was exercised"
 
 
-def test_report_with_local_2_starts_its_own_cluster(tmp_path, capsys):
+def test_report_with_local_2_starts_its_own_cluster(tmp_path, capsys, plain_report):
     sample = next(p for p in SAMPLES if p.name == "qwen3-30b-a3b-text")
-    assert run(capsys, "report", sample, "-o", tmp_path / "single")[0] == 0
+    single_dir, _ = plain_report(sample)
     code, _, err = run(capsys, "report", sample, "-o", tmp_path / "local2", "--scheduler", "local:2")
     assert code == 0, err
-    assert (tmp_path / "local2" / "summary.json").read_bytes() == (tmp_path / "single" / "summary.json").read_bytes()
+    assert (tmp_path / "local2" / "summary.json").read_bytes() == (single_dir / "summary.json").read_bytes()
 
 
 def test_parse_and_metadata_on_the_cluster(address, tmp_path, capsys):
