@@ -253,6 +253,29 @@ def test_polars_expression_statistics_give_the_numbers_row_by_row():
     assert frame.select(exprs)["flops_total"].to_list() == [float(regime_flops(spec, r, regime).total) for r in rows]
 
 
+def test_frame_flops_of_a_lora_regime_equal_the_scalar_count_per_component():
+    """``with_flops`` (the report's frame path) under a LoRA regime: every component column equals the scalar
+    ``regime_flops`` of that row (Python integers), and each column's expression stays small: identical layers add
+    the same term, which enters the expression once with its count instead of once per layer."""
+    pl = pytest.importorskip("polars")
+    from vlm_perf.analysis.flops_frame import flops_columns, with_flops
+
+    spec = load_model("qwen2.5-vl-7b")
+    rows = [BatchStats.from_batch(seq_lens=[4096], image_grids=[(1, 64, 64)], spec=spec),
+            BatchStats.from_batch(seq_lens=[2000, 2096], image_grids=[(1, 32, 48)], video_grids=[(4, 32, 32)],
+                                  spec=spec),
+            BatchStats.from_batch(seq_lens=[1024], spec=spec)]
+    regime = Trainability(trainable=(), adapter=AdapterConfig(r=16, target_modules="all-linear"))
+    got = with_flops(pl.DataFrame([r.as_dict() for r in rows]), spec, ["exact"], regime)
+    for i, r in enumerate(rows):
+        want = regime_flops(spec, r, regime).breakdown
+        assert got["exact_total"][i] == float(want.total)
+        assert {k: got[f"flops.{k}"][i] for k in want.components} == {k: float(v) for k, v in want.components.items()}
+    # one term per distinct (rows, shape) of each component, not one per layer: 28 LM layers x 7 Linears x 3
+    # categories made ~300,000 characters per column before
+    assert max(len(str(e)) for e in flops_columns(spec, ["exact"], regime)) < 30_000
+
+
 @pytest.mark.parametrize("selector", ["lm[5:]", "lm[2]", "lm[-3]", "lm[0:0]"])
 def test_a_selector_that_names_nothing_is_an_error(selector):
     spec, stats = _tiny()  # an LM-only model with 2 layers
