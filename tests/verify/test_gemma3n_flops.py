@@ -40,6 +40,19 @@ def model():
     return _model()
 
 
+@pytest.fixture(scope="module")
+def measured(model):
+    """``_measure`` of the module's model, one FlopCounterMode run per (batch, seq, training) shared by the tests
+    that read it (the forward per shape is read by the per-module test, the training test and the by-hand test)."""
+    runs: dict = {}
+
+    def get(batch, seq, training):
+        if (batch, seq, training) not in runs:
+            runs[batch, seq, training] = _measure(model, batch, seq, training)
+        return runs[batch, seq, training]
+    return get
+
+
 def _measure(model, batch, seq, training):
     """FlopCounterMode: total and per module family (summed over layers)."""
     from torch.utils.flop_counter import FlopCounterMode
@@ -76,9 +89,9 @@ def _library(model, batch, seq, mode, causal="full"):
 
 
 @pytest.mark.parametrize("batch,seq", SHAPES)
-def test_exact_per_module_forward(model, batch, seq):
+def test_exact_per_module_forward(model, measured, batch, seq):
     """Every module family equals the measurement to the FLOP."""
-    m = _measure(model, batch, seq, False)
+    m = measured(batch, seq, False)
     c = _library(model, batch, seq, "forward").components
     assert sum(c.values()) == m["total"]
     assert c["lm.attn_proj"] + c["lm.attn_core"] == m["attn"]
@@ -91,20 +104,20 @@ def test_exact_per_module_forward(model, batch, seq):
 
 
 @pytest.mark.parametrize("batch,seq", SHAPES)
-def test_exact_training(model, batch, seq):
+def test_exact_training(model, measured, batch, seq):
     """Training equals the measurement to the FLOP. Everything trains (both embedding tables too, so even layer 0's
     GEMMs pay their input gradient): every component is 3x its forward, the AltUp stream mix (two activation
     operands, no weight: forward + 2 input gradients) too. FlopCounterMode attributes backward GEMMs to the module
     whose hook is active, not to the module of the forward GEMM, so the per-module split is pinned by the forward
     test; here: the measured training total is 3x the measured forward."""
-    total = _measure(model, batch, seq, True)["total"]
-    forward = _measure(model, batch, seq, False)["total"]
+    total = measured(batch, seq, True)["total"]
+    forward = measured(batch, seq, False)["total"]
     lib, fwd = _library(model, batch, seq, "training"), _library(model, batch, seq, "forward")
     assert lib.total == total == 3 * forward
     assert lib.components == {k: 3 * v for k, v in fwd.components.items()}
 
 
-def test_forward_by_hand(model):
+def test_forward_by_hand(model, measured):
     """Hand arithmetic, 1 x 21 tokens (h 64, n 3 streams, L 6, p 8, r 4, H 4 x d 16, kv 2 x 16, V 300):
     attention projections: 4 layers q+k+v+o = 2·21·64·(64 + 32 + 32 + 64), 2 KV-shared layers q+o only = 2·21·64·128;
     core 6 layers x 4·64·21² (eager square); MLP 2·3·21·64·(48·4 + 96·2); AltUp per layer 2·21·(2·64·3 + 27 + 9)
@@ -122,7 +135,7 @@ def test_forward_by_hand(model):
     }
     c = _library(model, 1, S, "forward").components
     assert {k: v for k, v in c.items() if v} == expect
-    assert sum(expect.values()) == _measure(model, 1, S, False)["total"]
+    assert sum(expect.values()) == measured(1, S, False)["total"]
 
 
 def test_parameters_equal_transformers(model):

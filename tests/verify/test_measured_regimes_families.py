@@ -323,7 +323,9 @@ def test_lora_on_qwen3_moe_lm_experts(tmp_path):
             assert lib.total == measured["language_model"], (kwargs, mode)
 
 
-def _gpt_oss():
+@pytest.fixture(scope="module")
+def gpt_oss():
+    """The tiny gpt-oss, built once for the tests below (each deep-copies it before wrapping or freezing)."""
     from .test_gpt_oss_flops import _model
 
     return _model()
@@ -374,19 +376,19 @@ def _lm_only_case(model, kwargs, mode, tmp_path, select=None):
     ("experts+router", dict(target_modules=[], target_parameters=["experts.gate_up_proj", "experts.down_proj",
                                                                   "router.weight"])),
 ])
-def test_lora_on_gpt_oss(name, kwargs, mode, tmp_path):
+def test_lora_on_gpt_oss(gpt_oss, name, kwargs, mode, tmp_path):
     """gpt-oss (GptOssForCausalLM, eager experts, sinks, sliding / full layers): q/k/v/o Linears with biases laid out,
     the sinks a weight inside the softmax, the fused experts and the router wrapped via target_parameters."""
-    lib, measured = _lm_only_case(_gpt_oss(), kwargs, mode, tmp_path)
+    lib, measured = _lm_only_case(gpt_oss, kwargs, mode, tmp_path)
     assert lib.total == measured
 
 
 @pytest.mark.parametrize("what", ["sinks-only", "layer-1-attention", "mlp"])
-def test_partial_freezing_gpt_oss(what):
+def test_partial_freezing_gpt_oss(gpt_oss, what):
     """Training only the sinks of layer 1 still runs dP through that layer's core (their gradient is the softmax
     gradient); layer 1's attention (q/k/v/o + sinks); every MoE MLP (experts and router)."""
     select = {"sinks-only": lambda m: [m.model.layers[1].self_attn.sinks],
               "layer-1-attention": lambda m: list(m.model.layers[1].self_attn.parameters()),
               "mlp": lambda m: [p for layer in m.model.layers for p in layer.mlp.parameters()]}[what]
-    lib, measured = _lm_only_case(_gpt_oss(), {}, "training", None, select=select)
+    lib, measured = _lm_only_case(gpt_oss, {}, "training", None, select=select)
     assert lib.total == measured

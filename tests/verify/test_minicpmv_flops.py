@@ -244,11 +244,18 @@ def test_one_grid_per_item_consumers_refuse_sliced_images(tmp_path):
     assert int(frame["vision_patches"][0]) == 24 * 44 + 8 * 32 * 32
 
 
+@pytest.fixture(scope="module")
+def moe_model():
+    """One tiny MiniCPM-V 4.7 with the MoE LM for the three regimes below (built once; the regimes only change
+    the inputs' mode and the frozen parts, which the harness sets per measurement)."""
+    return build_model(tiny_config("minicpmv4_7", moe=True), 0)
+
+
 @pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ()), ("training", ("vision_tower",))])
-def test_minicpmv4_7_moe_lm(mode, frozen):
+def test_minicpmv4_7_moe_lm(moe_model, mode, frozen):
     """MiniCPM-V 4.7 with a ``qwen3_5_moe_text`` LM (the 35B-A3B's backbone): eager experts gather each expert's
     tokens (top-k, not dense), so the library's routed count is exact here too."""
-    model = build_model(tiny_config("minicpmv4_7", moe=True), 0)
+    model = moe_model
     case = _aligned(model, dict(image_sizes=[(30, 50)]))
     m = measure_family("minicpmv4_7", model=model, mode=mode, frozen=frozen, **case)
     assert _library(model, m, case, mode=mode, frozen=frozen).parts == m.parts(mode)
