@@ -542,7 +542,8 @@ class MetadataSource:
                                 lm_chunk=getattr(getattr(spec, "lm", None), "attention_chunk", None),
                                 lm_window=lm_window(spec),
                                 temporal_chunk=int(getattr(getattr(spec, "vision", None), "temporal_chunk", 0) or 0),
-                                grids_exact=grids_exact(spec))
+                                grids_exact=grids_exact(spec),
+                                fixed_side=int((getattr(spec, "extra", None) or {}).get("fixed_grid_side") or 0))
         self._media = MediaConverter(spec)
         self._done = False
         self._total = 0
