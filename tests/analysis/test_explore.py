@@ -289,3 +289,22 @@ def test_convention_summary_frame():
     f = compute_flops(Q25, s, "exact").total
     assert frame.filter(pl.col("convention") == "exact")["tflops_per_gpu_mean"][0] == pytest.approx(
         20 * f / (40 * 8 * 1e12))
+
+
+def test_sample_video_of_a_temporal_chunk_tower_counts_chunk_tokens():
+    """Kimi K2.5 averages the frames of each video chunk (pos_emb_time frames) into one frame's merged tokens:
+    8 frames at 448 px (grid 8 x 32 x 32, merge 2, chunk 4) are 2 chunks x 16 x 16 = 512 LM placeholders, not
+    8 x 16 x 16 = 2048. The sample's LM sequence is the text plus those 512 (hand arithmetic), as the family's
+    processor rule writes them."""
+    from tests.arch.config_samples import sample
+
+    from vlm_perf.analysis.explore.sample import sample_stats
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES
+
+    spec = spec_from_config(sample("kimi_k25"), name="t")
+    assert (spec.vision.temporal_chunk, spec.vision.spatial_merge_size) == (4, 2)
+    stats, _, vid = sample_stats(spec, None, 0, 10, video=(8, 448, 448))
+    assert vid == (8, 32, 32)
+    assert stats.vision_merged_tokens == 2 * 16 * 16 == FAMILIES["kimi_k25"].media.video(spec, 8, 448, 448).visual_tokens
+    assert stats.lm_tokens == 10 + 2 * 16 * 16
