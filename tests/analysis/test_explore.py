@@ -308,3 +308,22 @@ def test_sample_video_of_a_temporal_chunk_tower_counts_chunk_tokens():
     assert vid == (8, 32, 32)
     assert stats.vision_merged_tokens == 2 * 16 * 16 == FAMILIES["kimi_k25"].media.video(spec, 8, 448, 448).visual_tokens
     assert stats.lm_tokens == 10 + 2 * 16 * 16
+
+
+def test_sample_lm_sequence_counts_the_processors_placeholders():
+    """The LM sequence of a sample holds the placeholders the family's processor writes, which for LLaVA-OneVision
+    (anyres unpadding) are fewer than the projector rows (the grid's fold): a 500x700 image is 5 tiles of 27 x 27
+    (fold 5 x 27 x 27 = 3645 rows), but the processor writes fewer; 10 text tokens + those placeholders is the
+    sequence, as `vlm-perf flops --image-size` checks it."""
+    from tests.arch.config_samples import sample
+
+    from vlm_perf.analysis.explore.sample import sample_stats
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES
+
+    spec = spec_from_config(sample("llava_onevision"), name="t")
+    item = FAMILIES["llava_onevision"].media.image(spec, 500, 700)
+    assert item.grid == (5, 27, 27) and item.visual_tokens < 5 * 27 * 27
+    stats, img, _ = sample_stats(spec, (500, 700), 1, 10)
+    assert stats.vision_merged_tokens == 5 * 27 * 27  # the projector still runs on every row
+    assert stats.lm_tokens == 10 + item.visual_tokens

@@ -12,7 +12,7 @@ from ...arch.spec import ModelSpec
 from ...errors import ConfigError
 from ...flops import Breakdown, compute_flops
 from ...stats import BatchStats
-from .media import _hw, image_grid, merged_tokens, video_grid
+from .media import _family_media, _hw, _own_rule, image_grid, merged_tokens, video_grid
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,17 @@ class SampleSplit:
         return out
 
 
+def _placeholders(spec: ModelSpec, kind: str, dims: Sequence[int], grid: Sequence[int], min_pixels: int | None,
+                  max_pixels: int | None) -> int:
+    """LM placeholder tokens of one item: what the family's own processor rule writes where it applies (fewer than
+    the grid's fold for LLaVA-OneVision's unpadding), else the fold (Qwen resize with the bounds given)."""
+    if _own_rule(spec, min_pixels, max_pixels):
+        rule = _family_media(spec)
+        item = rule.image(spec, *dims) if kind == "image" else rule.video(spec, *dims)
+        return int(item.visual_tokens)
+    return merged_tokens(grid, spec)
+
+
 def sample_stats(spec: ModelSpec, image_px: int | Sequence[int] | None = None, images_per_sample: int = 1,
                  text_tokens: int = 0, video: Sequence[int] | None = None, min_pixels: int | None = None,
                  max_pixels: int | None = None) -> tuple[BatchStats, tuple | None, tuple | None]:
@@ -101,7 +112,8 @@ def sample_stats(spec: ModelSpec, image_px: int | Sequence[int] | None = None, i
     if image_px is not None and images_per_sample > 0:
         img = image_grid(*_hw(image_px), spec, min_pixels, max_pixels)
     vid = video_grid(*video, spec) if video is not None else None
-    visual = (images_per_sample * merged_tokens(img, spec) if img else 0) + (merged_tokens(vid, spec) if vid else 0)
+    visual = (images_per_sample * _placeholders(spec, "image", _hw(image_px), img, min_pixels, max_pixels) if img else 0) \
+        + (_placeholders(spec, "video", tuple(video), vid, min_pixels, max_pixels) if vid else 0)
     seq = text_tokens + visual
     if seq <= 0:
         raise ConfigError("the sample is empty: give text_tokens > 0 or at least one image / video")
