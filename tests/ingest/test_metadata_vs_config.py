@@ -136,3 +136,36 @@ def test_fixed_tile_towers_refuse_other_grids_as_from_batch_does(tmp_path, famil
     src = MetadataSource(_write(tmp_path, [{"iteration": 1, "seq_lens": [4000], "image_grid_thw": [[3, side, side]]}]),
                          spec)
     assert src.per_iteration["vision_patches"].to_list() == [3 * side * side]
+
+
+def test_audio_rows_of_an_unmodelled_encoder_name_that_reason(tmp_path):
+    """Phi-4-multimodal with time_reduction 4 has an audio encoder whose geometry is not modelled (spec.audio None):
+    `vlm-perf flops` refuses its clips with that reason; a metadata row with audio_frames is refused naming it too,
+    not with 'the model has no audio encoder' (code 35, for models without one)."""
+    from tests.arch.config_samples import sample
+
+    from vlm_perf.arch import spec_from_config
+
+    config = sample("phi4_multimodal")
+    config["audio_config"]["time_reduction"] = 4
+    spec = spec_from_config(config, name="t")
+    assert spec.audio is None
+    path = _write(tmp_path, [{"schema_version": 2, "iteration": 1, "seq_lens": [400], "audio_frames": [98]}])
+    with pytest.raises(SchemaError, match="meta.jsonl:1: audio_frames: .*geometry is not modelled"):
+        MetadataSource(path, spec).read()
+    with pytest.raises(SchemaError, match="meta.jsonl:1: audio_frames: the row has audio clips but the model has no"):
+        MetadataSource(path, load_model("qwen2.5-vl-7b")).read()
+
+
+def test_audio_rows_of_a_model_without_an_encoder_keep_code_35(tmp_path):
+    """Nemotron omni without audio_config has no audio encoder: its audio rows say so (code 35), not 'geometry'."""
+    from tests.arch.config_samples import sample
+
+    from vlm_perf.arch import spec_from_config
+
+    config = {k: v for k, v in sample("nemotron_h_omni").items() if k != "audio_config"}
+    spec = spec_from_config(config, name="t")
+    assert spec.audio is None
+    path = _write(tmp_path, [{"schema_version": 2, "iteration": 1, "seq_lens": [400], "audio_frames": [98]}])
+    with pytest.raises(SchemaError, match="meta.jsonl:1: audio_frames: the row has audio clips but the model has no"):
+        MetadataSource(path, spec).read()

@@ -124,6 +124,9 @@ REASONS: dict[int, tuple[str, str]] = {
                            "with the tower's tile side in patches (another grid is a tile it cannot run)"),
     38: ("video_grid_thw", "the model's tower runs fixed-size tiles only: every grid row must be [tiles, side, side] "
                            "with the tower's tile side in patches (another grid is a tile it cannot run)"),
+    # a family with an audio encoder whose geometry vlm-perf does not model (spec.audio None; `flops` refuses too)
+    39: ("audio_frames", "the model's audio encoder geometry is not modelled (e.g. Phi-4-multimodal's time_reduction "
+                         "other than 8): its clips cannot be counted; drop the audio or use a modelled config"),
 }
 #: Sane bounds that keep every Int64 statistic of a row (and sums of many rows) exact.
 GRID_SIDE_MAX = 1 << 20
@@ -261,7 +264,7 @@ def _audio_parts(audio) -> dict[str, pl.Expr]:
 def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
               with_model: bool = False, audio=None, lm_chunk: int | None = None,
               lm_window: int | None = None, temporal_chunk: int = 0, grids_exact: bool = True,
-              fixed_side: int = 0) -> RowExprs:
+              fixed_side: int = 0, audio_unmodelled: bool = False) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
 
     Against the model's config (``with_model``: a spec was given, so the merge size is the model's, not a
@@ -282,6 +285,9 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     ``seq_lens`` (chunks start at each document's first token, as transformers' chunked mask aligns them), or taken
     over the uniform sequences of a ``padded_tokens``-only row; pre-aggregated LM rows give 0 (full causal: an upper
     bound). ``lm_tokens_no_vision``: the row's LM tokens when it has no image or video, else 0.
+
+    ``audio_unmodelled``: the model's family has an audio encoder but ``spec.audio`` is None (its geometry is not
+    modelled): audio rows are refused with that reason (code 39) instead of code 35.
 
     ``fixed_side``: the tower runs only fixed ``side x side``-patch tiles (``spec.extra["fixed_grid_side"]``); a
     grid row of another h or w is refused (codes 37 / 38), as ``BatchStats.from_batch`` refuses it.
@@ -428,8 +434,8 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     el = pl.element()
     audio_bad = clips.is_not_null() & clips.list.eval(el.is_null() | (el <= 0) | (el > (1 << 26))).list.any()
     checks.append((audio_bad, 34))
-    if audio is None:
-        checks.append((clips.list.len().fill_null(0) > 0, 35))
+    if audio is None:  # 39: the family has an encoder whose geometry is not modelled; 35: no encoder
+        checks.append((clips.list.len().fill_null(0) > 0, 39 if audio_unmodelled else 35))
     visual_tokens = pick("vision_merged_tokens", "merged_tokens")
     in_pixels = c("image_sizes").is_not_null() | c("video_sizes").is_not_null()
     if not grids_exact:
