@@ -199,7 +199,10 @@ class MiniCPMVMedia(MediaRule):
     cols. LM image tokens per slice: its patches / 16 (``"16x"``) or / 4 (``"4x"``); the ``<image>``,
     ``<slice>``, image-id and newline markers are text (part of ``--seq-len``). Settings from
     preprocessor_config.json, else the class defaults (max_slice_nums 9, scale_resolution 448, patch_size 14);
-    ``MiniCPMV4_6Processor`` passes no size kwargs. Videos: :meth:`video`."""
+    ``MiniCPMV4_6Processor`` passes no size kwargs. Videos (``MiniCPMV4_6VideoProcessor``, settings from
+    video_preprocessor_config.json else its class defaults): every sampled frame is sliced like an image, an
+    unsliced frame always upscaled; a T-frame video is T x one frame's grids and tokens; ``stack_frames`` > 1
+    (sub-second frames pasted into one canvas per second) is refused (see :meth:`video`)."""
 
     def __init__(self, family: str):
         self.family = family
