@@ -466,3 +466,20 @@ def test_video_in_pixels_per_part_exact(model, mode, frozen, with_image):
                                   video_grids=[g for v in videos for g in v.grids], spec=spec)
     lib = compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen)
     assert lib.parts == m.parts(mode)
+
+
+def test_cli_video_size_by_hand():
+    """``vlm-perf flops --video-size`` on the minicpm-v-4.6 preset (class defaults: scale 448, patch 14, 16x, 9
+    slices), by hand for 8 frames of 720 x 1280: 921600 / 448² = 4.59 -> 5 slices wanted, 2 x 3 (log aspect
+    nearest 16/9 among 4..6). Overview: h = int(448 / sqrt(16/9)) = 336, w = int(336 · 16/9) = 597 -> 616 (nearest
+    multiple of 56) = 24 x 44 patches. Slice: 720/2 = 360, 1281/3 = 427 (1280 -> 1281, multiple of 3), upscaled:
+    h = int(448 / sqrt(427/360)) = 411 -> 392, w = int(411 · 427/360) = 487 -> 504 = 28 x 36 patches. Tokens per
+    frame (24·44 + 6·28·36) / 16 = 444; x 8 frames = 3552."""
+    from tests.support import run_main
+
+    r = run_main("flops", "--model", "minicpm-v-4.6", "--seq-len", "8192", "--video-size", "8,720,1280")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "grid 8,24,44 + 48,28,36, 3552 visual tokens" in text
+    r = run_main("flops", "--model", "minicpm-v-4.6", "--seq-len", "8192", "--video-size", "8,0,1280")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
