@@ -248,6 +248,14 @@ def test_one_grid_per_item_consumers_refuse_sliced_images(tmp_path):
     path.write_text(json.dumps({**base, "image_grid_thw": grids}) + "\n")
     frame = MetadataSource(path, spec, per_microbatch=True).per_iteration
     assert int(frame["vision_patches"][0]) == 24 * 44 + 8 * 32 * 32
+    path.write_text(json.dumps({**base, "video_sizes": [[8, 720, 1280]]}) + "\n")  # sliced frames: refused too
+    with pytest.raises(SchemaError, match=r"m.jsonl:1: video_sizes: ") as info:
+        MetadataSource(path, spec, per_microbatch=True).per_iteration
+    assert "\n" not in str(info.value)
+    # 4 frames of 224 x 224 (< 448², not sliced): upscaled to 448 x 448 = one grid (4, 32, 32)
+    path.write_text(json.dumps({**base, "video_sizes": [[4, 224, 224]]}) + "\n")
+    frame = MetadataSource(path, spec, per_microbatch=True).per_iteration
+    assert int(frame["vision_patches"][0]) == 4 * 32 * 32
 
 
 @pytest.mark.parametrize("mode,frozen", [("forward", ()), ("training", ()), ("training", ("vision_tower",))])

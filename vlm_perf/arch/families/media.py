@@ -48,9 +48,9 @@ class DerivedMedia:
         """``grid``, refusing an item that is several grids of different shapes (a caller that keeps one grid
         per item would drop the others)."""
         if self.extra_grids:
-            raise UnsupportedModelError(f"{where}: this family splits one image into grids of different shapes "
+            raise UnsupportedModelError(f"{where}: this family splits one {self.kind} into grids of different shapes "
                                         f"({list(self.grids)}); one grid per item cannot hold it: use "
-                                        "`vlm-perf flops --image-size` or give the grids")
+                                        f"`vlm-perf flops --{self.kind}-size` or give the grids")
         return self.grid
     # projector rows when they are not the grid's m x m fold (Phi-4-multimodal); None: the fold
     merged_tokens: int | None = None

@@ -289,9 +289,9 @@ class MiniCPMVMedia(MediaRule):
         grids, (rows, cols), (oh, ow), tokens = self._slices(spec, s, height, width, True, "video processor")
         p = spec.vision.patch_size
         return DerivedMedia("video", (frames, height, width), (oh, ow), (frames, grids[0][1], grids[0][2]),
-                            frames * tokens, tiles=1 + rows * cols,
+                            frames * tokens, tiles=frames * (1 + rows * cols),
                             extra_grids=tuple((frames * t, h, w) for t, h, w in grids[1:]),
-                            detail={"frames": frames, "slices": [rows, cols],
+                            detail={"frames": frames, "slices": [rows, cols], "tiles_per_frame": 1 + rows * cols,
                                     "slice_px": [grids[-1][1] * p, grids[-1][2] * p]})
 
 
