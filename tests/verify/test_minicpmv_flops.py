@@ -433,6 +433,10 @@ def test_video_rule_fuzzed_against_video_processor():
         assert len(proc.sample_frames(meta, max_num_frames=cap, stack_frames=1)) == sampled_frames(duration, cap)
 
     check()
+    proc = object.__new__(video_processor_class("minicpmv4_6"))
+    for duration, cap in ((5.0, 5), (5.05, 5), (4.99, 5), (0.3, 1), (1.0, 1), (128.0, 128), (128.5, 128)):
+        meta = VideoMetadata(total_num_frames=int(duration * 30), fps=30.0, duration=duration)
+        assert len(proc.sample_frames(meta, max_num_frames=cap, stack_frames=1)) == sampled_frames(duration, cap)
 
 
 def _video_case(model, with_image):
