@@ -58,19 +58,7 @@ from vlm_perf.errors import VlmPerfError
 from vlm_perf.hardware import GPU_TYPES
 from vlm_perf.report.explore_plots import explorer_figure
 
-
-
-def explorable(name: str) -> bool:
-    """One image per sample as one grid: a family that splits an image into grids of different shapes (MiniCPM-V's
-    overview + slices) is counted by `vlm-perf flops --image-size` instead, and is left out here."""
-    try:
-        sample_split(load_model(name), 1344, 1, 16)  # the largest side used below
-        return True
-    except VlmPerfError:
-        return False
-
-
-VLMS = [name for name in preset_names() if load_model(name).is_vlm and explorable(name)]
+VLMS = [name for name in preset_names() if load_model(name).is_vlm]
 print("VLM presets:", ", ".join(VLMS))
 
 # %% [markdown]
