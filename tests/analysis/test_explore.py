@@ -289,3 +289,77 @@ def test_convention_summary_frame():
     f = compute_flops(Q25, s, "exact").total
     assert frame.filter(pl.col("convention") == "exact")["tflops_per_gpu_mean"][0] == pytest.approx(
         20 * f / (40 * 8 * 1e12))
+
+
+def test_sample_video_of_a_temporal_chunk_tower_counts_chunk_tokens():
+    """Kimi K2.5 averages the frames of each video chunk (pos_emb_time frames) into one frame's merged tokens:
+    8 frames at 448 px (grid 8 x 32 x 32, merge 2, chunk 4) are 2 chunks x 16 x 16 = 512 LM placeholders, not
+    8 x 16 x 16 = 2048. The sample's LM sequence is the text plus those 512 (hand arithmetic), as the family's
+    processor rule writes them."""
+    from tests.arch.config_samples import sample
+
+    from vlm_perf.analysis.explore.sample import sample_stats
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES
+
+    spec = spec_from_config(sample("kimi_k25"), name="t")
+    assert (spec.vision.temporal_chunk, spec.vision.spatial_merge_size) == (4, 2)
+    stats, _, vid = sample_stats(spec, None, 0, 10, video=(8, 448, 448))
+    assert vid == (8, 32, 32)
+    assert stats.vision_merged_tokens == 2 * 16 * 16 == FAMILIES["kimi_k25"].media.video(spec, 8, 448, 448).visual_tokens
+    assert stats.lm_tokens == 10 + 2 * 16 * 16
+
+
+def test_sample_lm_sequence_counts_the_processors_placeholders():
+    """The LM sequence of a sample holds the placeholders the family's processor writes, which for LLaVA-OneVision
+    (anyres unpadding) are fewer than the projector rows (the grid's fold): a 500x700 image is 5 tiles of 27 x 27
+    (fold 5 x 27 x 27 = 3645 rows), but the processor writes fewer; 10 text tokens + those placeholders is the
+    sequence, as `vlm-perf flops --image-size` checks it."""
+    from tests.arch.config_samples import sample
+
+    from vlm_perf.analysis.explore.sample import sample_stats
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES
+
+    spec = spec_from_config(sample("llava_onevision"), name="t")
+    item = FAMILIES["llava_onevision"].media.image(spec, 500, 700)
+    assert item.grid == (5, 27, 27) and item.visual_tokens < 5 * 27 * 27
+    stats, img, _ = sample_stats(spec, (500, 700), 1, 10)
+    assert stats.vision_merged_tokens == 5 * 27 * 27  # the projector still runs on every row
+    assert stats.lm_tokens == 10 + item.visual_tokens
+
+
+@pytest.mark.parametrize("model,image_px", [("minicpm-v-4.6", (1344, 1344)), ("phi4_multimodal", (900, 1300))])
+def test_sample_of_a_several_grid_or_own_rows_family_equals_the_flops_command_path(model, image_px):
+    """MiniCPM-V splits one image into an overview plus slices of another shape (several grids per item);
+    Phi-4-multimodal's projector rows are not the grid's fold. explore's sample holds every grid and the family's
+    rows, so its FLOPs equal the `flops --image-size` path (commands.flops.derive_media -> from_batch), for two
+    images of one sample; the LM sequence holds the processor's placeholders."""
+    import sys
+    from pathlib import Path
+
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.commands.flops import derive_media
+
+    if "-" in model:  # a preset
+        spec = load_model(model)
+    else:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "arch"))
+        from config_samples import sample
+
+        cfg = sample(model)  # the tiny sample with the released processor's crop (448 px, patch 14)
+        cfg["vision_config"].update(image_size=448, crop_size=448, patch_size=14)
+        spec = spec_from_config(cfg)
+    items = derive_media(spec, [image_px, image_px], [], multi_image=True)
+    if model.startswith("minicpm"):
+        assert len(items[0].grids) > 1  # the case this test is about
+    else:
+        assert items[0].merged_tokens is not None
+    text = 32
+    seq = text + sum(i.visual_tokens for i in items)
+    stats = BatchStats.from_batch(seq_len=seq, samples=1, image_grids=[g for i in items for g in i.grids], spec=spec,
+                                  image_merged_tokens=[i.merged_tokens for i in items]
+                                  if items[0].merged_tokens is not None else ())
+    split = sample_split(spec, image_px, images_per_sample=2, text_tokens=text)
+    assert split.total_flops == compute_flops(spec, stats, "exact").total
+    assert split.vision_flops == compute_flops(spec, stats, "exact").vision

@@ -111,3 +111,61 @@ def test_parquet_rows_name_the_row(tmp_path):
                              "image_grid_thw": [[[1, 4, 4]], [[1, 40, 40]]]}), path)
     with pytest.raises(SchemaError, match="meta.parquet:2"):
         MetadataSource(path, load_model("qwen2.5-vl-7b")).read()
+
+
+@pytest.mark.parametrize("family", ["got_ocr2", "janus", "deepseek_vl", "deepseek_vl_hybrid"])
+def test_fixed_tile_towers_refuse_other_grids_as_from_batch_does(tmp_path, family):
+    """A fixed-tile tower (SAM patch embed, a SigLIP position table without interpolation: spec.extra
+    fixed_grid_side) runs only side x side tiles; ``BatchStats.from_batch`` refuses another grid, and so must a
+    metadata row: GOT-OCR2 counts its tiles as vision_patches // (side x side), so a [1, side/2, side/2] grid was
+    billed 0 tower FLOPs (a silent under-count). A [tiles, side, side] row is read: tiles x side x side patches."""
+    from tests.arch.config_samples import sample
+
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.errors import InputError
+    from vlm_perf.stats import BatchStats
+
+    spec = spec_from_config(sample(family), name="t")
+    side = spec.extra["fixed_grid_side"]
+    for key in ("image_grid_thw", "video_grid_thw"):
+        for grid in ([1, side // 2, side // 2], [1, 2 * side, 2 * side], [2, side, 2 * side]):
+            with pytest.raises(InputError, match="fixed"):  # the in-memory path's refusal
+                BatchStats.from_batch(seq_lens=[4000], spec=spec, **{key.split("_")[0] + "_grids": [grid]})
+            with pytest.raises(SchemaError, match=f"meta.jsonl:1: {key}: .*fixed"):
+                MetadataSource(_write(tmp_path, [{"iteration": 1, "seq_lens": [4000], key: [grid]}]), spec).read()
+    src = MetadataSource(_write(tmp_path, [{"iteration": 1, "seq_lens": [4000], "image_grid_thw": [[3, side, side]]}]),
+                         spec)
+    assert src.per_iteration["vision_patches"].to_list() == [3 * side * side]
+
+
+def test_audio_rows_of_an_unmodelled_encoder_name_that_reason(tmp_path):
+    """Phi-4-multimodal with time_reduction 4 has an audio encoder whose geometry is not modelled (spec.audio None):
+    `vlm-perf flops` refuses its clips with that reason; a metadata row with audio_frames is refused naming it too,
+    not with 'the model has no audio encoder' (code 35, for models without one)."""
+    from tests.arch.config_samples import sample
+
+    from vlm_perf.arch import spec_from_config
+
+    config = sample("phi4_multimodal")
+    config["audio_config"]["time_reduction"] = 4
+    spec = spec_from_config(config, name="t")
+    assert spec.audio is None
+    path = _write(tmp_path, [{"schema_version": 2, "iteration": 1, "seq_lens": [400], "audio_frames": [98]}])
+    with pytest.raises(SchemaError, match="meta.jsonl:1: audio_frames: .*geometry is not modelled"):
+        MetadataSource(path, spec).read()
+    with pytest.raises(SchemaError, match="meta.jsonl:1: audio_frames: the row has audio clips but the model has no"):
+        MetadataSource(path, load_model("qwen2.5-vl-7b")).read()
+
+
+def test_audio_rows_of_a_model_without_an_encoder_keep_code_35(tmp_path):
+    """Nemotron omni without audio_config has no audio encoder: its audio rows say so (code 35), not 'geometry'."""
+    from tests.arch.config_samples import sample
+
+    from vlm_perf.arch import spec_from_config
+
+    config = {k: v for k, v in sample("nemotron_h_omni").items() if k != "audio_config"}
+    spec = spec_from_config(config, name="t")
+    assert spec.audio is None
+    path = _write(tmp_path, [{"schema_version": 2, "iteration": 1, "seq_lens": [400], "audio_frames": [98]}])
+    with pytest.raises(SchemaError, match="meta.jsonl:1: audio_frames: the row has audio clips but the model has no"):
+        MetadataSource(path, spec).read()

@@ -89,3 +89,43 @@ def test_estimate_image_size_uses_the_family_rule():
     Config.image_size = (448, 448)
     internvl = estimate_from_config(Config, load_model("internvl3-8b"))
     assert (internvl.vision_patches, internvl.vision_cls_tokens) == (2 * 32 * 32, 2)  # one 448 px tile each
+
+
+def test_estimate_refuses_media_whose_projector_rows_are_not_the_grid_fold(tmp_path):
+    """Phi-4-multimodal's projector rows (separators, un-padded crops) are not the grid's m x m fold: a 90x130
+    image is a (36, 32, 32) crop grid, whose fold is 36 x 16 x 16 = 9216 rows, while its rule writes
+    2 (global) + 16 x 16 + 16 + u_h (u_w + 1) rows, fewer. The estimate keeps one grid per image, so it would bill
+    the fold silently; like the metadata path (code 36) it refuses grids and sizes with one typed line, and so
+    does the explore helper that keeps one grid per image."""
+    from tests.arch.config_samples import sample
+
+    from vlm_perf.analysis.explore.sample import sample_stats
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.errors import UnsupportedModelError
+    from vlm_perf.pipeline import estimate_from_config
+
+    spec = spec_from_config(sample("phi4_multimodal"), name="t", processor={
+        "preprocessor_config.json": {"size": {"height": 64, "width": 64}, "patch_size": 2}})
+    item = FAMILIES["phi4_multimodal"].media.image(spec, 90, 130)
+    assert item.merged_tokens is not None and item.merged_tokens < item.grid[0] * 16 * 16
+
+    class Config:
+        seq_length, global_batch_size, image_grid, images_per_sample = 8192, 2, None, 1
+        image_size = (90, 130)
+
+    with pytest.raises(UnsupportedModelError, match="fold"):
+        estimate_from_config(Config, spec)
+    Config.image_size, Config.image_grid = None, (36, 32, 32)
+    with pytest.raises(UnsupportedModelError, match="per-image grids"):
+        estimate_from_config(Config, spec)
+    with pytest.raises(UnsupportedModelError, match="fold"):
+        sample_stats(spec, (90, 130), 1, 100)
+    # the metadata path keeps its own reason for the same image in pixels (code 36, not "no pixel rule")
+    from vlm_perf.errors import SchemaError
+    from vlm_perf.ingest.metadata_source import MetadataSource
+
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps({"schema_version": 2, "iteration": 0, "seq_lens": [4000], "image_sizes": [[90, 130]]}))
+    with pytest.raises(SchemaError, match="m.jsonl:1: image_grid_thw: the model's image tokens"):
+        MetadataSource([path], spec).read()

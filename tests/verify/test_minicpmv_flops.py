@@ -174,7 +174,13 @@ def test_refusals():
 
     base = tiny_config("minicpmv4_6").to_dict()
     spec = spec_from_config(base, name="tiny")
-    with pytest.raises(UnsupportedModelError, match="videos"):
+    with pytest.raises(UnsupportedModelError, match="stack_frames"):  # stacked canvases depend on the duration
+        REG["minicpmv4_6"].media.video(spec_from_config(base, name="x", processor={
+            "video_preprocessor_config.json": {"patch_size": 2, "stack_frames": 3}}), 4, 64, 64)
+    with pytest.raises(ConfigError, match="max_num_frames"):
+        REG["minicpmv4_6"].media.video(spec_from_config(base, name="x", processor={
+            "video_preprocessor_config.json": {"patch_size": 2, "max_num_frames": 0}}), 4, 64, 64)
+    with pytest.raises(UnsupportedModelError, match="video processor's patch_size"):  # class default 14 vs 2
         REG["minicpmv4_6"].media.video(spec, 4, 64, 64)
     ocr = spec_from_config(tiny_config("minicpm_ocr").to_dict(), name="tiny-ocr", processor={
         "preprocessor_config.json": {"patch_size": 2, "small_image_upsize": "adaptive"}})
@@ -242,6 +248,14 @@ def test_one_grid_per_item_consumers_refuse_sliced_images(tmp_path):
     path.write_text(json.dumps({**base, "image_grid_thw": grids}) + "\n")
     frame = MetadataSource(path, spec, per_microbatch=True).per_iteration
     assert int(frame["vision_patches"][0]) == 24 * 44 + 8 * 32 * 32
+    path.write_text(json.dumps({**base, "video_sizes": [[8, 720, 1280]]}) + "\n")  # sliced frames: refused too
+    with pytest.raises(SchemaError, match=r"m.jsonl:1: video_sizes: ") as info:
+        MetadataSource(path, spec, per_microbatch=True).per_iteration
+    assert "\n" not in str(info.value)
+    # 4 frames of 224 x 224 (< 448², not sliced): upscaled to 448 x 448 = one grid (4, 32, 32)
+    path.write_text(json.dumps({**base, "video_sizes": [[4, 224, 224]]}) + "\n")
+    frame = MetadataSource(path, spec, per_microbatch=True).per_iteration
+    assert int(frame["vision_patches"][0]) == 4 * 32 * 32
 
 
 @pytest.fixture(scope="module")
@@ -364,3 +378,127 @@ def test_adapters_are_refused_not_guessed(tmp_path):
     with pytest.raises(UnsupportedModelError, match="not laid out") as info:
         regime_flops(spec, stats, Trainability.build(adapter=read_adapter_config(tmp_path)), causal="full")
     assert "\n" not in str(info.value)
+
+
+# ------------------------------------------------------------------------------------------- videos in pixels
+def _video_spec(model_type, mode, scale, max_slices, slice_mode=True):
+    from vlm_perf.arch import spec_from_config
+
+    vid = {"patch_size": 2, "scale_resolution": scale, "max_slice_nums": max_slices, "downsample_mode": mode,
+           "slice_mode": slice_mode}
+    config = tiny_config(model_type, downsample_mode=mode)
+    return spec_from_config(config.to_dict(), name="tiny", processor={"video_preprocessor_config.json": vid})
+
+
+def _per_frame_units(item):
+    """The rule's grids of one video as the processor lists target sizes: per frame the overview, then its
+    slices."""
+    (t, oh, ow), rest = item.grids[0], item.grids[1:]
+    slices = [(h, w) for n, h, w in rest for _ in range(n // t)]
+    return [u for _ in range(t) for u in [(oh, ow), *slices]]
+
+
+def test_video_rule_fuzzed_against_video_processor():
+    """Seeded, bounded fuzz of the video rule against transformers' own MiniCPMV4_6VideoProcessor /
+    MiniCPMOcrVideoProcessor source (torch stand-ins for the pixel ops only): per frame the overview + slice
+    sizes in patches, the slice grid, the placeholder tokens of ``replace_video_token``; and the frame count
+    of ``sample_frames`` against :func:`sampled_frames` for fuzzed durations, fps and caps."""
+    pytest.importorskip("hypothesis")
+    from hypothesis import given, settings, strategies as st
+    from transformers.video_utils import VideoMetadata
+
+    from vlm_perf.arch.families import FAMILIES as REG
+    from vlm_perf.arch.families.minicpmv import sampled_frames
+
+    from .families.minicpmv import process_videos, video_placeholders, video_processor_class
+
+    @settings(derandomize=True, deadline=None, max_examples=30)
+    @given(videos=st.lists(st.tuples(st.integers(1, 3), st.integers(1, 90), st.integers(1, 90)), min_size=1,
+                           max_size=2),
+           scale=st.integers(4, 32), max_slices=st.integers(1, 9), mode=st.sampled_from(["16x", "4x"]),
+           slice_mode=st.booleans(), model_type=st.sampled_from(["minicpmv4_6", "minicpm_ocr"]),
+           duration=st.floats(0.01, 300, allow_nan=False), fps=st.floats(0.5, 60), cap=st.integers(1, 130))
+    def check(videos, scale, max_slices, mode, slice_mode, model_type, duration, fps, cap):
+        spec = _video_spec(model_type, mode, scale, max_slices, slice_mode)
+        out = process_videos(videos, model_type, patch_size=2, scale_resolution=scale, max_slice_nums=max_slices,
+                             downsample_mode=mode, slice_mode=slice_mode)
+        sizes = [tuple(int(x) for x in t) for t in out["target_sizes_videos"]]
+        texts = video_placeholders(out, 16 if mode == "16x" else 4, slice_mode)
+        start, frame = 0, 0
+        for (t, h, w), text in zip(videos, texts):
+            item = REG[model_type].media.video(spec, t, h, w)
+            units = _per_frame_units(item)
+            assert units == sizes[start:start + len(units)], (t, h, w)
+            assert item.visual_tokens == text.count("V")
+            rows, cols = item.detail["slices"]
+            assert [tuple(int(x) for x in g) for g in out["grids_videos"][frame:frame + t]] == [(rows, cols)] * t
+            start, frame = start + len(units), frame + t
+        assert start == len(sizes)
+        proc = object.__new__(video_processor_class(model_type))
+        total = max(1, int(duration * fps))
+        meta = VideoMetadata(total_num_frames=total, fps=fps, duration=duration)
+        assert len(proc.sample_frames(meta, max_num_frames=cap, stack_frames=1)) == sampled_frames(duration, cap)
+
+    check()
+    proc = object.__new__(video_processor_class("minicpmv4_6"))
+    for duration, cap in ((5.0, 5), (5.05, 5), (4.99, 5), (0.3, 1), (1.0, 1), (128.0, 128), (128.5, 128)):
+        meta = VideoMetadata(total_num_frames=int(duration * 30), fps=30.0, duration=duration)
+        assert len(proc.sample_frames(meta, max_num_frames=cap, stack_frames=1)) == sampled_frames(duration, cap)
+
+
+def _video_case(model, with_image):
+    ocr = model.config.model_type == "minicpm_ocr"
+    case: dict = dict(video_sizes=[(2, 30, 50)] if not with_image else [(3, 20, 14)])
+    if with_image:
+        case.update(dict(grids=[[(4, 4), (4, 2), (4, 2)]]) if ocr else dict(image_sizes=[(10, 12)]))
+    return _aligned(model, case)
+
+
+@pytest.mark.parametrize("mode,frozen,with_image", [("forward", (), False), ("forward", (), True),
+                                                     ("training", ("vision_tower",), True)],
+                         ids=["video", "image+video", "image+video-training-frozen-tower"])
+def test_video_in_pixels_per_part_exact(model, mode, frozen, with_image):
+    """A video in pixels through transformers' own video processor code and the model's video path (alone, and
+    next to an image): the library's video rule gives the processor's frame grids and placeholder count, and the
+    FLOPs per part equal FlopCounterMode's, forward and training with the tower frozen."""
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES as REG
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    case = _video_case(model, with_image)
+    m = measure_family(model.config.model_type, model=model, mode=mode, frozen=frozen, **case)
+    pre = {"patch_size": 2, "scale_resolution": SCALE, "downsample_mode": model.config.downsample_mode}
+    spec = spec_from_config(model.config.to_dict(), name="tiny", processor={
+        "preprocessor_config.json": pre, "video_preprocessor_config.json": pre})
+    rule = REG[spec.family].media
+    videos = [rule.video(spec, *v) for v in case["video_sizes"]]
+    images = ([rule.image(spec, h, w) for h, w in case["image_sizes"]] if case.get("image_sizes")
+              else [] if not case.get("grids") else None)
+    image_grids = ([g for item in images for g in item.grids] if images is not None
+                   else [(1, h, w) for item in case["grids"] for h, w in item])
+    assert [u for item in videos for u in _per_frame_units(item)] == [(h, w) for _, h, w in m.media["video_grids"]]
+    image_tokens = (sum(i.visual_tokens for i in images) if images is not None
+                    else sum(t * h * w for t, h, w in image_grids) // 4)
+    assert sum(v.visual_tokens for v in videos) + image_tokens == m.media["visual_tokens"]
+    stats = BatchStats.from_batch(seq_lens=[m.media["seq_len"]], image_grids=image_grids,
+                                  video_grids=[g for v in videos for g in v.grids], spec=spec)
+    lib = compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen)
+    assert lib.parts == m.parts(mode)
+
+
+def test_cli_video_size_by_hand():
+    """``vlm-perf flops --video-size`` on the minicpm-v-4.6 preset (class defaults: scale 448, patch 14, 16x, 9
+    slices), by hand for 8 frames of 720 x 1280: 921600 / 448² = 4.59 -> 5 slices wanted, 2 x 3 (log aspect
+    nearest 16/9 among 4..6). Overview: h = int(448 / sqrt(16/9)) = 336, w = int(336 · 16/9) = 597 -> 616 (nearest
+    multiple of 56) = 24 x 44 patches. Slice: 720/2 = 360, 1281/3 = 427 (1280 -> 1281, multiple of 3), upscaled:
+    h = int(448 / sqrt(427/360)) = 411 -> 392, w = int(411 · 427/360) = 487 -> 504 = 28 x 36 patches. Tokens per
+    frame (24·44 + 6·28·36) / 16 = 444; x 8 frames = 3552."""
+    from tests.support import run_main
+
+    r = run_main("flops", "--model", "minicpm-v-4.6", "--seq-len", "8192", "--video-size", "8,720,1280")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "grid 8,24,44 + 48,28,36, 3552 visual tokens" in text
+    r = run_main("flops", "--model", "minicpm-v-4.6", "--seq-len", "8192", "--video-size", "8,0,1280")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1

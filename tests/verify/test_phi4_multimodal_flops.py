@@ -385,3 +385,28 @@ def test_cli_refuses_audio_of_an_unmodelled_encoder_geometry(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(model(audio={"time_reduction": 4}).config.to_dict()))
     r = cli("flops", "-m", str(tmp_path), "--audio-frames", "98", "--seq-len", "100")
     assert r.returncode != 0 and "time_reduction" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_refuses_explicit_grids(tmp_path):
+    """``vlm-perf flops --grid`` keeps one grid per image, whose m x m fold is not Phi-4-multimodal's projector rows
+    (a 40x130 image: 1 + 3 x 1 crops of 32 x 32 patches, fold 4 x 16 x 16 = 1024, while the rule's rows are the
+    global view's plus the un-padded crop area's, with separators): refused with one line, as the metadata path
+    (code 36) and the run estimate refuse grids; --image-size counts the rule's rows."""
+    import json
+
+    from tests.arch.config_samples import sample
+    from tests.support import run_main as cli
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES
+
+    pre = {"size": {"height": 64, "width": 64}, "patch_size": 2}
+    (tmp_path / "config.json").write_text(json.dumps(sample(FAMILY)))
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps(pre))
+    item = FAMILIES[FAMILY].media.image(spec_from_config(sample(FAMILY), name="t", processor={
+        "preprocessor_config.json": pre}), 40, 130)
+    assert item.grid == (4, 32, 32) and item.merged_tokens != 4 * 16 * 16
+    r = cli("flops", "-m", str(tmp_path), "--grid", "4,32,32", "--seq-len", "2000")
+    assert r.returncode == 2 and "per-image grids" in r.stderr and "Traceback" not in r.stderr
+    r = cli("flops", "-m", str(tmp_path), "--image-size", "40,130", "--seq-len", "2000", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["stats"]["vision_merged_tokens"] == item.merged_tokens

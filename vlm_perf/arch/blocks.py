@@ -1387,13 +1387,13 @@ class ParakeetSubsampling(Block):
             n = halve(n)
         return n
 
-    def params(self) -> int:
+    def params(self) -> int:  # freq_bins(3) = mel/8 for the mel bins the families accept (multiples of 8)
         c = self.channels
-        return 10 * c + 2 * (10 * c + c * c + c) + linear_params(c * (self.mel_bins // 8), self.width, True)
+        return 10 * c + 2 * (10 * c + c * c + c) + linear_params(c * self.freq_bins(3), self.width, True)
 
     def describe(self) -> str:
         return (f"subsampling x8: Conv2d 1 -> {self.channels} 3x3/2, 2 x (depthwise 3x3/2 + pointwise), "
-                f"Linear {self.channels * (self.mel_bins // 8)} -> {self.width}")
+                f"Linear {self.channels * self.freq_bins(3)} -> {self.width}")
 
 
 @dataclass(frozen=True)
@@ -1876,27 +1876,15 @@ class SeparatorProjector(LinearProjector):
 
 
 @dataclass(frozen=True)
-class ConformerFrontEnd(Block):
+class ConformerFrontEnd(ParakeetSubsampling):
     """Phi-4-multimodal's NeMo conv subsampling (``Phi4MultimodalAudioNemoConvSubsampling``), on the call's mel
     features padded to its longest clip: Conv2d(1 -> c, 3x3, stride 2, pad 1), then twice a depthwise Conv2d(c,
     3x3, stride 2, groups c) + pointwise Conv2d(c -> c, 1x1), all biased, over (frames, mel bins); then
     Linear(c·F_3 -> d) on ``audio_conv_frames_s8`` rows. The first convolution reads features (no input
-    gradient). Three stride-2 steps (``time_reduction`` 8)."""
+    gradient). Three stride-2 steps (``time_reduction`` 8): the same NeMo ``dw_striding`` layout as
+    :class:`ParakeetSubsampling`, whose parameters and FLOPs it shares (its own kind, for the inventory)."""
 
     kind: ClassVar[str] = "conformer_front_end"
-    mel_bins: int
-    width: int
-    channels: int
-
-    def freq_bins(self, k: int) -> int:
-        n = self.mel_bins
-        for _ in range(k):
-            n = halve(n)
-        return n
-
-    def params(self) -> int:
-        c = self.channels
-        return (9 * c + c) + 2 * ((9 * c + c) + (c * c + c)) + linear_params(c * self.freq_bins(3), self.width, True)
 
     def describe(self) -> str:
         c = self.channels

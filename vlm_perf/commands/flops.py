@@ -13,7 +13,7 @@ from rich.table import Table
 
 from ..arch import load_model
 from ..flops import CONVENTIONS, compute_flops, get_convention
-from ..errors import ConfigError, ConventionNotDefined
+from ..errors import ConfigError, ConventionNotDefined, UnsupportedModelError
 from ..stats import BatchStats
 from ._common import human_flops, parse_grid, parse_int_list
 
@@ -70,6 +70,12 @@ def flops(
     if seq_lens is None and seq_len is None:
         raise ConfigError("give the LM tokens: --seq-len S [--samples B] or --seq-lens L1,L2,...")
     spec = load_model(model)
+    if grid and spec.vision is not None:
+        from ..ingest.metadata_source import grids_exact
+
+        if not grids_exact(spec):  # the metadata path's code 36 and the run estimate's refusal
+            raise UnsupportedModelError(f"--grid: {spec.name}'s image tokens and tower crops are not derivable from "
+                                        "per-image grids (separators, un-padded crops); give --image-size")
     media = derive_media(spec, [parse_grid(x, "--image-size", 2) for x in image_size],
                          [parse_grid(x, "--video-size") for x in video_size], multi_image=multi_image)
     images = [parse_grid(g, "--grid") for g in grid] + [g for m in media if m.kind == "image" for g in m.grids]

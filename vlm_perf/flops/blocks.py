@@ -656,15 +656,8 @@ from ..arch.blocks import AudioProjection, ConformerFrontEnd, NemoConformerLayer
 
 @block_flops(ConformerFrontEnd)
 def _conformer_front_end(b: ConformerFrontEnd, s: BatchStats, ctx: FlopsContext) -> list[Term]:
-    """2·N1·F1·9c + Σ_{k=2,3} 2·N_k·F_k·(9c + c²) + 2·N3·(c·F3)·d (N_k = audio_conv_frames_s{2^k})"""
-    c = b.channels
-    return [Term("audio.conv", b.count * matmul(s.audio_conv_frames_s2 * b.freq_bins(1), 9, c), b.part,
-                 input_kind=INPUT_PIXELS),  # reads the mel features: no input gradient
-            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s4 * b.freq_bins(2), 9, c), b.part),
-            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s4 * b.freq_bins(2), c, c), b.part),
-            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8 * b.freq_bins(3), 9, c), b.part),
-            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8 * b.freq_bins(3), c, c), b.part),
-            Term("audio.conv", b.count * matmul(s.audio_conv_frames_s8, c * b.freq_bins(3), b.width), b.part)]
+    """The NeMo ``dw_striding`` subsampling: Parakeet's formula (one rule for both)."""
+    return _parakeet_subsampling(b, s, ctx)
 
 
 @block_flops(NemoConformerLayers)

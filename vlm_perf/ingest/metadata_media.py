@@ -75,7 +75,8 @@ class MediaConverter:
 
             try:
                 media = self.rule.image(self.spec, *size) if kind == "image" else self.rule.video(self.spec, *size)
-                media.single_grid("metadata")  # one grid per item here: several shapes are not modelled
+                if media.merged_tokens is None:  # own projector rows (Phi-4-multimodal): the row's code 36
+                    media.single_grid("metadata")  # one grid per item here: several shapes are not modelled
             except UnsupportedModelError:  # the family models no pixels of this kind
                 out = (0, 0, 0, -1, _NO_RULE_CODE[kind])
             except ValueError:  # the processor rule rejects this size (e.g. Qwen: aspect ratio over 200)

@@ -118,6 +118,15 @@ REASONS: dict[int, tuple[str, str]] = {
     36: ("image_grid_thw", "the model's image tokens and tower crops are not derivable from per-image grids "
                            "(Phi-4-multimodal); give pre-aggregated vision statistics (vision_patches, "
                            "vision_patches_sq, vision_merged_tokens, vision_frames) instead"),
+    # a tower that runs fixed-size tiles only (spec.extra fixed_grid_side: GOT-OCR2, DeepSeek-VL(-hybrid), Janus);
+    # BatchStats.from_batch refuses the same grids
+    37: ("image_grid_thw", "the model's tower runs fixed-size tiles only: every grid row must be [tiles, side, side] "
+                           "with the tower's tile side in patches (another grid is a tile it cannot run)"),
+    38: ("video_grid_thw", "the model's tower runs fixed-size tiles only: every grid row must be [tiles, side, side] "
+                           "with the tower's tile side in patches (another grid is a tile it cannot run)"),
+    # a family with an audio encoder whose geometry vlm-perf does not model (spec.audio None; `flops` refuses too)
+    39: ("audio_frames", "the model's audio encoder geometry is not modelled (e.g. Phi-4-multimodal's time_reduction "
+                         "other than 8): its clips cannot be counted; drop the audio or use a modelled config"),
 }
 #: Sane bounds that keep every Int64 statistic of a row (and sums of many rows) exact.
 GRID_SIDE_MAX = 1 << 20
@@ -254,7 +263,8 @@ def _audio_parts(audio) -> dict[str, pl.Expr]:
 
 def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
               with_model: bool = False, audio=None, lm_chunk: int | None = None,
-              lm_window: int | None = None, temporal_chunk: int = 0, grids_exact: bool = True) -> RowExprs:
+              lm_window: int | None = None, temporal_chunk: int = 0, grids_exact: bool = True,
+              fixed_side: int = 0, audio_unmodelled: bool = False) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
 
     Against the model's config (``with_model``: a spec was given, so the merge size is the model's, not a
@@ -275,6 +285,12 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     ``seq_lens`` (chunks start at each document's first token, as transformers' chunked mask aligns them), or taken
     over the uniform sequences of a ``padded_tokens``-only row; pre-aggregated LM rows give 0 (full causal: an upper
     bound). ``lm_tokens_no_vision``: the row's LM tokens when it has no image or video, else 0.
+
+    ``audio_unmodelled``: the model's family has an audio encoder but ``spec.audio`` is None (its geometry is not
+    modelled): audio rows are refused with that reason (code 39) instead of code 35.
+
+    ``fixed_side``: the tower runs only fixed ``side x side``-patch tiles (``spec.extra["fixed_grid_side"]``); a
+    grid row of another h or w is refused (codes 37 / 38), as ``BatchStats.from_batch`` refuses it.
 
     ``temporal_chunk``: Kimi K2.5's tower attends over all frames of a video chunk jointly and averages them into
     one frame's merged tokens (``grid_row_stats``); a grid row of more frames counts as consecutive chunks.
@@ -418,12 +434,17 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     el = pl.element()
     audio_bad = clips.is_not_null() & clips.list.eval(el.is_null() | (el <= 0) | (el > (1 << 26))).list.any()
     checks.append((audio_bad, 34))
-    if audio is None:
-        checks.append((clips.list.len().fill_null(0) > 0, 35))
+    if audio is None:  # 39: the family has an encoder whose geometry is not modelled; 35: no encoder
+        checks.append((clips.list.len().fill_null(0) > 0, 39 if audio_unmodelled else 35))
     visual_tokens = pick("vision_merged_tokens", "merged_tokens")
     in_pixels = c("image_sizes").is_not_null() | c("video_sizes").is_not_null()
     if not grids_exact:
         checks.append((has_grids, 36))
+    if fixed_side:  # a fixed-tile tower: any other grid row is refused (from_batch's rule)
+        for col, value in (("image_grid_thw", 37), ("video_grid_thw", 38)):
+            other = c(col).list.eval((el.list.get(1, null_on_oob=True) != fixed_side)
+                                     | (el.list.get(2, null_on_oob=True) != fixed_side)).list.any()
+            checks.append((other, value))
     if text_only:
         checks.append((has_media, 32))
     elif with_model:

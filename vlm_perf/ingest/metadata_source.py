@@ -497,6 +497,16 @@ def grids_exact(spec) -> bool:
     return not (family is not None and hasattr(family.media, "one_call"))
 
 
+def audio_unmodelled(spec) -> bool:
+    """Whether the model has an audio encoder (audio blocks in its inventory) whose geometry is not modelled
+    (``spec.audio`` None: Phi-4-multimodal with another time_reduction); a model without one gives False."""
+    if spec is None or getattr(spec, "audio", None) is not None:
+        return False
+    from ..arch.parts import AUDIO
+
+    return any(getattr(b, "part", None) == AUDIO for b in getattr(spec, "blocks", ()))
+
+
 class MetadataSource:
     """One run's metadata shards, read once (see the module docstring for the outputs).
 
@@ -542,7 +552,9 @@ class MetadataSource:
                                 lm_chunk=getattr(getattr(spec, "lm", None), "attention_chunk", None),
                                 lm_window=lm_window(spec),
                                 temporal_chunk=int(getattr(getattr(spec, "vision", None), "temporal_chunk", 0) or 0),
-                                grids_exact=grids_exact(spec))
+                                grids_exact=grids_exact(spec),
+                                fixed_side=int((getattr(spec, "extra", None) or {}).get("fixed_grid_side") or 0),
+                                audio_unmodelled=audio_unmodelled(spec))
         self._media = MediaConverter(spec)
         self._done = False
         self._total = 0

@@ -81,6 +81,12 @@ def estimate_from_config(config, spec: ModelSpec, run: str | Path = "") -> Batch
             raise UnsupportedModelError(f"{run}: {spec.name} has no pixel rule for image_size; state image_grid "
                                         "instead")
         grid = rule.image(spec, int(size[0]), int(size[1])).single_grid(f"{run}: image_size")
+    elif grid and spec.vision is not None:
+        from ..ingest.metadata_source import grids_exact
+
+        if not grids_exact(spec):  # the metadata path's code 36: per-image grids do not give the projector rows
+            raise UnsupportedModelError(f"{run}: image_grid {list(grid)}: {spec.name}'s image tokens and tower crops "
+                                        "are not derivable from per-image grids; use `vlm-perf flops --image-size`")
     per_sample = getattr(config, "images_per_sample", None) or 1
     grids = [tuple(grid)] * (int(batch) * per_sample) if grid and spec.vision is not None else []
     return BatchStats.from_batch(seq_len=int(seq), samples=int(batch), image_grids=grids, spec=spec)

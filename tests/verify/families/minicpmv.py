@@ -12,10 +12,19 @@ minicpmv4_7 to) with patch 2, ``scale_resolution`` 16 and the model's ``downsamp
 tokenizer with these special tokens, none of which changes the FLOPs). MiniCPM-OCR's image processor needs
 torchvision (absent here): its measurements take explicit patch grids (``grids=[(h, w), ...]`` per image item
 in patches), fed as random packed patches exactly as the processor packs them.
+
+Videos in pixels (``video_sizes=[(T, H, W), ...]``, T sampled frames): ``MiniCPMV4_6VideoProcessor`` is a
+torchvision-backend class and torchvision is not in the environment (installing it would switch other families'
+image processors to their torchvision backends), so transformers' own ``video_processing_minicpmv4_6.py`` is
+executed from its source (relative imports made absolute, ``@auto_docstring`` dropped) and its ``_preprocess``,
+``sample_frames``, slicing helpers, frame interleaving and NaViT packing run unchanged on an instance whose only
+replaced methods are the pixel ops ``resize`` (bilinear ``F.interpolate``: the sizes are what counts) and
+``rescale_and_normalize``; the placeholders come from ``MiniCPMV4_6Processor.replace_video_token`` itself.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Sequence
 
 from .common import FamilyHarness, eager, finish_model, random_images, register, text_ids
@@ -92,6 +101,80 @@ def processor_grids(config, image_sizes: Sequence[tuple[int, int]], scale: int =
     return out, per_image
 
 
+def video_processor_class(model_type: str = "minicpmv4_6"):
+    """transformers' ``MiniCPMV4_6VideoProcessor`` (``minicpm_ocr``: ``MiniCPMOcrVideoProcessor``) built from its
+    source file, with ``resize`` / ``rescale_and_normalize`` replaced by plain-torch stand-ins (no torchvision)."""
+    import re
+    from pathlib import Path
+
+    import torch.nn.functional as F
+
+    key = "minicpm_ocr" if model_type == "minicpm_ocr" else "minicpmv4_6"
+    if key in _VIDEO_CLASSES:
+        return _VIDEO_CLASSES[key]
+    import importlib
+
+    pkg = importlib.import_module(f"transformers.models.{key}")
+    name = f"video_processing_{key}"
+    src = (Path(pkg.__file__).parent / f"{name}.py").read_text()
+    src = re.sub(r"^\s*@auto_docstring\n", "", src, flags=re.M)  # docstring generation only
+    src = re.sub(r"^from \.\.\.", "from transformers.", src, flags=re.M)
+    ns: dict = {"__name__": f"minicpmv_{name}"}
+    exec(compile(src, f"transformers/models/{key}/{name}.py", "exec"), ns)
+    base = ns["MiniCPMOcrVideoProcessor" if key == "minicpm_ocr" else "MiniCPMV4_6VideoProcessor"]
+
+    class StandIn(base):  # type: ignore[misc, valid-type]
+        def resize(self, video, size, resample=None, **_):
+            lead = video.shape[:-3]
+            flat = video.reshape(-1, *video.shape[-3:]).double()
+            out = F.interpolate(flat, size=(size.height, size.width), mode="bilinear", align_corners=False)
+            return out.reshape(*lead, *out.shape[-3:])
+
+        def rescale_and_normalize(self, videos, *args, **_):
+            return videos.double() / 255.0
+
+    _VIDEO_CLASSES[key] = StandIn
+    return StandIn
+
+
+_VIDEO_CLASSES: dict = {}
+
+
+def process_videos(video_sizes: Sequence[tuple[int, int, int]], model_type: str = "minicpmv4_6", seed: int = 0,
+                   **kw: Any) -> dict:
+    """The video processor's ``_preprocess`` on random uint8 videos of (T sampled frames, H, W) pixels; ``kw``
+    overrides the class defaults (patch_size, scale_resolution, max_slice_nums, slice_mode, downsample_mode)."""
+    import torch
+
+    P = video_processor_class(model_type)
+    proc = object.__new__(P)  # the class's __init__ only reads kwargs into attributes: its class defaults stand
+    gen = torch.Generator().manual_seed(seed)
+    videos = [torch.randint(0, 256, (t, 3, h, w), generator=gen, dtype=torch.uint8) for t, h, w in video_sizes]
+    opts = {k: kw.get(k, getattr(P, k)) for k in ("max_slice_nums", "scale_resolution", "patch_size", "slice_mode",
+                                                   "downsample_mode", "max_num_frames")}
+    return proc._preprocess(videos=videos, do_resize=True, resample=None, do_rescale=True, rescale_factor=1 / 255,
+                            do_normalize=True, image_mean=None, image_std=None, stack_frames=1,
+                            video_metadata=[None] * len(videos), return_tensors=None, **opts)
+
+
+# single-character markers for the processor's replacement text (mapped to the harness's token ids)
+_MARKS = {"<": IMAGE_START, ">": IMAGE_END, "[": SLICE_START, "]": SLICE_END, "\n": NEWLINE, "V": VIDEO_TOKEN}
+
+
+def video_placeholders(out: dict, divisor: int, slice_mode: bool = True) -> list[str]:
+    """Per video, ``MiniCPMV4_6Processor.replace_video_token``'s text with one-character markers."""
+    import numpy as np
+    from transformers.models.minicpmv4_6.processing_minicpmv4_6 import MiniCPMV4_6Processor as Proc
+
+    me = SimpleNamespace(image_start_token="<", image_end_token=">", slice_start_token="[", slice_end_token="]",
+                         video_token="V", video_slice_mode=slice_mode)
+    inputs = {"target_sizes_videos": np.asarray(out["target_sizes_videos"]),
+              "num_frames_per_video": out["num_frames_per_video"],
+              "grids_videos": np.asarray(out["grids_videos"])}
+    return [Proc.replace_video_token(me, inputs, i, video_token_divisor=divisor)
+            for i in range(len(out["num_frames_per_video"]))]
+
+
 def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes: Sequence = (), text_len: int = 8,
                 seed: int = 1, grids: Sequence[Sequence[tuple[int, int]]] = (),
                 video_frames: Sequence[tuple[int, Sequence[tuple[int, int]]]] = (), **proc_kw):
@@ -100,8 +183,6 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
     ``<image>``... run of video tokens per frame) with random patches (the video processor needs torchvision)."""
     import torch
 
-    if video_sizes:
-        raise NotImplementedError("minicpmv harness: the MiniCPM-V video processor needs torchvision")
     cfg = model.config
     p = cfg.vision_config.patch_size
     divisor = 16 if cfg.downsample_mode == "16x" else 4
@@ -141,7 +222,19 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
             tokens += sum(counts)
             units += list(frame_units)
         ids.extend(text_ids(2, gen))
-    if units:
+    if video_sizes:
+        if units:
+            raise ValueError("give video_sizes or video_frames, not both")
+        vout = process_videos(video_sizes, cfg.model_type, seed, patch_size=p, scale_resolution=proc_kw.get(
+            "scale", SCALE), downsample_mode=cfg.downsample_mode)
+        for text in video_placeholders(vout, divisor):
+            ids.extend(_MARKS[c] for c in text)
+            tokens += text.count("V")
+            ids.extend(text_ids(2, gen))
+        units = [tuple(int(x) for x in t) for t in vout["target_sizes_videos"]]
+        inputs["pixel_values_videos"] = vout["pixel_values_videos"].to(torch.float64)
+        inputs["target_sizes_videos"] = torch.tensor([list(u) for u in units], dtype=torch.int32)
+    elif units:
         n = sum(h * w for h, w in units)
         inputs["pixel_values_videos"] = torch.randn(1, 3, p, n * p, generator=gen, dtype=torch.float64)
         inputs["target_sizes_videos"] = torch.tensor([list(u) for u in units], dtype=torch.int32)

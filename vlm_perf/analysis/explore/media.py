@@ -99,6 +99,10 @@ def video_grid(frames: int, height_px: int, width_px: int, spec: ModelSpec, min_
 
 
 def merged_tokens(grid: Sequence[int], spec: ModelSpec) -> int:
-    """LM (visual placeholder) tokens of one grid row: t * h * w / merge^2."""
+    """LM (visual placeholder) tokens of one grid row: t * h * w / merge^2 (a temporal-chunk tower, Kimi K2.5:
+    one frame's tokens per chunk of frames; ``grid_row_stats``, the statistics' own rule)."""
+    from ...stats import grid_row_stats
+
+    v = _vision(spec)
     t, h, w = grid
-    return t * h * w // _vision(spec).merge_unit
+    return int(grid_row_stats(t, h, w, v.spatial_merge_size, temporal_chunk=v.temporal_chunk)["merged_tokens"])

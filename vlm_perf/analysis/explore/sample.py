@@ -12,7 +12,7 @@ from ...arch.spec import ModelSpec
 from ...errors import ConfigError
 from ...flops import Breakdown, compute_flops
 from ...stats import BatchStats
-from .media import _hw, image_grid, merged_tokens, video_grid
+from .media import _family_media, _hw, _own_rule, image_grid, merged_tokens, video_grid
 
 
 @dataclass(frozen=True)
@@ -89,24 +89,52 @@ class SampleSplit:
         return out
 
 
+def _item(spec: ModelSpec, kind: str, dims: Sequence[int], min_pixels: int | None,
+          max_pixels: int | None) -> tuple[tuple, list, int, int | None]:
+    """(display grid, every grid, LM placeholder tokens, projector rows or None) of one image / video.
+
+    A family with its own processor rule gives what that rule derives: every grid of the item (MiniCPM-V: an
+    overview plus slices of another shape), the placeholders its processor writes (fewer than the fold for
+    LLaVA-OneVision's unpadding) and its projector rows where they are not the grid's fold (Phi-4-multimodal).
+    Otherwise the Qwen resize with the bounds given: one grid, placeholders = its fold."""
+    if _own_rule(spec, min_pixels, max_pixels):
+        rule = _family_media(spec)
+        item = rule.image(spec, *dims) if kind == "image" else rule.video(spec, *dims)
+        grids = [tuple(g) for g in item.grids]
+        if item.merged_tokens is not None and (kind == "video" or len(grids) > 1):
+            item.single_grid("explore")  # refuses: no per-grid projector rows for these
+        return tuple(item.grid), grids, int(item.visual_tokens), item.merged_tokens
+    grid = image_grid(*dims, spec, min_pixels, max_pixels) if kind == "image" else video_grid(*dims, spec)
+    return grid, [grid], merged_tokens(grid, spec), None
+
+
 def sample_stats(spec: ModelSpec, image_px: int | Sequence[int] | None = None, images_per_sample: int = 1,
                  text_tokens: int = 0, video: Sequence[int] | None = None, min_pixels: int | None = None,
                  max_pixels: int | None = None) -> tuple[BatchStats, tuple | None, tuple | None]:
     """(statistics, image grid, video grid) of one sample: ``images_per_sample`` images of ``image_px``
     (side or (height, width)), an optional video ``(frames, height_px, width_px)`` and ``text_tokens``
-    of text, all in ONE causal LM sequence (visual tokens included in its length)."""
+    of text, all in ONE causal LM sequence (visual tokens included in its length). The grids returned are each
+    item's first grid (for display); the statistics hold every grid of every item."""
     if images_per_sample < 0 or text_tokens < 0:
         raise ConfigError("images_per_sample and text_tokens must be >= 0")
-    img = None
+    img = vid = None
+    image_grids: list = []
+    image_rows: list = []
+    video_grids: list = []
+    visual = 0
     if image_px is not None and images_per_sample > 0:
-        img = image_grid(*_hw(image_px), spec, min_pixels, max_pixels)
-    vid = video_grid(*video, spec) if video is not None else None
-    visual = (images_per_sample * merged_tokens(img, spec) if img else 0) + (merged_tokens(vid, spec) if vid else 0)
+        img, grids, tokens, rows = _item(spec, "image", _hw(image_px), min_pixels, max_pixels)
+        image_grids = grids * images_per_sample
+        image_rows = [rows] * images_per_sample if rows is not None else []
+        visual += images_per_sample * tokens
+    if video is not None:
+        vid, video_grids, tokens, _ = _item(spec, "video", tuple(video), min_pixels, max_pixels)
+        visual += tokens
     seq = text_tokens + visual
     if seq <= 0:
         raise ConfigError("the sample is empty: give text_tokens > 0 or at least one image / video")
-    stats = BatchStats.from_batch(seq_len=seq, samples=1, image_grids=[img] * images_per_sample if img else [],
-                                  video_grids=[vid] if vid else [], spec=spec)
+    stats = BatchStats.from_batch(seq_len=seq, samples=1, image_grids=image_grids, video_grids=video_grids,
+                                  spec=spec, image_merged_tokens=image_rows)
     return stats, img, vid
 
 

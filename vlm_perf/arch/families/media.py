@@ -45,12 +45,16 @@ class DerivedMedia:
         return (tuple(self.grid),) + tuple(self.extra_grids)  # type: ignore[return-value]
 
     def single_grid(self, where: str) -> tuple[int, int, int]:
-        """``grid``, refusing an item that is several grids of different shapes (a caller that keeps one grid
-        per item would drop the others)."""
+        """``grid``, refusing an item that is several grids of different shapes, or whose projector rows are not
+        the grid's fold (a caller that keeps one grid per item would drop the others / bill the fold)."""
         if self.extra_grids:
-            raise UnsupportedModelError(f"{where}: this family splits one image into grids of different shapes "
+            raise UnsupportedModelError(f"{where}: this family splits one {self.kind} into grids of different shapes "
                                         f"({list(self.grids)}); one grid per item cannot hold it: use "
-                                        "`vlm-perf flops --image-size` or give the grids")
+                                        f"`vlm-perf flops --{self.kind}-size` or give the grids")
+        if self.merged_tokens is not None:
+            raise UnsupportedModelError(f"{where}: this family's projector rows ({self.merged_tokens}) are not the "
+                                        f"grid {list(self.grid)}'s fold (separators, un-padded crops); one grid per "
+                                        f"item cannot hold them: use `vlm-perf flops --{self.kind}-size`")
         return self.grid
     # projector rows when they are not the grid's m x m fold (Phi-4-multimodal); None: the fold
     merged_tokens: int | None = None

@@ -23,6 +23,8 @@ Media: ``MiniCPMV4_6ImageProcessor`` slicing (what transformers maps ``minicpmv4
 an overview image resized to about ``scale_resolution``² pixels plus, for larger images, rows x cols slices
 of a refined resize; every side a multiple of patch x 4 (``"16x"``) or patch x 2 (``"4x"``); LM image tokens
 per slice = its patches / 16 (or / 4). One image is two grids: the overview (1, h, w) and the slices (n, h', w').
+Videos (``MiniCPMV4_6VideoProcessor``): every sampled frame is sliced like an image (unsliced frames upscaled), so
+a T-frame video is the grids (T, h, w) and (T·n, h', w'), T times a frame's tokens; ``stack_frames`` > 1 refused.
 """
 
 from __future__ import annotations
@@ -150,6 +152,8 @@ def _build(model_type: str):
 # MiniCPMV4_6ImageProcessor class defaults
 PROCESSOR_DEFAULTS = {"max_slice_nums": 9, "scale_resolution": 448, "patch_size": 14, "slice_mode": True,
                       "downsample_mode": "16x"}
+# MiniCPMV4_6VideoProcessor's further class defaults (MiniCPMOcrVideoProcessor: the same, downsample_mode "4x")
+VIDEO_DEFAULTS = {"max_num_frames": 128, "stack_frames": 1}
 
 
 def _to_multiple(length: float, unit: int) -> int:
@@ -195,7 +199,10 @@ class MiniCPMVMedia(MediaRule):
     cols. LM image tokens per slice: its patches / 16 (``"16x"``) or / 4 (``"4x"``); the ``<image>``,
     ``<slice>``, image-id and newline markers are text (part of ``--seq-len``). Settings from
     preprocessor_config.json, else the class defaults (max_slice_nums 9, scale_resolution 448, patch_size 14);
-    ``MiniCPMV4_6Processor`` passes no size kwargs. Videos: refused (see :meth:`video`)."""
+    ``MiniCPMV4_6Processor`` passes no size kwargs. Videos (``MiniCPMV4_6VideoProcessor``, settings from
+    video_preprocessor_config.json else its class defaults): every sampled frame is sliced like an image, an
+    unsliced frame always upscaled; a T-frame video is T x one frame's grids and tokens; ``stack_frames`` > 1
+    (sub-second frames pasted into one canvas per second) is refused (see :meth:`video`)."""
 
     def __init__(self, family: str):
         self.family = family
@@ -215,19 +222,30 @@ class MiniCPMVMedia(MediaRule):
 
     def image(self, spec, height: int, width: int) -> DerivedMedia:
         height, width = positive((height, width), "image size (H, W pixels)")
-        s, v = self.settings(spec), spec.vision
+        s = self.settings(spec)
+        grids, (rows, cols), (oh, ow), tokens = self._slices(spec, s, height, width, self.upscale_unsliced(s),
+                                                             "image processor")
+        p = spec.vision.patch_size
+        return DerivedMedia("image", (height, width), (oh, ow), grids[0], tokens, tiles=1 + rows * cols,
+                            extra_grids=tuple(grids[1:]),
+                            detail={"slices": [rows, cols], "slice_px": [grids[-1][1] * p, grids[-1][2] * p]})
+
+    def _slices(self, spec, s: Mapping[str, Any], height: int, width: int, upscale: bool, what: str):
+        """One picture (an image, or one video frame) through the slicing rule: its grids (overview, then the
+        slices), (rows, cols) (0, 0 unsliced), the overview size in pixels and its LM tokens."""
+        v = spec.vision
         if s["patch_size"] != v.patch_size:
-            raise UnsupportedModelError(f"{spec.name}: the image processor's patch_size {s['patch_size']} differs "
+            raise UnsupportedModelError(f"{spec.name}: the {what}'s patch_size {s['patch_size']} differs "
                                         f"from vision_config.patch_size {v.patch_size}")
         if s["downsample_mode"] != spec.extra["downsample_mode"]:
-            raise UnsupportedModelError(f"{spec.name}: the image processor's downsample_mode {s['downsample_mode']!r}"
+            raise UnsupportedModelError(f"{spec.name}: the {what}'s downsample_mode {s['downsample_mode']!r}"
                                         f" differs from the model's {spec.extra['downsample_mode']!r} (config.json "
                                         "downsample_mode): the placeholders would not match the features; state "
                                         "the mode the model runs in in both files")
         fold = MODES[s["downsample_mode"]]
         unit, scale, p = v.patch_size * fold, int(s["scale_resolution"]), v.patch_size
         grid = slice_grid(height, width, int(s["max_slice_nums"]), scale) if s["slice_mode"] else None
-        oh, ow = best_resize(height, width, scale, unit, upscale=grid is None and self.upscale_unsliced(s))
+        oh, ow = best_resize(height, width, scale, unit, upscale=grid is None and upscale)
         grids = [(1, oh // p, ow // p)]
         rows = cols = 0
         if grid is not None:
@@ -236,16 +254,55 @@ class MiniCPMVMedia(MediaRule):
                                  upscale=True)
             grids.append((rows * cols, sh // p, sw // p))
         tokens = sum(t * h * w for t, h, w in grids) // (fold * fold)
-        return DerivedMedia("image", (height, width), (oh, ow), grids[0], tokens, tiles=1 + rows * cols,
-                            extra_grids=tuple(grids[1:]),
-                            detail={"slices": [rows, cols], "slice_px": [grids[-1][1] * p, grids[-1][2] * p]})
+        return grids, (rows, cols), (oh, ow), tokens
+
+    video_processor_class = "MiniCPMV4_6VideoProcessor"
+
+    def video_settings(self, spec) -> dict:
+        """video_preprocessor_config.json, else the video processor's class defaults (the image ones plus
+        max_num_frames 128 and stack_frames 1)."""
+        vid = spec.processor.get("video_preprocessor_config.json", {})
+        out = {k: vid.get(k, v) for k, v in {**PROCESSOR_DEFAULTS, **VIDEO_DEFAULTS,
+                                             "downsample_mode": self.defaults["downsample_mode"]}.items()}
+        for key in ("max_num_frames", "stack_frames", "max_slice_nums", "scale_resolution", "patch_size"):
+            value = out[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{spec.name}: video_preprocessor_config.json field {key} must be an integer "
+                                  f">= 1, got {value!r}")
+        out["source"] = "processor files" if vid else f"{self.video_processor_class} class defaults"
+        return out
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
-        """Refused: ``MiniCPMV4_6VideoProcessor`` (frame sampling, frame stacking into one canvas, per-frame
-        slicing) needs torchvision, which the environment the rules are verified in does not have; a rule that
-        cannot be checked against the processor is not shipped."""
-        raise UnsupportedModelError(f"{self.family}: videos in pixels are not modelled (the video processor's rule "
-                                    "is not verified); give the frames' grids (t, h, w patches) instead")
+        """``MiniCPMV4_6VideoProcessor`` (also MiniCPM-OCR's: the same code, default ``"4x"``): every frame is a
+        picture through the image slicing rule (:meth:`_slices`), an unsliced frame always upscaled (no
+        ``small_image_upsize`` for videos); per frame an ``<image>`` run of overview tokens then rows x cols
+        ``<slice>`` runs (``MiniCPMV4_6Processor.replace_video_token``). ``frames`` are the sampled ones: the
+        processor's ``sample_frames`` takes one frame per started second of the clip, at most
+        ``max_num_frames`` (:func:`sampled_frames`). ``stack_frames`` > 1 (sub-second frames pasted into one
+        canvas per second) is refused: which frames are stacked depends on the clip's duration, not on T."""
+        frames, height, width = positive((frames, height, width), "video size (T frames, H, W pixels)")
+        s = self.video_settings(spec)
+        if s["stack_frames"] != 1:
+            raise UnsupportedModelError(f"{spec.name}: video_preprocessor_config.json stack_frames "
+                                        f"{s['stack_frames']}: only 1 is modelled (stacked sub-second frames "
+                                        "depend on the clip's duration); give the grids (t, h, w patches) instead")
+        grids, (rows, cols), (oh, ow), tokens = self._slices(spec, s, height, width, True, "video processor")
+        p = spec.vision.patch_size
+        return DerivedMedia("video", (frames, height, width), (oh, ow), (frames, grids[0][1], grids[0][2]),
+                            frames * tokens, tiles=frames * (1 + rows * cols),
+                            extra_grids=tuple((frames * t, h, w) for t, h, w in grids[1:]),
+                            detail={"frames": frames, "slices": [rows, cols], "tiles_per_frame": 1 + rows * cols,
+                                    "slice_px": [grids[-1][1] * p, grids[-1][2] * p]})
+
+
+def sampled_frames(duration: float, max_num_frames: int = 128) -> int:
+    """Frames ``MiniCPMV4_6VideoProcessor.sample_frames`` keeps (``stack_frames`` 1) for a clip of ``duration``
+    seconds: one per started second, or ``max_num_frames`` for a clip longer than ``max_num_frames`` seconds."""
+    if isinstance(duration, bool) or not isinstance(duration, (int, float)) or not duration > 0:
+        raise ConfigError(f"video duration must be a positive number of seconds, got {duration!r}")
+    if isinstance(max_num_frames, bool) or not isinstance(max_num_frames, int) or max_num_frames < 1:
+        raise ConfigError(f"max_num_frames must be an integer >= 1, got {max_num_frames!r}")
+    return max_num_frames if duration > max_num_frames else math.ceil(duration)
 
 
 class MiniCPMOcrMedia(MiniCPMVMedia):
@@ -253,7 +310,8 @@ class MiniCPMOcrMedia(MiniCPMVMedia):
     patch 14, ``"4x"``) plus ``small_image_upsize``: ``"always"`` (class default) upscales an unsliced image like
     4.6; ``"never"`` keeps an unsliced image's size (sides only moved to multiples of patch x fold); sliced images
     are unchanged by it. ``"adaptive"`` (upscaling chosen per image and per slice from the glyph size and density
-    OpenCV measures: the pixels' content) is refused: give the grids (t, h, w patches) instead. Videos refused."""
+    OpenCV measures: the pixels' content) is refused: give the grids (t, h, w patches) instead. Videos: the 4.6
+    video processor's rule (:meth:`MiniCPMVMedia.video`; ``MiniCPMOcrVideoProcessor`` is the same code)."""
 
     defaults = {**PROCESSOR_DEFAULTS, "downsample_mode": "4x", "small_image_upsize": "always"}
     processor_class = "MiniCPMOcrImageProcessor"
