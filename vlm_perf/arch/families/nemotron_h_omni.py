@@ -47,6 +47,7 @@ from ..parts import AUDIO, MERGER, VISION_TOWER
 from ..spec import AudioSpec, ModelSpec, VisionSpec
 from . import Family, register_family
 from .media import DerivedAudio, DerivedMedia, MediaRule, positive
+from .nano_vl_v2 import REMOTE_MODEL_TYPE, tile_side, to_omni_layout
 from .nemotron_h import read_nemotron_h
 
 # Processor class defaults (transformers 5.24 NemotronH_Omni_Reasoning_V3ImageProcessor / VideoProcessor)
@@ -122,6 +123,13 @@ def read_parakeet(f: Fields, lm_hidden: int) -> tuple[AudioSpec, tuple]:
 
 
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
+    remote, dynamic, tile = config.get("model_type") == REMOTE_MODEL_TYPE, False, None
+    if remote:  # the remote-code layout (RADIO named by a timm model): renamed into this one (.nano_vl_v2)
+        vision_raw = config.get("vision_config")
+        dynamic = isinstance(vision_raw, Mapping) and "min_num_patches" in vision_raw
+        tile = tile_side(config, source)
+        name = name or str(config.get("_name_or_path") or REMOTE_MODEL_TYPE)
+        config = to_omni_layout(config, source)
     top = Fields(config, "", source)
     text, text_name = _section(config, source, "text_config", "llm_config")
     lm, lm_blocks = read_nemotron_h(Fields(text, text_name, source))
@@ -141,7 +149,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     patch = f.square("patch_size", 16)
     channels = _count(f, "num_channels", 3, 1)
     tp = top.opt("video_temporal_patch_size", 2)
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 2:
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < (1 if remote else 2):
         raise ConfigError(f"{source}: field video_temporal_patch_size {tp!r} must be an integer >= 2")
     if f.opt("video_temporal_patch_size", tp) != tp:  # transformers' validate_architecture refuses it too
         raise ConfigError(f"{source}: vision_config.video_temporal_patch_size {f.opt('video_temporal_patch_size')!r} "
@@ -164,7 +172,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     shuffled = merge * merge * width
     blocks = (
         ImageVideoPatchEmbed(part=VISION_TOWER, count=1, image_volume=channels * patch * patch,
-                             video_volume=tp * channels * patch * patch, width=width),
+                             video_volume=tp * channels * patch * patch if tp > 1 else 0, width=width),
         PositionTable(part=VISION_TOWER, count=1, entries=table_side * table_side, width=width),
         ExtraParams(part=VISION_TOWER, count=1, label=f"{prefix} class + register tokens", numel=prefix * width),
         VisionLayers(part=VISION_TOWER, count=depth, width=width, num_heads=heads, head_dim=width // heads,
@@ -185,6 +193,9 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
                      blocks=blocks + audio_blocks + lm_blocks, audio=audio)
     spec.extra["video_temporal_patch_size"] = tp
     spec.extra["video_pruning_rate"] = float(top.opt("video_pruning_rate", 0.0))
+    if remote:
+        spec.extra["remote_layout"] = REMOTE_MODEL_TYPE
+        spec.extra["image_tiling"] = "dynamic" if dynamic else f"static tiles of {tile} px"
     return spec
 
 
@@ -272,8 +283,22 @@ class NemotronOmniMedia(MediaRule):
                                         f"differs from the model's 1/{spec.vision.spatial_merge_size}")
         return section
 
+    @staticmethod
+    def _remote_refused(spec, what: str) -> None:
+        """Media of a remote-code ``NemotronH_Nano_VL_V2`` config are not counted (its processor is not this one)."""
+        if not spec.extra.get("remote_layout"):
+            return
+        tiling = spec.extra.get("image_tiling", "")
+        why = ("its processor tiles images InternVL-style (up to 12 tiles + a thumbnail) and the public copies "
+               "disagree on the tile-grid choice (vLLM: nearest aspect ratio; another copy: an area-weighted score)"
+               if tiling.startswith("static") else
+               "its dynamic-resolution processor reads its patch budget from vision_config, not the files read here")
+        raise UnsupportedModelError(f"{spec.name}: {what} of the remote-code {spec.extra['remote_layout']} layout "
+                                    f"are not counted: {why} (the model itself, its parameters and inventory, is read)")
+
     def image(self, spec, height: int, width: int) -> DerivedMedia:
         height, width = positive((height, width), "image size (H, W pixels)")
+        self._remote_refused(spec, "images")
         s, v = self._checked(spec, "image"), spec.vision
         m, lo, hi = v.spatial_merge_size, int(s["min_num_patches"]), int(s["max_num_patches"])
         context = (int(s["max_model_len"]) - 4) * m * m
@@ -288,6 +313,7 @@ class NemotronOmniMedia(MediaRule):
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
         frames, height, width = positive((frames, height, width), "video size (T frames, H, W pixels)")
+        self._remote_refused(spec, "videos")
         tp = spec.extra["video_temporal_patch_size"]
         if spec.extra["video_pruning_rate"] > 0:
             raise UnsupportedModelError(f"{spec.name}: video_pruning_rate {spec.extra['video_pruning_rate']} (EVS: the "
@@ -319,7 +345,7 @@ class NemotronOmniMedia(MediaRule):
 
 
 register_family(Family(
-    name="nemotron_h_omni", model_types=("nemotron_h_omni",), build=build, hf_class="NemotronH_Omni_Reasoning_V3",
+    name="nemotron_h_omni", model_types=("nemotron_h_omni", REMOTE_MODEL_TYPE), build=build, hf_class="NemotronH_Omni_Reasoning_V3",
     is_vlm=True, media=NemotronOmniMedia(), has_audio=True,
     notes=("RADIO tower: class + register prefix tokens run through every layer (per image / tubelet) and are "
            "dropped before the projector; position-table interpolation and the pixel shuffle are not matmuls "
