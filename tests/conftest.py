@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tests import support
+# Helpers that hold test assertions outside test_*.py files: pytest rewrites them too (clear failure messages).
+pytest.register_assert_rewrite("tests.verify.fixed_tile")
+
+from tests import support  # noqa: E402
 
 
 @pytest.fixture
