@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 # Helpers that hold test assertions outside test_*.py files: pytest rewrites them too (clear failure messages).
-pytest.register_assert_rewrite("tests.verify.fixed_tile")
+# Both names: tests/ has no __init__.py, so a collected test file imports it as verify.fixed_tile.
+pytest.register_assert_rewrite("verify.fixed_tile", "tests.verify.fixed_tile")
 
 from tests import support  # noqa: E402
 
