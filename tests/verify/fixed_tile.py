@@ -119,3 +119,45 @@ class FixedTileFamily:
         assert (media["images_in_tower"], media["pixel_shape"][1:]) == (d.grid[0], d.resized)
         assert media["visual_tokens"] == d.visual_tokens
         return media
+
+    def check_one_square_refusals(self, m) -> None:
+        """What every one-square family (DeepSeek-VL, its hybrid, Janus) refuses: a video, a processor whose
+        ``num_image_tokens`` is not what the tower yields, an LM other than Llama."""
+        from vlm_perf.arch import spec_from_config
+        from vlm_perf.arch.families import FAMILIES
+        from vlm_perf.errors import UnsupportedModelError
+
+        cfg = m.config.to_dict()
+        rule = FAMILIES[self.family].media
+        with pytest.raises(UnsupportedModelError, match="no video"):
+            rule.video(self.spec(m), 2, 32, 32)
+        with pytest.raises(UnsupportedModelError, match="num_image_tokens"):
+            rule.image(self.spec(m, {"processor_config.json": {"num_image_tokens": 576}}), 30, 50)
+        with pytest.raises(UnsupportedModelError, match="llama"):
+            spec_from_config(dict(cfg, text_config=dict(cfg["text_config"], model_type="qwen2")), name="t")
+
+
+def meta_default(config_class: str, model_class: str, name: str, **config: Any):
+    """transformers' ``config_class(**config)`` (its class defaults), the library's parameter inventory of it
+    (``count_params``) and ``model_class`` built from it on the meta device: (counts, meta model)."""
+    import torch
+    import transformers
+
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.params import count_params
+
+    cfg = getattr(transformers, config_class)(**config)
+    with torch.device("meta"):
+        m = getattr(transformers, model_class)(cfg)
+    return count_params(spec_from_config(cfg.to_dict(), name=name)), m
+
+
+def any_image(side: int = 500, examples: int = 25):
+    """Hypothesis, derandomized: the test runs on (h, w) images of 1 to ``side`` pixels, ``examples`` of them."""
+    from hypothesis import given, settings, strategies as st
+
+    def wrap(test):
+        return settings(derandomize=True, deadline=None, max_examples=examples)(
+            given(h=st.integers(1, side), w=st.integers(1, side))(test))
+
+    return wrap

@@ -17,7 +17,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from .families import measure_family  # noqa: E402
-from .fixed_tile import FROZEN_CASES, IMAGE_CASES, TRAINING_IMAGES, FixedTileFamily, check_parts, numel  # noqa: E402
+from .fixed_tile import (FROZEN_CASES, IMAGE_CASES, TRAINING_IMAGES, FixedTileFamily, any_image,  # noqa: E402
+                         check_parts, numel)
 
 TINY = FixedTileFamily("deepseek_vl", "tiny-deepseek-vl")
 
@@ -54,21 +55,12 @@ def test_parameters_per_part(head):
 
 
 def test_refusals():
-    from vlm_perf.arch import spec_from_config
     from vlm_perf.arch.families import FAMILIES
     from vlm_perf.errors import UnsupportedModelError
 
-    cfg = model().config.to_dict()
-    spec = TINY.spec(model())
-    rule = FAMILIES["deepseek_vl"].media
-    with pytest.raises(UnsupportedModelError, match="no video"):
-        rule.video(spec, 2, 32, 32)
-    with pytest.raises(UnsupportedModelError, match="num_image_tokens"):
-        rule.image(TINY.spec(model(), {"processor_config.json": {"num_image_tokens": 576}}), 30, 50)
+    TINY.check_one_square_refusals(model())  # a video, num_image_tokens, a non-Llama LM
     with pytest.raises(UnsupportedModelError, match="do_pad"):
-        rule.image(TINY.spec(model(), {"preprocessor_config.json": {"do_pad": False}}), 30, 50)
-    with pytest.raises(UnsupportedModelError, match="llama"):
-        spec_from_config(dict(cfg, text_config=dict(cfg["text_config"], model_type="qwen2")), name="t")
+        FAMILIES["deepseek_vl"].media.image(TINY.spec(model(), {"preprocessor_config.json": {"do_pad": False}}), 30, 50)
 
 
 def test_conventions_coverage():
@@ -79,11 +71,9 @@ def test_conventions_coverage():
 
 
 hyp = pytest.importorskip("hypothesis")
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
-@settings(derandomize=True, deadline=None, max_examples=25)
-@given(h=st.integers(1, 500), w=st.integers(1, 500))
+@any_image()
 def test_media_rule_equals_hf_processor(h, w):
     """Any image: the processor's output is one size x size tile (resize + pad), as the rule says."""
     TINY.check_square_media_rule(model(), h, w)

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from .families import harness, measure_family  # noqa: E402
-from .fixed_tile import FROZEN_CASES, TRAINING_IMAGES, FixedTileFamily, check_parts, numel  # noqa: E402
+from .fixed_tile import FROZEN_CASES, TRAINING_IMAGES, FixedTileFamily, check_parts, meta_default, numel  # noqa: E402
 
 PROC = {"processor_config.json": {"num_image_tokens": 4}}  # the tiny projector's 4 tokens per tile
 TINY = FixedTileFamily("got_ocr2", "tiny-got-ocr2", PROC)
@@ -99,15 +99,7 @@ def test_parameters_per_part(vision):
 def test_meta_device_count_default_config():
     """transformers' class defaults (SAM ViT-B 1024 px, Qwen2 0.5B-like LM): the inventory equals the
     meta-device parameter count of ``GotOcr2ForConditionalGeneration(GotOcr2Config())``."""
-    import transformers
-
-    from vlm_perf.arch import spec_from_config
-    from vlm_perf.arch.params import count_params
-
-    cfg = transformers.GotOcr2Config()
-    with torch.device("meta"):
-        m = transformers.GotOcr2ForConditionalGeneration(cfg)
-    c = count_params(spec_from_config(cfg.to_dict(), name="got-default"))
+    c, m = meta_default("GotOcr2Config", "GotOcr2ForConditionalGeneration", "got-default")
     assert c.vision_tower == sum(p.numel() for p in m.model.vision_tower.parameters())
     assert c.total == sum(p.numel() for p in m.parameters())
 

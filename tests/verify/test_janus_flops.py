@@ -18,7 +18,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from .families import harness, measure_family  # noqa: E402
-from .fixed_tile import FROZEN_CASES, IMAGE_CASES, TRAINING_IMAGES, FixedTileFamily, check_parts, numel  # noqa: E402
+from .fixed_tile import (FROZEN_CASES, IMAGE_CASES, TRAINING_IMAGES, FixedTileFamily, any_image,  # noqa: E402
+                         check_parts, meta_default, numel)
 
 FAMILY = "janus"
 TINY = FixedTileFamily(FAMILY, "tiny-janus")
@@ -76,37 +77,23 @@ def test_meta_device_count_default_config():
     """transformers' class defaults (Janus-Pro-1B-shaped tower and VQ-VAE: 5 resolutions, 2 res blocks, 16384
     codes; Llama-7B-shaped LM with projection_dim set to its width): the inventory, VQ-VAE formula included,
     equals the meta-device count of ``JanusForConditionalGeneration``."""
-    import transformers
-
-    from vlm_perf.arch import spec_from_config
     from vlm_perf.arch.families.janus import vq_params
-    from vlm_perf.arch.params import count_params
 
-    cfg = transformers.JanusConfig(vision_config={"projection_dim": 4096}, vq_config={"projection_dim": 4096,
-                                                                                      "image_token_embed_dim": 4096})
-    with torch.device("meta"):
-        m = transformers.JanusForConditionalGeneration(cfg)
-    vq = vq_params(cfg.vq_config.to_dict())
+    c, m = meta_default("JanusConfig", "JanusForConditionalGeneration", "janus-default",
+                        vision_config={"projection_dim": 4096},
+                        vq_config={"projection_dim": 4096, "image_token_embed_dim": 4096})
+    vq = vq_params(m.config.vq_config.to_dict())
     assert vq["vq_encoder_decoder"] + vq["codebook"] == numel(m.model.vqmodel)
     assert vq["generation_head"] == numel(m.model.generation_head)
-    c = count_params(spec_from_config(cfg.to_dict(), name="janus-default"))
     assert c.total == numel(m)
 
 
 def test_refusals():
     from vlm_perf.arch import spec_from_config
-    from vlm_perf.arch.families import FAMILIES
     from vlm_perf.errors import ConfigError, UnsupportedModelError
 
+    TINY.check_one_square_refusals(model())  # a video, num_image_tokens, a non-Llama LM
     cfg = model().config.to_dict()
-    spec = TINY.spec(model())
-    rule = FAMILIES[FAMILY].media
-    with pytest.raises(UnsupportedModelError, match="no video"):
-        rule.video(spec, 2, 32, 32)
-    with pytest.raises(UnsupportedModelError, match="num_image_tokens"):
-        rule.image(TINY.spec(model(), {"processor_config.json": {"num_image_tokens": 576}}), 30, 50)
-    with pytest.raises(UnsupportedModelError, match="llama"):
-        spec_from_config(dict(cfg, text_config=dict(cfg["text_config"], model_type="qwen2")), name="t")
     with pytest.raises(UnsupportedModelError, match="use_qk_norm"):
         spec_from_config(dict(cfg, vision_config=dict(cfg["vision_config"], use_qk_norm=True)), name="t")
     with pytest.raises(ConfigError, match="projection_dim"):
@@ -121,11 +108,9 @@ def test_conventions_coverage():
 
 
 hyp = pytest.importorskip("hypothesis")
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
-@settings(derandomize=True, deadline=None, max_examples=25)
-@given(h=st.integers(1, 500), w=st.integers(1, 500))
+@any_image()
 def test_media_rule_equals_hf_processor(h, w):
     """Any image: JanusImageProcessorPil's output is one size x size square (resize + pad), as the rule says."""
     TINY.check_square_media_rule(model(), h, w)
