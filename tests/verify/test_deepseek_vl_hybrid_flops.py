@@ -93,8 +93,8 @@ def test_meta_device_count_default_config():
     """transformers' class defaults (SigLIP base, SAM ViT-B 1024 px, Llama-7B-shaped LM): the inventory equals the
     meta-device parameter count of ``DeepseekVLHybridForConditionalGeneration(DeepseekVLHybridConfig())``."""
     c, m = meta_default("DeepseekVLHybridConfig", "DeepseekVLHybridForConditionalGeneration", "hybrid-default")
-    assert c.merger == sum(p.numel() for p in m.model.aligner.parameters())
-    assert c.total == sum(p.numel() for p in m.parameters())
+    assert c.merger == numel(m.model.aligner)
+    assert c.total == numel(m)
 
 
 def test_refusals():

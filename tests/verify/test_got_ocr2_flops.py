@@ -100,8 +100,8 @@ def test_meta_device_count_default_config():
     """transformers' class defaults (SAM ViT-B 1024 px, Qwen2 0.5B-like LM): the inventory equals the
     meta-device parameter count of ``GotOcr2ForConditionalGeneration(GotOcr2Config())``."""
     c, m = meta_default("GotOcr2Config", "GotOcr2ForConditionalGeneration", "got-default")
-    assert c.vision_tower == sum(p.numel() for p in m.model.vision_tower.parameters())
-    assert c.total == sum(p.numel() for p in m.parameters())
+    assert c.vision_tower == numel(m.model.vision_tower)
+    assert c.total == numel(m)
 
 
 def test_refusals():
