@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from tests import support
+# Helpers that hold test assertions outside test_*.py files: pytest rewrites them too (clear failure messages).
+# Both names: tests/ has no __init__.py, so a collected test file imports it as verify.fixed_tile.
+pytest.register_assert_rewrite("verify.fixed_tile", "tests.verify.fixed_tile")
+
+from tests import support  # noqa: E402
 
 
 @pytest.fixture

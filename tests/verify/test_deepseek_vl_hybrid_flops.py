@@ -18,63 +18,40 @@ pytestmark = pytest.mark.measured
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from .families import harness, measure_family  # noqa: E402
+from .families import measure_family  # noqa: E402
+from .fixed_tile import (FROZEN_CASES, IMAGE_CASES, TRAINING_IMAGES, FixedTileFamily, any_image,  # noqa: E402
+                         check_parts, meta_default, numel, one_square_per_image)
 
-REL_TOL = 0.005
 FAMILY = "deepseek_vl_hybrid"
-_models: dict = {}
+TINY = FixedTileFamily(FAMILY, "tiny-deepseek-vl-hybrid")
 
 
 def model(head: bool = True):
-    if head not in _models:
-        h = harness(FAMILY)
-        _models[head] = h.build_model(h.tiny_config(vision={"vision_use_head": head}), 0)
-    return _models[head]
+    return TINY.model(vision_use_head=head)
 
 
-def _spec(m, processor=None):
-    from vlm_perf.arch import spec_from_config
-
-    return spec_from_config(m.config.to_dict(), name="tiny-deepseek-vl-hybrid", processor=processor or {})
+def _one_siglip_and_one_sam_square(media, got):
+    """One SigLIP and one SAM square per image."""
+    one_square_per_image(media, got)
+    assert got["high_res_shape"][2:] == (64, 64)
 
 
 def _library(m, measured, images, mode="forward", frozen=()):
-    from vlm_perf.arch.families import FAMILIES
-    from vlm_perf.flops import compute_flops
-    from vlm_perf.stats import BatchStats
-
-    spec = _spec(m)
-    media = [FAMILIES[FAMILY].media.image(spec, h, w) for h, w in images]
-    assert len(media) == measured.media["images_in_tower"]  # one SigLIP and one SAM square per image
-    assert all(d.resized == measured.media["pixel_shape"][1:] for d in media)
-    assert measured.media["high_res_shape"][2:] == (64, 64)
-    assert sum(d.visual_tokens for d in media) == measured.media["visual_tokens"]
-    stats = BatchStats.from_batch(seq_lens=[measured.media["seq_len"]], image_grids=[d.grid for d in media],
-                                  spec=spec)
-    return compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen)
-
-
-def _check(measured: dict, library: dict):
-    bad = {p: (measured[p], library[p]) for p in measured
-           if abs(library[p] - measured[p]) > REL_TOL * max(measured[p], 1)}
-    assert not bad, bad
+    return TINY.library(m, measured, images, mode, frozen, check_media=_one_siglip_and_one_sam_square)
 
 
 @pytest.mark.parametrize("head", [True, False], ids=["pool-head", "no-head"])
-@pytest.mark.parametrize("images", [[(30, 50)], [(70, 20), (32, 32), (5, 200)]],
-                         ids=lambda s: "+".join(f"{h}x{w}" for h, w in s))
+@IMAGE_CASES
 def test_forward_per_part(head, images):
     m = measure_family(FAMILY, model=model(head), image_sizes=images)
-    _check(m.parts("forward"), _library(model(head), m, images).parts)
+    check_parts(m.parts("forward"), _library(model(head), m, images).parts)
 
 
-@pytest.mark.parametrize("frozen", [(), ("vision_tower",), ("projector",), ("vision_tower", "projector"),
-                                    ("language_model",)],
-                         ids=["all-trainable", "frozen-tower", "frozen-projector", "frozen-vision", "frozen-lm"])
+@FROZEN_CASES
 def test_training_per_part(frozen):
-    images = [(70, 20), (32, 32)]
+    images = TRAINING_IMAGES
     m = measure_family(FAMILY, model=model(), image_sizes=images, mode="training", frozen=frozen)
-    _check(m.parts("training"), _library(model(), m, images, mode="training", frozen=frozen).parts)
+    check_parts(m.parts("training"), _library(model(), m, images, mode="training", frozen=frozen).parts)
 
 
 def test_high_res_branch_by_hand():
@@ -87,7 +64,7 @@ def test_high_res_branch_by_hand():
     from vlm_perf.flops.blocks import FlopsContext, inventory_terms
     from vlm_perf.stats import BatchStats
 
-    spec = _spec(model())
+    spec = TINY.spec(model())
     stats = BatchStats.from_batch(seq_lens=[70], image_grids=[(1, 8, 8)], spec=spec)
     sam = [b for b in spec.blocks if isinstance(b, (SamEmbed, SamVisionLayers, SamNeck, StridedConvs))]
     got = sum(t.forward for t in inventory_terms(sam, stats, FlopsContext("full")))
@@ -104,8 +81,7 @@ def test_parameters_per_part(head):
 
     m = model(head)
     inner = m.model
-    numel = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
-    c = count_params(_spec(m))
+    c = count_params(TINY.spec(m))
     assert c.vision_tower == sum(numel(x) for x in (inner.vision_model, inner.high_res_vision_model,
                                                     inner.high_res_vision_neck, inner.high_res_vision_proj)) + 1
     assert c.merger == numel(inner.aligner) == 32 * 32 + 32 + 32 * 32 + 32 + 64 * 64 + 64  # by hand
@@ -116,17 +92,9 @@ def test_parameters_per_part(head):
 def test_meta_device_count_default_config():
     """transformers' class defaults (SigLIP base, SAM ViT-B 1024 px, Llama-7B-shaped LM): the inventory equals the
     meta-device parameter count of ``DeepseekVLHybridForConditionalGeneration(DeepseekVLHybridConfig())``."""
-    import transformers
-
-    from vlm_perf.arch import spec_from_config
-    from vlm_perf.arch.params import count_params
-
-    cfg = transformers.DeepseekVLHybridConfig()
-    with torch.device("meta"):
-        m = transformers.DeepseekVLHybridForConditionalGeneration(cfg)
-    c = count_params(spec_from_config(cfg.to_dict(), name="hybrid-default"))
-    assert c.merger == sum(p.numel() for p in m.model.aligner.parameters())
-    assert c.total == sum(p.numel() for p in m.parameters())
+    c, m = meta_default("DeepseekVLHybridConfig", "DeepseekVLHybridForConditionalGeneration", "hybrid-default")
+    assert c.merger == numel(m.model.aligner)
+    assert c.total == numel(m)
 
 
 def test_refusals():
@@ -134,20 +102,14 @@ def test_refusals():
     from vlm_perf.arch.families import FAMILIES
     from vlm_perf.errors import ConfigError, UnsupportedModelError
 
+    TINY.check_one_square_refusals(model())  # a video, num_image_tokens, a non-Llama LM
     cfg = model().config.to_dict()
-    spec = _spec(model())
     rule = FAMILIES[FAMILY].media
-    with pytest.raises(UnsupportedModelError, match="no video"):
-        rule.video(spec, 2, 32, 32)
     with pytest.raises(UnsupportedModelError, match="high_res_size"):
-        rule.image(_spec(model(), {"preprocessor_config.json": {"high_res_size": {"height": 1024, "width": 1024}}}),
+        rule.image(TINY.spec(model(), {"preprocessor_config.json": {"high_res_size": {"height": 1024, "width": 1024}}}),
                    30, 50)
-    with pytest.raises(UnsupportedModelError, match="num_image_tokens"):
-        rule.image(_spec(model(), {"processor_config.json": {"num_image_tokens": 576}}), 30, 50)
     with pytest.raises(UnsupportedModelError, match="do_pad"):
-        rule.image(_spec(model(), {"preprocessor_config.json": {"do_pad": False}}), 30, 50)
-    with pytest.raises(UnsupportedModelError, match="llama"):
-        spec_from_config(dict(cfg, text_config=dict(cfg["text_config"], model_type="qwen2")), name="t")
+        rule.image(TINY.spec(model(), {"preprocessor_config.json": {"do_pad": False}}), 30, 50)
     high = cfg["high_res_vision_config"]
     with pytest.raises(ConfigError, match="global_attn_indexes"):
         spec_from_config(dict(cfg, high_res_vision_config=dict(high, global_attn_indexes=[])), name="t")
@@ -158,45 +120,18 @@ def test_refusals():
 def test_conventions_coverage():
     """hf-trainer / ms-swift: transformers' own ``Trainer.floating_point_ops`` on the same ids; 6nd by hand; no
     framework formula covers DeepSeek-VL hybrid (every other convention is not defined)."""
-    from types import SimpleNamespace
-
-    import transformers
-
-    from vlm_perf.errors import ConventionNotDefined
-    from vlm_perf.flops import compute_flops
-    from vlm_perf.flops.conventions import CONVENTIONS
-    from vlm_perf.stats import BatchStats
-
-    m = model()
-    spec = _spec(m)
-    ids = torch.zeros((2, 80), dtype=torch.long)
-    stats = BatchStats.from_batch(seq_len=80, samples=2, image_grids=[(1, 8, 8)] * 2, spec=spec)
-    trainer = transformers.Trainer.floating_point_ops(SimpleNamespace(model=m), {"input_ids": ids})
-    for name in ("hf-trainer", "ms-swift"):
-        assert compute_flops(spec, stats, name).total == trainer
     # 6nd: 2 Llama layers of q/o 64x64, k/v 64x32, SwiGLU 3 x 64x96, tied head 64 x 1000; 160 tokens
-    assert compute_flops(spec, stats, "6nd").total == 6 * (2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 96)
-                                                           + 64 * 1000) * 160
-    for name in sorted(set(CONVENTIONS) - {"hf-trainer", "ms-swift", "6nd", "exact"}):
-        with pytest.raises(ConventionNotDefined, match=FAMILY):
-            compute_flops(spec, stats, name)
+    TINY.check_conventions(model(), 80, 6 * (2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 96) + 64 * 1000) * 160)
 
 
 hyp = pytest.importorskip("hypothesis")
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
-@settings(derandomize=True, deadline=None, max_examples=25)
-@given(h=st.integers(1, 500), w=st.integers(1, 500))
+@any_image()
 def test_media_rule_equals_hf_processor(h, w):
     """Any image: the processor's output is one size x size and one high_res_size x high_res_size square."""
-    from vlm_perf.arch.families import FAMILIES
-
-    _, media = harness(FAMILY).make_inputs(model(), image_sizes=[(h, w)])
-    d = FAMILIES[FAMILY].media.image(_spec(model()), h, w)
-    assert (media["images_in_tower"], media["pixel_shape"][1:]) == (d.grid[0], d.resized)
+    media = TINY.check_square_media_rule(model(), h, w)
     assert media["high_res_shape"] == (1, 3, 64, 64)
-    assert media["visual_tokens"] == d.visual_tokens
 
 
 def test_pre_aggregated_rows_count_every_image():
@@ -209,7 +144,7 @@ def test_pre_aggregated_rows_count_every_image():
     from vlm_perf.flops import compute_flops
     from vlm_perf.stats import BatchStats
 
-    spec = _spec(model(False))
+    spec = TINY.spec(model(False))
     grids = BatchStats.from_batch(seq_lens=[200], image_grids=[(1, 8, 8)] * 3, spec=spec)
     row = replace(grids, vision_frames=0)
     for mode in ("forward", "training"):

@@ -19,45 +19,22 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from .families import harness, measure_family  # noqa: E402
+from .fixed_tile import FROZEN_CASES, TRAINING_IMAGES, FixedTileFamily, check_parts, meta_default, numel  # noqa: E402
 
-REL_TOL = 0.005
 PROC = {"processor_config.json": {"num_image_tokens": 4}}  # the tiny projector's 4 tokens per tile
-_models: dict = {}
+TINY = FixedTileFamily("got_ocr2", "tiny-got-ocr2", PROC)
+model = TINY.model
 
 
-def model(**vision):
-    key = repr(sorted(vision.items()))
-    if key not in _models:
-        h = harness("got_ocr2")
-        _models[key] = h.build_model(h.tiny_config(vision=vision), 0)
-    return _models[key]
-
-
-def _spec(m, processor=None):
-    from vlm_perf.arch import spec_from_config
-
-    return spec_from_config(m.config.to_dict(), name="tiny-got-ocr2", processor=PROC if processor is None else processor)
+def _tiles_per_image(media, got):
+    assert [d.tiles for d in media] == got["tiles"]  # tiles per image, as the processor makes
 
 
 def _library(m, measured, images, crop=False, mode="forward", frozen=()):
     from vlm_perf.arch.families.got_ocr2 import GotOcr2Media
-    from vlm_perf.flops import compute_flops
-    from vlm_perf.stats import BatchStats
 
-    spec = _spec(m)
     rule = GotOcr2Media(crop_to_patches=True, min_patches=1, max_patches=6) if crop else GotOcr2Media()
-    media = [rule.image(spec, h, w) for h, w in images]
-    assert [d.tiles for d in media] == measured.media["tiles"]  # tiles per image, as the processor makes
-    assert sum(d.visual_tokens for d in media) == measured.media["visual_tokens"]
-    stats = BatchStats.from_batch(seq_lens=[measured.media["seq_len"]], image_grids=[d.grid for d in media],
-                                  spec=spec)
-    return compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen)
-
-
-def _check(measured: dict, library: dict):
-    bad = {p: (measured[p], library[p]) for p in measured
-           if abs(library[p] - measured[p]) > REL_TOL * max(measured[p], 1)}
-    assert not bad, bad
+    return TINY.library(m, measured, images, mode, frozen, rule=rule, check_media=_tiles_per_image)
 
 
 CASES = [([(30, 50)], False), ([(70, 20), (32, 32)], True), ([(100, 33), (20, 20)], False)]
@@ -66,17 +43,15 @@ CASES = [([(30, 50)], False), ([(70, 20), (32, 32)], True), ([(100, 33), (20, 20
 @pytest.mark.parametrize("images,crop", CASES, ids=["one-tile", "crop-to-patches", "two-images"])
 def test_forward_per_part(images, crop):
     m = measure_family("got_ocr2", model=model(), image_sizes=images, crop_to_patches=crop)
-    _check(m.parts("forward"), _library(model(), m, images, crop).parts)
+    check_parts(m.parts("forward"), _library(model(), m, images, crop).parts)
 
 
-@pytest.mark.parametrize("frozen", [(), ("vision_tower",), ("projector",), ("vision_tower", "projector"),
-                                    ("language_model",)],
-                         ids=["all-trainable", "frozen-tower", "frozen-projector", "frozen-vision", "frozen-lm"])
+@FROZEN_CASES
 def test_training_per_part(frozen):
-    images = [(70, 20), (32, 32)]
+    images = TRAINING_IMAGES
     m = measure_family("got_ocr2", model=model(), image_sizes=images, mode="training", frozen=frozen,
                        crop_to_patches=True)
-    _check(m.parts("training"), _library(model(), m, images, True, mode="training", frozen=frozen).parts)
+    check_parts(m.parts("training"), _library(model(), m, images, True, mode="training", frozen=frozen).parts)
 
 
 @pytest.mark.parametrize("vision", [dict(window_size=4, global_attn_indexes=[0, 2], use_rel_pos=False),
@@ -89,7 +64,7 @@ def test_tower_variants(vision):
     m0 = model(**vision)
     for mode in ("forward", "training"):
         m = measure_family("got_ocr2", model=m0, image_sizes=[(30, 50)], mode=mode)
-        _check(m.parts(mode), _library(m0, m, [(30, 50)], mode=mode).parts)
+        check_parts(m.parts(mode), _library(m0, m, [(30, 50)], mode=mode).parts)
 
 
 def test_sam_layer_by_hand():
@@ -100,7 +75,7 @@ def test_sam_layer_by_hand():
     from vlm_perf.flops.blocks import FlopsContext, inventory_terms
     from vlm_perf.stats import BatchStats
 
-    spec = _spec(model())
+    spec = TINY.spec(model())
     stats = BatchStats.from_batch(seq_lens=[10], image_grids=[(1, 8, 8)], spec=spec)
     tower = sum(t.forward for t in inventory_terms(spec.blocks, stats, FlopsContext("full"))
                 if t.stage == "vision_tower")
@@ -114,8 +89,7 @@ def test_parameters_per_part(vision):
     from vlm_perf.arch.params import count_params
 
     m = model(**vision)
-    numel = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
-    c = count_params(_spec(m))
+    c = count_params(TINY.spec(m))
     assert c.vision_tower == numel(m.model.vision_tower)
     assert c.merger == numel(m.model.multi_modal_projector) == 9 * 16 * 32 + 9 * 32 * 64 + 64 * 64 + 64  # by hand
     assert c.lm == numel(m.model.language_model)  # lm_head tied: stored once
@@ -125,17 +99,9 @@ def test_parameters_per_part(vision):
 def test_meta_device_count_default_config():
     """transformers' class defaults (SAM ViT-B 1024 px, Qwen2 0.5B-like LM): the inventory equals the
     meta-device parameter count of ``GotOcr2ForConditionalGeneration(GotOcr2Config())``."""
-    import transformers
-
-    from vlm_perf.arch import spec_from_config
-    from vlm_perf.arch.params import count_params
-
-    cfg = transformers.GotOcr2Config()
-    with torch.device("meta"):
-        m = transformers.GotOcr2ForConditionalGeneration(cfg)
-    c = count_params(spec_from_config(cfg.to_dict(), name="got-default"))
-    assert c.vision_tower == sum(p.numel() for p in m.model.vision_tower.parameters())
-    assert c.total == sum(p.numel() for p in m.parameters())
+    c, m = meta_default("GotOcr2Config", "GotOcr2ForConditionalGeneration", "got-default")
+    assert c.vision_tower == numel(m.model.vision_tower)
+    assert c.total == numel(m)
 
 
 def test_refusals():
@@ -147,11 +113,12 @@ def test_refusals():
     cfg = model().config.to_dict()
     rule = FAMILIES["got_ocr2"].media
     with pytest.raises(UnsupportedModelError, match="no video"):
-        rule.video(_spec(model()), 2, 32, 32)
+        rule.video(TINY.spec(model()), 2, 32, 32)
     with pytest.raises(UnsupportedModelError, match="placeholders"):  # the class default 256 vs 4 tokens per tile
-        rule.image(_spec(model(), {}), 30, 50)
+        rule.image(TINY.spec(model(), {}), 30, 50)
     with pytest.raises(UnsupportedModelError, match="image_size"):
-        rule.image(_spec(model(), {**PROC, "preprocessor_config.json": {"size": {"height": 64, "width": 64}}}), 30, 50)
+        rule.image(TINY.spec(model(), {**PROC, "preprocessor_config.json": {"size": {"height": 64, "width": 64}}}),
+                   30, 50)
     with pytest.raises(ConfigError, match="unknown"):
         GotOcr2Media(do_pan_and_scan=True)
     with pytest.raises(UnsupportedModelError, match="qwen2"):
@@ -162,34 +129,14 @@ def test_refusals():
     from vlm_perf.stats import BatchStats
 
     with pytest.raises(InputError, match="fixed 8x8-patch tiles"):  # the SAM patch embed takes 32-px tiles only
-        BatchStats.from_batch(seq_lens=[40], image_grids=[(1, 4, 4)], spec=_spec(model()))
+        BatchStats.from_batch(seq_lens=[40], image_grids=[(1, 4, 4)], spec=TINY.spec(model()))
 
 
 def test_conventions_coverage():
     """hf-trainer / ms-swift: transformers' own ``Trainer.floating_point_ops`` on the same ids; 6nd by hand; no
     framework formula covers GOT-OCR2 (every other convention is not defined)."""
-    from types import SimpleNamespace
-
-    import transformers
-
-    from vlm_perf.errors import ConventionNotDefined
-    from vlm_perf.flops import compute_flops
-    from vlm_perf.flops.conventions import CONVENTIONS
-    from vlm_perf.stats import BatchStats
-
-    m = model()
-    spec = _spec(m)
-    ids = torch.zeros((2, 40), dtype=torch.long)
-    stats = BatchStats.from_batch(seq_len=40, samples=2, image_grids=[(1, 8, 8)] * 2, spec=spec)
-    trainer = transformers.Trainer.floating_point_ops(SimpleNamespace(model=m), {"input_ids": ids})
-    for name in ("hf-trainer", "ms-swift"):
-        assert compute_flops(spec, stats, name).total == trainer
     # 6nd: 2 Qwen2 layers of q/o 64x64, k/v 64x32, SwiGLU 3 x 64x96, tied head 64 x 1000; 80 tokens
-    assert compute_flops(spec, stats, "6nd").total == 6 * (2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 96)
-                                                           + 64 * 1000) * 80
-    for name in sorted(set(CONVENTIONS) - {"hf-trainer", "ms-swift", "6nd", "exact"}):
-        with pytest.raises(ConventionNotDefined, match="got_ocr2"):
-            compute_flops(spec, stats, name)
+    TINY.check_conventions(model(), 40, 6 * (2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 96) + 64 * 1000) * 80)
 
 
 hyp = pytest.importorskip("hypothesis")
@@ -207,7 +154,7 @@ def test_media_rule_equals_hf_processor(h, w, crop, lo, hi):
     _, media = harness("got_ocr2").make_inputs(model(), image_sizes=[(h, w)], crop_to_patches=crop,
                                                min_patches=lo, max_patches=hi)
     rule = GotOcr2Media(crop_to_patches=True, min_patches=lo, max_patches=hi) if crop else GotOcr2Media()
-    d = rule.image(_spec(model()), h, w)
+    d = rule.image(TINY.spec(model()), h, w)
     assert [d.tiles] == media["tiles"] and d.visual_tokens == media["visual_tokens"]
     assert (d.tiles, 3) + d.resized == media["pixel_shape"]
 
@@ -220,7 +167,7 @@ def test_pre_aggregated_rows_count_every_tile():
     from vlm_perf.flops import compute_flops
     from vlm_perf.stats import BatchStats
 
-    spec = _spec(model())
+    spec = TINY.spec(model())
     grids = BatchStats.from_batch(seq_lens=[40], image_grids=[(3, 8, 8), (1, 8, 8)], spec=spec)
     assert grids.vision_frames == 4
     row = replace(grids, vision_frames=0)  # what a pre-aggregated row without vision_frames gives

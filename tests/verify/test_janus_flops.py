@@ -18,61 +18,29 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from .families import harness, measure_family  # noqa: E402
+from .fixed_tile import (FROZEN_CASES, IMAGE_CASES, TRAINING_IMAGES, FixedTileFamily, any_image,  # noqa: E402
+                         check_parts, meta_default, numel)
 
-REL_TOL = 0.005
 FAMILY = "janus"
-_models: dict = {}
+TINY = FixedTileFamily(FAMILY, "tiny-janus")
 
 
 def model(bias: bool = True):
-    if bias not in _models:
-        h = harness(FAMILY)
-        _models[bias] = h.build_model(h.tiny_config(vision={"attention_bias": bias}), 0)
-    return _models[bias]
-
-
-def _spec(m, processor=None):
-    from vlm_perf.arch import spec_from_config
-
-    return spec_from_config(m.config.to_dict(), name="tiny-janus", processor=processor or {})
-
-
-def _library(m, measured, images, mode="forward", frozen=()):
-    from vlm_perf.arch.families import FAMILIES
-    from vlm_perf.flops import compute_flops
-    from vlm_perf.stats import BatchStats
-
-    spec = _spec(m)
-    media = [FAMILIES[FAMILY].media.image(spec, h, w) for h, w in images]
-    assert len(media) == measured.media["images_in_tower"]
-    assert all(d.resized == measured.media["pixel_shape"][1:] for d in media)
-    assert sum(d.visual_tokens for d in media) == measured.media["visual_tokens"]
-    stats = BatchStats.from_batch(seq_lens=[measured.media["seq_len"]], image_grids=[d.grid for d in media],
-                                  spec=spec)
-    return compute_flops(spec, stats, mode=mode, causal="full", frozen=frozen)
-
-
-def _check(measured: dict, library: dict):
-    bad = {p: (measured[p], library[p]) for p in measured
-           if abs(library[p] - measured[p]) > REL_TOL * max(measured[p], 1)}
-    assert not bad, bad
+    return TINY.model(attention_bias=bias)
 
 
 @pytest.mark.parametrize("bias", [True, False], ids=["qkv-bias", "no-qkv-bias"])
-@pytest.mark.parametrize("images", [[(30, 50)], [(70, 20), (32, 32), (5, 200)]],
-                         ids=lambda s: "+".join(f"{h}x{w}" for h, w in s))
+@IMAGE_CASES
 def test_forward_per_part(bias, images):
     m = measure_family(FAMILY, model=model(bias), image_sizes=images)
-    _check(m.parts("forward"), _library(model(bias), m, images).parts)
+    check_parts(m.parts("forward"), TINY.library(model(bias), m, images).parts)
 
 
-@pytest.mark.parametrize("frozen", [(), ("vision_tower",), ("projector",), ("vision_tower", "projector"),
-                                    ("language_model",)],
-                         ids=["all-trainable", "frozen-tower", "frozen-projector", "frozen-vision", "frozen-lm"])
+@FROZEN_CASES
 def test_training_per_part(frozen):
-    images = [(70, 20), (32, 32)]
+    images = TRAINING_IMAGES
     m = measure_family(FAMILY, model=model(), image_sizes=images, mode="training", frozen=frozen)
-    _check(m.parts("training"), _library(model(), m, images, mode="training", frozen=frozen).parts)
+    check_parts(m.parts("training"), TINY.library(model(), m, images, mode="training", frozen=frozen).parts)
 
 
 def test_generation_modules_never_run():
@@ -96,8 +64,7 @@ def test_parameters_per_part(bias):
 
     m = model(bias)
     inner = m.model
-    numel = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
-    c = count_params(_spec(m))
+    c = count_params(TINY.spec(m))
     generation = sum(numel(x) for x in (inner.vqmodel, inner.generation_embeddings, inner.generation_aligner,
                                         inner.generation_head))
     assert c.vision_tower == numel(inner.vision_model) + generation
@@ -110,38 +77,23 @@ def test_meta_device_count_default_config():
     """transformers' class defaults (Janus-Pro-1B-shaped tower and VQ-VAE: 5 resolutions, 2 res blocks, 16384
     codes; Llama-7B-shaped LM with projection_dim set to its width): the inventory, VQ-VAE formula included,
     equals the meta-device count of ``JanusForConditionalGeneration``."""
-    import transformers
-
-    from vlm_perf.arch import spec_from_config
     from vlm_perf.arch.families.janus import vq_params
-    from vlm_perf.arch.params import count_params
 
-    cfg = transformers.JanusConfig(vision_config={"projection_dim": 4096}, vq_config={"projection_dim": 4096,
-                                                                                      "image_token_embed_dim": 4096})
-    with torch.device("meta"):
-        m = transformers.JanusForConditionalGeneration(cfg)
-    numel = lambda mod: sum(p.numel() for p in mod.parameters())  # noqa: E731
-    vq = vq_params(cfg.vq_config.to_dict())
+    c, m = meta_default("JanusConfig", "JanusForConditionalGeneration", "janus-default",
+                        vision_config={"projection_dim": 4096},
+                        vq_config={"projection_dim": 4096, "image_token_embed_dim": 4096})
+    vq = vq_params(m.config.vq_config.to_dict())
     assert vq["vq_encoder_decoder"] + vq["codebook"] == numel(m.model.vqmodel)
     assert vq["generation_head"] == numel(m.model.generation_head)
-    c = count_params(spec_from_config(cfg.to_dict(), name="janus-default"))
     assert c.total == numel(m)
 
 
 def test_refusals():
     from vlm_perf.arch import spec_from_config
-    from vlm_perf.arch.families import FAMILIES
     from vlm_perf.errors import ConfigError, UnsupportedModelError
 
+    TINY.check_one_square_refusals(model())  # a video, num_image_tokens, a non-Llama LM
     cfg = model().config.to_dict()
-    spec = _spec(model())
-    rule = FAMILIES[FAMILY].media
-    with pytest.raises(UnsupportedModelError, match="no video"):
-        rule.video(spec, 2, 32, 32)
-    with pytest.raises(UnsupportedModelError, match="num_image_tokens"):
-        rule.image(_spec(model(), {"processor_config.json": {"num_image_tokens": 576}}), 30, 50)
-    with pytest.raises(UnsupportedModelError, match="llama"):
-        spec_from_config(dict(cfg, text_config=dict(cfg["text_config"], model_type="qwen2")), name="t")
     with pytest.raises(UnsupportedModelError, match="use_qk_norm"):
         spec_from_config(dict(cfg, vision_config=dict(cfg["vision_config"], use_qk_norm=True)), name="t")
     with pytest.raises(ConfigError, match="projection_dim"):
@@ -152,43 +104,16 @@ def test_conventions_coverage():
     """hf-trainer / ms-swift: transformers' own ``Trainer.floating_point_ops`` on the same ids (it bills every
     stored non-embedding parameter, the never-run VQ-VAE and generation aligner / head included, and drops the
     codebook and generation embeddings: nn.Embedding); 6nd by hand (LM only); every other convention not defined."""
-    from types import SimpleNamespace
-
-    import transformers
-
-    from vlm_perf.errors import ConventionNotDefined
-    from vlm_perf.flops import compute_flops
-    from vlm_perf.flops.conventions import CONVENTIONS
-    from vlm_perf.stats import BatchStats
-
-    m = model()
-    spec = _spec(m)
-    ids = torch.zeros((2, 80), dtype=torch.long)
-    stats = BatchStats.from_batch(seq_len=80, samples=2, image_grids=[(1, 8, 8)] * 2, spec=spec)
-    trainer = transformers.Trainer.floating_point_ops(SimpleNamespace(model=m), {"input_ids": ids})
-    for name in ("hf-trainer", "ms-swift"):
-        assert compute_flops(spec, stats, name).total == trainer
-    assert compute_flops(spec, stats, "6nd").total == 6 * (2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 96)
-                                                           + 64 * 1000) * 160
-    for name in sorted(set(CONVENTIONS) - {"hf-trainer", "ms-swift", "6nd", "exact"}):
-        with pytest.raises(ConventionNotDefined, match=FAMILY):
-            compute_flops(spec, stats, name)
+    TINY.check_conventions(model(), 80, 6 * (2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 96) + 64 * 1000) * 160)
 
 
 hyp = pytest.importorskip("hypothesis")
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
-@settings(derandomize=True, deadline=None, max_examples=25)
-@given(h=st.integers(1, 500), w=st.integers(1, 500))
+@any_image()
 def test_media_rule_equals_hf_processor(h, w):
     """Any image: JanusImageProcessorPil's output is one size x size square (resize + pad), as the rule says."""
-    from vlm_perf.arch.families import FAMILIES
-
-    _, media = harness(FAMILY).make_inputs(model(), image_sizes=[(h, w)])
-    d = FAMILIES[FAMILY].media.image(_spec(model()), h, w)
-    assert (media["images_in_tower"], media["pixel_shape"][1:]) == (d.grid[0], d.resized)
-    assert media["visual_tokens"] == d.visual_tokens
+    TINY.check_square_media_rule(model(), h, w)
 
 
 @pytest.mark.parametrize("vq", [dict(double_latent=True), dict(num_res_blocks=3, channel_multiplier=[1, 1, 2]),

@@ -88,6 +88,44 @@ def text_ids(n: int, gen) -> list[int]:
     return torch.randint(0, TEXT_MAX, (n,), generator=gen).tolist()
 
 
+def tiny_text(model_type: str = "llama") -> dict:
+    """The tiny decoder LM config of the fixed-tile harnesses (DeepSeek-VL, its hybrid, Janus, GOT-OCR2): hidden
+    64, 4 heads, 2 KV heads, SwiGLU 96, 2 layers, vocab :data:`VOCAB`."""
+    return dict(model_type=model_type, vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, pad_token_id=0,
+                bos_token_id=2, eos_token_id=1)
+
+
+def one_square_inputs(processor, image_sizes: Sequence[tuple[int, int]], text_len: int, seed: int, image_token: int,
+                      per_image: int, before: Sequence[int] = (), after: Sequence[int] = (),
+                      extra: dict[str, str] | None = None) -> tuple[dict, dict]:
+    """Model inputs and media for a family whose image processor makes one fixed square per image (DeepSeek-VL,
+    its hybrid, Janus): ``text_len`` text ids, then per image ``before`` + ``per_image`` x ``image_token`` +
+    ``after`` and 2 text ids; ``processor`` is called on random images of ``image_sizes``; ``extra`` maps further
+    processor outputs the model takes to the media key of their shape."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    ids = text_ids(text_len, gen)
+    media: dict = {"images_in_tower": 0, "visual_tokens": 0}
+    inputs: dict = {}
+    if image_sizes:
+        out = processor(random_images(image_sizes, seed), return_tensors="pt", input_data_format="channels_last")
+        for _ in image_sizes:
+            ids += list(before) + [image_token] * per_image + list(after) + text_ids(2, gen)
+        media["images_in_tower"] = int(out["pixel_values"].shape[0])
+        media["pixel_shape"] = tuple(out["pixel_values"].shape[1:])
+        media["visual_tokens"] = per_image * len(image_sizes)
+        inputs["pixel_values"] = out["pixel_values"].to(torch.float64)
+        for name, key in (extra or {}).items():
+            media[key] = tuple(out[name].shape)
+            inputs[name] = out[name].to(torch.float64)
+    media["seq_len"] = len(ids)
+    inputs.update(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                  use_cache=False)
+    return inputs, media
+
+
 def eager(config, experts: bool = False) -> None:
     """Eager attention (and eager experts) on the config and every sub-config."""
     config._attn_implementation = "eager"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .common import VOCAB, FamilyHarness, eager, finish_model, random_images, register, rotary_modules, text_ids
+from .common import FamilyHarness, eager, finish_model, one_square_inputs, register, rotary_modules, tiny_text
 
 IMAGE_TOKEN = 990
 SIZE = 32
@@ -24,9 +24,7 @@ def tiny_config(**over: Any):
 
     vision = dict(model_type="siglip_vision_model", hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                   num_attention_heads=2, image_size=SIZE, patch_size=4)
-    text = dict(model_type="llama", vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, pad_token_id=0,
-                bos_token_id=2, eos_token_id=1)
+    text = tiny_text()
     vision.update(over.pop("vision", {}))
     text.update(over.pop("text", {}))
     kw = dict(vision_config=vision, text_config=text, image_token_id=IMAGE_TOKEN)
@@ -51,31 +49,13 @@ def part_modules(model) -> dict:
 
 def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes: Sequence = (), text_len: int = 8,
                 seed: int = 1):
-    import torch
     from transformers.models.deepseek_vl.image_processing_pil_deepseek_vl import DeepseekVLImageProcessorPil
 
     if video_sizes:
         raise ValueError("deepseek_vl has no video input")
-    cfg = model.config
-    gen = torch.Generator().manual_seed(seed)
-    ids = text_ids(text_len, gen)
-    media: dict = {"images_in_tower": 0, "visual_tokens": 0}
-    inputs: dict = {}
-    if image_sizes:
-        s = cfg.vision_config.image_size
-        out = DeepseekVLImageProcessorPil(size={"height": s, "width": s})(
-            random_images(image_sizes, seed), return_tensors="pt", input_data_format="channels_last")
-        per_image = (s // cfg.vision_config.patch_size) ** 2
-        for _ in image_sizes:
-            ids += [IMAGE_TOKEN] * per_image + text_ids(2, gen)
-        media["images_in_tower"] = int(out["pixel_values"].shape[0])
-        media["pixel_shape"] = tuple(out["pixel_values"].shape[1:])
-        media["visual_tokens"] = per_image * len(image_sizes)
-        inputs["pixel_values"] = out["pixel_values"].to(torch.float64)
-    media["seq_len"] = len(ids)
-    inputs.update(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                  use_cache=False)
-    return inputs, media
+    s = model.config.vision_config.image_size
+    return one_square_inputs(DeepseekVLImageProcessorPil(size={"height": s, "width": s}), image_sizes, text_len, seed,
+                             IMAGE_TOKEN, (s // model.config.vision_config.patch_size) ** 2)
 
 
 HARNESS = register(FamilyHarness("deepseek_vl", tiny_config, build_model, part_modules, make_inputs))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .common import VOCAB, FamilyHarness, eager, finish_model, random_images, register, rotary_modules, text_ids
+from .common import FamilyHarness, eager, finish_model, one_square_inputs, register, rotary_modules, tiny_text
 
 IMAGE_TOKEN = 990
 SIZE, HIGH = 32, 64
@@ -29,9 +29,7 @@ def tiny_config(**over: Any):
                   num_attention_heads=2, image_size=SIZE, patch_size=4)
     high = dict(model_type="sam_vision_model", hidden_size=32, output_channels=8, num_hidden_layers=3,
                 num_attention_heads=2, image_size=HIGH, patch_size=4, window_size=3, global_attn_indexes=[1])
-    text = dict(model_type="llama", vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, pad_token_id=0,
-                bos_token_id=2, eos_token_id=1)
+    text = tiny_text()
     vision.update(over.pop("vision", {}))
     high.update(over.pop("high", {}))
     text.update(over.pop("text", {}))
@@ -65,35 +63,18 @@ def loose_params(model, part: str) -> list:
 
 def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes: Sequence = (), text_len: int = 8,
                 seed: int = 1):
-    import torch
     from transformers.models.deepseek_vl_hybrid.image_processing_pil_deepseek_vl_hybrid import (
         DeepseekVLHybridImageProcessorPil)
 
     if video_sizes:
         raise ValueError("deepseek_vl_hybrid has no video input")
     cfg = model.config
-    gen = torch.Generator().manual_seed(seed)
-    ids = text_ids(text_len, gen)
-    media: dict = {"images_in_tower": 0, "visual_tokens": 0}
-    inputs: dict = {}
-    if image_sizes:
-        s, hs = cfg.vision_config.image_size, cfg.high_res_vision_config.image_size
-        out = DeepseekVLHybridImageProcessorPil(size={"height": s, "width": s},
-                                                high_res_size={"height": hs, "width": hs})(
-            random_images(image_sizes, seed), return_tensors="pt", input_data_format="channels_last")
-        per_image = (s // cfg.vision_config.patch_size) ** 2
-        for _ in image_sizes:
-            ids += [IMAGE_TOKEN] * per_image + text_ids(2, gen)
-        media["images_in_tower"] = int(out["pixel_values"].shape[0])
-        media["pixel_shape"] = tuple(out["pixel_values"].shape[1:])
-        media["high_res_shape"] = tuple(out["high_res_pixel_values"].shape)
-        media["visual_tokens"] = per_image * len(image_sizes)
-        inputs["pixel_values"] = out["pixel_values"].to(torch.float64)
-        inputs["high_res_pixel_values"] = out["high_res_pixel_values"].to(torch.float64)
-    media["seq_len"] = len(ids)
-    inputs.update(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                  use_cache=False)
-    return inputs, media
+    s, hs = cfg.vision_config.image_size, cfg.high_res_vision_config.image_size
+    processor = DeepseekVLHybridImageProcessorPil(size={"height": s, "width": s},
+                                                  high_res_size={"height": hs, "width": hs})
+    per_image = (s // cfg.vision_config.patch_size) ** 2
+    return one_square_inputs(processor, image_sizes, text_len, seed, IMAGE_TOKEN, per_image,
+                             extra={"high_res_pixel_values": "high_res_shape"})
 
 
 HARNESS = register(FamilyHarness("deepseek_vl_hybrid", tiny_config, build_model, part_modules, make_inputs,

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .common import (VOCAB, FamilyHarness, eager, finish_model, processor_images_kwargs, random_images, register,
-                     rotary_modules, text_ids)
+from .common import (FamilyHarness, eager, finish_model, processor_images_kwargs, random_images, register,
+                     rotary_modules, text_ids, tiny_text)
 
 IMAGE_TOKEN, START, END = 990, 991, 992
 SIZE = 32
@@ -27,9 +27,7 @@ def tiny_config(**over: Any):
 
     vision = dict(hidden_size=32, output_channels=16, num_hidden_layers=3, num_attention_heads=2, image_size=SIZE,
                   patch_size=4, mlp_dim=48, window_size=3, global_attn_indexes=[1])
-    text = dict(model_type="qwen2", vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, pad_token_id=0,
-                bos_token_id=2, eos_token_id=1)
+    text = tiny_text("qwen2")
     vision.update(over.pop("vision", {}))
     text.update(over.pop("text", {}))
     kw = dict(vision_config=vision, text_config=text, image_token_index=IMAGE_TOKEN, tie_word_embeddings=True)

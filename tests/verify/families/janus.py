@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .common import VOCAB, FamilyHarness, eager, finish_model, random_images, register, rotary_modules, text_ids
+from .common import FamilyHarness, eager, finish_model, one_square_inputs, register, rotary_modules, tiny_text
 
 IMAGE_TOKEN, BOI, EOI = 990, 991, 992
 SIZE = 32
@@ -27,9 +27,7 @@ def tiny_config(**over: Any):
                   mlp_ratio=1.5, projection_dim=64, depth=2, num_image_tokens=64)
     vq = dict(embed_dim=8, num_embeddings=64, latent_channels=32, base_channels=32, channel_multiplier=[1, 2],
               num_res_blocks=1, projection_dim=64, num_hidden_layers=2, image_token_embed_dim=64)
-    text = dict(model_type="llama", vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, pad_token_id=0,
-                bos_token_id=2, eos_token_id=1)
+    text = tiny_text()
     vision.update(over.pop("vision", {}))
     vq.update(over.pop("vq", {}))
     text.update(over.pop("text", {}))
@@ -57,31 +55,14 @@ def part_modules(model) -> dict:
 
 def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes: Sequence = (), text_len: int = 8,
                 seed: int = 1):
-    import torch
     from transformers.models.janus.image_processing_pil_janus import JanusImageProcessorPil
 
     if video_sizes:
         raise ValueError("janus has no video input")
-    cfg = model.config
-    gen = torch.Generator().manual_seed(seed)
-    ids = text_ids(text_len, gen)
-    media: dict = {"images_in_tower": 0, "visual_tokens": 0}
-    inputs: dict = {}
-    if image_sizes:
-        s = cfg.vision_config.image_size
-        out = JanusImageProcessorPil(size={"height": s, "width": s})(
-            random_images(image_sizes, seed), return_tensors="pt", input_data_format="channels_last")
-        per_image = cfg.vision_config.num_image_tokens  # JanusProcessor.num_image_tokens
-        for _ in image_sizes:
-            ids += [BOI] + [IMAGE_TOKEN] * per_image + [EOI] + text_ids(2, gen)
-        media["images_in_tower"] = int(out["pixel_values"].shape[0])
-        media["pixel_shape"] = tuple(out["pixel_values"].shape[1:])
-        media["visual_tokens"] = per_image * len(image_sizes)
-        inputs["pixel_values"] = out["pixel_values"].to(torch.float64)
-    media["seq_len"] = len(ids)
-    inputs.update(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                  use_cache=False)
-    return inputs, media
+    s = model.config.vision_config.image_size
+    per_image = model.config.vision_config.num_image_tokens  # JanusProcessor.num_image_tokens
+    return one_square_inputs(JanusImageProcessorPil(size={"height": s, "width": s}), image_sizes, text_len, seed,
+                             IMAGE_TOKEN, per_image, before=[BOI], after=[EOI])
 
 
 HARNESS = register(FamilyHarness("janus", tiny_config, build_model, part_modules, make_inputs))
