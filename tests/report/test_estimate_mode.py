@@ -94,9 +94,9 @@ def test_estimate_image_size_uses_the_family_rule():
 def test_estimate_refuses_media_whose_projector_rows_are_not_the_grid_fold(tmp_path):
     """Phi-4-multimodal's projector rows (separators, un-padded crops) are not the grid's m x m fold: a 90x130
     image is a (36, 32, 32) crop grid, whose fold is 36 x 16 x 16 = 9216 rows, while its rule writes
-    2 (global) + 16 x 16 + 16 + u_h (u_w + 1) rows, fewer. The estimate keeps one grid per image, so it would bill
-    the fold silently; like the metadata path (code 36) it refuses grids and sizes with one typed line, and so
-    does the explore helper that keeps one grid per image."""
+    2 (global) + 16 x 16 + 16 + u_h (u_w + 1) rows, fewer. A stated image_grid cannot carry those rows: like the
+    metadata path (code 36) the estimate refuses it with one typed line. A stated image_size goes through the
+    family's rule, so the estimate and the explore helper bill the rule's rows (2 samples x 1 image), not the fold."""
     from tests.arch.config_samples import sample
 
     from vlm_perf.analysis.explore.sample import sample_stats
@@ -114,13 +114,13 @@ def test_estimate_refuses_media_whose_projector_rows_are_not_the_grid_fold(tmp_p
         seq_length, global_batch_size, image_grid, images_per_sample = 8192, 2, None, 1
         image_size = (90, 130)
 
-    with pytest.raises(UnsupportedModelError, match="fold"):
-        estimate_from_config(Config, spec)
+    stats = estimate_from_config(Config, spec)
+    assert stats.vision_merged_tokens == 2 * item.merged_tokens != 2 * item.grid[0] * 16 * 16
+    assert stats.vision_patches == 2 * item.grid[0] * item.grid[1] * item.grid[2]
     Config.image_size, Config.image_grid = None, (36, 32, 32)
     with pytest.raises(UnsupportedModelError, match="per-image grids"):
         estimate_from_config(Config, spec)
-    with pytest.raises(UnsupportedModelError, match="fold"):
-        sample_stats(spec, (90, 130), 1, 100)
+    assert sample_stats(spec, (90, 130), 1, 100)[0].vision_merged_tokens == item.merged_tokens
     # the metadata path keeps its own reason for the same image in pixels (code 36, not "no pixel rule")
     from vlm_perf.errors import SchemaError
     from vlm_perf.ingest.metadata_source import MetadataSource
@@ -129,3 +129,27 @@ def test_estimate_refuses_media_whose_projector_rows_are_not_the_grid_fold(tmp_p
     path.write_text(json.dumps({"schema_version": 2, "iteration": 0, "seq_lens": [4000], "image_sizes": [[90, 130]]}))
     with pytest.raises(SchemaError, match="m.jsonl:1: image_grid_thw: the model's image tokens"):
         MetadataSource([path], spec).read()
+
+
+def test_estimate_from_an_image_size_keeps_every_grid_of_a_sliced_image():
+    """MiniCPM-V 4.6 splits a 1344 x 1344 image into an overview plus slices of another shape; the run estimate
+    (run.yaml image_size) holds every grid of each image, as `flops --image-size` does (commands.flops.derive_media),
+    so both give the same tower statistics for 3 samples x 2 images."""
+    from vlm_perf.arch import load_model
+    from vlm_perf.commands.flops import derive_media
+    from vlm_perf.pipeline import estimate_from_config
+    from vlm_perf.stats import BatchStats
+
+    spec = load_model("minicpm-v-4.6")
+    (item,) = derive_media(spec, [(1344, 1344)], [])
+    assert len(item.grids) > 1
+
+    class Config:
+        seq_length, global_batch_size, image_grid, images_per_sample = 4096, 3, None, 2
+        image_size = (1344, 1344)
+
+    stats = estimate_from_config(Config, spec)
+    want = BatchStats.from_batch(seq_len=4096, samples=3, image_grids=list(item.grids) * 6, spec=spec)
+    assert (stats.vision_patches, stats.vision_merged_tokens, stats.vision_frames) == \
+        (want.vision_patches, want.vision_merged_tokens, want.vision_frames)
+    assert stats.vision_patches == 6 * sum(t * h * w for t, h, w in item.grids)

@@ -72,24 +72,34 @@ def estimate_from_config(config, spec: ModelSpec, run: str | Path = "") -> Batch
     size = getattr(config, "image_size", None)
     if grid and size:
         raise ConfigError(f"{run}: both image_grid {list(grid)} and image_size {list(size)} are set; keep one")
+    per_sample = getattr(config, "images_per_sample", None) or 1
+    images = int(batch) * per_sample
+    item_grids: list = []
+    rows: list = []
     if size and spec.vision is not None:
-        # the family's own processor rule (smart resize with its pixel bounds, tiling, fixed size, ...)
+        # the family's own processor rule (smart resize with its pixel bounds, tiling, fixed size, ...): every
+        # grid of the item (MiniCPM-V: overview + slices) and its own projector rows (Phi-4-multimodal)
         from ..arch.families import family_for
 
         rule = family_for(spec.model_type, spec.source).media
         if rule is None:
             raise UnsupportedModelError(f"{run}: {spec.name} has no pixel rule for image_size; state image_grid "
                                         "instead")
-        grid = rule.image(spec, int(size[0]), int(size[1])).single_grid(f"{run}: image_size")
+        item = rule.image(spec, int(size[0]), int(size[1]))
+        item_grids = [tuple(g) for g in item.grids]
+        if item.merged_tokens is not None:
+            if len(item_grids) > 1:
+                item.single_grid(f"{run}: image_size")  # refuses: no per-grid projector rows
+            rows = [item.merged_tokens] * images
     elif grid and spec.vision is not None:
         from ..ingest.metadata_source import grids_exact
 
         if not grids_exact(spec):  # the metadata path's code 36: per-image grids do not give the projector rows
             raise UnsupportedModelError(f"{run}: image_grid {list(grid)}: {spec.name}'s image tokens and tower crops "
-                                        "are not derivable from per-image grids; use `vlm-perf flops --image-size`")
-    per_sample = getattr(config, "images_per_sample", None) or 1
-    grids = [tuple(grid)] * (int(batch) * per_sample) if grid and spec.vision is not None else []
-    return BatchStats.from_batch(seq_len=int(seq), samples=int(batch), image_grids=grids, spec=spec)
+                                        "are not derivable from per-image grids; state image_size in pixels instead")
+        item_grids = [tuple(grid)]
+    return BatchStats.from_batch(seq_len=int(seq), samples=int(batch), image_grids=item_grids * images, spec=spec,
+                                 image_merged_tokens=rows)
 
 
 def logged_global_batch_size(iterations) -> int | None:

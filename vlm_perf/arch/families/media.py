@@ -49,12 +49,14 @@ class DerivedMedia:
         the grid's fold (a caller that keeps one grid per item would drop the others / bill the fold)."""
         if self.extra_grids:
             raise UnsupportedModelError(f"{where}: this family splits one {self.kind} into grids of different shapes "
-                                        f"({list(self.grids)}); one grid per item cannot hold it: use "
-                                        f"`vlm-perf flops --{self.kind}-size` or give the grids")
+                                        f"({list(self.grids)}); one grid per item cannot hold it: give the {self.kind} in "
+                                        "pixels where every grid of an item is kept (the flops command, explore, the "
+                                        "run estimate) or give the grids")
         if self.merged_tokens is not None:
             raise UnsupportedModelError(f"{where}: this family's projector rows ({self.merged_tokens}) are not the "
                                         f"grid {list(self.grid)}'s fold (separators, un-padded crops); one grid per "
-                                        f"item cannot hold them: use `vlm-perf flops --{self.kind}-size`")
+                                        f"item cannot hold them: give the {self.kind} in pixels where the family's rows are "
+                                        "kept (the flops command, explore, the run estimate)")
         return self.grid
     # projector rows when they are not the grid's m x m fold (Phi-4-multimodal); None: the fold
     merged_tokens: int | None = None
