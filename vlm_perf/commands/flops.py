@@ -85,7 +85,9 @@ def flops(
         seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
         seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec,
         audio_frames=[c.mel_frames for c in clips],
-        image_merged_tokens=[None] * len(grid) + [m.merged_tokens for m in media if m.kind == "image"])
+        # per image GRID (an item may hold several): the family's projector rows on the item's first grid
+        image_merged_tokens=[None] * len(grid) + [rows for m in media if m.kind == "image"
+                                                  for rows in [m.merged_tokens] + [None] * (len(m.grids) - 1)])
     _check_visual_tokens(stats, spec, media)
     if trainable or adapter or qlora or input_require_grads or any(_fine(x) for x in frozen):
         _regime(spec, stats, model, media, convention=convention, mode=mode, causal=causal, frozen=frozen,
