@@ -31,16 +31,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tiny_vlm import IMAGE_SIZES, WORDS, build_config, build_processor, build_tokenizer, make_image  # noqa: E402
+from tiny_vlm import (IMAGE_SIZES, WORDS, build_config, build_processor, build_tokenizer, make_image,  # noqa: E402
+                      remove_tree, run_child)
 
 
 def make_dataset(processor, n: int, seed: int) -> list[dict]:
@@ -206,29 +205,14 @@ def main() -> None:
     if out.exists() and any(out.iterdir()):
         sys.exit(f"{out} exists and is not empty; remove it first")
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_MININTERVAL": "0"}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--out", str(out), "--steps", str(a.steps),
-           "--accumulation", str(a.accumulation), "--seed", str(a.seed), "--lora-rank", str(a.lora_rank)]
-    with open(out / "train.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
-        for chunk in iter(lambda: proc.stdout.read1(4096), b""):
-            log.write(chunk)
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.flush()
-        rc = proc.wait()
-    if rc:
-        sys.exit(f"training failed (exit {rc}); see {out / 'train.log'}")
+    run_child(__file__, out, ["--steps", str(a.steps), "--accumulation", str(a.accumulation), "--seed", str(a.seed),
+                              "--lora-rank", str(a.lora_rank)])
     run_yaml = RUN_YAML.format(seed=a.seed, steps=a.steps, ga=a.accumulation)
     if a.lora_rank:
         run_yaml = run_yaml.replace("REAL training run of a tiny", f"REAL LoRA (r={a.lora_rank}, every LM Linear; tower "
                                     "and projector frozen; adapter_config.json, trainability.json) training run of a tiny")
     (out / "run.yaml").write_text(run_yaml)
-    for leftover in (out / "_trainer").glob("**/*"):
-        if leftover.is_file():
-            leftover.unlink()
-    for d in sorted((out / "_trainer").glob("**/"), reverse=True):
-        d.rmdir()
+    remove_tree(out / "_trainer")
     print(f"wrote {out}")
 
 

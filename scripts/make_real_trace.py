@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -158,27 +156,16 @@ def main() -> None:
     for old in ("trace", "metadata"):
         for f in (out / old).glob("*"):
             f.unlink()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_MININTERVAL": "0"}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--out", str(out), "--steps", str(a.steps),
-           "--accumulation", str(a.accumulation), "--seed", str(a.seed), "--wait", str(a.wait),
-           "--active", str(a.active)]
-    # the console of the profiled training (tqdm step times, the Trainer's log dicts) is the run's log, as in
-    # make_real_run.py, so that `vlm-perf report` reads the same run the trace profiled
-    with open(out / "train.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
-        for chunk in iter(lambda: proc.stdout.read1(4096), b""):  # type: ignore[union-attr]
-            log.write(chunk)
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.flush()
-        rc = proc.wait()
-    if rc:
-        sys.exit(f"profiled training failed (exit {rc}); see {out / 'train.log'}")
+    # the console of the profiled training is the run's log, as in make_real_run.py, so that `vlm-perf report`
+    # reads the same run the trace profiled
+    from tiny_vlm import run_child
+
+    run_child(__file__, out, ["--steps", str(a.steps), "--accumulation", str(a.accumulation), "--seed", str(a.seed),
+                              "--wait", str(a.wait), "--active", str(a.active)], what="profiled training")
     (out / "run.yaml").write_text(RUN_YAML.format(seed=a.seed))
-    for leftover in sorted((out / "_trainer").glob("**/*"), reverse=True):
-        leftover.unlink() if leftover.is_file() else leftover.rmdir()
-    if (out / "_trainer").exists():
-        (out / "_trainer").rmdir()
+    from tiny_vlm import remove_tree
+
+    remove_tree(out / "_trainer")
     print(f"wrote {out}")
 
 

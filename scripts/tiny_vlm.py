@@ -77,3 +77,40 @@ def make_image(rng, height: int, width: int):
         else:
             img[max(0, cy - r):cy + r, max(0, cx - r):cx + r] = color
     return Image.fromarray(img)
+
+
+# ----------------------------------------------------------------------------------------- the child process
+def run_child(script: str, out, args: list[str], what: str = "training") -> None:
+    """Run ``script --child --out OUT *args`` (a REAL-run script's training half) in the offline, one-thread,
+    unbuffered environment the bundled runs were made in; its console (tqdm step times, the Trainer's log dicts)
+    is written to ``OUT/train.log`` (the run's log) and echoed. A failure exits naming the log."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TQDM_MININTERVAL": "0"}
+    cmd = [sys.executable, str(Path(script).resolve()), "--child", "--out", str(out), *args]
+    with open(Path(out) / "train.log", "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=str(root))
+        for chunk in iter(lambda: proc.stdout.read1(4096), b""):  # type: ignore[union-attr]
+            log.write(chunk)
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+        rc = proc.wait()
+    if rc:
+        sys.exit(f"{what} failed (exit {rc}); see {Path(out) / 'train.log'}")
+
+
+def remove_tree(path) -> None:
+    """Delete the Trainer's scratch folder ``path`` (files, then folders deepest first), if it exists."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.exists():
+        return
+    for leftover in sorted(path.glob("**/*"), reverse=True):
+        leftover.unlink() if leftover.is_file() else leftover.rmdir()
+    path.rmdir()
