@@ -32,3 +32,13 @@ def sample_run(tmp_path):
     def copy(name: str = support.SFT_SAMPLE, dest: str = "run") -> Path:
         return support.copy_sample(tmp_path / dest, name)
     return copy
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files tests into the tiers (tests/tiers.py): ``measured`` for the torch-measured directories, ``slow`` for the
+    listed heavy tests; ``dev.py test --fast`` deselects both."""
+    from tests.tiers import tier_markers
+
+    for item in items:
+        for name in tier_markers(item.nodeid):
+            item.add_marker(getattr(pytest.mark, name))

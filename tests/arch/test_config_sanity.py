@@ -73,26 +73,45 @@ def test_samples_build_and_are_their_family(family):
 
 POSITIVE = _members("positive")
 NUMERIC = _members("all")
+BAD_SIZES = [0, -1]
+BAD_VALUES = [math.nan, math.inf, -math.inf, MAX_SIZE * 4, 1e300, "64", [64], 2.5]
 
 
-@pytest.mark.parametrize("family,index,key", POSITIVE)
-@pytest.mark.parametrize("bad", [0, -1])
-def test_zero_or_negative_size_names_the_field(family, index, key, bad):
-    cfg, name = _mutated(family, index, key, bad)
-    with pytest.raises(ConfigError, match=f"field {name.replace('.', '[.]')} must be") as err:
-        spec_from_config(cfg)
-    assert "\n" not in str(err.value)
+def _fields(members: list[tuple[str, int, str]], family: str) -> list[tuple[int, str]]:
+    fields = [(index, key) for fam, index, key in members if fam == family]
+    assert fields, f"{family}: its sample declares no structural field"
+    return fields
 
 
-@pytest.mark.parametrize("family,index,key", NUMERIC)
-@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, MAX_SIZE * 4, 1e300, "64", [64], 2.5])
-def test_non_finite_huge_or_mistyped_value_names_the_field(family, index, key, bad):
-    cfg, name = _mutated(family, index, key, bad)
-    if key == "sliding_window" and bad == MAX_SIZE * 4:
-        spec_from_config(cfg)  # a window may exceed MAX_SIZE (it is a token count, not a width)
-        return
-    with pytest.raises(ConfigError, match=name.replace(".", "[.]")):
-        spec_from_config(cfg)
+# The law "every declared structural field with an impossible value is refused naming that field" holds for every
+# (family, field, value): each family is one test that walks all of its fields and all of the values (was one test
+# item per triple, ~6,900 items; every triple still runs, and a failure names it).
+@pytest.mark.parametrize("family", sorted({m[0] for m in POSITIVE}))
+def test_zero_or_negative_size_names_the_field(family):
+    for index, key in _fields(POSITIVE, family):
+        for bad in BAD_SIZES:
+            cfg, name = _mutated(family, index, key, bad)
+            with pytest.raises(ConfigError, match=f"field {name.replace('.', '[.]')} must be") as err:
+                spec_from_config(cfg)
+            assert "\n" not in str(err.value), (name, bad)
+
+
+@pytest.mark.parametrize("family", sorted({m[0] for m in NUMERIC}))
+def test_non_finite_huge_or_mistyped_value_names_the_field(family):
+    for index, key in _fields(NUMERIC, family):
+        for bad in BAD_VALUES:
+            cfg, name = _mutated(family, index, key, bad)
+            if key == "sliding_window" and bad == MAX_SIZE * 4:
+                spec_from_config(cfg)  # a window may exceed MAX_SIZE (it is a token count, not a width)
+                continue
+            with pytest.raises(ConfigError, match=name.replace(".", "[.]")):
+                spec_from_config(cfg)
+
+
+def test_the_walk_covers_every_family_with_declared_fields():
+    """Hand count of the walk's size: a sample that lost its structural fields would shrink it silently."""
+    assert len({m[0] for m in POSITIVE}) == len(SAMPLES)
+    assert len(NUMERIC) >= len(POSITIVE) >= 2 * len(SAMPLES)
 
 
 @pytest.mark.parametrize("family", SAMPLES)

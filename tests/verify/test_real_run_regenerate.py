@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from verify.regenerate import assert_same_records
+
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "sample_logs" / "qwen2-vl-tiny-real"
 
@@ -33,11 +35,9 @@ def test_script_reproduces_the_bundled_run(tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert not (out / "_trainer").exists()
-    for name in ("metadata/metadata-rank00000.jsonl", "config.json", "run.yaml"):
-        assert (out / name).read_bytes() == (RUN / name).read_bytes(), name
+    assert_same_records(out, RUN, ("metadata/metadata-rank00000.jsonl", "config.json", "run.yaml"))
     new, old = (json.loads((d / "measured_flops.json").read_text()) for d in (out, RUN))
-    if new.pop("versions") != old.pop("versions"):
-        pytest.skip("other torch/transformers versions: FLOPs may legitimately differ")
+    new.pop("versions"), old.pop("versions")  # the numbers must hold on any stack; a change is drift to name
     assert new == old
     log = (out / "train.log").read_text()
     assert log.count("{'loss'") == 20 and "train_runtime" in log
