@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -12,30 +12,13 @@ from ..errors import InputError
 from ._options import run_options
 
 
-def _run_inputs(run: str | None) -> tuple[dict, list[Path], Path | None]:
-    """(run.yaml values, metadata paths, config.json) of a run folder (a path or a URL), found by the rule every
-    command uses (`vlm_perf.run.discover`)."""
-    if run is None:
-        return {}, [], None
-    from ..ingest.runconfig import find_manifest, load_manifest
-    from ..remote import as_path
-    from ..run.discover import metadata_of
-
-    folder = as_path(run)
-    if not folder.is_dir():
-        raise InputError("not a folder (--run takes a run folder: run.yaml + metadata)", str(run))
-    manifest = find_manifest(folder)
-    values = load_manifest(manifest) if manifest else {}
-    config = folder / "config.json"
-    return values, metadata_of(folder), config if config.is_file() else None
-
-
 @run_options("trace")
 def trace(
     traces: List[str] = typer.Argument(..., help="Trace files (.json, .json.gz, Nsight .sqlite) or folders of them; "
                                        "paths or URLs (s3://, gs://, any fsspec protocol)."),
-    run: Optional[str] = typer.Option(None, "--run", help="Run folder (path or URL): run.yaml (model, gpu, dtype, "
-                                      "frozen) and metadata*.jsonl for the FLOPs per part."),
+    run: Optional[str] = typer.Option(None, "--run", help="Run folder (path or URL), opened as `vlm-perf report` "
+                                      "opens it (run.yaml, log, config.json, adapter / trainability files, "
+                                      "metadata): the FLOPs per part are the report's."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write trace_parts.{json,md,png} + per_step.csv here."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else."),
     first_iteration: Optional[int] = typer.Option(None, "--first-iteration",
@@ -48,16 +31,15 @@ def trace(
 
     --scheduler reads the trace files (one task each) and the metadata on a Dask cluster (the same result)."""
     opts = options or {}
-    values, metadata, config = _run_inputs(run)
     scheduler = opts.get("scheduler")
     if scheduler:
         from ..scale.cluster import connect, parse_scheduler
 
         sched = parse_scheduler(scheduler)  # a typo fails before a cluster is started
         with connect(sched) as client:
-            result = _analyze(traces, values, metadata, config, opts, first_iteration, client)
+            result = _analyze(traces, run, opts, first_iteration, client)
     else:
-        result = _analyze(traces, values, metadata, config, opts, first_iteration, None)
+        result = _analyze(traces, run, opts, first_iteration, None)
     payload = result.to_dict()
     if out is not None:
         from ..analysis.trace_parts import trace_parts_figure
@@ -75,32 +57,49 @@ def trace(
         print(f"\nwritten to {out}/ (trace_parts.json, trace_parts.md, trace_parts.png, per_step.csv)")
 
 
-def _analyze(traces: list[str], values: dict, metadata: list, config, opts: dict, first_iteration, client):  # type: ignore[no-untyped-def]
-    """The attribution, with the trace files and the metadata read here or (``client``) on the cluster."""
+def _analyze(traces: list[str], run: str | None, opts: dict, first_iteration: int | None, client: Any):
+    """The attribution, with the trace files and the metadata read here or (``client``) on the cluster.
+
+    With ``--run`` the run is opened by `vlm_perf.run.core.open_run`, as the report opens it: the same model,
+    regime (frozen parts, selectors, adapter), attention core, peak and world size, so the FLOPs per part are the
+    report's trace section's. Without it: the model and peak of the flags, FLOPs from the trace's shapes."""
     from ..analysis.trace_parts import analyze_traces
-    from ..arch import load_model
 
-    model_name = opts.get("model") or values.get("model") or (str(config) if config is not None else None)
-    spec = load_model(model_name) if model_name else None
-    gpu_name = opts.get("gpu") or values.get("gpu")
-    peak = None
-    if opts.get("peak_tflops") is not None:
-        peak = opts["peak_tflops"] * 1e12
-    elif gpu_name:
-        from ..hardware import peak_flops
-
-        peak = peak_flops(gpu_name, opts.get("dtype") or values.get("dtype") or "bf16")
     source: object = list(traces)
-    meta: object = metadata or None
     if client is not None:
-        from ..scale.cluster import read_metadata, read_traces_on
+        from ..scale.cluster import read_traces_on
 
         source = read_traces_on(client, list(traces))
-        if metadata and spec is not None:
-            meta = read_metadata(client, metadata, spec, per_rank=True)
-    return analyze_traces(source, spec=spec, metadata=meta, first_iteration=first_iteration,
-                          causal=opts.get("causal") or "half", frozen=tuple(values.get("frozen") or ()),
-                          peak_flops=peak, world_size=values.get("num_gpus"))
+    causal = opts.get("causal") or "half"
+    if run is None:
+        from ..arch import load_model
+
+        spec = load_model(opts["model"]) if opts.get("model") else None
+        return analyze_traces(source, spec=spec, first_iteration=first_iteration, causal=causal,
+                              frozen=tuple(opts.get("frozen") or ()), peak_flops=_flag_peak(opts))
+    from ..remote import as_path
+    from ..run.core import open_run
+    from ..run.options import overrides_of
+
+    if not as_path(run).is_dir():
+        raise InputError("not a folder (--run takes a run folder: run.yaml + metadata)", str(run))
+    opened = open_run(run, overrides=overrides_of(opts), peak_tflops=opts.get("peak_tflops"), causal=causal,
+                      per_rank=True, need_log=False, stats=False, client=client)
+    peak = opened.peak_tflops * 1e12 if opened.peak_tflops else None
+    return analyze_traces(source, spec=opened.spec, metadata=opened.metadata, first_iteration=first_iteration,
+                          causal=opened.causal, frozen=opened.frozen, peak_flops=peak,
+                          world_size=opened.config.num_gpus)
+
+
+def _flag_peak(opts: dict) -> float | None:
+    """FLOP/s of the --peak-tflops / --gpu (+ --dtype) flags (the run's peak when there is no run folder)."""
+    if opts.get("peak_tflops") is not None:
+        return opts["peak_tflops"] * 1e12
+    if not opts.get("gpu"):
+        return None
+    from ..hardware import peak_flops
+
+    return peak_flops(opts["gpu"], opts.get("dtype") or "bf16")
 
 
 def _fmt(v, scale=1.0, digits=2, pct=False) -> str:

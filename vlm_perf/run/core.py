@@ -128,7 +128,8 @@ def open_run(path: str | Path, *, metadata: Sequence[str | Path] = (), overrides
              metadata_progress: Callable[[int, int], None] | None = None, per_rank: bool = False,
              row_columns: Callable[[ModelSpec, tuple[str, ...], str], dict] | None = None,
              scheduler: str | None = None, logs: Sequence[str | Path] = (),
-             examine_logs: Callable[[Any, list], Any] | None = None) -> Run:
+             examine_logs: Callable[[Any, list], Any] | None = None, need_log: bool = True,
+             stats: bool = True, client: Any = None) -> Run:
     """Open a run: discover its files (`discover_run`), parse the logs, resolve the configuration
     (``overrides``: RunConfig field -> value from the command line; None values are not stated), load
     the model, look up the peak and read the metadata once (or build the estimate).
@@ -137,21 +138,28 @@ def open_run(path: str | Path, *, metadata: Sequence[str | Path] = (), overrides
     ``examine_logs(parsed, log_facts)`` is called as soon as the logs are parsed, before anything else is
     read (the caller's evidence checks may refuse the logs there); its result is ``Run.examined``.
     ``scheduler`` (``local[:N]``, an address or a scheduler file; `vlm_perf.scale.cluster`): the logs and the
-    metadata are read on that Dask cluster, map + combine with the same per-partition code (same results)."""
+    metadata are read on that Dask cluster, map + combine with the same per-partition code (same results).
+    ``need_log=False``: a folder without a training log opens too (its configuration from run.yaml and the
+    checkpoint files); ``stats=False``: no estimate is built when there is no metadata (a caller that only needs
+    the resolved model, regime, peak and metadata, as ``vlm-perf trace --run``). ``client``: a Dask client the
+    caller already connected (instead of ``scheduler``), so one cluster serves the run and the caller's own reads."""
+    if client is not None:
+        return _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,
+                         metadata_progress, per_rank, row_columns, client, logs, examine_logs, need_log, stats)
     if scheduler:
         from ..scale.cluster import connect, parse_scheduler
 
         sched = parse_scheduler(scheduler)  # a typo fails before anything is read
-        discover_run(path)  # and a missing run before a cluster is started
+        discover_run(path, need_log)  # and a missing run before a cluster is started
         with connect(sched) as client:
             return _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,
-                             metadata_progress, per_rank, row_columns, client, logs, examine_logs)
+                             metadata_progress, per_rank, row_columns, client, logs, examine_logs, need_log, stats)
     return _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,
-                     metadata_progress, per_rank, row_columns, None, logs, examine_logs)
+                     metadata_progress, per_rank, row_columns, None, logs, examine_logs, need_log, stats)
 
 
 def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,  # type: ignore[no-untyped-def]
-              metadata_progress, per_rank, row_columns, client, logs, examine_logs) -> Run:
+              metadata_progress, per_rank, row_columns, client, logs, examine_logs, need_log=True, stats=True) -> Run:
     from ..ingest.log_facts import read_log_facts
     from ..ingest.logs import parse_logs
     from ..ingest.metadata_source import MetadataSource
@@ -160,17 +168,17 @@ def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_b
     check_value("causal", causal)
     check_value("peak_tflops", peak_tflops)
     path = as_path(path)  # a URL stays one (vlm_perf.remote)
-    files = discover_run(path)
+    files = discover_run(path, need_log)
     if logs:
         files = replace(files, logs=[as_path(p) for p in logs])
     meta_paths = [as_path(p) for p in metadata] or list(files.metadata)
     on_step(f"parsing {len(files.logs)} log file(s)")
-    if client is not None:
+    if client is not None and files.logs:
         from ..scale.cluster import parse_logs_on
 
         parsed = parse_logs_on(client, files.logs, format=log_format)
     else:
-        parsed = parse_logs(files.logs, format=log_format)
+        parsed = parse_logs(files.logs, format=log_format, empty_ok=not files.logs)
     log_facts = read_log_facts(files.logs)
     examined = examine_logs(parsed, log_facts) if examine_logs is not None else None
     config = resolve_run_config(parsed.run_config, files.manifest,
@@ -210,6 +218,6 @@ def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_b
         opened.metadata = MetadataSource(meta_paths, spec, skip_bad=skip_bad, progress=metadata_progress,
                                          per_rank=per_rank,
                                          row_columns=columns).read()
-    else:
+    elif stats:
         opened.estimate = estimate_from_config(config, spec, path)
     return opened

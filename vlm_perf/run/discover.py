@@ -75,8 +75,9 @@ def traces_of(folder: Path) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
-def discover_run(path: str | Path) -> RunFiles:
-    """The `RunFiles` of a log file or a run folder; an `InputError` when there is none or no log in it."""
+def discover_run(path: str | Path, need_log: bool = True) -> RunFiles:
+    """The `RunFiles` of a log file or a run folder; an `InputError` when there is none or (``need_log``) no log
+    in it (``vlm-perf trace --run`` reads a folder of run.yaml + metadata + traces that may hold no log)."""
     path = as_path(path)  # a URL: the same rule over its fsspec filesystem (vlm_perf.remote)
     if not path.exists():
         raise InputError("no such log file or run directory", str(path))
@@ -85,7 +86,7 @@ def discover_run(path: str | Path) -> RunFiles:
         logs = [path]
     else:
         logs = expand_dir(path)
-        if not logs:
+        if not logs and need_log:
             raise InputError(f"no training log found (looked for {LOOKED_FOR})", str(path))
     config = folder / "config.json"
     record = folder / TRAINABILITY_FILE

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import ConfigError
 from ..ingest.runconfig import INT_MAX
@@ -75,12 +75,13 @@ class RunOption:
 _REPORT_ESTIMATE = ("report",)
 _RUN_CMDS = ("report", "compare")
 _PEAK_CMDS = ("report", "compare", "trace")  # options the trace attribution uses too (peak, attention core)
+_REGIME_CMDS = ("report", "compare", "trace")  # what trains: the trace's FLOPs per part are the report's
 
 OPTIONS: tuple[RunOption, ...] = (
     RunOption("model", "--model", "str", "Model: preset name, config.json or checkpoint folder (default: run.yaml's "
               "model, else a config.json in the run folder).", ("report", "compare", "metadata", "trace"),
               ("command line", "run.yaml", "log", "checkpoint"), "model", "-m", "NAME_OR_CONFIG", per_run=True),
-    RunOption("gpus", "--gpus", "int", "World size: the number of GPUs of the run.", _RUN_CMDS,
+    RunOption("gpus", "--gpus", "int", "World size: the number of GPUs of the run.", _REGIME_CMDS,
               ("command line", "run.yaml", "log"), "num_gpus", metavar="N", minimum=1, per_run=True),
     RunOption("gpu", "--gpu", "str", "GPU type for the peak, e.g. H100-SXM, GB200, MI300X.", _PEAK_CMDS,
               ("command line", "run.yaml", "log"), "gpu", metavar="TYPE", per_run=True),
@@ -90,17 +91,17 @@ OPTIONS: tuple[RunOption, ...] = (
               ("command line", "run.yaml", "log"), "dtype", metavar="DTYPE", per_run=True),
     RunOption("frozen", "--frozen", "list", "Frozen part or selector (repeatable): vision_tower, merger, vision, "
               "language_model (aliases vit, projector, lm, ...), or PART[SLICE][.KIND+KIND], e.g. 'vit[:-4]', "
-              "'lm.embeddings'.", _RUN_CMDS, ("command line", "run.yaml", "checkpoint"), "frozen",
+              "'lm.embeddings'.", _REGIME_CMDS, ("command line", "run.yaml", "checkpoint"), "frozen",
               metavar="SELECTOR", default=[], per_run=True),
     RunOption("trainable", "--trainable", "list", "What trains (repeatable selector PART[SLICE][.KIND+KIND], e.g. "
               "'vit[-4:]', 'lm.attention+mlp'; default: everything, or nothing of the base with an adapter).",
-              _RUN_CMDS, ("command line", "run.yaml", "checkpoint"), "trainable", metavar="SELECTOR", default=[],
+              _REGIME_CMDS, ("command line", "run.yaml", "checkpoint"), "trainable", metavar="SELECTOR", default=[],
               per_run=True),
     RunOption("adapter", "--adapter", "str", "LoRA/DoRA adapter: an adapter_config.json or a PEFT checkpoint "
-              "folder (default: trainability.json / adapter_config.json found in the run folder).", _RUN_CMDS,
+              "folder (default: trainability.json / adapter_config.json found in the run folder).", _REGIME_CMDS,
               ("command line", "run.yaml", "checkpoint"), "adapter", metavar="PATH", per_run=True),
     RunOption("qlora", "--qlora", "bool", "The adapter's base weights are quantised (QLoRA: base matmuls counted "
-              "at the dequantised weights' FLOPs).", _RUN_CMDS, ("command line", "run.yaml"), "qlora",
+              "at the dequantised weights' FLOPs).", _REGIME_CMDS, ("command line", "run.yaml"), "qlora",
               default=False, per_run=True),
     RunOption("recompute", "--recompute", "str", "Activation recompute for HFU: none, selective, full or full:N "
               "layers (default: what the log / run.yaml state).", _RUN_CMDS, ("command line", "run.yaml", "log"),
@@ -136,6 +137,19 @@ OPTIONS: tuple[RunOption, ...] = (
     RunOption("convention", "--convention", "list", "Conventions to show (repeatable; default: every one defined "
               "for the family).", _RUN_CMDS, metavar="NAME", default=[]),
 )
+
+def overrides_of(options: Mapping[str, Any]) -> dict[str, Any]:
+    """RunConfig field -> value for the run options a command was given (``options``: option name -> value, as
+    `vlm_perf.commands._options.run_options` hands them over); options left unset (None, [], False) state nothing,
+    so run.yaml, the log and the checkpoint files still decide them (`vlm_perf.run.core.open_run`'s overrides)."""
+    out: dict[str, Any] = {}
+    for option in OPTIONS:
+        value = options.get(option.name)
+        if option.field is None or value is None or value is False or (option.kind == "list" and not value):
+            continue
+        out[option.field] = list(value) if option.kind == "list" else value
+    return out
+
 
 #: run.yaml keys no command-line flag sets (type, meaning)
 YAML_ONLY: tuple[tuple[str, str, str, str], ...] = (  # (key, type, sources, meaning)
