@@ -17,6 +17,7 @@ and is only checked for syntax (``bash -n`` / ``compile``).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -169,3 +170,16 @@ def test_doc_block(block: Block, workdir: Path, monkeypatch):
         done = run_command(command, workdir)
         assert done.returncode == 0, (f"{block.id}: `{command}` exited {done.returncode}\n"
                                       f"{(done.stderr or done.stdout)[-2000:]}")
+        if block.doc.name == "README.md":
+            assert_no_failed_check(block, command, workdir)
+
+
+def assert_no_failed_check(block: Block, command: str, workdir: Path) -> None:
+    """The README's examples are what a newcomer runs first: a report they write must pass every check (an example
+    that gives the wrong GPU count exits 0 yet prints FAILED checks and doubled TFLOP/s)."""
+    argv = shlex.split(command, comments=True)
+    if argv[:2] != ["vlm-perf", "report"] or "-o" not in argv:
+        return
+    summary = workdir / argv[argv.index("-o") + 1] / "summary.json"
+    failed = json.loads(summary.read_text())["checks_failed"]
+    assert not failed, f"{block.id}: `{command}` writes a report with FAILED checks: {failed}"
