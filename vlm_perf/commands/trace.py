@@ -60,13 +60,18 @@ def trace(
         result = _analyze(traces, values, metadata, config, opts, first_iteration, None)
     payload = result.to_dict()
     if out is not None:
-        from ..analysis.trace_parts import trace_parts_figure
+        import matplotlib.pyplot as plt
 
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "trace_parts.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
-        result.per_step().write_csv(out / "per_step.csv")
-        (out / "trace_parts.md").write_text(markdown(result) + "\n")
-        trace_parts_figure(result, out / "trace_parts.png")
+        from ..analysis.trace_parts import trace_parts_figure
+        from ..report.output import TRACE, atomic_report_dir
+
+        # the report's output rule (`vlm_perf.report.output`): files created new in a fresh folder, renamed into
+        # place; never written through a symlink, never over a folder that is not a trace -o folder
+        with atomic_report_dir(out, TRACE) as tmp:
+            (tmp / "trace_parts.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
+            result.per_step().write_csv(tmp / "per_step.csv")
+            (tmp / "trace_parts.md").write_text(markdown(result) + "\n")
+            plt.close(trace_parts_figure(result, tmp / "trace_parts.png"))
     if as_json:
         print(json.dumps(payload, indent=1, default=str))
         return
@@ -110,8 +115,15 @@ def _fmt(v, scale=1.0, digits=2, pct=False) -> str:
 
 
 def markdown(result) -> str:
-    """The per-part table, the step sums and the top ops, as Markdown."""
+    """The per-part table, the step sums and the top ops, as Markdown. Every name from the trace (op and kernel
+    names, part names, notes) goes through the report's escaping (`vlm_perf.report.content`: `md_escape`, code
+    spans by `md_inline`), so a name cannot close its code span, split a table cell or land as raw HTML."""
     import polars as pl
+
+    from ..report.content import C, T, md_escape, md_inline
+
+    def cell(*parts) -> str:
+        return md_inline(T(*parts), line_start=False, cell=True)
 
     eff = result.summary()
     unit, scale = ("TFLOP/s", 1e12)
@@ -121,7 +133,7 @@ def markdown(result) -> str:
     lines = ["| part | time (ms) | share of time | forward (ms) | backward (ms) | FLOPs share | achieved " + unit
              + " | vs LM | excess vs LM (ms) | MFU |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in eff.iter_rows(named=True):
-        lines.append(f"| {r['part']} | {_fmt(r['time_s'], 1e-3)} | {_fmt(r['time_share'], pct=True)} | "
+        lines.append(f"| {cell(r['part'])} | {_fmt(r['time_s'], 1e-3)} | {_fmt(r['time_share'], pct=True)} | "
                      f"{_fmt(r['forward_s'], 1e-3)} | {_fmt(r['backward_s'], 1e-3)} | "
                      f"{_fmt(r['flops_share'], pct=True)} | {_fmt(r['flops_per_s'], scale)} | "
                      f"{_fmt(r['rate_vs_lm'])} | {_fmt(r['excess_vs_lm_s'], 1e-3)} | {_fmt(r['mfu'], pct=True)} |")
@@ -129,10 +141,10 @@ def markdown(result) -> str:
     if both.height and result.flops_source == "metadata":
         gap = float(((both["shape_flops"] - both["flops"]).abs() / both["flops"]).max())  # type: ignore[arg-type]
         lines += ["", f"Cross-check: the matmul FLOPs the trace recorded (Input Dims) match the exact FLOPs within "
-                      f"{100 * gap:.3f}% for {both.height} part(s) ({', '.join(both['part'].to_list())})."]
+                      f"{100 * gap:.3f}% for {both.height} part(s) ({md_escape(', '.join(both['part'].to_list()))})."]
     steps = result.steps
     if result.flops_source:
-        lines += ["", f"FLOPs from: {result.flops_source}."]
+        lines += ["", f"FLOPs from: {md_escape(result.flops_source)}."]
     lines += ["", "vs LM: the part's achieved FLOP/s over the language model's (its parts with FLOPs, together); excess: "
               "its time minus the time its FLOPs would take at the LM's rate (where optimisation pays)."]
     lines += ["", f"{steps.height} step(s) over {steps['rank'].n_unique()} rank(s); the parts add up to each step's "
@@ -143,9 +155,9 @@ def markdown(result) -> str:
                      " ms overlapped with compute.")
     lines += ["", "| top ops / kernels by time | part | time (ms) | calls |", "|---|---|---:|---:|"]
     for r in result.top.head(10).iter_rows(named=True):
-        lines.append(f"| `{r['name'][:90]}` | {r['part']} | {r['time_ns'] / 1e6:,.2f} | {r['count']} |")
+        lines.append(f"| {cell(C(r['name'][:90]))} | {cell(r['part'])} | {r['time_ns'] / 1e6:,.2f} | {r['count']} |")
     if result.notes:
-        lines += [""] + [f"- note: {n}" for n in result.notes]
+        lines += [""] + [f"- note: {md_escape(n)}" for n in result.notes]
     return "\n".join(lines)
 
 
