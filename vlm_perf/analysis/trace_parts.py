@@ -778,6 +778,10 @@ def _rate(v: float) -> str:
 
 
 # ------------------------------------------------------------------------------------------ entry point
+#: the largest training iteration a trace may be joined with (10^12 steps)
+MAX_ITERATION = 10**12
+
+
 def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, first_iteration: int | None = None,
                    causal: str = "half", frozen=(), peak_flops: float | None = None,
                    world_size: int | None = None) -> TraceParts:
@@ -804,13 +808,16 @@ def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, firs
         stated = {m.get("vlm_perf_first_iteration") for m in partial.meta} - {None}
         if len(stated) == 1:
             value = stated.pop()
-            if type(value) is not int:
-                raise InputError(f"vlm_perf_first_iteration must be an integer, got {value!r}", partial.files[0])
+            if type(value) is not int or not 0 <= value <= MAX_ITERATION:
+                raise InputError(f"vlm_perf_first_iteration must be an iteration, an integer from 0 to {MAX_ITERATION}, "
+                                 f"got {str(value)[:40]}", partial.files[0])
             first_iteration = value
         else:
             first_iteration = 1
             notes.append("ProfilerStep#N taken as training iteration N+1 (profile.step() after every optimizer "
                          "step from the first); pass the first iteration when the profiler started later")
+    elif not 0 <= first_iteration <= MAX_ITERATION:
+        raise InputError(f"first iteration {str(first_iteration)[:40]} is not an iteration (0 to {MAX_ITERATION})")
     result = attribute(partial.events, first_iteration)
     result.notes = list(dict.fromkeys(notes + result.notes))
     result.peak_flops = peak_flops

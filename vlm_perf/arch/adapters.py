@@ -28,14 +28,17 @@ one-line `ConfigError` naming the file and the field.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import ConfigError
 from .user_regex import compile_user_regex, fullmatch, match
+from .validate import MAX_SIZE, bounded
 
 ALL_LINEAR = "all-linear"
+_UNSET = object()
 _BIAS = ("none", "all", "lora_only")
 
 
@@ -205,12 +208,16 @@ def adapter_from_dict(data: Mapping[str, Any], source: str = "", quantized_base:
     if isinstance(params, str) or not all(isinstance(p, str) for p in params):
         raise ConfigError(f"{where}target_parameters must be a list of parameter names, got {params!r}")
 
-    def number(key: str, default: Any, kind: type) -> Any:
-        value = data.get(key, default)
-        if value is None:
+    def number(key: str, default: Any, kind: type, value: Any = _UNSET) -> Any:
+        value = data.get(key, default) if value is _UNSET else value
+        if value is None and default is not None:
             return default
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}{key} must be a number, got {value!r}")
+            raise ConfigError(f"{where}field {key} must be a number, got {bounded(value)}")
+        if not math.isfinite(value) or abs(value) > MAX_SIZE:  # a rank or scale of 2^24 is already no adapter
+            raise ConfigError(f"{where}field {key} is {bounded(value)}; give a finite number of at most {MAX_SIZE}")
+        if kind is int and value != int(value):
+            raise ConfigError(f"{where}field {key} must be a whole number, got {value!r}")
         return kind(value)
 
     layers = data.get("layers_to_transform")
@@ -236,6 +243,8 @@ def adapter_from_dict(data: Mapping[str, Any], source: str = "", quantized_base:
         exclude_modules=_names(data.get("exclude_modules"), "exclude_modules", where),
         modules_to_save=tuple(saves),
         layers_to_transform=None if not layers else tuple(layers), layers_pattern=tuple(pattern),
-        rank_pattern={str(k): int(v) for k, v in (data.get("rank_pattern") or {}).items()},
-        alpha_pattern={str(k): float(v) for k, v in (data.get("alpha_pattern") or {}).items()},
+        rank_pattern={str(k): number(f"rank_pattern[{k!r}]", None, int, v)
+                      for k, v in (data.get("rank_pattern") or {}).items()},
+        alpha_pattern={str(k): number(f"alpha_pattern[{k!r}]", None, float, v)
+                       for k, v in (data.get("alpha_pattern") or {}).items()},
         quantized_base=quantized_base, source=source)
