@@ -115,3 +115,16 @@ def test_fuzz_another_runs_wandb_export_is_named_as_another_run(tmp_path_factory
     r = run_main("report", run, "-o", tmp / "out")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, (r.stdout, r.stderr)
     assert export.name in r.stderr and "train.log" in r.stderr and "two different runs" in r.stderr
+
+
+def test_a_restart_across_two_files_of_one_structured_format_is_still_a_restart(tmp_path):
+    """Near miss: W&B exports of a job and of its restart (from a checkpoint at step 5) step back against each
+    other; the replayed steps come from the restart (last write wins), as for console logs."""
+    first, second = tmp_path / "wandb_attempt1.csv", tmp_path / "wandb_attempt2.csv"
+    first.write_text("_step,train/global_step,train/loss\n" + "".join(f"{i},{i + 1},{4 - i / 10}\n" for i in range(10)))
+    second.write_text("_step,train/global_step,train/loss\n" + "".join(f"{i},{i + 6},{3 - i / 10}\n" for i in range(10)))
+    parsed = parse_logs([first, second])
+    assert parsed.diagnostics.segments == 2
+    its = parsed.iterations
+    assert its["iteration"].to_list() == list(range(1, 16))
+    assert its.filter(its["iteration"] == 6)["file"].item() == str(second)

@@ -150,9 +150,10 @@ def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") ->
         df = _take_partial(reader.read(path, LOCAL_FILE, diag), path, diag)
         # a structured record (trainer_state.json, a W&B export, TensorBoard events) has the file's identity like a
         # console line, so the cross-examination sees it as one more log file (its run judged by its values), and
-        # it is its own restart stream (`STREAM`): a second record of the run beside the console log replays the
-        # console's iterations without being a restart of it
-        df = df.with_columns(pl.lit(str(path)).alias("file"), pl.lit(str(path)).alias(STREAM))
+        # its format is its own restart stream (`STREAM`): a second record of the run beside the console log
+        # replays the console's iterations without being a restart of it, while two files of one structured
+        # format (a restart's second TensorBoard folder) still step back against each other
+        df = df.with_columns(pl.lit(str(path)).alias("file"), pl.lit(f"structured:{reader.name}").alias(STREAM))
         if text_log:  # a structured file that is not JSON (a W&B CSV export): its timing lines too
             _feed_file(timing, path)
         # a structured reader's renames are this file's: said here, not with the next text file's

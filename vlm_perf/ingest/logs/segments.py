@@ -23,8 +23,8 @@ import polars as pl
 
 ORD = "_ord"
 #: Restart stream of a record (internal column): null for console / text logs (one stream per rank label across
-#: every text file, so a restart split into two files is seen), the file for a structured log (trainer_state.json,
-#: a W&B export, TensorBoard events): its records step back only against its own earlier records.
+#: every text file, so a restart split into two files is seen), the format for a structured log (trainer_state.json,
+#: a W&B export, TensorBoard events): its records step back only against earlier records of that format.
 STREAM = "_stream"
 #: Ordering key of a record: ``file index * FILE_SCALE + line * SUB_SCALE + \r-piece``.
 SUB_SCALE = 1000
