@@ -120,6 +120,7 @@ def markdown(result) -> str:
     spans by `md_inline`), so a name cannot close its code span, split a table cell or land as raw HTML."""
     import polars as pl
 
+    from ..analysis.trace_checks import SHAPES_AGREE, shapes_gap
     from ..report.content import C, T, md_escape, md_inline
 
     def cell(*parts) -> str:
@@ -133,15 +134,21 @@ def markdown(result) -> str:
     lines = ["| part | time (ms) | share of time | forward (ms) | backward (ms) | FLOPs share | achieved " + unit
              + " | vs LM | excess vs LM (ms) | MFU |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in eff.iter_rows(named=True):
-        lines.append(f"| {cell(r['part'])} | {_fmt(r['time_s'], 1e-3)} | {_fmt(r['time_share'], pct=True)} | "
+        lines.append(f"| {cell(C(r['part']))} | {_fmt(r['time_s'], 1e-3)} | {_fmt(r['time_share'], pct=True)} | "
                      f"{_fmt(r['forward_s'], 1e-3)} | {_fmt(r['backward_s'], 1e-3)} | "
                      f"{_fmt(r['flops_share'], pct=True)} | {_fmt(r['flops_per_s'], scale)} | "
                      f"{_fmt(r['rate_vs_lm'])} | {_fmt(r['excess_vs_lm_s'], 1e-3)} | {_fmt(r['mfu'], pct=True)} |")
     both = eff.filter(pl.col("flops").is_not_null() & pl.col("shape_flops").is_not_null() & (pl.col("flops") > 0))
-    if both.height and result.flops_source == "metadata":
-        gap = float(((both["shape_flops"] - both["flops"]).abs() / both["flops"]).max())  # type: ignore[arg-type]
-        lines += ["", f"Cross-check: the matmul FLOPs the trace recorded (Input Dims) match the exact FLOPs within "
-                      f"{100 * gap:.3f}% for {both.height} part(s) ({md_escape(', '.join(both['part'].to_list()))})."]
+    gap = shapes_gap(eff) if result.flops_source == "metadata" else None
+    if gap is not None:
+        names = ", ".join(md_inline(T(C(p))) for p in both["part"].to_list())
+        if gap[1]:
+            lines += ["", f"Cross-check FAILED: the matmul FLOPs the trace recorded (Input Dims) differ from the exact "
+                          f"FLOPs by up to {100 * gap[0]:.1f}% (beyond {100 * SHAPES_AGREE:g}%: "
+                          f"{', '.join(md_inline(T(C(p))) for p in gap[1])}; compared: {names}); see the notes."]
+        else:
+            lines += ["", f"Cross-check: the matmul FLOPs the trace recorded (Input Dims) match the exact FLOPs within "
+                          f"{100 * gap[0]:.3f}% for {both.height} part(s) ({names})."]
     steps = result.steps
     if result.flops_source:
         lines += ["", f"FLOPs from: {md_escape(result.flops_source)}."]
@@ -155,7 +162,7 @@ def markdown(result) -> str:
                      " ms overlapped with compute.")
     lines += ["", "| top ops / kernels by time | part | time (ms) | calls |", "|---|---|---:|---:|"]
     for r in result.top.head(10).iter_rows(named=True):
-        lines.append(f"| {cell(C(r['name'][:90]))} | {cell(r['part'])} | {r['time_ns'] / 1e6:,.2f} | {r['count']} |")
+        lines.append(f"| {cell(C(r['name'][:90]))} | {cell(C(r['part']))} | {r['time_ns'] / 1e6:,.2f} | {r['count']} |")
     if result.notes:
         lines += [""] + [f"- note: {md_escape(n)}" for n in result.notes]
     return "\n".join(lines)
