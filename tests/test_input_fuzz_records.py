@@ -251,3 +251,19 @@ def test_report_log_without_numbered_iterations_is_one_line(tmp_path):
     r = run_main("report", run, "-o", tmp_path / "out", "--log", log)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
     assert str(log) in r.stderr and "no numbered training iteration" in r.stderr
+
+
+@pytest.mark.parametrize("name, text", [
+    ("trainer_state.json", '{"log_history": ' + DEEP + "}"),
+    ("wandb.jsonl", '{"_step": 1, "x": ' + DEEP + "}\n"),
+    ("wandb2.jsonl", '{"_step": 1, "train/loss": 2.0}\n{"_step": 2, "x": ' + DEEP + "}\n"),
+])
+def test_deep_structured_logs_never_crash(tmp_path, name, text):
+    """A structured log nested 100,000 deep: a one-line error naming it, or its other records read (the deep
+    record counted as a failed line); never a RecursionError."""
+    path = tmp_path / name
+    path.write_text(text)
+    r = run_main("parse", path)
+    assert r.returncode in (0, 2), r.stderr
+    if r.returncode == 2:
+        assert r.stderr.strip().count("\n") == 0 and name in r.stderr
