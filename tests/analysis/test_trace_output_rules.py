@@ -131,3 +131,28 @@ def test_an_earlier_trace_output_is_replaced_as_a_whole(tmp_path):
     assert run_main("trace", _trace(tmp_path / "b", "second_op"), "-o", out).returncode == 0
     md = (out / "trace_parts.md").read_text()
     assert "second_op" in md and "first_op" not in md
+
+
+def test_compare_o_follows_the_same_rule(tmp_path):
+    """The same mechanism (`atomic_report_dir` with the compare kind): a link planted where compare.md goes is not
+    written through, and a folder of other files is refused."""
+    from vlm_perf.analysis.compare import compare_summaries
+    from vlm_perf.report.compare_page import write_compare
+    from vlm_perf.errors import VlmPerfError
+    from tests.report.test_escaping import _hostile_summary
+
+    cmp = compare_summaries(_hostile_summary("a", 400.0), _hostile_summary("b", 500.0))
+    out = tmp_path / "cmp"
+    write_compare(cmp, out)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (out / "compare.md").unlink()
+    (out / "compare.md").symlink_to(victim)
+    write_compare(cmp, out)
+    assert victim.read_text() == "keep me\n" and not (out / "compare.md").is_symlink()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine\n")
+    with pytest.raises(VlmPerfError, match="not a vlm-perf compare -o folder"):
+        write_compare(cmp, other)
+    assert (other / "notes.txt").read_text() == "mine\n"

@@ -8,7 +8,8 @@ symlink: files are created new in the temporary folder, ``out`` itself may not b
 and a folder that exists but does not look like a report (other files in it) is refused rather
 than replaced, so a mistyped ``-o`` cannot delete unrelated data.
 
-The same rule serves every command that writes a folder of results (`OutputKind`: ``report`` and ``trace``):
+The same rule serves every command that writes a folder of results (`OutputKind`: ``report``, ``trace``,
+``compare``):
 each kind names the files its folder may hold, so one kind's folder is never replaced by another's.
 """
 
@@ -30,6 +31,7 @@ MARKER = ".vlm-perf-report"  # written into every report folder; what makes a fo
 WINDOWS_FILES = ("windows.parquet", "windows.csv")
 REPORT_FILES = {"summary.json", "report.md", "report.html", MARKER, *WINDOWS_FILES}
 TRACE_FILES = {"trace_parts.json", "trace_parts.md", "trace_parts.png", "per_step.csv", MARKER}
+COMPARE_FILES = {"compare.json", "compare.md", "compare.html", "compare.png", MARKER}
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class OutputKind:
 
 REPORT = OutputKind("report", "report", frozenset(REPORT_FILES), frozenset({"summary.json", "report.md"}))
 TRACE = OutputKind("trace", "trace -o folder", frozenset(TRACE_FILES), frozenset({"trace_parts.json", "trace_parts.md"}))
+COMPARE = OutputKind("compare", "compare -o folder", frozenset(COMPARE_FILES), frozenset({"compare.json", "compare.md"}))
 
 
 def _is_replaceable(folder: Path, kind: OutputKind = REPORT) -> bool:
