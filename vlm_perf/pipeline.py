@@ -15,6 +15,7 @@ from .analysis import DEFAULT_CONVENTIONS, RunAnalysis, analyze_run
 from .analysis.balance import costs_from_row_values, microbatch_cost_columns, microbatch_vision_share
 from .analysis.checks import run_checks
 from .arch.spec import ModelSpec
+from .errors import InputError
 from .flops import get_convention
 from .report import ReportContext
 from .report.parts import PartContext, compute_parts
@@ -113,8 +114,14 @@ def load_run(run: str | Path, metadata: Sequence[str | Path] = (), model: str | 
     # 24 bytes per microbatch (iteration, dp_rank, lm and vision FLOPs), handed over by the source so that they
     # are freed once the balance analysis has used them; the total is never materialised here
     costs = costs_from_row_values(opened.metadata.take_row_values(), total=False) if opened.metadata else None
+    its = parsed.iterations
+    if its.height == 0 or its.get_column("iteration").null_count() == its.height:
+        files = parsed.diagnostics.files
+        shown = f"{files[0]}" if len(files) == 1 else f"{len(files)} log files (first: {files[0] if files else '?'})"
+        raise InputError(f"{shown}: {parsed.raw.height} log record(s) but no numbered training iteration (a step or "
+                         "iteration count on each logged step); give the training log of the run")
     on_step("recomputing FLOPs per window")
-    analysis = analyze_run(parsed.iterations, spec, opened.stats_frame, world_size=config.num_gpus,
+    analysis = analyze_run(its, spec, opened.stats_frame, world_size=config.num_gpus,
                            peak_tflops=opened.peak_tflops, conventions=conventions, frozen=frozen_parts,
                            estimate=opened.estimate, log_interval=config.log_interval,
                            global_batch_size=config.global_batch_size, log_segments=parsed.deduplicated,

@@ -196,6 +196,12 @@ def _overlap(a0: int, a1: int, b0: int, b1: int) -> int:
     return max(0, min(a1, b1) - max(a0, b0) + 1)
 
 
+#: relative difference within which two files' values of one iteration are the same value: a console log prints
+#: rounded numbers (the HF Trainer's ProgressCallback writes ``f"{v:.4g}"``: 4 significant digits, so up to 5e-4
+#: relative off) while trainer_state.json / a W&B export keep the full float
+PRINTED_PRECISION = 6e-4
+
+
 def _values_differ(per_file: Mapping[str, pl.DataFrame], a: str, b: str, lo: int, hi: int) -> tuple[int, int]:
     """(iterations both files log in [lo, hi], of which with a different loss or step time)."""
     if a not in per_file or b not in per_file:
@@ -212,7 +218,8 @@ def _values_differ(per_file: Mapping[str, pl.DataFrame], a: str, b: str, lo: int
     differ = pl.lit(False)
     for k in keys:
         x, y = pl.col(k), pl.col(f"{k}_b")
-        differ = differ | (x.is_not_null() & y.is_not_null() & ((x - y).abs() > 1e-6 * (x.abs() + y.abs()) + 1e-12))
+        differ = differ | (x.is_not_null() & y.is_not_null()
+                           & ((x - y).abs() > PRINTED_PRECISION * pl.max_horizontal(x.abs(), y.abs()) + 1e-12))
     return both.height, int(both.select(differ.sum()).item())
 
 

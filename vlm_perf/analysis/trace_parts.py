@@ -778,6 +778,10 @@ def _rate(v: float) -> str:
 
 
 # ------------------------------------------------------------------------------------------ entry point
+#: the largest training iteration a trace may be joined with (10^12 steps)
+MAX_ITERATION = 10**12
+
+
 def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, first_iteration: int | None = None,
                    causal: str = "half", frozen=(), peak_flops: float | None = None,
                    world_size: int | None = None) -> TraceParts:
@@ -794,24 +798,29 @@ def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, firs
     otherwise the iteration's FLOPs divided by ``world_size`` (an average over GPUs, said in ``notes``).
     """
     from ..ingest.traces import TracePartial, read_traces
+    from .trace_checks import checked_events, implausible
 
     partial = traces if isinstance(traces, TracePartial) else read_traces(traces)
     if not any(f.height for f in partial.frames):
         raise InputError("no timed events (complete 'X' events of profiler categories) in the trace",
                          ", ".join(partial.files[:3]) + (" ..." if len(partial.files) > 3 else ""))
-    notes = list(partial.notes)
+    events, checked = checked_events(partial)  # duplicate rank-steps refused, negative durations dropped
+    notes = list(partial.notes) + checked
     if first_iteration is None:
         stated = {m.get("vlm_perf_first_iteration") for m in partial.meta} - {None}
         if len(stated) == 1:
             value = stated.pop()
-            if type(value) is not int:
-                raise InputError(f"vlm_perf_first_iteration must be an integer, got {value!r}", partial.files[0])
+            if type(value) is not int or not 0 <= value <= MAX_ITERATION:
+                raise InputError(f"vlm_perf_first_iteration must be an iteration, an integer from 0 to {MAX_ITERATION}, "
+                                 f"got {str(value)[:40]}", partial.files[0])
             first_iteration = value
         else:
             first_iteration = 1
             notes.append("ProfilerStep#N taken as training iteration N+1 (profile.step() after every optimizer "
                          "step from the first); pass the first iteration when the profiler started later")
-    result = attribute(partial.events, first_iteration)
+    elif not 0 <= first_iteration <= MAX_ITERATION:
+        raise InputError(f"first iteration {str(first_iteration)[:40]} is not an iteration (0 to {MAX_ITERATION})")
+    result = attribute(events, first_iteration)
     result.notes = list(dict.fromkeys(notes + result.notes))
     result.peak_flops = peak_flops
     if spec is not None and metadata is not None:
@@ -826,6 +835,7 @@ def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, firs
         result.notes.append("no model: times only (pass a run folder with run.yaml + metadata, or --model)")
     else:
         result.notes.append("no per-microbatch metadata: times only, no FLOPs per part")
+    result.notes += implausible(result)  # MFU beyond the peak, recorded shapes vs the metadata
     return result
 
 

@@ -19,17 +19,26 @@ see docs/training-regimes.md) against the model's real module names (``vlm_perf.
 * ``rank_pattern``: the first key that the name ends with (on a dot boundary, the key itself a regex)
   gives that module's rank, else ``r``;
 * ``"all-linear"``: every Linear except the output head (``lm_head``); convolutions are not Linears.
+
+Every pattern (a string ``target_modules`` / ``exclude_modules``, each ``modules_to_save`` / ``layers_pattern``
+entry, each ``rank_pattern`` / ``alpha_pattern`` key) is compiled once when the config is built, by
+`vlm_perf.arch.user_regex.compile_user_regex`: an invalid regex, or one outside its bound on match time, is a
+one-line `ConfigError` naming the file and the field.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import ConfigError
+from .user_regex import compile_user_regex, fullmatch, match
+from .validate import MAX_SIZE, bounded
 
 ALL_LINEAR = "all-linear"
+_UNSET = object()
 _BIAS = ("none", "all", "lora_only")
 
 
@@ -56,6 +65,8 @@ class AdapterConfig:
     # parameters adapted directly (PEFT ``target_parameters``: fused MoE expert stacks, a router weight): a
     # parameter key ``<module>.<param>`` equal to an entry or ending in ``"." + entry``
     target_parameters: tuple[str, ...] = ()
+    #: every user pattern compiled once (`_compile_patterns`): field -> compiled regex
+    _patterns: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         where = f"{self.source}: " if self.source else ""
@@ -73,18 +84,40 @@ class AdapterConfig:
         if self.target_parameters and (self.use_dora or self.lora_dropout > 0):
             raise ConfigError(f"{where}target_parameters with {'use_dora' if self.use_dora else 'lora_dropout > 0'}: "
                               "PEFT's parameter wrapper supports neither")
+        self._compile_patterns()
+
+    def _compile_patterns(self) -> None:
+        """Compile every user pattern once, each within `vlm_perf.arch.user_regex`'s bound; the forms PEFT builds
+        around an entry (``(^|.*\\.)ENTRY($|\\..*)`` ...) add at most two unbounded repetitions."""
+        def user(pattern: str, name: str) -> str:
+            compile_user_regex(pattern, self.source, name)  # refused here, with the file and field, if bad
+            return pattern
+
+        compiled = self._patterns
+        if isinstance(self.target_modules, str) and self.target_modules != ALL_LINEAR:
+            compiled["target_modules"] = compile_user_regex(self.target_modules, self.source, "target_modules")
+        if isinstance(self.exclude_modules, str):
+            compiled["exclude_modules"] = compile_user_regex(self.exclude_modules, self.source, "exclude_modules")
+        compiled["modules_to_save"] = [re.compile(rf"(^|.*\.){user(m, f'modules_to_save[{i}]')}($|\..*)")
+                                       for i, m in enumerate(self.modules_to_save)]
+        compiled["layers_pattern"] = [re.compile(rf"(?:^|.*?\.){user(pat, f'layers_pattern[{i}]')}\.(\d+)\.")
+                                      for i, pat in enumerate(self.layers_pattern)]
+        compiled["rank_pattern"] = [(re.compile(rf"(.*\.)?({user(key, f'rank_pattern key {key!r}')})$"), int(rank))
+                                    for key, rank in self.rank_pattern.items()]
+        for key in self.alpha_pattern:
+            user(key, f"alpha_pattern key {key!r}")
 
     # ------------------------------------------------------------------ matching
     def saves(self, name: str) -> bool:
         """``name`` lies inside a ``modules_to_save`` module (trained in full through PEFT's copy)."""
-        return any(re.match(rf"(^|.*\.){m}($|\..*)", name) for m in self.modules_to_save)
+        return any(match(m, name) for m in self._patterns["modules_to_save"])
 
     def _excluded(self, name: str) -> bool:
         ex = self.exclude_modules
         if not ex:
             return False
         if isinstance(ex, str):
-            return re.fullmatch(ex, name) is not None
+            return fullmatch(self._patterns["exclude_modules"], name)
         return any(name == e or name.endswith("." + e) for e in ex)
 
     def targets(self, name: str, is_linear: bool = True, is_head: bool = False) -> bool:
@@ -97,12 +130,12 @@ class AdapterConfig:
         if tm == ALL_LINEAR:
             return is_linear and not is_head
         if isinstance(tm, str):
-            return re.fullmatch(tm, name) is not None
+            return fullmatch(self._patterns["target_modules"], name)
         if not any(name == t or name.endswith("." + t) for t in tm):
             return False
         if self.layers_to_transform is None or (isinstance(tm, str)) or name in tm:
             return True
-        index = layer_index(name, self.layers_pattern)
+        index = layer_index(name, self._patterns["layers_pattern"])
         return index is not None and index in self.layers_to_transform
 
     def targets_parameter(self, key: str) -> bool:
@@ -110,9 +143,9 @@ class AdapterConfig:
         return any(key == t or key.endswith("." + t) for t in self.target_parameters)
 
     def rank(self, name: str) -> int:
-        for key, rank in self.rank_pattern.items():
-            if re.match(rf"(.*\.)?({key})$", name):
-                return int(rank)
+        for pattern, rank in self._patterns["rank_pattern"]:
+            if match(pattern, name):
+                return rank
         return self.r
 
     def describe(self) -> str:
@@ -134,14 +167,17 @@ class AdapterConfig:
                 "target_parameters": list(self.target_parameters), "source": self.source}
 
 
-def layer_index(name: str, layers_pattern: tuple[str, ...] = ()) -> int | None:
-    """The layer index PEFT reads from a module name for ``layers_to_transform`` (see the module docstring)."""
+def layer_index(name: str, layers_pattern: "tuple[str, ...] | list[re.Pattern]" = ()) -> int | None:
+    """The layer index PEFT reads from a module name for ``layers_to_transform`` (see the module docstring);
+    ``layers_pattern``: the patterns' names, or their compiled forms (`AdapterConfig._compile_patterns`)."""
     if not layers_pattern:
         m = re.match(r".*?\.[^.]*\.(\d+)\.", name)
     else:
         m = None
         for pattern in layers_pattern:
-            m = re.match(rf"(?:^|.*?\.){pattern}\.(\d+)\.", name)
+            if isinstance(pattern, str):
+                pattern = re.compile(rf"(?:^|.*?\.){compile_user_regex(pattern, '', 'layers_pattern').pattern}\.(\d+)\.")
+            m = pattern.match(name) if len(name) <= 500 else None
             if m:
                 break
     return int(m.group(1)) if m else None
@@ -172,12 +208,16 @@ def adapter_from_dict(data: Mapping[str, Any], source: str = "", quantized_base:
     if isinstance(params, str) or not all(isinstance(p, str) for p in params):
         raise ConfigError(f"{where}target_parameters must be a list of parameter names, got {params!r}")
 
-    def number(key: str, default: Any, kind: type) -> Any:
-        value = data.get(key, default)
-        if value is None:
+    def number(key: str, default: Any, kind: type, value: Any = _UNSET) -> Any:
+        value = data.get(key, default) if value is _UNSET else value
+        if value is None and default is not None:
             return default
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}{key} must be a number, got {value!r}")
+            raise ConfigError(f"{where}field {key} must be a number, got {bounded(value)}")
+        if not math.isfinite(value) or abs(value) > MAX_SIZE:  # a rank or scale of 2^24 is already no adapter
+            raise ConfigError(f"{where}field {key} is {bounded(value)}; give a finite number of at most {MAX_SIZE}")
+        if kind is int and value != int(value):
+            raise ConfigError(f"{where}field {key} must be a whole number, got {value!r}")
         return kind(value)
 
     layers = data.get("layers_to_transform")
@@ -203,6 +243,8 @@ def adapter_from_dict(data: Mapping[str, Any], source: str = "", quantized_base:
         exclude_modules=_names(data.get("exclude_modules"), "exclude_modules", where),
         modules_to_save=tuple(saves),
         layers_to_transform=None if not layers else tuple(layers), layers_pattern=tuple(pattern),
-        rank_pattern={str(k): int(v) for k, v in (data.get("rank_pattern") or {}).items()},
-        alpha_pattern={str(k): float(v) for k, v in (data.get("alpha_pattern") or {}).items()},
+        rank_pattern={str(k): number(f"rank_pattern[{k!r}]", None, int, v)
+                      for k, v in (data.get("rank_pattern") or {}).items()},
+        alpha_pattern={str(k): number(f"alpha_pattern[{k!r}]", None, float, v)
+                       for k, v in (data.get("alpha_pattern") or {}).items()},
         quantized_base=quantized_base, source=source)

@@ -35,7 +35,7 @@ from ..remote import as_path
 from ..errors import ConfigError, InputError
 
 __all__ = ["AUDIO_FIELDS", "MAX_CONFIG_BYTES", "MAX_DEPTH", "MAX_SIZE", "TEXT_FIELDS", "TOP_FIELDS", "VISION_FIELDS", "INDEX_FIELDS", "bounded",
-           "check_config", "check_spec", "check_tree", "read_json_file"]
+           "check_config", "check_spec", "check_tree", "loads_json", "read_json_file"]
 
 #: Largest config / manifest JSON file read (the largest released config.json is a few tens of KB).
 MAX_CONFIG_BYTES = 16 << 20
@@ -61,20 +61,42 @@ def bounded(value: Any, limit: int = MAX_REPR) -> str:
 _NONFINITE = re.compile(r"(?<![\w\"])(-?Infinity|NaN)(?![\w\"])")
 
 
-def read_json_file(path: str | Path, what: str = "JSON file") -> Any:
-    """Parse a JSON file with the limits above; errors name ``path`` (and the line when known)."""
+def read_json_file(path: str | Path, what: str = "JSON file", error: type[InputError] = InputError) -> Any:
+    """Parse a JSON file with the limits above (`loads_json`); errors name ``path`` (and the line when known).
+    The one JSON reader of every small JSON input: config.json, run.yaml's JSON form, adapter_config.json,
+    trainability.json, rl/settings.json, Dask scheduler files."""
     p = as_path(path)
     try:
         size = p.stat().st_size
     except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror or exc})", str(p)) from None
+        raise error(f"cannot read ({exc.strerror or exc})", str(p)) from None
     if size > MAX_CONFIG_BYTES:
-        raise InputError(f"{size} bytes, larger than the {MAX_CONFIG_BYTES} bytes a {what} may have; is it the "
-                         "right file?", str(p))
+        raise error(f"{size} bytes, larger than the {MAX_CONFIG_BYTES} bytes a {what} may have; is it the "
+                    "right file?", str(p))
+    if p.is_dir():
+        raise error(f"a folder, not a {what}", str(p))
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a UTF-8 byte-order mark is not part of the JSON
     except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", str(p)) from None
+        raise error("not UTF-8 text", str(p)) from None
+    except OSError as exc:
+        raise error(f"cannot read ({exc.strerror or exc})", str(p)) from None
+    return loads_json(text, str(p), what, error=error)
+
+
+_LONG_INT = re.compile(r"-?\d{4300,}")
+
+
+def loads_json(text: str, source: str, what: str = "JSON file", *, error: type[InputError] = InputError,
+               line: int | None = None) -> Any:
+    """Parse JSON ``text`` from ``source`` with the limits of the module docstring: nesting (`MAX_DEPTH`; never a
+    ``RecursionError``), ``NaN`` / ``Infinity`` only in `NONFINITE_FIELDS`, no duplicate keys, no integer too long
+    for Python to read. ``line``: ``text`` is that line of ``source`` (a JSON-lines record): messages name
+    ``source:line``; else the line within ``text``. Errors are ``error`` (an `InputError`), one line."""
+    def at(offset_line: int | None) -> str:
+        if line is not None:
+            return f"{source}:{line}"
+        return f"{source}:{offset_line}" if offset_line else source
 
     def constant(name: str) -> Any:  # Python's json writes inf as Infinity; allowed only where NONFINITE_FIELDS says
         return float(name)
@@ -85,28 +107,38 @@ def read_json_file(path: str | Path, what: str = "JSON file") -> Any:
             if key in out:
                 spot = text.find(json.dumps(key))
                 spot = text.find(json.dumps(key), spot + 1) if spot >= 0 else -1
-                line = text.count("\n", 0, spot) + 1 if spot >= 0 else None
-                raise InputError(f"duplicate key {bounded(key)}; state each key once", f"{p}:{line}" if line else str(p))
+                raise error(f"duplicate key {bounded(key)}; state each key once",
+                            at(text.count("\n", 0, spot) + 1 if spot >= 0 else None))
             out[key] = value
         return out
 
     try:
         data = json.loads(text, parse_constant=constant, object_pairs_hook=unique)
+    except InputError:  # a duplicate key (`unique`)
+        raise
     except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg})", f"{p}:{exc.lineno}") from None
+        raise error(f"not valid JSON ({exc.msg})", at(exc.lineno)) from None
     except RecursionError:
-        raise InputError(f"nested deeper than {MAX_DEPTH} levels; a {what} is a shallow object", str(p)) from None
+        raise error(f"nested deeper than {MAX_DEPTH} levels; a {what} is a shallow object", at(None)) from None
+    except ValueError as exc:  # an integer longer than Python's int-string limit (4,300 digits)
+        long = _LONG_INT.search(text)
+        spot = text.count("\n", 0, long.start()) + 1 if long else None
+        digits = len(long.group(0).lstrip("-")) if long else None
+        raise error(f"a number of {digits or 'too many'} digits is not a value a {what} can hold ({exc})"
+                    if digits else f"not valid JSON ({exc})", at(spot)) from None
     bad = _first_nonfinite(data)
     if bad is not None:  # name the line: the first non-finite literal after the field's key
         field, value = bad
         key = field.rsplit(".", 1)[-1].split("[", 1)[0]
         spot = text.find(json.dumps(key)) if key else -1
         match = _NONFINITE.search(text, max(spot, 0))
-        line = text.count("\n", 0, match.start()) + 1 if match else None
         literal = match.group(1) if match else repr(value)
-        raise InputError(f"{literal} is not a JSON number (field {field}); write a finite number",
-                         f"{p}:{line}" if line else str(p))
-    check_tree(data, str(p))
+        raise error(f"{literal} is not a JSON number (field {field}); write a finite number",
+                    at(text.count("\n", 0, match.start()) + 1 if match else None))
+    try:
+        check_tree(data, at(None))
+    except ConfigError as exc:
+        raise error(str(exc)) from None
     return data
 
 

@@ -42,13 +42,18 @@ def trace(
         result = _analyze(traces, run, opts, first_iteration, None)
     payload = result.to_dict()
     if out is not None:
-        from ..analysis.trace_parts import trace_parts_figure
+        import matplotlib.pyplot as plt
 
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "trace_parts.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
-        result.per_step().write_csv(out / "per_step.csv")
-        (out / "trace_parts.md").write_text(markdown(result) + "\n")
-        trace_parts_figure(result, out / "trace_parts.png")
+        from ..analysis.trace_parts import trace_parts_figure
+        from ..report.output import TRACE, atomic_report_dir
+
+        # the report's output rule (`vlm_perf.report.output`): files created new in a fresh folder, renamed into
+        # place; never written through a symlink, never over a folder that is not a trace -o folder
+        with atomic_report_dir(out, TRACE) as tmp:
+            (tmp / "trace_parts.json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
+            result.per_step().write_csv(tmp / "per_step.csv")
+            (tmp / "trace_parts.md").write_text(markdown(result) + "\n")
+            plt.close(trace_parts_figure(result, tmp / "trace_parts.png"))
     if as_json:
         print(json.dumps(payload, indent=1, default=str))
         return
@@ -109,8 +114,16 @@ def _fmt(v, scale=1.0, digits=2, pct=False) -> str:
 
 
 def markdown(result) -> str:
-    """The per-part table, the step sums and the top ops, as Markdown."""
+    """The per-part table, the step sums and the top ops, as Markdown. Every name from the trace (op and kernel
+    names, part names, notes) goes through the report's escaping (`vlm_perf.report.content`: `md_escape`, code
+    spans by `md_inline`), so a name cannot close its code span, split a table cell or land as raw HTML."""
     import polars as pl
+
+    from ..analysis.trace_checks import SHAPES_AGREE, shapes_gap
+    from ..report.content import C, T, md_escape, md_inline
+
+    def cell(*parts) -> str:
+        return md_inline(T(*parts), line_start=False, cell=True)
 
     eff = result.summary()
     unit, scale = ("TFLOP/s", 1e12)
@@ -120,18 +133,24 @@ def markdown(result) -> str:
     lines = ["| part | time (ms) | share of time | forward (ms) | backward (ms) | FLOPs share | achieved " + unit
              + " | vs LM | excess vs LM (ms) | MFU |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in eff.iter_rows(named=True):
-        lines.append(f"| {r['part']} | {_fmt(r['time_s'], 1e-3)} | {_fmt(r['time_share'], pct=True)} | "
+        lines.append(f"| {cell(C(r['part']))} | {_fmt(r['time_s'], 1e-3)} | {_fmt(r['time_share'], pct=True)} | "
                      f"{_fmt(r['forward_s'], 1e-3)} | {_fmt(r['backward_s'], 1e-3)} | "
                      f"{_fmt(r['flops_share'], pct=True)} | {_fmt(r['flops_per_s'], scale)} | "
                      f"{_fmt(r['rate_vs_lm'])} | {_fmt(r['excess_vs_lm_s'], 1e-3)} | {_fmt(r['mfu'], pct=True)} |")
     both = eff.filter(pl.col("flops").is_not_null() & pl.col("shape_flops").is_not_null() & (pl.col("flops") > 0))
-    if both.height and result.flops_source == "metadata":
-        gap = float(((both["shape_flops"] - both["flops"]).abs() / both["flops"]).max())  # type: ignore[arg-type]
-        lines += ["", f"Cross-check: the matmul FLOPs the trace recorded (Input Dims) match the exact FLOPs within "
-                      f"{100 * gap:.3f}% for {both.height} part(s) ({', '.join(both['part'].to_list())})."]
+    gap = shapes_gap(eff) if result.flops_source == "metadata" else None
+    if gap is not None:
+        names = ", ".join(md_inline(T(C(p))) for p in both["part"].to_list())
+        if gap[1]:
+            lines += ["", f"Cross-check FAILED: the matmul FLOPs the trace recorded (Input Dims) differ from the exact "
+                          f"FLOPs by up to {100 * gap[0]:.1f}% (beyond {100 * SHAPES_AGREE:g}%: "
+                          f"{', '.join(md_inline(T(C(p))) for p in gap[1])}; compared: {names}); see the notes."]
+        else:
+            lines += ["", f"Cross-check: the matmul FLOPs the trace recorded (Input Dims) match the exact FLOPs within "
+                          f"{100 * gap[0]:.3f}% for {both.height} part(s) ({names})."]
     steps = result.steps
     if result.flops_source:
-        lines += ["", f"FLOPs from: {result.flops_source}."]
+        lines += ["", f"FLOPs from: {md_escape(result.flops_source)}."]
     lines += ["", "vs LM: the part's achieved FLOP/s over the language model's (its parts with FLOPs, together); excess: "
               "its time minus the time its FLOPs would take at the LM's rate (where optimisation pays)."]
     lines += ["", f"{steps.height} step(s) over {steps['rank'].n_unique()} rank(s); the parts add up to each step's "
@@ -142,9 +161,9 @@ def markdown(result) -> str:
                      " ms overlapped with compute.")
     lines += ["", "| top ops / kernels by time | part | time (ms) | calls |", "|---|---|---:|---:|"]
     for r in result.top.head(10).iter_rows(named=True):
-        lines.append(f"| `{r['name'][:90]}` | {r['part']} | {r['time_ns'] / 1e6:,.2f} | {r['count']} |")
+        lines.append(f"| {cell(C(r['name'][:90]))} | {cell(C(r['part']))} | {r['time_ns'] / 1e6:,.2f} | {r['count']} |")
     if result.notes:
-        lines += [""] + [f"- note: {n}" for n in result.notes]
+        lines += [""] + [f"- note: {md_escape(n)}" for n in result.notes]
     return "\n".join(lines)
 
 

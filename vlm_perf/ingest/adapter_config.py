@@ -8,13 +8,13 @@ depth up to three), so a report can pick it up without flags.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..remote import as_path
 from ..arch.adapters import AdapterConfig, adapter_from_dict
+from ..arch.validate import read_json_file
 from ..errors import ConfigError, InputError
 
 FILENAME = "adapter_config.json"
@@ -36,12 +36,9 @@ def read_trainability_record(path: str | Path) -> TrainabilityRecord:
     p = as_path(path)
     if p.is_dir():
         p = p / TRAINABILITY_FILE
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("trainability record not found", str(p)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", f"{p}:{exc.lineno}") from None
+    if not p.exists():
+        raise InputError("trainability record not found", str(p))
+    data = read_json_file(p, "trainability record")  # the shared limits: depth, size, NaN, duplicate keys
     if not isinstance(data, dict) or not isinstance(data.get("requires_grad"), list) \
             or not all(isinstance(n, str) for n in data["requires_grad"]):
         raise InputError("a trainability record needs a 'requires_grad' list of parameter names", str(p))
@@ -65,12 +62,7 @@ def read_adapter_config(path: str | Path, quantized_base: bool = False) -> Adapt
             p = p / FILENAME
     if not p.is_file():
         raise InputError("adapter config not found", str(p))
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read: {exc}", str(p)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", f"{p}:{exc.lineno}") from None
+    data = read_json_file(p, "adapter config")  # the shared limits: depth, size, NaN / Infinity, duplicate keys
     if not isinstance(data, dict):
         raise InputError("an adapter config must be a JSON object", str(p))
     try:

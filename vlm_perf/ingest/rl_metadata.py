@@ -6,11 +6,11 @@ Every violation is a `SchemaError` naming ``file`` or ``file:line`` and the fiel
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..arch.validate import loads_json, read_json_file
 from ..errors import SchemaError
 from ..remote import as_path
 from ..flops.generation import HEAD_POSITIONS
@@ -135,12 +135,9 @@ def _shapes(obj: Any, where: str, what: str) -> dict:
 
 def _settings(path: Path) -> RLSettings:
     where = str(path)
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SchemaError(f"cannot read: {exc}", where) from None
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"not JSON: {exc.msg} (line {exc.lineno})", where) from None
+    if not path.exists():
+        raise SchemaError(f"no {SETTINGS} (the RL settings every {STEPS} needs)", where)
+    obj = read_json_file(path, "RL settings file", SchemaError)  # the shared limits: depth, size, NaN, duplicates
     if not isinstance(obj, dict):
         raise SchemaError("must be a JSON object", where)
     if obj.get("schema") != RL_SCHEMA:
@@ -155,9 +152,12 @@ def _settings(path: Path) -> RLSettings:
                           where)
     generations = _need(obj, "num_generations", int, where)
     iterations = _need(obj, "num_iterations", int, where)
-    if generations < 1 or iterations < 1:
-        raise SchemaError("num_generations and num_iterations must be >= 1", where)
+    if not (1 <= generations <= 1 << 20 and 1 <= iterations <= 1 << 20):
+        raise SchemaError(f"num_generations and num_iterations must be from 1 to {1 << 20}, got {str(generations)[:24]} "
+                          f"and {str(iterations)[:24]}", where)
     beta = _need(obj, "beta", (int, float), where)
+    if not 0 <= beta < 1e6:  # finite (the reader refuses NaN / Infinity) and a KL weight, not a huge number
+        raise SchemaError(f"beta must be a KL weight >= 0 (and < 1e6), got {beta!r}", where)
     return RLSettings(algorithm=algorithm, framework=_need(obj, "framework", str, where),
                       num_generations=generations, beta=float(beta),
                       reference=_need(obj, "reference", bool, where), num_iterations=iterations,
@@ -174,12 +174,14 @@ def _step(obj: Any, where: str) -> RLStep:
     if iteration < 1:
         raise SchemaError(f"iteration must be >= 1, got {iteration}", where)
     step_s = float(_need(obj, "step_s", (int, float), where))
+    if not 0 < step_s < 1e7:  # finite (the reader refuses NaN / Infinity), positive, under ~4 months
+        raise SchemaError(f"step_s must be seconds > 0 (and < 1e7), got {obj['step_s']!r}", where)
     phases = _need(obj, "phases_s", dict, where)
     for name, value in phases.items():
         if name not in PHASE_NAMES:
             raise SchemaError(f"phases_s: unknown phase {name!r} (known: {', '.join(PHASE_NAMES)})", where)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < -1e-6:
-            raise SchemaError(f"phases_s.{name} must be seconds >= 0, got {value!r}", where)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1e-6 <= value < 1e7:
+            raise SchemaError(f"phases_s.{name} must be seconds >= 0 (and < 1e7), got {value!r}", where)
     raw = obj.get("rollout")
     rollout = None
     if raw is not None:
@@ -218,10 +220,7 @@ def read_rl(folder: str | Path) -> RLRecord:
             if not line.strip():
                 continue
             where = f"{path}:{number}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SchemaError(f"not JSON: {exc.msg}", where) from None
+            obj = loads_json(line, str(path), "RL step record", error=SchemaError, line=number)
             step = _step(obj, where)
             if step.iteration in seen:
                 raise SchemaError(f"iteration {step.iteration} appears twice", where)

@@ -174,10 +174,14 @@ def render_html(cmp: dict, out_dir: Path) -> str:
 
 
 def write_compare(cmp: dict, out_dir: Path) -> dict[str, Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"compare.json": out_dir / "compare.json", "compare.md": out_dir / "compare.md",
-             "compare.html": out_dir / "compare.html", "compare.png": figure(cmp, out_dir / "compare.png")}
-    paths["compare.json"].write_text(json.dumps(_clean(cmp), indent=2) + "\n")
-    paths["compare.md"].write_text(render_markdown(cmp))
-    paths["compare.html"].write_text(render_html(cmp, out_dir))
-    return paths
+    """compare.{json,md,html,png} into ``out_dir`` by the report's output rule (`vlm_perf.report.output`: a fresh
+    folder renamed into place, never written through a symlink, a foreign folder refused)."""
+    from .output import COMPARE, atomic_report_dir
+
+    names = ("compare.json", "compare.md", "compare.html", "compare.png")
+    with atomic_report_dir(out_dir, COMPARE) as tmp:
+        figure(cmp, tmp / "compare.png")
+        (tmp / "compare.json").write_text(json.dumps(_clean(cmp), indent=2) + "\n")
+        (tmp / "compare.md").write_text(render_markdown(cmp))
+        (tmp / "compare.html").write_text(render_html(cmp, tmp))
+    return {name: out_dir / name for name in names}

@@ -110,12 +110,16 @@ def md_escape(text: str, line_start: bool = False) -> str:
     return text[:start.start(2)] + "\\" + text[start.start(2):]
 
 
-def md_inline(inline: Iterable[Span], line_start: bool = True) -> str:
-    """Markdown of inline spans; ``line_start``: the text opens a line (a list marker there is escaped)."""
+def md_inline(inline: Iterable[Span], line_start: bool = True, cell: bool = False) -> str:
+    """Markdown of inline spans; ``line_start``: the text opens a line (a list marker there is escaped);
+    ``cell``: the text is a GFM table cell, where a ``|`` splits the cell even inside a code span (GFM splits
+    cells before inline parsing), so it is written ``\\|`` there too."""
     out = []
     for i, span in enumerate(inline):
         if span.code:
             text = " ".join(span.text.splitlines())
+            if cell:
+                text = text.replace("|", "\\|")
             ticks = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
             out.append(f"{ticks} {text} {ticks}" if "`" in text else f"{ticks}{text}{ticks}")
         elif span.bold:

@@ -7,6 +7,10 @@ temporary folder is removed and ``out`` is left as it was. Nothing is ever writt
 symlink: files are created new in the temporary folder, ``out`` itself may not be a symlink,
 and a folder that exists but does not look like a report (other files in it) is refused rather
 than replaced, so a mistyped ``-o`` cannot delete unrelated data.
+
+The same rule serves every command that writes a folder of results (`OutputKind`: ``report``, ``trace``,
+``compare``):
+each kind names the files its folder may hold, so one kind's folder is never replaced by another's.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -25,14 +30,32 @@ from ..errors import VlmPerfError
 MARKER = ".vlm-perf-report"  # written into every report folder; what makes a folder replaceable
 WINDOWS_FILES = ("windows.parquet", "windows.csv")
 REPORT_FILES = {"summary.json", "report.md", "report.html", MARKER, *WINDOWS_FILES}
+TRACE_FILES = {"trace_parts.json", "trace_parts.md", "trace_parts.png", "per_step.csv", MARKER}
+COMPARE_FILES = {"compare.json", "compare.md", "compare.html", "compare.png", MARKER}
 
 
-def _is_replaceable(folder: Path) -> bool:
+@dataclass(frozen=True)
+class OutputKind:
+    """A command's output folder: ``what`` wrote it, the ``files`` it may hold (and PNG figures), and the
+    ``signature`` files that mark an older folder of this kind written before the marker existed."""
+
+    what: str  # the command, in messages and the marker
+    label: str  # what its folder is called in messages
+    files: frozenset[str]
+    signature: frozenset[str]
+
+
+REPORT = OutputKind("report", "report", frozenset(REPORT_FILES), frozenset({"summary.json", "report.md"}))
+TRACE = OutputKind("trace", "trace -o folder", frozenset(TRACE_FILES), frozenset({"trace_parts.json", "trace_parts.md"}))
+COMPARE = OutputKind("compare", "compare -o folder", frozenset(COMPARE_FILES), frozenset({"compare.json", "compare.md"}))
+
+
+def _is_replaceable(folder: Path, kind: OutputKind = REPORT) -> bool:
     entries = {p.name for p in folder.iterdir()}
     if not entries:
         return True
-    if MARKER in entries or {"summary.json", "report.md"} <= entries:  # ours (older reports had no marker)
-        return all(name in REPORT_FILES or name.endswith(".png") for name in entries)
+    if MARKER in entries or kind.signature <= entries:  # ours (older folders had no marker)
+        return all(name in kind.files or name.endswith(".png") for name in entries)
     return False
 
 
@@ -54,7 +77,8 @@ def _locked(folder: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def atomic_report_dir(out: Path) -> Iterator[Path]:
+def atomic_report_dir(out: Path, kind: OutputKind = REPORT) -> Iterator[Path]:
+    """A fresh folder to write ``kind``'s files into, renamed to ``out`` when the block ends (module docstring)."""
     out = Path(os.path.abspath(out))  # "." or "out/" -> a named folder with a parent (symlinks kept as links)
     cwd = Path.cwd()
     if out == cwd or out in cwd.parents:
@@ -66,25 +90,26 @@ def atomic_report_dir(out: Path) -> Iterator[Path]:
     # absent, which unlocked exists()/is_dir() calls could see half-way and misreport as "not a folder"
     with _locked(parent):
         if out.is_symlink():
-            raise VlmPerfError(f"{out}: the output folder is a symlink; give the real folder (reports are not "
-                               "written through symlinks)")
+            raise VlmPerfError(f"{out}: the output folder is a symlink; give the real folder (a {kind.label} is "
+                               "never written through a symlink)")
         if out.exists() and not out.is_dir():
             raise VlmPerfError(f"{out}: exists and is not a folder")
-        if out.is_dir() and not _is_replaceable(out):
-            raise VlmPerfError(f"{out}: exists and holds files that are not a vlm-perf report; choose a new or "
+        if out.is_dir() and not _is_replaceable(out, kind):
+            raise VlmPerfError(f"{out}: exists and holds files that are not a vlm-perf {kind.label}; choose a new or "
                                "empty output folder")
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
     try:
         yield tmp
-        (tmp / MARKER).write_text("written by vlm-perf report; this folder is replaced as a whole on the next run\n")
+        (tmp / MARKER).write_text(f"written by vlm-perf {kind.what}; this folder is replaced as a whole on the next "
+                                  "run\n")
         os.chmod(tmp, 0o755)
         with _locked(parent):
             old = None
             if out.is_symlink():
-                raise VlmPerfError(f"{out}: became a symlink while the report was written; not replaced")
+                raise VlmPerfError(f"{out}: became a symlink while the {kind.label} was written; not replaced")
             if out.exists():
-                if not _is_replaceable(out):
-                    raise VlmPerfError(f"{out}: files that are not a vlm-perf report appeared while the report was "
+                if not _is_replaceable(out, kind):
+                    raise VlmPerfError(f"{out}: files that are not a vlm-perf {kind.label} appeared while it was "
                                        "written; not replaced")
                 old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=parent))
                 os.replace(out, old / "report")

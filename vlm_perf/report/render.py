@@ -29,7 +29,7 @@ def _environment(autoescape: bool) -> Environment:
     env = Environment(loader=PackageLoader("vlm_perf.report", "templates"), autoescape=autoescape,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters.update(md=md_escape, md_inline=md_inline, md_fence=md_fence, html_inline=_html_inline,
-                       md_cell=lambda inline: md_inline(inline, line_start=False))
+                       md_cell=lambda inline: md_inline(inline, line_start=False, cell=True))
     return env
 
 

@@ -19,16 +19,29 @@ On the cluster the run is read as map + combine with the single-machine code per
 * profiler traces: one task per file, `vlm_perf.ingest.traces.read_trace` (the map of ``read_traces``),
   merged in file order by its ``merge_partials`` (`read_traces_on`).
 
-A cluster that cannot be reached (bounded by `CONNECT_TIMEOUT_S`), workers whose vlm-perf / dask /
-Python differ from the client's, and a worker that dies while reading are each a `ClusterError`
-(one line; the CLI exits 2).
+Bounds (each a one-line `ClusterError` or `ConfigError`; the CLI exits 2), T = the connect timeout
+(`connect_timeout`: ``VLM_PERF_CONNECT_TIMEOUT`` seconds, default `CONNECT_TIMEOUT_S` = 20, at most
+`MAX_CONNECT_TIMEOUT_S`):
+
+* ``local:N``: N <= `max_local_workers` (`LOCAL_WORKERS_PER_CPU` x the machine's CPU count; each worker is a
+  process);
+* an address or scheduler file: the client is built in a helper thread and abandoned after T + `GRACE_S` s, so
+  an address that answers but is not a Dask scheduler (an HTTP port: the client would read its reply as a frame
+  length and wait, or allocate exabytes) or a transport this install lacks (``ucx://``) fails in that time;
+* a scheduler with no live worker: `wait_for_workers` gives it T s to get one before anything is submitted;
+* while reading, the cluster losing every worker: the results are awaited in polls (`POLL_S`) and a cluster
+  with no live worker for T s fails the command (`done_in_turn`), instead of waiting forever;
+* workers whose vlm-perf / dask / Python differ from the client's, and a worker that dies while reading.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import math
 import os
+import re
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
@@ -39,10 +52,40 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..arch.spec import ModelSpec
 
 __all__ = ["Scheduler", "parse_scheduler", "connect", "read_metadata", "parse_logs_on", "read_traces_on",
-           "CONNECT_TIMEOUT_S"]
+           "CONNECT_TIMEOUT_S", "connect_timeout", "max_local_workers", "done_in_turn"]
 
-#: seconds to reach a scheduler (and, for ``local:N``, for the workers to start) before giving up
-CONNECT_TIMEOUT_S = float(os.environ.get("VLM_PERF_CONNECT_TIMEOUT", "20"))
+#: seconds to reach a scheduler (and, for ``local:N``, for the workers to start), and to wait for a live worker,
+#: before giving up; ``VLM_PERF_CONNECT_TIMEOUT`` overrides it (`connect_timeout`)
+CONNECT_TIMEOUT_S = 20.0
+#: the largest ``VLM_PERF_CONNECT_TIMEOUT`` accepted (one hour)
+MAX_CONNECT_TIMEOUT_S = 3600.0
+#: seconds a client thread gets beyond the connect timeout before it is abandoned
+GRACE_S = 2.0
+#: ``local:N`` starts at most this many worker processes per CPU of the machine
+LOCAL_WORKERS_PER_CPU = 4
+#: seconds between two checks for a live worker while results are awaited
+POLL_S = 1.0
+
+
+def connect_timeout() -> float:
+    """The connect / no-live-worker timeout in seconds: ``VLM_PERF_CONNECT_TIMEOUT`` when set (a finite number
+    in (0, `MAX_CONNECT_TIMEOUT_S`]), else `CONNECT_TIMEOUT_S`."""
+    raw = os.environ.get("VLM_PERF_CONNECT_TIMEOUT")
+    if raw is None or not raw.strip():
+        return CONNECT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_CONNECT_TIMEOUT_S):
+        raise ConfigError(f"VLM_PERF_CONNECT_TIMEOUT={raw[:40]!r}: give seconds, a number > 0 and <= "
+                          f"{MAX_CONNECT_TIMEOUT_S:g}")
+    return value
+
+
+def max_local_workers() -> int:
+    """The most worker processes ``local:N`` starts: `LOCAL_WORKERS_PER_CPU` x this machine's CPU count."""
+    return LOCAL_WORKERS_PER_CPU * (os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -64,21 +107,30 @@ def parse_scheduler(text: str) -> Scheduler:
         count = text[6:]
         if not count:
             return Scheduler("local")
-        if not count.isdigit() or int(count) < 1:
-            raise ConfigError(f"scheduler {text!r}: local:N needs a worker count N >= 1")
+        limit = max_local_workers()
+        if not re.fullmatch(r"[0-9]{1,9}", count) or int(count) < 1:  # ASCII digits only ("²".isdigit() is True)
+            raise ConfigError(f"scheduler {text[:40]!r}: local:N needs a worker count N, a whole number from 1 to "
+                              f"{limit}")
+        if int(count) > limit:
+            raise ConfigError(f"scheduler {text!r}: at most {limit} local workers on this machine "
+                              f"({LOCAL_WORKERS_PER_CPU} per CPU, {os.cpu_count() or 1} CPUs); give local:N with "
+                              f"N <= {limit} or a cluster's address")
         return Scheduler("local", workers=int(count))
     if "://" in text:
         return Scheduler("address", text)
     path = Path(text).expanduser()
     if path.is_file():
-        try:
-            info = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"scheduler file {text}: not a Dask scheduler file ({exc})") from None
+        from ..arch.validate import read_json_file
+
+        info = read_json_file(path, "Dask scheduler file")  # size, depth and NaN limits; errors name the file
         if not isinstance(info, dict) or "address" not in info:
             raise ConfigError(f"scheduler file {text}: no 'address' key (not a Dask scheduler file)")
+        address = info["address"]
+        if not isinstance(address, str) or "://" not in address or len(address) > 1000:
+            raise ConfigError(f"scheduler file {text}: field 'address' is {str(address)[:60]!r}, not a scheduler "
+                              "address such as tcp://host:8786 (not a Dask scheduler file)")
         return Scheduler("file", str(path))
-    raise ConfigError(f"scheduler {text!r}: expected local[:N], an address such as tcp://host:8786, or an "
+    raise ConfigError(f"scheduler {text[:200]!r}: expected local[:N], an address such as tcp://host:8786, or an "
                       "existing scheduler file")
 
 
@@ -128,8 +180,8 @@ def _first_line(exc: BaseException) -> str:
 def connect(scheduler: Scheduler | str) -> Iterator[Any]:
     """A ``distributed.Client`` for ``scheduler`` (a local cluster is started and closed with it)."""
     sched = parse_scheduler(scheduler) if isinstance(scheduler, str) else scheduler
+    timeout = connect_timeout()
     distributed = _import_distributed()
-    timeout = CONNECT_TIMEOUT_S
     stack = contextlib.ExitStack()
     with stack:
         try:
@@ -141,28 +193,90 @@ def connect(scheduler: Scheduler | str) -> Iterator[Any]:
                     n_workers=sched.workers or (os.cpu_count() or 1), threads_per_worker=1, processes=True,
                     dashboard_address=":0", silence_logs=50, timeout=timeout))
                 client = stack.enter_context(distributed.Client(cluster, timeout=timeout))
-            elif sched.kind == "file":
-                client = stack.enter_context(distributed.Client(scheduler_file=sched.target, timeout=timeout))
             else:
-                client = stack.enter_context(distributed.Client(sched.target, timeout=timeout))
+                kwargs = {"scheduler_file": sched.target} if sched.kind == "file" else {"address": sched.target}
+                client = stack.enter_context(_client_within(distributed, sched, kwargs, timeout))
         except VlmPerfError:
             raise
-        except (OSError, TimeoutError, ValueError, RuntimeError) as exc:
+        except Exception as exc:  # noqa: BLE001 - OSError, TimeoutError, MemoryError (a non-Dask reply read as a
+            # frame length), ValueError / ImportError (an unknown or uninstalled transport such as ucx://), ...
             raise ClusterError(f"scheduler {sched}: cannot connect within {timeout:g} s "
                                f"({type(exc).__name__}: {_first_line(exc)})") from None
+        if sched.kind != "local":
+            try:
+                client.wait_for_workers(1, timeout=timeout)
+            except Exception:  # noqa: BLE001 - TimeoutError (its class moved between distributed versions)
+                raise ClusterError(f"scheduler {sched}: no live worker joined within {timeout:g} s; start workers "
+                                   "(dask worker ADDRESS) or check that they can reach the scheduler") from None
         check_versions(client, str(sched))
         yield client
+
+
+def _client_within(distributed: Any, sched: Scheduler, kwargs: dict, timeout: float) -> Any:
+    """``distributed.Client(**kwargs)`` built in a daemon thread that is abandoned after ``timeout`` + `GRACE_S`
+    seconds: the client's own timeout does not cover a peer that accepts the connection and then answers
+    something other than Dask's handshake (it waits for a frame that never comes)."""
+    box: dict[str, Any] = {}
+
+    def build() -> None:
+        try:
+            box["client"] = distributed.Client(timeout=timeout, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=build, name="vlm-perf-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + GRACE_S)
+    if "error" in box:
+        raise box["error"]
+    if "client" not in box:
+        raise ClusterError(f"scheduler {sched}: no Dask scheduler answered within {timeout + GRACE_S:g} s (is it "
+                           "the address of a Dask scheduler? an HTTP or other service's port does not answer Dask's "
+                           "handshake)")
+    return box["client"]
+
+
+def _live_workers(client: Any) -> int:
+    try:
+        return len(client.nthreads())
+    except Exception:  # noqa: BLE001 - the scheduler itself went away: no worker either
+        return 0
+
+
+def done_in_turn(client: Any, futures: list, timeout: float | None = None) -> Iterator[tuple[int, Any]]:
+    """``(index, result)`` of each of ``futures`` as it finishes (a failed task raises its error here). Waits in
+    polls of `POLL_S` seconds; when the cluster has had no live worker for ``timeout`` seconds (default:
+    `connect_timeout`) the wait ends in a `ClusterError` instead of lasting forever."""
+    distributed = _import_distributed()
+    limit = connect_timeout() if timeout is None else timeout
+    remaining = dict(enumerate(futures))
+    alone_since: float | None = None
+    while remaining:
+        try:
+            distributed.wait(list(remaining.values()), timeout=POLL_S, return_when="FIRST_COMPLETED")
+        except Exception as exc:  # noqa: BLE001 - the poll's timeout (TimeoutError; its class varies)
+            if "timeout" not in type(exc).__name__.lower() and not isinstance(exc, TimeoutError):
+                raise
+        finished = [i for i, f in remaining.items() if f.done()]
+        for i in finished:
+            yield i, remaining.pop(i).result()
+        if finished or _live_workers(client):
+            alone_since = None
+            continue
+        now = time.monotonic()
+        alone_since = now if alone_since is None else alone_since
+        if now - alone_since >= limit:
+            raise ClusterError(f"the Dask cluster has had no live worker for {limit:g} s with {len(remaining)} "
+                               "task(s) left; the workers died or left (memory? a killed job?): restart them and "
+                               "rerun")
 
 
 def _gather_in_order(client: Any, futures: list, what: Callable[[int], str],
                      on_done: Callable[[int], None] = lambda i: None) -> list:
     """Results of ``futures`` in their order, fetched as each finishes; a worker failure is a `ClusterError`."""
-    distributed = _import_distributed()
-    position = {f.key: i for i, f in enumerate(futures)}
     results: list = [None] * len(futures)
     try:
-        for future, result in distributed.as_completed(futures, with_results=True):
-            i = position[future.key]
+        for i, result in done_in_turn(client, futures):
             results[i] = result
             on_done(i)
     except VlmPerfError:

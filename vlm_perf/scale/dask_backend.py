@@ -215,8 +215,10 @@ def _tree(leaves: list, combine, split_every: int, tag: str):
 def _compute(obj, client):
     import dask
 
-    if client is not None:
-        return client.compute(obj, sync=True)
+    if client is not None:  # awaited with the no-live-worker bound of `vlm_perf.scale.cluster.done_in_turn`
+        from .cluster import done_in_turn
+
+        return next(result for _, result in done_in_turn(client, [client.compute(obj)]))
     return dask.compute(obj)[0]
 
 
@@ -302,13 +304,12 @@ def _results_as_done(leaves: list, client: Any) -> list:
             client = default_client()
         except (ImportError, ValueError):  # no distributed client: the local scheduler
             return list(dask.compute(*leaves))
-    from distributed import as_completed
+    from .cluster import done_in_turn  # bounded: a cluster with no live worker fails instead of waiting forever
 
     futures = client.compute(leaves)
-    position = {f.key: i for i, f in enumerate(futures)}
     results: list = [None] * len(futures)
-    for future, result in as_completed(futures, with_results=True):
-        results[position[future.key]] = result
+    for i, result in done_in_turn(client, futures):
+        results[i] = result
     return results
 
 

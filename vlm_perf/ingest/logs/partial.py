@@ -43,7 +43,7 @@ from . import diagnostics as _diagnostics
 from .diagnostics import Diagnostics
 from .formats import names
 from .schema import CORE_COLUMNS, KIND_DTYPE, concat_records, drain_renames, empty_frame, is_train, with_kind
-from .segments import ORD, aligned_like, assign_segments, strictly_increasing
+from .segments import ORD, STREAM, aligned_like, assign_segments, strictly_increasing
 from .timers import TimingCollector, is_text_log
 
 __all__ = ["LogPartial", "parse_file_partial", "merge_partials", "finish", "combine_partials",
@@ -148,6 +148,12 @@ def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") ->
     run_config: dict = {}
     if reader is not None:
         df = _take_partial(reader.read(path, LOCAL_FILE, diag), path, diag)
+        # a structured record (trainer_state.json, a W&B export, TensorBoard events) has the file's identity like a
+        # console line, so the cross-examination sees it as one more log file (its run judged by its values), and
+        # its format is its own restart stream (`STREAM`): a second record of the run beside the console log
+        # replays the console's iterations without being a restart of it, while two files of one structured
+        # format (a restart's second TensorBoard folder) still step back against each other
+        df = df.with_columns(pl.lit(str(path)).alias("file"), pl.lit(f"structured:{reader.name}").alias(STREAM))
         if text_log:  # a structured file that is not JSON (a W&B CSV export): its timing lines too
             _feed_file(timing, path)
         # a structured reader's renames are this file's: said here, not with the next text file's
@@ -276,7 +282,7 @@ def finish(total: LogPartial, empty_ok: bool = False):
         diag.duplicates = 0  # all (segment, iteration, framework) distinct: skip the hashing
     else:
         diag.duplicates = keyed.height - keyed.select(pl.struct("segment", "iteration", "framework").n_unique()).item()
-    raw = raw.drop([c for c in (ORD, "_sub") if c in raw.columns])
+    raw = raw.drop([c for c in (ORD, "_sub", STREAM) if c in raw.columns])
     raw = raw.select([*CORE_COLUMNS, *sorted(c for c in raw.columns if c not in CORE_COLUMNS)])
     return ParseResult(raw=raw, diagnostics=diag, run_config=total.run_config, _timing=total.timing)
 

@@ -4,7 +4,7 @@ Rules (docs/log-formats.md):
 
 * Records are ordered by (file order, line, position inside a ``\\r``-split line).
 * A new segment starts at a record whose iteration is *lower* than the previous record printed by
-  the same ``rank_label`` (a restart from an earlier checkpoint), or at the first record after a
+  the same ``rank_label`` in the same stream (`STREAM`: the text logs together, each structured log alone) (a restart from an earlier checkpoint), or at the first record after a
   restart banner (progress.txt ``Starting job``, checkpoint-load messages, HF "Running training").
   Equal iterations are duplicates (every rank printing, tqdm redraws), never a restart.
 * After a restart every rank label steps back once; those belong to the same restart. A label's
@@ -22,6 +22,10 @@ import numpy as np
 import polars as pl
 
 ORD = "_ord"
+#: Restart stream of a record (internal column): null for console / text logs (one stream per rank label across
+#: every text file, so a restart split into two files is seen), the format for a structured log (trainer_state.json,
+#: a W&B export, TensorBoard events): its records step back only against earlier records of that format.
+STREAM = "_stream"
 #: Ordering key of a record: ``file index * FILE_SCALE + line * SUB_SCALE + \r-piece``.
 SUB_SCALE = 1000
 FILE_SCALE = 1 << 50
@@ -39,6 +43,8 @@ def assign_segments(df: pl.DataFrame, banner_ords: list[int]) -> pl.DataFrame:
     idx = pl.int_range(0, pl.len(), dtype=pl.Int64)
     has_it = pl.col("iteration").is_not_null()
     lab = pl.col("rank_label").fill_null("")
+    if STREAM in df.columns:
+        lab = lab + "\x1f" + pl.col(STREAM).fill_null("")
     work = df.select(
         idx.alias("_i"), pl.col(ORD), pl.col("iteration"), lab.alias("_lab"), has_it.alias("_has")
     ).filter(pl.col("_has"))

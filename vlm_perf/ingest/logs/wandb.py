@@ -74,7 +74,7 @@ def _kind(path: Path) -> str | None:
     if first.startswith("{") and '"_step"' in first:
         try:
             return "jsonl" if isinstance(json.loads(first), dict) else None
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested beyond the interpreter's limit: not an export
             return None
     return None
 

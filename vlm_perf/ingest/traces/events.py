@@ -36,7 +36,30 @@ import polars as pl
 
 from ...errors import InputError
 
-__all__ = ["KINDS", "MATMUL_OPS", "matmul_flops", "EventBuilder", "TracePartial", "merge_partials", "HOST_KINDS", "DEVICE_KINDS"]
+__all__ = ["KINDS", "MATMUL_OPS", "matmul_flops", "EventBuilder", "TracePartial", "merge_partials", "HOST_KINDS", "DEVICE_KINDS",
+           "MAX_NS", "MAX_RANK", "checked_rank", "out_of_range"]
+
+#: the largest |start| / |end| in nanoseconds an event may have (2^62 ns: 146 years from the clock's zero; every
+#: difference of two such times fits Int64). Kineto writes µs since the epoch (~1.8e18 ns today).
+MAX_NS = 1 << 62
+#: the largest trainer rank a trace may name (2^24 GPUs)
+MAX_RANK = 1 << 24
+
+
+def out_of_range(path, where: str = "") -> InputError:
+    """The one error of every trace reader for a number it cannot hold: ts / dur beyond `MAX_NS` (or not
+    finite: Infinity, 1e300), an id beyond 64 bits."""
+    return InputError(f"{where + ': ' if where else ''}a time or id out of range (ts/dur must be finite and within "
+                      f"±{MAX_NS} ns, i.e. ±{MAX_NS // 1000:.3e} µs; ids 64-bit integers)", str(path))
+
+
+def checked_rank(value, path, where: str) -> int:
+    """A rank read from ``where`` (the file name, ``distributedInfo.rank``): an integer in [0, `MAX_RANK`)."""
+    if type(value) is not int or not 0 <= value < MAX_RANK:
+        text = str(value)
+        raise InputError(f"{where}: rank {text if len(text) <= 30 else text[:20] + '...'} is not a rank (an integer "
+                         f"from 0 to {MAX_RANK - 1})", str(path))
+    return value
 
 KINDS = ("cpu_op", "annotation", "module", "runtime", "kernel", "memcpy", "memset", "gpu_annotation")
 HOST_KINDS = ("cpu_op", "annotation", "module", "runtime")
@@ -96,6 +119,16 @@ class EventBuilder:
 
     def __len__(self) -> int:
         return len(self.kind)
+
+    def times_in_range(self) -> bool:
+        """Every start / end within ±`MAX_NS` (checked once per file, vectorised)."""
+        import numpy as np
+
+        for col in ("start", "end"):
+            values = np.frombuffer(self.cols[col], dtype=np.int64) if len(self) else None
+            if values is not None and (values.max() > MAX_NS or values.min() < -MAX_NS):
+                return False
+        return True
 
     def frame(self, rank: int) -> pl.DataFrame:
         names = list(self._names)

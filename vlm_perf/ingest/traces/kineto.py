@@ -23,7 +23,7 @@ from typing import List, Optional, Union
 from ...remote import as_path
 from ...errors import InputError
 from ..compressed import open_maybe_compressed
-from .events import KINDS, MATMUL_OPS, EventBuilder, TracePartial, matmul_flops
+from .events import KINDS, MATMUL_OPS, EventBuilder, TracePartial, checked_rank, matmul_flops, out_of_range
 
 __all__ = ["read_kineto", "CHUNK", "MAX_PENDING"]
 
@@ -54,7 +54,14 @@ class _Stream:
     def more(self) -> bool:
         if self.eof:
             return False
-        raw = self.fh.read(CHUNK)
+        try:
+            raw = self.fh.read(CHUNK)
+        except OSError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - EOFError (a truncated .gz), zlib.error, zstandard.ZstdError
+            raise self.error(f"cannot decompress ({type(exc).__name__}: {str(exc)[:120]}; truncated?)") from None
+        if self.consumed == 0 and self.pos == 0 and not self.buf and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]  # a UTF-8 byte-order mark before the JSON is not part of it
         if not raw:
             self.eof = True
             self.buf = self.buf[self.pos:] + self.dec.decode(b"", final=True)
@@ -119,11 +126,13 @@ def read_kineto(path: str | Path, file_index: int = 0) -> TracePartial:
     path = as_path(path)
     try:
         builder, meta, notes = _scan(path)
+        if not builder.times_in_range():
+            raise out_of_range(path)
+        rank = _rank_of(path, meta, file_index, notes)
     except InputError as exc:
         return TracePartial(files=[str(path)], error=exc)
-    except OSError as exc:
+    except OSError as exc:  # a gzip file with a bad header (BadGzipFile) included
         return TracePartial(files=[str(path)], error=InputError(f"cannot read trace: {exc}", str(path)))
-    rank = _rank_of(path, meta, file_index, notes)
     meta["rank"] = rank
     meta["format"] = "kineto"
     return TracePartial(files=[str(path)], frames=[builder.frame(rank)], meta=[meta], notes=notes)
@@ -132,10 +141,10 @@ def read_kineto(path: str | Path, file_index: int = 0) -> TracePartial:
 def _rank_of(path: Path, meta: dict, file_index: int, notes: list[str]) -> int:
     info = meta.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return int(info["rank"])
+        return checked_rank(info["rank"], path, "distributedInfo.rank")
     m = _RANK_IN_NAME.search(path.name)
     if m:
-        return int(m.group(1))
+        return checked_rank(int(m.group(1)) if len(m.group(1)) < 12 else m.group(1), path, f"file name {path.name[:80]!r}")
     notes.append(f"{path.name}: no distributedInfo.rank and no rank in the file name; rank {file_index} "
                  "(its position among the files) assumed")
     return file_index
@@ -165,7 +174,10 @@ def _scan(path: Path) -> tuple[EventBuilder, dict, list[str]]:
             s.take(":")
             if key == "traceEvents":
                 seen_events = True
-                _events(s, decoder, builder)
+                try:
+                    _events(s, decoder, builder)
+                except OverflowError:  # Infinity / 1e300 ts or dur, a > 64-bit id: one error, the file named
+                    raise out_of_range(path, f"event near character {s.consumed + s.pos}") from None
             else:
                 value = s.value(decoder)
                 if key in ("distributedInfo", "deviceProperties", "schemaVersion", "baseTimeNanoseconds",

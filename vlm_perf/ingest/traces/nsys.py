@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ...remote import is_url, local_copy, open_binary
 from ...errors import InputError
-from .events import KINDS, EventBuilder, TracePartial
+from .events import KINDS, EventBuilder, TracePartial, checked_rank, out_of_range
 from .kineto import _RANK_IN_NAME
 
 __all__ = ["read_nsys", "is_sqlite"]
@@ -70,7 +70,7 @@ def read_nsys(path: str | Path, file_index: int = 0) -> TracePartial:
         for table, kind in (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
                             ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
             if table in tables:
-                _device(db, table, kind, strings, b, path)
+                _device(db, table, kind, strings, b, path, notes)
         if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
             cols = _columns(db, "CUPTI_ACTIVITY_KIND_RUNTIME")
             _need(cols, ("start", "end", "globalTid", "correlationId"), "CUPTI_ACTIVITY_KIND_RUNTIME", path)
@@ -96,10 +96,22 @@ def read_nsys(path: str | Path, file_index: int = 0) -> TracePartial:
         return TracePartial(files=[str(path)], error=InputError(f"cannot read SQLite export: {exc}", str(path)))
     except InputError as exc:
         return TracePartial(files=[str(path)], error=exc)
+    except (OverflowError, TypeError, ValueError):  # a REAL 1e300 / Infinity time, a text where a number belongs
+        return TracePartial(files=[str(path)], error=out_of_range(
+            path, "a row of a CUPTI / NVTX table holds a NULL, text or out-of-range number"))
     finally:
         db.close()
     m = _RANK_IN_NAME.search(path.name)
-    rank = int(m.group(1)) if m else file_index
+    try:
+        if not b.times_in_range():
+            raise out_of_range(path)
+        rank = checked_rank(int(m.group(1)) if len(m.group(1)) < 12 else m.group(1), path,
+                            f"file name {path.name[:80]!r}") if m else file_index
+    except InputError as exc:
+        return TracePartial(files=[str(path)], error=exc)
+    except (OverflowError, TypeError, ValueError):  # a REAL 1e300 / Infinity time, a text where a number belongs
+        return TracePartial(files=[str(path)], error=out_of_range(
+            path, "a row of a CUPTI / NVTX table holds a NULL, text or out-of-range number"))
     if not m:
         notes.append(f"{path.name}: no rank in the file name; rank {file_index} (its position among the files) "
                      "assumed")
@@ -123,7 +135,7 @@ def _rows(db: sqlite3.Connection, sql: str):
         yield from rows
 
 
-def _device(db, table: str, kind: str, strings: dict, b: EventBuilder, path: Path) -> None:
+def _device(db, table: str, kind: str, strings: dict, b: EventBuilder, path: Path, notes: list[str]) -> None:
     cols = _columns(db, table)
     _need(cols, ("start", "end", "deviceId", "streamId", "correlationId"), table, path)
     name_col: str | None
@@ -134,7 +146,14 @@ def _device(db, table: str, kind: str, strings: dict, b: EventBuilder, path: Pat
     else:
         name_col = "NULL"
     label = {"memcpy": "Memcpy", "memset": "Memset"}.get(kind, "kernel")
+    null = 0
     for start, end, dev, stream, corr, name_id in _rows(
             db, f"SELECT start, end, deviceId, streamId, correlationId, {name_col} FROM {table}"):
+        if start is None or end is None or dev is None or stream is None:
+            null += 1  # no time or no device / stream: nowhere to place it (named in a note, with the count)
+            continue
         name = strings.get(name_id, str(name_id)) if kind == "kernel" else label
         b.add(_K[kind], name, int(dev), int(stream), int(start), int(end), corr=int(corr) if corr is not None else -1)
+    if null:
+        notes.append(f"{path.name}: {null} row(s) of {table} with a NULL start, end, deviceId or streamId skipped "
+                     "(their time is not attributed)")

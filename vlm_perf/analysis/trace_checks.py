@@ -1,0 +1,100 @@
+"""What a set of profiler traces says about itself before and after the attribution (`trace_parts.analyze_traces`).
+
+Before (`checked_events`), on the merged event table of the trace files:
+
+* two files holding the same rank's same ``ProfilerStep#N`` are two copies of one rank's trace (or two ranks
+  named alike): summing them would double that rank's time, so it is an error naming both files;
+* a ``ProfilerStep#N`` that appears more than once in one rank's trace (overlapping or repeated steps) is named
+  with its count;
+* an event whose duration is negative (end before start) cannot be placed: it is dropped and named with the count
+  per rank.
+
+After (`implausible`), on the per-part result joined with FLOPs:
+
+* a part whose achieved FLOP/s exceed the GPU's peak (MFU > `MFU_PLAUSIBLE`) did not do those FLOPs in that
+  time: the FLOPs are not the profiled work's (metadata of another run or of other iterations) or the peak is
+  wrong; named as implausible, with the part and its MFU;
+* where the trace recorded the matmul shapes (``record_shapes``), the parts whose recorded matmul FLOPs and the
+  metadata's exact FLOPs differ by more than `SHAPES_AGREE` are named (`shapes_gap`): expected for a fused
+  attention core (not recorded) or recomputed activations (recorded twice), otherwise a sign that the metadata
+  is not of the profiled run.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from ..errors import InputError
+
+__all__ = ["MFU_PLAUSIBLE", "SHAPES_AGREE", "checked_events", "implausible", "shapes_gap"]
+
+#: the largest MFU a part can have (the peak is what the hardware can do)
+MFU_PLAUSIBLE = 1.0
+#: relative gap within which the recorded matmul FLOPs and the exact FLOPs of a part agree
+SHAPES_AGREE = 0.01
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def checked_events(partial) -> tuple[pl.DataFrame, list[str]]:
+    """The merged events of ``partial`` (a `TracePartial`) without negative-duration events, and notes; raises
+    `InputError` when two files hold the same rank's same profiler step."""
+    notes: list[str] = []
+    steps = []
+    for path, frame in zip(partial.files, partial.frames):
+        named = frame.filter((pl.col("kind") == "annotation") & pl.col("name").str.starts_with("ProfilerStep#"))
+        if named.height:
+            steps.append(named.select("rank", "name").with_columns(pl.lit(path).alias("file")))
+    if steps:
+        table = pl.concat(steps)
+        per_file = table.unique(["rank", "name", "file"], maintain_order=True)
+        shared = per_file.group_by("rank", "name", maintain_order=True).agg(pl.col("file")).filter(
+            pl.col("file").list.len() > 1)
+        if shared.height:
+            row = shared.row(0, named=True)
+            raise InputError(f"rank {row['rank']}'s {row['name']} is in {row['file'][0]} and {row['file'][1]}: two "
+                             f"copies of one rank's trace (or two ranks named alike; {shared.height} step(s) in all); "
+                             "give each rank's trace once")
+        repeated = table.group_by("rank", "name", maintain_order=True).len().filter(pl.col("len") > 1)
+        for row in repeated.head(5).iter_rows(named=True):
+            notes.append(f"rank {row['rank']}: {row['name']} appears {row['len']} times in its trace (repeated or "
+                         "overlapping profiler steps); each range is attributed as recorded")
+    events = partial.events
+    negative = events.filter(pl.col("end") < pl.col("start"))
+    if negative.height:
+        for row in negative.group_by("rank", maintain_order=True).len().iter_rows(named=True):
+            notes.append(f"rank {row['rank']}: {row['len']} event(s) with a negative duration (end before start) "
+                         "dropped: their time cannot be placed")
+        events = events.filter(pl.col("end") >= pl.col("start"))
+    return events, notes
+
+
+def shapes_gap(eff: pl.DataFrame) -> tuple[float, list[str]] | None:
+    """(largest relative gap, the parts beyond `SHAPES_AGREE`) between the recorded matmul FLOPs and the exact
+    FLOPs over the parts that have both; None when no part has both."""
+    if "shape_flops" not in eff.columns:
+        return None
+    both = eff.filter(pl.col("flops").is_not_null() & pl.col("shape_flops").is_not_null() & (pl.col("flops") > 0))
+    if not both.height:
+        return None
+    gaps = both.with_columns(((pl.col("shape_flops") - pl.col("flops")).abs() / pl.col("flops")).alias("_gap"))
+    beyond = gaps.filter(pl.col("_gap") > SHAPES_AGREE)["part"].to_list()
+    return float(gaps["_gap"].max()), beyond  # type: ignore[arg-type]
+
+
+def implausible(result) -> list[str]:
+    """Notes naming the parts of a `TraceParts` whose numbers cannot be those of the profiled work."""
+    eff = result.summary()
+    notes = []
+    if "mfu" in eff.columns:
+        for row in eff.filter(pl.col("mfu").fill_null(0) > MFU_PLAUSIBLE).iter_rows(named=True):
+            notes.append(f"IMPLAUSIBLE: part {row['part']} at {100 * row['mfu']:.0f}% MFU, more than the GPU's peak: "
+                         "its FLOPs are not the profiled work's (is the metadata of the run and iterations the trace "
+                         "profiled? is the GPU peak right?)")
+    gap = shapes_gap(eff) if result.flops_source == "metadata" else None
+    if gap is not None and gap[1]:
+        notes.append(f"the matmul FLOPs the trace recorded differ from the metadata's exact FLOPs by up to "
+                     f"{100 * gap[0]:.1f}% ({', '.join(gap[1])}): expected for a fused attention core (not recorded) "
+                     "or recomputed activations (recorded twice); otherwise the metadata is not of the profiled run")
+    return notes
