@@ -27,9 +27,8 @@ from typing import Any
 
 from .blocks import (Block, ClsToken, DecoderAttention, DenseMLP, DownsampleConv, ExtraNorms, ExtraParams, FinalNorm,
                      ForwardOnly, GatedDecoderAttention, GatedMergerMLP, ImageVideoPatchEmbed, LinearProjector,
-                     LMHead, LMLayerNorms,
-                     MlpProjector, NormLinearProjector, PatchEmbed, PooledVideoProjector, PositionTable,
-                     SinkDecoderAttention, TokenEmbedding, VisionLayers)
+                     LMHead, LMLayerNorms, MlpProjector, MoEMLP, NormLinearProjector, PatchEmbed, PooledVideoProjector,
+                     PositionTable, SharedGateMoEMLP, SinkDecoderAttention, TokenEmbedding, VisionLayers)
 from .parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from .spec import ModelSpec
 from .trainability import ATTENTION, EMBEDDINGS, HEAD, MLP, NORMS
@@ -112,6 +111,9 @@ class Opaque:
     # parameters PEFT ``target_parameters`` can wrap, relative to ``name``, with their role: "gate_up" / "down"
     # (the fused routed-expert stacks, E x ... ) or "router" (the router weight E x h)
     params: tuple[tuple[str, str], ...] = ()
+    # the block's own Linears laid out inside it (an MoE MLP's shared expert: an MlpSub reading the block input,
+    # and Qwen's sigmoid shared-expert gate Lin h -> 1); they replace the block's ``lm.shared_experts`` term
+    shared: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -572,8 +574,9 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
         else:
             if sandwich:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
-            subs.append(Opaque(replace(m, count=1), MLP, mlp_pre, name=pre + "mlp", inner=_moe_inner(spec, m),
-                               params=_moe_params(m) if known_names else ()))
+            shared = _moe_shared(pre + "mlp.", m) if known_names else ()
+            subs.append(Opaque(replace(m, count=1), MLP, mlp_pre, name=pre + "mlp", inner=_moe_inner(spec, m, shared),
+                               params=_moe_params(m) if known_names else (), shared=shared))
         laid.append(Layer(i, tuple(subs)))
     return StageLayout(LANGUAGE_MODEL, n, tuple(head), tuple(laid), tuple(tail))
 
@@ -601,15 +604,38 @@ def _attn_module(a: Block) -> str:
     return "linear_attn" if a.kind == "gated_delta_net" else "self_attn"
 
 
-def _moe_inner(spec: ModelSpec, m: Block) -> tuple[str, ...]:
-    """The Linears of an MoE MLP (shared experts, a Linear router where the family has one); the routed experts are
-    fused 3-D parameters (``experts.gate_up_proj`` / ``experts.down_proj``), not modules."""
+def _moe_shared(prefix: str, m: Block) -> tuple[Any, ...]:
+    """The shared expert of an MoE MLP laid out per Linear, where transformers 5 builds it as one gated MLP module
+    reading the block input: ``shared_experts`` of width n_shared x F_sh (GLM-4.xV-MoE ``Glm4vMoeTextMoE``,
+    DeepSeek-V3 ``DeepseekV3MoE``), or Qwen3.5-MoE's ``shared_expert`` (one, of width F_sh) plus its
+    ``shared_expert_gate`` Linear(h -> 1) whose sigmoid scales it (``Qwen3_5MoeSparseMoeBlock``); the sum with the
+    routed experts and the gate's product are elementwise. () where the kind has no such layout."""
+    n = getattr(m, "num_shared", 0)
+    if not n or type(m) not in (MoEMLP, SharedGateMoEMLP):
+        return ()
+    gated = isinstance(m, SharedGateMoEMLP)
+    if gated and n != 1:
+        return ()
+    h, w, rows = m.hidden, n * m.shared_width, ("lm_tokens",)  # type: ignore[attr-defined]
+    pre = prefix + ("shared_expert." if gated else "shared_experts.")
+    sub = MlpSub(None, (Lin(pre + "gate_proj", MLP, rows, h, w, "lm.shared_experts"),
+                        Lin(pre + "up_proj", MLP, rows, h, w, "lm.shared_experts")),
+                 Lin(pre + "down_proj", MLP, rows, w, h, "lm.shared_experts"))
+    if gated:
+        return (sub, Lin(prefix + "shared_expert_gate", MLP, rows, h, 1, "lm.shared_experts"))
+    return (sub,)
+
+
+def _moe_inner(spec: ModelSpec, m: Block, laid: tuple[Any, ...] = ()) -> tuple[str, ...]:
+    """The Linears of an MoE MLP not laid out in ``laid`` (shared experts, a Linear router where the family has
+    one); the routed experts are fused 3-D parameters (``experts.gate_up_proj`` / ``experts.down_proj``), not
+    modules."""
     inner: tuple[str, ...] = ()
-    if getattr(m, "num_shared", 0):
+    if getattr(m, "num_shared", 0) and not laid:
         shared = "shared_expert" if m.kind == "shared_gate_moe_mlp" else "shared_experts"
         inner += tuple(f"{shared}.{x}" for x in ("gate_proj", "up_proj", "down_proj"))
-    if m.kind == "shared_gate_moe_mlp":
-        inner += ("shared_expert_gate",)
+        if m.kind == "shared_gate_moe_mlp":
+            inner += ("shared_expert_gate",)
     if spec.family == "gpt_oss" or m.kind == "biased_moe_mlp":
         inner += ("router",)
     return inner + ("gate", "experts")
@@ -631,6 +657,9 @@ def names_of(stages: tuple[StageLayout, ...]) -> list[tuple[str, Lin]]:
         elif isinstance(op, Chain):
             for p in op.linears:
                 out.append((stage, p))
+        elif isinstance(op, Opaque):
+            for x in op.shared:
+                visit(stage, x)
 
     for s in stages:
         for op in s.head:

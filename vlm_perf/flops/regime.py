@@ -289,7 +289,14 @@ class _Walker:
         trains = self.trains(layer, op.kind, op.name)
         self.any_trains = self.any_trains or trains
         wrapped = self.wrapped_params(op)
+        # the laid-out shared expert reads the block input like the routed experts; its output joins theirs by an
+        # elementwise sum (and Qwen's sigmoid-gate product), so the block output needs a gradient if it does
+        shared_live = False
+        for sub in op.shared:
+            shared_live = self.sub(sub, live_n, layer) or shared_live
         for term in inventory_terms((op.block,), self.stats, self.ctx):
+            if op.shared and term.component == "lm.shared_experts":
+                continue  # counted per Linear above
             self.add(term.component, FORWARD, term.forward)
             if not self.training:
                 continue
@@ -321,7 +328,7 @@ class _Walker:
                 # the block input: not run)
                 self.add(term.component, INPUT_GRAD, self.moe_matmul(op, "down" if term.component ==
                                                                      "lm.routed_experts" else "shared_down"))
-        return live_n or trains or bool(wrapped)
+        return live_n or trains or bool(wrapped) or shared_live
 
     def wrapped_params(self, op: Opaque) -> dict[str, str]:
         """role -> parameter key of the MoE parameters the adapter's ``target_parameters`` wrap in ``op``; each adds
