@@ -22,6 +22,7 @@ configs (which name modules) are refused.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -240,6 +241,35 @@ _NAMES["glm4v"] = replace(
 _NAMES["glm4v_moe"] = replace(_NAMES["glm4v"], lm_gate_up="")
 _NAMES["glm46v"] = _NAMES["glm4v_moe"]
 _LM_ONLY_PREFIX = "model"
+
+# The transformers releases (major.minor, inclusive) whose module names the tables above were verified against by the
+# measured tests (tests/verify: PEFT wraps transformers' own classes, the library must adapt the same modules). An
+# adapter config names modules; outside this range a name the layout does not know may be a module it lacks.
+VERIFIED_TRANSFORMERS = ("5.24", "5.25")
+
+
+def transformers_version(spec: ModelSpec) -> tuple[str, str]:
+    """(version, where it came from) of the transformers release whose module names apply to ``spec``: the
+    config's ``transformers_version`` (the release that wrote it), else the installed one (read from the package
+    metadata, transformers is not imported), else ("", "")."""
+    recorded = spec.extra.get("transformers_version")
+    if isinstance(recorded, str) and recorded:
+        return recorded, "the config's transformers_version"
+    from importlib import metadata
+
+    try:
+        return metadata.version("transformers"), "the installed transformers"
+    except metadata.PackageNotFoundError:
+        return "", ""
+
+
+def names_verified_on(version: str) -> bool:
+    """Whether ``version`` (e.g. ``5.25.0``, ``5.26.0.dev0``) lies in :data:`VERIFIED_TRANSFORMERS`."""
+    def minor(v: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in re.findall(r"\d+", v)[:2])
+
+    lo, hi = (minor(v) for v in VERIFIED_TRANSFORMERS)
+    return len(minor(version)) == 2 and lo <= minor(version) <= hi
 
 
 def _names_for(spec: ModelSpec) -> _Names | None:
@@ -639,6 +669,34 @@ def _moe_inner(spec: ModelSpec, m: Block, laid: tuple[Any, ...] = ()) -> tuple[s
     if spec.family == "gpt_oss" or m.kind == "biased_moe_mlp":
         inner += ("router",)
     return inner + ("gate", "experts")
+
+
+def module_names(stages: tuple[StageLayout, ...]) -> set[str]:
+    """Every module name the layout knows: its Linears, parameter-only modules, blocks laid out whole and the
+    Linears inside them (what an adapter config's ``target_modules`` can name)."""
+    out = {lin.name for _, lin in names_of(stages)}
+
+    def visit(op: Any) -> None:
+        if isinstance(op, Params):
+            out.add(op.name)
+        elif isinstance(op, (AttnSub, MlpSub, Chain)):
+            for x in vars(op).values():
+                for y in (x if isinstance(x, tuple) else (x,)):
+                    visit(y)
+        elif isinstance(op, Opaque):
+            visit(op.norm)
+            if op.name:
+                out.add(op.name)
+                out.update(f"{op.name}.{inner}" for inner in op.inner)
+                out.update(f"{op.name}.{p.rsplit('.', 1)[0]}" for p, _ in op.params)
+
+    for s in stages:
+        for op in s.head + s.tail + tuple(o for layer in s.layers for o in layer.subs):
+            visit(op)
+        for op in s.dead:
+            for o in (op.subs if isinstance(op, Layer) else (op,)):
+                visit(o)
+    return out
 
 
 def names_of(stages: tuple[StageLayout, ...]) -> list[tuple[str, Lin]]:
