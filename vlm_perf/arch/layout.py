@@ -13,10 +13,11 @@ last four tower layers unfrozen), and an adapter config names modules (``...laye
 * :class:`AttnSub` / :class:`MlpSub`: a pre-norm attention / MLP sublayer;
 * :class:`Chain`: a projector (optional norm, then Linears in sequence);
 * :class:`Opaque`: a block laid out as a whole (kinds without a per-Linear layout: MoE MLPs, MLA, gated
-  delta nets, ...); fine-grained trainability or adapters inside one are refused by the FLOPs side.
+  delta nets, ...); fine-grained trainability or adapters inside one are refused by the FLOPs side, except on
+  the Linears laid out inside it (``shared``: an MoE MLP's shared expert).
 
 Names follow transformers 5 (``model.visual.blocks.N.attn.qkv``, ``model.language_model.layers.N.self_attn
-.q_proj``, ``lm_head``). Families without a name table get ``names=False``: selectors still work, adapter
+.q_proj``, ``lm_head``), verified on the releases in :data:`VERIFIED_TRANSFORMERS`. Families without a name table get ``names=False``: selectors still work, adapter
 configs (which name modules) are refused.
 """
 
