@@ -450,3 +450,64 @@ def test_partial_freezing_gpt_oss(gpt_oss, what):
               "mlp": lambda m: [p for layer in m.model.layers for p in layer.mlp.parameters()]}[what]
     lib, measured = _lm_only_case(gpt_oss, {}, "training", None, select=select)
     assert lib.total == measured
+
+
+# --------------------------------------------------------------------------- DeepSeek-V3 (LM only): MLA + shared experts
+# transformers' DeepseekV3ForCausalLM (the Kimi K2.5 harness's LM): layer 0 dense MLP, layer 1 MoE with 4 routed experts
+# top-2 and one shared expert (``DeepseekV3MoE.shared_experts``, summed with the routed output), MLA attention laid
+# out whole; no MTP module (transformers runs none: num_nextn_predict_layers 0), eager experts, random router
+DEEPSEEK_V3 = dict(vocab_size=300, hidden_size=64, intermediate_size=96, moe_intermediate_size=24, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=24, qk_nope_head_dim=8,
+                   qk_rope_head_dim=8, v_head_dim=16, n_shared_experts=1, n_routed_experts=4, num_experts_per_tok=2,
+                   first_k_dense_replace=1, n_group=1, topk_group=1, num_nextn_predict_layers=0,
+                   max_position_embeddings=128, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+
+
+@pytest.fixture(scope="module")
+def deepseek_v3():
+    import transformers
+
+    config = transformers.DeepseekV3Config(**DEEPSEEK_V3)
+    config._attn_implementation = "eager"
+    config._experts_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.DeepseekV3ForCausalLM(config).double().eval()
+    with torch.no_grad():  # zero-initialised routers tie every score; random ones make routing non-trivial
+        for layer in model.model.layers:
+            if hasattr(layer.mlp, "shared_experts"):
+                layer.mlp.gate.weight.normal_(0, 0.5)
+    return model
+
+
+def _deepseek_shared(m):
+    return [p for layer in m.model.layers if hasattr(layer.mlp, "shared_experts")
+            for p in layer.mlp.shared_experts.parameters()]
+
+
+@pytest.mark.parametrize("mode", ["training", "forward"])
+@pytest.mark.parametrize("name, kwargs", [
+    ("shared-experts", dict(target_modules=["shared_experts.gate_proj", "shared_experts.up_proj",
+                                            "shared_experts.down_proj"])),
+    # every MLP Linear (dense layer, shared experts; the routed stacks and router through PEFT's conversion)
+    ("all-linear-but-attention", dict(target_modules="all-linear", exclude_modules=r".*self_attn.*")),
+])
+def test_lora_on_deepseek_v3_shared_experts(deepseek_v3, name, kwargs, mode, tmp_path):
+    """To the FLOP, whole model; the library adapts what PEFT wrapped (peft 0.21 converts the v4 names gate_proj /
+    up_proj / down_proj to the routed stacks only; peft 0.22 keeps them on the shared experts' and the dense MLP's
+    Linears)."""
+    lib, measured = _lm_only_case(deepseek_v3, kwargs, mode, tmp_path)
+    assert lib.total == measured
+
+
+def test_partial_freezing_of_deepseek_v3_shared_experts(deepseek_v3):
+    lib, measured = _lm_only_case(deepseek_v3, {}, "training", None, select=_deepseek_shared)
+    assert lib.total == measured
+
+
+def test_an_adapter_inside_deepseek_v3_mla_is_refused_naming_it():
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.adapters import AdapterConfig
+
+    spec = spec_from_config(dict(DEEPSEEK_V3, model_type="deepseek_v3"), name="tiny-deepseek-v3")
+    with pytest.raises(UnsupportedModelError, match=r"model\.layers\.0\.self_attn\.q_a_proj"):
+        _count(spec, AdapterConfig(r=4, target_modules=("q_a_proj",)))

@@ -286,7 +286,7 @@ def _has_pixtral_tower(spec: ModelSpec) -> bool:
     return not any(isinstance(b, ClsToken) for b in spec.blocks if b.part == VISION_TOWER)
 
 
-_LM_ONLY_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama", "mistral", "gpt_oss")
+_LM_ONLY_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama", "mistral", "gpt_oss", "deepseek_v3")
 
 
 def module_names_known(spec: ModelSpec) -> bool:
