@@ -533,7 +533,7 @@ def _check_target_names(spec: ModelSpec, t: Trainability) -> list[str]:
     elif isinstance(tm, str):
         unknown = [] if any(re.fullmatch(tm, n) for n in known) else [tm]
     else:
-        unknown = [e for e in tm if not any(n == e or n.endswith("." + e) for n in known)]
+        unknown = [e for e in tm if e not in known and not any(n.endswith("." + e) for n in known)]
     version, where = transformers_version(spec)
     verified = "-".join(VERIFIED_TRANSFORMERS)
     if unknown and version and not names_verified_on(version):
