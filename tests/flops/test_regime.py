@@ -203,9 +203,16 @@ def test_adapter_config_files(tmp_path):
 
 
 def test_adapter_on_a_family_without_names_is_refused():
-    spec = load_model("deepseek-v3")  # MLA attention: no module-name layout
+    spec = load_model("kimi-vl-a3b-instruct")  # a VLM over a DeepSeek-V3 LM: no module-name table
     stats = BatchStats.from_batch(seq_lens=[512], spec=spec)
     with pytest.raises(UnsupportedModelError, match="module names"):
+        regime_flops(spec, stats, Trainability(trainable=(), adapter=AdapterConfig(target_modules="all-linear")))
+
+
+def test_all_linear_on_deepseek_v3_reaches_its_mla_and_is_refused_naming_the_module():
+    spec = load_model("deepseek-v3")  # LM-only names laid out; MLA attention laid out whole
+    stats = BatchStats.from_batch(seq_lens=[512], spec=spec)
+    with pytest.raises(UnsupportedModelError, match=r"model\.layers\.0\.self_attn\.q_a_proj, inside a mla_attention"):
         regime_flops(spec, stats, Trainability(trainable=(), adapter=AdapterConfig(target_modules="all-linear")))
 
 

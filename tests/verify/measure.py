@@ -335,6 +335,29 @@ def freeze(model, frozen: Sequence[str] = ()) -> None:
             model.lm_head.requires_grad_(False)
 
 
+@contextlib.contextmanager
+def forward_only(model):
+    """``torch.no_grad()`` with every parameter of ``model`` set not to require grad, restored on exit.
+
+    A forward-only count must not record a graph, and under ``no_grad`` the flags change no op that runs. They
+    matter to torch's ``ModuleTracker`` (inside FlopCounterMode): it hooks every module input that requires grad,
+    and a view of a parameter taken under ``no_grad`` (``conv1d.weight.squeeze(1)``) still requires grad but has
+    no grad_fn, which ``register_multi_grad_hook`` rejects ("Expected gradient function to be set"). Since
+    transformers 5.25 (``kernels`` became a hard dependency) the hub-kernelizable functions, e.g. Qwen3.5's and
+    Nemotron-H's ``causal_conv1d_fn``, are called as ``nn.Module``s, so such a view enters a module."""
+    import torch
+
+    flags = [(p, p.requires_grad) for p in model.parameters()]
+    try:
+        for p, _ in flags:
+            p.requires_grad_(False)
+        with torch.no_grad():
+            yield
+    finally:
+        for p, flag in flags:
+            p.requires_grad_(flag)
+
+
 def measure(model, batch: Batch, training: bool = False, frozen: Sequence[str] = (),
             loss: str = "logits_mean", also_frozen: Sequence = ()) -> Measured:
     """Run forward (and backward if ``training``) under ``PartFlopCounter``.
@@ -350,7 +373,7 @@ def measure(model, batch: Batch, training: bool = False, frozen: Sequence[str] =
         p.requires_grad_(False)
     for p in model.parameters():
         p.grad = None
-    grad_ctx = contextlib.nullcontext() if training else torch.no_grad()
+    grad_ctx = contextlib.nullcontext() if training else forward_only(model)
     counter = counter_cls(model)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny GEMMs: intra-op threading only adds overhead (x30 on a loaded box)

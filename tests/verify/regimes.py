@@ -1,6 +1,7 @@
 """Harness for the training-regime checks: a transformers VLM, optionally wrapped by ``peft``, measured under
 FlopCounterMode per part (forward and backward), WITHOUT touching ``requires_grad`` (the regime under test
-decides it), and the library's ``regime_flops`` for the same batch.
+decides it; a forward-only count runs under :func:`~tests.verify.measure.forward_only`, which restores it), and the
+library's ``regime_flops`` for the same batch.
 
 The peft model runs in train mode (DoRA's per-forward weight-norm term is cached in eval mode); every tiny
 config has zero attention dropout and adapters use ``lora_dropout=0`` unless a test says otherwise.
@@ -11,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from .measure import _make_counter_class, part_modules
+from .measure import _make_counter_class, forward_only, part_modules
 
 
 def measure_regime(model, inputs: dict, parts: dict | None = None, training: bool = True) -> dict[str, dict]:
@@ -26,7 +27,7 @@ def measure_regime(model, inputs: dict, parts: dict | None = None, training: boo
     model.train()
     for p in model.parameters():
         p.grad = None
-    ctx = contextlib.nullcontext() if training else torch.no_grad()
+    ctx = contextlib.nullcontext() if training else forward_only(model)
     try:
         with ctx, counter:
             out = model(**inputs)

@@ -188,8 +188,11 @@ def test_image_rule_fuzzed_against_the_processor(size, limits):
     max_patches, side = limits
     (_, _), (ph, pw) = ns["navit_resize"](*size, patch_size=14, merge_kernel_size=2, max_patches=max_patches,
                                           max_size_per_side=side)
-    proc = SimpleNamespace(size={"max_height": side}, patch_size=14, merge_size=2, max_patches=max_patches)
-    patches = ns["Kimi_K25ImageProcessor"].get_number_of_image_patches(proc, *size, {})
+    settings = dict(size={"max_height": side}, patch_size=14, merge_size=2, max_patches=max_patches)
+    # every setting is passed in the call; transformers 5.25 merges the call's settings over the instance's with
+    # the base class's _merge_and_standardize_kwargs, stood in here (5.24 read them with .get)
+    proc = SimpleNamespace(**settings, _merge_and_standardize_kwargs=lambda **given: {**settings, **given})
+    patches = ns["Kimi_K25ImageProcessor"].get_number_of_image_patches(proc, *size, dict(settings))
     spec = _kimi_spec(**{"preprocessor_config.json": {"max_patches": max_patches,
                                                       "size": {"max_height": side, "max_width": side}}})
     media = FAMILIES["kimi_k25"].media.image(spec, *size)

@@ -46,6 +46,11 @@ LM_LAYERS = {"idefics3": "model.text_model.layers", "smolvlm": "model.text_model
 
 # LoRA on the LM only: attention q/v and the dense MLP's down projection (GLM-4V's fused gate_up_proj too)
 LM_ONLY = r"model\.(language_model|text_model)\.layers\.\d+\.(self_attn\.(q_proj|v_proj)|mlp\.(down_proj|gate_up_proj))"
+LM_ONLY_FOR = dict.fromkeys(FAMILIES, LM_ONLY)
+# GLM-4.xV-MoE: PEFT's transformers-5 MoE conversion resolves a regex to the leaf names it matches, which then match
+# anywhere (peft 0.22 keeps "down_proj" as a module target: the tower's and merger's down_proj too), so the LM-only
+# adapter names attention only
+LM_ONLY_FOR.update(dict.fromkeys(("glm4v_moe", "glm46v"), r"model\.language_model\.layers\.\d+\.self_attn\.(q_proj|v_proj)"))
 # LoRA on LM + tower: every Linear except the head, or, where all-linear would reach MoE expert parameters
 # (PEFT then adds target_parameters), the attention Linears of both plus every module named ``proj`` (GLM's Conv3d
 # patch embed, tower attn.proj and merger.proj) and the Qwen tower MLP's linear_fc1
@@ -118,7 +123,7 @@ def _check_adapted(lib, pm):
 
 
 def test_lora_on_the_lm(case, tmp_path):
-    lib, measured = _lora(case, dict(target_modules=LM_ONLY), tmp_path)
+    lib, measured = _lora(case, dict(target_modules=LM_ONLY_FOR[case[0]]), tmp_path)
     assert {a.stage for a in lib.adapted} == {"language_model"}
     assert lib.by_part["vision_tower"]["input_grad"] == 0  # nothing below the LM trains
 
@@ -199,8 +204,7 @@ def _count(spec, adapter):
 
 @pytest.mark.parametrize("family, target, module", [
     ("qwen3_5", "in_proj_qkv", "model.language_model.layers.0.linear_attn.in_proj_qkv"),
-    ("qwen3_5_moe", "shared_expert.gate_proj", "model.language_model.layers.0.mlp.shared_expert.gate_proj"),
-    ("glm4v_moe", "shared_experts.down_proj", "model.language_model.layers.1.mlp.shared_experts.down_proj"),
+    ("glm4v_moe", "gate", "model.language_model.layers.1.mlp.gate"),  # the router module (not an nn.Linear)
 ])
 def test_adapter_inside_an_unlaid_block_is_refused_naming_it(family, target, module):
     from vlm_perf.arch.adapters import AdapterConfig
@@ -226,8 +230,11 @@ def test_target_parameters_on_a_linear_weight_is_refused():
 MOE_EXPERT_CASES = {
     # PEFT's transformers-5 conversion turns "all-linear" into target_parameters on every expert stack and the
     # router (gate_up_proj at rank 2r) and drops their v4 names from target_modules (measured: the saved config)
+    # (peft 0.21); peft 0.22 keeps those names as module targets too where they name nn.Linears (the dense MLP's and
+    # the shared experts' gate/up/down_proj)
     "all-linear": dict(target_modules="all-linear"),
-    # the v4 name down_proj becomes target_parameters ["down_proj"]; dense Linears named down_proj lose it
+    # the v4 name down_proj becomes target_parameters ["down_proj"]; dense Linears named down_proj lose it (peft 0.21)
+    # or keep it (peft 0.22: the dense MLP's and the shared experts' down_proj are adapted as well)
     "v4-name-down_proj": dict(target_modules=["q_proj", "down_proj"]),
     "experts-only": dict(target_modules=[], target_parameters=["experts.gate_up_proj", "experts.down_proj"]),
     # nothing earlier trains: down_proj's input gradient runs only to reach gate_up's weight gradient
@@ -248,15 +255,66 @@ def moe_case(request):
 @pytest.mark.parametrize("name", sorted(MOE_EXPERT_CASES))
 def test_lora_on_moe_experts(moe_case, name, mode, tmp_path):
     kwargs = dict(MOE_EXPERT_CASES[name])
-    if moe_case[0] == "qwen3_5_moe" and name in ("all-linear", "v4-name-down_proj"):
-        # all-linear / down_proj also reach Qwen3.5-MoE's shared expert Linears and (all-linear) its gated delta nets:
-        # refused (see above)
-        kwargs["exclude_modules"] = r".*(shared_expert|linear_attn).*"
+    if moe_case[0] == "qwen3_5_moe" and name == "all-linear":
+        # all-linear also reaches Qwen3.5-MoE's gated delta nets: refused (see above)
+        kwargs["exclude_modules"] = r".*linear_attn.*"
     lib, measured = _lora(moe_case, kwargs, tmp_path, mode=mode)
     if "target_parameters" in kwargs or moe_case[0] != "qwen3_5_moe":
         assert any(a.parameter for a in lib.adapted)
     # else: PEFT 0.21 has no transformers-5 conversion for qwen3_5_moe, so all-linear / down_proj stay off the
     # experts (the library, reading the saved config, agrees: _check_adapted)
+
+
+# LoRA on the shared expert's Linears, laid out inside the MoE block: GLM-4.xV-MoE's ``shared_experts`` (gate, up,
+# down; summed with the routed experts' output) and Qwen3.5-MoE's ``shared_expert`` plus ``shared_expert_gate``
+# (Linear h -> 1, whose sigmoid scales the shared output)
+SHARED = {"glm4v_moe": "shared_experts", "qwen3_5_moe": "shared_expert"}
+SHARED_CASES = {
+    "shared-expert": lambda s: [f"{s}.gate_proj", f"{s}.up_proj", f"{s}.down_proj"],
+    # nothing earlier trains: down_proj's adapter needs no input gradient, gate/up and everything below run forward
+    # only
+    "shared-down-only": lambda s: [f"{s}.down_proj"],
+    "shared-expert+attention": lambda s: ["q_proj", f"{s}.gate_proj", f"{s}.up_proj", f"{s}.down_proj"]
+    + (["shared_expert_gate"] if s == "shared_expert" else []),
+}
+
+
+@pytest.mark.parametrize("mode", ["training", "forward"])
+@pytest.mark.parametrize("name", sorted(SHARED_CASES))
+def test_lora_on_the_shared_expert(moe_case, name, mode, tmp_path):
+    """The library adapts exactly the Linears PEFT wrapped and counts the step to the FLOP. Qwen3.5-MoE (no PEFT
+    conversion): the shared expert's Linears carry the adapters on every PEFT version. GLM-4.xV-MoE: peft 0.21's
+    transformers-5 conversion turns the v4 names gate_proj / up_proj / down_proj into the routed expert stacks
+    (target_parameters) and leaves the shared experts bare; peft 0.22 keeps them on the shared experts' Linears
+    (and wraps the routed stacks only where a routed parameter has that name)."""
+    from peft import __version__ as peft_version
+
+    family = moe_case[0]
+    lib, _ = _lora(moe_case, dict(target_modules=SHARED_CASES[name](SHARED[family])), tmp_path, mode=mode)
+    on_shared = {a.name for a in lib.adapted if f".{SHARED[family]}" in a.name}
+    if family == "qwen3_5_moe" or tuple(int(x) for x in peft_version.split(".")[:2]) >= (0, 22):
+        assert on_shared and all(not a.parameter for a in lib.adapted if a.name in on_shared)
+    else:
+        assert not on_shared
+
+
+@pytest.mark.parametrize("what", ["shared-expert", "shared-gate-only"])
+def test_partial_freezing_of_the_shared_expert(moe_case, what):
+    """Only the shared expert's weights train (every MoE layer): its gate/up weight gradients need down's input
+    gradient, nothing below needs any; Qwen3.5-MoE's shared_expert_gate alone: the gate's weight gradient only.
+    Measured with requires_grad set on transformers' modules, counted from the observed parameter names."""
+    family, (model, inputs, spec, stats, h) = moe_case
+    if what == "shared-gate-only" and family != "qwen3_5_moe":
+        pytest.skip("GLM-4.xV-MoE's shared experts have no gate")
+    m = copy.deepcopy(model)
+    m.requires_grad_(False)
+    for layer in _lm_layers(m, family):
+        shared = getattr(layer.mlp, SHARED[family], None)
+        if shared is not None:
+            (layer.mlp.shared_expert_gate if what == "shared-gate-only" else shared).requires_grad_(True)
+    measured = _measure(m, inputs, h)
+    assert _observed(spec, stats, m) == measured
+    assert measured["vision_tower"] == _measure(m, inputs, h, training=False)["vision_tower"]  # forward only
 
 
 def test_lora_on_qwen3_vl_moe_experts(tmp_path):
@@ -392,3 +450,64 @@ def test_partial_freezing_gpt_oss(gpt_oss, what):
               "mlp": lambda m: [p for layer in m.model.layers for p in layer.mlp.parameters()]}[what]
     lib, measured = _lm_only_case(gpt_oss, {}, "training", None, select=select)
     assert lib.total == measured
+
+
+# --------------------------------------------------------------------------- DeepSeek-V3 (LM only): MLA + shared experts
+# transformers' DeepseekV3ForCausalLM (the Kimi K2.5 harness's LM): layer 0 dense MLP, layer 1 MoE with 4 routed experts
+# top-2 and one shared expert (``DeepseekV3MoE.shared_experts``, summed with the routed output), MLA attention laid
+# out whole; no MTP module (transformers runs none: num_nextn_predict_layers 0), eager experts, random router
+DEEPSEEK_V3 = dict(vocab_size=300, hidden_size=64, intermediate_size=96, moe_intermediate_size=24, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=24, qk_nope_head_dim=8,
+                   qk_rope_head_dim=8, v_head_dim=16, n_shared_experts=1, n_routed_experts=4, num_experts_per_tok=2,
+                   first_k_dense_replace=1, n_group=1, topk_group=1, num_nextn_predict_layers=0,
+                   max_position_embeddings=128, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+
+
+@pytest.fixture(scope="module")
+def deepseek_v3():
+    import transformers
+
+    config = transformers.DeepseekV3Config(**DEEPSEEK_V3)
+    config._attn_implementation = "eager"
+    config._experts_implementation = "eager"
+    torch.manual_seed(0)
+    model = transformers.DeepseekV3ForCausalLM(config).double().eval()
+    with torch.no_grad():  # zero-initialised routers tie every score; random ones make routing non-trivial
+        for layer in model.model.layers:
+            if hasattr(layer.mlp, "shared_experts"):
+                layer.mlp.gate.weight.normal_(0, 0.5)
+    return model
+
+
+def _deepseek_shared(m):
+    return [p for layer in m.model.layers if hasattr(layer.mlp, "shared_experts")
+            for p in layer.mlp.shared_experts.parameters()]
+
+
+@pytest.mark.parametrize("mode", ["training", "forward"])
+@pytest.mark.parametrize("name, kwargs", [
+    ("shared-experts", dict(target_modules=["shared_experts.gate_proj", "shared_experts.up_proj",
+                                            "shared_experts.down_proj"])),
+    # every MLP Linear (dense layer, shared experts; the routed stacks and router through PEFT's conversion)
+    ("all-linear-but-attention", dict(target_modules="all-linear", exclude_modules=r".*self_attn.*")),
+])
+def test_lora_on_deepseek_v3_shared_experts(deepseek_v3, name, kwargs, mode, tmp_path):
+    """To the FLOP, whole model; the library adapts what PEFT wrapped (peft 0.21 converts the v4 names gate_proj /
+    up_proj / down_proj to the routed stacks only; peft 0.22 keeps them on the shared experts' and the dense MLP's
+    Linears)."""
+    lib, measured = _lm_only_case(deepseek_v3, kwargs, mode, tmp_path)
+    assert lib.total == measured
+
+
+def test_partial_freezing_of_deepseek_v3_shared_experts(deepseek_v3):
+    lib, measured = _lm_only_case(deepseek_v3, {}, "training", None, select=_deepseek_shared)
+    assert lib.total == measured
+
+
+def test_an_adapter_inside_deepseek_v3_mla_is_refused_naming_it():
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.adapters import AdapterConfig
+
+    spec = spec_from_config(dict(DEEPSEEK_V3, model_type="deepseek_v3"), name="tiny-deepseek-v3")
+    with pytest.raises(UnsupportedModelError, match=r"model\.layers\.0\.self_attn\.q_a_proj"):
+        _count(spec, AdapterConfig(r=4, target_modules=("q_a_proj",)))

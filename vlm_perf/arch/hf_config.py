@@ -88,4 +88,6 @@ def spec_from_config(config: Mapping[str, Any], name: str = "", source: str = "c
         spec = replace(spec, processor=dict(processor))
     if notes:
         spec.extra.setdefault("notes", []).extend(notes)
+    if isinstance(config.get("transformers_version"), str):  # the release that wrote the config (module names)
+        spec.extra["transformers_version"] = config["transformers_version"]
     return spec

@@ -13,23 +13,24 @@ last four tower layers unfrozen), and an adapter config names modules (``...laye
 * :class:`AttnSub` / :class:`MlpSub`: a pre-norm attention / MLP sublayer;
 * :class:`Chain`: a projector (optional norm, then Linears in sequence);
 * :class:`Opaque`: a block laid out as a whole (kinds without a per-Linear layout: MoE MLPs, MLA, gated
-  delta nets, ...); fine-grained trainability or adapters inside one are refused by the FLOPs side.
+  delta nets, ...); fine-grained trainability or adapters inside one are refused by the FLOPs side, except on
+  the Linears laid out inside it (``shared``: an MoE MLP's shared expert).
 
 Names follow transformers 5 (``model.visual.blocks.N.attn.qkv``, ``model.language_model.layers.N.self_attn
-.q_proj``, ``lm_head``). Families without a name table get ``names=False``: selectors still work, adapter
+.q_proj``, ``lm_head``), verified on the releases in :data:`VERIFIED_TRANSFORMERS`. Families without a name table get ``names=False``: selectors still work, adapter
 configs (which name modules) are refused.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .blocks import (Block, ClsToken, DecoderAttention, DenseMLP, DownsampleConv, ExtraNorms, ExtraParams, FinalNorm,
                      ForwardOnly, GatedDecoderAttention, GatedMergerMLP, ImageVideoPatchEmbed, LinearProjector,
-                     LMHead, LMLayerNorms,
-                     MlpProjector, NormLinearProjector, PatchEmbed, PooledVideoProjector, PositionTable,
-                     SinkDecoderAttention, TokenEmbedding, VisionLayers)
+                     LMHead, LMLayerNorms, MlpProjector, MoEMLP, NormLinearProjector, PatchEmbed, PooledVideoProjector,
+                     PositionTable, SharedGateMoEMLP, SinkDecoderAttention, TokenEmbedding, VisionLayers)
 from .parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from .spec import ModelSpec
 from .trainability import ATTENTION, EMBEDDINGS, HEAD, MLP, NORMS
@@ -112,6 +113,9 @@ class Opaque:
     # parameters PEFT ``target_parameters`` can wrap, relative to ``name``, with their role: "gate_up" / "down"
     # (the fused routed-expert stacks, E x ... ) or "router" (the router weight E x h)
     params: tuple[tuple[str, str], ...] = ()
+    # the block's own Linears laid out inside it (an MoE MLP's shared expert: an MlpSub reading the block input,
+    # and Qwen's sigmoid shared-expert gate Lin h -> 1); they replace the block's ``lm.shared_experts`` term
+    shared: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -239,6 +243,35 @@ _NAMES["glm4v_moe"] = replace(_NAMES["glm4v"], lm_gate_up="")
 _NAMES["glm46v"] = _NAMES["glm4v_moe"]
 _LM_ONLY_PREFIX = "model"
 
+# The transformers releases (major.minor, inclusive) whose module names the tables above were verified against by the
+# measured tests (tests/verify: PEFT wraps transformers' own classes, the library must adapt the same modules). An
+# adapter config names modules; outside this range a name the layout does not know may be a module it lacks.
+VERIFIED_TRANSFORMERS = ("5.24", "5.25")
+
+
+def transformers_version(spec: ModelSpec) -> tuple[str, str]:
+    """(version, where it came from) of the transformers release whose module names apply to ``spec``: the
+    config's ``transformers_version`` (the release that wrote it), else the installed one (read from the package
+    metadata, transformers is not imported), else ("", "")."""
+    recorded = spec.extra.get("transformers_version")
+    if isinstance(recorded, str) and recorded:
+        return recorded, "the config's transformers_version"
+    from importlib import metadata
+
+    try:
+        return metadata.version("transformers"), "the installed transformers"
+    except metadata.PackageNotFoundError:
+        return "", ""
+
+
+def names_verified_on(version: str) -> bool:
+    """Whether ``version`` (e.g. ``5.25.0``, ``5.26.0.dev0``) lies in :data:`VERIFIED_TRANSFORMERS`."""
+    def minor(v: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in re.findall(r"\d+", v)[:2])
+
+    lo, hi = (minor(v) for v in VERIFIED_TRANSFORMERS)
+    return len(minor(version)) == 2 and lo <= minor(version) <= hi
+
 
 def _names_for(spec: ModelSpec) -> _Names | None:
     """The name table of ``spec`` (LLaVA: by its tower, CLIP or Pixtral; GLM-4.6V: by its LM, dense or MoE)."""
@@ -253,7 +286,7 @@ def _has_pixtral_tower(spec: ModelSpec) -> bool:
     return not any(isinstance(b, ClsToken) for b in spec.blocks if b.part == VISION_TOWER)
 
 
-_LM_ONLY_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama", "mistral", "gpt_oss")
+_LM_ONLY_FAMILIES = ("qwen2", "qwen3", "qwen3_moe", "llama", "mistral", "gpt_oss", "deepseek_v3")
 
 
 def module_names_known(spec: ModelSpec) -> bool:
@@ -572,8 +605,9 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
         else:
             if sandwich:
                 return _opaque_stage(LANGUAGE_MODEL, blocks, n)
-            subs.append(Opaque(replace(m, count=1), MLP, mlp_pre, name=pre + "mlp", inner=_moe_inner(spec, m),
-                               params=_moe_params(m) if known_names else ()))
+            shared = _moe_shared(pre + "mlp.", m) if known_names else ()
+            subs.append(Opaque(replace(m, count=1), MLP, mlp_pre, name=pre + "mlp", inner=_moe_inner(spec, m, shared),
+                               params=_moe_params(m) if known_names else (), shared=shared))
         laid.append(Layer(i, tuple(subs)))
     return StageLayout(LANGUAGE_MODEL, n, tuple(head), tuple(laid), tuple(tail))
 
@@ -601,18 +635,69 @@ def _attn_module(a: Block) -> str:
     return "linear_attn" if a.kind == "gated_delta_net" else "self_attn"
 
 
-def _moe_inner(spec: ModelSpec, m: Block) -> tuple[str, ...]:
-    """The Linears of an MoE MLP (shared experts, a Linear router where the family has one); the routed experts are
-    fused 3-D parameters (``experts.gate_up_proj`` / ``experts.down_proj``), not modules."""
+def _moe_shared(prefix: str, m: Block) -> tuple[Any, ...]:
+    """The shared expert of an MoE MLP laid out per Linear, where transformers 5 builds it as one gated MLP module
+    reading the block input: ``shared_experts`` of width n_shared x F_sh (GLM-4.xV-MoE ``Glm4vMoeTextMoE``,
+    DeepSeek-V3 ``DeepseekV3MoE``), or Qwen3.5-MoE's ``shared_expert`` (one, of width F_sh) plus its
+    ``shared_expert_gate`` Linear(h -> 1) whose sigmoid scales it (``Qwen3_5MoeSparseMoeBlock``); the sum with the
+    routed experts and the gate's product are elementwise. () where the kind has no such layout."""
+    n = getattr(m, "num_shared", 0)
+    if not n or type(m) not in (MoEMLP, SharedGateMoEMLP):
+        return ()
+    gated = isinstance(m, SharedGateMoEMLP)
+    if gated and n != 1:
+        return ()
+    h, w, rows = m.hidden, n * m.shared_width, ("lm_tokens",)  # type: ignore[attr-defined]
+    pre = prefix + ("shared_expert." if gated else "shared_experts.")
+    sub = MlpSub(None, (Lin(pre + "gate_proj", MLP, rows, h, w, "lm.shared_experts"),
+                        Lin(pre + "up_proj", MLP, rows, h, w, "lm.shared_experts")),
+                 Lin(pre + "down_proj", MLP, rows, w, h, "lm.shared_experts"))
+    if gated:
+        return (sub, Lin(prefix + "shared_expert_gate", MLP, rows, h, 1, "lm.shared_experts"))
+    return (sub,)
+
+
+def _moe_inner(spec: ModelSpec, m: Block, laid: tuple[Any, ...] = ()) -> tuple[str, ...]:
+    """The Linears of an MoE MLP not laid out in ``laid`` (shared experts, a Linear router where the family has
+    one); the routed experts are fused 3-D parameters (``experts.gate_up_proj`` / ``experts.down_proj``), not
+    modules."""
     inner: tuple[str, ...] = ()
-    if getattr(m, "num_shared", 0):
+    if getattr(m, "num_shared", 0) and not laid:
         shared = "shared_expert" if m.kind == "shared_gate_moe_mlp" else "shared_experts"
         inner += tuple(f"{shared}.{x}" for x in ("gate_proj", "up_proj", "down_proj"))
-    if m.kind == "shared_gate_moe_mlp":
-        inner += ("shared_expert_gate",)
+        if m.kind == "shared_gate_moe_mlp":
+            inner += ("shared_expert_gate",)
     if spec.family == "gpt_oss" or m.kind == "biased_moe_mlp":
         inner += ("router",)
     return inner + ("gate", "experts")
+
+
+def module_names(stages: tuple[StageLayout, ...]) -> set[str]:
+    """Every module name the layout knows: its Linears, parameter-only modules, blocks laid out whole and the
+    Linears inside them (what an adapter config's ``target_modules`` can name)."""
+    out = {lin.name for _, lin in names_of(stages)}
+
+    def visit(op: Any) -> None:
+        if isinstance(op, Params):
+            out.add(op.name)
+        elif isinstance(op, (AttnSub, MlpSub, Chain)):
+            for x in vars(op).values():
+                for y in (x if isinstance(x, tuple) else (x,)):
+                    visit(y)
+        elif isinstance(op, Opaque):
+            visit(op.norm)
+            if op.name:
+                out.add(op.name)
+                out.update(f"{op.name}.{inner}" for inner in op.inner)
+                out.update(f"{op.name}.{p.rsplit('.', 1)[0]}" for p, _ in op.params)
+
+    for s in stages:
+        for op in s.head + s.tail + tuple(o for layer in s.layers for o in layer.subs):
+            visit(op)
+        for op in s.dead:
+            for o in (op.subs if isinstance(op, Layer) else (op,)):
+                visit(o)
+    return out
 
 
 def names_of(stages: tuple[StageLayout, ...]) -> list[tuple[str, Lin]]:
@@ -631,6 +716,9 @@ def names_of(stages: tuple[StageLayout, ...]) -> list[tuple[str, Lin]]:
         elif isinstance(op, Chain):
             for p in op.linears:
                 out.append((stage, p))
+        elif isinstance(op, Opaque):
+            for x in op.shared:
+                visit(stage, x)
 
     for s in stages:
         for op in s.head:

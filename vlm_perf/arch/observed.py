@@ -61,6 +61,8 @@ def layout_names(spec: ModelSpec) -> list[str]:
                 names.append(op.norm.name)
             if op.name:
                 names.append(op.name)
+            for x in op.shared:  # laid-out Linears inside it (an MoE's shared expert): owners of their own
+                visit(x)
 
     for stage in layout(spec):
         for op in stage.head + tuple(o for layer in stage.layers for o in layer.subs) + stage.tail:

@@ -29,12 +29,15 @@ preset). Units: FLOPs.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..arch.layout import AttnSub, Chain, Layer, Lin, MlpSub, Opaque, Params, StageLayout, layout, module_names_known
+from ..arch.adapters import ALL_LINEAR
+from ..arch.layout import (VERIFIED_TRANSFORMERS, AttnSub, Chain, Layer, Lin, MlpSub, Opaque, Params, StageLayout,
+                           layout, module_names, module_names_known, names_verified_on, transformers_version)
 from ..arch.blocks import MoEMLP
 from ..arch.parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from ..arch.spec import ModelSpec
@@ -289,7 +292,14 @@ class _Walker:
         trains = self.trains(layer, op.kind, op.name)
         self.any_trains = self.any_trains or trains
         wrapped = self.wrapped_params(op)
+        # the laid-out shared expert reads the block input like the routed experts; its output joins theirs by an
+        # elementwise sum (and Qwen's sigmoid-gate product), so the block output needs a gradient if it does
+        shared_live = False
+        for sub in op.shared:
+            shared_live = self.sub(sub, live_n, layer) or shared_live
         for term in inventory_terms((op.block,), self.stats, self.ctx):
+            if op.shared and term.component == "lm.shared_experts":
+                continue  # counted per Linear above
             self.add(term.component, FORWARD, term.forward)
             if not self.training:
                 continue
@@ -321,7 +331,7 @@ class _Walker:
                 # the block input: not run)
                 self.add(term.component, INPUT_GRAD, self.moe_matmul(op, "down" if term.component ==
                                                                      "lm.routed_experts" else "shared_down"))
-        return live_n or trains or bool(wrapped)
+        return live_n or trains or bool(wrapped) or shared_live
 
     def wrapped_params(self, op: Opaque) -> dict[str, str]:
         """role -> parameter key of the MoE parameters the adapter's ``target_parameters`` wrap in ``op``; each adds
@@ -506,6 +516,42 @@ def check_selectors(spec: ModelSpec, trainability: Trainability) -> None:
                               + ", ".join(f"{s.stage} {s.num_layers} layers" for s in stages) + ")")
 
 
+def _check_target_names(spec: ModelSpec, t: Trainability) -> list[str]:
+    """The adapter's ``target_modules`` against the layout's module names (transformers names of the releases in
+    ``VERIFIED_TRANSFORMERS``). A list entry (or a regex) that names no module of the layout names nothing in the
+    model when its transformers release is a verified one (PEFT adapts nothing there: a note); on another release
+    it may name a module the layout lacks, so the count would miss its adapter: an UnsupportedModelError naming
+    the release and the entry. An unknown release (no ``transformers_version``, none installed) gets the note."""
+    a = t.adapter
+    assert a is not None
+    tm = a.target_modules
+    if tm is None:
+        return []
+    known = module_names(layout(spec))
+    if tm == ALL_LINEAR:  # resolved by module type: names none
+        unknown: list[str] = []
+    elif isinstance(tm, str):
+        unknown = [] if any(re.fullmatch(tm, n) for n in known) else [tm]
+    else:
+        unknown = [e for e in tm if e not in known and not any(n.endswith("." + e) for n in known)]
+    version, where = transformers_version(spec)
+    verified = "-".join(VERIFIED_TRANSFORMERS)
+    if unknown and version and not names_verified_on(version):
+        raise UnsupportedModelError(
+            f"{spec.name}: the adapter's target_modules {unknown[0]!r} names no module of the {spec.model_type} layout "
+            f"(transformers {verified} module names), and this model's module names are those of transformers "
+            f"{version} ({where}), which the layout was not verified on: the module may exist there and its adapter "
+            "cannot be counted")
+    notes = [f"target_modules {e!r} names no module of this model (transformers {verified} module names): no "
+             "adapter there" for e in unknown]
+    if version and not names_verified_on(version):
+        notes.append(f"adapter targets resolved with transformers {verified} module names; this model's are those "
+                     f"of transformers {version} ({where})")
+    elif unknown and not version:
+        notes.append("the transformers release of this model is unknown (no transformers_version, none installed)")
+    return notes
+
+
 def _halves(forward: Any, n: int) -> Any:
     """``n`` halves of ``forward`` (exact for even integers, the attention core always is)."""
     if isinstance(forward, int) and forward % 2 == 0:
@@ -532,6 +578,7 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
                                     "modules' names are not in the layout); state whole frozen parts instead")
     w = _Walker(spec, stats, trainability, causal, mode == "training", forward_calls)
     w.run()
+    name_notes = _check_target_names(spec, trainability) if trainability.adapter is not None else []
     if mode == "training" and not w.any_trains:
         raise ConfigError(f"{spec.name}: nothing trains under '{trainability.describe()}', so a training step has "
                           "no backward pass; count it with mode 'forward' instead")
@@ -546,7 +593,7 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
                 value = summed.value()
                 components[component] = components[component] + value
                 cats[category] = cats[category] + value
-    notes = [f"regime: {trainability.describe()}"]
+    notes = [f"regime: {trainability.describe()}", *name_notes]
     a = trainability.adapter
     adapter_params = sum(m.stacks * m.rank * (m.n_in + m.n_out) for m in w.adapted)
     if a is not None:

@@ -252,11 +252,13 @@ def count(model, inputs: dict, parts: dict[str, list], training: bool = False,
     ``logits.mean().backward()`` if ``training``, under :class:`PartCounter`."""
     import torch
 
+    from ..measure import forward_only
+
     counter_cls = _make_counter_class()
     freeze_parts(model, parts, frozen, loose_params)
     for p in model.parameters():
         p.grad = None
-    grad_ctx = contextlib.nullcontext() if training else torch.no_grad()
+    grad_ctx = contextlib.nullcontext() if training else forward_only(model)
     counter = counter_cls(parts)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny GEMMs: intra-op threading only adds overhead

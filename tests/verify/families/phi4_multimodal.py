@@ -10,8 +10,9 @@ transformers' own ``Phi4MultimodalFeatureExtractor`` (16 mel bins).
 
 Inputs: transformers' own ``Phi4MultimodalImageProcessor`` logic, compiled from the installed
 ``image_processing_phi4_multimodal.py`` (this CPU venv has no torchvision, which the module imports at the
-top): its ``find_closest_aspect_ratio``, ``dynamic_preprocess``, ``pad_to_max_num_crops``,
-``pad_mask_to_max_num_crops`` and ``_preprocess`` run unchanged; only torchvision's ``resize`` / ``pad`` and the
+top): its ``_preprocess`` and every method of the class it calls (``dynamic_preprocess``,
+``pad_to_max_num_crops``, ...; found in the source, so a version that splits them up is followed) run
+unchanged; only torchvision's ``resize`` / ``pad`` and the
 backend's ``resize`` / ``rescale_and_normalize`` are stood in by torch calls with the same output shapes
 (the pixel values do not change the FLOPs). ``num_img_tokens`` placeholders per image, as
 ``Phi4MultimodalProcessor.replace_image_token`` writes them.
@@ -87,9 +88,7 @@ def hf_image_processor(size: int = SIZE, patch_size: int = PATCH, dynamic_hd: in
     path = Path(origin).parent / "image_processing_phi4_multimodal.py"
     tree = ast.parse(path.read_text())
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Phi4MultimodalImageProcessor")
-    wanted = {"find_closest_aspect_ratio", "dynamic_preprocess", "pad_to_max_num_crops", "pad_mask_to_max_num_crops",
-              "_preprocess"}
-    methods = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in wanted]
+    methods = _methods_reached(cls, "_preprocess", stand_ins={"resize", "rescale_and_normalize"})
     for fn in methods:  # annotations name backend types this namespace does not need
         fn.returns = None
         for arg in fn.args.args + fn.args.kwonlyargs:
@@ -124,6 +123,30 @@ def hf_image_processor(size: int = SIZE, patch_size: int = PATCH, dynamic_hd: in
                                     return_tensors=None)
 
     return Processor()
+
+
+def _methods_reached(cls, start: str, stand_ins: set[str]) -> list:
+    """The methods of the class definition ``cls`` (an ``ast.ClassDef``) that ``start`` calls on ``self``,
+    transitively (5.24: find_closest_aspect_ratio, dynamic_preprocess, pad_to_max_num_crops,
+    pad_mask_to_max_num_crops; 5.25 split dynamic_preprocess into _get_crop_layout, _get_crop_attention_mask and
+    _get_num_image_tokens). A call to a method neither defined there nor stood in here is an error naming it."""
+    import ast
+
+    defined = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
+    reached, todo = [], [start]
+    while todo:
+        name = todo.pop()
+        if name in stand_ins or any(m.name == name for m in reached):
+            continue
+        if name not in defined:
+            raise AssertionError(f"Phi4MultimodalImageProcessor.{name} is called by the processor but neither "
+                                 "defined in its class nor stood in by this harness (transformers changed it)")
+        reached.append(defined[name])
+        for node in ast.walk(defined[name]):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):
+                todo.append(node.func.attr)
+    return reached
 
 
 def random_image_tensors(sizes: Sequence[tuple[int, int]], seed: int = 0) -> list:
