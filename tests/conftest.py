@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -32,6 +37,33 @@ def sample_run(tmp_path):
     def copy(name: str = support.SFT_SAMPLE, dest: str = "run") -> Path:
         return support.copy_sample(tmp_path / dest, name)
     return copy
+
+
+@pytest.fixture(scope="session")
+def sample_report(tmp_path_factory):
+    """``sample_report(name, *flags)`` -> ``(out, summary, completed)``: the report of the bundled sample run
+    ``sample_logs/NAME`` (``python -m vlm_perf.cli report sample_logs/NAME -o OUT FLAGS``, the real entry point),
+    rendered ONCE per test session and shared by every module and every xdist worker that asks for the same
+    name and flags (a file lock in the session's shared temporary root). READ-ONLY: copy before changing it."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the workers' basetemps share this parent
+    shared = root / "sample-reports"
+    shared.mkdir(exist_ok=True)
+
+    def render(name: str, *flags: str) -> tuple[Path, dict, subprocess.CompletedProcess]:
+        key = hashlib.sha256(repr((name, flags)).encode()).hexdigest()[:12]
+        out, record = shared / f"{name}-{key}", shared / f"{name}-{key}.json"
+        with open(shared / f"{name}-{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not record.exists():
+                done = support.run_cli("report", support.SAMPLE_LOGS / name, "-o", out, *flags)
+                record.write_text(json.dumps([done.args, done.returncode, done.stdout, done.stderr]))
+        args, code, stdout, stderr = json.loads(record.read_text())
+        done = subprocess.CompletedProcess(args, code, stdout, stderr)
+        assert code == 0, f"report of {name} {flags} exited {code}: {stderr[-2000:]}"
+        return out, json.loads((out / "summary.json").read_text()), done
+    return render
 
 
 def pytest_collection_modifyitems(config, items):

@@ -60,10 +60,8 @@ def test_titles_name_the_model():
 
 
 @pytest.fixture(scope="module")
-def tiny_report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny") / "out"
-    r = run_cli("report", TINY, "-o", out, "--causal", "full")
-    assert r.returncode == 0, r.stderr
+def tiny_report(sample_report):
+    out, _, r = sample_report(TINY.name, "--causal", "full")  # shared with tests/cli/test_real_run.py
     return out, r
 
 

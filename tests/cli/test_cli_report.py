@@ -15,11 +15,9 @@ SAMPLE_B = ROOT / "sample_logs" / "qwen3-30b-a3b-text"
 
 
 @pytest.fixture(scope="module")
-def report_a(tmp_path_factory):
-    out = tmp_path_factory.mktemp("report_a")
-    r = run_cli("report", SAMPLE_A, "-o", out)  # the real entry point, once per module
-    assert r.returncode == 0, r.stderr
-    return out, json.loads((out / "summary.json").read_text())
+def report_a(sample_report):
+    out, summary, _ = sample_report(SAMPLE_A.name)  # the real entry point, once per test session
+    return out, summary
 
 
 def test_four_outputs_and_contract(report_a):

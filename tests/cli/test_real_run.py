@@ -53,13 +53,10 @@ def test_bundle_is_labelled_real_and_small():
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("real")
-    r = subprocess.run([sys.executable, "-m", "vlm_perf.cli", "report", str(RUN), "-o", str(out), "--causal", "full"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+def report(sample_report):
+    out, summary, r = sample_report(RUN.name, "--causal", "full")  # shared with tests/cli/test_cli_first_use.py
     assert "Traceback" not in r.stderr
-    return out, json.loads((out / "summary.json").read_text()), r
+    return out, summary, r
 
 
 def test_report_parses_every_logged_step(report):
