@@ -20,7 +20,7 @@ from .formats import LogFormat, register
 from .preprocess import put_int, to_float, to_seconds
 from .reader import head_text, read_text
 from .schema import empty_frame, extra_name, records_frame, snake_case
-from .vocab import SUMMARY_KEYS, is_eval_key, put_known_or_extra
+from .vocab import WRAPPERS, is_eval_key, put_known_or_extra, record_kind, scalar_of
 from .segments import FILE_SCALE, ORD, SUB_SCALE
 
 #: Kept for reference: the outermost ``{...}`` of a line (``load_dict`` finds it with find/rfind,
@@ -73,13 +73,40 @@ def load_dict(text: str) -> dict | None:
     except RecursionError:  # nested deeper than the interpreter's recursion limit
         return None
     except ValueError:
-        try:
-            with warnings.catch_warnings():  # e.g. "invalid decimal literal" on garbled numbers
-                warnings.simplefilter("ignore")
-                value = ast.literal_eval(_BARE_RE.sub(r"'\1'", blob))
-        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-            return None
+        value = _literal(_BARE_RE.sub(r"'\1'", blob))
+        if value is None and "(" in blob:
+            # values printed as reprs (`np.float64(0.5)`, `tensor(1.2, device='cuda:0')`, `Decimal('1.5')`):
+            # the number inside, as a string (vocab rule 7); any other call leaves the dict unreadable
+            blob = _BARE_RE.sub(r"'\1'", _WRAPPED_IN_DICT.sub(_wrapped_number, blob))
+            value = _literal(blob)
+            if value is None:  # another repr (`Foo(1.0)`): kept as its text, so that value alone is not read
+                value = _literal(_OTHER_CALL.sub(lambda m: repr(m.group(0)), blob))
     return value if isinstance(value, dict) else None
+
+
+#: Any other call repr in a dict value position (no nested parentheses): quoted, it reads as text.
+_OTHER_CALL = re.compile(r"(?<=[:\[,]\s)(?<![\w.'\"])[A-Za-z_][\w.]{0,60}\([^()\n'\"]{0,200}\)")
+
+
+#: A wrapped value inside a dict repr (vocab rule 7), bounded: the argument list holds no parentheses
+#: but one level (``grad_fn=<...>`` has none; ``dtype=torch.float32`` none)
+_WRAPPED_IN_DICT = re.compile(
+    rf"(?<![\w.])(?P<name>{WRAPPERS})\(\s{{0,4}}\[?\s{{0,4}}(?P<q>['\"]?)(?P<num>[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)"
+    r"(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity))(?P=q)\s{0,4}\]?(?:\s{0,4},[^()\n]{0,200}?"
+    r"(?:\([^()\n]{0,60}\)[^()\n]{0,100}?)?)?\)", re.IGNORECASE)
+
+
+def _wrapped_number(m: re.Match) -> str:
+    return repr(m.group("num"))
+
+
+def _literal(blob: str):
+    try:
+        with warnings.catch_warnings():  # e.g. "invalid decimal literal" on garbled numbers
+            warnings.simplefilter("ignore")
+            return ast.literal_eval(blob)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None
 
 
 def classify(d: dict) -> str:
@@ -93,21 +120,11 @@ def classify(d: dict) -> str:
 
 
 def dict_kind(d: dict) -> str:
-    """The record kind of a metrics dict: ``summary`` when it holds an end-of-run key (HF
-    ``train_runtime`` ...), ``eval`` when every metric carries an evaluation prefix (``eval_loss``,
-    ``val/acc``; ``epoch``/``step`` do not count), else ``train``."""
-    keys = [k for k in d if isinstance(k, str)]
-    if any(k in SUMMARY_KEYS for k in keys):
-        return "summary"
-    metrics = [k for k in keys if k not in _KIND_NEUTRAL]
-    if metrics and all(is_eval_key(k) for k in metrics):
-        return "eval"
-    return "train"
-
-
-_KIND_NEUTRAL = frozenset({"epoch", "step", "global_step", "current_steps", "total_steps", "percentage",
-                           "elapsed_time", "remaining_time", "global_step/max_steps", "_step", "_runtime",
-                           "_timestamp"})
+    """The record kind of a metrics dict (``vocab.record_kind`` of its keys whose value is set): ``summary``
+    for an end-of-run report (HF ``train_runtime`` ..., ms-swift's result with ``last_model_checkpoint``),
+    ``eval`` when every metric carries an evaluation prefix (``eval_loss``, ``val/acc``; counters and progress
+    do not count), ``other`` when it holds no metric at all, else ``train``."""
+    return record_kind(k for k, v in d.items() if v is not None)
 
 
 def record_from_dict(d: dict) -> tuple[str, dict]:
@@ -121,6 +138,7 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
     if kind != "train":
         rec["kind"] = kind
     for key, raw in d.items():
+        raw = scalar_of(raw)  # `np.float64(0.5)`, `[1e-05]`, `Decimal('1.5')` -> the number (vocab rule 7)
         if key == "global_step/max_steps" and isinstance(raw, str) and "/" in raw:
             cur, _, tot = raw.partition("/")
             put_int(rec, "iteration", cur)
@@ -140,6 +158,8 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
         if v is None:
             continue
         name = HF_MAP.get(key)
+        if name is None and isinstance(key, str) and key[:1].isupper():  # Title-Case (`Step`, `Loss`)
+            name = HF_MAP.get(snake_case(key))
         if name is None:
             if not isinstance(key, str) or is_eval_key(key) or kind != "train":
                 name = extra_name(snake_case(str(key)), rec, _HF_OUTPUTS)

@@ -14,7 +14,7 @@ import re
 
 from .formats import LogFormat, register
 from .preprocess import put_int, to_float
-from .vocab import is_eval_key, put_known_or_extra
+from .vocab import put_known_or_extra, record_kind, scalar_of
 
 DETECT_RE = re.compile(r"^step:(\d+)(?: - |\s*$)")
 #: A physical line that continues a wrapped veRL line: no spaces except `` - `` separators.
@@ -41,7 +41,7 @@ def record_from_items(step: object, items: dict) -> dict:
     rec: dict = {}
     put_int(rec, "iteration", step)
     for key, raw in items.items():
-        v = to_float(raw)
+        v = to_float(scalar_of(raw))  # `np.float64(-0.01)` (numpy >= 2 reprs): the number inside
         if v is None:
             continue
         if v == 0.0:
@@ -51,9 +51,11 @@ def record_from_items(step: object, items: dict) -> dict:
             rec.setdefault(name, v * mult)
         else:  # veRL SFT `train/loss`, `train/lr(1e-3)`, ...: through the vocabulary
             put_known_or_extra(rec, key, raw, v, _OUTPUTS)
-    keys = [k for k in items if isinstance(k, str)]
-    if keys and all(is_eval_key(k) for k in keys):
-        rec["kind"] = "eval"  # a validation-only step (step 0 before training, issue #2060): not an iteration
+    kind = record_kind(k for k, v in items.items() if v is not None)
+    if kind != "train":
+        # a validation-only step (step 0 before training, verl issue #2060, also with `training/global_step` or
+        # `timing_s/testing` beside the `val-*` keys in forks): not an iteration; nor a step of counters only
+        rec["kind"] = kind
     return rec
 
 
