@@ -274,6 +274,11 @@ NON_FLOPS_PHASES: tuple[str, ...] = ("reward", "adv", "update_weights", "save_ch
 COMPOSITE_PHASES: dict[str, tuple[str, ...]] = {
     "make_experience": ("old_log_prob", "ref", "values", "reward", "adv"),
     "ppo_train": ("update_actor", "update_critic"),
+    # NeMo-RL's ``policy_and_reference_logprobs`` timer: the old-policy and reference log-prob passes together
+    "logprobs": ("old_log_prob", "ref"),
+    # DeepSpeed-Chat step 3's ``generate_experience`` (its ``Generation => Latency``): the rollout and the
+    # actor / reference / critic / reward forward passes on it
+    "generate_experience": ("generation", "old_log_prob", "ref", "values", "reward"),
 }
 #: Every canonical phase, FLOPs phases first (``RLStepFlops.phases`` names, then ``NON_FLOPS_PHASES``, then
 #: ``COMPOSITE_PHASES``).
@@ -295,6 +300,21 @@ PHASE_TIMERS: dict[str, str] = {"gen": "generation", "old_log_prob": "old_log_pr
                                 "ppo_train": "ppo_train", "broadcast": "update_weights"}
 #: OpenRLHF's timer names: only these are timers under its generic-looking ``timing/`` prefix
 OPENRLHF_TIMERS: frozenset[str] = frozenset({"generation", "make_experience", "ppo_train", "broadcast"})
+#: siiRL (a veRL derivative running the step as a DAG of nodes) renames ``timing_s/<name>`` to
+#: ``perf/delta_time/<name>`` and names its node timers (sii-research/siiRL docs, the quick-start step line):
+#: node timer -> phase; ``step`` is the step; every other name (``graph_execution``, the data-buffer and
+#: intern-data timers, ``reference``: the same pass as ``ref``) is kept, not summed
+SIIRL_TIMERS: dict[str, str] = {"rollout": "generation", "actor_log_prob": "old_log_prob", "ref": "ref",
+                                "reward": "reward", "advantage": "adv", "actor": "update_actor",
+                                "critic": "update_critic"}
+#: slime (THUDM/slime ``slime/utils/train_metric_utils.py``: ``perf/{timer}_time``) timer -> phase;
+#: ``step`` (= ``train_wait`` + ``train``) is the step; ``train`` (log-prob passes + actor update),
+#: ``train_wait``, ``update_weights`` (outside ``step_time``), ``save_model``, ``data_preprocess``, ``sleep`` and
+#: ``wake_up`` are kept, not summed
+SLIME_TIMERS: dict[str, str] = {"rollout": "generation", "log_probs": "old_log_prob", "ref_log_probs": "ref",
+                                "actor_train": "update_actor"}
+SLIME_KEPT_TIMERS: frozenset[str] = frozenset({"train", "train_wait", "update_weights", "save_model",
+                                               "data_preprocess", "sleep", "wake_up"})
 
 
 def phase_flops(totals: dict[str, Any], phase: str) -> Any:

@@ -355,10 +355,21 @@ def _postfix_record(text: str) -> bool:
     return extract(text).record is not None
 
 
+#: slime's ``perf 3: {...}`` / ``rollout 3: {...}`` / ``eval 3: {...}`` (``slime/utils``: the rollout id before the dict)
+_SLIME_HEAD = re.compile(r"(?:^|[\s\]])(?P<what>perf|rollout|eval) (?P<n>\d{1,19}):\s*$")
+
+
 def _step_before_dict(rec: dict, text: str) -> None:
     """A dict printed after a keyed step on the same line (``step 3: {...}``, slime and custom
-    scripts) takes that step (a bar's count would otherwise be guessed later, or none)."""
+    scripts) takes that step (a bar's count would otherwise be guessed later, or none); slime's
+    ``perf N:`` / ``rollout N:`` heads give the rollout id (its step), ``eval N:`` an evaluation."""
     head = text[:text.find("{")]
+    m = _SLIME_HEAD.search(head) if head else None
+    if m:
+        rec["iteration"] = int(m.group("n"))
+        if m.group("what") == "eval":
+            rec["kind"] = "eval"
+        return
     if not head or not any(w in head.lower() for w in ("step", "iter")):
         return
     from .generic import find_step

@@ -64,7 +64,7 @@ class Field:
 #: vocabulary does not import the FLOPs layer at start-up). Column ``phase_s_<phase>`` holds a phase's seconds.
 _RL_PHASES: tuple[str, ...] = ("generation", "old_log_prob", "ref", "values", "update_critic", "update_actor",
                                "reward", "adv", "update_weights", "save_checkpoint", "testing", "make_experience",
-                               "ppo_train")
+                               "ppo_train", "logprobs", "generate_experience")
 PHASE_PREFIX = "phase_s_"
 #: Column prefix of a timer that is not a phase of the step (an unknown name, or a timer nested in a phase):
 #: kept, in seconds, under its own name
@@ -158,6 +158,10 @@ FULL_KEYS: dict[str, tuple[str, float, str]] = {
     "data_time": ("", 1.0, "data-loading time, not the step time (kept as an extra)"),
     "eta": ("", 1.0, "time remaining, not a step time"),
     "train_runtime": ("", 1.0, "HF end-of-run summary: total seconds"),
+    "rollout/response_len/mean": ("response_len_mean", 1.0, "slime: mean response length of the rollout"),
+    "rollout/response_len/max": ("response_len_max", 1.0, "slime: longest response of the rollout"),
+    "rollout/response_len/min": ("response_len_min", 1.0, "slime: shortest response of the rollout"),
+    "rollout/truncated_ratio": ("response_clip_ratio", 1.0, "slime: share of responses cut at the length limit"),
 }
 
 #: Prefixes removed from a key (repeatedly), and the unit each one implies.
@@ -389,7 +393,7 @@ def _timer(low: str) -> Mapping | None:
     counts) -> kept as an extra as printed."""
     found = next(((pre, mult) for pre, mult in _TIMER_PREFIXES if low.startswith(pre) and len(low) > len(pre)), None)
     if found is None:
-        return _openrlhf_timer(low)
+        return _derived_timer(low) or _openrlhf_timer(low)
     pre, mult = found
     name = low[len(pre):].strip()
     if "/" in name:
@@ -406,6 +410,43 @@ def _timer(low: str) -> Mapping | None:
     else:
         why = f"unknown RL timer {name!r}: kept in seconds, not a phase"
     return Mapping(TIMER_PREFIX + snake_case(name), mult, "time", why, mult)
+
+
+_SIIRL_PREFIX = "perf/delta_time/"
+
+
+def _derived_timer(low: str) -> Mapping | None:
+    """siiRL ``perf/delta_time/<node>`` and slime ``perf/<timer>_time`` (seconds): a phase's timer
+    (``flops.generation.SIIRL_TIMERS`` / ``SLIME_TIMERS``) -> ``phase_s_<phase>``, the step's -> ``elapsed_s``, a
+    known kept timer (or, under siiRL's prefix, any other node) -> ``timer_s_<name>``; other ``perf/*_time`` keys
+    are not slime's and go through the usual rules."""
+    name = low.removeprefix("train/")
+    if not name.startswith("perf/"):
+        return None
+    from ...flops.generation import SIIRL_TIMERS, SLIME_KEPT_TIMERS, SLIME_TIMERS
+
+    if name.startswith(_SIIRL_PREFIX):
+        node = name[len(_SIIRL_PREFIX):].strip()
+        if not node or "/" in node:
+            return None
+        if node == "step":
+            return Mapping("elapsed_s", 1.0, "time", "siiRL: perf/delta_time/step, the step's seconds", 1.0)
+        if node in SIIRL_TIMERS:
+            phase = SIIRL_TIMERS[node]
+            return Mapping(phase_column(phase), 1.0, "time", f"siiRL timer {node!r}: phase {phase!r}", 1.0)
+        return Mapping(TIMER_PREFIX + snake_case(node), 1.0, "time",
+                       f"siiRL timer {node!r} (a DAG / data-buffer timer or nested): kept in seconds, not summed", 1.0)
+    if not name.endswith("_time"):
+        return None
+    timer = name[len("perf/"):-len("_time")]
+    if timer == "step":
+        return Mapping("elapsed_s", 1.0, "time", "slime: perf/step_time (train_wait + train), the step's seconds", 1.0)
+    if timer in SLIME_TIMERS:
+        phase = SLIME_TIMERS[timer]
+        return Mapping(phase_column(phase), 1.0, "time", f"slime timer {timer!r}: phase {phase!r}", 1.0)
+    if timer in SLIME_KEPT_TIMERS:
+        return Mapping(TIMER_PREFIX + timer, 1.0, "time", f"slime timer {timer!r}: kept in seconds, not summed", 1.0)
+    return None
 
 
 #: TRL ``trl/extras/profiling.py``: ``f"{metric_prefix}: {name}"`` with the default prefix
