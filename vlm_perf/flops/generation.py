@@ -279,6 +279,8 @@ COMPOSITE_PHASES: dict[str, tuple[str, ...]] = {
     # DeepSpeed-Chat step 3's ``generate_experience`` (its ``Generation => Latency``): the rollout and the
     # actor / reference / critic / reward forward passes on it
     "generate_experience": ("generation", "old_log_prob", "ref", "values", "reward"),
+    # ROLL's ``time/ref_log_probs_values``: the reference log-prob and the critic value passes together
+    "ref_values": ("ref", "values"),
 }
 #: Every canonical phase, FLOPs phases first (``RLStepFlops.phases`` names, then ``NON_FLOPS_PHASES``, then
 #: ``COMPOSITE_PHASES``).
@@ -313,6 +315,17 @@ SIIRL_TIMERS: dict[str, str] = {"rollout": "generation", "actor_log_prob": "old_
 #: ``wake_up`` are kept, not summed
 SLIME_TIMERS: dict[str, str] = {"rollout": "generation", "log_probs": "old_log_prob", "ref_log_probs": "ref",
                                 "actor_train": "update_actor"}
+#: ROLL (alibaba/ROLL ``roll/pipeline/rlvr/rlvr_pipeline.py``: ``metrics_mgr.add_metric("time/<name>", timer.last)``)
+#: step timer -> phase; ``step_total`` is the step; ``time/<a>/<b>/...`` keys (per-worker statistics) and other
+#: names are not phases
+ROLL_TIMERS: dict[str, str] = {"step_generate": "generation", "old_log_probs": "old_log_prob",
+                               "ref_log_probs_values": "ref_values", "step_train": "ppo_train",
+                               "step_model_update": "update_weights", "val_step": "testing"}
+#: AReaL (``areal.utils.stats_tracker.record_timing(name)`` -> ``timeperf/<name>``, seconds) timer -> phase;
+#: ``e2e`` (ReaLHF / AReaL 0.2 master worker) is the step
+AREAL_TIMERS: dict[str, str] = {"rollout": "generation", "recompute_logp": "old_log_prob", "ref_logp": "ref",
+                                "critic_values": "values", "compute_advantage": "adv", "train_step": "update_actor",
+                                "update_weights": "update_weights", "save": "save_checkpoint", "eval": "testing"}
 SLIME_KEPT_TIMERS: frozenset[str] = frozenset({"train", "train_wait", "update_weights", "save_model",
                                                "data_preprocess", "sleep", "wake_up"})
 

@@ -31,6 +31,7 @@ def _phases(table: pl.DataFrame, iteration: int) -> dict[str, float | None]:
 def test_new_composite_phases_are_canonical():
     assert COMPOSITE_PHASES["logprobs"] == ("old_log_prob", "ref")
     assert COMPOSITE_PHASES["generate_experience"] == ("generation", "old_log_prob", "ref", "values", "reward")
+    assert COMPOSITE_PHASES["ref_values"] == ("ref", "values")
     assert vocab._RL_PHASES == PHASES
 
 
@@ -186,3 +187,77 @@ def test_slime_eval_dict_is_an_evaluation(tmp_path):
             "(RolloutManager pid=1) [2026-04-15 07:57:53] rollout.py:1193 - perf 0: {'perf/rollout_time': 10.5}\n")
     r = parse_logs([write_log(tmp_path, text)])
     assert r.raw.sort("line").get_column("kind").to_list() == ["eval", "train"]
+
+
+# ---- ROLL (time/<name> timers; a W&B history export of an RLVR run) ---------------------------------------------
+# roll_rlvr_history.jsonl (JSON lines hold no comment) is shaped after alibaba/ROLL roll/pipeline/rlvr/rlvr_pipeline.py
+# (metrics_mgr.add_metric("time/step_generate", ...), "time/step_total", "time/ref_log_probs_values",
+# "time/old_log_probs", "time/step_train", "time/step_model_update", "system/tps"), https://github.com/alibaba/ROLL/pull/46
+# (the time metrics moved out of the timer's `with` block) and https://github.com/alibaba/ROLL/pull/170 (system/tps
+# timers); the per-worker `time/<role>/<stage>/total` statistics are kept as extras. Values invented.
+
+@pytest.mark.parametrize("key,column", [
+    ("time/step_total", "elapsed_s"), ("time/step_generate", "phase_s_generation"),
+    ("time/old_log_probs", "phase_s_old_log_prob"), ("time/ref_log_probs_values", "phase_s_ref_values"),
+    ("time/step_train", "phase_s_ppo_train"), ("time/step_model_update", "phase_s_update_weights"),
+    ("time/val_step", "phase_s_testing"),
+])
+def test_roll_keys(key, column):
+    assert vocab.lookup(key).column == column
+
+
+def test_roll_other_time_keys_keep_their_rules():
+    assert vocab.lookup("time/batch").column == ""  # Composer's batch counter (a whole key), unchanged
+    assert vocab.lookup("time/actor_train/train_step/total") is None  # a per-worker statistic: an extra
+
+
+def test_roll_phase_table_from_a_wandb_export():
+    it = parse_logs([PUBLIC / "roll_rlvr_history.jsonl"]).iterations
+    assert it.get_column("elapsed_s").to_list() == [880.25, 870.5]
+    zero = _phases(phase_table(it), 0)
+    assert (zero["generation"], zero["ref_values"], zero["old_log_prob"], zero["ppo_train"], zero["update_weights"]) == (
+        96.75, 141.75, 148.0, 452.0, 20.25)
+    assert zero["unaccounted"] == pytest.approx(880.25 - (96.75 + 141.75 + 148.0 + 452.0 + 20.25))
+
+
+# ---- AReaL (timeperf/<name> timers in its W&B history; the master worker's end-to-end line) ---------------------
+# areal_history.jsonl (JSON lines hold no comment) is shaped after AReaL's stats_tracker docs
+# (`with stats_tracker.record_timing("rollout")` -> key "timeperf/rollout") and its GRPO example loops
+# (record_timing("rollout" / "recompute_logp" / "ref_logp" / "compute_advantage" / "train_step" / "update_weights"),
+# https://github.com/inclusionAI/AReaL; the console line after its v0.2 blog's "Monitoring the Training Process"
+# (master worker `Epoch 1/1 step 1/19 (global step 1) finishes. ... #End to end# execution time: *2124.429*s.`).
+# Values invented.
+
+@pytest.mark.parametrize("key,column", [
+    ("timeperf/rollout", "phase_s_generation"), ("timeperf/recompute_logp", "phase_s_old_log_prob"),
+    ("timeperf/ref_logp", "phase_s_ref"), ("timeperf/critic_values", "phase_s_values"),
+    ("timeperf/compute_advantage", "phase_s_adv"), ("timeperf/train_step", "phase_s_update_actor"),
+    ("timeperf/update_weights", "phase_s_update_weights"), ("timeperf/e2e", "elapsed_s"),
+])
+def test_areal_keys(key, column):
+    assert vocab.lookup(key).column == column
+
+
+def test_areal_fraction_is_not_a_timer():
+    assert vocab.lookup("timeperf/rollout_wait_fraction") is None  # a fraction: an extra, never seconds
+
+
+def test_areal_phase_table_from_a_wandb_export():
+    it = parse_logs([PUBLIC / "areal_history.jsonl"]).iterations
+    zero = _phases(phase_table(it), 0)
+    assert (zero["generation"], zero["old_log_prob"], zero["ref"], zero["adv"], zero["update_actor"],
+            zero["update_weights"]) == (150.5, 20.25, 18.75, 0.5, 95.0, 10.25)
+    assert zero["unaccounted"] == pytest.approx(300.25 - (150.5 + 20.25 + 18.75 + 0.5 + 95.0 + 10.25))
+
+
+@pytest.mark.parametrize("line,want", [
+    ("(master_worker/0 pid=96390, ip=10.0.0.1) 20250222-11:11:56.997 master worker INFO: Epoch 1/1 step 1/19 (global "
+     "step 1) finishes. Average #tokens per batch is 111847. #End to end# execution time: *2124.429*s. Total time "
+     "consumption: 2283.862s. ", (1, 2124.429, 2283.862)),
+    ("20240607-10:00:00.000 master worker INFO: Epoch 2/3 step 4 (global step 24) finishes. #End to end# execution "
+     "time: *35.500*s. Total time consumption: 900.250s. Estimated remaining time: 100.000s. ", (24, 35.5, 900.25)),
+])
+def test_areal_master_worker_step_line(tmp_path, line, want):
+    r = parse_logs([write_log(tmp_path, line + "\n")])
+    row = r.raw.row(0, named=True)
+    assert (row["framework"], row["iteration"], row["elapsed_s"], row["total_time_s"]) == ("areal", *want)

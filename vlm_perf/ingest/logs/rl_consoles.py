@@ -216,6 +216,46 @@ def _ds_finish(router) -> None:
         _ds_flush(router, st)
 
 
+# ---- AReaL / ReaLHF master worker: the step's end-to-end time -------------------------------------------------
+
+AREAL_STEP_RE = re.compile(
+    r"Epoch (?P<ep>\d{1,9})/\d{1,9} step \d{1,19}(?:/\d{1,19})? \(global step (?P<g>\d{1,19})\) finishes\."
+    r".{0,300}?#End to end# execution time: \*(?P<e2e>[-+\d.eE]{1,40})\*s\."
+    r"(?:.{0,80}?Total time consumption: (?P<total>[-+\d.eE]{1,40})s\.)?")
+
+
+def _areal_handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    m = AREAL_STEP_RE.search(s)
+    if m is None:
+        return False
+    try:
+        rec = {"iteration": int(m.group("g")), "epoch": float(m.group("ep")), "elapsed_s": float(m.group("e2e"))}
+        if m.group("total"):
+            rec["total_time_s"] = float(m.group("total"))  # cumulative since the start: an extra
+    except ValueError:
+        router.fail(line)
+        return True
+    if router.allowed("areal"):
+        router.emit("areal", line, sub, label, rec)
+    return True
+
+
+register(LogFormat(
+    name="areal",
+    source="AReaL / ReaLHF master worker: `Epoch E/N step s/S (global step G) finishes. … #End to end# execution time: "
+           "*X*s. Total time consumption: Ys.`",
+    example="(master_worker/0 pid=96390) 20250222-11:11:56.997 master worker INFO: Epoch 1/1 step 1/19 (global step 1) "
+            "finishes. Average #tokens per batch is 111847. #End to end# execution time: *2124.429*s. Total time "
+            "consumption: 2283.862s.",
+    notes="iteration = the global step; the end-to-end time → `elapsed_s` (the phase timers `timeperf/<name>` are in its "
+          "W&B / TensorBoard logs, mapped by the vocabulary); `Total time consumption` (cumulative) → `total_time_s`",
+    prefilter=r"#End to end# execution time",
+    detect=r"\(global step \d+\) finishes\..*#End to end# execution time: \*",
+    order=46,
+    handle=_areal_handle,
+))
+
+
 register(LogFormat(
     name="nemo-rl",
     source="NeMo-RL GRPO / PPO console: `===== Step N/M =====` then `• Key: value` result and timing bullets",

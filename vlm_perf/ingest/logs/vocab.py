@@ -64,7 +64,7 @@ class Field:
 #: vocabulary does not import the FLOPs layer at start-up). Column ``phase_s_<phase>`` holds a phase's seconds.
 _RL_PHASES: tuple[str, ...] = ("generation", "old_log_prob", "ref", "values", "update_critic", "update_actor",
                                "reward", "adv", "update_weights", "save_checkpoint", "testing", "make_experience",
-                               "ppo_train", "logprobs", "generate_experience")
+                               "ppo_train", "logprobs", "generate_experience", "ref_values")
 PHASE_PREFIX = "phase_s_"
 #: Column prefix of a timer that is not a phase of the step (an unknown name, or a timer nested in a phase):
 #: kept, in seconds, under its own name
@@ -421,6 +421,10 @@ def _derived_timer(low: str) -> Mapping | None:
     known kept timer (or, under siiRL's prefix, any other node) -> ``timer_s_<name>``; other ``perf/*_time`` keys
     are not slime's and go through the usual rules."""
     name = low.removeprefix("train/")
+    if name.startswith("time/"):
+        return _roll_timer(name[len("time/"):])
+    if name.startswith("timeperf/"):
+        return _areal_timer(name[len("timeperf/"):])
     if not name.startswith("perf/"):
         return None
     from ...flops.generation import SIIRL_TIMERS, SLIME_KEPT_TIMERS, SLIME_TIMERS
@@ -446,6 +450,32 @@ def _derived_timer(low: str) -> Mapping | None:
         return Mapping(phase_column(phase), 1.0, "time", f"slime timer {timer!r}: phase {phase!r}", 1.0)
     if timer in SLIME_KEPT_TIMERS:
         return Mapping(TIMER_PREFIX + timer, 1.0, "time", f"slime timer {timer!r}: kept in seconds, not summed", 1.0)
+    return None
+
+
+def _roll_timer(name: str) -> Mapping | None:
+    """ROLL ``time/<name>`` (seconds): ``step_total`` -> ``elapsed_s``, a phase timer
+    (``flops.generation.ROLL_TIMERS``) -> ``phase_s_<phase>``; other names go through the usual rules."""
+    from ...flops.generation import ROLL_TIMERS
+
+    if name == "step_total":
+        return Mapping("elapsed_s", 1.0, "time", "ROLL: time/step_total, the step's seconds", 1.0)
+    if name in ROLL_TIMERS:
+        phase = ROLL_TIMERS[name]
+        return Mapping(phase_column(phase), 1.0, "time", f"ROLL timer {name!r} (time/): phase {phase!r}", 1.0)
+    return None
+
+
+def _areal_timer(name: str) -> Mapping | None:
+    """AReaL ``timeperf/<name>`` (seconds): ``e2e`` -> ``elapsed_s``, a phase timer (``flops.generation.AREAL_TIMERS``)
+    -> ``phase_s_<phase>``; other names (``rollout_wait_fraction`` is a fraction) go through the usual rules."""
+    from ...flops.generation import AREAL_TIMERS
+
+    if name == "e2e":
+        return Mapping("elapsed_s", 1.0, "time", "AReaL: timeperf/e2e, the step's end-to-end seconds", 1.0)
+    if name in AREAL_TIMERS:
+        phase = AREAL_TIMERS[name]
+        return Mapping(phase_column(phase), 1.0, "time", f"AReaL timer {name!r} (timeperf/): phase {phase!r}", 1.0)
     return None
 
 

@@ -98,6 +98,8 @@ def _column_name(key: str, taken: set[str]) -> tuple[str, float] | None:
     m = lookup(key)  # RL steps (veRL / EasyR1 / TRL keys): phase seconds, lengths, token counts
     if m is not None and m.column and is_rl_column(m.column) and m.column not in taken:
         return (m.column, m.mult)
+    if m is not None and m.column == "elapsed_s" and m.quantity == "time":
+        return (m.column, m.mult)  # a step timer (ROLL time/step_total, siiRL / slime step timers, ...)
     return (extra_name(snake_case(key), taken), 1.0)
 
 
