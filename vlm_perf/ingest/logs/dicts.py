@@ -325,18 +325,16 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
             router.ignored["progress_bar"] += 1
             parsed = False  # counted: a non-training bar
     if "{" in text:
-        d = load_dict(text)
-        if d is not None:
-            fmt, rec = record_from_dict(d)
-            if fmt == "hf" and "iteration" not in rec:
-                _step_before_dict(rec, text)
-            if router.allowed(fmt):
-                if any(k != "kind" for k in rec):
-                    router.emit(fmt, line, sub, label, rec)
-                    if fmt == "hf":
-                        hf.events.append(("dict", rec))
-                else:
-                    router.fail(line)
+        if _emit_dict(router, hf, line, sub, label, text):
+            return True
+        depth = _open_depth(text)
+        if depth > 0 and bar is None and _DICT_START.search(text):
+            # a dict wrapped or pretty-printed over lines (`[metrics] step 60: {'loss': 1.2,` then the rest; a
+            # number cut mid-digits by a terminal): held until its braces close, at most DICT_MAX_LINES lines
+            st: _DictWrap = router.state("dict-wrap", _DictWrap)
+            st.depth, st.last = depth, len(text.rstrip())
+            router.hold(line, sub, label, text.rstrip(), st.continues, _flush_wrapped, st.glue,
+                        max_pieces=DICT_MAX_LINES)
             return True
         if re.search(r"\{\s*['\"]", text):
             router.fail(line)  # looked like a metrics dict but did not parse
@@ -345,6 +343,80 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
         router.ignored["progress_bar"] += 1
         return True
     return parsed is False
+
+
+def _emit_dict(router, hf: HFSteps, line: int, sub: int, label: str | None, text: str) -> bool:
+    """Emit the record of the dict in ``text``; False when no dict parses there."""
+    d = load_dict(text)
+    if d is None:
+        return False
+    fmt, rec = record_from_dict(d)
+    if fmt == "hf" and "iteration" not in rec:
+        _step_before_dict(rec, text)
+    if router.allowed(fmt):
+        if any(k != "kind" for k in rec):
+            router.emit(fmt, line, sub, label, rec)
+            if fmt == "hf":
+                hf.events.append(("dict", rec))
+        else:
+            router.fail(line)
+    return True
+
+
+#: A dict held over lines ends within this many physical lines and characters (bounded memory and time).
+DICT_MAX_LINES = 64
+DICT_MAX_CHARS = 256 * 1024
+
+
+#: A dict that may continue on the next lines opens with a key or ends its line: ``{'loss': …`` / ``{``
+_DICT_START = re.compile(r"\{\s*(?:['\"]|$)")
+#: First characters of a pretty-printed dict's lines and of a number cut mid-digits
+_DICT_PIECE_START = frozenset("'\"}]0123456789.-+eE")
+#: A physical line at least this long may have been cut by a terminal anywhere (a hard wrap)
+_WRAP_ROW = 60
+
+
+def _open_depth(text: str) -> int:
+    """``{`` minus ``}`` from the first ``{`` (braces inside quoted strings are not told apart: a dict
+    whose strings hold braces is the rare case, and it only ends the assembly early or late, bounded)."""
+    return text.count("{") - text.count("}")
+
+
+class _DictWrap:
+    """The record assembler's state for one held dict: its brace depth and length, updated piece by piece
+    (linear in the record's length)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.last = 0  # length of the last physical piece (a terminal's hard wrap fills its row)
+
+    def continues(self, so_far: str, piece: str) -> bool:
+        """The piece continues the held dict: the dict is still open, the record stays under its bounds, and the
+        piece starts nothing new (a progress bar, or a ``{`` that is not a value after ``key:``: another
+        record's dict; then the held one ends, and fails if it never closed)."""
+        if self.depth <= 0 or len(so_far) + len(piece) > DICT_MAX_CHARS or "%|" in piece:
+            return False
+        o = piece.find("{")
+        if o >= 0 and not piece[:o].rstrip().endswith(":"):
+            return False
+        # dict content: a key, a closing brace, a number's rest; anything dict-like after a full terminal row
+        return piece[0] in _DICT_PIECE_START or (self.last >= _WRAP_ROW and any(c in piece for c in "'\":}"))
+
+    def glue(self, so_far: str, piece_text: str, piece: str) -> str:
+        """Pieces are joined as printed without the line break: a pretty-printed dict's pieces start with
+        its indentation (stripped), a terminal's hard wrap cuts anywhere (a number mid-digits rejoins)."""
+        self.depth += piece.count("{") - piece.count("}")
+        self.last = len(piece)
+        return so_far + piece
+
+
+def _flush_wrapped(router, line: int, sub: int, label: str | None, text: str) -> None:
+    hf: HFSteps = router.state("hf", HFSteps)
+    if not _emit_dict(router, hf, line, sub, label, text):
+        if re.search(r"\{\s*['\"]", text):
+            router.fail(line)  # a dict that never closed or did not parse once joined
+        else:
+            router.ignored["other"] += 1
 
 
 def _postfix_record(text: str) -> bool:
