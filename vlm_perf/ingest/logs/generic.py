@@ -66,6 +66,15 @@ _KV = re.compile(
     r"(?:^|(?<=[\s|,;\[(\]{]))(?P<key>[A-Za-z_][\w./@%()-]{0,80}(?: [A-Za-z_(][\w./@%()-]{0,40}){0,5}?)"
     rf"\s{{0,4}}[:=]\s{{0,4}}{_WRAP_OPEN}(?P<val>{_VAL}){_WRAP_CLOSE}(?:\s{{0,2}}\((?:{_NUM})\))?"
     r"(?=$|[\s|,;\])}])")
+#: The same pairs for a line that can hold no wrapper, quote or list value (no ``(``, quote, or ``[`` after a
+#: ``:``/``=``): the plain regex, cheaper per line (the groups ``lb``/``rb`` are then never set)
+_KV_PLAIN = re.compile(
+    r"(?:^|(?<=[\s|,;\[(\]{]))(?P<key>[A-Za-z_][\w./@%()-]{0,80}(?: [A-Za-z_(][\w./@%()-]{0,40}){0,5}?)"
+    rf"\s{{0,4}}[:=]\s{{0,4}}\[?(?P<val>{_VAL})(?:\s{{0,2}}\((?:{_NUM})\))?(?=$|[\s|,;\])}}])")
+#: Any ``key: value`` / ``key=value`` pair, the value up to the next separator (a call's parentheses kept): what
+#: ``pairs_at`` reports as dropped when its value is not a number (``parse --explain``)
+_ANY_KV = re.compile(r"(?:^|(?<=[\s|,;]))(?P<key>[A-Za-z_][\w./@%()-]{0,80}?)\s{0,4}[:=]\s{0,4}"
+                     r"(?P<val>[A-Za-z_][\w.]{0,60}\([^()\n]{0,200}\)|\[[^\[\]\n]{0,200}\]|[^\s|,;]{1,200})")
 #: A whole segment ``Multi Word key value`` (mlx-lm ``Train loss 1.234``, ``Learning Rate 1.000e-05``,
 #: ``Peak mem 12.3 GB``): two to five words, then the value (``pairs_at``)
 _WORDS_VALUE = re.compile(rf"^[\s:;|,-]*(?P<key>[A-Za-z_][\w./@%-]{{0,40}}(?: [A-Za-z_][\w./@%()-]{{0,40}}){{1,4}})"
@@ -159,13 +168,16 @@ def pairs_at(text: str, dropped: list | None = None) -> list[tuple[str, str, int
     """``pairs`` with the offset of each value in ``text``. A wrapped value (vocab rule 7) comes back
     as the number inside it, with that number's offset. ``dropped``, when given, receives (key,
     why) of each key whose value is not one number (a list of several values)."""
-    out = []
-    for m in _KV.finditer(text):
-        if m.group("lb") and not m.group("rb"):
-            if dropped is not None:
-                dropped.append((m.group("key").strip(), "a list of several values (not one number)"))
-            continue
-        out.append((m.group("key").strip(), m.group("val"), m.start("val")))
+    if "(" in text or "'" in text or '"' in text or ":[" in text or ": [" in text or "=[" in text or "= [" in text:
+        out = []
+        for m in _KV.finditer(text):
+            if m.group("lb") and not m.group("rb"):
+                if dropped is not None:
+                    dropped.append((m.group("key").strip(), "a list of several values (not one number)"))
+                continue
+            out.append((m.group("key").strip(), m.group("val"), m.start("val")))
+    else:  # no wrapper, quote or list can be on the line: the plain regex
+        out = [(m.group("key").strip(), m.group("val"), m.start("val")) for m in _KV_PLAIN.finditer(text)]
     if "|" in text or "\t" in text or "  " in text or ", " in text:
         pos = 0
         for sep in [*_SEGMENTS.finditer(text), None]:
@@ -174,12 +186,22 @@ def pairs_at(text: str, dropped: list | None = None) -> list[tuple[str, str, int
             n = len(out)
             for m in _SPACED.finditer(seg):
                 out.append((m.group("key"), m.group("val"), pos + m.start("val")))
-            if len(out) == n and " " in seg.strip():
+            rest = seg.lstrip(" \t:;|,-") if len(out) == n else ""
+            if rest and ":" not in rest and "=" not in rest and " " in rest.rstrip():
                 m = _WORDS_VALUE.match(seg)
                 if m:
                     out.append((m.group("key"), m.group("val"), pos + m.start("val")))
             if sep is not None:
                 pos = sep.end()
+    if dropped is not None:  # (explain only) `key: value` pairs whose value is not a number: named with the reason
+        from .vocab import unwrap
+
+        seen = {k for k, _, _ in out} | {k for k, _ in dropped}
+        for m in _ANY_KV.finditer(text):
+            key = m.group("key").strip()
+            if key not in seen and not key.lower().startswith(("step", "iter", "epoch")):
+                seen.add(key)
+                dropped.append((key, unwrap(m.group("val")).why or "not a number"))
     return out
 
 

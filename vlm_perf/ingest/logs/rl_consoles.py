@@ -73,8 +73,11 @@ def _nemo_flush(router, st: _NemoState) -> None:
 
 
 def _nemo_handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    st: _NemoState | None = router.states.get("nemo-rl")
+    if s[:1] != "=" and (st is None or st.rec is None):  # neither a step header nor inside a step block
+        return False
     m = NEMO_HEADER_RE.match(s)
-    st: _NemoState = router.state("nemo-rl", _NemoState)
+    st = router.state("nemo-rl", _NemoState)
     if m:
         _nemo_flush(router, st)
         st.rec = {"iteration": int(m.group(1)), "train_iters": float(m.group(2))}
@@ -162,7 +165,13 @@ def _ds_flush(router, st: _DsState) -> None:
         router.emit("deepspeed-chat", at[0], at[1], at[2], rec)
 
 
+#: First characters of DeepSpeed-Chat's lines (a cheap guard before its regexes)
+_DS_FIRST = frozenset("|eEGTAa")
+
+
 def _ds_handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    if s[:1] not in _DS_FIRST:
+        return False
     st: _DsState = router.state("deepspeed-chat", _DsState)
     m = _DS_OLD_STEP.match(s) or _DS_NEW_STEP.match(s)
     if m:
@@ -225,6 +234,8 @@ AREAL_STEP_RE = re.compile(
 
 
 def _areal_handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    if "#End to end#" not in s:
+        return False
     m = AREAL_STEP_RE.search(s)
     if m is None:
         return False

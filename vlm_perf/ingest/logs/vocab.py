@@ -201,6 +201,20 @@ def record_kind(keys) -> str:
     key (``SUMMARY_KEYS``, ``END_OF_RUN_KEYS``); ``eval`` when every key that is not neutral
     (``KIND_NEUTRAL``: counters, progress, the validation timer) is an evaluation key; ``other`` when no key
     is a metric at all (a progress or counter print); else ``train``. Keys compare case-insensitively."""
+    keys = tuple(keys)
+    hit = _KIND_CACHE.get(keys)
+    if hit is not None:
+        return hit
+    out = _record_kind(keys)
+    if len(_KIND_CACHE) < 10_000:
+        _KIND_CACHE[keys] = out
+    return out
+
+
+_KIND_CACHE: dict[tuple, str] = {}
+
+
+def _record_kind(keys: tuple) -> str:
     metrics = 0
     evals = 0
     for k in keys:
@@ -564,10 +578,15 @@ def unwrap(raw: str) -> Unwrapped:
     return Unwrapped(None, why="not a number")
 
 
+_PLAIN_START = frozenset("0123456789-+.")
+
+
 def scalar_of(value: object) -> object:
     """A dict value as a scalar for ``preprocess.to_float``: a wrapped text (rule 7) -> the number's
     text, a list/tuple of one value -> that value; anything else unchanged."""
     if isinstance(value, str):
+        if value[:1] in _PLAIN_START:  # a plain number (the common case): nothing to unwrap
+            return value
         u = unwrap(value)
         return u.text if u.text is not None and u.wrapper else value
     if isinstance(value, (list, tuple)) and len(value) == 1 and not isinstance(value[0], (list, tuple, dict)):
