@@ -274,6 +274,13 @@ NON_FLOPS_PHASES: tuple[str, ...] = ("reward", "adv", "update_weights", "save_ch
 COMPOSITE_PHASES: dict[str, tuple[str, ...]] = {
     "make_experience": ("old_log_prob", "ref", "values", "reward", "adv"),
     "ppo_train": ("update_actor", "update_critic"),
+    # NeMo-RL's ``policy_and_reference_logprobs`` timer: the old-policy and reference log-prob passes together
+    "logprobs": ("old_log_prob", "ref"),
+    # DeepSpeed-Chat step 3's ``generate_experience`` (its ``Generation => Latency``): the rollout and the
+    # actor / reference / critic / reward forward passes on it
+    "generate_experience": ("generation", "old_log_prob", "ref", "values", "reward"),
+    # ROLL's ``time/ref_log_probs_values``: the reference log-prob and the critic value passes together
+    "ref_values": ("ref", "values"),
 }
 #: Every canonical phase, FLOPs phases first (``RLStepFlops.phases`` names, then ``NON_FLOPS_PHASES``, then
 #: ``COMPOSITE_PHASES``).
@@ -295,6 +302,32 @@ PHASE_TIMERS: dict[str, str] = {"gen": "generation", "old_log_prob": "old_log_pr
                                 "ppo_train": "ppo_train", "broadcast": "update_weights"}
 #: OpenRLHF's timer names: only these are timers under its generic-looking ``timing/`` prefix
 OPENRLHF_TIMERS: frozenset[str] = frozenset({"generation", "make_experience", "ppo_train", "broadcast"})
+#: siiRL (a veRL derivative running the step as a DAG of nodes) renames ``timing_s/<name>`` to
+#: ``perf/delta_time/<name>`` and names its node timers (sii-research/siiRL docs, the quick-start step line):
+#: node timer -> phase; ``step`` is the step; every other name (``graph_execution``, the data-buffer and
+#: intern-data timers, ``reference``: the same pass as ``ref``) is kept, not summed
+SIIRL_TIMERS: dict[str, str] = {"rollout": "generation", "actor_log_prob": "old_log_prob", "ref": "ref",
+                                "reward": "reward", "advantage": "adv", "actor": "update_actor",
+                                "critic": "update_critic"}
+#: slime (THUDM/slime ``slime/utils/train_metric_utils.py``: ``perf/{timer}_time``) timer -> phase;
+#: ``step`` (= ``train_wait`` + ``train``) is the step; ``train`` (log-prob passes + actor update),
+#: ``train_wait``, ``update_weights`` (outside ``step_time``), ``save_model``, ``data_preprocess``, ``sleep`` and
+#: ``wake_up`` are kept, not summed
+SLIME_TIMERS: dict[str, str] = {"rollout": "generation", "log_probs": "old_log_prob", "ref_log_probs": "ref",
+                                "actor_train": "update_actor"}
+#: ROLL (alibaba/ROLL ``roll/pipeline/rlvr/rlvr_pipeline.py``: ``metrics_mgr.add_metric("time/<name>", timer.last)``)
+#: step timer -> phase; ``step_total`` is the step; ``time/<a>/<b>/...`` keys (per-worker statistics) and other
+#: names are not phases
+ROLL_TIMERS: dict[str, str] = {"step_generate": "generation", "old_log_probs": "old_log_prob",
+                               "ref_log_probs_values": "ref_values", "step_train": "ppo_train",
+                               "step_model_update": "update_weights", "val_step": "testing"}
+#: AReaL (``areal.utils.stats_tracker.record_timing(name)`` -> ``timeperf/<name>``, seconds) timer -> phase;
+#: ``e2e`` (ReaLHF / AReaL 0.2 master worker) is the step
+AREAL_TIMERS: dict[str, str] = {"rollout": "generation", "recompute_logp": "old_log_prob", "ref_logp": "ref",
+                                "critic_values": "values", "compute_advantage": "adv", "train_step": "update_actor",
+                                "update_weights": "update_weights", "save": "save_checkpoint", "eval": "testing"}
+SLIME_KEPT_TIMERS: frozenset[str] = frozenset({"train", "train_wait", "update_weights", "save_model",
+                                               "data_preprocess", "sleep", "wake_up"})
 
 
 def phase_flops(totals: dict[str, Any], phase: str) -> Any:

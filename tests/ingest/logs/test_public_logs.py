@@ -82,7 +82,11 @@ def test_nanochat_and_nanogpt():
     g = by_line(rs, 8)
     assert g["framework"] == "generic" and g["iteration"] == 10 and g["loss"] == 3.2202
     assert g["elapsed_s"] == pytest.approx(0.89376) and g["mfu_logged"] == pytest.approx(0.1668)
-    assert 10 not in [x["line"] for x in rs]  # `step 250: train loss ..., val loss ...`: no known metric read
+    # `step 250: train loss ..., val loss ...`: nanoGPT's estimate on both splits, an evaluation (issue 31:
+    # multi-word keys are read), never a training iteration
+    e = by_line(rs, 10)
+    assert e["kind"] == "eval" and e["eval_loss"] == 1.722 and e["train_loss"] == 1.544 and e["loss"] is None
+    assert 250 not in r.iterations.get_column("iteration").to_list()
 
 
 def test_verl_grpo_step0_and_sft_scale():

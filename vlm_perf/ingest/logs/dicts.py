@@ -20,7 +20,7 @@ from .formats import LogFormat, register
 from .preprocess import put_int, to_float, to_seconds
 from .reader import head_text, read_text
 from .schema import empty_frame, extra_name, records_frame, snake_case
-from .vocab import SUMMARY_KEYS, is_eval_key, put_known_or_extra
+from .vocab import WRAPPERS, is_eval_key, put_known_or_extra, record_kind, scalar_of
 from .segments import FILE_SCALE, ORD, SUB_SCALE
 
 #: Kept for reference: the outermost ``{...}`` of a line (``load_dict`` finds it with find/rfind,
@@ -73,13 +73,40 @@ def load_dict(text: str) -> dict | None:
     except RecursionError:  # nested deeper than the interpreter's recursion limit
         return None
     except ValueError:
-        try:
-            with warnings.catch_warnings():  # e.g. "invalid decimal literal" on garbled numbers
-                warnings.simplefilter("ignore")
-                value = ast.literal_eval(_BARE_RE.sub(r"'\1'", blob))
-        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
-            return None
+        value = _literal(_BARE_RE.sub(r"'\1'", blob))
+        if value is None and "(" in blob:
+            # values printed as reprs (`np.float64(0.5)`, `tensor(1.2, device='cuda:0')`, `Decimal('1.5')`):
+            # the number inside, as a string (vocab rule 7); any other call leaves the dict unreadable
+            blob = _BARE_RE.sub(r"'\1'", _WRAPPED_IN_DICT.sub(_wrapped_number, blob))
+            value = _literal(blob)
+            if value is None:  # another repr (`Foo(1.0)`): kept as its text, so that value alone is not read
+                value = _literal(_OTHER_CALL.sub(lambda m: repr(m.group(0)), blob))
     return value if isinstance(value, dict) else None
+
+
+#: Any other call repr in a dict value position (no nested parentheses): quoted, it reads as text.
+_OTHER_CALL = re.compile(r"(?<=[:\[,]\s)(?<![\w.'\"])[A-Za-z_][\w.]{0,60}\([^()\n'\"]{0,200}\)")
+
+
+#: A wrapped value inside a dict repr (vocab rule 7), bounded: the argument list holds no parentheses
+#: but one level (``grad_fn=<...>`` has none; ``dtype=torch.float32`` none)
+_WRAPPED_IN_DICT = re.compile(
+    rf"(?<![\w.])(?P<name>{WRAPPERS})\(\s{{0,4}}\[?\s{{0,4}}(?P<q>['\"]?)(?P<num>[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)"
+    r"(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity))(?P=q)\s{0,4}\]?(?:\s{0,4},[^()\n]{0,200}?"
+    r"(?:\([^()\n]{0,60}\)[^()\n]{0,100}?)?)?\)", re.IGNORECASE)
+
+
+def _wrapped_number(m: re.Match) -> str:
+    return repr(m.group("num"))
+
+
+def _literal(blob: str):
+    try:
+        with warnings.catch_warnings():  # e.g. "invalid decimal literal" on garbled numbers
+            warnings.simplefilter("ignore")
+            return ast.literal_eval(blob)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None
 
 
 def classify(d: dict) -> str:
@@ -93,21 +120,11 @@ def classify(d: dict) -> str:
 
 
 def dict_kind(d: dict) -> str:
-    """The record kind of a metrics dict: ``summary`` when it holds an end-of-run key (HF
-    ``train_runtime`` ...), ``eval`` when every metric carries an evaluation prefix (``eval_loss``,
-    ``val/acc``; ``epoch``/``step`` do not count), else ``train``."""
-    keys = [k for k in d if isinstance(k, str)]
-    if any(k in SUMMARY_KEYS for k in keys):
-        return "summary"
-    metrics = [k for k in keys if k not in _KIND_NEUTRAL]
-    if metrics and all(is_eval_key(k) for k in metrics):
-        return "eval"
-    return "train"
-
-
-_KIND_NEUTRAL = frozenset({"epoch", "step", "global_step", "current_steps", "total_steps", "percentage",
-                           "elapsed_time", "remaining_time", "global_step/max_steps", "_step", "_runtime",
-                           "_timestamp"})
+    """The record kind of a metrics dict (``vocab.record_kind`` of its keys whose value is set): ``summary``
+    for an end-of-run report (HF ``train_runtime`` ..., ms-swift's result with ``last_model_checkpoint``),
+    ``eval`` when every metric carries an evaluation prefix (``eval_loss``, ``val/acc``; counters and progress
+    do not count), ``other`` when it holds no metric at all, else ``train``."""
+    return record_kind(k for k, v in d.items() if v is not None)
 
 
 def record_from_dict(d: dict) -> tuple[str, dict]:
@@ -121,6 +138,7 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
     if kind != "train":
         rec["kind"] = kind
     for key, raw in d.items():
+        raw = scalar_of(raw)  # `np.float64(0.5)`, `[1e-05]`, `Decimal('1.5')` -> the number (vocab rule 7)
         if key == "global_step/max_steps" and isinstance(raw, str) and "/" in raw:
             cur, _, tot = raw.partition("/")
             put_int(rec, "iteration", cur)
@@ -140,6 +158,8 @@ def record_from_dict(d: dict) -> tuple[str, dict]:
         if v is None:
             continue
         name = HF_MAP.get(key)
+        if name is None and isinstance(key, str) and key[:1].isupper():  # Title-Case (`Step`, `Loss`)
+            name = HF_MAP.get(snake_case(key))
         if name is None:
             if not isinstance(key, str) or is_eval_key(key) or kind != "train":
                 name = extra_name(snake_case(str(key)), rec, _HF_OUTPUTS)
@@ -305,18 +325,16 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
             router.ignored["progress_bar"] += 1
             parsed = False  # counted: a non-training bar
     if "{" in text:
-        d = load_dict(text)
-        if d is not None:
-            fmt, rec = record_from_dict(d)
-            if fmt == "hf" and "iteration" not in rec:
-                _step_before_dict(rec, text)
-            if router.allowed(fmt):
-                if any(k != "kind" for k in rec):
-                    router.emit(fmt, line, sub, label, rec)
-                    if fmt == "hf":
-                        hf.events.append(("dict", rec))
-                else:
-                    router.fail(line)
+        if _emit_dict(router, hf, line, sub, label, text):
+            return True
+        depth = _open_depth(text)
+        if depth > 0 and bar is None and _DICT_START.search(text):
+            # a dict wrapped or pretty-printed over lines (`[metrics] step 60: {'loss': 1.2,` then the rest; a
+            # number cut mid-digits by a terminal): held until its braces close, at most DICT_MAX_LINES lines
+            st: _DictWrap = router.state("dict-wrap", _DictWrap)
+            st.depth, st.last = depth, len(text.rstrip())
+            router.hold(line, sub, label, text.rstrip(), st.continues, _flush_wrapped, st.glue,
+                        max_pieces=DICT_MAX_LINES)
             return True
         if re.search(r"\{\s*['\"]", text):
             router.fail(line)  # looked like a metrics dict but did not parse
@@ -327,6 +345,80 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
     return parsed is False
 
 
+def _emit_dict(router, hf: HFSteps, line: int, sub: int, label: str | None, text: str) -> bool:
+    """Emit the record of the dict in ``text``; False when no dict parses there."""
+    d = load_dict(text)
+    if d is None:
+        return False
+    fmt, rec = record_from_dict(d)
+    if fmt == "hf" and "iteration" not in rec:
+        _step_before_dict(rec, text)
+    if router.allowed(fmt):
+        if any(k != "kind" for k in rec):
+            router.emit(fmt, line, sub, label, rec)
+            if fmt == "hf":
+                hf.events.append(("dict", rec))
+        else:
+            router.fail(line)
+    return True
+
+
+#: A dict held over lines ends within this many physical lines and characters (bounded memory and time).
+DICT_MAX_LINES = 64
+DICT_MAX_CHARS = 256 * 1024
+
+
+#: A dict that may continue on the next lines opens with a key or ends its line: ``{'loss': …`` / ``{``
+_DICT_START = re.compile(r"\{\s*(?:['\"]|$)")
+#: First characters of a pretty-printed dict's lines and of a number cut mid-digits
+_DICT_PIECE_START = frozenset("'\"}]0123456789.-+eE")
+#: A physical line at least this long may have been cut by a terminal anywhere (a hard wrap)
+_WRAP_ROW = 60
+
+
+def _open_depth(text: str) -> int:
+    """``{`` minus ``}`` from the first ``{`` (braces inside quoted strings are not told apart: a dict
+    whose strings hold braces is the rare case, and it only ends the assembly early or late, bounded)."""
+    return text.count("{") - text.count("}")
+
+
+class _DictWrap:
+    """The record assembler's state for one held dict: its brace depth and length, updated piece by piece
+    (linear in the record's length)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.last = 0  # length of the last physical piece (a terminal's hard wrap fills its row)
+
+    def continues(self, so_far: str, piece: str) -> bool:
+        """The piece continues the held dict: the dict is still open, the record stays under its bounds, and the
+        piece starts nothing new (a progress bar, or a ``{`` that is not a value after ``key:``: another
+        record's dict; then the held one ends, and fails if it never closed)."""
+        if self.depth <= 0 or len(so_far) + len(piece) > DICT_MAX_CHARS or "%|" in piece:
+            return False
+        o = piece.find("{")
+        if o >= 0 and not piece[:o].rstrip().endswith(":"):
+            return False
+        # dict content: a key, a closing brace, a number's rest; anything dict-like after a full terminal row
+        return piece[0] in _DICT_PIECE_START or (self.last >= _WRAP_ROW and any(c in piece for c in "'\":}"))
+
+    def glue(self, so_far: str, piece_text: str, piece: str) -> str:
+        """Pieces are joined as printed without the line break: a pretty-printed dict's pieces start with
+        its indentation (stripped), a terminal's hard wrap cuts anywhere (a number mid-digits rejoins)."""
+        self.depth += piece.count("{") - piece.count("}")
+        self.last = len(piece)
+        return so_far + piece
+
+
+def _flush_wrapped(router, line: int, sub: int, label: str | None, text: str) -> None:
+    hf: HFSteps = router.state("hf", HFSteps)
+    if not _emit_dict(router, hf, line, sub, label, text):
+        if re.search(r"\{\s*['\"]", text):
+            router.fail(line)  # a dict that never closed or did not parse once joined
+        else:
+            router.ignored["other"] += 1
+
+
 def _postfix_record(text: str) -> bool:
     """Whether the generic extractor makes a record of a described bar's postfix (``train: 5%|..| 50/1000
     [00:10<03:10, 2.00s/it, loss=2.31]``): then the bar is not counted here."""
@@ -335,10 +427,21 @@ def _postfix_record(text: str) -> bool:
     return extract(text).record is not None
 
 
+#: slime's ``perf 3: {...}`` / ``rollout 3: {...}`` / ``eval 3: {...}`` (``slime/utils``: the rollout id before the dict)
+_SLIME_HEAD = re.compile(r"(?:^|[\s\]])(?P<what>perf|rollout|eval) (?P<n>\d{1,19}):\s*$")
+
+
 def _step_before_dict(rec: dict, text: str) -> None:
     """A dict printed after a keyed step on the same line (``step 3: {...}``, slime and custom
-    scripts) takes that step (a bar's count would otherwise be guessed later, or none)."""
+    scripts) takes that step (a bar's count would otherwise be guessed later, or none); slime's
+    ``perf N:`` / ``rollout N:`` heads give the rollout id (its step), ``eval N:`` an evaluation."""
     head = text[:text.find("{")]
+    m = _SLIME_HEAD.search(head) if head else None
+    if m:
+        rec["iteration"] = int(m.group("n"))
+        if m.group("what") == "eval":
+            rec["kind"] = "eval"
+        return
     if not head or not any(w in head.lower() for w in ("step", "iter")):
         return
     from .generic import find_step

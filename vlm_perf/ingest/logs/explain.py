@@ -47,12 +47,16 @@ class ShapeInfo:
     why_not: str = ""
     confidence: str = ""
     rl: list[str] = field(default_factory=list)  # RL-step columns (vocab.RL_COLUMNS, kept timers): "column=value"
+    #: every key of the sample line and what became of it (``keys.account``), and the line shape that read it
+    keys: list = field(default_factory=list)
+    line_shape: str = ""
 
 
 def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], int]:
     """(the first ``max_shapes`` shapes of ``path``: the shapes that gave records first, then the others by
     count, number of distinct shapes seen)."""
     from .generic import extract, find_step, pairs, shape_of
+    from .keys import account
     from .parser import parse_logs
     from .reader import line_frames
     from .vocab import is_rl_column, lookup
@@ -87,9 +91,10 @@ def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], in
     order = ([s for s in order if shapes[s].framework is not None]
              + sorted((s for s in order if shapes[s].framework is None), key=lambda s: -shapes[s].count))
     out = []
+    full = _full_lines(path, {shapes[sig].first_line for sig in order[:max_shapes]})
     for sig in order[:max_shapes]:
         info = shapes[sig]
-        _, clean = clean_line(info.sample.split("\r")[-1])
+        _, clean = clean_line(full.get(info.first_line, info.sample).split("\r")[-1])
         row = by_line.get(info.first_line)
         if row is not None:
             info.framework = row["framework"]
@@ -108,25 +113,107 @@ def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], in
                                                 and c not in _CORE_VALUES and not is_rl_column(c)]
             info.rl = [f"{c}={_fmt(v)}" for c, v in row.items() if v is not None and is_rl_column(c)]
             info.unknown = [u for u in info.unknown if not is_rl_column(u.split(" -> ")[-1].split(" ")[0])]
+            info.line_shape, info.keys = account(clean, row)
         elif info.first_line in failed:
-            info.why_not = "failed: a format's detector claims it but no record came of it"
+            info.why_not = _failed_why(clean)
+            info.line_shape, info.keys = account(clean, None, info.why_not)
         elif not clean.strip():
             info.why_not = "ignored: blank"
         elif _COMPOSER_PIECE.match(clean.strip()):
             info.why_not = "joined onto the Composer block record above it (its fields are that record's)"
+            joined = _joined_onto(clean, info.first_line, by_line, "composer")
+            if joined is not None:
+                info.line_shape, info.keys = account(clean, by_line[joined[1]])
         elif easyr1_blocks and _easyr1_entry(clean):
             info.why_not = "joined onto the EasyR1 `Step N` block above it (its fields are that record's)"
+            joined = _joined_onto(clean, info.first_line, by_line, "easyr1")
+            if joined is not None:
+                info.line_shape, info.keys = account(clean, by_line[joined[1]])
+        elif (joined := _joined_onto(clean, info.first_line, by_line)) is not None:
+            fw, at = joined
+            info.why_not = f"joined onto the {fw} record of line {at} (a record spread over lines; its keys are that record's)"
+            info.line_shape, info.keys = account(clean, by_line[at])
         else:
             step = find_step(clean)
             if step is not None:
                 ks = [k for k, _ in pairs(clean)]
                 known = [f"{k} -> {m.column or '(extra)'}" for k in ks if (m := lookup(k)) is not None]
-                info.why_not = (f"not a record: a step ({step.n}) but no known training metric; keys: "
-                                f"{', '.join(ks) or 'none'}" + (f"; mapped: {', '.join(known)}" if known else ""))
+                lr_only = known and all(k.split(" -> ")[-1] in ("lr", "(extra)") for k in known)
+                info.why_not = (f"not a record: a step ({step.n}) but no training metric"
+                                + (" (a learning rate alone is not one)" if lr_only else "")
+                                + f"; keys: {', '.join(ks) or 'none'}"
+                                + (f"; they would map: {', '.join(known)}" if known else ""))
+                info.line_shape, info.keys = account(clean, None, "the line gave no record: " + info.why_not)
             else:
                 info.why_not = f"ignored: {reason_of(clean)} (no step found)"
         out.append(info)
     return out, distinct
+
+
+#: Lines a multi-line record may span after its first (the assemblers' bounds: NeMo-RL blocks, step dumps)
+_JOIN_SPAN = 2000
+
+
+def _joined_onto(clean: str, line: int, by_line: dict[int, dict], want: str = "") -> tuple[str, int] | None:
+    """(framework, record line) when ``clean`` is a piece of a record the assembler joined onto an earlier line:
+    a DeepSpeed-Chat step / timing / reward line, a NeMo-RL bullet, a veRL step dump's ``key:value`` item."""
+    from .rl_consoles import _BULLET_RE, _DS_NEW_STEP, _DS_NEW_TIMING, _DS_OLD_STEP, _DS_REWARD
+
+    s = clean.strip()
+    if want:
+        pass
+    elif _DS_OLD_STEP.match(s) or _DS_NEW_STEP.match(s) or _DS_NEW_TIMING.match(s) or _DS_REWARD.match(s):
+        want = "deepspeed-chat"
+    elif _BULLET_RE.match(s):
+        want = "nemo-rl"
+    elif re.match(r"^[^\s{}\[\]:]{1,300}:[^\s{}\[\]]{1,300}$", s):
+        want = "verl"
+    else:
+        return None
+    for at in range(line - 1, max(0, line - _JOIN_SPAN), -1):
+        row = by_line.get(at)
+        if row is not None:
+            return (want, at) if row.get("framework") == want else None
+    return None
+
+
+#: Characters of a sample line whose keys are accounted (a longer line is accounted on its first ones)
+FULL_LINE_CHARS = 1 << 16
+
+
+def _full_lines(path, wanted: set[int]) -> dict[int, str]:
+    """The text of the ``wanted`` lines (at most ``max_shapes`` of them, each cut at ``FULL_LINE_CHARS``): one more
+    read of the file, so every key of a long line is accounted, not only those of its 200-character sample."""
+    import polars as pl
+
+    from .reader import line_frames
+
+    out: dict[int, str] = {}
+    if not wanted:
+        return out
+    keep = pl.Series(sorted(wanted), dtype=pl.Int64).implode()
+    for frame in line_frames(path):
+        for line, text in frame.filter(pl.col("line").is_in(keep)).select("line", "text").iter_rows():
+            out[line] = (text or "")[:FULL_LINE_CHARS]
+    return out
+
+
+def _failed_why(clean: str) -> str:
+    """Why a failed line failed, naming the line shape: the format whose strict detector claims it, and for a
+    metrics dict that opens and never closes, that (the record assembler held it to its bound)."""
+    from .dicts import DICT_MAX_LINES, load_dict
+    from .formats import line_formats
+
+    claim = next((f.name for f in line_formats() if f.detect and re.search(f.detect, clean)), None)
+    if "{" in clean and load_dict(clean) is None:
+        depth = clean.count("{") - clean.count("}")
+        if depth > 0:
+            return (f"failed: a metrics dict opens here and did not close (or did not parse) within the next "
+                    f"{DICT_MAX_LINES} lines of dict content (the record assembler's bound); its keys are dropped")
+        return "failed: a metrics dict that does not parse (a wrapper not understood, or garbled)"
+    if claim:
+        return f"failed: the {claim} format's detector claims this line shape but no record came of it"
+    return "failed: no record came of a line a format claims"
 
 
 def _easyr1_entry(clean: str) -> bool:
@@ -159,4 +246,18 @@ def explain_text(path: str | Path, max_shapes: int = 40) -> str:
                 lines.append(f"    keys not in the vocabulary / other columns (kept as extras): {', '.join(info.unknown)}")
         else:
             lines.append(f"    {info.why_not}")
+        lines += _key_lines(info)
     return "\n".join(lines)
+
+
+def _key_lines(info: ShapeInfo) -> list[str]:
+    """Every key of the shape's sample line, by fate (``keys.account``)."""
+    if not info.keys:
+        return []
+    out = [f"    every key ({info.line_shape}, {len(info.keys)}):"]
+    for fate, title in (("mapped", "mapped"), ("step", "step / progress"), ("extra", "kept as extras"),
+                        ("dropped", "dropped")):
+        ks = [k.text() for k in info.keys if k.fate == fate]
+        if ks:
+            out.append(f"      {title}: {'; '.join(ks)}")
+    return out

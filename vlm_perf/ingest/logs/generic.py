@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 
 from .schema import extra_name, snake_case
-from .vocab import SUMMARY_KEYS, Mapping, is_eval_key, lookup, value_factors, value_of
+from .vocab import SUMMARY_KEYS, WRAPPERS, Mapping, is_eval_key, lookup, value_factors, value_of
 
 _NUM = r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _VAL = (rf"(?:{_NUM}(?:\s?[KMBGT](?![a-zA-Z]))?(?:\s?(?:%|ms|sec|s|GiB|GB|MiB|MB)(?![A-Za-z]))?"
@@ -57,9 +57,28 @@ _KEYED = re.compile(r"(?:(?<![\w/.-])(?P<key>global[_ ]step|steps?|iteration|ite
 _KEY_RANK = {"global_step": 0, "global step": 0, "step": 1, "steps": 1, "iteration": 2, "iter": 3}
 _EVAL_WORDS = re.compile(r"(?i)\b(?:validat\w*|evaluat\w*|eval|sanity checking|testing)\b")
 
+#: A value printed inside a wrapper (vocab rule 7): ``np.float64(…)``, ``tensor(…, device='cuda:0')``,
+#: ``Decimal('…')``, quotes, a list of one value; ``lb`` without ``rb``: a list of several values.
+_WRAP_OPEN = rf"(?P<wrap>{WRAPPERS}\(\s{{0,4}})?(?P<lb>\[\s{{0,4}})?(?P<q>['\"]?)"
+_WRAP_CLOSE = (r"(?P=q)(?(lb)\s{0,4}(?P<rb>\])?)"
+               r"(?(wrap)(?:\s{0,4},[^()\n]{0,200}?(?:\([^()\n]{0,60}\)[^()\n]{0,100}?)?)?\))")
 _KV = re.compile(
     r"(?:^|(?<=[\s|,;\[(\]{]))(?P<key>[A-Za-z_][\w./@%()-]{0,80}(?: [A-Za-z_(][\w./@%()-]{0,40}){0,5}?)"
+    rf"\s{{0,4}}[:=]\s{{0,4}}{_WRAP_OPEN}(?P<val>{_VAL}){_WRAP_CLOSE}(?:\s{{0,2}}\((?:{_NUM})\))?"
+    r"(?=$|[\s|,;\])}])")
+#: The same pairs for a line that can hold no wrapper, quote or list value (no ``(``, quote, or ``[`` after a
+#: ``:``/``=``): the plain regex, cheaper per line (the groups ``lb``/``rb`` are then never set)
+_KV_PLAIN = re.compile(
+    r"(?:^|(?<=[\s|,;\[(\]{]))(?P<key>[A-Za-z_][\w./@%()-]{0,80}(?: [A-Za-z_(][\w./@%()-]{0,40}){0,5}?)"
     rf"\s{{0,4}}[:=]\s{{0,4}}\[?(?P<val>{_VAL})(?:\s{{0,2}}\((?:{_NUM})\))?(?=$|[\s|,;\])}}])")
+#: Any ``key: value`` / ``key=value`` pair, the value up to the next separator (a call's parentheses kept): what
+#: ``pairs_at`` reports as dropped when its value is not a number (``parse --explain``)
+_ANY_KV = re.compile(r"(?:^|(?<=[\s|,;]))(?P<key>[A-Za-z_][\w./@%()-]{0,80}?)\s{0,4}[:=]\s{0,4}"
+                     r"(?P<val>[A-Za-z_][\w.]{0,60}\([^()\n]{0,200}\)|\[[^\[\]\n]{0,200}\]|[^\s|,;]{1,200})")
+#: A whole segment ``Multi Word key value`` (mlx-lm ``Train loss 1.234``, ``Learning Rate 1.000e-05``,
+#: ``Peak mem 12.3 GB``): two to five words, then the value (``pairs_at``)
+_WORDS_VALUE = re.compile(rf"^[\s:;|,-]*(?P<key>[A-Za-z_][\w./@%-]{{0,40}}(?: [A-Za-z_][\w./@%()-]{{0,40}}){{1,4}})"
+                          rf" {{1,4}}(?P<val>{_VAL})\s*$")
 _SPACED = re.compile(rf"(?:^|(?<=\s))(?<![A-Za-z_]\s)(?P<key>[A-Za-z_][\w./@%-]{{0,80}})\s{{1,4}}(?P<val>{_VAL})(?:\s{{0,2}}\({_NUM}\))?"
                      r"(?=\s|$)")
 _SEGMENTS = re.compile(r"\s*\|\s*|\t|\s{2,}|,\s+")
@@ -145,18 +164,44 @@ def pairs(text: str) -> list[tuple[str, str]]:
     return [(k, v) for k, v, _ in pairs_at(text)]
 
 
-def pairs_at(text: str) -> list[tuple[str, str, int]]:
-    """``pairs`` with the offset of each value in ``text``."""
-    out = [(m.group("key").strip(), m.group("val"), m.start("val")) for m in _KV.finditer(text)]
+def pairs_at(text: str, dropped: list | None = None) -> list[tuple[str, str, int]]:
+    """``pairs`` with the offset of each value in ``text``. A wrapped value (vocab rule 7) comes back
+    as the number inside it, with that number's offset. ``dropped``, when given, receives (key,
+    why) of each key whose value is not one number (a list of several values)."""
+    if "(" in text or "'" in text or '"' in text or ":[" in text or ": [" in text or "=[" in text or "= [" in text:
+        out = []
+        for m in _KV.finditer(text):
+            if m.group("lb") and not m.group("rb"):
+                if dropped is not None:
+                    dropped.append((m.group("key").strip(), "a list of several values (not one number)"))
+                continue
+            out.append((m.group("key").strip(), m.group("val"), m.start("val")))
+    else:  # no wrapper, quote or list can be on the line: the plain regex
+        out = [(m.group("key").strip(), m.group("val"), m.start("val")) for m in _KV_PLAIN.finditer(text)]
     if "|" in text or "\t" in text or "  " in text or ", " in text:
         pos = 0
         for sep in [*_SEGMENTS.finditer(text), None]:
             end = sep.start() if sep is not None else len(text)
             seg = text[pos:end]
+            n = len(out)
             for m in _SPACED.finditer(seg):
                 out.append((m.group("key"), m.group("val"), pos + m.start("val")))
+            rest = seg.lstrip(" \t:;|,-") if len(out) == n else ""
+            if rest and ":" not in rest and "=" not in rest and " " in rest.rstrip():
+                m = _WORDS_VALUE.match(seg)
+                if m:
+                    out.append((m.group("key"), m.group("val"), pos + m.start("val")))
             if sep is not None:
                 pos = sep.end()
+    if dropped is not None:  # (explain only) `key: value` pairs whose value is not a number: named with the reason
+        from .vocab import unwrap
+
+        seen = {k for k, _, _ in out} | {k for k, _ in dropped}
+        for m in _ANY_KV.finditer(text):
+            key = m.group("key").strip()
+            if key not in seen and not key.lower().startswith(("step", "iter", "epoch")):
+                seen.add(key)
+                dropped.append((key, unwrap(m.group("val")).why or "not a number"))
     return out
 
 
@@ -227,10 +272,18 @@ def extract(text: str, overrides: dict[str, Mapping] | None = None, step: Step |
     n_eval = 0
     summary = False
     rank = None
-    for key, raw, at in pairs_at(body):
+    found = pairs_at(body)
+    # nanoGPT's `step 250: train loss 1.54, val loss 1.72`: the loss estimated on both splits is an
+    # evaluation; its `train`-word keys are evaluation figures too (kept as extras), never the training loss
+    compare = (any(k[:6].lower() == "train " for k, _, _ in found)
+               and any(_key_info(k)[0] == "eval" for k, _, _ in found))
+    for key, raw, at in found:
         at = at if (step.shape == "bar" or at < cut) else at + shift
         info = _key_info(key)
         what = info[0]
+        if compare and what == "metric" and key[:6].lower() == "train ":
+            info = ("eval", key, info[2], None, snake_case(key))
+            what = "eval"
         if what == "skip":
             continue
         if what == "epoch":

@@ -70,6 +70,9 @@ KNOWN_KEYS: dict[str, tuple[str, float]] = {
     "tokens per sec per gpu": ("_tokens_per_gpu", 1.0),
     # `elapsed time per iteration: 2512.3 ms` (unit after the value; ms when none is printed)
     "elapsed time per iteration": ("_elapsed_unit", 1.0),
+    # a plain `loss:` (ms-swift's Megatron trainers, GRPO included): the loss where the line prints no
+    # `lm loss`; next to an `lm loss` it is another loss, kept as the extra `loss_extra` (`finish`)
+    "loss": ("_loss_plain", 1.0),
 }
 
 #: Private outputs merged into a core column by ``finish`` (first non-null wins, in this order).
@@ -316,6 +319,8 @@ def finish(df: pl.DataFrame) -> pl.DataFrame:
     """Post-process extracted rows: fork spellings (Megatron-DeepSpeed ``TFLOPs``, GPT-NeoX
     ``lm_loss`` / ``approx flops per GPU``, ``tokens/sec/gpu``, iteration time in s) coalesced into
     their core column, drop all-null extras, framework label."""
+    if "_loss_plain" in df.columns:
+        df = _take_loss_plain(df)
     for core, privates in _COALESCE.items():
         present = [c for c in privates if c in df.columns]
         if present:
@@ -328,6 +333,24 @@ def finish(df: pl.DataFrame) -> pl.DataFrame:
     if "train_iters" in df.columns and df.get_column("train_iters").null_count() == df.height:
         drop.append("train_iters")
     return df.drop(sorted(set(drop))).with_columns(pl.lit(FORMAT).alias("framework"))
+
+
+def _take_loss_plain(df: pl.DataFrame) -> pl.DataFrame:
+    """A plain ``loss:`` is the loss of a line without ``lm loss`` (or GPT-NeoX ``lm_loss``); on a line
+    that has one it is a second loss, kept as an extra column (``loss_extra``, the rename noted)."""
+    plain = pl.col("_loss_plain")
+    other = [c for c in ("loss", "_neox_loss") if c in df.columns]
+    has_other = pl.any_horizontal([pl.col(c).is_not_null() for c in other]) if other else pl.lit(False)
+    flags = df.select((plain.is_not_null() & has_other).any().alias("extra"),
+                      (plain.is_not_null() & ~has_other).any().alias("core")).row(0)
+    out = []
+    if flags[0]:
+        name = extra_name("loss", set(df.columns))
+        out.append(pl.when(has_other).then(plain).alias(name))
+    if flags[1]:
+        out.append(pl.coalesce([*([pl.col("loss")] if "loss" in df.columns else []),
+                                pl.when(~has_other).then(plain)]).alias("loss"))
+    return df.with_columns(out).drop("_loss_plain")
 
 
 def discover_unknown(df: pl.DataFrame, text_col: str = "text") -> pl.DataFrame:

@@ -160,26 +160,39 @@ def _candidate_expr() -> pl.Expr:
 
 #: Lines after an unterminated Megatron iteration line that are routed as possible continuations.
 _WRAP_FOLLOW = 8
+#: Lines after a line that opens more ``{`` than it closes (a metrics dict wrapped or pretty-printed over lines,
+#: ``dicts.DICT_MAX_LINES``) that are routed as possible continuations.
+_DICT_FOLLOW = 64
+#: A line that is one ``key:value`` item (a launcher prefix allowed): the line after it is routed too.
+_ITEM_LINE_RE = r"^(?:\([^()]{0,80}\) ?)?[^\s{}\[\]:]{1,300}:[^\s{}\[\]]{1,300}\s*$"
 
 
 def _wrapped_followers(rest: pl.DataFrame, kinds: pl.Series, until: int) -> tuple[pl.Series, int]:
     """Also route the ``_WRAP_FOLLOW`` physical lines after a Megatron iteration line that does not
-    end in ``|`` (a hard-wrapped record continues there). ``until``: last physical line still due
-    from the previous batch (0: none). Returns the widened mask and the new ``until``."""
+    end in ``|`` and the ``_DICT_FOLLOW`` lines after a line that leaves a ``{`` open (a record
+    continues there; the router's record assembler joins the pieces). ``until``: last physical line
+    still due from the previous batch (0: none). Returns the widened mask and the new ``until``.
+    Linear in the batch: each line's reach is the running maximum of the earlier open lines' reach."""
     text = rest.get_column("text")
-    open_rows = np.flatnonzero((text.str.contains(megatron.DETECT_RE)
-                                & ~text.str.strip_chars_end().str.ends_with("|")).fill_null(False).to_numpy())
+    flags = rest.select(
+        (pl.col("text").str.contains(megatron.DETECT_RE)
+         & ~pl.col("text").str.strip_chars_end().str.ends_with("|")).fill_null(False).alias("m"),
+        (pl.col("text").str.contains("{", literal=True)
+         & (pl.col("text").str.count_matches("{", literal=True)
+            > pl.col("text").str.count_matches("}", literal=True))).fill_null(False).alias("d"),
+        # a `key:value` line of a step dump (veRL `step:N` then one item per line): its value may wrap
+        pl.col("text").str.contains(_ITEM_LINE_RE).fill_null(False).alias("k"))
+    mega, dic, item = (flags.get_column(c).to_numpy() for c in ("m", "d", "k"))
     lines = rest.get_column("line").to_numpy()
-    if not len(open_rows) and (not until or not len(lines) or lines[0] > until):
+    if not (mega.any() or dic.any() or item.any()) and (not until or not len(lines) or lines[0] > until):
         return kinds, 0
-    mask = kinds.fill_null(False).to_numpy().copy()
-    if until:
-        mask |= lines <= until
-    end_lines = lines[open_rows]
-    for ln in end_lines:  # few: one per wrapped record
-        mask |= (lines > ln) & (lines <= ln + _WRAP_FOLLOW)
-    new_until = max([int(ln) + _WRAP_FOLLOW for ln in end_lines] + [until])
-    return pl.Series(mask), new_until
+    del text
+    reach = np.where(mega, lines + _WRAP_FOLLOW, 0)
+    reach = np.maximum(reach, np.where(dic, lines + _DICT_FOLLOW, 0))
+    reach = np.maximum(reach, np.where(item, lines + 1, 0))
+    running = np.maximum.accumulate(np.concatenate([[until], reach]))  # reach of the lines before each line
+    mask = kinds.fill_null(False).to_numpy() | (lines <= running[:-1])
+    return pl.Series(mask), int(running[-1])
 
 
 def _reasons_expr(text: pl.Expr) -> pl.Expr:

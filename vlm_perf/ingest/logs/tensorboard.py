@@ -109,7 +109,10 @@ def parse_tensorboard(path: Path, ord_base: int, diag: Diagnostics) -> pl.DataFr
         pl.col("tag").replace_strict({t: n for t, (n, _) in names.items()}).alias("name"),
         (pl.col("value") * pl.col("tag").replace_strict({t: m for t, (_, m) in names.items()}, return_dtype=pl.Float64)).alias("value"),
     )
+    kinds = _step_kinds(long)
     wide = long.pivot(on="name", index="step", values="value", aggregate_function="first").sort("step")
+    if kinds is not None:
+        wide = wide.join(kinds, on="step", how="left")
     times = long.group_by("step").agg(pl.col("wall_time").max().alias("_wt"))
     wide = wide.join(times, on="step", how="left").sort("step")
     wide = wide.with_columns(
@@ -123,6 +126,25 @@ def parse_tensorboard(path: Path, ord_base: int, diag: Diagnostics) -> pl.DataFr
     diag.saw("tensorboard", wide.height)
     out = conform(check_int_columns(wide))
     return out.with_columns((pl.lit(ord_base, pl.Int64) + pl.col("line") * 1000).alias("_ord"))
+
+
+def _step_kinds(long: pl.DataFrame) -> pl.DataFrame | None:
+    """(step, kind) from the tags logged at each step (``vocab.record_kind``): a step holding only
+    evaluation tags (``eval/loss`` at step 0) is an evaluation, one with an end-of-run tag
+    (``train/train_runtime``) a summary; None when every step is a training iteration."""
+    from .schema import KIND_DTYPE
+    from .vocab import record_kind
+
+    tags = long.get_column("tag").unique().to_list()
+    cls = {t: record_kind([t.removeprefix("train/") if t.startswith("train/train_") else t]) for t in tags}
+    if all(k == "train" for k in cls.values()):
+        return None
+    c = pl.col("tag").replace_strict(cls, return_dtype=pl.Utf8)
+    per = long.group_by("step").agg((c == "summary").any().alias("s"), (c == "train").any().alias("t"),
+                                     (c == "eval").any().alias("e"))
+    kind = (pl.when(pl.col("s")).then(pl.lit("summary")).when(pl.col("t")).then(pl.lit("train"))
+            .when(pl.col("e")).then(pl.lit("eval")).otherwise(pl.lit("other")))
+    return per.select("step", kind.cast(KIND_DTYPE).alias("kind"))
 
 
 # ---- registration ------------------------------------------------------------------------------

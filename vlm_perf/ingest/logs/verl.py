@@ -14,9 +14,9 @@ import re
 
 from .formats import LogFormat, register
 from .preprocess import put_int, to_float
-from .vocab import is_eval_key, put_known_or_extra
+from .vocab import put_known_or_extra, record_kind, scalar_of
 
-DETECT_RE = re.compile(r"^step:(\d+)(?: - |\s*$)")
+DETECT_RE = re.compile(r"^step:(\d+)(?: - |\s*$| -\s*$)")
 #: A physical line that continues a wrapped veRL line: no spaces except `` - `` separators.
 CONTINUATION_RE = re.compile(r"^[^\s{}\[\]]+(?: - [^\s{}\[\]]+)*\s*$")
 
@@ -41,7 +41,7 @@ def record_from_items(step: object, items: dict) -> dict:
     rec: dict = {}
     put_int(rec, "iteration", step)
     for key, raw in items.items():
-        v = to_float(raw)
+        v = to_float(scalar_of(raw))  # `np.float64(-0.01)` (numpy >= 2 reprs): the number inside
         if v is None:
             continue
         if v == 0.0:
@@ -51,9 +51,11 @@ def record_from_items(step: object, items: dict) -> dict:
             rec.setdefault(name, v * mult)
         else:  # veRL SFT `train/loss`, `train/lr(1e-3)`, ...: through the vocabulary
             put_known_or_extra(rec, key, raw, v, _OUTPUTS)
-    keys = [k for k in items if isinstance(k, str)]
-    if keys and all(is_eval_key(k) for k in keys):
-        rec["kind"] = "eval"  # a validation-only step (step 0 before training, issue #2060): not an iteration
+    kind = record_kind(k for k, v in items.items() if v is not None)
+    if kind != "train":
+        # a validation-only step (step 0 before training, verl issue #2060, also with `training/global_step` or
+        # `timing_s/testing` beside the `val-*` keys in forks): not an iteration; nor a step of counters only
+        rec["kind"] = kind
     return rec
 
 
@@ -71,16 +73,45 @@ def parse(text: str) -> dict | None:
 
 # ---- registration ------------------------------------------------------------------------------
 
+#: A bare ``step:N`` line: the step's metrics follow one ``key:value`` per line (a dump of the step's dict)
+_BARE_STEP_RE = re.compile(r"^step:\d{1,19}\s*$")
+#: ``key:value`` lines of one step dump at most (the record assembler's bound)
+MAX_DUMP_LINES = 2000
+
+
 def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
-    """A veRL line is held until the next line shows it is not hard-wrapped (``Router.pending``)."""
+    """A veRL line is held until the next line shows it is not hard-wrapped (``Router.pending``); a bare
+    ``step:N`` takes the ``key:value`` lines after it (one per line) as that step's items."""
     if not DETECT_RE.match(s):
         return False
-    router.hold(line, sub, label, s, _continues, _flush)
+    if _BARE_STEP_RE.match(s):
+        router.hold(line, sub, label, s.strip(), _continues, _flush, _glue_items, max_pieces=MAX_DUMP_LINES)
+    else:
+        router.hold(line, sub, label, s, _continues, _flush, _glue_wrap)
     return True
+
+
+def _glue_wrap(so_far: str, piece_text: str, piece: str) -> str:
+    """A hard-wrapped piece continues the line where it was cut; a cut at a `` - `` separator (the piece
+    starts with ``- `` or the line ends with `` -``) keeps the separator's spaces."""
+    so_far = so_far.rstrip()
+    if piece.startswith("- ") or so_far.endswith(" -"):
+        return so_far + " " + piece
+    return so_far + piece
+
+
+def _glue_items(so_far: str, piece_text: str, piece: str) -> str:
+    """A ``key:value`` piece is the next item (`` - `` joined); a piece without ``:``, or holding `` - ``
+    separators, is the rest of a hard-wrapped line (``_glue_wrap``)."""
+    if ":" in piece and " - " not in piece and not piece.startswith("- ") and not so_far.endswith(" -"):
+        return so_far + " - " + piece
+    return _glue_wrap(so_far, piece_text, piece)
 
 
 def _continues(text: str, s: str) -> bool:
     """A hard-wrapped piece of a veRL line (quirk 11): no spaces except `` - `` separators."""
+    if s.startswith("- "):  # cut just before a separator
+        s = s[2:]
     return not s.startswith("step:") and CONTINUATION_RE.match(s) is not None
 
 

@@ -24,6 +24,14 @@ can be explained (``Mapping.why``) and tested:
    ``tokens_per_sec`` for the job as nanotron prints it).
 6. **Synonyms** (snake_case, after the steps above) name the column.
 
+Wrapped values (``unwrap``, rule 7): a number printed inside a repr is the number:
+``np.float64(-0.00066)`` / ``numpy.float32(...)`` / ``np.int64(...)`` (numpy >= 2 scalar reprs),
+``tensor(1.23, device='cuda:0')`` (torch, any keyword arguments after the number, a one-element
+``tensor([1.23])``), ``Array(1.5, dtype=float32)`` (JAX) / ``array(1.5, dtype=float32)`` (mlx),
+``Decimal('1.5')``, a quoted number ``'1.5'`` / ``"1.5"``, and a list of ONE value ``[1e-05]``. A list
+of several values (``lr=[1e-05, 2e-05]``: per parameter group) is not one number; a wrapper not in
+this list (``Foo(1.5)``) is not read: both are dropped, and ``unwrap`` says why (``parse --explain``).
+
 Values: ``value_of`` reads ``1.2e+03``, ``12,345``, ``5.2K`` (K/M/B/G/T = 1e3/1e6/1e9/1e9/1e12),
 ``43%`` (a percentage: ÷ 100 for fractions), ``512.3ms`` / ``2.5s`` (a time unit on the value wins
 over the key's), ``nan``/``inf``; a value followed by a parenthesised average (``0.41 (1.87)``,
@@ -56,7 +64,7 @@ class Field:
 #: vocabulary does not import the FLOPs layer at start-up). Column ``phase_s_<phase>`` holds a phase's seconds.
 _RL_PHASES: tuple[str, ...] = ("generation", "old_log_prob", "ref", "values", "update_critic", "update_actor",
                                "reward", "adv", "update_weights", "save_checkpoint", "testing", "make_experience",
-                               "ppo_train")
+                               "ppo_train", "logprobs", "generate_experience", "ref_values")
 PHASE_PREFIX = "phase_s_"
 #: Column prefix of a timer that is not a phase of the step (an unknown name, or a timer nested in a phase):
 #: kept, in seconds, under its own name
@@ -150,6 +158,10 @@ FULL_KEYS: dict[str, tuple[str, float, str]] = {
     "data_time": ("", 1.0, "data-loading time, not the step time (kept as an extra)"),
     "eta": ("", 1.0, "time remaining, not a step time"),
     "train_runtime": ("", 1.0, "HF end-of-run summary: total seconds"),
+    "rollout/response_len/mean": ("response_len_mean", 1.0, "slime: mean response length of the rollout"),
+    "rollout/response_len/max": ("response_len_max", 1.0, "slime: longest response of the rollout"),
+    "rollout/response_len/min": ("response_len_min", 1.0, "slime: shortest response of the rollout"),
+    "rollout/truncated_ratio": ("response_clip_ratio", 1.0, "slime: share of responses cut at the length limit"),
 }
 
 #: Prefixes removed from a key (repeatedly), and the unit each one implies.
@@ -162,12 +174,64 @@ PREFIXES: tuple[tuple[str, str], ...] = (
 _PREFIX_KEEP_WHOLE: set[str] = set()
 
 #: Key prefixes of evaluation metrics (never mapped to training columns).
-EVAL_PREFIXES: tuple[str, ...] = ("val/", "eval/", "eval_", "val_", "val-core/", "val-aux/", "validation/",
+EVAL_PREFIXES: tuple[str, ...] = ("val/", "eval/", "eval_", "val_", "val-", "validation/",
                                   "validation_", "test/", "test_", "valid/", "valid_", "evaluation/")
 #: Keys of an end-of-run summary (HF Trainer's ``train()`` result and friends).
 SUMMARY_KEYS: frozenset[str] = frozenset({
     "train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_tokens_per_second",
 })
+
+#: Keys of an end-of-run report that holds no per-step metric (ms-swift / HF ``train()`` result printed with the
+#: checkpoint paths, a trainer state dump): the record is a summary.
+END_OF_RUN_KEYS: frozenset[str] = frozenset({
+    "last_model_checkpoint", "best_model_checkpoint", "best_metric", "log_history", "train_result",
+})
+#: Keys that never decide a record's kind: step and epoch counters, progress, wall clocks, and the timer of the
+#: validation pass (``timing_s/testing``: present on a validation-only step).
+KIND_NEUTRAL: frozenset[str] = frozenset({
+    "epoch", "step", "global_step", "current_steps", "total_steps", "max_steps", "percentage", "elapsed_time",
+    "remaining_time", "global_step/max_steps", "_step", "_runtime", "_timestamp", "iteration", "iter",
+    "training/global_step", "training/epoch", "train/global_step", "train/epoch", "trainer/global_step",
+    "timing_s/testing", "timing_s/stop_profile", "timing_s/start_profile", "memory(gib)", "memory",
+})
+
+
+def record_kind(keys) -> str:
+    """The kind of a record from the keys it holds (values present): ``summary`` when one is an end-of-run
+    key (``SUMMARY_KEYS``, ``END_OF_RUN_KEYS``); ``eval`` when every key that is not neutral
+    (``KIND_NEUTRAL``: counters, progress, the validation timer) is an evaluation key; ``other`` when no key
+    is a metric at all (a progress or counter print); else ``train``. Keys compare case-insensitively."""
+    keys = tuple(keys)
+    hit = _KIND_CACHE.get(keys)
+    if hit is not None:
+        return hit
+    out = _record_kind(keys)
+    if len(_KIND_CACHE) < 10_000:
+        _KIND_CACHE[keys] = out
+    return out
+
+
+_KIND_CACHE: dict[tuple, str] = {}
+
+
+def _record_kind(keys: tuple) -> str:
+    metrics = 0
+    evals = 0
+    for k in keys:
+        if not isinstance(k, str):
+            metrics += 1
+            continue
+        low = k.strip().lower()
+        if low in SUMMARY_KEYS or low in END_OF_RUN_KEYS:
+            return "summary"
+        if low in KIND_NEUTRAL:
+            continue
+        metrics += 1
+        evals += is_eval_key(low)
+    if not metrics:
+        return "other"
+    return "eval" if evals == metrics else "train"
+
 
 _SCALE_RE = re.compile(r"\s*[\(\[]\s*(?:x\s*)?([0-9.]*[eE][-+]?\d+)\s*[\)\]]")
 _UNIT_RE = re.compile(r"\s*(?:\((ms|s|sec|%|pct)\)| in (ms|s)\b)", re.IGNORECASE)
@@ -343,7 +407,7 @@ def _timer(low: str) -> Mapping | None:
     counts) -> kept as an extra as printed."""
     found = next(((pre, mult) for pre, mult in _TIMER_PREFIXES if low.startswith(pre) and len(low) > len(pre)), None)
     if found is None:
-        return _openrlhf_timer(low)
+        return _derived_timer(low) or _openrlhf_timer(low)
     pre, mult = found
     name = low[len(pre):].strip()
     if "/" in name:
@@ -360,6 +424,73 @@ def _timer(low: str) -> Mapping | None:
     else:
         why = f"unknown RL timer {name!r}: kept in seconds, not a phase"
     return Mapping(TIMER_PREFIX + snake_case(name), mult, "time", why, mult)
+
+
+_SIIRL_PREFIX = "perf/delta_time/"
+
+
+def _derived_timer(low: str) -> Mapping | None:
+    """siiRL ``perf/delta_time/<node>`` and slime ``perf/<timer>_time`` (seconds): a phase's timer
+    (``flops.generation.SIIRL_TIMERS`` / ``SLIME_TIMERS``) -> ``phase_s_<phase>``, the step's -> ``elapsed_s``, a
+    known kept timer (or, under siiRL's prefix, any other node) -> ``timer_s_<name>``; other ``perf/*_time`` keys
+    are not slime's and go through the usual rules."""
+    name = low.removeprefix("train/")
+    if name.startswith("time/"):
+        return _roll_timer(name[len("time/"):])
+    if name.startswith("timeperf/"):
+        return _areal_timer(name[len("timeperf/"):])
+    if not name.startswith("perf/"):
+        return None
+    from ...flops.generation import SIIRL_TIMERS, SLIME_KEPT_TIMERS, SLIME_TIMERS
+
+    if name.startswith(_SIIRL_PREFIX):
+        node = name[len(_SIIRL_PREFIX):].strip()
+        if not node or "/" in node:
+            return None
+        if node == "step":
+            return Mapping("elapsed_s", 1.0, "time", "siiRL: perf/delta_time/step, the step's seconds", 1.0)
+        if node in SIIRL_TIMERS:
+            phase = SIIRL_TIMERS[node]
+            return Mapping(phase_column(phase), 1.0, "time", f"siiRL timer {node!r}: phase {phase!r}", 1.0)
+        return Mapping(TIMER_PREFIX + snake_case(node), 1.0, "time",
+                       f"siiRL timer {node!r} (a DAG / data-buffer timer or nested): kept in seconds, not summed", 1.0)
+    if not name.endswith("_time"):
+        return None
+    timer = name[len("perf/"):-len("_time")]
+    if timer == "step":
+        return Mapping("elapsed_s", 1.0, "time", "slime: perf/step_time (train_wait + train), the step's seconds", 1.0)
+    if timer in SLIME_TIMERS:
+        phase = SLIME_TIMERS[timer]
+        return Mapping(phase_column(phase), 1.0, "time", f"slime timer {timer!r}: phase {phase!r}", 1.0)
+    if timer in SLIME_KEPT_TIMERS:
+        return Mapping(TIMER_PREFIX + timer, 1.0, "time", f"slime timer {timer!r}: kept in seconds, not summed", 1.0)
+    return None
+
+
+def _roll_timer(name: str) -> Mapping | None:
+    """ROLL ``time/<name>`` (seconds): ``step_total`` -> ``elapsed_s``, a phase timer
+    (``flops.generation.ROLL_TIMERS``) -> ``phase_s_<phase>``; other names go through the usual rules."""
+    from ...flops.generation import ROLL_TIMERS
+
+    if name == "step_total":
+        return Mapping("elapsed_s", 1.0, "time", "ROLL: time/step_total, the step's seconds", 1.0)
+    if name in ROLL_TIMERS:
+        phase = ROLL_TIMERS[name]
+        return Mapping(phase_column(phase), 1.0, "time", f"ROLL timer {name!r} (time/): phase {phase!r}", 1.0)
+    return None
+
+
+def _areal_timer(name: str) -> Mapping | None:
+    """AReaL ``timeperf/<name>`` (seconds): ``e2e`` -> ``elapsed_s``, a phase timer (``flops.generation.AREAL_TIMERS``)
+    -> ``phase_s_<phase>``; other names (``rollout_wait_fraction`` is a fraction) go through the usual rules."""
+    from ...flops.generation import AREAL_TIMERS
+
+    if name == "e2e":
+        return Mapping("elapsed_s", 1.0, "time", "AReaL: timeperf/e2e, the step's end-to-end seconds", 1.0)
+    if name in AREAL_TIMERS:
+        phase = AREAL_TIMERS[name]
+        return Mapping(phase_column(phase), 1.0, "time", f"AReaL timer {name!r} (timeperf/): phase {phase!r}", 1.0)
+    return None
 
 
 #: TRL ``trl/extras/profiling.py``: ``f"{metric_prefix}: {name}"`` with the default prefix
@@ -389,6 +520,80 @@ def _openrlhf_timer(low: str) -> Mapping | None:
     return Mapping(phase_column(phase), 1.0, "time", f"OpenRLHF timer {name!r} (timing/): phase {phase!r}", 1.0)
 
 
+#: A number inside a repr a trainer printed (rule 7); ``num``: the number's text.
+_NUMBER_TEXT = r"[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf|infinity)"
+#: Wrapper names whose single argument is the value (numpy scalar reprs, torch/JAX/mlx arrays, Decimal).
+WRAPPERS = r"(?:(?:np|numpy|torch|jnp|jax\.numpy|mx)\.)?(?:float(?:16|32|64|128)|u?int(?:8|16|32|64)|longdouble|" \
+           r"double|half|bfloat16|tensor|Tensor|Array|array|Decimal)"
+_WRAPPED_RE = re.compile(
+    rf"^\s*(?P<name>{WRAPPERS})\(\s*(?P<lb>\[\s*)?(?P<q>['\"]?)(?P<num>{_NUMBER_TEXT})(?P=q)\s*(?(lb)\])\s*"
+    r"(?:,[^()\n]{0,200}?(?:\([^()\n]{0,60}\)[^()\n]{0,100}?)?)?\)\s*$")
+_QUOTED_RE = re.compile(rf"^\s*(?P<q>['\"])(?P<num>{_NUMBER_TEXT})(?:\s?(?:%|ms|s|sec))?(?P=q)\s*$")
+_LIST1_RE = re.compile(r"^\s*\[\s*(?P<inner>[^\[\],]{1,300})\s*\]\s*$")
+_OTHER_CALL_RE = re.compile(r"^\s*(?P<name>[A-Za-z_][\w.]{0,60})\(.*\)\s*$", re.DOTALL)
+_LIST_RE = re.compile(r"^\s*\[.*\]\s*$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Unwrapped:
+    """What ``unwrap`` made of a value text: ``text`` the number's text (None: not a number),
+    ``wrapper`` what was removed ("" for a plain number), ``start`` the offset of ``text`` in the
+    value text, ``why`` the reason a value was not read (``text`` None)."""
+
+    text: str | None
+    wrapper: str = ""
+    start: int = 0
+    why: str = ""
+
+
+def unwrap(raw: str) -> Unwrapped:
+    """Rule 7: the number inside a wrapped value text (see the module doc); a plain number comes back
+    as it is. Never raises; bounded (anchored regexes on at most the value text)."""
+    if not isinstance(raw, str):
+        return Unwrapped(None, why="not text")
+    s = raw.strip()
+    if not s or s[0] in "0123456789.-+" or s[0] in "nNiI" and _VALUE_RE.match(s):
+        return Unwrapped(raw, "", 0)
+    if len(raw) > 600:
+        return Unwrapped(None, why="value text too long to be one number")
+    m = _WRAPPED_RE.match(raw)
+    if m:
+        return Unwrapped(m.group("num"), f"{m.group('name')}(...)", m.start("num"))
+    m = _QUOTED_RE.match(raw)
+    if m:
+        return Unwrapped(raw[m.start("num"):m.end() - 1].rstrip().rstrip("'\"").rstrip(), "quotes", m.start("num"))
+    m = _LIST1_RE.match(raw)
+    if m:
+        inner = unwrap(m.group("inner"))
+        if inner.text is not None:
+            return Unwrapped(inner.text, "list of one value" + (f", {inner.wrapper}" if inner.wrapper else ""),
+                             m.start("inner") + inner.start)
+        return Unwrapped(None, why=f"a list of one value that is not a number ({inner.why})")
+    if _LIST_RE.match(raw):
+        n = raw.count(",") + 1
+        return Unwrapped(None, why=f"a list of {n} values (not one number)")
+    m = _OTHER_CALL_RE.match(raw)
+    if m:
+        return Unwrapped(None, why=f"wrapper {m.group('name')}(...) not understood")
+    return Unwrapped(None, why="not a number")
+
+
+_PLAIN_START = frozenset("0123456789-+.")
+
+
+def scalar_of(value: object) -> object:
+    """A dict value as a scalar for ``preprocess.to_float``: a wrapped text (rule 7) -> the number's
+    text, a list/tuple of one value -> that value; anything else unchanged."""
+    if isinstance(value, str):
+        if value[:1] in _PLAIN_START:  # a plain number (the common case): nothing to unwrap
+            return value
+        u = unwrap(value)
+        return u.text if u.text is not None and u.wrapper else value
+    if isinstance(value, (list, tuple)) and len(value) == 1 and not isinstance(value[0], (list, tuple, dict)):
+        return scalar_of(value[0])
+    return value
+
+
 _VALUE_RE = re.compile(
     r"^\s*(?P<num>[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf|infinity))"
     r"\s?(?P<suf>[KMBGT](?![a-zA-Z]))?\s?(?P<unit>%|ms|s|sec|GiB|GB|MiB|MB)?(?![\w.])")
@@ -402,7 +607,13 @@ def value_of(raw: str, mapping: Mapping | None = None) -> float | None:
     for a time, ``%`` for a fraction) where it prints one, else the key's."""
     m = _VALUE_RE.match(raw)
     if not m:
-        return None
+        u = unwrap(raw)
+        if u.text is None or not u.wrapper:
+            return None
+        raw = u.text
+        m = _VALUE_RE.match(raw)
+        if not m:
+            return None
     try:
         v = float(m.group("num").replace(",", ""))
     except ValueError:
@@ -430,7 +641,17 @@ def docs_markdown() -> str:
             "Evaluation prefixes (never mapped; the record is an evaluation when all its metrics carry one): "
             + ", ".join(f"`{p}`" for p in EVAL_PREFIXES) + ".",
             "End-of-run summary keys (the record is a summary): " + ", ".join(f"`{k}`" for k in sorted(SUMMARY_KEYS))
+            + "; end-of-run report keys (also a summary): " + ", ".join(f"`{k}`" for k in sorted(END_OF_RUN_KEYS))
             + ".",
+            "Keys that never decide a record's kind (a record of them alone is `other`, not an iteration): "
+            + ", ".join(f"`{k}`" for k in sorted(KIND_NEUTRAL)) + ".",
+            "Wrapped values: the number inside `np.float64(...)` / `np.float32` / `np.int64` (numpy reprs), "
+            "`tensor(1.23, device='cuda:0')`, `Array(...)` / `array(...)`, `Decimal('...')`, quotes, and a list of "
+            "one value `[1e-05]`; a list of several values or another wrapper is not read (`parse --explain` says "
+            "why).",
+            "Multi-word keys: `Train loss 1.23`, `Learning Rate 1e-05` (a whole `, `-separated segment of words then "
+            "a number); a leading `Train`/`Val`/`Eval`/`Test` word is the mode (a line with `train loss` and `val "
+            "loss` is an evaluation).",
             "Scope suffixes (throughputs: per GPU): " + ", ".join(f"`{s}`" for s in _SCOPE_SUFFIXES)
             + ", and `/gpu`, `/device`.",
             "Time units: key suffixes " + ", ".join(f"`{s}`" for s, _ in _TIME_SUFFIXES)
