@@ -70,6 +70,13 @@ def test_an_http_port_is_not_a_scheduler_and_fails_within_the_timeout():
                                         env=FAST))
         assert time.monotonic() - start < 60
         assert "no Dask scheduler answered" in err or "cannot connect" in err
+        # the client left connecting in the abandoned thread is not this process's default: a later plain
+        # dask.compute (aggregate_metadata_dask without a cluster) waited on it forever before
+        import dask
+
+        with pytest.raises(ValueError):
+            distributed.default_client()
+        assert dask.config.get("scheduler", None) != "dask.distributed"
     finally:
         server.shutdown()
         server.server_close()

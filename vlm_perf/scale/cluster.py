@@ -192,7 +192,7 @@ def connect(scheduler: Scheduler | str) -> Iterator[Any]:
                 cluster = stack.enter_context(distributed.LocalCluster(
                     n_workers=sched.workers or (os.cpu_count() or 1), threads_per_worker=1, processes=True,
                     dashboard_address=":0", silence_logs=50, timeout=timeout))
-                client = stack.enter_context(distributed.Client(cluster, timeout=timeout))
+                client = stack.enter_context(distributed.Client(cluster, timeout=timeout, set_as_default=False))
             else:
                 kwargs = {"scheduler_file": sched.target} if sched.kind == "file" else {"address": sched.target}
                 client = stack.enter_context(_client_within(distributed, sched, kwargs, timeout))
@@ -215,18 +215,34 @@ def connect(scheduler: Scheduler | str) -> Iterator[Any]:
 def _client_within(distributed: Any, sched: Scheduler, kwargs: dict, timeout: float) -> Any:
     """``distributed.Client(**kwargs)`` built in a daemon thread that is abandoned after ``timeout`` + `GRACE_S`
     seconds: the client's own timeout does not cover a peer that accepts the connection and then answers
-    something other than Dask's handshake (it waits for a frame that never comes)."""
+    something other than Dask's handshake (it waits for a frame that never comes).
+
+    The client is never the process's default (``set_as_default=False``: every computation here names its client):
+    a default client half-built in an abandoned thread would capture every later ``dask.compute`` of the process
+    and wait on a peer that never answers. A client that comes up after the caller gave up is closed."""
     box: dict[str, Any] = {}
+    lock = threading.Lock()
 
     def build() -> None:
         try:
-            box["client"] = distributed.Client(timeout=timeout, **kwargs)
+            client = distributed.Client(timeout=timeout, set_as_default=False, **kwargs)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            box["error"] = exc
+            with lock:
+                box["error"] = exc
+            return
+        with lock:
+            if not box.get("abandoned"):
+                box["client"] = client
+                return
+        with contextlib.suppress(Exception):
+            client.close()
 
     thread = threading.Thread(target=build, name="vlm-perf-connect", daemon=True)
     thread.start()
     thread.join(timeout + GRACE_S)
+    with lock:
+        if "client" not in box and "error" not in box:
+            box["abandoned"] = True
     if "error" in box:
         raise box["error"]
     if "client" not in box:
