@@ -269,7 +269,8 @@ def done_in_turn(client: Any, futures: list, timeout: float | None = None) -> It
     alone_since: float | None = None
     while remaining:
         try:
-            distributed.wait(list(remaining.values()), timeout=POLL_S, return_when="FIRST_COMPLETED")
+            with client.as_current():  # distributed.wait looks up the default client; ours is never the default
+                distributed.wait(list(remaining.values()), timeout=POLL_S, return_when="FIRST_COMPLETED")
         except Exception as exc:  # noqa: BLE001 - the poll's timeout (TimeoutError; its class varies)
             if "timeout" not in type(exc).__name__.lower() and not isinstance(exc, TimeoutError):
                 raise
