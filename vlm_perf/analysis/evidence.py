@@ -210,8 +210,11 @@ def _values_differ(per_file: Mapping[str, pl.DataFrame], a: str, b: str, lo: int
     if not keys:
         return 0, 0
     window = pl.col("iteration").is_between(lo, hi)
-    left = per_file[a].filter(window).unique("iteration", keep="last")
-    right = per_file[b].filter(window).unique("iteration", keep="last")
+    # every record of an iteration, not only the last: a restarted run's log holds an iteration twice (the first
+    # attempt and the replay) and a partial copy of it only one of the two; an iteration differs when no record
+    # of one file has the values of a record of the other
+    left = per_file[a].filter(window).select("iteration", *keys)
+    right = per_file[b].filter(window).select("iteration", *keys)
     both = left.join(right, on="iteration", suffix="_b")
     if not both.height:
         return 0, 0
@@ -220,7 +223,8 @@ def _values_differ(per_file: Mapping[str, pl.DataFrame], a: str, b: str, lo: int
         x, y = pl.col(k), pl.col(f"{k}_b")
         differ = differ | (x.is_not_null() & y.is_not_null()
                            & ((x - y).abs() > PRINTED_PRECISION * pl.max_horizontal(x.abs(), y.abs()) + 1e-12))
-    return both.height, int(both.select(differ.sum()).item())
+    per_it = both.group_by("iteration").agg(differ.all().alias("_differ"))
+    return per_it.height, int(per_it.get_column("_differ").sum())
 
 
 #: up to this many log files every pair is compared; beyond, each file with its neighbour and the first
@@ -307,10 +311,18 @@ def _log_files(inputs: CheckInputs) -> Check | None:
         return Check("log_files", "warn", f"log files: {ev.mixed[0].message()}; merged as chosen — numbers mix two "
                      "runs", details)
     chosen = " (chosen)" if ev.logs_chosen else ""
+    notes = inputs.log_diagnostics.get("notes", [])
+    copies = [note for note in notes if ": a copy of " in note]
+    repeats = [note for note in notes if " record(s) repeat " in note]
+    details["copies"], details["repeats"] = copies, repeats
+    copied = (f"; {len(copies)} read once as copies ({_name(copies[0].split(' (', 1)[0])}"
+              + (f", +{len(copies) - 1} more" if len(copies) > 1 else "") + ")") if copies else ""
+    copied += (f"; {len(repeats)} repeating another file's records, read once ("
+               f"{_name(repeats[0].split(' record(s)', 1)[0])})") if repeats else ""
     if n == 1:
-        return Check("log_files", "ok", f"log files: 1 file{chosen}", details)
+        return Check("log_files", "ok", f"log files: 1 file{chosen}{copied}", details)
     return Check("log_files", "ok", f"log files: {n} files{chosen} of one run (the same arguments; iterations "
-                 "logged twice agree or were replayed by a restart)", details)
+                 f"logged twice agree or were replayed by a restart){copied}", details)
 
 
 # ---- metadata vs log vs configuration ---------------------------------------------------------
