@@ -333,6 +333,23 @@ def _content(frame: pl.DataFrame) -> tuple[np.ndarray, object, object, int]:
     return hashes, out.get_column("t").min() if n else None, out.get_column("i").min() if n else None, n
 
 
+def _content_order(frames: list[pl.DataFrame], facts: list[tuple]) -> list[int]:
+    """File order by content among the files of one format (a restart split is one format): by first timestamp
+    when each of them states one, else by first iteration, given order among equals; the slots the format's files
+    take in the given order stay its own (files of other formats keep their places)."""
+    fmt = [str(f.get_column("framework")[0]) if "framework" in f.columns and f.height else "" for f in frames]
+    order = list(range(len(frames)))
+    for name in dict.fromkeys(fmt):
+        slots = [i for i in order if fmt[i] == name]
+        content = [i for i in slots if facts[i][3]]
+        timed = all(facts[i][1] is not None for i in content)
+        ranked = sorted(content, key=lambda i: (facts[i][1] if timed else 0, facts[i][2], i))
+        ranked += [i for i in slots if not facts[i][3]]  # files without content keep their relative order, last
+        for slot, i in zip(slots, ranked):
+            order[slot] = i
+    return order
+
+
 def by_content(frames: list[pl.DataFrame], banners: list[list[int]], diag: Diagnostics,
                ignored: Sequence[dict] = ()) -> tuple[list[pl.DataFrame], list[list[int]]]:
     """The files of one run in the order their content says, each record read once (``finish``'s first step).
@@ -348,9 +365,7 @@ def by_content(frames: list[pl.DataFrame], banners: list[list[int]], diag: Diagn
       before ``train.log``) is still read after the attempt it continues."""
     stream = [str(f.get_column(STREAM)[0]) if STREAM in f.columns and f.height else "" for f in frames]
     facts = [_content(f) for f in frames]
-    timed = all(t0 is not None for _, t0, _, n in facts if n)
-    order = sorted(range(len(frames)), key=lambda i: (facts[i][3] == 0, facts[i][1] if timed and facts[i][3] else 0,
-                                                      facts[i][2] if facts[i][3] else 0, i))
+    order = _content_order(frames, facts)
     seen: dict[str, np.ndarray] = {}  # per stream: the records of the files read so far (sorted, unique)
     owners: dict[str, list[tuple[int, np.ndarray]]] = {}
     out_frames: dict[int, pl.DataFrame] = {}
