@@ -140,3 +140,35 @@ def test_missing_settings_are_said_not_silently_dropped(tmp_path):
 def test_the_consistent_grpo_run_passes_strict(tmp_path):
     done = run_main("report", RUN, "--strict", "-o", tmp_path / "out", "--causal", "full")
     assert done.returncode == 0, done.stdout[-1500:] + done.stderr[-1500:]
+
+
+# ---- shapes the records cannot hold ------------------------------------------------------------------
+def test_zero_completions_are_one_line_naming_file_and_line(tmp_path):
+    run = _copy(tmp_path)
+    _edit_step(run / "rl", 1, lambda o: o["rollout"].__setitem__("response_lens", [0, 0]))
+    done = run_main("report", run, "-o", tmp_path / "out", "--causal", "full")
+    assert done.returncode == 2 and "max()" not in done.stderr and "Traceback" not in done.stderr
+    assert f"{run / 'rl' / 'steps.jsonl'}:1: rollout: every one of its 2 response_lens is 0" in done.stderr
+    from vlm_perf.errors import ConfigError
+    from vlm_perf.flops.generation import generation_flops
+
+    with pytest.raises(ConfigError, match="no completion"):
+        generation_flops(SPEC, [10, 10], [0, 0])
+
+
+@pytest.mark.parametrize("where,edit", [
+    ("rollout", lambda o: o["rollout"].__setitem__("image_grid_thw", [[1, 64, 64]] * 4)),
+    ("rollout", lambda o: o["rollout"].__setitem__("prompt_lens", [20, 20])),
+    ("log_prob_forwards.ref", lambda o: o["log_prob_forwards"]["ref"][0].__setitem__("image_grid_thw",
+                                                                                      [[4, 32, 32]])),
+    ("update", lambda o: o["update"][0].__setitem__("video_grid_thw", [[8, 64, 64]])),
+])
+def test_visual_tokens_beyond_the_prompt_are_named(tmp_path, where, edit):
+    run = _copy(tmp_path)
+    _edit_step(run / "rl", 1, edit)
+    record = read_rl(run / "rl")
+    with pytest.raises(SchemaError, match=rf"steps\.jsonl:1: {where}: its image/video grids make [\d,]+ visual "
+                                          r"tokens for .*more than its prompts' [\d,]+ tokens"):
+        rl_accounting(SPEC, record, causal="full")
+    done = run_main("report", run, "-o", tmp_path / "out", "--causal", "full")
+    assert done.returncode == 2 and f"steps.jsonl:1: {where}: its image/video grids" in done.stderr

@@ -175,6 +175,7 @@ def rl_accounting(spec: ModelSpec, record: RLRecord, trainability: Trainability 
     bad_timers: list[str] = []
     iterations = []
     for step in record.steps:
+        _media_fit_prompts(spec, step)
         flops: dict[str, dict[str, int]] = {}
         r = step.rollout
         if r is not None and r.prompt_lens:
@@ -221,6 +222,26 @@ def rl_accounting(spec: ModelSpec, record: RLRecord, trainability: Trainability 
                 "logprob_head": {"positions": s.head_positions, "backward_recompute": s.head_backward_recompute},
                 "framework_version": s.framework_version, "generation": s.generation}
     return RLAccounting(s.algorithm, s.framework, settings, tuple(iterations), num_gpus, tuple(notes), peak_tflops)
+
+
+def _media_fit_prompts(spec: ModelSpec, step: Any) -> None:
+    """Each call's visual tokens (its grids folded as the model folds them) sit inside its prompts: more visual
+    tokens than prompt tokens are shapes of another model or a broken record (named with file:line and field)."""
+    from ..errors import SchemaError
+    from ..stats import BatchStats
+
+    calls = [("rollout", step.rollout)] if step.rollout is not None else []
+    calls += [(f"log_prob_forwards.{role}", c) for role, cs in step.log_prob_forwards.items() for c in cs]
+    calls += [("update", u) for u in step.update]
+    for what, c in calls:
+        if not (c.image_grid_thw or c.video_grid_thw) or spec.vision is None or not c.prompt_lens:
+            continue
+        stats = BatchStats.from_batch(seq_lens=list(c.prompt_lens), image_grids=[tuple(g) for g in c.image_grid_thw],
+                                      video_grids=[tuple(g) for g in c.video_grid_thw], spec=spec)
+        visual, prompt = int(stats.vision_merged_tokens), sum(c.prompt_lens)
+        if visual > prompt:
+            raise SchemaError(f"{what}: its image/video grids make {visual:,} visual tokens for {spec.name}, more "
+                              f"than its prompts' {prompt:,} tokens (a prompt holds its visual tokens)", step.source)
 
 
 def log_phase_timings(iterations: Any) -> dict[int, dict[str, float]]:

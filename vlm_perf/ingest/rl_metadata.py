@@ -220,6 +220,9 @@ def _step(obj: Any, where: str) -> RLStep:
     rollout = None
     if raw is not None:
         shapes = _shapes(raw, where, "rollout")
+        if shapes["response_lens"] and not any(shapes["response_lens"]):
+            raise SchemaError(f"rollout: every one of its {len(shapes['response_lens'])} response_lens is 0 (no "
+                              "completion generated; generate() makes at least one token per sample)", where)
         rollout = Rollout(**shapes, padded_prompt_len=_ints(raw, "padded_prompt_len", where, 1)
                           if "padded_prompt_len" in raw else (),
                           generated_steps=_ints(raw, "generated_steps", where) if "generated_steps" in raw else ())
