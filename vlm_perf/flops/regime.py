@@ -535,7 +535,7 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
     a = trainability.adapter
     if mode == "training" and not w.any_trains and a is not None and not w.adapted:
         where = f"{a.source}: " if a.source else "adapter: "
-        targets = a.target_modules if a.target_modules is not None else "(none)"
+        targets = list(a.target_modules) if isinstance(a.target_modules, tuple) else a.target_modules
         raise ConfigError(f"{where}target_modules {targets!r} match no module of {spec.name}: the adapter adapts "
                           "nothing and nothing else trains (PEFT refuses such a config too); name modules the model "
                           "has (e.g. q_proj, v_proj) or state what trains")
