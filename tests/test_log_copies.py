@@ -141,3 +141,28 @@ def test_fuzz_splits_and_copies_parse_as_the_one_file(tmp_path_factory, cut, cop
     parsed = parse_logs(sorted(paths))
     got = parsed.raw.drop("file", "line")
     assert got.sort("segment", "iteration").equals(reference.sort("segment", "iteration"))
+
+
+def test_the_pair_rule_sees_every_record_of_an_iteration():
+    """A restarted run's log holds iterations 105..135 twice (attempt and replay); a partial copy holds the attempt
+    only: no iteration differs (each has a record with the same values), so it is not 'two runs at the same
+    time' — while another run's values still differ at every shared iteration."""
+    from datetime import datetime, timedelta
+
+    from vlm_perf.analysis import evidence as ev
+
+    def rows(file, its, offset, start):
+        return pl.DataFrame({"file": file, "iteration": list(its),
+                             "loss": [2.0 - 1e-3 * i + offset for i in its], "elapsed_s": [0.5] * len(its),
+                             "timestamp": [start + timedelta(seconds=k) for k in range(len(its))]})
+
+    t0 = datetime(2025, 1, 1, 8)
+    whole = pl.concat([rows("a.log", range(5, 140, 5), 0.0, t0),
+                       rows("a.log", range(105, 205, 5), 0.01, t0 + timedelta(hours=1))])
+    for part in (rows("b.log", range(5, 140, 5), 0.0, t0), rows("b.log", range(105, 205, 5), 0.01,
+                                                                 t0 + timedelta(hours=1))):
+        raw = pl.concat([whole, part])
+        assert ev.mixed_runs(ev.file_ranges(raw), raw) == []
+    other = pl.concat([whole, rows("b.log", range(5, 205, 5), 0.3, t0)])
+    (found,) = ev.mixed_runs(ev.file_ranges(other), other)
+    assert "logged at the same time" in found.message()
