@@ -166,3 +166,21 @@ def test_the_pair_rule_sees_every_record_of_an_iteration():
     other = pl.concat([whole, rows("b.log", range(5, 205, 5), 0.3, t0)])
     (found,) = ev.mixed_runs(ev.file_ranges(other), other)
     assert "logged at the same time" in found.message()
+
+
+@pytest.mark.parametrize("names", [("a_trainer_state.json", "trainer_state.json"),
+                                   ("trainer_state.json", "z_trainer_state.json")])
+def test_an_earlier_trainer_state_is_a_partial_copy_of_the_later_one(tmp_path, names):
+    """Every HF checkpoint folder keeps the trainer_state.json of its step: the log history up to there, a part of
+    the final one, not a restart that replayed it."""
+    import json
+
+    hist = [{"epoch": i / 10, "grad_norm": 0.9, "learning_rate": 2e-05, "loss": 2.0 - i / 100, "step": i}
+            for i in range(10, 110, 10)]
+    early, final = tmp_path / names[0], tmp_path / names[1]
+    early.write_text(json.dumps({"global_step": 50, "log_history": hist[:5]}))
+    final.write_text(json.dumps({"global_step": 100, "log_history": hist}))
+    parsed = parse_logs([tmp_path / n for n in sorted(names)])
+    assert parsed.diagnostics.segments == 1 and parsed.raw.height == 10
+    (note,) = [n for n in parsed.diagnostics.notes if "a copy of" in n]
+    assert note.startswith(f"{early}: a copy of {final}")
