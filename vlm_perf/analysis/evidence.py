@@ -210,8 +210,11 @@ def _values_differ(per_file: Mapping[str, pl.DataFrame], a: str, b: str, lo: int
     if not keys:
         return 0, 0
     window = pl.col("iteration").is_between(lo, hi)
-    left = per_file[a].filter(window).unique("iteration", keep="last")
-    right = per_file[b].filter(window).unique("iteration", keep="last")
+    # every record of an iteration, not only the last: a restarted run's log holds an iteration twice (the first
+    # attempt and the replay) and a partial copy of it only one of the two; an iteration differs when no record
+    # of one file has the values of a record of the other
+    left = per_file[a].filter(window).select("iteration", *keys)
+    right = per_file[b].filter(window).select("iteration", *keys)
     both = left.join(right, on="iteration", suffix="_b")
     if not both.height:
         return 0, 0
@@ -220,7 +223,8 @@ def _values_differ(per_file: Mapping[str, pl.DataFrame], a: str, b: str, lo: int
         x, y = pl.col(k), pl.col(f"{k}_b")
         differ = differ | (x.is_not_null() & y.is_not_null()
                            & ((x - y).abs() > PRINTED_PRECISION * pl.max_horizontal(x.abs(), y.abs()) + 1e-12))
-    return both.height, int(both.select(differ.sum()).item())
+    per_it = both.group_by("iteration").agg(differ.all().alias("_differ"))
+    return per_it.height, int(per_it.get_column("_differ").sum())
 
 
 #: up to this many log files every pair is compared; beyond, each file with its neighbour and the first
@@ -307,10 +311,18 @@ def _log_files(inputs: CheckInputs) -> Check | None:
         return Check("log_files", "warn", f"log files: {ev.mixed[0].message()}; merged as chosen — numbers mix two "
                      "runs", details)
     chosen = " (chosen)" if ev.logs_chosen else ""
+    notes = inputs.log_diagnostics.get("notes", [])
+    copies = [note for note in notes if ": a copy of " in note]
+    repeats = [note for note in notes if " record(s) repeat " in note]
+    details["copies"], details["repeats"] = copies, repeats
+    copied = (f"; {len(copies)} read once as copies ({_name(copies[0].split(' (', 1)[0])}"
+              + (f", +{len(copies) - 1} more" if len(copies) > 1 else "") + ")") if copies else ""
+    copied += (f"; {len(repeats)} repeating another file's records, read once ("
+               f"{_name(repeats[0].split(' record(s)', 1)[0])})") if repeats else ""
     if n == 1:
-        return Check("log_files", "ok", f"log files: 1 file{chosen}", details)
+        return Check("log_files", "ok", f"log files: 1 file{chosen}{copied}", details)
     return Check("log_files", "ok", f"log files: {n} files{chosen} of one run (the same arguments; iterations "
-                 "logged twice agree or were replayed by a restart)", details)
+                 f"logged twice agree or were replayed by a restart){copied}", details)
 
 
 # ---- metadata vs log vs configuration ---------------------------------------------------------
@@ -422,7 +434,10 @@ def _as_int(text: str) -> int | None:
     return int(value) if math.isfinite(value) and value == int(value) else None
 
 
-_NAME_NOISE = re.compile(r"(-instruct|-chat|-hf|-base|-mcore|-megatron|-it)$")
+#: suffixes that name a release of one architecture (chat / reasoning variants, checkpoint formats, quantised
+#: copies), not another model: ``Qwen3-VL-30B-A3B-Thinking-FP8`` is ``qwen3-vl-30b-a3b``
+_NAME_NOISE = re.compile(r"(-instruct|-thinking|-chat|-hf|-base|-mcore|-megatron|-it|-fp8|-fp16|-bf16|-fp32|"
+                         r"-awq|-gptq|-int4|-int8|-4bit|-8bit|-w4a16|-w8a8|-dynamic|-nvfp4|-mlx|-gguf)$")
 
 
 def normalise_model_name(text: str) -> str:
@@ -448,6 +463,41 @@ def _same_model(log_name: str, spec) -> bool:
     return _model_key(log_name) in names
 
 
+def _dashed(text: str) -> str:
+    return re.sub(r"[._\s]+", "-", normalise_model_name(text))
+
+
+def named_preset(logged_name: str) -> str | None:
+    """The preset a logged model name names: the name itself (``Qwen/Qwen2.5-VL-7B-Instruct``), or the longest
+    preset name inside it with word boundaries (a fine-tune's ``acme/qwen2.5-vl-7b-docvqa-sft``; ``7b`` is not
+    inside ``72b``); None when it names none."""
+    from ..arch.presets_loader import preset_names
+
+    target = _model_key(logged_name)
+    exact = next((p for p in preset_names() if _model_key(p) == target), None)
+    if exact is not None:
+        return exact
+    dashed = _dashed(logged_name)
+    inside = [p for p in preset_names()
+              if re.search(rf"(?<![a-z0-9]){re.escape(_dashed(p))}(?![a-z0-9])", dashed)]
+    return max(inside, key=len) if inside else None
+
+
+def _same_architecture(preset: str, spec) -> tuple[bool, int, int] | None:
+    """(same parameter count within `PARAM_TOLERANCE` and LM layers, theirs, ours) of preset vs the model used."""
+    from ..arch import load_model
+
+    try:
+        theirs_spec = load_model(preset)
+        theirs = _param_total(theirs_spec)
+    except (ValueError, OSError):
+        return None
+    ours = _param_total(spec)
+    same = (abs(ours / theirs - 1) <= PARAM_TOLERANCE if theirs else False) and \
+        getattr(theirs_spec.lm, "num_layers", None) == getattr(spec.lm, "num_layers", None)
+    return same, theirs, ours
+
+
 def _param_total(spec, trainable_only: bool = False, frozen: Sequence[str] = ()) -> int:
     from ..arch.params import count_params
 
@@ -466,6 +516,49 @@ def _param_total(spec, trainable_only: bool = False, frozen: Sequence[str] = ())
     out += 0 if LANGUAGE_MODEL in parts else pc.lm
     out += 0 if AUDIO in parts else pc.audio  # an audio encoder (Omni thinkers; 0 otherwise)
     return out
+
+
+def regime_trainable(spec, regime) -> tuple[int, int] | None:
+    """(fewest, most) trainable parameters the regime implies: the adapter's weights (``stacks x r x (in + out)``
+    per adapted Linear, + a DoRA magnitude per output) plus the parts whose base weights train (a part trained
+    only in some layers or kinds: between nothing and all of it). None when the regime cannot be walked."""
+    from ..arch.params import count_params
+    from ..flops.regime import regime_flops
+    from ..run.regime import _probe
+
+    t = regime.trainability
+    try:
+        r = regime_flops(spec, _probe(spec), t, full_reference=False)
+        whole = regime_flops(spec, _probe(spec), type(t)(), full_reference=False).by_part
+    except Exception:  # noqa: BLE001 - the FLOPs path reports its own error; this check then compares whole parts
+        return None
+    pc = count_params(spec)
+    size = {"vision_tower": pc.vision_tower, "projector": pc.merger, "language_model": pc.lm + pc.audio}
+    adapter = sum(m.stacks * m.rank * (m.n_in + m.n_out) for m in r.adapted)
+    if t.adapter is not None and getattr(t.adapter, "use_dora", False):
+        adapter += sum(m.stacks * m.n_out for m in r.adapted)
+    lo = hi = adapter
+    for part, cats in r.by_part.items():
+        grad, full = cats.get("weight_grad", 0), whole.get(part, {}).get("weight_grad", 0)
+        if not grad:
+            continue
+        hi += size.get(part, 0)
+        if full and grad >= full:  # every weight of the part trains
+            lo += size.get(part, 0)
+    return int(lo), int(hi)
+
+
+def _base_weights_train(spec, regime, part: str) -> bool:
+    """Whether any base weight of ``part`` gets a weight gradient under the regime (an adapter's own weights
+    on it do not count: ``freeze_vit`` freezes the tower's base weights)."""
+    from ..flops.regime import regime_flops
+    from ..run.regime import _probe
+
+    try:
+        r = regime_flops(spec, _probe(spec), regime.trainability, full_reference=False)
+    except Exception:  # noqa: BLE001 - the FLOPs path reports its own error
+        return True
+    return bool(r.by_part.get(part, {}).get("weight_grad", 0))
 
 
 def _fmt_params(n: float) -> str:
@@ -503,10 +596,16 @@ def log_vs_model(ev: Evidence, crosscheck: Mapping[str, Any] | None = None) -> C
         if key in args and _norm(args[key][0]) not in ("", "none", "null"):
             logged_name = args[key][0]
             details["log_model_name"] = logged_name
+            preset = None if _same_model(logged_name, spec) else named_preset(logged_name)
+            arch = _same_architecture(preset, spec) if preset else None
             if _same_model(logged_name, spec):
                 agreed.append(key)
+            elif arch is not None and arch[0]:
+                # another name of the same architecture (a fine-tune, a quantised copy, --model config.json):
+                # identity is the architecture, judged by its parameter count and depth
+                agreed.append(f"{key} ({preset}'s architecture, {_fmt_params(arch[1])} parameters)")
             else:
-                size = _named_model_size(logged_name, spec)
+                size = _named_model_size(preset or logged_name, spec)
                 # a name that is a preset or carries a size ("…-7B") names a model; anything else (a class
                 # name, a recipe) is recorded, not judged
                 if size or _SIZED_NAME.search(normalise_model_name(logged_name)):
@@ -524,11 +623,23 @@ def log_vs_model(ev: Evidence, crosscheck: Mapping[str, Any] | None = None) -> C
         if kind.startswith("megatron:"):
             continue
         ours = _param_total(spec, trainable_only=kind == "trainable", frozen=frozen)
-        rel = count / ours - 1 if ours else math.inf
         what = "trainable" if kind == "trainable" else "total"
         label = f"{what} parameters: {_name(file)}:{line} prints {count:,}, {spec.name}"
         label += f" with frozen {', '.join(frozen)}" if frozen and kind == "trainable" else ""
-        if abs(rel) > PARAM_TOLERANCE:
+        span = regime_trainable(spec, ev.regime) if kind == "trainable" and ev.regime is not None else None
+        if span is not None:  # the stated regime (adapter, selectors, trainability.json) says what trains
+            lo, hi = span
+            ours = lo if count < lo else hi if count > hi else count
+            label = f"{what} parameters: {_name(file)}:{line} prints {count:,}, {spec.name} under " \
+                    f"{ev.regime.description or ev.regime.source} trains " + \
+                    (f"{lo:,}" if lo == hi else f"{lo:,}..{hi:,}")
+        rel = count / ours - 1 if ours else (0.0 if count == 0 else math.inf)
+        if span is not None:
+            if abs(rel) > PARAM_TOLERANCE:
+                problems.append(f"{label} ({100 * rel:+.1f}%)")
+            else:
+                agreed.append(f"{what} parameters under the stated regime")
+        elif abs(rel) > PARAM_TOLERANCE:
             hint = ""
             if kind == "trainable" and spec.vision is not None:
                 alt = _param_total(spec, trainable_only=True, frozen=frozen + ("vision_tower",))
@@ -646,6 +757,8 @@ def _training_regime(inputs: CheckInputs) -> Check | None:
         lines.append(f"with {label} frozen, exact would be {at}({100 * (ratio - 1):+.1f}%)")
     vision_logged = {k: v for k, v in logged.items() if re.search(r"(?i)vit|vision|visual", k)}
     counted_trained = not any(p in frozen for p in ("vision_tower", "vision", "vit", "visual"))
+    if ev.regime is not None:  # selectors, an adapter or trainability.json say what trains, not ``frozen`` alone
+        counted_trained = _base_weights_train(ev.spec, ev.regime, "vision_tower")
     if vision_logged and any(vision_logged.values()) and counted_trained:
         key = next(k for k, v in vision_logged.items() if v)
         return Check("training_regime", "fail", f"training regime: the log says {key} true but the vision tower is "

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 from ..arch.spec import ModelSpec
 from ..arch.trainability import Trainability
 from ..flops.generation import LogProbHead, actor_update_parts, generation_flops, logprob_forward_parts
-from ..ingest.rl_metadata import PHASE_NAMES, RLRecord
+from ..ingest.rl_metadata import PHASE_NAMES, RLRecord, phase_seconds_problem
 
 __all__ = ["PhaseTotal", "RLIteration", "RLAccounting", "rl_accounting", "log_phase_timings",
            "log_response_check", "PARTS"]
@@ -172,8 +172,10 @@ def rl_accounting(spec: ModelSpec, record: RLRecord, trainability: Trainability 
     adapters = trainability if trainability is not None and trainability.adapter is not None else None
     policy_roles = ("old_log_prob",)
     notes: list[str] = []
+    bad_timers: list[str] = []
     iterations = []
     for step in record.steps:
+        _media_fit_prompts(spec, step)
         flops: dict[str, dict[str, int]] = {}
         r = step.rollout
         if r is not None and r.prompt_lens:
@@ -201,17 +203,45 @@ def rl_accounting(spec: ModelSpec, record: RLRecord, trainability: Trainability 
             flops["update_actor"] = parts
         given = (timings_s or {}).get(step.iteration)
         seconds: dict[str, float | None] = dict(step.phases_s)
+        problem = phase_seconds_problem(step.step_s, dict(given)) if given else None
+        if problem:  # validated like the recorded seconds: impossible timers do not replace them
+            bad_timers.append(f"iteration {step.iteration}: {problem}")
+            given = None
         if given:  # a log's phase timings replace the recorded ones; the rest of the step stays ``other``
             seconds = dict(given)
             rest = step.step_s - sum(v or 0.0 for v in seconds.values())
             if rest > 0:
                 seconds["other"] = (seconds.get("other") or 0.0) + rest
         iterations.append(RLIteration(step.iteration, step.step_s, flops, seconds))
+    if bad_timers:
+        notes.append(f"the log's phase timers of {len(bad_timers)} iteration(s) are not seconds of the step, the "
+                     f"recorded phases_s are used there: {bad_timers[0]}"
+                     + (f" (+{len(bad_timers) - 1} more)" if len(bad_timers) > 1 else ""))
     settings = {"num_generations": s.num_generations, "beta": s.beta, "reference": s.reference,
                 "num_iterations": s.num_iterations, "old_log_prob": s.old_log_prob, "critic": s.critic,
                 "logprob_head": {"positions": s.head_positions, "backward_recompute": s.head_backward_recompute},
                 "framework_version": s.framework_version, "generation": s.generation}
     return RLAccounting(s.algorithm, s.framework, settings, tuple(iterations), num_gpus, tuple(notes), peak_tflops)
+
+
+def _media_fit_prompts(spec: ModelSpec, step: Any) -> None:
+    """Each call's visual tokens (its grids folded as the model folds them) sit inside its prompts: more visual
+    tokens than prompt tokens are shapes of another model or a broken record (named with file:line and field)."""
+    from ..errors import SchemaError
+    from ..stats import BatchStats
+
+    calls = [("rollout", step.rollout)] if step.rollout is not None else []
+    calls += [(f"log_prob_forwards.{role}", c) for role, cs in step.log_prob_forwards.items() for c in cs]
+    calls += [("update", u) for u in step.update]
+    for what, c in calls:
+        if not (c.image_grid_thw or c.video_grid_thw) or spec.vision is None or not c.prompt_lens:
+            continue
+        stats = BatchStats.from_batch(seq_lens=list(c.prompt_lens), image_grids=[tuple(g) for g in c.image_grid_thw],
+                                      video_grids=[tuple(g) for g in c.video_grid_thw], spec=spec)
+        visual, prompt = int(stats.vision_merged_tokens), sum(c.prompt_lens)
+        if visual > prompt:
+            raise SchemaError(f"{what}: its image/video grids make {visual:,} visual tokens for {spec.name}, more "
+                              f"than its prompts' {prompt:,} tokens (a prompt holds its visual tokens)", step.source)
 
 
 def log_phase_timings(iterations: Any) -> dict[int, dict[str, float]]:
@@ -230,8 +260,12 @@ def log_phase_timings(iterations: Any) -> dict[int, dict[str, float]]:
             if row[col] is None:
                 continue
             name = col[len(PHASE_PREFIX):]
+            value = float(row[col])
+            if not 0 <= value < 1e7:  # NaN, negative, absurd: kept under its own name for the step's validation
+                phases[name] = value
+                continue
             name = name if name in PHASE_NAMES else "other"
-            phases[name] = phases.get(name, 0.0) + float(row[col])
+            phases[name] = phases.get(name, 0.0) + value
         if phases and row["iteration"] is not None:
             out[int(row["iteration"])] = phases
     return out

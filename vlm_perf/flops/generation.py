@@ -92,6 +92,9 @@ def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens:
     if any(p <= 0 for p in prompt_lens) or any(n < 0 for n in response_lens):
         raise ConfigError("prompt lengths must be > 0 and response lengths >= 0")
     samples = [(p, n) for p, n in zip(prompt_lens, response_lens) if n > 0]
+    if prompt_lens and not samples:
+        raise ConfigError(f"no completion: every one of the {len(response_lens)} response lengths is 0 (generate() "
+                          "makes at least one token per sample)")
     head = _lm_head_per_token(spec)
     # prefill: one forward over every prompt, the head on the last position of each sample only
     prompt = BatchStats.from_batch(seq_lens=[p for p, _ in samples], image_grids=[tuple(g) for g in image_grids],

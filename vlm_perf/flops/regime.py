@@ -579,6 +579,13 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
     w = _Walker(spec, stats, trainability, causal, mode == "training", forward_calls)
     w.run()
     name_notes = _check_target_names(spec, trainability) if trainability.adapter is not None else []
+    a = trainability.adapter
+    if mode == "training" and not w.any_trains and a is not None and not w.adapted:
+        where = f"{a.source}: " if a.source else "adapter: "
+        targets = list(a.target_modules) if isinstance(a.target_modules, tuple) else a.target_modules
+        raise ConfigError(f"{where}target_modules {targets!r} match no module of {spec.name}: the adapter adapts "
+                          "nothing and nothing else trains (PEFT refuses such a config too); name modules the model "
+                          "has (e.g. q_proj, v_proj) or state what trains")
     if mode == "training" and not w.any_trains:
         raise ConfigError(f"{spec.name}: nothing trains under '{trainability.describe()}', so a training step has "
                           "no backward pass; count it with mode 'forward' instead")

@@ -16,7 +16,7 @@ from ..remote import as_path
 from ..flops.generation import HEAD_POSITIONS
 
 __all__ = ["RL_SCHEMA", "RL_DIR", "RLSettings", "Shapes", "Rollout", "RLStep", "RLRecord", "read_rl", "find_rl",
-           "PHASE_NAMES"]
+           "PHASE_NAMES", "incomplete_rl", "phase_seconds_problem"]
 
 RL_SCHEMA = "vlm-perf-rl/1"
 RL_DIR = "rl"
@@ -81,6 +81,37 @@ def find_rl(folder: str | Path) -> Path | None:
     """The ``rl/`` folder of a run folder when it holds the settings file."""
     sub = as_path(folder) / RL_DIR
     return sub if (sub / SETTINGS).is_file() else None
+
+
+def incomplete_rl(folder: str | Path) -> str | None:
+    """Why a run folder's ``rl/`` cannot be read although it is there (steps without settings), else None."""
+    sub = as_path(folder) / RL_DIR
+    if (sub / SETTINGS).is_file() or not (sub / STEPS).exists():
+        return None
+    return (f"{sub / STEPS} has no {SETTINGS} beside it (algorithm, num_generations, reference, logprob_head: "
+            "the RL settings every step needs)")
+
+
+#: phases may add up to the step time within this (relative) + `PHASE_SLACK_S` (timers rounded, clocks apart)
+PHASE_TOLERANCE = 0.01
+PHASE_SLACK_S = 1e-3
+
+
+def phase_seconds_problem(step_s: float, phases: dict[str, Any]) -> str | None:
+    """What makes ``phases`` (name -> seconds) impossible as the parts of one step of ``step_s`` seconds: a value
+    that is not a finite number >= 0, or phases adding up to more than the step; None when they fit."""
+    total = 0.0
+    for name, value in phases.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1e-6 <= value < 1e7:
+            return f"phase {name} is {value!r} s (seconds must be a finite number >= 0)"
+        total += float(value)
+    if total > step_s * (1 + PHASE_TOLERANCE) + PHASE_SLACK_S:
+        shown = ", ".join(f"{k} {float(v):g}" for k, v in phases.items() if v is not None)
+        return (f"phases add up to {total:g} s, more than the step's {step_s:g} s "
+                f"({100 * (total / step_s - 1):+.1f}%: {shown})")
+    return None
 
 
 def _need(obj: dict, key: str, types: type | tuple[type, ...], where: str) -> Any:
@@ -182,10 +213,16 @@ def _step(obj: Any, where: str) -> RLStep:
             raise SchemaError(f"phases_s: unknown phase {name!r} (known: {', '.join(PHASE_NAMES)})", where)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1e-6 <= value < 1e7:
             raise SchemaError(f"phases_s.{name} must be seconds >= 0 (and < 1e7), got {value!r}", where)
+    problem = phase_seconds_problem(step_s, phases)
+    if problem:
+        raise SchemaError(f"phases_s: {problem}", where)
     raw = obj.get("rollout")
     rollout = None
     if raw is not None:
         shapes = _shapes(raw, where, "rollout")
+        if shapes["response_lens"] and not any(shapes["response_lens"]):
+            raise SchemaError(f"rollout: every one of its {len(shapes['response_lens'])} response_lens is 0 (no "
+                              "completion generated; generate() makes at least one token per sample)", where)
         rollout = Rollout(**shapes, padded_prompt_len=_ints(raw, "padded_prompt_len", where, 1)
                           if "padded_prompt_len" in raw else (),
                           generated_steps=_ints(raw, "generated_steps", where) if "generated_steps" in raw else ())
@@ -206,6 +243,20 @@ def _step(obj: Any, where: str) -> RLStep:
                   tuple(Shapes(**_shapes(u, where, "update")) for u in update), where)
 
 
+#: a log-prob role's forwards need this setting true (settings.json field)
+_ROLE_SETTING = {"ref": "reference", "old_log_prob": "old_log_prob", "values": "critic"}
+
+
+def _agrees_with_settings(step: RLStep, settings: RLSettings, settings_path: Path, where: str) -> None:
+    """A step's records against the run's settings: forwards of a role the settings switch off are refused (a
+    ``reference: false`` run that ran reference forwards: which one is true is the user's to say)."""
+    for role, calls in step.log_prob_forwards.items():
+        key = _ROLE_SETTING[role]
+        if calls and not getattr(settings, key):
+            raise SchemaError(f"log_prob_forwards.{role} holds {len(calls)} forward(s) but {settings_path} says "
+                              f"{key}: false", where)
+
+
 def read_rl(folder: str | Path) -> RLRecord:
     """Read ``folder/settings.json`` and ``folder/steps.jsonl`` (``folder``: the run's ``rl/``)."""
     folder = as_path(folder)
@@ -222,6 +273,7 @@ def read_rl(folder: str | Path) -> RLRecord:
             where = f"{path}:{number}"
             obj = loads_json(line, str(path), "RL step record", error=SchemaError, line=number)
             step = _step(obj, where)
+            _agrees_with_settings(step, settings, folder / SETTINGS, where)
             if step.iteration in seen:
                 raise SchemaError(f"iteration {step.iteration} appears twice", where)
             seen.add(step.iteration)

@@ -116,7 +116,9 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         PrefixLMSquare(part=LANGUAGE_MODEL, count=lm.num_layers, num_heads=lm.num_heads, head_dim=lm.head_dim),)
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "paligemma"), model_type="paligemma", lm=lm,
                      vision=vision, source=source, family="paligemma", blocks=blocks)
-    spec.extra.update(image_size=tower.image_size, image_seq_length=tower.patches)
+    # the tower runs one fixed tile (its position table has one entry per patch of image_size, no interpolation):
+    # the shared fixed-tile rule (BatchStats.from_batch, the metadata's grid check) refuses any other grid
+    spec.extra.update(image_size=tower.image_size, image_seq_length=tower.patches, fixed_grid_side=tower.side)
     return spec
 
 

@@ -78,6 +78,9 @@ class LogPartial:
     #: per-rank timing lines of these files (`timers.TimingCollector`, fed during the same read; in
     #: file order); None when some partial did not collect them (then they are read again)
     timing: TimingCollector | None = None
+    #: per frame: the line counts by reason (`Diagnostics.ignored`) of its file, so that a file read once as a
+    #: copy of another (`by_content`) counts its lines once too
+    frame_ignored: list[dict] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -171,6 +174,7 @@ def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") ->
     diag.records = df.height
     df = _sort_ord(with_kind(df))
     part.frames = [df]
+    part.frame_ignored = [dict(diag.ignored)]
     part.banner_rows = [banner_rows(df.get_column(ORD), banners)]
     part.run_config = dict(run_config)
     return part
@@ -229,6 +233,7 @@ def merge_partials(parts: Sequence[LogPartial]) -> LogPartial:
         out.files += p.files
         out.frames += p.frames
         out.banner_rows += p.banner_rows
+        out.frame_ignored += p.frame_ignored if len(p.frame_ignored) == len(p.frames) else [{} for _ in p.frames]
         for k, v in p.run_config.items():
             out.run_config.setdefault(k, v)
         out.empty += p.empty
@@ -254,6 +259,10 @@ def finish(total: LogPartial, empty_ok: bool = False):
         raise InputError(f"none of {len(total.files)} log files holds a recognisable training-log record "
                          f"(formats tried: {total.tried}); first: {first}")
     frames = total.frames
+    if len(frames) > 1:
+        frames, banner_rows_ = by_content(frames, total.banner_rows, diag, total.frame_ignored)
+    else:
+        banner_rows_ = total.banner_rows
     raw = concat_records(frames) if len(frames) > 1 else frames[0]
     raw = raw.select([*CORE_COLUMNS, *sorted(c for c in raw.columns if c not in CORE_COLUMNS)])
     # the run's ordering key: files in order, each already in log order -> 2 x row number; a
@@ -262,7 +271,7 @@ def finish(total: LogPartial, empty_ok: bool = False):
     raw = raw.with_columns(aligned_like(raw, np.arange(raw.height, dtype=np.int64) * 2, ORD))
     banners: list[int] = []
     offset = 0
-    for frame, rows in zip(frames, total.banner_rows):
+    for frame, rows in zip(frames, banner_rows_):
         banners += [2 * (offset + r) - 1 for r in rows]
         offset += frame.height
     if is_train(raw):
@@ -285,6 +294,120 @@ def finish(total: LogPartial, empty_ok: bool = False):
     raw = raw.drop([c for c in (ORD, "_sub", STREAM) if c in raw.columns])
     raw = raw.select([*CORE_COLUMNS, *sorted(c for c in raw.columns if c not in CORE_COLUMNS)])
     return ParseResult(raw=raw, diagnostics=diag, run_config=total.run_config, _timing=total.timing)
+
+
+#: the values that make a record's content (a copy of a log repeats every one of them; another rank, another
+#: attempt or another run differs in at least one)
+CONTENT = ("iteration", "rank_label", "timestamp", "elapsed_s", "loss", "lr", "grad_norm", "consumed_samples",
+           "global_batch_size", "tflops_per_gpu_logged", "tokens_per_s")
+_VALUES = ("timestamp", "elapsed_s", "loss", "lr", "grad_norm", "consumed_samples", "tflops_per_gpu_logged",
+           "tokens_per_s")
+#: the reason (`Diagnostics.ignored`) under which a copy's lines are counted
+COPY_REASON = "copy_of_another_log_file"
+
+
+def _content(frame: pl.DataFrame) -> tuple[np.ndarray, object, object, int]:
+    """(per row: the record's content hash, 0 for a row without content; first timestamp; first iteration;
+    rows with content) of one file. Content: a training record's iteration, rank, time and values; a row carrying
+    no value beyond its iteration (or an evaluation) has none and is never judged a repeat."""
+    cols = [c for c in CONTENT if c in frame.columns]
+    valued = pl.any_horizontal([pl.col(c).is_not_null() for c in _VALUES if c in frame.columns] or [pl.lit(False)])
+    keyed = pl.col("iteration").is_not_null() & valued
+    if "kind" in frame.columns:
+        keyed = keyed & (pl.col("kind") == "train")
+    exprs = []
+    for c in cols:
+        dtype = frame.schema[c]
+        if c == "rank_label":
+            exprs.append(pl.col(c).cast(pl.Utf8).fill_null(""))
+        elif dtype.is_temporal():
+            exprs.append(pl.col(c).cast(pl.Int64))
+        else:
+            exprs.append(pl.col(c).cast(pl.Float64, strict=False))
+    # (a real hash of 0 is 1 in 2**64: such a record would only never count as a repeat)
+    out = frame.select(pl.when(keyed).then(pl.struct(exprs).hash(seed=0)).otherwise(0).alias("h"),
+                       pl.when(keyed).then(pl.col("timestamp") if "timestamp" in cols else pl.lit(None)).alias("t"),
+                       pl.when(keyed).then(pl.col("iteration")).alias("i"))
+    hashes = out.get_column("h").to_numpy()
+    n = int(np.count_nonzero(hashes))
+    return hashes, out.get_column("t").min() if n else None, out.get_column("i").min() if n else None, n
+
+
+def _content_order(frames: list[pl.DataFrame], facts: list[tuple]) -> list[int]:
+    """File order by content among the files of one format (a restart split is one format): by first timestamp
+    when each of them states one, else by first iteration, given order among equals; the slots the format's files
+    take in the given order stay its own (files of other formats keep their places)."""
+    fmt = [str(f.get_column("framework")[0]) if "framework" in f.columns and f.height else "" for f in frames]
+    order = list(range(len(frames)))
+    for name in dict.fromkeys(fmt):
+        slots = [i for i in order if fmt[i] == name]
+        content = [i for i in slots if facts[i][3]]
+        timed = all(facts[i][1] is not None for i in content)
+        ranked = sorted(content, key=lambda i: (facts[i][1] if timed else 0, facts[i][2], i))
+        ranked += [i for i in slots if not facts[i][3]]  # files without content keep their relative order, last
+        for slot, i in zip(slots, ranked):
+            order[slot] = i
+    return order
+
+
+def by_content(frames: list[pl.DataFrame], banners: list[list[int]], diag: Diagnostics,
+               ignored: Sequence[dict] = ()) -> tuple[list[pl.DataFrame], list[list[int]]]:
+    """The files of one run in the order their content says, each record read once (``finish``'s first step).
+
+    * a record (iteration, rank, time and values) that another file of the same stream holds too is the same
+      record again, not a restart that replayed it: read once. A file all of whose records another file (or the
+      files of a split it spans) holds is a copy (the same log copied, gzipped, with CRLF line ends, or a part of
+      it) and is set aside with its lines; a file that repeats some records keeps the others. Files are judged
+      fullest first; each is named in a note with the file(s) it repeats. Files of different formats (a
+      structured log beside the console's) never repeat each other;
+    * order: by first timestamp when every file states one, else by first iteration (a restart's continuation
+      starts later), file name order among equals: a continuation whose name sorts first (``train-attempt2.log``
+      before ``train.log``) is still read after the attempt it continues."""
+    stream = [str(f.get_column(STREAM)[0]) if STREAM in f.columns and f.height else "" for f in frames]
+    facts = [_content(f) for f in frames]
+    order = _content_order(frames, facts)
+    seen: dict[str, np.ndarray] = {}  # per stream: the records of the files read so far (sorted, unique)
+    owners: dict[str, list[tuple[int, np.ndarray]]] = {}
+    out_frames: dict[int, pl.DataFrame] = {}
+    out_banners: dict[int, list[int]] = {}
+    for i in sorted(order, key=lambda i: -facts[i][3]):  # the fullest file first: a part is judged against it
+        hashes, frame = facts[i][0], frames[i]
+        known = seen.get(stream[i])
+        repeat = np.isin(hashes, known) & (hashes != 0) if known is not None and facts[i][3] else None
+        mine = np.unique(hashes[hashes != 0])
+        seen[stream[i]] = mine if known is None else np.union1d(known, mine)
+        owners.setdefault(stream[i], []).append((i, mine))
+        if repeat is None or not repeat.any():
+            out_frames[i], out_banners[i] = frame, banners[i]
+            continue
+        again = mine[np.isin(mine, known)]
+        holders = [k for k, h in owners[stream[i]][:-1] if np.isin(again, h).any()]
+        name = frame.get_column("file")[0]
+        other = " + ".join(str(frames[k].get_column("file")[0]) for k in holders[:3]) + \
+            (f" + {len(holders) - 3} more" if len(holders) > 3 else "")
+        if int(repeat.sum()) < facts[i][3]:  # a partial repeat: its own records stay
+            keep = np.flatnonzero(~repeat)
+            out_frames[i] = frame[keep]
+            out_banners[i] = [int(r) for r in np.searchsorted(keep, np.asarray(banners[i], dtype=np.int64))]
+            diag.records -= int(repeat.sum())
+            diag.ignore(COPY_REASON, int(repeat.sum()))
+            diag.note(f"{name}: {int(repeat.sum())} of its {facts[i][3]} record(s) repeat {other}'s: read once, "
+                      "not as a restart")
+            continue
+        # a copy: its lines were counted already, with the file(s) it repeats; every line read stays accounted
+        # for, now under one reason (the records and per-reason counts are those of the files read)
+        moved = frame.height
+        diag.records -= frame.height
+        if i < len(ignored):
+            for reason, n in ignored[i].items():
+                taken = min(n, diag.ignored.get(reason, 0))
+                diag.ignored[reason] = diag.ignored.get(reason, 0) - taken
+                moved += taken
+        diag.ignore(COPY_REASON, moved)
+        diag.note(f"{name}: a copy of {other} (its {facts[i][3]} record(s) are all there): read once, not as a "
+                  "restart")
+    kept = [i for i in order if i in out_frames]
+    return [out_frames[i] for i in kept], [out_banners[i] for i in kept]
 
 
 def combine_partials(parts: Iterable[LogPartial], empty_ok: bool = False):

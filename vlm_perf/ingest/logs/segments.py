@@ -2,7 +2,8 @@
 
 Rules (docs/log-formats.md):
 
-* Records are ordered by (file order, line, position inside a ``\\r``-split line).
+* Records are ordered by (file order, line, position inside a ``\\r``-split line); the file order is the
+  content order `partial.by_content` gives (copies read once).
 * A new segment starts at a record whose iteration is *lower* than the previous record printed by
   the same ``rank_label`` in the same stream (`STREAM`: the text logs together, each structured log alone) (a restart from an earlier checkpoint), or at the first record after a
   restart banner (progress.txt ``Starting job``, checkpoint-load messages, HF "Running training").

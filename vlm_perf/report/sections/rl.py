@@ -40,11 +40,14 @@ class RLResult:
 def compute(ctx: "PartContext") -> RLResult | None:
     from ...analysis.rl import log_phase_timings, log_response_check, rl_accounting
     from ...arch.trainability import Trainability
-    from ...ingest.rl_metadata import find_rl, read_rl
+    from ...ingest.rl_metadata import find_rl, incomplete_rl, read_rl
 
     opened, analysis = ctx.run, ctx.analysis
     folder = find_rl(opened.files.folder)
     if folder is None:
+        why = incomplete_rl(opened.files.folder)
+        if why:  # said, not silently left out
+            analysis.messages.append(f"RL section left out: {why}")
         return None
     record = read_rl(folder)
     frozen = opened.frozen
