@@ -31,3 +31,13 @@ def test_measured_dirs_exist_and_the_rule_is_by_prefix():
     assert tier_markers("tests/test_lint.py::test_mypy_core_packages") == ("slow",)
     assert tier_markers("tests/test_lint.py::test_mypy_core_packages_x") == ()  # a prefix of a name is not a match
     assert tier_markers("tests/test_lint.py::test_ruff") == ()
+
+
+def test_the_measured_slow_list_names_existing_test_files():
+    from tests.tiers import measured_slow
+
+    for nodeid in measured_slow():
+        path, _, name = nodeid.partition("::")
+        assert (ROOT / path).is_file(), nodeid
+        function = name.split("[")[0]
+        assert re.search(rf"^(async )?def {re.escape(function)}\(", (ROOT / path).read_text(), re.M), nodeid

@@ -10,6 +10,17 @@ third end-to-end render of a sample run, long fuzz campaigns (their short siblin
 
 from __future__ import annotations
 
+import sys
+import xml.etree.ElementTree as ET
+from functools import lru_cache
+from pathlib import Path
+
+# Beside the hand list below, every test whose last measured time exceeded FAST_BUDGET_S is full-tier only: the
+# node ids are in MEASURED_SLOW_FILE, written from a JUnit XML of a fast-tier run by
+# ``python -m tests.tiers JUNIT.xml`` (a new test is fast until measured; re-measure when the fast tier grows).
+FAST_BUDGET_S = 1.0
+MEASURED_SLOW_FILE = Path(__file__).with_name("slow_tests.txt")
+
 # Every test in these directories measures FLOPs with torch's FlopCounterMode on transformers' own classes, or
 # trains a tiny model (the verify extra): ~57% of the suite's CPU time.
 MEASURED_DIRS = ("tests/verify/",)
@@ -66,11 +77,39 @@ SLOW = {
 }
 
 
+@lru_cache(maxsize=1)
+def measured_slow() -> frozenset[str]:
+    """The node ids listed in `MEASURED_SLOW_FILE` (``#`` lines are comments)."""
+    if not MEASURED_SLOW_FILE.is_file():
+        return frozenset()
+    lines = MEASURED_SLOW_FILE.read_text().splitlines()
+    return frozenset(line for line in lines if line.strip() and not line.startswith("#"))
+
+
 def tier_markers(nodeid: str) -> tuple[str, ...]:
     """The markers this file adds to a test (``measured`` and/or ``slow``) by its node id."""
     marks = []
     if nodeid.startswith(MEASURED_DIRS):
         marks.append("measured")
-    if any(nodeid == key or nodeid.startswith((key + "::", key + "[")) for key in SLOW):
+    if nodeid in measured_slow() or any(nodeid == key or nodeid.startswith((key + "::", key + "[")) for key in SLOW):
         marks.append("slow")
     return tuple(marks)
+
+
+def write_measured_slow(junit: Path) -> int:
+    """Write `MEASURED_SLOW_FILE` from a JUnit XML (pytest --junitxml): the tests over `FAST_BUDGET_S` seconds."""
+    slow = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        seconds = float(case.get("time") or 0)
+        if seconds > FAST_BUDGET_S:
+            path = (case.get("classname") or "").replace(".", "/") + ".py"
+            slow.append((f"{path}::{case.get('name')}", seconds))
+    kept = sorted(set(measured_slow()) | {nodeid for nodeid, _ in slow})
+    header = (f"# Tests measured over {FAST_BUDGET_S:g} s (setup + call) in a fast-tier run: full tier only.\n"
+              f"# Written by `python -m tests.tiers {junit.name}`; entries are only added (remove by hand).\n")
+    MEASURED_SLOW_FILE.write_text(header + "".join(f"{nodeid}\n" for nodeid in kept))
+    return len(kept)
+
+
+if __name__ == "__main__":
+    print(f"{write_measured_slow(Path(sys.argv[1]))} tests listed in {MEASURED_SLOW_FILE}")
