@@ -94,3 +94,14 @@ def copy_sample(dst: Path, name: str = SFT_SAMPLE, **kwargs) -> Path:
     """The bundled sample run ``sample_logs/NAME`` copied to ``dst`` (keyword arguments go to copytree); ``dst``."""
     shutil.copytree(SAMPLE_LOGS / name, dst, **kwargs)
     return dst
+
+
+def edit_jsonl_line(path: Path, line: int, edit) -> None:
+    """Apply ``edit(record)`` to the JSON object on 1-based ``line`` of a JSON-lines file, in place."""
+    import json
+
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[line - 1])
+    edit(record)
+    lines[line - 1] = json.dumps(record)
+    path.write_text("\n".join(lines) + "\n")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import edit_jsonl_line
+
 from vlm_perf.errors import SchemaError
 from vlm_perf.ingest.rl_metadata import find_rl, read_rl
 
@@ -47,11 +49,7 @@ def _edit_settings(folder: Path, **changes) -> None:
 
 
 def _edit_step(folder: Path, line: int, edit) -> None:
-    lines = (folder / "steps.jsonl").read_text().splitlines()
-    obj = json.loads(lines[line - 1])
-    edit(obj)
-    lines[line - 1] = json.dumps(obj)
-    (folder / "steps.jsonl").write_text("\n".join(lines) + "\n")
+    edit_jsonl_line(folder / "steps.jsonl", line, edit)
 
 
 @pytest.mark.parametrize("changes, message", [

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+
+from tests.support import edit_jsonl_line
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,11 +34,7 @@ def _copy(tmp_path) -> Path:
 
 
 def _edit_step(folder: Path, line: int, edit) -> None:
-    lines = (folder / "steps.jsonl").read_text().splitlines()
-    obj = json.loads(lines[line - 1])
-    edit(obj)
-    lines[line - 1] = json.dumps(obj)
-    (folder / "steps.jsonl").write_text("\n".join(lines) + "\n")
+    edit_jsonl_line(folder / "steps.jsonl", line, edit)
 
 
 # ---- one rule for every source of a step's seconds ---------------------------------------------------

@@ -435,10 +435,9 @@ def _derived_timer(low: str) -> Mapping | None:
     known kept timer (or, under siiRL's prefix, any other node) -> ``timer_s_<name>``; other ``perf/*_time`` keys
     are not slime's and go through the usual rules."""
     name = low.removeprefix("train/")
-    if name.startswith("time/"):
-        return _roll_timer(name[len("time/"):])
-    if name.startswith("timeperf/"):
-        return _areal_timer(name[len("timeperf/"):])
+    for prefix in _PREFIXED_TIMERS:
+        if name.startswith(prefix):
+            return _prefixed_timer(prefix, name[len(prefix):])
     if not name.startswith("perf/"):
         return None
     from ...flops.generation import SIIRL_TIMERS, SLIME_KEPT_TIMERS, SLIME_TIMERS
@@ -467,30 +466,26 @@ def _derived_timer(low: str) -> Mapping | None:
     return None
 
 
-def _roll_timer(name: str) -> Mapping | None:
-    """ROLL ``time/<name>`` (seconds): ``step_total`` -> ``elapsed_s``, a phase timer
-    (``flops.generation.ROLL_TIMERS``) -> ``phase_s_<phase>``; other names go through the usual rules."""
-    from ...flops.generation import ROLL_TIMERS
-
-    if name == "step_total":
-        return Mapping("elapsed_s", 1.0, "time", "ROLL: time/step_total, the step's seconds", 1.0)
-    if name in ROLL_TIMERS:
-        phase = ROLL_TIMERS[name]
-        return Mapping(phase_column(phase), 1.0, "time", f"ROLL timer {name!r} (time/): phase {phase!r}", 1.0)
-    return None
+# prefix -> (framework, the name of its whole-step timer, what that timer is, its phase table in flops.generation)
+_PREFIXED_TIMERS = {
+    "time/": ("ROLL", "step_total", "the step's seconds", "ROLL_TIMERS"),
+    "timeperf/": ("AReaL", "e2e", "the step's end-to-end seconds", "AREAL_TIMERS"),
+}
 
 
-def _areal_timer(name: str) -> Mapping | None:
-    """AReaL ``timeperf/<name>`` (seconds): ``e2e`` -> ``elapsed_s``, a phase timer (``flops.generation.AREAL_TIMERS``)
-    -> ``phase_s_<phase>``; other names (``rollout_wait_fraction`` is a fraction) go through the usual rules."""
-    from ...flops.generation import AREAL_TIMERS
+def _prefixed_timer(prefix: str, name: str) -> Mapping | None:
+    """ROLL ``time/<name>`` and AReaL ``timeperf/<name>`` (seconds): the step's timer (``step_total`` / ``e2e``) ->
+    ``elapsed_s``, a phase timer (``flops.generation.ROLL_TIMERS`` / ``AREAL_TIMERS``) -> ``phase_s_<phase>``; other
+    names (AReaL's ``rollout_wait_fraction`` is a fraction) go through the usual rules."""
+    from ...flops import generation
 
-    if name == "e2e":
-        return Mapping("elapsed_s", 1.0, "time", "AReaL: timeperf/e2e, the step's end-to-end seconds", 1.0)
-    if name in AREAL_TIMERS:
-        phase = AREAL_TIMERS[name]
-        return Mapping(phase_column(phase), 1.0, "time", f"AReaL timer {name!r} (timeperf/): phase {phase!r}", 1.0)
-    return None
+    framework, step_timer, what, table = _PREFIXED_TIMERS[prefix]
+    if name == step_timer:
+        return Mapping("elapsed_s", 1.0, "time", f"{framework}: {prefix}{name}, {what}", 1.0)
+    phase = getattr(generation, table).get(name)
+    if phase is None:
+        return None
+    return Mapping(phase_column(phase), 1.0, "time", f"{framework} timer {name!r} ({prefix}): phase {phase!r}", 1.0)
 
 
 #: TRL ``trl/extras/profiling.py``: ``f"{metric_prefix}: {name}"`` with the default prefix
