@@ -11,6 +11,14 @@ from pathlib import Path
 
 import pytest
 
+# Under pytest-xdist every core already runs a worker: a worker that also starts a thread pool per core (torch's
+# OpenMP, BLAS, polars, pyarrow) oversubscribes the machine and its idle threads spin against the other worker's.
+# One thread per worker, set before any of those libraries is imported (subprocesses inherit it). A user's own
+# setting wins; no result depends on the thread count (tests/verify measures with one torch thread anyway).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "POLARS_MAX_THREADS"):
+        os.environ.setdefault(_name, "1")
+
 # Helpers that hold test assertions outside test_*.py files: pytest rewrites them too (clear failure messages).
 # Both names: tests/ has no __init__.py, so a collected test file imports it as verify.fixed_tile.
 pytest.register_assert_rewrite("verify.fixed_tile", "tests.verify.fixed_tile")

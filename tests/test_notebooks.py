@@ -6,8 +6,13 @@ from pathlib import Path
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat")
-jupytext = pytest.importorskip("jupytext")
+
+
+def _import(name: str):
+    """nbformat and jupytext are imported by the tests that use them, not at collection: nbformat's import pulls
+    jsonschema's format checkers (about 4 s), which every pytest-xdist worker would otherwise pay."""
+    return pytest.importorskip(name)
+
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 IPYNBS = sorted(NOTEBOOKS.glob("*.ipynb"))
@@ -26,6 +31,7 @@ def _cells(nb) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("path", IPYNBS, ids=IDS)
 def test_paired_and_in_sync(path: Path):
+    nbformat, jupytext = _import("nbformat"), _import("jupytext")
     script = path.with_suffix(".py")
     assert script.exists(), f"{path.name} has no paired script {script.name}"
     nb = jupytext.read(path)
@@ -41,8 +47,8 @@ def test_paired_and_in_sync(path: Path):
 
 @pytest.mark.parametrize("path", IPYNBS, ids=IDS)
 def test_notebook_executes(path: Path):
-    nbclient = pytest.importorskip("nbclient")
-    pytest.importorskip("ipykernel")
+    nbformat, nbclient = _import("nbformat"), _import("nbclient")
+    _import("ipykernel")
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     for attempt in (1, 2):  # a kernel that stops answering (a lost ZMQ reply, seen rarely) gets one fresh retry
