@@ -1,0 +1,138 @@
+"""Mixture-of-experts MLPs: router, top-k routed experts, shared experts (gated or not), biased routers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .base import Block, linear_params
+
+
+@dataclass(frozen=True)
+class MoEMLP(Block):
+    """``count`` MoE MLPs: router h -> E (+ DeepSeek correction bias), top-k routed experts of width F_e,
+    ``num_shared`` shared experts of width F_sh (all gated, no bias)."""
+
+    kind: ClassVar[str] = "moe_mlp"
+    hidden: int
+    num_experts: int
+    top_k: int
+    expert_width: int
+    num_shared: int = 0
+    shared_width: int = 0
+    router_bias: bool = False
+
+    def per_token(self) -> dict[str, int]:
+        h = self.hidden
+        return {"routed": 2 * 3 * h * self.expert_width * self.top_k,
+                "shared": 2 * 3 * h * self.shared_width * self.num_shared,
+                "router": 2 * h * self.num_experts}
+
+    def params(self) -> int:
+        h = self.hidden
+        routed = self.num_experts * 3 * h * self.expert_width
+        shared = self.num_shared * 3 * h * self.shared_width
+        router = self.num_experts * h + (self.num_experts if self.router_bias else 0)
+        return routed + shared + router
+
+    def active_params(self) -> int:
+        """What one token touches: top-k routed + shared experts + router."""
+        h = self.hidden
+        router = self.num_experts * h + (self.num_experts if self.router_bias else 0)
+        return self.top_k * 3 * h * self.expert_width + self.num_shared * 3 * h * self.shared_width + router
+
+    def describe(self) -> str:
+        shared = f" + {self.num_shared} shared ({self.shared_width})" if self.num_shared else ""
+        return (f"{self.count} MoE MLP: {self.num_experts} experts top-{self.top_k} of width {self.expert_width}"
+                f"{shared}, router {self.hidden} -> {self.num_experts}")
+
+
+@dataclass(frozen=True)
+class SharedGateMoEMLP(MoEMLP):
+    """MoE MLP whose shared expert output is scaled by ``sigmoid(shared_expert_gate(x))``, a Linear(h -> 1)
+    (Qwen2-MoE / Qwen3.5-MoE); the gate is counted with the shared experts."""
+
+    kind: ClassVar[str] = "shared_gate_moe_mlp"
+
+    def per_token(self) -> dict[str, int]:
+        out = super().per_token()
+        out["shared"] += 2 * self.hidden * self.num_shared
+        return out
+
+    def params(self) -> int:
+        return super().params() + self.num_shared * self.hidden
+
+    def active_params(self) -> int:
+        return super().active_params() + self.num_shared * self.hidden
+
+    def describe(self) -> str:
+        return super().describe() + ", sigmoid shared-expert gate h -> 1"
+
+
+@dataclass(frozen=True)
+class BiasedMoEMLP(MoEMLP):
+    """gpt-oss MoE MLP: a biased router h -> E (top-k, softmax over the k chosen logits) and E experts whose
+    fused gate/up projection (h -> 2·F) and down projection (F -> h) carry biases; the clamped SwiGLU is
+    elementwise. FLOPs are :class:`MoEMLP`'s (biases add no matmul)."""
+
+    kind: ClassVar[str] = "biased_moe_mlp"
+
+    def _expert_bias(self) -> int:
+        return 2 * self.expert_width + self.hidden
+
+    def params(self) -> int:
+        return super().params() + self.num_experts * self._expert_bias()
+
+    def active_params(self) -> int:
+        return super().active_params() + self.top_k * self._expert_bias()
+
+    def describe(self) -> str:
+        return super().describe() + " (biased experts and router)"
+
+
+@dataclass(frozen=True)
+class PlainMoEMLP(Block):
+    """``count`` Nemotron-H MoE layers (transformers ``NemotronHMoE``): router h -> E (no bias; the sigmoid /
+    group-limited top-k and the correction-bias buffer are not matmuls), optional latent projections
+    h -> L -> ... -> h around the experts (``latent`` 0: none), E **non-gated** experts in -> F -> in (up/down, no
+    bias, relu²; in = L or h) of which top-k run per token, and ONE non-gated shared MLP h -> F_sh -> h
+    (``bias``: the latent projections' and the shared MLP's biases, ``mlp_bias``)."""
+
+    kind: ClassVar[str] = "plain_moe_mlp"
+    hidden: int
+    num_experts: int
+    top_k: int
+    expert_width: int
+    shared_width: int
+    latent: int = 0
+    bias: bool = False
+
+    @property
+    def expert_in(self) -> int:
+        return self.latent or self.hidden
+
+    def per_token(self) -> dict[str, int]:
+        h, latent = self.hidden, 2 * 2 * self.hidden * self.latent
+        return {"routed": 2 * 2 * self.expert_in * self.expert_width * self.top_k + latent,
+                "shared": 2 * 2 * h * self.shared_width, "router": 2 * h * self.num_experts}
+
+    def _dense(self) -> int:
+        h = self.hidden
+        latent = linear_params(h, self.latent, self.bias) + linear_params(self.latent, h, self.bias) \
+            if self.latent else 0
+        shared = linear_params(h, self.shared_width, self.bias) + linear_params(self.shared_width, h, self.bias)
+        return latent + shared + self.num_experts * h
+
+    def params(self) -> int:
+        return self.num_experts * 2 * self.expert_in * self.expert_width + self._dense()
+
+    def active_params(self) -> int:
+        """What one token touches: top-k routed experts + latent projections + shared MLP + router."""
+        return self.top_k * 2 * self.expert_in * self.expert_width + self._dense()
+
+    def describe(self) -> str:
+        latent = f", latent {self.latent}" if self.latent else ""
+        return (f"{self.count} MoE MLP: {self.num_experts} plain experts top-{self.top_k} of width "
+                f"{self.expert_width}{latent} + 1 shared ({self.shared_width}), router {self.hidden} -> "
+                f"{self.num_experts}")

@@ -1,0 +1,34 @@
+"""Exact forward FLOPs of the moe block kinds (:mod:`vlm_perf.arch.blocks.moe`): mixture-of-experts MLPs: router, top-k
+routed experts, shared experts (gated or not), biased routers.
+"""
+
+from __future__ import annotations
+
+from ...arch.blocks import BiasedMoEMLP, MoEMLP, PlainMoEMLP, SharedGateMoEMLP
+from ...stats.batch import BatchStats
+from ..terms import Term
+from .base import FlopsContext, block_flops
+
+
+@block_flops(MoEMLP)
+def _moe_mlp(b: MoEMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·(3·h·(k·F_e + n_sh·F_sh) + h·E)"""
+    per = b.per_token()
+    return [Term("lm.routed_experts", b.count * per["routed"] * s.lm_tokens, b.part),
+            Term("lm.shared_experts", b.count * per["shared"] * s.lm_tokens, b.part),
+            Term("lm.router", b.count * per["router"] * s.lm_tokens, b.part)]
+
+
+block_flops(SharedGateMoEMLP)(_moe_mlp)
+
+
+block_flops(BiasedMoEMLP)(_moe_mlp)  # expert and router biases are adds
+
+
+@block_flops(PlainMoEMLP)
+def _plain_moe_mlp(b: PlainMoEMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·(2·in·F·k + 2·h·L + 2·h·F_sh + h·E) (in = L or h; top-k routed, as the kernels run)"""
+    per = b.per_token()
+    return [Term("lm.routed_experts", b.count * per["routed"] * s.lm_tokens, b.part),
+            Term("lm.shared_experts", b.count * per["shared"] * s.lm_tokens, b.part),
+            Term("lm.router", b.count * per["router"] * s.lm_tokens, b.part)]
