@@ -145,3 +145,25 @@ def test_compare_terminal_prints_input_strings_as_text(cli, sample_run):
     r = cli("compare", str(run), str(run), env={"COLUMNS": "250"})
     assert r.exit_code == 0, r.output
     assert f"A: {run} — " in r.stdout and f"B: {run} — " in r.stdout
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_sweep_page_escapes_input_strings(text, tmp_path):
+    """The sweep page (three or more runs) goes through the same escaping: run, model, GPU and messages render as
+    that text in every table cell and list item, and compare.html stays free of live HTML."""
+    from vlm_perf.analysis.sweep import sweep_table
+    from vlm_perf.report.sweep_page import write_sweep
+
+    table = sweep_table([_hostile_summary(text, 400.0), _hostile_summary(text, 450.0), _hostile_summary(text, 500.0)])
+    paths = write_sweep(table, tmp_path / "sweep")
+    rendered = MD.render(paths["compare.md"].read_text())
+    flat = " ".join(text.splitlines())
+    rows = re.findall(r"<tr>(.*?)</tr>", rendered, re.S)[1:]
+    assert len(rows) == 3
+    for row in rows:
+        cells = [html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row, re.S)]
+        assert "<" not in "".join(re.findall(r"<td>(.*?)</td>", row, re.S)).replace("&lt;", "")
+        assert cells[1] == flat and cells[2] == flat and cells[3] == f"8 × {flat}"  # run, model, GPUs as text
+    assert "<script" not in rendered and "<img src=x" not in rendered
+    page = paths["compare.html"].read_text()
+    assert "<script" not in page and "<img src=x" not in page
