@@ -196,3 +196,22 @@ def test_twenty_runs_compare_in_one_command_serial_and_on_two_workers(tmp_path):
     assert [r["media_tokens_per_iteration"] for r in resolution] == sorted(r["media_tokens_per_iteration"]
                                                                            for r in resolution)
     assert resolution[0]["vision_share"] < resolution[-1]["vision_share"]
+
+
+def test_every_run_is_opened_by_open_run_as_report_opens_it(monkeypatch):
+    """The sweep has no reader of its own: each run goes through `pipeline.load_run` -> `run.core.open_run`."""
+    import vlm_perf.pipeline as pipeline
+    from vlm_perf.sweep import summarize_runs
+
+    opened = []
+    real = pipeline.open_run
+
+    def spy(path, **kwargs):
+        opened.append(str(path))
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(pipeline, "open_run", spy)
+    runs = [str(SAMPLE_LOGS / "qwen2-vl-tiny-real"), str(SAMPLE_LOGS / "qwen2-vl-tiny-lora-real")]
+    outcomes = summarize_runs(runs, {"causal": "full"})
+    assert opened == runs
+    assert [o.summary["inputs"]["causal"] for o in outcomes] == ["full", "full"]  # shared options reach every run

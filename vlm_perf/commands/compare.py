@@ -109,7 +109,13 @@ def _sweep(runs: list[str], out: Optional[Path], as_json: bool, skip_bad_runs: b
 
     check_run_list(runs)  # too many runs, or one run twice: refused before any is opened
     arguments, scheduler = _sweep_arguments(options)
-    outcomes = summarize_runs(runs, arguments, scheduler=scheduler)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("opening runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty()) as progress:
+        task = progress.add_task("runs", total=len(runs))  # a bar only on a terminal, gone when done
+        outcomes = summarize_runs(runs, arguments, scheduler=scheduler,
+                                  on_done=lambda i, outcome: progress.advance(task))
     bad = [(i, o) for i, o in enumerate(outcomes, start=1) if o.error is not None]
     for i, outcome in bad:  # one line per run that cannot be opened, naming the run and the reason
         hint = " — pass --skip-bad to skip and count bad rows" if outcome.skippable else ""
