@@ -215,3 +215,14 @@ def test_every_run_is_opened_by_open_run_as_report_opens_it(monkeypatch):
     outcomes = summarize_runs(runs, {"causal": "full"})
     assert opened == runs
     assert [o.summary["inputs"]["causal"] for o in outcomes] == ["full", "full"]  # shared options reach every run
+
+
+def test_one_hundred_runs_are_accepted_one_more_is_not(tmp_path):
+    from vlm_perf.errors import ConfigError
+    from vlm_perf.sweep import check_run_list
+
+    check_run_list([str(tmp_path / f"run{i}") for i in range(MAX_RUNS)])
+    with pytest.raises(ConfigError, match=f"^{MAX_RUNS + 1} runs given"):
+        check_run_list([str(tmp_path / f"run{i}") for i in range(MAX_RUNS + 1)])
+    with pytest.raises(ConfigError, match="given twice, as #2 and #3"):
+        check_run_list([str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "x" / ".." / "b")])

@@ -172,7 +172,8 @@ def figure_conventions(sweep: dict, path: Path) -> Path:
         values = [unit.value((r["conventions"].get(conv) or {}).get("tflops_per_gpu_mean")) for r in runs]
         ax.bar(x - 0.4 + bar * (k + 0.5), [np.nan if v is None else v for v in values], bar, label=conv,
                color=_COLORS[k % len(_COLORS)])
-    ax.set_xticks(x, [f"#{r['index']}" for r in runs], fontsize=7 if len(runs) > 30 else 9)
+    ax.set_xticks(x, [f"#{r['index']}" for r in runs], fontsize=7 if len(runs) > 30 else 9,
+                  rotation=90 if len(runs) > 30 else 0)
     ax.set(ylabel=unit.per_gpu, title=f"{unit.per_gpu} by convention, per run")
     ax.grid(axis="y", alpha=0.3)
     if convs:
