@@ -145,3 +145,30 @@ def test_compare_terminal_prints_input_strings_as_text(cli, sample_run):
     r = cli("compare", str(run), str(run), env={"COLUMNS": "250"})
     assert r.exit_code == 0, r.output
     assert f"A: {run} — " in r.stdout and f"B: {run} — " in r.stdout
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_sweep_page_escapes_input_strings(text, tmp_path):
+    """The sweep page (three or more runs) goes through the same escaping: run, model, GPU and messages render as
+    that text in every table cell and list item, and compare.html stays free of live HTML."""
+    from vlm_perf.analysis.sweep import sweep_table
+    from vlm_perf.report.sweep_page import FIGURES, render_html, render_markdown
+
+    table = sweep_table([_hostile_summary(text, 400.0), _hostile_summary(text, 450.0), _hostile_summary(text, 500.0)])
+    for name in FIGURES:  # the figures hold run indices only (#1, #2, ...): stand-ins keep this test fast
+        (tmp_path / name).write_bytes(b"\x89PNG")
+    rendered = MD.render(render_markdown(table))
+    flat = " ".join(text.splitlines())
+    rows = re.findall(r"<tr>(.*?)</tr>", rendered, re.S)[1:]
+    assert len(rows) == 3
+    for row in rows:
+        cells = [html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", row, re.S)]
+        assert "<" not in "".join(re.findall(r"<td>(.*?)</td>", row, re.S)).replace("&lt;", "")
+        assert cells[1] == flat and cells[2] == flat and cells[3] == f"8 × {flat}"  # run, model, GPUs as text
+    items = re.findall(r"<li>(.*?)</li>", rendered, re.S)
+    assert f"#3 {flat}: {flat}" in [html.unescape(li) for li in items]  # a run's message, as text
+    for li in items:  # no element but the page's own bold and code marks
+        assert "<" not in re.sub(r"</?(strong|code)>", "", li), li
+    assert "<script" not in rendered and "<img src=x" not in rendered
+    page = render_html(table, tmp_path)
+    assert "<script" not in page and "<img src=x" not in page

@@ -1,27 +1,48 @@
-"""``vlm-perf compare RUN_A RUN_B``: two runs side by side (A = before, B = after)."""
+"""``vlm-perf compare RUN_A RUN_B``: two runs side by side (A = before, B = after); ``vlm-perf compare RUN1 ...
+RUNn`` (more than two, or ``--sweep``): a sweep, one row per run (`vlm_perf.sweep`, `vlm_perf.report.sweep_page`)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
+from ..errors import ConfigError
 from ._options import load_run_arguments, run_options
 
 
 @run_options("compare")
 def compare(
-    run_a: str = typer.Argument(..., help="Run A (before): a training log file or a run directory (path or URL)."),
-    run_b: str = typer.Argument(..., help="Run B (after): a training log file or a run directory (path or URL)."),
-    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write compare.{json,md,html,png} here."),
+    runs: List[str] = typer.Argument(..., help="The runs: training log files or run directories (paths or URLs). "
+                                     "Two: A (before) and B (after). More (up to 100): a sweep, #1 the baseline."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Write compare.{json,md,html,png} here (a sweep: "
+                                       "compare.{json,md,html,csv,parquet} and sweep_*.png)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object keyed by convention (a, b, delta, "
-                                                       "ratio of TFLOP/s/GPU; mfu the same) and nothing else."),
+                                                       "ratio of TFLOP/s/GPU; mfu the same) and nothing else (a "
+                                                       "sweep: its compare.json)."),
+    sweep: bool = typer.Option(False, "--sweep", help="Write the sweep table and figures even for two runs."),
+    skip_bad_runs: bool = typer.Option(False, "--skip-bad-runs", help="Sweep: leave out runs that cannot be opened "
+                                       "(each named with its reason on stderr and on the page) instead of failing."),
     options: Optional[dict] = None,
 ) -> None:
-    """Compare two runs: TFLOP/s/GPU and MFU per convention, step time, tokens, and the exact-FLOPs change
-    split into "the data changed" and "the system changed"."""
+    """Compare runs. Two runs: TFLOP/s/GPU and MFU per convention, step time, tokens, and the exact-FLOPs change
+    split into "the data changed" and "the system changed". More runs (a sweep, up to 100): one row per run
+    (model, GPUs, regime, TFLOP/s/GPU and MFU per convention, vision share, step time, media tokens, what changed
+    vs run #1) and the figures of a sweep; --scheduler spreads the runs over Dask workers (same result).
+
+    Exit status: 0 written; 2 bad input (one error line per run that cannot be opened).
+    """
+    if len(runs) < 2:
+        raise ConfigError("compare needs at least two runs (A and B, or the runs of a sweep)")
+    if sweep or len(runs) > 2:
+        _sweep(runs, out, as_json, skip_bad_runs, options or {})
+        return
+    if skip_bad_runs:
+        raise ConfigError("--skip-bad-runs applies to a sweep (more than two runs, or --sweep)")
+    run_a, run_b = runs
     from ..analysis.compare import compare_summaries
     from ..pipeline import load_run
     from ..report import build_summary
@@ -58,6 +79,76 @@ def compare(
     console.print(facts)
     if out is not None:
         console.print(f"comparison written to {out}/ (compare.html, compare.md, compare.json, compare.png)")
+
+
+def _sweep_arguments(options: dict) -> tuple[dict, str | None]:
+    """`load_run` keyword arguments shared by every run of a sweep, and the sweep's scheduler. Per-run flags
+    (``--NAME-a`` / ``--NAME-b``) name run A or B of a two-run compare; a sweep refuses them."""
+    from ..run.options import option
+
+    per_run = sorted({name[:-2] for name, value in options.items() if name.endswith(("_a", "_b"))
+                      and value not in (None, False, [], ()) and option(name[:-2]).per_run})
+    if per_run:
+        flags = ", ".join(f"{option(n).flag}-a/-b" for n in per_run)
+        raise ConfigError(f"{flags} set run A or B of a two-run compare; in a sweep each run states its own "
+                                 "settings in its run.yaml (or its log)")
+    shared = {name: value for name, value in options.items() if not name.endswith(("_a", "_b"))}
+    scheduler = shared.pop("scheduler", None)
+    return load_run_arguments(shared), scheduler
+
+
+def _sweep(runs: list[str], out: Optional[Path], as_json: bool, skip_bad_runs: bool, options: dict) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..analysis.sweep import sweep_table
+    from ..report.document import _clean
+    from ..report.sweep_page import headline, terminal_table, write_sweep
+    from ..sweep import check_run_list, summarize_runs
+
+    check_run_list(runs)  # too many runs, or one run twice: refused before any is opened
+    arguments, scheduler = _sweep_arguments(options)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("opening runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True, disable=not sys.stderr.isatty()) as progress:
+        task = progress.add_task("runs", total=len(runs))  # a bar only on a terminal, gone when done
+        outcomes = summarize_runs(runs, arguments, scheduler=scheduler,
+                                  on_done=lambda i, outcome: progress.advance(task))
+    bad = [(i, o) for i, o in enumerate(outcomes, start=1) if o.error is not None]
+    for i, outcome in bad:  # one line per run that cannot be opened, naming the run and the reason
+        hint = " — pass --skip-bad to skip and count bad rows" if outcome.skippable else ""
+        line = f"run #{i} {outcome.run}: {outcome.error}{hint}"
+        print(f"{'warning: left out' if skip_bad_runs else 'error:'} {line}", file=sys.stderr)
+    if bad and not skip_bad_runs:
+        print(f"error: {len(bad)} of {len(runs)} run(s) could not be opened (listed above); fix them, remove them, "
+              "or pass --skip-bad-runs to leave them out", file=sys.stderr)
+        raise typer.Exit(2)
+    good = [o.summary for o in outcomes if o.summary is not None]
+    if not good:
+        print("error: none of the runs could be opened (listed above)", file=sys.stderr)
+        raise typer.Exit(2)
+    table = sweep_table(good, [(o.run, o.error or "") for _, o in bad])
+    if out is not None:
+        write_sweep(table, out)
+    if as_json:
+        print(json.dumps(_clean(table), indent=2))
+        return
+    # a pipe or file gets the whole table's width; a terminal its own, with cells folded (never cut with "…")
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    for line in headline(table):
+        console.print(line, highlight=False, markup=False)
+    headers, cells = terminal_table(table)  # the page's cells, fewer columns (compare.md / .csv: all of them)
+    rows = Table(*headers)
+    for column in rows.columns:
+        column.overflow = "fold"
+    for row in cells:
+        rows.add_row(*map(escape, row))
+    console.print(rows)
+    if out is not None:
+        console.print(f"sweep written to {out}/ (compare.html, compare.md, compare.json, compare.csv, "
+                      "compare.parquet, sweep_*.png)", highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

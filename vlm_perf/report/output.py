@@ -31,7 +31,8 @@ MARKER = ".vlm-perf-report"  # written into every report folder; what makes a fo
 WINDOWS_FILES = ("windows.parquet", "windows.csv")
 REPORT_FILES = {"summary.json", "report.md", "report.html", MARKER, *WINDOWS_FILES}
 TRACE_FILES = {"trace_parts.json", "trace_parts.md", "trace_parts.png", "per_step.csv", MARKER}
-COMPARE_FILES = {"compare.json", "compare.md", "compare.html", "compare.png", MARKER}
+COMPARE_FILES = {"compare.json", "compare.md", "compare.html", "compare.png", "compare.csv", "compare.parquet",
+                 MARKER}  # csv / parquet: the table of a sweep (report.sweep_page)
 
 
 @dataclass(frozen=True)
