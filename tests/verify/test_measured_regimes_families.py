@@ -30,7 +30,7 @@ from vlm_perf.arch.trainability import Trainability  # noqa: E402
 from vlm_perf.errors import ConfigError, UnsupportedModelError  # noqa: E402
 from vlm_perf.ingest.adapter_config import read_adapter_config  # noqa: E402
 
-from .regimes import measure_regime, measured_parts, peft_adapted_names  # noqa: E402
+from .regimes import measure_regime, measured_parts, peft_adapted_names, peft_trainable_params  # noqa: E402
 
 FAMILIES = ["glm4v", "glm4v_moe", "glm46v", "llava", "llava_pixtral", "llava_next", "llava_next_video",
             "llava_onevision", "mistral3", "idefics3", "smolvlm", "qwen3_5", "qwen3_5_moe", "paligemma", "paligemma2", "internvl_gpt_oss"]
@@ -113,13 +113,15 @@ def _lora(case, kwargs, tmp_path, mode="training"):
 
 def _check_adapted(lib, pm):
     """The Linears the library adapts are the modules PEFT wrapped; the parameters it wraps (target_parameters)
-    are PEFT's ``targeted_parameter_names``."""
+    are PEFT's ``targeted_parameter_names``; its adapter parameter count is PEFT's own (every trainable element of
+    the wrapped model: low-rank pairs, DoRA magnitudes, expert-stack pairs)."""
     from peft.tuners.lora.layer import ParamWrapper
 
     base = pm.get_base_model()
     wrappers = {n for n, m in base.named_modules() if isinstance(m, ParamWrapper)}
     assert {a.name for a in lib.adapted if not a.parameter} == peft_adapted_names(pm) - wrappers
     assert {a.name for a in lib.adapted if a.parameter} == set(pm.base_model.targeted_parameter_names)
+    assert lib.adapter_params == peft_trainable_params(pm), "adapter parameters: PEFT's own count"
 
 
 def test_lora_on_the_lm(case, tmp_path):
