@@ -94,7 +94,9 @@ def generation(spec: Any, new_tokens: int, prompts: list[int], images: list, vid
         console.print(f"{item.kind} {'x'.join(map(str, item.pixels))} px -> grid "
                       f"{' + '.join(','.join(map(str, g)) for g in item.grids)}, {item.visual_tokens} visual tokens")
     many = len(prompts) > 1
-    prompt = f"{len(prompts)} prompts of {', '.join(map(str, prompts))} tokens" if many else f"a {prompts[0]}-token prompt"
+    lengths = str(prompts[0]) if len(set(prompts)) == 1 else ", ".join(map(str, prompts[:8])) + (
+        ", ..." if len(prompts) > 8 else "")
+    prompt = f"{len(prompts)} prompts of {lengths} tokens" if many else f"a {prompts[0]}-token prompt"
     table = Table(title=f"{spec.name} - generate {new_tokens} token(s) after {prompt} - exact, causal {causal}")
     for col in ("part", "prefill", "decode", "FLOPs", "share"):
         table.add_column(col, justify="left" if col == "part" else "right")
