@@ -146,6 +146,17 @@ def test_dora_on_lm_and_tower(case, tmp_path):
     _lora(case, kwargs, tmp_path)
 
 
+def test_dora_magnitude_vectors_are_counted(tmp_path):
+    """DoRA on q/v of PaliGemma (SigLIP's q/v too): PEFT trains a magnitude vector of ``out_features`` per adapted
+    Linear beside lora_A / lora_B; the library's count is PEFT's own (``_check_adapted``) and is exactly that sum."""
+    from .regime_families import family_setup
+
+    lib, _ = _lora(("paligemma", family_setup("paligemma")), dict(target_modules=["q_proj", "v_proj"], use_dora=True),
+                   tmp_path)
+    assert lib.adapter_params == sum(m.rank * (m.n_in + m.n_out) + m.n_out for m in lib.adapted)
+    assert {m.stage for m in lib.adapted} == {"vision_tower", "language_model"}
+
+
 def test_dora_on_a_convolution_is_refused():
     from vlm_perf.arch.adapters import AdapterConfig
 

@@ -84,6 +84,7 @@ class RegimeFlops:
     adapter_params: int = 0
     notes: tuple[str, ...] = field(default=())
     full_training: Breakdown | None = None  # every weight trains, no adapter: what a full fine-tune would run
+    saved_params: int = 0  # the part of ``adapter_params`` that is modules_to_save copies (base-sized modules)
 
     @property
     def total(self) -> Any:
@@ -602,7 +603,7 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
                 cats[category] = cats[category] + value
     notes = [f"regime: {trainability.describe()}", *name_notes]
     a = trainability.adapter
-    adapter_params, unsized = adapter_param_count(spec, a, w.adapted) if a is not None else (0, [])
+    adapter_params, saved, unsized = adapter_param_count(spec, a, w.adapted) if a is not None else (0, 0, [])
     if a is not None:
         per_part: dict[str, int] = {}
         for m in w.adapted:
@@ -630,13 +631,14 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
     if mode == "training" and full_reference:
         full = regime_flops(spec, stats, Trainability(), causal=causal, mode=mode, full_reference=False).breakdown
     return RegimeFlops(Breakdown("exact", components, options, tuple(notes)), by_part, tuple(w.adapted),
-                       tuple(w.trained_linears), adapter_params, tuple(notes), full)
+                       tuple(w.trained_linears), adapter_params, tuple(notes), full, saved)
 
 
-def adapter_param_count(spec: ModelSpec, a: AdapterConfig, adapted: Any) -> tuple[int, list[str]]:
+def adapter_param_count(spec: ModelSpec, a: AdapterConfig, adapted: Any) -> tuple[int, int, list[str]]:
     """The parameters PEFT makes trainable for adapter ``a`` (``sum(p.numel())`` over the peft-wrapped model's
-    trainable parameters when nothing else trains), and the weights the count leaves out because the layout does
-    not size them. ``adapted``: the walk's :class:`AdaptedModule` list.
+    trainable parameters when nothing else trains), how many of them are ``modules_to_save`` copies, and the
+    weights the count leaves out because the layout does not size them. ``adapted``: the walk's
+    :class:`AdaptedModule` list.
 
     * each adapted Linear: ``lora_A`` (n_in -> r; a convolution's kernel volume in) and ``lora_B`` (r -> n_out);
       DoRA adds its magnitude, one value per output feature (peft/tuners/lora/dora.py, ``lora_magnitude_vector``);
@@ -647,12 +649,14 @@ def adapter_param_count(spec: ModelSpec, a: AdapterConfig, adapted: Any) -> tupl
                 for m in adapted)
     names = {m.name for m in adapted if not m.parameter}
     unsized: list[str] = []
+    saved = [0]
 
     def visit(op: Any) -> int:
         if op is None:
             return 0
         if isinstance(op, Lin):
             if a.saves(op.name):
+                saved[0] += op.n_in * op.n_out + (op.n_out if op.bias else 0)
                 return op.n_in * op.n_out + (op.n_out if op.bias else 0)
             bias = op.bias and (a.bias == "all" or (a.bias == "lora_only" and op.name in names))
             return op.n_out if bias else 0
@@ -661,10 +665,12 @@ def adapter_param_count(spec: ModelSpec, a: AdapterConfig, adapted: Any) -> tupl
                 size = op.numel if a.saves(op.name) else op.bias
                 if size is None:
                     unsized.append(op.name)
+                saved[0] += (size or 0) if a.saves(op.name) else 0
                 return size or 0
             return 0
         if isinstance(op, Opaque):
             if op.name and a.saves(op.name):
+                saved[0] += op.block.params()
                 return op.block.params() + visit(op.norm)
             if a.bias == "all":
                 unsized.append(f"biases inside {op.name or op.block.kind}")
@@ -683,7 +689,7 @@ def adapter_param_count(spec: ModelSpec, a: AdapterConfig, adapted: Any) -> tupl
     if a.modules_to_save or a.bias != "none":
         for s in layout(spec):
             total += sum(visit(op) for op in (*s.head, *s.layers, *s.tail, *s.dead))
-    return total, unsized
+    return total, saved[0], unsized
 
 
 def exact_flops(spec: ModelSpec, stats: BatchStats, regime: Any = (), mode: str = "training",
