@@ -185,6 +185,13 @@ def _adapted(model, tmp_path, adapter):
     return pm, ("--adapter", tmp_path / "adapter" / "adapter_config.json")
 
 
+QWEN_PARTS = {"tower": "vision_tower", "merger": "projector", "lm": "language_model"}
+
+
+def _grid_args(flag, grids):
+    return [x for g in grids for x in (flag, ",".join(map(str, g)))]
+
+
 def _twice(inputs):
     """The same prompt twice in one batch (equal lengths: no padding)."""
     return {k: torch.cat([v, v]) if torch.is_tensor(v) else v for k, v in inputs.items()}
@@ -199,17 +206,16 @@ def test_cli_generate_qwen2_5_vl(model, rows, adapter, tmp_path):
     batch = make_batch(model, grids, [], rows=rows)
     runner, extra = _adapted(model, tmp_path, adapter)
     base = runner.get_base_model() if adapter else runner
-    measured = _generate_parts(runner, batch.inputs, part_modules(base),
-                               {"tower": "vision_tower", "merger": "projector", "lm": "language_model"})
+    measured = _generate_parts(runner, batch.inputs, part_modules(base), QWEN_PARTS)
     folder = _checkpoint(tmp_path / "ckpt", model)
-    ours, out = _cli_parts("--model", folder, "--seq-len", batch.seq_lens[0], "--samples", rows,
-                           *[x for g in batch.image_grids for x in ("--grid", ",".join(map(str, g)))], *extra)
+    prompt = ("--model", folder, "--seq-len", batch.seq_lens[0], "--samples", rows,
+              *_grid_args("--grid", batch.image_grids))
+    ours, out = _cli_parts(*prompt, *extra)
     assert ours == measured
     assert out["generation"]["new_tokens"] == rows * NEW_TOKENS
     if adapter:  # the adapter ran in the tower's prefill and on every LM token
-        assert ours["vision_tower"] > _cli_parts("--model", folder, "--seq-len", batch.seq_lens[0], "--samples", rows,
-                                                 *[x for g in batch.image_grids
-                                                   for x in ("--grid", ",".join(map(str, g)))])[0]["vision_tower"]
+        plain = _cli_parts(*prompt)[0]
+        assert ours["vision_tower"] > plain["vision_tower"] and ours["language_model"] > plain["language_model"]
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILY_PROCESSORS))
@@ -238,3 +244,25 @@ def test_cli_generate_internvl_gemma3(family_model, rows, adapter, tmp_path):
                            *["--image-size", ",".join(map(str, IMAGE))] * rows, *extra)
     assert ours == measured
     assert out["generation"]["prompts"] == [stats.lm_tokens] * rows
+
+
+@pytest.mark.parametrize("images, videos", [([(1, 4, 4)], [(2, 4, 6)]), ([], [])], ids=["image+video", "text-only"])
+def test_cli_generate_qwen2_5_vl_video_and_text_prompts(model, images, videos, tmp_path):
+    batch = make_batch(model, images, videos)
+    measured = _generate_parts(model, batch.inputs, part_modules(model), QWEN_PARTS)
+    ours, _ = _cli_parts("--model", _checkpoint(tmp_path / "ckpt", model), "--seq-len", batch.seq_lens[0],
+                         *_grid_args("--grid", batch.image_grids), *_grid_args("--video-grid", batch.video_grids))
+    assert ours == measured
+
+
+def test_cli_generate_prompts_of_different_lengths_each_count_their_own_work(model, tmp_path):
+    """--seq-lens P1,P2: one prompt per length, each with its own cache: the sum of generating each prompt alone
+    (a batched generate() would left-pad the shorter one and run the padding too)."""
+    a = make_batch(model, [(1, 4, 4)], [], text_tokens=7)
+    b = make_batch(model, [(1, 10, 14)], [], text_tokens=12, seed=2)
+    assert a.seq_lens[0] != b.seq_lens[0]
+    measured = [_generate_parts(model, x.inputs, part_modules(model), QWEN_PARTS) for x in (a, b)]
+    ours, out = _cli_parts("--model", _checkpoint(tmp_path / "ckpt", model),
+                           "--seq-lens", f"{a.seq_lens[0]},{b.seq_lens[0]}", *_grid_args("--grid", [(1, 4, 4), (1, 10, 14)]))
+    assert ours == {p: measured[0][p] + measured[1][p] for p in ours}
+    assert out["generation"]["prompts"] == [a.seq_lens[0], b.seq_lens[0]]
