@@ -90,11 +90,15 @@ def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens:
     """Generation FLOPs of samples with ``prompt_lens[i]`` prompt positions (visual tokens included) and
     ``response_lens[i]`` generated tokens; the media of all samples (``image_grids`` / ``video_grids``) pass the
     tower once, in prefill. ``adapters``: the policy's regime when its adapters run during generation (LoRA: their
-    forward on every prefill and decode token; DoRA's per-call term is refused). ``image_merged_tokens``: per image
+    forward on every prefill and decode token; DoRA's and target_parameters' per-call terms are refused). ``image_merged_tokens``: per image
     grid, the family's projector rows where they are not the grid's fold (``BatchStats.from_batch``). See the
     module docstring."""
     if adapters is not None and adapters.adapter is not None and adapters.adapter.use_dora:
         raise UnsupportedModelError("generation under DoRA (a weight-norm term per forward call) is not modelled")
+    if adapters is not None and adapters.adapter is not None and adapters.adapter.target_parameters:
+        raise UnsupportedModelError("generation under an adapter on parameters (target_parameters: PEFT recomputes "
+                                    "the low-rank delta over every expert once per forward call, i.e. per decode "
+                                    "step) is not modelled")
     if len(prompt_lens) != len(response_lens):
         raise ConfigError(f"{len(prompt_lens)} prompt lengths but {len(response_lens)} response lengths")
     if any(p <= 0 for p in prompt_lens) or any(n < 0 for n in response_lens):
