@@ -137,6 +137,12 @@ def test_training_flags_are_refused_by_name(extra, message):
     assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+def test_too_many_prompts_is_one_line():
+    r = cli(*VLM, "--samples", "65537", "--new-tokens", "8")
+    assert r.returncode == 2 and "65,537 prompts is over the bound of 65,536" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
 def test_packing_audio_and_dora_are_refused(tmp_path):
     r = cli("flops", "--model", "qwen2.5-vl-7b", "--seq-lens", "100,200", "--samples", "1", "--new-tokens", "8")
     assert r.returncode == 2 and "drop --samples" in r.stderr

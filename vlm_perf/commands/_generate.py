@@ -20,6 +20,8 @@ from ._common import human_flops
 
 FLAG = "--new-tokens"
 PARTS = ("vision_tower", "projector", "language_model")
+#: prompts one command counts (each is walked on its own: its cache, its decode steps); more is refused
+MAX_PROMPTS = 1 << 16
 
 
 def parse_new_tokens(text: Any) -> int:
@@ -65,6 +67,9 @@ def generation(spec: Any, new_tokens: int, prompts: list[int], images: list, vid
     from ..flops.generation import generation_flops
     from ..ingest.adapter_config import read_adapter_config
 
+    if len(prompts) > MAX_PROMPTS:
+        raise ConfigError(f"{FLAG}: {len(prompts):,} prompts is over the bound of {MAX_PROMPTS:,} per command (each "
+                          "prompt is counted on its own); count fewer and scale")
     if qlora and not adapter:
         raise ConfigError("--qlora describes the base weights of an adapter run: give --adapter too")
     config = read_adapter_config(adapter, quantized_base=qlora) if adapter else None
