@@ -105,3 +105,20 @@ def test_full_training_accounting_equals_the_measured_full_run(report):
     assert regime["full_training_over_regime"] == pytest.approx(ratio, rel=1e-12)
     rate = summary["conventions"]["exact"]["tflops_per_gpu_mean"]
     assert regime["full_training_tflops_per_gpu_mean"] == pytest.approx(rate * ratio, rel=1e-12)
+
+
+def test_adapter_parameters_equal_the_count_peft_recorded():
+    """trainability.json's ``trainable_params`` is ``sum(p.numel())`` over the peft-wrapped model's trainable
+    parameters, recorded during the real run; the library's adapter parameter count from the saved
+    adapter_config.json equals it."""
+    from vlm_perf.arch import load_model
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.flops.regime import regime_flops
+    from vlm_perf.ingest.adapter_config import read_adapter_config
+    from vlm_perf.stats import BatchStats
+
+    recorded = json.loads((RUN / "trainability.json").read_text())["trainable_params"]
+    spec = load_model(str(RUN / "config.json"))
+    regime = regime_flops(spec, BatchStats.from_batch(seq_lens=[64], spec=spec),
+                          Trainability.build(adapter=read_adapter_config(RUN / "adapter_config.json")))
+    assert regime.adapter_params == recorded == 16384

@@ -83,3 +83,14 @@ def test_phase_rates_from_verl_timings():
     assert rates["update_actor"]["flops"] == totals["update_actor"]
     assert rates["reward"] == {"seconds": 0.1, "flops": 0, "tflops_per_gpu": 0.0}
     assert rates["ref"]["seconds"] is None and "step" not in rates
+
+
+def test_per_call_adapter_terms_are_refused_in_generation():
+    """DoRA's weight norm and a target_parameters delta are computed once per forward call (each decode step is
+    one): not modelled in generation, refused by name rather than counted once."""
+    spec = load_model("qwen3-30b-a3b")
+    for adapter, name in ((AdapterConfig(r=4, target_modules=("q_proj",), use_dora=True), "DoRA"),
+                          (AdapterConfig(r=4, target_modules=None, target_parameters=("experts.down_proj",)),
+                           "target_parameters")):
+        with pytest.raises(UnsupportedModelError, match=name):
+            generation_flops(spec, [100], [10], adapters=Trainability(trainable=(), adapter=adapter))

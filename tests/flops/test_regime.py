@@ -81,6 +81,30 @@ def test_lora_on_one_q_proj_by_hand():
     assert half.total == expected + forward_cores_halved - CORE + 2 * (CORE // 2)
 
 
+@pytest.mark.parametrize("kwargs, expected", [
+    # q (64 -> 64) and v (64 -> 32) in both layers, r = 4: lora_A r x n_in, lora_B n_out x r
+    (dict(target_modules=("q_proj", "v_proj")), 2 * (4 * (64 + 64) + 4 * (64 + 32))),
+    # DoRA adds its magnitude vector, one value per output feature (peft/tuners/lora/dora.py)
+    (dict(target_modules=("q_proj", "v_proj"), use_dora=True), 2 * (4 * (64 + 64) + 64 + 4 * (64 + 32) + 32)),
+    # modules_to_save trains PEFT's copy of the whole head (untied, no bias): 64 x 1000
+    (dict(target_modules=("q_proj",), modules_to_save=("lm_head",)), 2 * 4 * (64 + 64) + 64 * 1000),
+    # bias "all": Qwen2's q/k/v biases (64 + 32 + 32 per layer); RMSNorms have none
+    (dict(target_modules=("o_proj",), bias="all"), 2 * 4 * (64 + 64) + 2 * (64 + 32 + 32)),
+    # bias "lora_only": the biases of the adapted Linears only (q's and v's)
+    (dict(target_modules=("q_proj", "v_proj"), bias="lora_only"), 2 * (4 * (64 + 64) + 64 + 4 * (64 + 32) + 32)),
+    # a saved layer: every weight of layer 1 (q/k/v with bias, o, gate/up/down, two RMSNorms)
+    (dict(target_modules=("q_proj",), modules_to_save=("layers.1",)),
+     4 * (64 + 64) + (64 * 64 + 64) + 2 * (64 * 32 + 32) + 64 * 64 + 3 * 64 * 96 + 2 * 64),
+])
+def test_adapter_parameters_by_hand(kwargs, expected):
+    """What PEFT makes trainable (its ``print_trainable_parameters`` count); measured against PEFT itself in
+    tests/verify/test_measured_regimes*.py."""
+    spec, stats = _tiny()
+    got = regime_flops(spec, stats, Trainability.build(adapter=AdapterConfig(r=4, **kwargs)), causal="full")
+    assert got.adapter_params == expected
+    assert not any("lower bound" in n for n in got.notes)
+
+
 def test_last_layer_mlp_unfrozen_by_hand():
     spec, stats = _tiny()
     got = regime_flops(spec, stats, Trainability.build(["lm[-1].mlp"]), causal="full")

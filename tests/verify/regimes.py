@@ -54,6 +54,12 @@ def measured_parts(m: dict, training: bool = True) -> dict[str, int]:
     return out
 
 
+def peft_trainable_params(model) -> int:
+    """PEFT's own count of what the adapter trains: the elements of every parameter requiring a gradient in the
+    peft-wrapped model (what ``print_trainable_parameters`` reports as trainable)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
 def peft_adapted_names(model) -> set[str]:
     """Module names (relative to the base model) that carry a LoRA adapter."""
     from peft.tuners.lora import LoraLayer

@@ -269,3 +269,6 @@ def test_callback_records_trainability_of_a_lora_run(tmp_path):
                                      input_require_grads=record.input_require_grads).trainability
     declared = Trainability.build(adapter=read_adapter_config(tmp_path / "adapter"), input_require_grads=True)
     assert regime_flops(spec, stats, observed).total == regime_flops(spec, stats, declared).total
+    # the adapter's parameters (LoRA pairs + the lm_head copy modules_to_save trains) are PEFT's own count
+    assert regime_flops(spec, stats, declared).adapter_params == sum(
+        p.numel() for p in model.parameters() if p.requires_grad)

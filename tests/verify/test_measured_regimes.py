@@ -22,7 +22,8 @@ from vlm_perf.arch.trainability import Trainability  # noqa: E402
 from vlm_perf.ingest.adapter_config import read_adapter_config  # noqa: E402
 
 from .measure import build_model, make_batch  # noqa: E402
-from .regimes import library_regime, measure_regime, measured_parts, peft_adapted_names  # noqa: E402
+from .regimes import (library_regime, measure_regime, measured_parts, peft_adapted_names,  # noqa: E402
+                      peft_trainable_params)
 
 GRIDS = ([(1, 4, 4), (1, 10, 14)], [(2, 4, 6)])
 LM_ALL = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -66,6 +67,7 @@ def _peft_case(model, batch, kwargs, tmp_path, input_require_grads=False, traina
                          Trainability.build(trainable, adapter=adapter, input_require_grads=input_require_grads),
                          video_grids=batch.video_grids)
     _check_observed(model.config.to_dict(), pm, batch, measured, adapter, input_require_grads)
+    assert lib.adapter_params == peft_trainable_params(pm), "adapter parameters: PEFT's own count"
     return pm, measured, lib
 
 
@@ -107,6 +109,7 @@ def test_lora_with_an_unfrozen_base_layer(qwen25, tmp_path):
 
     model, batch = qwen25
     pm = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+    adapter_only = peft_trainable_params(pm)  # PEFT's count before the base layer is unfrozen by hand
     pm.get_base_model().model.language_model.layers[1].requires_grad_(True)
     for name, p in pm.named_parameters():
         if "lora_" in name:
@@ -118,6 +121,7 @@ def test_lora_with_an_unfrozen_base_layer(qwen25, tmp_path):
                          Trainability.build(["lm[1].attention+mlp+norms"], adapter=adapter),
                          video_grids=batch.video_grids)
     assert lib.parts == measured
+    assert lib.adapter_params == adapter_only
     _check_observed(model.config.to_dict(), pm, batch, measured, adapter)
 
 
@@ -132,6 +136,7 @@ def test_lora_forward_only(qwen25, tmp_path):
                          Trainability.build(adapter=read_adapter_config(tmp_path)), video_grids=batch.video_grids,
                          mode="forward")
     assert lib.parts == measured
+    assert lib.adapter_params == peft_trainable_params(pm)  # DoRA: low-rank pairs + one magnitude per out feature
 
 
 def _freeze_case(model, batch, select, trainable):
@@ -230,6 +235,7 @@ def test_lora_internvl_gemma3_per_part_to_the_flop(family, case, tmp_path):
     lib = regime_flops(spec, stats, Trainability.build(adapter=adapter), causal="full")
     assert {a.name for a in lib.adapted} == peft_adapted_names(pm)
     assert lib.parts == measured
+    assert lib.adapter_params == peft_trainable_params(pm), "adapter parameters: PEFT's own count"
     _check_family_observed(spec, stats, pm, measured, adapter)
 
 

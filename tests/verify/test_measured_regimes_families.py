@@ -30,7 +30,7 @@ from vlm_perf.arch.trainability import Trainability  # noqa: E402
 from vlm_perf.errors import ConfigError, UnsupportedModelError  # noqa: E402
 from vlm_perf.ingest.adapter_config import read_adapter_config  # noqa: E402
 
-from .regimes import measure_regime, measured_parts, peft_adapted_names  # noqa: E402
+from .regimes import measure_regime, measured_parts, peft_adapted_names, peft_trainable_params  # noqa: E402
 
 FAMILIES = ["glm4v", "glm4v_moe", "glm46v", "llava", "llava_pixtral", "llava_next", "llava_next_video",
             "llava_onevision", "mistral3", "idefics3", "smolvlm", "qwen3_5", "qwen3_5_moe", "paligemma", "paligemma2", "internvl_gpt_oss"]
@@ -113,13 +113,15 @@ def _lora(case, kwargs, tmp_path, mode="training"):
 
 def _check_adapted(lib, pm):
     """The Linears the library adapts are the modules PEFT wrapped; the parameters it wraps (target_parameters)
-    are PEFT's ``targeted_parameter_names``."""
+    are PEFT's ``targeted_parameter_names``; its adapter parameter count is PEFT's own (every trainable element of
+    the wrapped model: low-rank pairs, DoRA magnitudes, expert-stack pairs)."""
     from peft.tuners.lora.layer import ParamWrapper
 
     base = pm.get_base_model()
     wrappers = {n for n, m in base.named_modules() if isinstance(m, ParamWrapper)}
     assert {a.name for a in lib.adapted if not a.parameter} == peft_adapted_names(pm) - wrappers
     assert {a.name for a in lib.adapted if a.parameter} == set(pm.base_model.targeted_parameter_names)
+    assert lib.adapter_params == peft_trainable_params(pm), "adapter parameters: PEFT's own count"
 
 
 def test_lora_on_the_lm(case, tmp_path):
@@ -142,6 +144,17 @@ def test_dora_on_lm_and_tower(case, tmp_path):
     if case[0] in MOE:  # without "proj": DoRA on a convolution (the patch embed) is refused, tested below
         kwargs["target_modules"] = ["q_proj", "v_proj", "qkv", "linear_fc1"]
     _lora(case, kwargs, tmp_path)
+
+
+def test_dora_magnitude_vectors_are_counted(tmp_path):
+    """DoRA on q/v of PaliGemma (SigLIP's q/v too): PEFT trains a magnitude vector of ``out_features`` per adapted
+    Linear beside lora_A / lora_B; the library's count is PEFT's own (``_check_adapted``) and is exactly that sum."""
+    from .regime_families import family_setup
+
+    lib, _ = _lora(("paligemma", family_setup("paligemma")), dict(target_modules=["q_proj", "v_proj"], use_dora=True),
+                   tmp_path)
+    assert lib.adapter_params == sum(m.rank * (m.n_in + m.n_out) + m.n_out for m in lib.adapted)
+    assert {m.stage for m in lib.adapted} == {"vision_tower", "language_model"}
 
 
 def test_dora_on_a_convolution_is_refused():

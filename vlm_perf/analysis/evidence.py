@@ -519,9 +519,10 @@ def _param_total(spec, trainable_only: bool = False, frozen: Sequence[str] = ())
 
 
 def regime_trainable(spec, regime) -> tuple[int, int] | None:
-    """(fewest, most) trainable parameters the regime implies: the adapter's weights (``stacks x r x (in + out)``
-    per adapted Linear, + a DoRA magnitude per output) plus the parts whose base weights train (a part trained
-    only in some layers or kinds: between nothing and all of it). None when the regime cannot be walked."""
+    """(fewest, most) trainable parameters the regime implies: the adapter's (``RegimeFlops.adapter_params``:
+    low-rank pairs, DoRA magnitudes, biases) plus the parts whose weights train, ``modules_to_save`` copies
+    included (a part trained only in some layers or kinds: between nothing and all of it). None when the regime
+    cannot be walked."""
     from ..arch.params import count_params
     from ..flops.regime import regime_flops
     from ..run.regime import _probe
@@ -534,10 +535,9 @@ def regime_trainable(spec, regime) -> tuple[int, int] | None:
         return None
     pc = count_params(spec)
     size = {"vision_tower": pc.vision_tower, "projector": pc.merger, "language_model": pc.lm + pc.audio}
-    adapter = sum(m.stacks * m.rank * (m.n_in + m.n_out) for m in r.adapted)
-    if t.adapter is not None and getattr(t.adapter, "use_dora", False):
-        adapter += sum(m.stacks * m.n_out for m in r.adapted)
-    lo = hi = adapter
+    # PEFT's own count of the adapter's trainable parameters (flops.regime), its modules_to_save copies left to
+    # the parts below (a saved module's weights train: its part counts as trained)
+    lo = hi = r.adapter_params - r.saved_params
     for part, cats in r.by_part.items():
         grad, full = cats.get("weight_grad", 0), whole.get(part, {}).get("weight_grad", 0)
         if not grad:

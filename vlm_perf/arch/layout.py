@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .blocks import (Block, ClsToken, DecoderAttention, DenseMLP, DownsampleConv, ExtraNorms, ExtraParams, FinalNorm,
+from .blocks import (Block, norm_params, ClsToken, DecoderAttention, DenseMLP, DownsampleConv, ExtraNorms, ExtraParams, FinalNorm,
                      ForwardOnly, GatedDecoderAttention, GatedMergerMLP, ImageVideoPatchEmbed, LinearProjector,
                      LMHead, LMLayerNorms, MlpProjector, MoEMLP, NormLinearProjector, PatchEmbed, PooledVideoProjector,
                      PositionTable, SharedGateMoEMLP, SinkDecoderAttention, TokenEmbedding, VisionLayers)
@@ -59,10 +59,26 @@ class Lin:
 
 @dataclass(frozen=True)
 class Params:
-    """Weights without a matmul (a norm, an embedding / position table, a CLS token)."""
+    """Weights without a matmul (a norm, an embedding / position table, a CLS token). ``numel``: its parameters
+    (a norm's weight and bias), ``bias``: how many of them are a bias (a LayerNorm's); None where the layout does
+    not carry the size (adapter parameter counts of ``modules_to_save`` / ``bias='all'`` then say so)."""
 
     name: str
     kind: str
+    numel: int | None = None
+    bias: int | None = None
+
+
+def _extra_norm(name: str, b: Block) -> Params:
+    """A tower norm outside the layers: sized from its block (an ``ExtraParams``' bias share is not known)."""
+    if isinstance(b, ExtraNorms) and b.count == 1:
+        return _norm(name, b.width, b.norm)
+    return Params(name, NORMS, b.params() if b.count == 1 else None)
+
+
+def _norm(name: str, width: int, kind: str) -> Params:
+    """A norm's Params with its size (``kind``: layernorm | rmsnorm, as ``blocks.norm_params``)."""
+    return Params(name, NORMS, norm_params(width, kind), width if kind == "layernorm" else 0)
 
 
 @dataclass(frozen=True)
@@ -374,15 +390,15 @@ def _tower(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageL
             seen_layers = True
             continue
         elif isinstance(b, ExtraNorms) and b.count == 2 and len(head_norms) == 1 and names and names.tower_tail_norm:
-            head.append(Params(head_norms.pop(0), NORMS))  # GLM: post_conv_layernorm before, post_layernorm after
-            tail.append(Params(names.tower_tail_norm, NORMS))
+            head.append(_norm(head_norms.pop(0), b.width, b.norm))  # GLM: post_conv_layernorm, then post_layernorm
+            tail.append(_norm(names.tower_tail_norm, b.width, b.norm))
         elif isinstance(b, (ExtraParams, ExtraNorms)) and not seen_layers and head_norms:
-            head.append(Params(head_norms.pop(0), NORMS))
+            head.append(_extra_norm(head_norms.pop(0), b))
         elif isinstance(b, (ExtraParams, ExtraNorms)) and seen_layers and names and names.tower_dead_norm:
-            dead.append(Params(names.tower_dead_norm, NORMS))
+            dead.append(_extra_norm(names.tower_dead_norm, b))
         elif isinstance(b, (ExtraParams, ExtraNorms)):
-            tail.append(Params(names.tower_tail_norm if names and names.tower_tail_norm
-                               else _generic("vision_tower", b.kind), NORMS))
+            tail.append(_extra_norm(names.tower_tail_norm if names and names.tower_tail_norm
+                                    else _generic("vision_tower", b.kind), b))
         else:
             tail.append(Opaque(b, MLP))
     layers = tuple(Layer(i, _vision_layer(per_layer[i], i, names)) for i in range(live_depth))
@@ -404,16 +420,17 @@ def _vision_layer(b: VisionLayers, i: int, names: _Names | None) -> tuple[Any, .
         projections = tuple(Lin(pre + n, ATTENTION, rows, h, q, "vision.attn_proj", b.qkv_bias) for n in qkv_names)
         sources = (0, 1, 2)
     qk_names = names.tower_qk_norms if names else ("attn.q_norm", "attn.k_norm")
-    qk = tuple(Params(pre + n, NORMS) for n in qk_names) if b.qk_norm != "none" else ()
+    qk = tuple(_norm(pre + n, q, b.qk_norm) for n in qk_names) if b.qk_norm != "none" else ()
     # InternViT layer scale: lambda_1 / lambda_2 scale each sublayer's output before the residual add
-    scale = (Params(pre + "lambda_1", NORMS), Params(pre + "lambda_2", NORMS)) if b.layer_scale else (None, None)
-    attn = AttnSub(Params(pre + norms[0], NORMS), projections, sources, qk, replace(b, count=1),
+    scale = ((Params(pre + "lambda_1", NORMS, h, 0), Params(pre + "lambda_2", NORMS, h, 0)) if b.layer_scale
+             else (None, None))
+    attn = AttnSub(_norm(pre + norms[0], h, b.norm), projections, sources, qk, replace(b, count=1),
                    Lin(pre + (names.tower_out if names else "attn.proj"), ATTENTION, rows, q, h, "vision.attn_proj",
                        b.proj_bias), scale[0])
     mlp_in = (names.tower_mlp_in if names else (("mlp.gate_proj", "mlp.up_proj") if b.mlp_gated else ("mlp.fc1",)))
     if len(mlp_in) != b.mlp_matrices - 1:
         raise ValueError(f"layout: {len(mlp_in)} MLP input names for a {b.mlp_matrices}-matrix MLP")
-    mlp = MlpSub(Params(pre + norms[1], NORMS),
+    mlp = MlpSub(_norm(pre + norms[1], h, b.norm),
                  tuple(Lin(pre + n, MLP, rows, h, b.mlp_width, "vision.mlp", b.mlp_bias) for n in mlp_in),
                  Lin(pre + (names.tower_mlp_out if names else "mlp.fc2"), MLP, rows, b.mlp_width, h, "vision.mlp",
                      b.mlp_bias), scale[1])
@@ -433,7 +450,7 @@ def _projectors(spec: ModelSpec, stage: str, blocks: list[Block], names: _Names 
             if b.count != 1 or stage != MERGER:
                 return _opaque_stage(stage, blocks, 0)
             lin_name = names.merger_linears[0] if names else "<merger>.linear"
-            chains.append(Chain(Params(names.merger_norm if names else "<merger>.norm", NORMS)
+            chains.append(Chain(_norm(names.merger_norm if names else "<merger>.norm", b.norm_width, b.norm)
                                 if b.norm != "none" else None,
                                 (Lin(lin_name, MLP, ("vision_merged_tokens",), b.in_width, b.out_width, b.component,
                                      b.bias, adaptable=bool(names and names.merger_adaptable)),)))
@@ -448,7 +465,7 @@ def _projectors(spec: ModelSpec, stage: str, blocks: list[Block], names: _Names 
                 norm_name = names.merger_norm if names else "<merger>.norm"
                 lin_names = names.merger_linears if names else ("<merger>.fc1", "<merger>.fc2")
             rows = ("vision_merged_tokens",)
-            chains.append(Chain(Params(norm_name, NORMS) if b.norm != "none" else None,
+            chains.append(Chain(_norm(norm_name, b.norm_width, b.norm) if b.norm != "none" else None,
                                 (Lin(lin_names[0], MLP, rows, b.in_width, b.hidden_width, b.component, b.bias),
                                  Lin(lin_names[1], MLP, rows, b.hidden_width, b.out_width, b.component, b.bias))))
     taps: tuple[int, ...] = ()
@@ -474,7 +491,7 @@ def _named_merger(blocks: list[Block], names: _Names) -> tuple[Any, ...] | None:
         if isinstance(b, MlpProjector) and b.count == 1 and len(names.merger_linears) == 2:
             if b.norm != "none" and not names.merger_norm:
                 return None
-            ops.append(Chain(Params(names.merger_norm, NORMS) if b.norm != "none" else None,
+            ops.append(Chain(_norm(names.merger_norm, b.norm_width, b.norm) if b.norm != "none" else None,
                              (Lin(names.merger_linears[0], MLP, rows, b.in_width, b.hidden_width, b.component, b.bias,
                                   pool=pool),
                               Lin(names.merger_linears[1], MLP, rows, b.hidden_width, b.out_width, b.component, b.bias,
@@ -482,7 +499,7 @@ def _named_merger(blocks: list[Block], names: _Names) -> tuple[Any, ...] | None:
         elif isinstance(b, LinearProjector) and b.count == 1 and len(names.merger_linears) == len(b.linears()):
             if b.norm != "none" and not names.merger_norm:
                 return None
-            ops.append(Chain(Params(names.merger_norm, NORMS) if b.norm != "none" else None,
+            ops.append(Chain(_norm(names.merger_norm, b.norm_width, b.norm) if b.norm != "none" else None,
                              tuple(Lin(n, MLP, rows, i, o, "vision.merger", bias)
                                    for n, (i, o, bias) in zip(names.merger_linears, b.linears()))))
         elif isinstance(b, DownsampleConv) and b.count == 1 and names.downsample:
@@ -547,9 +564,9 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
         elif isinstance(b, LMLayerNorms):
             norms = b
         elif isinstance(b, TokenEmbedding):
-            head.append(Params(f"{prefix}.embed_tokens", EMBEDDINGS))
+            head.append(Params(f"{prefix}.embed_tokens", EMBEDDINGS, b.params(), 0))
         elif isinstance(b, FinalNorm):
-            tail.append(Params(f"{prefix}.norm", NORMS))
+            tail.append(_norm(f"{prefix}.norm", b.hidden, "rmsnorm"))
         elif isinstance(b, LMHead):
             tail.append(Lin("lm_head" if known_names else "<language_model>.lm_head", HEAD, ("lm_tokens",), b.hidden,
                             b.vocab, "lm.logits", head=True, tied=b.tied))
@@ -564,12 +581,12 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
         pre = f"{prefix}.layers.{i}."
         a, m = attn_for[i], mlp_for[i]
         subs: list[Any] = []
-        in_norm = Params(pre + "input_layernorm", NORMS)
+        in_norm = _norm(pre + "input_layernorm", norms.hidden, "rmsnorm")
         sandwich = norms.norms_per_layer == 4  # Gemma: input, post-attention, pre- and post-feedforward norms
         after_attn, before_mlp, after_mlp = names.lm_sandwich if names else _Names.lm_sandwich
-        attn_post = Params(pre + after_attn, NORMS) if sandwich else None
-        mlp_pre = Params(pre + (before_mlp if sandwich else "post_attention_layernorm"), NORMS)
-        mlp_post = Params(pre + after_mlp, NORMS) if sandwich else None
+        attn_post = _norm(pre + after_attn, norms.hidden, "rmsnorm") if sandwich else None
+        mlp_pre = _norm(pre + (before_mlp if sandwich else "post_attention_layernorm"), norms.hidden, "rmsnorm")
+        mlp_post = _norm(pre + after_mlp, norms.hidden, "rmsnorm") if sandwich else None
         if isinstance(a, DecoderAttention) and type(a) in (DecoderAttention, GatedDecoderAttention,
                                                            SinkDecoderAttention):
             # Qwen3.5's gated attention: q_proj also emits the output gate (h -> 2·H·d), an elementwise multiply
@@ -581,8 +598,8 @@ def _lm(spec: ModelSpec, blocks: list[Block], names: _Names | None) -> StageLayo
                                a.qkv_bias),
                            Lin(pre + "self_attn.v_proj", ATTENTION, rows, a.hidden, a.kv_width, "lm.attn_proj",
                                a.qkv_bias))
-            qk = ((Params(pre + "self_attn.q_norm", NORMS), Params(pre + "self_attn.k_norm", NORMS)) if a.qk_norm
-                  else ())
+            qk = ((_norm(pre + "self_attn.q_norm", a.head_dim, "rmsnorm"),
+                   _norm(pre + "self_attn.k_norm", a.head_dim, "rmsnorm")) if a.qk_norm else ())
             sinks = (Params(pre + "self_attn.sinks", ATTENTION),) if isinstance(a, SinkDecoderAttention) else ()
             subs.append(AttnSub(in_norm, projections, (0, 1, 2), qk, replace(a, count=1),
                                 Lin(pre + "self_attn.o_proj", ATTENTION, rows, a.q_width, a.hidden, "lm.attn_proj",

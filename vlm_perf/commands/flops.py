@@ -42,7 +42,7 @@ def flops(
     audio_samples: Optional[str] = typer.Option(None, "--audio-samples", help="Audio clips in samples (16 kHz) "
                                                 "N1,N2,..., one feature-extractor call, through the family's own "
                                                 "audio rule (mel frames, LM tokens)."),
-    mode: str = typer.Option("training", "--mode", help="training | forward"),
+    mode: Optional[str] = typer.Option(None, "--mode", help="training | forward (default training)."),
     causal: str = typer.Option("half", "--causal", help="half (flash-style) | full (square, as eager kernels)"),
     convention: str = typer.Option("exact", "--convention", help="A convention name (list: vlm-perf conventions), or 'all'."),
     frozen: List[str] = typer.Option([], "--frozen", help="Frozen part: vision_tower, projector, language_model, "
@@ -63,12 +63,27 @@ def flops(
                                              "batch: which conventions give it within its print precision."),
     step_time: Optional[float] = typer.Option(None, "--step-time", help="Seconds per step (with --log-tflops)."),
     gpus: int = typer.Option(1, "--gpus", help="GPUs the step ran on (with --log-tflops)."),
+    new_tokens: Optional[str] = typer.Option(None, "--new-tokens", metavar="TOKENS", help="Generation instead of "
+                                             "a training step: the prefill of each prompt (--seq-len / --seq-lens "
+                                             "and the media) plus TOKENS generated per prompt with a KV cache, as "
+                                             "Hugging Face generate() runs it, by part (--adapter: its forward on "
+                                             "every token)."),
 ) -> None:
-    """FLOPs of one batch (one iteration's worth of media and tokens), by component."""
+    """FLOPs of one batch (one iteration's worth of media and tokens), by component; with --new-tokens, of
+    generating that many tokens after each prompt."""
     if seq_lens is not None and seq_len is not None:
         raise ConfigError("--seq-lens lists packed sequences; do not combine it with --seq-len")
     if seq_lens is None and seq_len is None:
         raise ConfigError("give the LM tokens: --seq-len S [--samples B] or --seq-lens L1,L2,...")
+    generate = None
+    if new_tokens is not None:
+        from ._generate import parse_new_tokens, refuse_training_flags
+
+        generate = parse_new_tokens(new_tokens)
+        refuse_training_flags(convention=convention, mode=mode, frozen=frozen, trainable=trainable,
+                              input_require_grads=input_require_grads, log_tflops=log_tflops, samples=samples,
+                              seq_lens=seq_lens, audio=bool(audio_frames or audio_samples))
+    mode = mode or "training"
     spec = load_model(model)
     if grid and spec.vision is not None:
         from ..ingest.metadata_source import grids_exact
@@ -81,14 +96,27 @@ def flops(
     images = [parse_grid(g, "--grid") for g in grid] + [g for m in media if m.kind == "image" for g in m.grids]
     videos = [parse_grid(g, "--video-grid") for g in video_grid] + [g for m in media if m.kind == "video" for g in m.grids]
     clips = _audio_clips(spec, audio_frames, audio_samples)
+    # per image GRID (an item may hold several): the family's projector rows on the item's first grid
+    merged = [None] * len(grid) + [rows for m in media if m.kind == "image"
+                                   for rows in [m.merged_tokens] + [None] * (len(m.grids) - 1)]
     stats = BatchStats.from_batch(
         seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
         seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec,
-        audio_frames=[c.mel_frames for c in clips],
-        # per image GRID (an item may hold several): the family's projector rows on the item's first grid
-        image_merged_tokens=[None] * len(grid) + [rows for m in media if m.kind == "image"
-                                                  for rows in [m.merged_tokens] + [None] * (len(m.grids) - 1)])
+        audio_frames=[c.mel_frames for c in clips], image_merged_tokens=merged)
     _check_visual_tokens(stats, spec, media)
+    if generate is not None:
+        from ._generate import generation
+
+        prompts = parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else [seq_len] * (samples or 1)
+        inputs = {"model": model, "model_name": spec.name, "seq_len": seq_len, "samples": samples,
+                  "seq_lens": parse_int_list(seq_lens, "--seq-lens") if seq_lens else None,
+                  "grids": [list(g) for g in images], "video_grids": [list(g) for g in videos],
+                  "image_sizes": [list(m.pixels) for m in media if m.kind == "image"],
+                  "video_sizes": [list(m.pixels) for m in media if m.kind == "video"], "causal": causal,
+                  "family": spec.family}
+        generation(spec, generate, prompts, images, videos, merged, causal=causal, adapter=adapter, qlora=qlora,
+                   as_json=as_json, inputs=inputs, media=media, notes=tuple(spec.extra.get("notes", ())))
+        return
     if trainable or adapter or qlora or input_require_grads or any(_fine(x) for x in frozen):
         _regime(spec, stats, model, media, convention=convention, mode=mode, causal=causal, frozen=frozen,
                 trainable=trainable, adapter=adapter, qlora=qlora, input_require_grads=input_require_grads,

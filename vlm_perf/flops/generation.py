@@ -78,19 +78,33 @@ def _head_passes(spec: ModelSpec, logits: Any, positions: int) -> int:
     return int(passes)
 
 
+#: The most tokens one sample may generate (prompt excluded): the manifest's bound on a sequence length
+#: (``ingest.runconfig.INT_MAX["seq_length"]``, 2^26; a test keeps the two equal: this layer does not import ingest).
+MAX_NEW_TOKENS = 1 << 26
+
+
 def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens: Sequence[int],
                      image_grids: Sequence[Sequence[int]] = (), video_grids: Sequence[Sequence[int]] = (),
-                     causal: str = "half", adapters: Trainability | None = None) -> GenerationFlops:
+                     causal: str = "half", adapters: Trainability | None = None,
+                     image_merged_tokens: Sequence[int | None] = ()) -> GenerationFlops:
     """Generation FLOPs of samples with ``prompt_lens[i]`` prompt positions (visual tokens included) and
     ``response_lens[i]`` generated tokens; the media of all samples (``image_grids`` / ``video_grids``) pass the
     tower once, in prefill. ``adapters``: the policy's regime when its adapters run during generation (LoRA: their
-    forward on every prefill and decode token; DoRA's per-call term is refused). See the module docstring."""
+    forward on every prefill and decode token; DoRA's and target_parameters' per-call terms are refused). ``image_merged_tokens``: per image
+    grid, the family's projector rows where they are not the grid's fold (``BatchStats.from_batch``). See the
+    module docstring."""
     if adapters is not None and adapters.adapter is not None and adapters.adapter.use_dora:
         raise UnsupportedModelError("generation under DoRA (a weight-norm term per forward call) is not modelled")
+    if adapters is not None and adapters.adapter is not None and adapters.adapter.target_parameters:
+        raise UnsupportedModelError("generation under an adapter on parameters (target_parameters: PEFT recomputes "
+                                    "the low-rank delta over every expert once per forward call, i.e. per decode "
+                                    "step) is not modelled")
     if len(prompt_lens) != len(response_lens):
         raise ConfigError(f"{len(prompt_lens)} prompt lengths but {len(response_lens)} response lengths")
     if any(p <= 0 for p in prompt_lens) or any(n < 0 for n in response_lens):
         raise ConfigError("prompt lengths must be > 0 and response lengths >= 0")
+    if any(n > MAX_NEW_TOKENS for n in response_lens):
+        raise ConfigError(f"a response length of {max(response_lens)} tokens is over the bound of {MAX_NEW_TOKENS}")
     samples = [(p, n) for p, n in zip(prompt_lens, response_lens) if n > 0]
     if prompt_lens and not samples:
         raise ConfigError(f"no completion: every one of the {len(response_lens)} response lengths is 0 (generate() "
@@ -98,7 +112,8 @@ def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens:
     head = _lm_head_per_token(spec)
     # prefill: one forward over every prompt, the head on the last position of each sample only
     prompt = BatchStats.from_batch(seq_lens=[p for p, _ in samples], image_grids=[tuple(g) for g in image_grids],
-                                   video_grids=[tuple(g) for g in video_grids], spec=spec)
+                                   video_grids=[tuple(g) for g in video_grids], spec=spec,
+                                   image_merged_tokens=list(image_merged_tokens))
     prefill = _forward_parts(spec, prompt, causal, adapters)
     prefill["language_model"] -= head * (sum(p for p, _ in samples) - len(samples))
     # decode: N-1 one-token forwards per sample; per-token matmuls from a "sequence" of that many tokens with
@@ -129,8 +144,12 @@ _ATTENTION_KINDS = ("decoder_attention", "mla_attention", "gated_decoder_attenti
 
 
 def _windowed(p: int, n: int, window: int) -> int:
-    """Σ_{j=1}^{n-1} min(p + j, window)."""
-    return sum(min(p + j, window) for j in range(1, n))
+    """Σ_{j=1}^{n-1} min(p + j, window), in closed form: the first ``k = clamp(window - p, 0, n - 1)`` steps attend
+    to ``p + j`` positions, the rest to ``window``."""
+    if n <= 1:
+        return 0
+    k = min(max(window - p, 0), n - 1)
+    return k * p + k * (k + 1) // 2 + (n - 1 - k) * window
 
 
 HEAD_POSITIONS = ("all", "all_but_last", "response")

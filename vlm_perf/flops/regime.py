@@ -35,13 +35,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..arch.adapters import ALL_LINEAR
+from ..arch.adapters import ALL_LINEAR, AdapterConfig
 from ..arch.layout import (VERIFIED_TRANSFORMERS, AttnSub, Chain, Layer, Lin, MlpSub, Opaque, Params, StageLayout,
                            layout, module_names, module_names_known, names_verified_on, transformers_version)
 from ..arch.blocks import MoEMLP
 from ..arch.parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
 from ..arch.spec import ModelSpec
-from ..arch.trainability import EMBEDDINGS, EVERYTHING, HEAD, Trainability
+from ..arch.trainability import EMBEDDINGS, EVERYTHING, HEAD, NORMS, Trainability
 from ..errors import ConfigError, UnsupportedModelError
 from ..stats.batch import BatchStats
 from .blocks import FlopsContext, inventory_terms
@@ -84,6 +84,7 @@ class RegimeFlops:
     adapter_params: int = 0
     notes: tuple[str, ...] = field(default=())
     full_training: Breakdown | None = None  # every weight trains, no adapter: what a full fine-tune would run
+    saved_params: int = 0  # the part of ``adapter_params`` that is modules_to_save copies (base-sized modules)
 
     @property
     def total(self) -> Any:
@@ -602,13 +603,19 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
                 cats[category] = cats[category] + value
     notes = [f"regime: {trainability.describe()}", *name_notes]
     a = trainability.adapter
-    adapter_params = sum(m.stacks * m.rank * (m.n_in + m.n_out) for m in w.adapted)
+    adapter_params, saved, unsized = adapter_param_count(spec, a, w.adapted) if a is not None else (0, 0, [])
     if a is not None:
         per_part: dict[str, int] = {}
         for m in w.adapted:
             per_part[_PART[m.stage]] = per_part.get(_PART[m.stage], 0) + 1
         where = ", ".join(f"{n} in the {p.replace('_', ' ')}" for p, n in per_part.items()) or "none"
-        notes.append(f"{len(w.adapted)} Linears adapted ({a.describe()}): {where}; {adapter_params:,} adapter weights")
+        notes.append(f"{len(w.adapted)} Linears adapted ({a.describe()}): {where}; {adapter_params:,} trainable adapter "
+                     "parameters (PEFT's count: low-rank pairs" + (", DoRA magnitudes" if a.use_dora else "")
+                     + (", modules_to_save copies" if a.modules_to_save else "")
+                     + (", biases" if a.bias != "none" else "") + ")")
+        if unsized:
+            notes.append(f"the adapter parameter count omits {len(unsized)} weight(s) whose size the layout does not "
+                         f"carry (e.g. {unsized[0]}): it is a lower bound")
         wrapped = [m for m in w.adapted if m.parameter]
         if wrapped:
             notes.append(f"{len(wrapped)} MoE parameters wrapped through target_parameters: the low-rank delta over "
@@ -624,7 +631,65 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
     if mode == "training" and full_reference:
         full = regime_flops(spec, stats, Trainability(), causal=causal, mode=mode, full_reference=False).breakdown
     return RegimeFlops(Breakdown("exact", components, options, tuple(notes)), by_part, tuple(w.adapted),
-                       tuple(w.trained_linears), adapter_params, tuple(notes), full)
+                       tuple(w.trained_linears), adapter_params, tuple(notes), full, saved)
+
+
+def adapter_param_count(spec: ModelSpec, a: AdapterConfig, adapted: Any) -> tuple[int, int, list[str]]:
+    """The parameters PEFT makes trainable for adapter ``a`` (``sum(p.numel())`` over the peft-wrapped model's
+    trainable parameters when nothing else trains), how many of them are ``modules_to_save`` copies, and the
+    weights the count leaves out because the layout does not size them. ``adapted``: the walk's
+    :class:`AdaptedModule` list.
+
+    * each adapted Linear: ``lora_A`` (n_in -> r; a convolution's kernel volume in) and ``lora_B`` (r -> n_out);
+      DoRA adds its magnitude, one value per output feature (peft/tuners/lora/dora.py, ``lora_magnitude_vector``);
+    * each wrapped parameter (``target_parameters``): ``lora_A`` r·E x n_in and ``lora_B`` n_out x r·E;
+    * a ``modules_to_save`` module: PEFT trains a copy of all of it;
+    * ``bias='all'``: every bias of the model (Linears and LayerNorms); ``'lora_only'``: the adapted Linears'."""
+    total = sum(m.stacks * m.rank * (m.n_in + m.n_out) + (m.n_out if a.use_dora and not m.parameter else 0)
+                for m in adapted)
+    names = {m.name for m in adapted if not m.parameter}
+    unsized: list[str] = []
+    saved = [0]
+
+    def visit(op: Any) -> int:
+        if op is None:
+            return 0
+        if isinstance(op, Lin):
+            if a.saves(op.name):
+                saved[0] += op.n_in * op.n_out + (op.n_out if op.bias else 0)
+                return op.n_in * op.n_out + (op.n_out if op.bias else 0)
+            bias = op.bias and (a.bias == "all" or (a.bias == "lora_only" and op.name in names))
+            return op.n_out if bias else 0
+        if isinstance(op, Params):
+            if a.saves(op.name) or (a.bias == "all" and op.kind == NORMS):
+                size = op.numel if a.saves(op.name) else op.bias
+                if size is None:
+                    unsized.append(op.name)
+                saved[0] += (size or 0) if a.saves(op.name) else 0
+                return size or 0
+            return 0
+        if isinstance(op, Opaque):
+            if op.name and a.saves(op.name):
+                saved[0] += op.block.params()
+                return op.block.params() + visit(op.norm)
+            if a.bias == "all":
+                unsized.append(f"biases inside {op.name or op.block.kind}")
+            return visit(op.norm) + sum(visit(x) for x in op.shared)
+        if isinstance(op, Layer):
+            return sum(visit(x) for x in op.subs)
+        if isinstance(op, AttnSub):
+            return sum(visit(x) for x in (op.norm, *op.projections, *op.qk_norms, *op.core_params, op.out,
+                                          op.post_norm))
+        if isinstance(op, MlpSub):
+            return sum(visit(x) for x in (op.norm, *op.ins, op.out, op.post_norm))
+        if isinstance(op, Chain):
+            return sum(visit(x) for x in (op.norm, *op.linears))
+        raise TypeError(op)
+
+    if a.modules_to_save or a.bias != "none":
+        for s in layout(spec):
+            total += sum(visit(op) for op in (*s.head, *s.layers, *s.tail, *s.dead))
+    return total, saved[0], unsized
 
 
 def exact_flops(spec: ModelSpec, stats: BatchStats, regime: Any = (), mode: str = "training",
