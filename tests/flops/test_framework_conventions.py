@@ -268,8 +268,10 @@ def veomni_counter(tmp_path_factory):
     stubs["veomni.lora.config"] = lora_config
     module = load_path("veomni.utils.count_flops", path, stubs)
 
-    def run(preset: str, seq_lens: list[int], grids=(), freeze_vit=None, lora_config=None) -> float:
-        config = transformers.AutoConfig.for_model(**dict(preset_config(preset)))
+    def run(preset, seq_lens: list[int], grids=(), freeze_vit=None, lora_config=None) -> float:
+        """``preset``: a preset name or a config dict."""
+        cfg = dict(preset) if isinstance(preset, dict) else dict(preset_config(preset))
+        config = transformers.AutoConfig.for_model(**cfg)
         images = [h * w for t, h, w in grids for _ in range(t)] or None
         counter = module.VeomniFlopsCounter(config)
         return counter.estimate_flops(seq_lens, 1.0, images_seqlens=images, freeze_vit=freeze_vit,
@@ -286,6 +288,10 @@ VEOMNI_CASES = [
     ("qwen2-vl-7b", [3000], [(1, 36, 64)]),
     ("qwen3-30b-a3b", [4096, 1280], []),
     ("llama3-8b", [8192], []),
+    ("deepseek-v3", [4096, 2048], []),  # _estimate_deepseek_v3_flops (issue 33)
+    ("qwen3.5-35b-a3b", [4096, 1000], [(1, 32, 32), (2, 16, 24)]),  # _estimate_qwen3_5_family_flops
+    ("qwen3.5-35b-a3b", [3000, 1096], []),
+    ("qwen3.5-397b-a17b", [8192], [(1, 48, 48)]),
 ]
 
 
@@ -294,7 +300,20 @@ def test_veomni_matches_veomnis_own_function(veomni_counter, preset, seq_lens, g
     assert _ours(preset, seq_lens, grids, "veomni") == pytest.approx(veomni_counter(preset, seq_lens, grids), rel=1e-12)
 
 
-@pytest.mark.parametrize("preset", ["qwen3-vl-8b", "qwen2.5-vl-7b"])
+def test_veomni_dense_qwen3_5_matches_veomnis_own_function(veomni_counter):
+    """Dense Qwen3.5 (no preset ships one): transformers' Qwen3_5Config defaults (32 layers, hidden 4096, 8 full-
+    attention layers of 16 x 256 heads, 24 gated-delta layers, 27-layer ViT), the same VeOmni function as the MoE."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.AutoConfig.for_model("qwen3_5").to_dict()
+    seq_lens, grids = [4096, 1000], [(1, 32, 32)]
+    spec = load_model(cfg)
+    assert spec.family == "qwen3_5" and spec.lm.moe is None
+    stats = BatchStats.from_batch(seq_lens=seq_lens, image_grids=grids, spec=spec)
+    ours = compute_flops(spec, stats, "veomni").total / 1e12
+    assert ours == pytest.approx(veomni_counter(cfg, seq_lens, grids), rel=1e-12)
+
+
+@pytest.mark.parametrize("preset", ["qwen3-vl-8b", "qwen2.5-vl-7b", "qwen3.5-35b-a3b"])
 def test_veomni_freeze_vit(veomni_counter, preset):
     spec = load_model(preset)
     grids = [(1, 32, 32)]
@@ -440,7 +459,7 @@ def test_veomni_lora_matches_veomnis_own_function(veomni_counter, preset, seq_le
 
 
 @pytest.mark.parametrize("preset,targets", [("llama3-8b", ("q_proj",)), ("qwen3-30b-a3b", ".*q_proj"),
-                                            ("qwen3-vl-8b", ("fc1",))])
+                                            ("qwen3-vl-8b", ("fc1",)), ("deepseek-v3", ("q_proj",))])
 def test_veomni_lora_refused_where_veomni_prints_zero(veomni_counter, preset, targets):
     # estimate_flops: an unsupported model type, a regex target list or a module outside the model type's list
     # logs a warning and returns 0 FLOPs
@@ -448,6 +467,14 @@ def test_veomni_lora_refused_where_veomni_prints_zero(veomni_counter, preset, ta
     assert veomni_counter(preset, [1024], [], lora_config=veomni_counter.LoraConfig(r=8, target_modules=tm)) == 0
     with pytest.raises(ConventionNotDefined, match="0 FLOPs"):
         _veomni_lora(preset, [1024], [], 8, targets)
+
+
+def test_veomni_lora_on_qwen3_5_is_refused_as_not_reproduced(veomni_counter):
+    # VeOmni 0.1.12 counts it (a number > 0); vlm-perf does not reproduce that branch and says so, never 0
+    lora = veomni_counter.LoraConfig(r=8, target_modules=["q_proj", "in_proj_qkv"])
+    assert veomni_counter("qwen3.5-35b-a3b", [1024], [], lora_config=lora) > 0
+    with pytest.raises(ConventionNotDefined, match="does not reproduce yet"):
+        _veomni_lora("qwen3.5-35b-a3b", [1024], [], 8, ("q_proj", "in_proj_qkv"))
 
 
 def test_veomni_lora_moe_text_by_hand():

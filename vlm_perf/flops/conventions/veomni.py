@@ -13,6 +13,14 @@ cores = 3 x forward). What it counts, restated from the cited file:
   (an upper bound: edge windows are smaller).
 * Qwen3-VL ViT (``_estimate_qwen3_vit_flop``): the patch-embed conv, a plain MLP, 1 + len(deepstack) mergers
   on P rows, 12 * h_v * L_v * P2.
+* DeepSeek-V3 (``_estimate_deepseek_v3_flops``): MLA projections (the kv up-projection as one GEMM), router
+  h*E, routed + shared experts of moe_intermediate_size, first_k_dense_replace dense MLPs, lm_head once, no MTP,
+  and an attention core 12 * S2 * L * H * d_qk (d_qk = nope + rope, used for BOTH score and value products).
+* Qwen3.5 / Qwen3.5-MoE (``_estimate_qwen3_5_family_flops``): every projection (the gated q_proj on full layers,
+  in_proj_qkv / z / b / a and out_proj), the depthwise conv as k * channels parameters, router, top-k routed and
+  shared experts, the shared-expert gate, lm_head once; core 12 * S2 * d * H on full-attention layers only (no
+  causal half) plus the recurrent delta rule 15 * dk * dv * Hv per token per gated-delta layer; the ViT through
+  the Qwen3-VL formula (no deepstack in its config).
 * Per-frame ViT lengths from image **and video** grids (VeOmni's trainer builds them from both).
 * ``freeze_vit``: the whole ViT (tower, patch embed and mergers) forward-only (x1 here; its 2 / 4 factors).
 * LoRA (``lora_config``): :func:`veomni_lora_training`, fed by a ``Trainability`` with an adapter.
@@ -29,10 +37,59 @@ from ..breakdown import VISION_COMPONENTS, Options
 from ..language import linear_per_token
 from .base import Convention, Pin, register_convention
 
-VEOMNI_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen2", "qwen3", "qwen3_moe", "llama")
+VEOMNI_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "qwen2", "qwen3", "qwen3_moe", "llama",
+                   "deepseek_v3", "qwen3_5", "qwen3_5_moe")
+VEOMNI_HYBRID = ("qwen3_5", "qwen3_5_moe")  # estimate_func -> _estimate_qwen3_5_family_flops
+
+
+def _deepseek_v3(spec: ModelSpec, s: BatchStats) -> dict[str, Any]:
+    """``_estimate_deepseek_v3_flops`` (forward = its 6 / 12 terms over 3)."""
+    lm, h = spec.lm, spec.lm.hidden_size
+    mla, moe = lm.mla, lm.moe
+    assert mla is not None and moe is not None
+    H, dqk = lm.num_heads, mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    attn = h * H * dqk if mla.q_lora_rank is None else h * mla.q_lora_rank + H * dqk * mla.q_lora_rank
+    attn += h * (mla.kv_lora_rank + mla.qk_rope_head_dim)
+    attn += H * (mla.qk_nope_head_dim + mla.v_head_dim) * mla.kv_lora_rank + H * mla.v_head_dim * h
+    n_moe = len(lm.moe_layers)  # VeOmni: num_hidden_layers - first_k_dense_replace (the same for moe_layer_freq 1)
+    n_dense = lm.num_layers - n_moe
+    t = s.lm_tokens
+    return {"lm.attn_proj": 2 * lm.num_layers * attn * t,
+            "lm.dense_mlp": 2 * n_dense * 3 * h * lm.intermediate_size * t,
+            "lm.routed_experts": 2 * n_moe * 3 * h * moe.expert_intermediate_size * moe.top_k * t,
+            "lm.shared_experts": 2 * n_moe * 3 * h * moe.expert_intermediate_size * moe.num_shared_experts * t,
+            "lm.router": 2 * n_moe * h * moe.num_experts * t,
+            "lm.logits": 2 * h * lm.vocab_size * t,  # lm_head only
+            "lm.attn_core": 4 * s.lm_tokens_sq * lm.num_layers * dqk * H,  # d_qk for both products, no causal half
+            "lm.mtp": 0}
+
+
+def _hybrid(spec: ModelSpec, s: BatchStats) -> dict[str, Any]:
+    """``_estimate_qwen3_5_family_flops`` LM part (forward): 2 x the projection, conv, router, expert and
+    shared-gate parameters per token, lm_head once; core 4*S2*d*H per full layer + 5*dk*dv*Hv per token per
+    gated-delta layer (its 12 and 15 over 3)."""
+    from ...arch.blocks import DecoderAttention, GatedDeltaNet
+    from ...arch.parts import LANGUAGE_MODEL
+
+    blocks = tuple(b for b in spec.blocks if b.part == LANGUAGE_MODEL)
+    out = {k: v * s.lm_tokens for k, v in linear_per_token(spec.lm, blocks).items()}
+    out["lm.logits"] = 2 * spec.lm.hidden_size * spec.lm.vocab_size * s.lm_tokens
+    core: Any = 0
+    for b in blocks:
+        if isinstance(b, GatedDeltaNet):
+            core = core + b.count * 5 * b.key_head_dim * b.value_head_dim * b.value_heads * s.lm_tokens
+        elif isinstance(b, DecoderAttention):
+            core = core + b.count * 4 * s.lm_tokens_sq * b.head_dim * b.num_heads
+    out["lm.attn_core"] = core
+    out["lm.mtp"] = 0
+    return out
 
 
 def _lm(spec: ModelSpec, s: BatchStats) -> dict[str, Any]:
+    if spec.lm.mla is not None:
+        return _deepseek_v3(spec, s)
+    if (spec.family or spec.model_type) in VEOMNI_HYBRID:
+        return _hybrid(spec, s)
     lm, h = spec.lm, spec.lm.hidden_size
     d = h // lm.num_heads if spec.lm.family == "llama" else lm.head_dim
     out = {k: v * s.lm_tokens for k, v in linear_per_token(lm).items()}
@@ -161,6 +218,10 @@ def veomni_lora_training(spec: ModelSpec, s: BatchStats, trainability: Any) -> t
     if trainability.trainable or trainability.modules or trainability.biases:
         raise ConventionNotDefined("convention 'veomni' under LoRA bills the base as frozen: a regime that also "
                                    f"trains base weights ({trainability.describe()}) has no VeOmni number")
+    if family in VEOMNI_HYBRID:  # VeOmni counts it (QWEN3_5_LORA_MODULES, fused expert target_parameters)
+        raise ConventionNotDefined(f"convention 'veomni': VeOmni 0.1.12 counts LoRA on {family} (its gated-delta "
+                                   "projections and fused expert adapters), which vlm-perf does not reproduce yet; "
+                                   "use 'exact'")
     why = ""
     tm = adapter.target_modules
     if family not in VEOMNI_LORA_MODULES:
@@ -206,8 +267,10 @@ VEOMNI = register_convention(Convention(
     pin=Pin("VeOmni", "ByteDance-Seed/VeOmni", "veomni/utils/count_flops.py",
             "VeomniFlopsCounter.estimate_flops (+ lora_config branches)", "release 0.1.12 (PyPI)",
             verified="tests/flops/test_framework_conventions.py: VeOmni's own VeomniFlopsCounter (installed "
-                     "veomni 0.1.12, loaded with stubbed imports) on dense, MoE and VLM cases, freeze_vit too"),
-    formula=("6*S*[L*(h(2q+2kv) + 3hF | hE + 3hF_e*k) + Vh] + 12*S2*d*H*L; ViT 6P*[L_v(4h_v^2 + f*h_v*i_v) "
+                     "veomni 0.1.12, loaded with stubbed imports) on dense, MoE and VLM cases, DeepSeek-V3, "
+                     "Qwen3.5 dense and MoE, freeze_vit too"),
+    formula=("6*S*[L*(h(2q+2kv) + 3hF | hE + 3hF_e*k) + Vh] + 12*S2*d*H*L (DeepSeek-V3: MLA + experts, "
+             "12*S2*L*H*d_qk; Qwen3.5: + 15*dk*dv*Hv*S per gated-delta layer); ViT 6P*[L_v(4h_v^2 + f*h_v*i_v) "
              "+ (1+n_ds)(d_out + m^2h_v)m^2h_v (+ h_v*C*T_p*P_s^2 for Qwen3-VL)] + 12h_v*(L_full*P2 "
              "+ L_window*P*w^2), image and video grids; freeze_vit: ViT forward only"),
     deviations=("LM attention core: no causal half (2x exact's causal core)",
@@ -218,7 +281,11 @@ VEOMNI = register_convention(Convention(
                 "LoRA (a Trainability with an adapter, Convention.compute_regime): base x4, adapters 6*r*(in+out) "
                 "per token, ViT x2 / x4 / x4 + adapters by whether it needs gradients; 0 FLOPs (refused) for a "
                 "regex or unsupported target list",
-                "deepseek_v3 / qwen3_5 / qwen3_next / gpt_oss formulas not reproduced here (not defined)"),
+                "deepseek_v3: attention core 12*S2*L*H*d_qk (d_qk = nope + rope for the value product too), kv "
+                "up-projection as one GEMM, lm_head once, no MTP; LoRA: 0 FLOPs (refused), as VeOmni",
+                "qwen3_5 / qwen3_5_moe: recurrent delta rule 15*dk*dv*Hv per token per gated-delta layer, full "
+                "layers' core without causal half, shared-expert gate counted; LoRA on them not reproduced (refused)",
+                "qwen3_next / gpt_oss / seed_oss / deepseek_v4 formulas not reproduced here (not defined)"),
     forward=_forward,
     families=VEOMNI_FAMILIES,
     frozen_rule=_freeze_vit_rule,
