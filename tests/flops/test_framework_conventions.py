@@ -180,6 +180,42 @@ def test_pr2575_qwen25_vl_has_no_vision_term():
     assert b.vision == 0 and b.language > 0
 
 
+def test_pr2575_glm45v_by_hand_and_the_pr_heads_own_value():
+    """Megatron-Bridge PR #2575 head efc3be64783e: GLM45VBridge.provider_bridge (src/megatron/bridge/models/glm_vl/
+    glm_45v_bridge.py: moe_layer_freq [0] * first_k_dense_replace + [1] * rest, moe_shared_expert_intermediate_size
+    = moe_intermediate_size, mtp_num_layers = 0) fed to flop_utils.num_floating_point_operations' transformer_flops
+    (src/megatron/bridge/training/utils/flop_utils.py lines 296-552: vlm_step's runtime per-sample averages x
+    batch_size, 12 = 3 x 2 x 2 expansion, SwiGLU x 3/2, causal S2 / 2h) + its vision function, which returns 0
+    because Glm4vVisionConfig has no num_position_embeddings (lines 44-70)."""
+    from fractions import Fraction as Fr
+
+    # GLM-4.5V text_config: 46 layers (first 1 dense), hidden 4096, 96 heads x 128, 8 kv groups, FFN 10944,
+    # 128 experts of 1408 (top-8), 1 shared, vocab 151552 (a multiple of 128: no padding)
+    L, h, H, G, d, F, Fe, k, V = 46, 4096, 96, 8, 128, 10944, 1408, 8, 151552
+    docs = [3000, 1096]
+    n = len(docs)  # vlm_step, packed: batch_size = sub-sequences, per-sample averages
+    tokens = n * Fr(sum(docs), n)
+    S2 = n * Fr(sum(x * x for x in docs), n)
+    mlp = tokens * 12 * L * h * (F * Fr(3, 2) * Fr(1, L) + Fe * k * Fr(3, 2) * Fr(L - 1, L) + Fe * Fr(3, 2) * Fr(L - 1, L))
+    attn = 12 * L * h * h * Fr(H * d, h) * ((1 + Fr(G, H)) * tokens + S2 / (2 * h))
+    logits = tokens * 3 * 2 * h * V
+    hand = mlp + attn + logits
+    assert float(hand) == 348647457816576.0  # what the PR head's own function returned (the harness of
+    # scripts/compare_frameworks.py, cfg from GLM45VBridge's mapping, one 32x32 image), recorded 2026-12-07
+    spec = load_model("glm-4.5v")
+    stats = BatchStats.from_batch(seq_lens=docs, image_grids=[(1, 32, 32)], spec=spec)
+    got = compute_flops(spec, stats, "mbridge-pr2575")
+    assert got.total == pytest.approx(float(hand), rel=1e-12)
+    assert got.vision == 0
+
+
+@pytest.mark.parametrize("convention", ["megatron-bridge", "mbridge-pr2575"])
+def test_glm41v_refused_by_megatron_bridge_without_a_bridge(convention):
+    spec = load_model("glm-4.1v-9b-thinking")
+    with pytest.raises(ConventionNotDefined, match="Glm4vForConditionalGeneration"):
+        compute_flops(spec, BatchStats.from_batch(seq_lens=[1024]), convention)
+
+
 @pytest.mark.parametrize("convention", ["megatron-bridge", "mbridge-pr2575", "verl"])
 def test_qwen2_vl_refused_by_frameworks_that_cannot_train_it(convention):
     spec = load_model("qwen2-vl-7b")
