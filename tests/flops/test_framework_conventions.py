@@ -138,6 +138,15 @@ def test_verl_qwen2_vl_refused_with_the_reason(verl_counter):
         verl_counter("qwen2-vl-7b", [1024], [(1, 16, 16)])
 
 
+def test_verl_glm41v_refused_as_verl_raises_on_the_nested_config(verl_counter):
+    # ESTIMATE_FUNC["glm4v"] = _estimate_qwen2_flops reads config.hidden_size; Glm4vConfig nests it in text_config
+    with pytest.raises(AttributeError, match="hidden_size"):  # what veRL itself does (main 1dda039b9c63 / v0.9.0)
+        verl_counter("glm-4.1v-9b-thinking", [1024], [(1, 16, 16)])
+    for convention in ("verl", "verl@v0.7.1"):
+        with pytest.raises(ConventionNotDefined, match="AttributeError"):
+            _ours("glm-4.1v-9b-thinking", [1024], [(1, 16, 16)], convention)
+
+
 # --------------------------------------------------------------------------------- hand arithmetic
 
 
