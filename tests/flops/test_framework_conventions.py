@@ -568,3 +568,69 @@ def test_veomni_regime_of_whole_parts_is_freeze_vit_and_finer_regimes_without_ad
         conv.compute_regime(spec, stats, Trainability.build(trainable=("language_model[0:4]",)))
     with pytest.raises(ConventionNotDefined, match="finer than whole parts"):
         get_convention("verl").compute_regime(spec, stats, Trainability.build(trainable=("language_model[0:4]",)))
+
+
+# ------------------------------------------------------------------------------------------------ torchtitan Qwen3-VL
+
+# torchtitan's own get_moe_model_nparams_and_flops (torchtitan/models/utils.py) at each pin, called once from a
+# mirror of pytorch/torchtitan as Qwen3VLModel.Config.get_nparams_and_flops calls it (the whole model, n_heads,
+# 2 * head_dim, seq_len 4096; transformers' Qwen3-VL on the meta device, parameters renamed to torchtitan's names as
+# its state_dict_adapter maps them; enable_weight_tying as its config registry sets it: 2B only), x 2 rows x 4096
+# padded tokens (labels.numel()). Recorded 2026-12-07.
+TITAN_QWEN3_VL_RECORDED = {
+    ("qwen3-vl-2b", "torchtitan@qwen3-vl"): 127662198620160,
+    ("qwen3-vl-2b", "torchtitan@qwen3-vl-pre3225"): 112367820079104,
+    ("qwen3-vl-8b", "torchtitan@qwen3-vl"): 459706534723584,
+    ("qwen3-vl-8b", "torchtitan@qwen3-vl-pre3225"): 459706534723584,
+    ("qwen3-vl-30b-a3b", "torchtitan@qwen3-vl"): 255153533091840,
+    ("qwen3-vl-30b-a3b", "torchtitan@qwen3-vl-pre3225"): 255153533091840,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset,convention", sorted(TITAN_QWEN3_VL_RECORDED), ids=lambda x: str(x))
+def test_torchtitan_qwen3_vl_bills_every_parameter_per_lm_token(preset, convention):
+    """torchtitan models/qwen3_vl (PR #2409 .. #3371): per LM token 6 x every parameter whose torchtitan name lacks
+    "embedding" (so the ViT, its pos_embed, the merger and the deepstack mergers are in), routed experts x top_k //
+    E, + 6 * L * H * 2d * seq_len; a tied table (2B) counts once as the head from PR #3225 on, 0 before it. Written
+    here over transformers' own parameters (meta device); images do not change the number."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = {k: v for k, v in preset_config(preset).items() if not k.startswith("_")}
+    config = transformers.AutoConfig.for_model(**cfg)
+    with torch.device("meta"):
+        model = getattr(transformers, config.architectures[0])(config)
+    text = config.text_config
+    tied = bool(config.tie_word_embeddings)
+    dense = routed = embedding = 0
+    for name, p in model.named_parameters():  # a tied table appears once, as embed_tokens (registered first)
+        if "embed_tokens" in name:
+            embedding += p.numel()
+        elif ".mlp.experts." in name:
+            routed += p.numel()
+        else:
+            dense += p.numel()  # vision encoder + mergers, attention, norms, router, lm_head
+    active = dense + (routed * text.num_experts_per_tok // text.num_experts if routed else 0)
+    if tied and convention == "torchtitan@qwen3-vl":
+        active += embedding
+    seq, rows = 4096, 2
+    per_token = 6 * active + 6 * text.num_hidden_layers * text.num_attention_heads * 2 * text.head_dim * seq
+    assert per_token * rows * seq == TITAN_QWEN3_VL_RECORDED[(preset, convention)]
+    spec = load_model(preset)
+    for grids in ([(1, 32, 32)], [(2, 16, 24), (1, 64, 64)], []):
+        stats = BatchStats.from_batch(seq_lens=[3000, 1096, 4096], padded_tokens=rows * seq, samples=rows,
+                                      image_grids=grids, spec=spec)
+        got = compute_flops(spec, stats, convention)
+        assert got.total == per_token * rows * seq
+        assert got.vision > 0  # the tower is billed per LM token, with or without images
+
+
+def test_torchtitan_qwen3_vl_frozen_tower_still_billed_and_other_families_refused():
+    spec = load_model("qwen3-vl-8b")
+    stats = BatchStats.from_batch(seq_lens=[4096], image_grids=[(1, 32, 32)], spec=spec)
+    full = compute_flops(spec, stats, "torchtitan@qwen3-vl")
+    frozen = compute_flops(spec, stats, "torchtitan@qwen3-vl", frozen=("vision_tower",))
+    assert frozen.total == full.total and any("frozen parts ignored" in n for n in frozen.notes)
+    for preset in ("qwen2.5-vl-7b", "qwen3.5-35b-a3b", "llama3-8b"):
+        with pytest.raises(ConventionNotDefined, match="no formula"):
+            compute_flops(load_model(preset), BatchStats.from_batch(seq_lens=[1024]), "torchtitan@qwen3-vl")
