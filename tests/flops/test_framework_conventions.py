@@ -634,3 +634,19 @@ def test_torchtitan_qwen3_vl_frozen_tower_still_billed_and_other_families_refuse
     for preset in ("qwen2.5-vl-7b", "qwen3.5-35b-a3b", "llama3-8b"):
         with pytest.raises(ConventionNotDefined, match="no formula"):
             compute_flops(load_model(preset), BatchStats.from_batch(seq_lens=[1024]), "torchtitan@qwen3-vl")
+
+
+def test_veomni_deepseek_v3_by_hand():
+    """veomni/utils/count_flops.py @ 0.1.12 _estimate_deepseek_v3_flops, with DeepSeek-V3's config written out:
+    per layer MLA (h*q_lora + H*d_qk*q_lora + h*(kv_lora + rope) + H*(d_qk - rope + d_v)*kv_lora + H*d_v*h),
+    MoE layers router h*E + 3*h*F_e*(k + shared), the first 3 layers dense 3*h*F, lm_head V*h; 6 x that x S, plus
+    12 * sum(s^2) * L * d_qk * H (d_qk = 128 + 64 for both products; no causal half); no MTP."""
+    h, V, L, k_dense, H = 7168, 129280, 61, 3, 128
+    q_lora, kv_lora, nope, rope, dv = 1536, 512, 128, 64, 128
+    Fe, E, k, shared, F = 2048, 256, 8, 1, 18432
+    dqk = nope + rope
+    attn = h * q_lora + H * dqk * q_lora + h * (kv_lora + rope) + H * (dqk - rope + dv) * kv_lora + H * dv * h
+    n = (h * E + 3 * h * Fe * (k + shared) + attn) * (L - k_dense) + (3 * h * F + attn) * k_dense + V * h
+    seqs = [4096, 2048]
+    hand = 6 * n * sum(seqs) + 12 * sum(s * s for s in seqs) * L * dqk * H
+    assert _ours("deepseek-v3", seqs, (), "veomni") * 1e12 == pytest.approx(hand, rel=1e-12)
