@@ -514,12 +514,59 @@ def test_veomni_lora_refused_where_veomni_prints_zero(veomni_counter, preset, ta
         _veomni_lora(preset, [1024], [], 8, targets)
 
 
-def test_veomni_lora_on_qwen3_5_is_refused_as_not_reproduced(veomni_counter):
-    # VeOmni 0.1.12 counts it (a number > 0); vlm-perf does not reproduce that branch and says so, never 0
-    lora = veomni_counter.LoraConfig(r=8, target_modules=["q_proj", "in_proj_qkv"])
-    assert veomni_counter("qwen3.5-35b-a3b", [1024], [], lora_config=lora) > 0
-    with pytest.raises(ConventionNotDefined, match="does not reproduce yet"):
-        _veomni_lora("qwen3.5-35b-a3b", [1024], [], 8, ("q_proj", "in_proj_qkv"))
+QWEN35_LORA_CASES = [
+    ("qwen3.5-35b-a3b", [4096, 1000], [(1, 32, 32)], 16, ("q_proj", "k_proj", "v_proj", "o_proj"), "none"),
+    ("qwen3.5-35b-a3b", [3000], [(1, 16, 24)], 8,
+     ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj", "gate_proj", "down_proj"), "none"),
+    ("qwen3.5-35b-a3b", [2048], [(1, 32, 32), (2, 16, 16)], 8, ("q_proj", "qkv", "linear_fc1"), "none"),
+    ("qwen3.5-397b-a17b", [2048], [(1, 16, 16)], 32, ("up_proj",), "all"),
+]
+
+
+@pytest.mark.parametrize("preset,seq_lens,grids,r,targets,bias", QWEN35_LORA_CASES,
+                         ids=[f"{c[0]}-{'+'.join(c[4])}-{c[5]}" for c in QWEN35_LORA_CASES])
+def test_veomni_lora_qwen3_5_matches_veomnis_own_function(veomni_counter, preset, seq_lens, grids, r, targets, bias):
+    theirs = veomni_counter(preset, seq_lens, grids,
+                            lora_config=veomni_counter.LoraConfig(r=r, target_modules=list(targets), bias=bias))
+    assert theirs > 0
+    assert _veomni_lora(preset, seq_lens, grids, r, targets, bias) == pytest.approx(theirs, rel=1e-12)
+
+
+def test_veomni_lora_dense_qwen3_5_matches_veomnis_own_function(veomni_counter):
+    from vlm_perf.arch.adapters import AdapterConfig
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.flops.conventions import get_convention
+
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.AutoConfig.for_model("qwen3_5").to_dict()
+    targets = ("q_proj", "in_proj_z", "gate_proj", "down_proj", "proj")
+    lora = veomni_counter.LoraConfig(r=16, target_modules=list(targets))
+    theirs = veomni_counter(cfg, [4096], [(1, 32, 32)], lora_config=lora)
+    spec = load_model(cfg)
+    stats = BatchStats.from_batch(seq_lens=[4096], image_grids=[(1, 32, 32)], spec=spec)
+    regime = Trainability.build(adapter=AdapterConfig(r=16, target_modules=targets))
+    assert get_convention("veomni").compute_regime(spec, stats, regime).total / 1e12 == pytest.approx(theirs,
+                                                                                                      rel=1e-12)
+
+
+def test_veomni_lora_target_parameters_refused(veomni_counter):
+    """Routed-expert LoRA (target_parameters): VeOmni counts it on MoE types (not reproduced here: refused with that
+    reason), and prints 0 on dense types (refused as a 0)."""
+    from vlm_perf.arch.adapters import AdapterConfig
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.flops.conventions import get_convention
+
+    conv = get_convention("veomni")
+    for preset, match in (("qwen3-30b-a3b", "does not reproduce yet"), ("qwen3.5-35b-a3b", "does not reproduce yet"),
+                          ("qwen3-vl-8b", "0 FLOPs.*non-MoE")):
+        spec = load_model(preset)
+        regime = Trainability.build(adapter=AdapterConfig(r=8, target_modules=("q_proj",),
+                                                          target_parameters=("mlp.experts.gate_up_proj",)))
+        with pytest.raises(ConventionNotDefined, match=match):
+            conv.compute_regime(spec, BatchStats.from_batch(seq_lens=[1024]), regime)
+    lora = veomni_counter.LoraConfig(r=8, target_modules=["q_proj"], target_parameters=["mlp.experts.gate_up_proj"])
+    assert veomni_counter("qwen3-vl-8b", [1024], [], lora_config=lora) == 0
+    assert veomni_counter("qwen3-30b-a3b", [1024], [], lora_config=lora) > 0
 
 
 def test_veomni_lora_moe_text_by_hand():

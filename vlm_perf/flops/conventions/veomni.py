@@ -158,12 +158,40 @@ _VIT_TARGETS = {"qwen2_vl": ("qkv", "proj", "fc1", "fc2", "mlp.0", "mlp.2"),
                 "qwen2_5_vl": ("qkv", "proj", "gate_proj", "up_proj", "down_proj", "mlp.0", "mlp.2"),
                 "qwen3_vl": ("qkv", "proj", "linear_fc1", "linear_fc2"),
                 "qwen3_vl_moe": ("qkv", "proj", "linear_fc1", "linear_fc2")}
+_HYBRID_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a",
+                   "out_proj", "gate_proj", "up_proj", "down_proj")  # QWEN3_5_LORA_MODULES
 # LORA_MODULES_BY_MODEL_TYPE of veomni/lora/config.py @ 0.1.12, for the families this convention covers
 VEOMNI_LORA_MODULES = {"qwen2": _LM_TARGETS, "qwen3": _LM_TARGETS, "qwen3_moe": _LM_TARGETS,
-                       **{f: tuple(dict.fromkeys(_LM_TARGETS + v)) for f, v in _VIT_TARGETS.items()}}
+                       **{f: tuple(dict.fromkeys(_LM_TARGETS + v)) for f, v in _VIT_TARGETS.items()},
+                       **{f: tuple(dict.fromkeys(_HYBRID_TARGETS + _VIT_TARGETS["qwen3_vl"])) for f in VEOMNI_HYBRID}}
+# model types whose routed experts VeOmni adapts through target_parameters (others: 0 FLOPs)
+_VEOMNI_MOE_TYPES = ("qwen3_moe", "qwen3_vl_moe", "qwen3_5_moe")
+
+
+def _hybrid_lm_shapes(spec: ModelSpec) -> dict[str, list[tuple[int, int, int, str]]]:
+    """``module_shapes`` of ``_estimate_qwen3_5_family_flops``: the gated q_proj (h -> 2q) and k/v/o on the
+    full-attention layers, the five gated-delta projections on the others, gate/up/down of the shared expert
+    (MoE) or the dense MLP on every layer."""
+    from ...arch.blocks import DecoderAttention, GatedDeltaNet, MoEMLP
+    from ...arch.parts import LANGUAGE_MODEL
+
+    blocks = [b for b in spec.blocks if b.part == LANGUAGE_MODEL]
+    att = next(b for b in blocks if isinstance(b, DecoderAttention))
+    gdn = next(b for b in blocks if isinstance(b, GatedDeltaNet))
+    moe = next((b for b in blocks if isinstance(b, MoEMLP)), None)
+    h, L, nf, nl = spec.lm.hidden_size, spec.lm.num_layers, att.count, gdn.count
+    q, kv, ks, vs, hv = att.q_width, att.kv_width, gdn.key_width, gdn.value_width, gdn.value_heads
+    f, mlp = (moe.shared_width, "lm.shared_experts") if moe is not None else (spec.lm.intermediate_size, "lm.dense_mlp")
+    a = "lm.attn_proj"
+    return {"q_proj": [(h, 2 * q, nf, a)], "k_proj": [(h, kv, nf, a)], "v_proj": [(h, kv, nf, a)],
+            "o_proj": [(q, h, nf, a)], "in_proj_qkv": [(h, 2 * ks + vs, nl, a)], "in_proj_z": [(h, vs, nl, a)],
+            "in_proj_b": [(h, hv, nl, a)], "in_proj_a": [(h, hv, nl, a)], "out_proj": [(vs, h, nl, a)],
+            "gate_proj": [(h, f, L, mlp)], "up_proj": [(h, f, L, mlp)], "down_proj": [(f, h, L, mlp)]}
 
 
 def _lm_shapes(spec: ModelSpec) -> dict[str, list[tuple[int, int, int, str]]]:
+    if (spec.family or spec.model_type) in VEOMNI_HYBRID:
+        return _hybrid_lm_shapes(spec)
     lm, h = spec.lm, spec.lm.hidden_size
     q, kv, L = lm.num_heads * lm.head_dim, lm.num_kv_heads * lm.head_dim, lm.num_layers
     out = {"q_proj": [(h, q, L, "lm.attn_proj")], "k_proj": [(h, kv, L, "lm.attn_proj")],
@@ -180,7 +208,7 @@ def _vit_shapes(spec: ModelSpec, family: str) -> dict[str, list[tuple[int, int, 
     assert v is not None
     hv, i, D, mv = v.hidden_size, v.intermediate_size, v.depth, v.merge_unit * v.hidden_size
     out = {"qkv": [(hv, 3 * hv, D, "vision.attn_proj")], "proj": [(hv, hv, D, "vision.attn_proj")]}
-    if family in ("qwen3_vl", "qwen3_vl_moe"):
+    if family in ("qwen3_vl", "qwen3_vl_moe") + VEOMNI_HYBRID:  # the Qwen3 ViT formula (Qwen3.5: no deepstack)
         n_ds = len(v.deepstack_visual_indexes)
         out["linear_fc1"] = [(hv, i, D, "vision.mlp"), (mv, mv, 1, "vision.merger"),
                              (mv, mv, n_ds, "vision.deepstack_merger")]
@@ -218,10 +246,6 @@ def veomni_lora_training(spec: ModelSpec, s: BatchStats, trainability: Any) -> t
     if trainability.trainable or trainability.modules or trainability.biases:
         raise ConventionNotDefined("convention 'veomni' under LoRA bills the base as frozen: a regime that also "
                                    f"trains base weights ({trainability.describe()}) has no VeOmni number")
-    if family in VEOMNI_HYBRID:  # VeOmni counts it (QWEN3_5_LORA_MODULES, fused expert target_parameters)
-        raise ConventionNotDefined(f"convention 'veomni': VeOmni 0.1.12 counts LoRA on {family} (its gated-delta "
-                                   "projections and fused expert adapters), which vlm-perf does not reproduce yet; "
-                                   "use 'exact'")
     why = ""
     tm = adapter.target_modules
     if family not in VEOMNI_LORA_MODULES:
@@ -234,8 +258,15 @@ def veomni_lora_training(spec: ModelSpec, s: BatchStats, trainability: Any) -> t
         unsupported = sorted(set(tm) - set(VEOMNI_LORA_MODULES[family]))
         if unsupported:
             why = f"unsupported {family} LoRA modules {unsupported}"
+        elif adapter.target_parameters and family not in _VEOMNI_MOE_TYPES:
+            why = f"target_parameters is not supported for non-MoE model type {family!r}"
+        elif any(not p.endswith(("gate_up_proj", "down_proj")) for p in adapter.target_parameters):
+            why = "only fused routed-expert target_parameters ending in gate_up_proj / down_proj are supported"
     if why:  # estimate_flops logs the reason and returns 0 FLOPs (MFU 0)
         raise ConventionNotDefined(f"convention 'veomni' prints 0 FLOPs for this LoRA regime: {why}")
+    if adapter.target_parameters:
+        raise ConventionNotDefined("convention 'veomni': VeOmni 0.1.12 counts routed-expert LoRA (target_parameters, "
+                                   "_compute_routed_moe_lora_flops), which vlm-perf does not reproduce yet; use 'exact'")
     targets = tuple(tm or ())  # type: ignore[arg-type]
     forward = _forward(spec, s, Options())
     notes = []
@@ -284,7 +315,9 @@ VEOMNI = register_convention(Convention(
                 "deepseek_v3: attention core 12*S2*L*H*d_qk (d_qk = nope + rope for the value product too), kv "
                 "up-projection as one GEMM, lm_head once, no MTP; LoRA: 0 FLOPs (refused), as VeOmni",
                 "qwen3_5 / qwen3_5_moe: recurrent delta rule 15*dk*dv*Hv per token per gated-delta layer, full "
-                "layers' core without causal half, shared-expert gate counted; LoRA on them not reproduced (refused)",
+                "layers' core without causal half, shared-expert gate counted; LoRA: the gated q_proj (h -> 2q), "
+                "the gated-delta projections, gate/up/down of the shared expert",
+                "LoRA on routed experts (target_parameters) not reproduced (refused)",
                 "qwen3_next / gpt_oss / seed_oss / deepseek_v4 formulas not reproduced here (not defined)"),
     forward=_forward,
     families=VEOMNI_FAMILIES,
