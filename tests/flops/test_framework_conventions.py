@@ -210,7 +210,7 @@ def test_pr2575_glm45v_by_hand_and_the_pr_heads_own_value():
     logits = tokens * 3 * 2 * h * V
     hand = mlp + attn + logits
     assert float(hand) == 348647457816576.0  # what the PR head's own function returned (the harness of
-    # scripts/compare_frameworks.py, cfg from GLM45VBridge's mapping, one 32x32 image), recorded 2026-12-07
+    # scripts/record_issue33_framework_values.py: cfg from GLM45VBridge's mapping, one 32x32 image), 2026-12-07
     spec = load_model("glm-4.5v")
     stats = BatchStats.from_batch(seq_lens=docs, image_grids=[(1, 32, 32)], spec=spec)
     got = compute_flops(spec, stats, "mbridge-pr2575")
@@ -623,7 +623,7 @@ def test_veomni_regime_of_whole_parts_is_freeze_vit_and_finer_regimes_without_ad
 # mirror of pytorch/torchtitan as Qwen3VLModel.Config.get_nparams_and_flops calls it (the whole model, n_heads,
 # 2 * head_dim, seq_len 4096; transformers' Qwen3-VL on the meta device, parameters renamed to torchtitan's names as
 # its state_dict_adapter maps them; enable_weight_tying as its config registry sets it: 2B only), x 2 rows x 4096
-# padded tokens (labels.numel()). Recorded 2026-12-07.
+# padded tokens (labels.numel()). Recorded 2026-12-07 by scripts/record_issue33_framework_values.py.
 TITAN_QWEN3_VL_RECORDED = {
     ("qwen3-vl-2b", "torchtitan@qwen3-vl"): 127662198620160,
     ("qwen3-vl-2b", "torchtitan@qwen3-vl-pre3225"): 112367820079104,

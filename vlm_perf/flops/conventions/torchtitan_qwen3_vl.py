@@ -99,7 +99,7 @@ _FUNCS = ("Qwen3VLModel.Config.get_nparams_and_flops -> get_moe_model_nparams_an
           "2 * head_dim, training.seq_len)")
 _VERIFIED = ("tests/flops/test_framework_conventions.py: the cited rule over transformers' own Qwen3-VL parameters "
              "(meta device) for 2B (tied), 8B and 30B-A3B, and torchtitan's own function's values at the pin "
-             "(run once from the mirror, recorded in the test)")
+             "(scripts/record_issue33_framework_values.py on a mirror; values recorded in the test)")
 _FORMULA = ("per LM token 6 x every parameter of the model except the token embedding (vision encoder, pos_embed, "
             "mergers and deepstack mergers included; routed experts x top_k // E) + 6*L*H*2d*s_cfg, times padded "
             "tokens (labels.numel())")
