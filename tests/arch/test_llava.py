@@ -164,7 +164,6 @@ def _with(config, path, value):
 @pytest.mark.parametrize("config,error,match", [
     (_with(LLAVA_15, ("vision_config", "model_type"), "siglip_vision_model"), UnsupportedModelError,
      "vision_config.model_type 'siglip_vision_model'"),
-    (_with(LLAVA_15, ("vision_feature_select_strategy",), "full"), UnsupportedModelError, "'full' with a CLIP"),
     (_with(PIXTRAL, ("vision_feature_select_strategy",), "default"), UnsupportedModelError, "'default' with a Pixtral"),
     (_with(LLAVA_15, ("vision_feature_select_strategy",), "cls"), ConfigError, "vision_feature_select_strategy"),
     (_with(LLAVA_15, ("vision_feature_layer",), 25), ConfigError, "vision_feature_layer 25"),
@@ -192,6 +191,29 @@ def test_config_errors_are_one_line(config, error, match):
 def test_processor_mismatch_is_refused(processor, match):
     with pytest.raises(UnsupportedModelError, match=match):
         RULE.image(_spec(processor=processor), 100, 100)
+
+
+def test_full_strategy_on_clip_feeds_the_cls_row_to_the_projector_and_the_lm():
+    """LLaVA-1.5-7B with "full": 577 projector rows and 577 LM image tokens per image (LlavaProcessor: 24^2 + 1,
+    no - 1), the tower unchanged; the projector's FLOPs grow by exactly one row: 2 x (1024 x 4096 + 4096 x 4096)."""
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    full = _spec(_with(LLAVA_15, ("vision_feature_select_strategy",), "full"),
+                 processor={**LLAVA_15_PROCESSOR, "processor_config.json": {
+                     **LLAVA_15_PROCESSOR["processor_config.json"], "vision_feature_select_strategy": "full"}})
+    default = _spec(processor=LLAVA_15_PROCESSOR)
+    assert RULE.image(full, 500, 300).visual_tokens == 577 and RULE.image(default, 500, 300).visual_tokens == 576
+    assert count_params(full).total == count_params(default).total
+    grids = [RULE.image(full, 500, 300).grid] * 2
+    a = compute_flops(full, BatchStats.from_batch(seq_lens=[2000], image_grids=grids, spec=full), mode="forward").components
+    b = compute_flops(default, BatchStats.from_batch(seq_lens=[2000], image_grids=grids, spec=default),
+                      mode="forward").components
+    assert a["vision.merger"] - b["vision.merger"] == 2 * 2 * (1024 * 4096 + 4096 * 4096)  # one row per image
+    assert {k: v for k, v in a.items() if k != "vision.merger"} == {k: v for k, v in b.items() if k != "vision.merger"}
+    with pytest.raises(UnsupportedModelError, match="disagrees with the model config"):
+        RULE.image(_spec(_with(LLAVA_15, ("vision_feature_select_strategy",), "full"), processor=LLAVA_15_PROCESSOR),
+                   100, 100)
 
 
 def test_no_video_and_bad_sizes():

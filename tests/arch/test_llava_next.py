@@ -98,7 +98,7 @@ def _with(config, path, value):
 
 @pytest.mark.parametrize("config,error,match", [
     (_with(V16, ("vision_config", "model_type"), "pixtral"), UnsupportedModelError, "clip_vision_model only"),
-    (_with(V16, ("vision_feature_select_strategy",), "full"), UnsupportedModelError, "'full' with a CLIP"),
+    (_with(V16, ("vision_feature_select_strategy",), "full"), UnsupportedModelError, "'full' with a CLIP tower is not modelled for llava_next"),
     (_with(V16, ("image_grid_pinpoints",), [[336, 500]]), UnsupportedModelError, "not multiples"),
     (_with(V16, ("image_grid_pinpoints",), "anyres"), ConfigError, "image_grid_pinpoints"),
     (_with(V16, ("text_config", "model_type"), "gemma"), UnsupportedModelError, "text_config.model_type 'gemma'"),

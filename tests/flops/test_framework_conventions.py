@@ -138,6 +138,15 @@ def test_verl_qwen2_vl_refused_with_the_reason(verl_counter):
         verl_counter("qwen2-vl-7b", [1024], [(1, 16, 16)])
 
 
+def test_verl_glm41v_refused_as_verl_raises_on_the_nested_config(verl_counter):
+    # ESTIMATE_FUNC["glm4v"] = _estimate_qwen2_flops reads config.hidden_size; Glm4vConfig nests it in text_config
+    with pytest.raises(AttributeError, match="hidden_size"):  # what veRL itself does (main 1dda039b9c63 / v0.9.0)
+        verl_counter("glm-4.1v-9b-thinking", [1024], [(1, 16, 16)])
+    for convention in ("verl", "verl@v0.7.1"):
+        with pytest.raises(ConventionNotDefined, match="AttributeError"):
+            _ours("glm-4.1v-9b-thinking", [1024], [(1, 16, 16)], convention)
+
+
 # --------------------------------------------------------------------------------- hand arithmetic
 
 
@@ -178,6 +187,42 @@ def test_pr2575_qwen25_vl_has_no_vision_term():
     b = compute_flops(spec, BatchStats.from_batch(seq_lens=[2048], image_grids=[(1, 32, 32)], spec=spec),
                       "mbridge-pr2575")
     assert b.vision == 0 and b.language > 0
+
+
+def test_pr2575_glm45v_by_hand_and_the_pr_heads_own_value():
+    """Megatron-Bridge PR #2575 head efc3be64783e: GLM45VBridge.provider_bridge (src/megatron/bridge/models/glm_vl/
+    glm_45v_bridge.py: moe_layer_freq [0] * first_k_dense_replace + [1] * rest, moe_shared_expert_intermediate_size
+    = moe_intermediate_size, mtp_num_layers = 0) fed to flop_utils.num_floating_point_operations' transformer_flops
+    (src/megatron/bridge/training/utils/flop_utils.py lines 296-552: vlm_step's runtime per-sample averages x
+    batch_size, 12 = 3 x 2 x 2 expansion, SwiGLU x 3/2, causal S2 / 2h) + its vision function, which returns 0
+    because Glm4vVisionConfig has no num_position_embeddings (lines 44-70)."""
+    from fractions import Fraction as Fr
+
+    # GLM-4.5V text_config: 46 layers (first 1 dense), hidden 4096, 96 heads x 128, 8 kv groups, FFN 10944,
+    # 128 experts of 1408 (top-8), 1 shared, vocab 151552 (a multiple of 128: no padding)
+    L, h, H, G, d, F, Fe, k, V = 46, 4096, 96, 8, 128, 10944, 1408, 8, 151552
+    docs = [3000, 1096]
+    n = len(docs)  # vlm_step, packed: batch_size = sub-sequences, per-sample averages
+    tokens = n * Fr(sum(docs), n)
+    S2 = n * Fr(sum(x * x for x in docs), n)
+    mlp = tokens * 12 * L * h * (F * Fr(3, 2) * Fr(1, L) + Fe * k * Fr(3, 2) * Fr(L - 1, L) + Fe * Fr(3, 2) * Fr(L - 1, L))
+    attn = 12 * L * h * h * Fr(H * d, h) * ((1 + Fr(G, H)) * tokens + S2 / (2 * h))
+    logits = tokens * 3 * 2 * h * V
+    hand = mlp + attn + logits
+    assert float(hand) == 348647457816576.0  # what the PR head's own function returned (the harness of
+    # scripts/record_issue33_framework_values.py: cfg from GLM45VBridge's mapping, one 32x32 image), 2026-12-07
+    spec = load_model("glm-4.5v")
+    stats = BatchStats.from_batch(seq_lens=docs, image_grids=[(1, 32, 32)], spec=spec)
+    got = compute_flops(spec, stats, "mbridge-pr2575")
+    assert got.total == pytest.approx(float(hand), rel=1e-12)
+    assert got.vision == 0
+
+
+@pytest.mark.parametrize("convention", ["megatron-bridge", "mbridge-pr2575"])
+def test_glm41v_refused_by_megatron_bridge_without_a_bridge(convention):
+    spec = load_model("glm-4.1v-9b-thinking")
+    with pytest.raises(ConventionNotDefined, match="Glm4vForConditionalGeneration"):
+        compute_flops(spec, BatchStats.from_batch(seq_lens=[1024]), convention)
 
 
 @pytest.mark.parametrize("convention", ["megatron-bridge", "mbridge-pr2575", "verl"])
@@ -268,8 +313,10 @@ def veomni_counter(tmp_path_factory):
     stubs["veomni.lora.config"] = lora_config
     module = load_path("veomni.utils.count_flops", path, stubs)
 
-    def run(preset: str, seq_lens: list[int], grids=(), freeze_vit=None, lora_config=None) -> float:
-        config = transformers.AutoConfig.for_model(**dict(preset_config(preset)))
+    def run(preset, seq_lens: list[int], grids=(), freeze_vit=None, lora_config=None) -> float:
+        """``preset``: a preset name or a config dict."""
+        cfg = dict(preset) if isinstance(preset, dict) else dict(preset_config(preset))
+        config = transformers.AutoConfig.for_model(**cfg)
         images = [h * w for t, h, w in grids for _ in range(t)] or None
         counter = module.VeomniFlopsCounter(config)
         return counter.estimate_flops(seq_lens, 1.0, images_seqlens=images, freeze_vit=freeze_vit,
@@ -286,6 +333,10 @@ VEOMNI_CASES = [
     ("qwen2-vl-7b", [3000], [(1, 36, 64)]),
     ("qwen3-30b-a3b", [4096, 1280], []),
     ("llama3-8b", [8192], []),
+    ("deepseek-v3", [4096, 2048], []),  # _estimate_deepseek_v3_flops (issue 33)
+    ("qwen3.5-35b-a3b", [4096, 1000], [(1, 32, 32), (2, 16, 24)]),  # _estimate_qwen3_5_family_flops
+    ("qwen3.5-35b-a3b", [3000, 1096], []),
+    ("qwen3.5-397b-a17b", [8192], [(1, 48, 48)]),
 ]
 
 
@@ -294,7 +345,20 @@ def test_veomni_matches_veomnis_own_function(veomni_counter, preset, seq_lens, g
     assert _ours(preset, seq_lens, grids, "veomni") == pytest.approx(veomni_counter(preset, seq_lens, grids), rel=1e-12)
 
 
-@pytest.mark.parametrize("preset", ["qwen3-vl-8b", "qwen2.5-vl-7b"])
+def test_veomni_dense_qwen3_5_matches_veomnis_own_function(veomni_counter):
+    """Dense Qwen3.5 (no preset ships one): transformers' Qwen3_5Config defaults (32 layers, hidden 4096, 8 full-
+    attention layers of 16 x 256 heads, 24 gated-delta layers, 27-layer ViT), the same VeOmni function as the MoE."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.AutoConfig.for_model("qwen3_5").to_dict()
+    seq_lens, grids = [4096, 1000], [(1, 32, 32)]
+    spec = load_model(cfg)
+    assert spec.family == "qwen3_5" and spec.lm.moe is None
+    stats = BatchStats.from_batch(seq_lens=seq_lens, image_grids=grids, spec=spec)
+    ours = compute_flops(spec, stats, "veomni").total / 1e12
+    assert ours == pytest.approx(veomni_counter(cfg, seq_lens, grids), rel=1e-12)
+
+
+@pytest.mark.parametrize("preset", ["qwen3-vl-8b", "qwen2.5-vl-7b", "qwen3.5-35b-a3b"])
 def test_veomni_freeze_vit(veomni_counter, preset):
     spec = load_model(preset)
     grids = [(1, 32, 32)]
@@ -440,7 +504,7 @@ def test_veomni_lora_matches_veomnis_own_function(veomni_counter, preset, seq_le
 
 
 @pytest.mark.parametrize("preset,targets", [("llama3-8b", ("q_proj",)), ("qwen3-30b-a3b", ".*q_proj"),
-                                            ("qwen3-vl-8b", ("fc1",))])
+                                            ("qwen3-vl-8b", ("fc1",)), ("deepseek-v3", ("q_proj",))])
 def test_veomni_lora_refused_where_veomni_prints_zero(veomni_counter, preset, targets):
     # estimate_flops: an unsupported model type, a regex target list or a module outside the model type's list
     # logs a warning and returns 0 FLOPs
@@ -448,6 +512,61 @@ def test_veomni_lora_refused_where_veomni_prints_zero(veomni_counter, preset, ta
     assert veomni_counter(preset, [1024], [], lora_config=veomni_counter.LoraConfig(r=8, target_modules=tm)) == 0
     with pytest.raises(ConventionNotDefined, match="0 FLOPs"):
         _veomni_lora(preset, [1024], [], 8, targets)
+
+
+QWEN35_LORA_CASES = [
+    ("qwen3.5-35b-a3b", [4096, 1000], [(1, 32, 32)], 16, ("q_proj", "k_proj", "v_proj", "o_proj"), "none"),
+    ("qwen3.5-35b-a3b", [3000], [(1, 16, 24)], 8,
+     ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj", "gate_proj", "down_proj"), "none"),
+    ("qwen3.5-35b-a3b", [2048], [(1, 32, 32), (2, 16, 16)], 8, ("q_proj", "qkv", "linear_fc1"), "none"),
+    ("qwen3.5-397b-a17b", [2048], [(1, 16, 16)], 32, ("up_proj",), "all"),
+]
+
+
+@pytest.mark.parametrize("preset,seq_lens,grids,r,targets,bias", QWEN35_LORA_CASES,
+                         ids=[f"{c[0]}-{'+'.join(c[4])}-{c[5]}" for c in QWEN35_LORA_CASES])
+def test_veomni_lora_qwen3_5_matches_veomnis_own_function(veomni_counter, preset, seq_lens, grids, r, targets, bias):
+    theirs = veomni_counter(preset, seq_lens, grids,
+                            lora_config=veomni_counter.LoraConfig(r=r, target_modules=list(targets), bias=bias))
+    assert theirs > 0
+    assert _veomni_lora(preset, seq_lens, grids, r, targets, bias) == pytest.approx(theirs, rel=1e-12)
+
+
+def test_veomni_lora_dense_qwen3_5_matches_veomnis_own_function(veomni_counter):
+    from vlm_perf.arch.adapters import AdapterConfig
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.flops.conventions import get_convention
+
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.AutoConfig.for_model("qwen3_5").to_dict()
+    targets = ("q_proj", "in_proj_z", "gate_proj", "down_proj", "proj")
+    lora = veomni_counter.LoraConfig(r=16, target_modules=list(targets))
+    theirs = veomni_counter(cfg, [4096], [(1, 32, 32)], lora_config=lora)
+    spec = load_model(cfg)
+    stats = BatchStats.from_batch(seq_lens=[4096], image_grids=[(1, 32, 32)], spec=spec)
+    regime = Trainability.build(adapter=AdapterConfig(r=16, target_modules=targets))
+    assert get_convention("veomni").compute_regime(spec, stats, regime).total / 1e12 == pytest.approx(theirs,
+                                                                                                      rel=1e-12)
+
+
+def test_veomni_lora_target_parameters_refused(veomni_counter):
+    """Routed-expert LoRA (target_parameters): VeOmni counts it on MoE types (not reproduced here: refused with that
+    reason), and prints 0 on dense types (refused as a 0)."""
+    from vlm_perf.arch.adapters import AdapterConfig
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.flops.conventions import get_convention
+
+    conv = get_convention("veomni")
+    for preset, match in (("qwen3-30b-a3b", "does not reproduce yet"), ("qwen3.5-35b-a3b", "does not reproduce yet"),
+                          ("qwen3-vl-8b", "0 FLOPs.*non-MoE")):
+        spec = load_model(preset)
+        regime = Trainability.build(adapter=AdapterConfig(r=8, target_modules=("q_proj",),
+                                                          target_parameters=("mlp.experts.gate_up_proj",)))
+        with pytest.raises(ConventionNotDefined, match=match):
+            conv.compute_regime(spec, BatchStats.from_batch(seq_lens=[1024]), regime)
+    lora = veomni_counter.LoraConfig(r=8, target_modules=["q_proj"], target_parameters=["mlp.experts.gate_up_proj"])
+    assert veomni_counter("qwen3-vl-8b", [1024], [], lora_config=lora) == 0
+    assert veomni_counter("qwen3-30b-a3b", [1024], [], lora_config=lora) > 0
 
 
 def test_veomni_lora_moe_text_by_hand():
@@ -496,3 +615,85 @@ def test_veomni_regime_of_whole_parts_is_freeze_vit_and_finer_regimes_without_ad
         conv.compute_regime(spec, stats, Trainability.build(trainable=("language_model[0:4]",)))
     with pytest.raises(ConventionNotDefined, match="finer than whole parts"):
         get_convention("verl").compute_regime(spec, stats, Trainability.build(trainable=("language_model[0:4]",)))
+
+
+# ------------------------------------------------------------------------------------------------ torchtitan Qwen3-VL
+
+# torchtitan's own get_moe_model_nparams_and_flops (torchtitan/models/utils.py) at each pin, called once from a
+# mirror of pytorch/torchtitan as Qwen3VLModel.Config.get_nparams_and_flops calls it (the whole model, n_heads,
+# 2 * head_dim, seq_len 4096; transformers' Qwen3-VL on the meta device, parameters renamed to torchtitan's names as
+# its state_dict_adapter maps them; enable_weight_tying as its config registry sets it: 2B only), x 2 rows x 4096
+# padded tokens (labels.numel()). Recorded 2026-12-07 by scripts/record_issue33_framework_values.py.
+TITAN_QWEN3_VL_RECORDED = {
+    ("qwen3-vl-2b", "torchtitan@qwen3-vl"): 127662198620160,
+    ("qwen3-vl-2b", "torchtitan@qwen3-vl-pre3225"): 112367820079104,
+    ("qwen3-vl-8b", "torchtitan@qwen3-vl"): 459706534723584,
+    ("qwen3-vl-8b", "torchtitan@qwen3-vl-pre3225"): 459706534723584,
+    ("qwen3-vl-30b-a3b", "torchtitan@qwen3-vl"): 255153533091840,
+    ("qwen3-vl-30b-a3b", "torchtitan@qwen3-vl-pre3225"): 255153533091840,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset,convention", sorted(TITAN_QWEN3_VL_RECORDED), ids=lambda x: str(x))
+def test_torchtitan_qwen3_vl_bills_every_parameter_per_lm_token(preset, convention):
+    """torchtitan models/qwen3_vl (PR #2409 .. #3371): per LM token 6 x every parameter whose torchtitan name lacks
+    "embedding" (so the ViT, its pos_embed, the merger and the deepstack mergers are in), routed experts x top_k //
+    E, + 6 * L * H * 2d * seq_len; a tied table (2B) counts once as the head from PR #3225 on, 0 before it. Written
+    here over transformers' own parameters (meta device); images do not change the number."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    cfg = {k: v for k, v in preset_config(preset).items() if not k.startswith("_")}
+    config = transformers.AutoConfig.for_model(**cfg)
+    with torch.device("meta"):
+        model = getattr(transformers, config.architectures[0])(config)
+    text = config.text_config
+    tied = bool(config.tie_word_embeddings)
+    dense = routed = embedding = 0
+    for name, p in model.named_parameters():  # a tied table appears once, as embed_tokens (registered first)
+        if "embed_tokens" in name:
+            embedding += p.numel()
+        elif ".mlp.experts." in name:
+            routed += p.numel()
+        else:
+            dense += p.numel()  # vision encoder + mergers, attention, norms, router, lm_head
+    active = dense + (routed * text.num_experts_per_tok // text.num_experts if routed else 0)
+    if tied and convention == "torchtitan@qwen3-vl":
+        active += embedding
+    seq, rows = 4096, 2
+    per_token = 6 * active + 6 * text.num_hidden_layers * text.num_attention_heads * 2 * text.head_dim * seq
+    assert per_token * rows * seq == TITAN_QWEN3_VL_RECORDED[(preset, convention)]
+    spec = load_model(preset)
+    for grids in ([(1, 32, 32)], [(2, 16, 24), (1, 64, 64)], []):
+        stats = BatchStats.from_batch(seq_lens=[3000, 1096, 4096], padded_tokens=rows * seq, samples=rows,
+                                      image_grids=grids, spec=spec)
+        got = compute_flops(spec, stats, convention)
+        assert got.total == per_token * rows * seq
+        assert got.vision > 0  # the tower is billed per LM token, with or without images
+
+
+def test_torchtitan_qwen3_vl_frozen_tower_still_billed_and_other_families_refused():
+    spec = load_model("qwen3-vl-8b")
+    stats = BatchStats.from_batch(seq_lens=[4096], image_grids=[(1, 32, 32)], spec=spec)
+    full = compute_flops(spec, stats, "torchtitan@qwen3-vl")
+    frozen = compute_flops(spec, stats, "torchtitan@qwen3-vl", frozen=("vision_tower",))
+    assert frozen.total == full.total and any("frozen parts ignored" in n for n in frozen.notes)
+    for preset in ("qwen2.5-vl-7b", "qwen3.5-35b-a3b", "llama3-8b"):
+        with pytest.raises(ConventionNotDefined, match="no formula"):
+            compute_flops(load_model(preset), BatchStats.from_batch(seq_lens=[1024]), "torchtitan@qwen3-vl")
+
+
+def test_veomni_deepseek_v3_by_hand():
+    """veomni/utils/count_flops.py @ 0.1.12 _estimate_deepseek_v3_flops, with DeepSeek-V3's config written out:
+    per layer MLA (h*q_lora + H*d_qk*q_lora + h*(kv_lora + rope) + H*(d_qk - rope + d_v)*kv_lora + H*d_v*h),
+    MoE layers router h*E + 3*h*F_e*(k + shared), the first 3 layers dense 3*h*F, lm_head V*h; 6 x that x S, plus
+    12 * sum(s^2) * L * d_qk * H (d_qk = 128 + 64 for both products; no causal half); no MTP."""
+    h, V, L, k_dense, H = 7168, 129280, 61, 3, 128
+    q_lora, kv_lora, nope, rope, dv = 1536, 512, 128, 64, 128
+    Fe, E, k, shared, F = 2048, 256, 8, 1, 18432
+    dqk = nope + rope
+    attn = h * q_lora + H * dqk * q_lora + h * (kv_lora + rope) + H * (dqk - rope + dv) * kv_lora + H * dv * h
+    n = (h * E + 3 * h * Fe * (k + shared) + attn) * (L - k_dense) + (3 * h * F + attn) * k_dense + V * h
+    seqs = [4096, 2048]
+    hand = 6 * n * sum(seqs) + 12 * sum(s * s for s in seqs) * L * dqk * H
+    assert _ours("deepseek-v3", seqs, (), "veomni") * 1e12 == pytest.approx(hand, rel=1e-12)

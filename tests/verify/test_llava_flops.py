@@ -33,6 +33,16 @@ def clip_model():
     return build_model(tiny_config(), 0)
 
 
+CLIP_FULL_PROCESSOR = {**CLIP_PROCESSOR, "processor_config.json": {**CLIP_PROCESSOR["processor_config.json"],
+                                                                   "vision_feature_select_strategy": "full"}}
+
+
+@pytest.fixture(scope="module")
+def clip_full_model():
+    """vision_feature_select_strategy "full" on the CLIP tower: the CLS row goes to the projector and the LM."""
+    return build_model(tiny_config(vision_feature_select_strategy="full"), 0)
+
+
 @pytest.fixture(scope="module")
 def pixtral_model():
     return build_model(tiny_pixtral_config(), 0)
@@ -68,6 +78,29 @@ def test_clip_training_per_part(clip_model, frozen, sizes):
     m = measure_family("llava", model=clip_model, image_sizes=sizes, mode="training", frozen=frozen)
     lib = _library(clip_model, m, sizes, CLIP_PROCESSOR, mode="training", frozen=frozen)
     assert lib.parts == m.parts("training")
+
+
+@pytest.mark.parametrize("sizes", [[(30, 50)], [(70, 20), (32, 32)], [(300, 9), (5, 5), (64, 64)]],
+                         ids=["one", "two", "three"])
+def test_clip_full_strategy_forward_per_part(clip_full_model, sizes):
+    m = measure_family("llava", model=clip_full_model, image_sizes=sizes)
+    assert m.media["visual_tokens"] == 17 * len(sizes)  # 4 x 4 patches + the CLS row, per image
+    assert _library(clip_full_model, m, sizes, CLIP_FULL_PROCESSOR).parts == m.parts("forward")
+
+
+@pytest.mark.parametrize("frozen", FROZEN, ids=FROZEN_IDS)
+@pytest.mark.parametrize("sizes", [[(30, 50)], [(70, 20), (32, 32)]], ids=["one", "two"])
+def test_clip_full_strategy_training_per_part(clip_full_model, frozen, sizes):
+    m = measure_family("llava", model=clip_full_model, image_sizes=sizes, mode="training", frozen=frozen)
+    lib = _library(clip_full_model, m, sizes, CLIP_FULL_PROCESSOR, mode="training", frozen=frozen)
+    assert lib.parts == m.parts("training")
+
+
+def test_clip_full_strategy_with_several_feature_layers():
+    model = build_model(tiny_config(vision_feature_select_strategy="full", vision_feature_layer=[0, -2]), 0)
+    for mode in ("forward", "training"):
+        m = measure_family("llava", model=model, image_sizes=[(30, 50), (64, 64)], mode=mode)
+        assert _library(model, m, [(30, 50), (64, 64)], CLIP_FULL_PROCESSOR, mode=mode).parts == m.parts(mode)
 
 
 @pytest.mark.parametrize("layer", [-1, 1, [0, -2], [1, 0, -1]], ids=["last", "first", "two", "three"])

@@ -464,7 +464,7 @@ def _projectors(spec: ModelSpec, stage: str, blocks: list[Block], names: _Names 
             else:
                 norm_name = names.merger_norm if names else "<merger>.norm"
                 lin_names = names.merger_linears if names else ("<merger>.fc1", "<merger>.fc2")
-            rows = ("vision_merged_tokens",)
+            rows = b.rows_stats
             chains.append(Chain(_norm(norm_name, b.norm_width, b.norm) if b.norm != "none" else None,
                                 (Lin(lin_names[0], MLP, rows, b.in_width, b.hidden_width, b.component, b.bias),
                                  Lin(lin_names[1], MLP, rows, b.hidden_width, b.out_width, b.component, b.bias))))
@@ -492,10 +492,10 @@ def _named_merger(blocks: list[Block], names: _Names) -> tuple[Any, ...] | None:
             if b.norm != "none" and not names.merger_norm:
                 return None
             ops.append(Chain(_norm(names.merger_norm, b.norm_width, b.norm) if b.norm != "none" else None,
-                             (Lin(names.merger_linears[0], MLP, rows, b.in_width, b.hidden_width, b.component, b.bias,
-                                  pool=pool),
-                              Lin(names.merger_linears[1], MLP, rows, b.hidden_width, b.out_width, b.component, b.bias,
-                                  pool=pool))))
+                             (Lin(names.merger_linears[0], MLP, b.rows_stats, b.in_width, b.hidden_width, b.component,
+                                  b.bias, pool=pool),
+                              Lin(names.merger_linears[1], MLP, b.rows_stats, b.hidden_width, b.out_width, b.component,
+                                  b.bias, pool=pool))))
         elif isinstance(b, LinearProjector) and b.count == 1 and len(names.merger_linears) == len(b.linears()):
             if b.norm != "none" and not names.merger_norm:
                 return None

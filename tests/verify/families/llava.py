@@ -2,7 +2,8 @@
 
 ``llava`` (LLaVA-1.5 shape): CLIP tower (``clip_vision_model``) image 32 px, patch 8 (4 x 4 = 16 patches + 1 CLS
 per image), hidden 32, 2 layers, 2 heads, MLP 48 (quick_gelu), ``vision_feature_layer`` -2 (LlavaConfig's default:
-the hidden state after layer 1 feeds the projector; layer 2 still runs), strategy "default" (CLS dropped);
+the hidden state after layer 1 feeds the projector; layer 2 still runs), strategy "default" (CLS dropped; ``tiny_config(vision_feature_select_strategy="full")`` keeps it: 17 rows
+to the projector and 17 image tokens per image);
 projector Linear(32 -> 64) -> GELU -> Linear(64 -> 64) with bias; LM ``llama`` hidden 64, 4 heads, 2 KV heads,
 head_dim 16, MLP 96, 2 layers. Inputs: transformers' own ``CLIPImageProcessorPil`` (shortest edge 32, center crop
 32 x 32, as llava-1.5-7b-hf's preprocessor_config.json at 336), 16 image tokens per image (``LlavaProcessor`` with
@@ -123,6 +124,8 @@ def make_inputs(model, image_sizes: Sequence[tuple[int, int]] = (), video_sizes:
                                   input_data_format="channels_last")
         pixels = out["pixel_values"]
         per_image = (pixels.shape[-2] // cfg.vision_config.patch_size) * (pixels.shape[-1] // cfg.vision_config.patch_size)
+        # LlavaProcessor.replace_image_token: (H/p)(W/p) + num_additional_image_tokens (1), - 1 only under "default"
+        per_image += 1 if cfg.vision_feature_select_strategy == "full" else 0
         for _ in image_sizes:
             ids += [IMAGE_TOKEN] * per_image + text_ids(2, gen)
         media["resized"] = [tuple(int(x) for x in pixels.shape[-2:])] * len(image_sizes)

@@ -19,7 +19,9 @@ class MlpProjector(Block):
     m^2 h_v post-fold for deepstack mergers) and InternVL's pixel-shuffle MLP (LayerNorm(4d) -> Linear ->
     GELU -> Linear). The first GEMM's input is the tower output; the norm in front of it has weights,
     so a trainable projector needs that GEMM's input gradient even when the tower is frozen.
-    ``component``: the FLOPs component it is reported under.
+    ``component``: the FLOPs component it is reported under. ``cls_rows``: the tower's CLS positions are fed too
+    (LLaVA ``vision_feature_select_strategy`` "full" on a CLIP tower): rows ``vision_merged_tokens +
+    vision_cls_tokens``.
     """
 
     kind: ClassVar[str] = "mlp_projector"
@@ -30,6 +32,12 @@ class MlpProjector(Block):
     norm: str = "layernorm"
     bias: bool = True
     component: str = "vision.merger"
+    cls_rows: bool = False
+
+    @property
+    def rows_stats(self) -> tuple[str, ...]:
+        """The statistics whose sum is its row count."""
+        return ("vision_merged_tokens", "vision_cls_tokens") if self.cls_rows else ("vision_merged_tokens",)
 
     def params(self) -> int:
         return (norm_params(self.norm_width, self.norm) + linear_params(self.in_width, self.hidden_width, self.bias)

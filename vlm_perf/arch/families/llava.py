@@ -15,9 +15,11 @@ Read from transformers ``models/llava/modeling_llava.py`` (``LlavaModel.get_imag
   the last one) reach no loss, so training never back-propagates through them: forward FLOPs only
   (:class:`~vlm_perf.arch.blocks.ForwardOnly`; both measured in ``tests/verify/test_llava_flops.py``).
 * ``vision_feature_select_strategy`` "default" drops the CLS position before the projector (n rows per image,
-  n LM tokens); "full" keeps it and is modelled only for the Pixtral tower, which has no CLS ("full" on CLIP
-  would feed n + 1 rows to the projector: refused, no released checkpoint uses it; "default" on Pixtral drops
-  a real patch and breaks transformers' per-image split: refused).
+  n LM tokens); "full" keeps it: on a CLIP tower the projector runs on n + 1 rows per image and the LM gets
+  n + 1 image tokens (``LlavaProcessor``: (s/p)^2 + ``num_additional_image_tokens``, no - 1 under "full"); the
+  Pixtral tower has no CLS, so "full" is its only strategy ("default" drops a real patch and breaks
+  transformers' per-image split: refused). LLaVA-NeXT refuses "full" on CLIP (its ``pack_image_features``
+  views each tile's rows as the (image_size/patch)^2 grid, which n + 1 rows do not fill).
 * **Pixtral tower** (``pixtral``, Pixtral-12B): as :mod:`.mistral3` (no-bias conv, ``ln_pre`` RMSNorm, gated SiLU
   layers with 2D RoPE, no CLS, no position table), but no patch merger: every patch is one LM token.
 * **Projector** (``LlavaMultiModalProjector``): Linear(h_v x n_feature_layers -> h_text) -> act ->
@@ -111,9 +113,11 @@ def llava_parts(config: Mapping[str, Any], source: str, model_type: str = "llava
     n_layers, used = feature_layer_depth(top.opt("vision_feature_layer", -2), depth, source)
     bias = bool(top.opt("multimodal_projector_bias", True))
     clip = tower == "clip_vision_model"
-    if clip and strategy != "default":
-        raise UnsupportedModelError(f"{source}: vision_feature_select_strategy 'full' with a CLIP tower (the CLS "
-                                    "position fed to the projector) is not modelled; only 'default'")
+    if clip and strategy != "default" and model_type != "llava":
+        raise UnsupportedModelError(f"{source}: vision_feature_select_strategy 'full' with a CLIP tower is not "
+                                    f"modelled for {model_type}: transformers' pack_image_features views each tile's "
+                                    "rows as the (image_size/patch)^2 grid, which the kept CLS row breaks; "
+                                    "only 'default'")
     if not clip and strategy != "full":
         raise UnsupportedModelError(f"{source}: vision_feature_select_strategy 'default' with a Pixtral tower drops "
                                     "a real patch (Pixtral has no CLS) and is not modelled; only 'full'")
@@ -151,8 +155,9 @@ def llava_parts(config: Mapping[str, Any], source: str, model_type: str = "llava
             embed, ExtraParams(part=VISION_TOWER, count=1, label="ln_pre RMSNorm", numel=width), *stack)
     blocks = tower_blocks + (
         MlpProjector(part=MERGER, count=1, in_width=width * n_layers, hidden_width=lm.hidden_size,
-                     out_width=lm.hidden_size, norm_width=0, norm="none", bias=bias),)
-    return lm, vision, blocks, {"tower": tower, "image_size": image_size}
+                     out_width=lm.hidden_size, norm_width=0, norm="none", bias=bias,
+                     cls_rows=clip and strategy == "full"),)
+    return lm, vision, blocks, {"tower": tower, "image_size": image_size, "strategy": strategy}
 
 
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
@@ -209,7 +214,8 @@ class LlavaMedia(MediaRule):
             raise UnsupportedModelError(f"{spec.name}: preprocessor_config.json without center crop and without a "
                                         "fixed size.height/width is not modelled")
         side = tile // v.patch_size
-        tokens = side * side
+        strategy = spec.extra.get("strategy", "default")
+        tokens = side * side + (1 if strategy == "full" else 0)  # "full": the CLS row is an image feature too
         if proc:
             patch = proc.get("patch_size", v.patch_size)
             extra = proc.get("num_additional_image_tokens", 0)
@@ -217,10 +223,10 @@ class LlavaMedia(MediaRule):
             if not all(isinstance(x, int) and not isinstance(x, bool) for x in (patch, extra)) or patch <= 0:
                 raise ConfigError(f"{spec.name}: processor_config.json patch_size / num_additional_image_tokens must "
                                   f"be integers, got {patch!r} / {extra!r}")
-            if shipped != "default":
+            if shipped != strategy:
                 raise UnsupportedModelError(f"{spec.name}: processor_config.json vision_feature_select_strategy "
-                                            f"{shipped!r} disagrees with the model config ('default')")
-            processor_tokens = (tile // patch) ** 2 + extra - 1
+                                            f"{shipped!r} disagrees with the model config ({strategy!r})")
+            processor_tokens = (tile // patch) ** 2 + extra - (1 if shipped == "default" else 0)
             if processor_tokens != tokens:
                 raise UnsupportedModelError(f"{spec.name}: processor_config.json gives {processor_tokens} image "
                                             f"tokens, the model's features are {tokens}; transformers would reject it")
@@ -237,7 +243,7 @@ class LlavaMedia(MediaRule):
             return DerivedMedia("image", (height, width), (h, w), (1, rows, cols), rows * cols,
                                 detail={"break_tokens": rows})
         tile, side = s["image_size"], s["image_size"] // v.patch_size
-        return DerivedMedia("image", (height, width), (tile, tile), (1, side, side), side * side,
+        return DerivedMedia("image", (height, width), (tile, tile), (1, side, side), s["tokens_per_image"],
                             detail={"cls_tokens": 1})
 
     def video(self, spec, frames: int, height: int, width: int) -> DerivedMedia:
@@ -250,7 +256,8 @@ register_family(Family(
     media=LlavaMedia(),
     notes=("every tower layer runs whichever hidden state vision_feature_layer selects (LLaVA-1.5: -2); the layers "
            "after it are never back-propagated (forward FLOPs only in training)",
-           "CLIP: one CLS position per image in every tower layer, dropped before the projector ('default')",
+           "CLIP: one CLS position per image in every tower layer, dropped before the projector ('default') or fed "
+           "to it and to the LM as one more image token ('full')",
            "Pixtral: per image conv and attention over its own patches (sum n^2); transformers' eager Pixtral "
            "pads a multi-image batch and joins it into one sequence ((sum n)^2)",
            "position lookups, RoPE, norms and activations are not matmuls (0 FLOPs)")))

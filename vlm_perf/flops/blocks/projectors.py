@@ -25,8 +25,8 @@ from .base import FlopsContext, block_flops, inventory_terms
 
 @block_flops(MlpProjector)
 def _mlp_projector(b: MlpProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
-    """2·M·(in·hidden + hidden·out) (M = vision_merged_tokens)"""
-    rows = s.vision_merged_tokens
+    """2·M·(in·hidden + hidden·out) (M = vision_merged_tokens [+ vision_cls_tokens when the CLS rows are fed])"""
+    rows = s.vision_merged_tokens + s.vision_cls_tokens if b.cls_rows else s.vision_merged_tokens
     fc1 = matmul(rows, b.in_width, b.hidden_width)
     fc2 = matmul(rows, b.hidden_width, b.out_width)
     if b.count != 1:

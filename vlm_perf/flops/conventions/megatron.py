@@ -86,13 +86,18 @@ def _megatron_bridge(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
     return out
 
 
+_NO_NUM_POSITION_EMBEDDINGS_FIELD = ("glm4v_moe",)
+
+
 def _pr2575(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
     if spec.vision is None:  # the PR moved only VLMs to runtime lengths: text-only keeps B x seq_length
         return megatron_lm_terms(spec.lm, s.lm_padded_tokens, _configured_sq(s))
     tokens_sq = _configured_sq(s) if spec.lm.mla is not None else s.lm_tokens_sq
     out = megatron_lm_terms(spec.lm, s.lm_tokens, tokens_sq)
     vit = bridge_vit_terms(spec.vision, s, patch_embed=True)
-    if not spec.vision.num_position_embeddings:  # the PR's vision function returns 0 without this config field
+    # the PR's vision function returns 0 without a vision_config.num_position_embeddings field: Qwen2.5-VL's config,
+    # and GLM-4.5V's Glm4vVisionConfig (its tower has position embeddings, but under no field of that name)
+    if not spec.vision.num_position_embeddings or spec.family in _NO_NUM_POSITION_EMBEDDINGS_FIELD:
         vit = {k: 0 for k in vit}
     return {**vit, **out}
 
@@ -127,6 +132,9 @@ _MLM_FILE = "megatron/training/training.py"
 _MBRIDGE_FILE = "src/megatron/bridge/training/utils/flop_utils.py"
 _NO_QWEN2_VL = ("Megatron-Bridge ships no Qwen2-VL model provider (only Qwen2.5-VL, Qwen3-VL, Qwen3.5), so it "
                 "cannot train this model and prints no number for it")
+_NO_GLM41V = ("Megatron-Bridge registers a bridge for Glm4vMoeForConditionalGeneration (GLM-4.5V) only, none for "
+              "GLM-4.1V's Glm4vForConditionalGeneration (src/megatron/bridge/models/glm_vl/), so it cannot train this "
+              "model and prints no number for it")
 
 MEGATRON_LM = register_convention(Convention(
     name="megatron-lm",
@@ -183,7 +191,7 @@ MEGATRON_BRIDGE = register_convention(Convention(
         "vit_flops on the Qwen3.5 tower (plain MLP and no deepstack: only the patch embed is missing)",),
     forward=_megatron_bridge,
     families=QWEN_AND_DECODER_FAMILIES + ("glm4v_moe",) + HYBRID_GDN_FAMILIES,
-    refuses={"qwen2_vl": _NO_QWEN2_VL},
+    refuses={"qwen2_vl": _NO_QWEN2_VL, "glm4v": _NO_GLM41V},
 ))
 
 MBRIDGE_PR2575 = register_convention(Convention(
@@ -193,7 +201,8 @@ MBRIDGE_PR2575 = register_convention(Convention(
             "PR #2575 head (closed, not merged; 2026-02)",
             verified="tests/flops/test_framework_record.py: the framework's own function at the pinned commit on 21 cases; "
                      "tests/flops/test_published.py (per-visual-token figures) and "
-                     "tests/flops/test_framework_conventions.py (text-only and Qwen2.5-VL branches by hand)"),
+                     "tests/flops/test_framework_conventions.py (text-only, Qwen2.5-VL and GLM-4.5V branches by "
+                     "hand; GLM-4.5V also the PR head's own function's value)"),
     formula=("VLMs: Megatron LM formula on runtime S = sum(s), S2 = sum(s^2) (MLA: configured length), plus "
              "3*[2P*h_v*C*T_p*P_s^2 + L_v*(8P*h_v^2 + 4h_v*P2_frame + 4P*h_v*i_v) "
              "+ (1+n_ds)*(2M*(m^2h_v)^2 + 2M*m^2h_v*d_out)] (per-sample averages x B = batch totals); "
@@ -206,10 +215,13 @@ MBRIDGE_PR2575 = register_convention(Convention(
                 "qwen3_5 / qwen3_5_moe (the PR head's Qwen3.5-VL bridge): its flop_utils has no gated-delta-net "
                 "branch, so every layer is billed as plain GQA attention (no output gate) on runtime lengths; "
                 "vision counted (the config has num_position_embeddings), no deepstack",
+                "glm4v_moe (GLM-4.5V: GLM45VBridge + vlm_step): LM formula on runtime lengths, shared expert of "
+                "moe_intermediate_size (the bridge's mapping), no MTP (the bridge sets mtp_num_layers=0); vision 0 "
+                "(Glm4vVisionConfig has no num_position_embeddings)",
                 ) + _LM_DEVIATIONS,
     forward=_pr2575,
-    families=QWEN_AND_DECODER_FAMILIES + HYBRID_GDN_FAMILIES,
-    refuses={"qwen2_vl": _NO_QWEN2_VL},
+    families=QWEN_AND_DECODER_FAMILIES + HYBRID_GDN_FAMILIES + ("glm4v_moe",),
+    refuses={"qwen2_vl": _NO_QWEN2_VL, "glm4v": _NO_GLM41V},
 ))
 
 

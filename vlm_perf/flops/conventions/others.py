@@ -64,8 +64,14 @@ def _torchtitan(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
 
 # --- veRL (verl/utils/flops_counter.py): forward = the function's 6*N*S terms / 3 -------------------------
 
-# families veRL's ESTIMATE_FUNC routes to its text-only _estimate_qwen2_flops (vision not counted)
-VERL_TEXT_ONLY = ("glm4v",)
+# veRL's ESTIMATE_FUNC routes glm4v (GLM-4.1V) to _estimate_qwen2_flops, which reads the text fields at the top
+# level of the config (config.hidden_size, ...); GLM-4.1V's config.json and transformers' Glm4vConfig keep them under
+# text_config, so veRL raises AttributeError there (checked: FlopsCounter of main 1dda039b9c63 / v0.9.0 and of
+# v0.7.1 bec9ef74768d on transformers 5.24's Glm4vConfig of the GLM-4.1V-9B-Thinking config)
+_VERL_GLM41V = ("veRL routes glm4v to _estimate_qwen2_flops (verl/utils/flops_counter.py), which reads "
+                "config.hidden_size at the top level; a GLM-4.1V config keeps its text fields under text_config, so "
+                "veRL raises AttributeError ('Glm4vConfig' object has no attribute 'hidden_size') at its first MFU "
+                "and prints no number")
 
 
 def _verl_vit(spec: ModelSpec, s: BatchStats) -> dict[str, Any]:
@@ -148,7 +154,7 @@ def _verl(spec: ModelSpec, s: BatchStats, _: Options) -> dict:
     qwen3_vl's LM derives head_dim = hidden // heads (qwen3_vl_moe and the rest read the config's head_dim)."""
     family = spec.family or spec.model_type
     out = _verl_lm(spec, s, derived_head_dim=family in ("qwen3_vl", "qwen2_vl", "qwen2_5_vl"))
-    if spec.vision is not None and family not in VERL_TEXT_ONLY:
+    if spec.vision is not None:
         out.update(_verl_vit(spec, s))
     return out
 
@@ -219,15 +225,16 @@ VERL = register_convention(Convention(
                 "deepseek_v3: kv up-projection as one GEMM, shared experts of moe_intermediate_size, no MTP",
                 "qwen3_5 / qwen3_5_moe: gated-delta rule as 15*dk*dv*Hv per token per layer (x3 included), "
                 "shared-expert gate counted",
-                "glm4v (GLM-4.1V): routed to veRL's text-only qwen2 formula, vision tower and projector not counted; "
-                "glm4v_moe / glm46v are not in veRL's ESTIMATE_FUNC (it logs MFU 0)",
+                "glm4v (GLM-4.1V): refused, as veRL raises AttributeError on its nested config (its ESTIMATE_FUNC "
+                "entry is the flat-config qwen2 formula); glm4v_moe / glm46v are not in veRL's ESTIMATE_FUNC (it "
+                "logs MFU 0)",
                 "always x3 per GEMM"),
     forward=_verl,
-    families=QWEN_AND_DECODER_FAMILIES + VERL_TEXT_ONLY + VERL_HYBRID,
+    families=QWEN_AND_DECODER_FAMILIES + VERL_HYBRID,
     refuses={"qwen2_vl": "veRL main routes qwen2_vl to _estimate_qwen3_vl_flops, whose ViT term reads "
                          "vision_config.intermediate_size and out_hidden_size, which a Qwen2-VL config lacks "
-                         "(AttributeError at the first step with images); 'verl@v0.7.1' counts it text-only"},
-    text_only_families=VERL_TEXT_ONLY,
+                         "(AttributeError at the first step with images); 'verl@v0.7.1' counts it text-only",
+             "glm4v": _VERL_GLM41V},
 ))
 
 VERL_V071 = register_convention(Convention(
@@ -243,8 +250,9 @@ VERL_V071 = register_convention(Convention(
                 "merger and deepstack mergers applied to P patches (Qwen3-VL)",
                 "video grids not counted", "always x3 per GEMM"),
     forward=_verl_v071,
-    families=QWEN_AND_DECODER_FAMILIES + VERL_TEXT_ONLY,
-    text_only_families=VERL_TEXT_ONLY + ("qwen2_vl", "qwen2_5_vl"),
+    families=QWEN_AND_DECODER_FAMILIES,
+    text_only_families=("qwen2_vl", "qwen2_5_vl"),
+    refuses={"glm4v": _VERL_GLM41V},
 ))
 
 SIX_ND = register_convention(Convention(
