@@ -219,11 +219,11 @@ def test_fuzz_reader_counts_every_line_and_never_crashes(tmp_path, seed, n):
 @given(lengths=st.lists(st.integers(0, 40), min_size=1, max_size=30), max_line=st.integers(1, 30))
 def test_long_line_probe_never_misses(lengths, max_line):
     """The O(len / max_line) probe is never False when some line is longer than max_line."""
-    from vlm_perf.ingest.metadata_source import _may_hold_long_line
+    from vlm_perf.ingest.metadata_chunks import may_hold_long_line
 
     whole = b"".join(b"x" * n + b"\n" for n in lengths)
     if max(lengths) > max_line:
-        assert _may_hold_long_line(whole, max_line)
+        assert may_hold_long_line(whole, max_line)
 
 
 def test_compressed_enormous_line_and_many_newlines(tmp_path):

@@ -33,11 +33,9 @@ time, for those iterations only (the last copy of a key is kept).
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Union
 
@@ -45,17 +43,39 @@ import polars as pl
 
 from ..errors import ConfigError, InputError, SchemaError
 from ..remote import is_url, open_binary
-from ..stats import DEFAULT_MERGE_SIZE, BatchStats
-from .compressed import compression_of, is_blank, open_maybe_compressed
+from ..stats import BatchStats
+from .compressed import compression_of, is_blank
+from .metadata_chunks import BadLine, Chunk, iter_chunks, nonblank_lines, pieces
+from .metadata_engines import DEFAULT_ENGINE, ENGINES, ParseEngine, arrow_schema, register_engine
+from .metadata_geometry import (
+    audio_unmodelled,
+    cls_per_frame,
+    cross_kv_tokens_per_frame,
+    geometry,
+    grids_exact,
+    lm_window,
+    windowed_attention,
+)
 from .metadata_io import expand_paths, is_parquet, parse_line
 from .metadata_media import MediaConverter
+from .metadata_notes import (
+    BAD_ROW_HINT,
+    MetadataDiagnostics,
+    bad_row_error,
+    finish_notes,
+    replayed_iterations,
+    unknown_key_note,
+)
 from .metadata_schema import SCHEMA, reason_key, row_exprs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..arch.spec import ModelSpec
 
 __all__ = ["CHUNK_BYTES", "ENGINES", "MAX_LINE_BYTES", "MetadataSource", "ParseEngine", "register_engine",
-           "DEFAULT_ENGINE"]
+           "DEFAULT_ENGINE",
+           # re-exported from the modules they moved to (metadata_engines, metadata_notes, metadata_geometry)
+           "arrow_schema", "BAD_ROW_HINT", "MetadataDiagnostics", "bad_row_error", "finish_notes", "grids_exact",
+           "cross_kv_tokens_per_frame"]
 
 STAT_FIELDS: tuple[str, ...] = BatchStats.field_names()
 #: Bytes of (decompressed) text per chunk handed to the parse engine.
@@ -80,292 +100,6 @@ PathsLike = Union[str, Path, Iterable[Union[str, Path]]]
 RowColumn = Callable[[pl.DataFrame], pl.Series]
 
 
-# ---------------------------------------------------------------------------------- engines
-@dataclass(frozen=True)
-class ParseEngine:
-    """Bytes of whole JSON lines -> a frame with exactly `SCHEMA`; raises on anything it cannot
-    parse strictly (the caller then locates the line). ``strict`` engines reject floats, strings
-    and booleans in integer fields instead of converting them."""
-
-    name: str
-    parse: Callable[[bytes], pl.DataFrame]
-    description: str
-
-
-ENGINES: dict[str, ParseEngine] = {}
-
-
-def register_engine(engine: ParseEngine) -> ParseEngine:
-    """Add a parse engine; a second engine of the same name is an error."""
-    if engine.name in ENGINES:
-        raise ValueError(f"metadata parse engine {engine.name!r} is already registered")
-    ENGINES[engine.name] = engine
-    return engine
-
-
-def arrow_schema():
-    import pyarrow as pa
-
-    def arrow(dtype: pl.DataType):
-        if dtype == pl.Int64:
-            return pa.int64()
-        if dtype == pl.List(pl.Int64):
-            return pa.list_(pa.int64())
-        return pa.list_(pa.list_(pa.int64()))
-
-    return pa.schema([(name, arrow(dtype)) for name, dtype in SCHEMA.items()])
-
-
-_PYARROW_OPTIONS: list = []
-#: pyarrow parses a buffer in blocks on its thread pool: blocks of len/8 (256 KiB to 4 MiB) keep a
-#: small shard (one chunk of a few MB) on several threads instead of one.
-_BLOCK_MIN, _BLOCK_MAX, _BLOCKS_PER_CHUNK = 256 << 10, 4 << 20, 8
-
-
-def _parse_pyarrow(data: bytes) -> pl.DataFrame:
-    import pyarrow as pa
-    import pyarrow.json as pj
-
-    if not _PYARROW_OPTIONS:
-        _PYARROW_OPTIONS.append(pj.ParseOptions(explicit_schema=arrow_schema(), unexpected_field_behavior="ignore"))
-    block = min(_BLOCK_MAX, max(_BLOCK_MIN, len(data) // _BLOCKS_PER_CHUNK))
-
-    def read(block_size: int):
-        return pj.read_json(pa.BufferReader(data), parse_options=_PYARROW_OPTIONS[0],
-                            read_options=pj.ReadOptions(block_size=block_size))
-
-    try:
-        table = read(block)
-    except pa.ArrowInvalid as exc:
-        if "straddl" not in str(exc) or block > len(data):
-            raise
-        table = read(len(data) + 1)  # a line longer than a block: the whole buffer as one block
-    frame = pl.from_arrow(table)
-    assert isinstance(frame, pl.DataFrame)
-    return frame.cast(SCHEMA)  # type: ignore[arg-type]
-
-
-def _parse_polars(data: bytes) -> pl.DataFrame:
-    return pl.read_ndjson(io.BytesIO(data), schema=SCHEMA)
-
-
-DEFAULT_ENGINE = "pyarrow"
-register_engine(ParseEngine("pyarrow", _parse_pyarrow,
-                            "pyarrow.json with the explicit schema (strict integers; rejects invalid surrogates "
-                            "and duplicate keys, which then go to the per-line path)"))
-register_engine(ParseEngine("polars", _parse_polars,
-                            "polars.read_ndjson with the explicit schema (strict integers; accepts a duplicate "
-                            "key, first value wins)"))
-
-
-# ---------------------------------------------------------------------------------- chunks
-@dataclass
-class _Chunk:
-    data: bytes
-    first_line: int  # 1-based line number of the first line of ``data``
-
-
-@dataclass
-class _Bad:
-    file_index: int
-    line: int
-    message: str  # "field: reason" (what the user reads after file:line)
-    key: str  # the rows_skipped key
-
-
-def _iter_chunks(path: Path, display: str, chunk_bytes: int, max_line: int,
-                 on_long: Callable[[int], None], on_bytes: Callable[[int], None]) -> Iterator[_Chunk]:
-    """Whole lines of ``path`` (decompressed, streaming) in chunks; a leading BOM is removed.
-
-    A line longer than ``max_line`` is reported through ``on_long(line)`` and skipped without
-    being held in memory. ``on_bytes(n)`` is called with the bytes read so far from ``path``.
-    """
-    try:
-        fh = open_maybe_compressed(path)
-    except OSError as exc:
-        raise InputError(f"cannot open ({exc.strerror or exc})", source=display) from None
-    with fh:
-        line = 1
-        rest = b""
-        skipping = False  # inside an over-long line: drop bytes up to its newline
-        first = True
-        while True:
-            try:
-                block = fh.read(chunk_bytes)
-            except Exception as exc:  # noqa: BLE001 - gzip: OSError/EOFError; zstandard.ZstdError
-                raise InputError(f"cannot decompress ({exc})", source=display) from None
-            if first:
-                first = False
-                if block.startswith(_BOM):
-                    block = block[len(_BOM):]
-            on_bytes(len(block))
-            if not block:
-                if rest and not skipping:
-                    yield _Chunk(rest, line)
-                return
-            if skipping:
-                cut = block.find(b"\n")
-                if cut < 0:
-                    continue
-                block = block[cut + 1:]
-                skipping = False
-                line += 1
-            cut = block.rfind(b"\n") + 1  # ``rest`` never holds a line end
-            if cut == 0:  # no line end in the buffer
-                buf = rest + block
-                if len(buf) > max_line:
-                    on_long(line)
-                    skipping, rest = True, b""
-                else:
-                    rest = buf
-                continue
-            # one copy: the carried-over start of a line + this block up to its last line end
-            whole = b"".join((rest, memoryview(block)[:cut])) if rest or cut < len(block) else block
-            rest = block[cut:]
-            if len(rest) > max_line:
-                on_long(line + whole.count(b"\n"))
-                skipping, rest = True, b""
-            # lines inside ``whole`` longer than max_line
-            if len(whole) > max_line:
-                whole, line = _drop_long_lines(whole, line, max_line, on_long)
-            if whole:
-                yield _Chunk(whole, line)
-            line += whole.count(b"\n")
-
-
-def _may_hold_long_line(whole: bytes, max_line: int) -> bool:
-    """False when no line of ``whole`` is longer than ``max_line``, checked in O(len / max_line) finds.
-
-    Every aligned window of ``max_line // 2`` bytes is probed for a newline; a line longer than
-    ``max_line`` covers at least one such window entirely, so if every window holds a newline
-    there is none (the exact per-line check then never runs on ordinary chunks).
-    """
-    half = max(1, max_line // 2)
-    return any(whole.find(b"\n", k, k + half) < 0 for k in range(0, len(whole), half))
-
-
-def _drop_long_lines(whole: bytes, line: int, max_line: int, on_long: Callable[[int], None]) -> tuple[bytes, int]:
-    """Replace every line longer than ``max_line`` by an empty line (reported); line numbers stay."""
-    if not _may_hold_long_line(whole, max_line):
-        return whole, line
-    parts = whole.split(b"\n")
-    if max(len(p) for p in parts) <= max_line:
-        return whole, line
-    for i, part in enumerate(parts):
-        if len(part) > max_line:
-            on_long(line + i)
-            parts[i] = b""
-    return b"\n".join(parts), line
-
-
-def _nonblank_lines(data: bytes, first_line: int) -> list[int]:
-    """Line numbers of the non-blank lines of ``data`` (one per parsed row, in order)."""
-    return [first_line + i for i, raw in enumerate(data.split(b"\n")) if raw.strip(b" \t\r\n")]
-
-
-def _pieces(data: bytes, first_line: int, n: int) -> list[_Chunk]:
-    """``data`` cut into about ``n`` pieces at line ends."""
-    size = max(1, len(data) // n)
-    out, start, line = [], 0, first_line
-    while start < len(data):
-        end = data.find(b"\n", min(len(data) - 1, start + size))
-        end = len(data) if end < 0 else end + 1
-        piece = data[start:end]
-        out.append(_Chunk(piece, line))
-        line += piece.count(b"\n")
-        start = end
-    return out
-
-
-# ---------------------------------------------------------------------------------- the source
-@dataclass
-class MetadataDiagnostics:
-    """What the reader saw; `to_dict()` is JSON-serialisable."""
-
-    files: list[str] = field(default_factory=list)
-    merge_size: int = DEFAULT_MERGE_SIZE
-    window_side: int | None = None
-    rows_read: int = 0
-    rows_used: int = 0
-    rows_skipped: dict[str, int] = field(default_factory=dict)  # "field: reason" -> rows
-    bad_lines: list[str] = field(default_factory=list)  # first MAX_BAD_LINES "file:line: field: reason"
-    iterations: int = 0
-    rows_preaggregated_lm: int = 0
-    rows_preaggregated_vision: int = 0
-    rows_padded_tokens_only: int = 0
-    extra_keys: list[str] = field(default_factory=list)  # top-level keys outside schema v1 (first lines)
-    rows_media_in_pixels: int = 0  # rows whose grids were derived from schema v2 image_sizes / video_sizes
-    rows_duplicate: int = 0  # repeated (iteration, microbatch, dp_rank) rows dropped (last one kept)
-    decompressed: list[str] = field(default_factory=list)  # compressed shards (streamed, never to disk)
-    cleaned: list[str] = field(default_factory=list)  # shards with lines the fast engine could not parse
-    # rows with images of several samples of unequal lengths and no images_per_sample: the text x vision sums are the
-    # longest sample's bound (counted) and the shortest sample's value (the exact sum lies between); totals of the run
-    rows_cross_bound: int = 0
-    cross_bound_patches: int = 0
-    cross_bound_patches_low: int = 0
-    cross_bound_frames: int = 0
-    cross_bound_frames_low: int = 0
-    cross_total_patches: int = 0
-    cross_total_frames: int = 0
-    #: vision tokens per frame a cross-attention layer adds (Mllama: T CLS tokens per image); None: the model has no
-    #: cross-attention layers (the text x vision sums are then read by nothing and the bound is not noted)
-    cross_kv_tokens_per_frame: int | None = None
-    #: the sliding window the FLOPs read (None: no windowed attention block). Pre-aggregated LM rows with lm_tokens_sq > W² count
-    #: those layers as full causal: their rows, Σ lm_tokens_sq (counted), the least windowed Σ their aggregates allow,
-    #: and the run's windowed Σ (lm_tokens_sq - lm_tokens_sq_beyond_window) as counted
-    lm_window: int | None = None
-    rows_window_bound: int = 0
-    window_bound_counted: int = 0
-    window_bound_least: int = 0
-    window_total: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def rows_skipped_total(self) -> int:
-        return sum(self.rows_skipped.values())
-
-    def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        out = asdict(self)
-        out["rows_skipped_total"] = self.rows_skipped_total
-        return out
-
-
-def geometry(spec: "ModelSpec | None") -> tuple[int, int | None]:
-    """(spatial merge size, window side in merged tokens) of the model's vision tower."""
-    vision = spec.vision if spec is not None else None
-    if vision is None:
-        return DEFAULT_MERGE_SIZE, None
-    return int(vision.spatial_merge_size), vision.window_side_merged
-
-
-def cls_per_frame(spec: "ModelSpec | None") -> int:
-    """CLS tokens the tower prepends to each frame/tile sequence (InternViT: 1; 0 without a tower)."""
-    vision = spec.vision if spec is not None else None
-    return int(getattr(vision, "cls_per_frame", 0) or 0) if vision is not None else 0
-
-
-def lm_window(spec: "ModelSpec | None") -> int | None:
-    """The LM's sliding window in tokens (None: no sliding-window layers; one window per model, as `LMSpec` holds)."""
-    return getattr(getattr(spec, "lm", None), "sliding_window", None) or None
-
-
-def windowed_attention(spec: "ModelSpec | None") -> int | None:
-    """The sliding window the model's FLOPs read (an attention block with a window), else None: PaliGemma 2 has
-    sliding layers but is billed as the eager square, so nothing reads the statistic and no bound is noted."""
-    from ..arch.blocks import DecoderAttention
-
-    found = [b.window for b in getattr(spec, "blocks", ()) if isinstance(b, DecoderAttention) and b.window]
-    return int(found[0]) if found else None
-
-
-def cross_kv_tokens_per_frame(spec: "ModelSpec | None") -> int | None:
-    """Vision tokens per frame of the model's cross-attention layers (Mllama: its tiles' CLS tokens); None without."""
-    from ..arch.blocks import CrossAttention
-
-    found = [b for b in getattr(spec, "blocks", ()) if isinstance(b, CrossAttention)]
-    return int(found[0].kv_tokens_per_frame) if found else None
 
 
 # per-iteration facts for finding rows a resumed job recorded twice: min / max / count only
@@ -385,126 +119,7 @@ _MERGE = ([pl.col(c).sum() for c in _SUMMED]
           + [pl.col(c).min() for c in ("_mb_min", "_rank_min")] + [pl.col(c).max() for c in ("_mb_max", "_rank_max")])
 
 
-def replayed_iterations(per_iteration: pl.DataFrame) -> tuple[list[int], str | None]:
-    """Iterations whose keyed rows must repeat a (microbatch, dp_rank) key, and a note.
 
-    Pigeonhole: an iteration with more keyed rows than (rank span) x (microbatch-index span) holds a
-    key twice, which is what re-recording a replayed iteration does. When ``microbatch`` does not
-    number the microbatches (one value for several rows per rank in most iterations), nothing is
-    flagged and the note says so. Rows missing either key are never dropped.
-    """
-    keyed = per_iteration.filter(pl.col("_keyed") > 0)
-    if keyed.height == 0:
-        return [], None
-    ranks = keyed["_rank_max"] - keyed["_rank_min"] + 1
-    indexes = keyed["_mb_max"] - keyed["_mb_min"] + 1
-    several_per_rank = keyed["_keyed"].cast(pl.Int64) > ranks
-    constant_index = several_per_rank & (indexes == 1)
-    if several_per_rank.sum() * 2 > keyed.height and constant_index.sum() * 2 > several_per_rank.sum():
-        return [], ("microbatch does not number the microbatches of an iteration (one value for several rows), so "
-                    "rows a resumed job recorded twice cannot be told apart: none dropped")
-    flagged = keyed.filter(keyed["_keyed"].cast(pl.Int64) > ranks * indexes)["iteration"]
-    return sorted(flagged.unique().to_list()), None
-
-
-def unknown_key_note(unknown: Mapping[str, int]) -> str | None:
-    import difflib
-
-    suspects = []
-    for key in sorted(unknown):
-        close = difflib.get_close_matches(key, list(SCHEMA), n=1, cutoff=0.6)
-        if close:  # free-form extras (loss, sample ids, ...) are fine; a near-miss of a schema key is not
-            suspects.append(f"{key!r} (did you mean {close[0]!r}?)")
-    return f"keys outside schema v1 are ignored: {', '.join(suspects)}" if suspects else None
-
-
-def finish_notes(diag: MetadataDiagnostics) -> None:
-    """The count-based notes (appended after the pass, from the final counts)."""
-    if diag.rows_media_in_pixels:
-        diag.notes.append(f"{diag.rows_media_in_pixels} row(s) give media in pixels (schema v2): grids derived "
-                          "with the model family's processor rule")
-    if diag.rows_preaggregated_vision:
-        diag.notes.append(
-            f"{diag.rows_preaggregated_vision} row(s) carry pre-aggregated vision statistics: per-item sums are "
-            "taken equal to per-frame sums (a lower bound for video), the image/video split is unknown (counted "
-            "as images)"
-            + (", and the window statistic falls back to the per-frame sum (an upper bound)"
-               if diag.window_side else ""))
-    if diag.rows_padded_tokens_only:
-        diag.notes.append(
-            f"{diag.rows_padded_tokens_only} row(s) give padded_tokens only: each is taken as `samples` (default 1) "
-            "unpacked sequences of equal length (real-token and per-document statistics unknown)")
-    if diag.rows_duplicate:
-        diag.notes.append(
-            f"{diag.rows_duplicate} repeated (iteration, microbatch, dp_rank) row(s) dropped, the last one kept "
-            "(a resumed job re-recording replayed iterations); they are not counted twice")
-    if diag.rows_preaggregated_lm:
-        diag.notes.append(f"{diag.rows_preaggregated_lm} row(s) carry pre-aggregated LM statistics")
-    for note in (cross_bound_note(diag), window_bound_note(diag)):
-        if note:
-            diag.notes.append(note)
-
-
-def cross_bound_note(diag: MetadataDiagnostics) -> str | None:
-    """The named longest-sample bound of the cross-attention core (None without such rows or cross-attention)."""
-    t = diag.cross_kv_tokens_per_frame
-    if not diag.rows_cross_bound or t is None:
-        return None
-    hi = diag.cross_bound_patches + t * diag.cross_bound_frames
-    lo = diag.cross_bound_patches_low + t * diag.cross_bound_frames_low
-    total = diag.cross_total_patches + t * diag.cross_total_frames
-    share = (hi - lo) / total if total else 0.0
-    return (f"upper bound: {diag.rows_cross_bound} row(s) have images in several samples of unequal lengths and no "
-            "images_per_sample, so the cross-attention core counts the longest sample's length x the row's vision "
-            f"tokens (Σ S·V = {hi:,} there; the shortest sample gives {lo:,}, the exact value lies between): the "
-            f"run's cross-attention core may be over-counted by up to {share:.1%}; record images_per_sample for the "
-            "exact value")
-
-
-def window_bound_note(diag: MetadataDiagnostics) -> str | None:
-    """The named full-causal bound of the sliding-window layers on pre-aggregated LM rows (None without such rows)."""
-    w = diag.lm_window
-    if not diag.rows_window_bound or not w:
-        return None
-    hi, lo = diag.window_bound_counted, diag.window_bound_least
-    share = (hi - lo) / diag.window_total if diag.window_total else 0.0
-    return (f"upper bound: {diag.rows_window_bound} row(s) carry pre-aggregated LM statistics (no seq_lens), so the "
-            f"sliding-window layers (window {w:,}) count them as full causal attention (Σ s² = {hi:,} there; the "
-            f"least windowed Σ their lm_tokens / lm_sequences allow is {lo:,}, the exact value lies between): the "
-            f"run's sliding-window attention core may be over-counted by up to {share:.1%}; record seq_lens for the "
-            "exact value")
-
-
-#: what a bad-row error adds: the library names no flag (the CLI adds its own, see `vlm_perf.cli`)
-BAD_ROW_HINT = "fix the row, or skip bad rows: they are then counted and reported"
-
-
-def bad_row_error(message: str, source: str | None = None) -> SchemaError:
-    """The error for the first bad metadata row; ``skippable`` tells a caller a skip-bad-rows option applies."""
-    err = SchemaError(f"{message} ({BAD_ROW_HINT})", source=source)
-    err.skippable = True  # type: ignore[attr-defined]
-    return err
-
-
-def grids_exact(spec) -> bool:
-    """Whether per-image grids give the model's vision statistics: not for a family whose media rule needs the
-    whole call (``one_call``: Phi-4-multimodal's separators and padded crops); its grid rows are refused (code 36)."""
-    if getattr(spec, "vision", None) is None:
-        return True
-    from ..arch.families import FAMILIES
-
-    family = FAMILIES.get(getattr(spec, "family", ""))
-    return not (family is not None and hasattr(family.media, "one_call"))
-
-
-def audio_unmodelled(spec) -> bool:
-    """Whether the model has an audio encoder (audio blocks in its inventory) whose geometry is not modelled
-    (``spec.audio`` None: Phi-4-multimodal with another time_reduction); a model without one gives False."""
-    if spec is None or getattr(spec, "audio", None) is not None:
-        return False
-    from ..arch.parts import AUDIO
-
-    return any(getattr(b, "part", None) == AUDIO for b in getattr(spec, "blocks", ()))
 
 
 class MetadataSource:
@@ -640,7 +255,7 @@ class MetadataSource:
         return self
 
     def _stream(self, state: "_PassState", unknown: dict[str, int], total: int) -> Iterator[tuple]:
-        """Every shard in order as items: ``("chunk", index, display, _Chunk)`` for JSON lines,
+        """Every shard in order as items: ``("chunk", index, display, Chunk)`` for JSON lines,
         ``("parquet", index, display, path)``, then ``("end", index, display, bytes read so far)``."""
         done_before = 0
         for index, (path, display) in enumerate(zip(self.files, self.displays)):
@@ -678,14 +293,14 @@ class MetadataSource:
             yield from self._parse_chunk(index, display, chunk, None, state)
 
     def _chunks(self, index: int, path: Path, display: str, state: "_PassState", sample: dict[str, int] | None,
-                done_before: int, total: int) -> Iterator[_Chunk]:
+                done_before: int, total: int) -> Iterator[Chunk]:
         """The chunks of one JSON-lines shard; over-long lines reported, the first lines' keys sampled."""
         left = [SAMPLE_LINES] if sample is not None else [0]
         plain = compression_of(path) is None
         read = [0]
 
         def on_long(line: int) -> None:
-            self._bad(state, _Bad(index, line, f"json: line longer than {self.max_line_bytes} bytes (the stated "
+            self._bad(state, BadLine(index, line, f"json: line longer than {self.max_line_bytes} bytes (the stated "
                                                  "limit); not read", "json: line longer than the limit"))
 
         def on_bytes(n: int) -> None:
@@ -693,35 +308,35 @@ class MetadataSource:
             if self.progress is not None and plain:
                 self.progress(done_before + read[0], total)
 
-        for chunk in _iter_chunks(path, display, self.chunk_bytes, self.max_line_bytes, on_long, on_bytes):
+        for chunk in iter_chunks(path, display, self.chunk_bytes, self.max_line_bytes, on_long, on_bytes):
             if left[0] > 0 and sample is not None:
                 _sample_keys(chunk.data, left, sample)
             yield chunk
 
-    def _parse_chunk(self, index: int, display: str, chunk: _Chunk, parsed: "Future | None",
+    def _parse_chunk(self, index: int, display: str, chunk: Chunk, parsed: "Future | None",
                      state: "_PassState") -> Iterator[tuple[pl.DataFrame, Callable[[], list[int]] | None]]:
         try:
             frame = parsed.result() if parsed is not None else self.engine.parse(chunk.data)
         except Exception:  # noqa: BLE001 - any engine error: locate it precisely below
             pass
         else:
-            yield frame, (lambda: _nonblank_lines(chunk.data, chunk.first_line))
+            yield frame, (lambda: nonblank_lines(chunk.data, chunk.first_line))
             return
         if display not in self._diag.cleaned:
             self._diag.cleaned.append(display)
-        pieces = _pieces(chunk.data, chunk.first_line, _SPLIT_PIECES) if len(chunk.data) > 1 << 16 else [chunk]
-        for piece in pieces:
-            if len(pieces) > 1:
+        parts = pieces(chunk.data, chunk.first_line, _SPLIT_PIECES) if len(chunk.data) > 1 << 16 else [chunk]
+        for piece in parts:
+            if len(parts) > 1:
                 try:
                     frame = self.engine.parse(piece.data)
                 except Exception:  # noqa: BLE001
                     pass
                 else:
-                    yield frame, (lambda p=piece: _nonblank_lines(p.data, p.first_line))
+                    yield frame, (lambda p=piece: nonblank_lines(p.data, p.first_line))
                     continue
             yield from self._per_line(index, piece, state)
 
-    def _per_line(self, index: int, piece: _Chunk,
+    def _per_line(self, index: int, piece: Chunk,
                   state: "_PassState") -> Iterator[tuple[pl.DataFrame, Callable[[], list[int]] | None]]:
         """The precise path, in file order: Python's strict check of the schema fields; a line
         Python cannot read at all (deep nesting, invalid UTF-8 in an ignored string) is accepted
@@ -749,11 +364,11 @@ class MetadataSource:
                     continue
             key = problem.split(":", 1)[0]
             key = "json: not a JSON object matching schema v1 types" if key == "json" else f"{key}: wrong type"
-            self._bad(state, _Bad(index, piece.first_line + offset, problem, key))
+            self._bad(state, BadLine(index, piece.first_line + offset, problem, key))
         if rows:
             yield pl.DataFrame(rows, schema=SCHEMA), (lambda ls=lines: ls)
 
-    def _bad(self, state: "_PassState", bad: _Bad) -> None:
+    def _bad(self, state: "_PassState", bad: BadLine) -> None:
         """Count one bad line; raise on it unless skip_bad (lines arrive in file order per shard)."""
         self._diag.rows_read += 1
         self._diag.rows_skipped[bad.key] = self._diag.rows_skipped.get(bad.key, 0) + 1
@@ -787,7 +402,7 @@ class MetadataSource:
             numbers = lines() if lines is not None else None
             for row, code in first.iter_rows():
                 where = numbers[row] if numbers is not None else row + 1
-                state.bad.append(_Bad(index, where, reason_key(code, self.merge_size), ""))
+                state.bad.append(BadLine(index, where, reason_key(code, self.merge_size), ""))
             if not self.skip_bad:
                 state.pending_error = True
             rows = rows.filter(~bad_mask)
@@ -941,7 +556,7 @@ class _PassState:
         self.partials: list[pl.DataFrame] = []
         self.micro: list[pl.DataFrame] = []
         self.values: list[pl.DataFrame] = []
-        self.bad: list[_Bad] = []
+        self.bad: list[BadLine] = []
         self.pending_error = False
 
     def add(self, partial: pl.DataFrame) -> None:
