@@ -228,7 +228,8 @@ def export_data(windows: pl.DataFrame, summary: dict, conventions: list[str], na
     _check_names(conventions, "conventions")
     frames, superseded = _window_points(windows, conventions)
     frames += _rl_points(summary)
-    if not frames or not any(f.height for f in frames):
+    flag = next(m.full() for m in METRICS if m.source == "reliable")  # a window's flag alone is not a number
+    if not any(f.filter(pl.col("metric") != flag).height for f in frames):
         raise VlmPerfError(f"{summary.get('run') or name}: no logged window has a number to export (the log has no "
                            "step times)")
     points = pl.concat(frames).sort("step", "metric")
