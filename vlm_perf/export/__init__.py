@@ -61,7 +61,7 @@ def _check_options(backend: str, tracking_uri: str | None) -> None:
     if tracking_uri is not None and backend != "mlflow":
         from ..errors import ConfigError
 
-        raise ConfigError(f"--tracking-uri is an MLflow setting; --to {backend} does not take it")
+        raise ConfigError(f"a tracking URI is an MLflow setting; the {backend} export does not take one")
 
 
 def _check_out(out: Path) -> None:

@@ -46,13 +46,13 @@ class MissingBackend(VlmPerfError):
 def require(backend: str) -> None:
     """Fail fast (before the run is read): an unknown backend, or a backend whose library is missing."""
     if backend not in BACKENDS:
-        raise VlmPerfError(f"--to {backend}: unknown export backend; choose one of {', '.join(BACKENDS)}")
+        raise VlmPerfError(f"export backend {backend!r} is unknown; choose one of {', '.join(BACKENDS)}")
     if backend in EXTRAS:
         module, extra, package = EXTRAS[backend]
         try:
             importlib.import_module(module)
         except ImportError:
-            raise MissingBackend(f"--to {backend} needs {package} (the {extra} extra): pip install "
+            raise MissingBackend(f"exporting to {backend} needs {package} (the {extra} extra): pip install "
                                  f"'vlm-perf[{extra}]'") from None
 
 

@@ -218,7 +218,7 @@ def _check_names(names: Iterable[str], what: str) -> None:
         segment = metric_segment(name)
         if segment in seen and seen[segment] != name:
             raise VlmPerfError(f"{what} {seen[segment]!r} and {name!r} have the same metric name segment {segment!r}; "
-                               "export one of them (--convention)")
+                               "export one of them")
         seen[segment] = name
 
 
