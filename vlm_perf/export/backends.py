@@ -57,8 +57,16 @@ def require(backend: str) -> None:
 
 
 def _rows_by_step(data: ExportData) -> Iterator[tuple[int, dict[str, float]]]:
-    for (step,), group in data.points.group_by("step", maintain_order=True):
-        yield int(step), dict(zip(group["metric"].to_list(), group["value"].to_list()))
+    """(step, {metric: value}) in step order (the points are sorted by step): one pass over three lists."""
+    step, row = None, {}
+    for s, metric, value in zip(*(data.points[c].to_list() for c in ("step", "metric", "value"))):
+        if s != step:
+            if row:
+                yield int(step), row
+            step, row = s, {}
+        row[metric] = value
+    if row:
+        yield int(step), row
 
 
 # ------------------------------------------------------------------------------------------------ TensorBoard
