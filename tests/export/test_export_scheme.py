@@ -78,6 +78,7 @@ def test_a_missing_number_is_left_out_never_written_as_zero():
     assert data.series("vlm_perf/step_time_s") == [(10, 4.0)]
     assert data.series("vlm_perf/vision_share") == [(10, 0.3)]
     assert "peak_tflops" not in data.facts
+    assert data.notes == ["no GPU peak for this run: no MFU series (state the GPU type or its dense peak)"]
     assert set(data.run_values) == {"vlm_perf/mean/tflops_per_gpu/megatron-lm", "vlm_perf/mean/tflops_per_gpu/exact",
                                     "vlm_perf/mean/vision_share", "vlm_perf/mean/step_time_s"}
     assert all(math.isfinite(v) for v in data.points["value"])

@@ -43,7 +43,8 @@ def export(
                         **load_run_arguments(options or {}))
     data = result.data
     for note in data.notes:
-        print(f"note: {note}", file=sys.stderr)
+        hint = " — pass --gpu TYPE or --peak-tflops X" if note.startswith("no GPU peak") else ""
+        print(f"note: {note}{hint}", file=sys.stderr)
     print(f"export:  {result.out}/ ({to}: {len(data.metrics)} series, {data.points.height} points, steps "
           f"{int(data.points['step'].min())}..{data.last_step()}; {len(data.run_values)} run values, "
           f"{len(data.facts)} facts)")

@@ -234,6 +234,8 @@ def export_data(windows: pl.DataFrame, summary: dict, conventions: list[str], na
                            "step times)")
     points = pl.concat(frames).sort("step", "metric")
     notes = []
+    if not summary.get("peak_tflops"):
+        notes.append("no GPU peak for this run: no MFU series (state the GPU type or its dense peak)")
     if superseded:
         notes.append(f"{superseded} window(s) of iterations logged again after a restart are superseded by the later "
                      "segment's (last write wins)")
