@@ -237,3 +237,33 @@ def test_export_replaces_an_export_but_never_a_report(report, tmp_path):
     done = run_cli("export", SAMPLE_LOGS / SAMPLE, "--to", "csv", "-o", mine, *FLAGS)
     assert done.returncode == 2 and "not a vlm-perf export -o folder" in done.stderr
     assert sorted(p.name for p in mine.iterdir()) == before
+
+
+def test_a_restarted_run_exports_the_later_segment_once_per_iteration(tmp_path):
+    """The SFT sample's last 5 logged iterations printed again after its end (a restart from the checkpoint
+    before them, a slower second pass): one point per iteration, the later segment's window (the report's window
+    table already keeps the log's last write per iteration)."""
+    from tests.support import SFT_SAMPLE
+
+    run = tmp_path / "run"
+    shutil.copytree(SAMPLE_LOGS / SFT_SAMPLE, run)
+    log = run / "train.log"
+    lines = log.read_text().splitlines(keepends=True)
+    logged = [line for line in lines if " iteration " in line and "elapsed time per iteration (ms):" in line]
+    again = [line.replace("elapsed time per iteration (ms): ", "elapsed time per iteration (ms): 2") for line in
+             logged[-5:]]  # "328.3" -> "2328.3": a slower second pass
+    log.write_text("".join(lines + again))
+    report_out = tmp_path / "report"
+    done = run_main("report", run, "-o", report_out)
+    assert done.returncode == 0, done.stderr
+    w = pl.read_parquet(report_out / "windows.parquet")
+    later = w.filter(pl.col("segment") == w["segment"].max())
+    assert later["iteration"].to_list() == [int(line.split("iteration")[1].split("/")[0]) for line in again]
+    done = run_main("export", run, "--to", "parquet", "-o", tmp_path / "x")
+    assert done.returncode == 0, done.stderr
+    table = pl.read_parquet(tmp_path / "x" / "metrics.parquet")
+    step_time = table.filter(pl.col("metric") == "vlm_perf/step_time_s")
+    assert step_time["step"].n_unique() == step_time.height == w["iteration"].n_unique()
+    got = dict(zip(step_time["step"], step_time["value"]))
+    assert {it: got[it] for it in later["iteration"]} == dict(zip(later["iteration"], later["step_time_s"]))
+    assert all(got[it] > 2 for it in later["iteration"])  # the slower pass, not the first one

@@ -9,9 +9,10 @@ meaning and the column or summary key it comes from; `export_data` turns a loade
 as it is. docs/export.md's metric table is `metrics_markdown()` (``python -m vlm_perf.export.docs``).
 
 Step axis: the run's own iteration numbers (the window's last iteration, where the training log printed its
-line), so the series overlay the run's original curves. After a restart from an earlier checkpoint an iteration
-can have a window in two segments; the later segment's window is exported (last write wins, as the parsed
-iteration table does) and ``superseded_windows`` counts the others.
+line), so the series overlay the run's original curves. The report's window table holds one window per iteration
+(after a restart, the later segment's: the log's last write); should it hold two, the later segment's window is
+exported and ``superseded_windows`` counts the others, so that every backend gets one point per step (W&B drops a
+step that goes back).
 """
 
 from __future__ import annotations
