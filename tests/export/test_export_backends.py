@@ -267,3 +267,18 @@ def test_a_restarted_run_exports_the_later_segment_once_per_iteration(tmp_path):
     got = dict(zip(step_time["step"], step_time["value"]))
     assert {it: got[it] for it in later["iteration"]} == dict(zip(later["iteration"], later["step_time_s"]))
     assert all(got[it] > 2 for it in later["iteration"])  # the slower pass, not the first one
+
+
+def test_a_report_folder_exports_as_written_with_the_runs_numbers(report, tmp_path):
+    """The report folder of the same run and options gives the same points, run values and facts as the run."""
+    from vlm_perf.export import export_run
+
+    out, summary = report
+    from_report = export_run(out, "parquet", tmp_path / "a")
+    from_run = export_run(SAMPLE_LOGS / SAMPLE, "parquet", tmp_path / "b", gpu="H100-SXM")
+    assert from_report.data.points.equals(from_run.data.points)
+    assert from_report.data.run_values == from_run.data.run_values and from_report.data.facts == from_run.data.facts
+    assert from_report.data.name == SAMPLE  # the run's name, not the report folder's
+    done = run_main("export", out, "--to", "csv", "-o", tmp_path / "c", "--peak-tflops", "989")
+    assert done.returncode == 2 and not (tmp_path / "c").exists()
+    assert "a report folder is exported as written; the run options (peak_tflops)" in done.stderr

@@ -14,7 +14,8 @@ from ._options import load_run_arguments, run_options
 @run_options("report")
 def export(
     run: str = typer.Argument(..., help="A training log file or a run directory, as for `vlm-perf report` (path or "
-                              "URL)."),
+                              "URL); or a report folder `vlm-perf report` wrote, exported as written (not read "
+                              "again)."),
     to: str = typer.Option(..., "--to", metavar="tensorboard|wandb|mlflow|parquet|csv",
                            help="The backend: TensorBoard event files, an offline W&B run (upload it with `wandb "
                                 "sync`), an MLflow run, or a plain Parquet / CSV table."),

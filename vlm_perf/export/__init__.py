@@ -23,7 +23,8 @@ from .backends import BACKENDS, EXTRAS, MissingBackend, require
 from .scheme import METRICS, PREFIX, RUN_VALUES, ExportData, export_data, metric_segment
 
 __all__ = ["BACKENDS", "EXTRAS", "METRICS", "RUN_VALUES", "PREFIX", "ExportData", "ExportResult", "MissingBackend",
-           "export_run", "export_loaded", "export_data", "data_of", "default_out", "run_name", "metric_segment"]
+           "export_run", "export_loaded", "export_data", "data_of", "data_of_report", "is_report_folder", "default_out",
+           "run_name", "metric_segment"]
 
 EXPORT_JSON = "export.json"
 
@@ -88,19 +89,45 @@ def data_of(loaded: Any, name: str) -> ExportData:
 def export_loaded(loaded: Any, to: str, out: str | Path | None = None, *, name: str | None = None,
                   project: str = "vlm-perf", tracking_uri: str | None = None) -> ExportResult:
     """Export an already loaded run (`vlm_perf.pipeline.load_run`); see `export_run`."""
-    from ..report.output import EXPORT, atomic_report_dir
-
     _check_options(to, tracking_uri)
     name = name or run_name(loaded.context.run)
     out = Path(out) if out is not None else default_out(to, name)
     _check_out(out)
-    data = data_of(loaded, name)
+    return _write(data_of(loaded, name), to, out, project, tracking_uri)
+
+
+def is_report_folder(path: str | Path) -> bool:
+    """A folder ``vlm-perf report`` wrote (its marker, summary.json and windows.parquet)."""
+    from ..report.output import MARKER, WINDOWS_FILES
+
+    folder = Path(path)
+    return "://" not in str(path) and folder.is_dir() and all(
+        (folder / name).is_file() for name in (MARKER, "summary.json", WINDOWS_FILES[0]))
+
+
+def data_of_report(folder: str | Path, name: str | None = None) -> ExportData:
+    """The `ExportData` of a report folder as written: its windows.parquet and summary.json (the numbers of the
+    report that was read, without reading the run again; the same as `data_of` the run with the same options)."""
+    import polars as pl
+
+    folder = Path(folder)
+    summary = json.loads((folder / "summary.json").read_text())
+    return export_data(pl.read_parquet(folder / "windows.parquet"), summary, list(summary.get("conventions") or {}),
+                       name or run_name(summary.get("run") or folder))
+
+
+#: `load_run` arguments that state nothing at these values (the command line hands every option over)
+_UNSTATED = {"causal": "half", "log_format": "auto"}
+
+
+def _write(data: ExportData, to: str, out: Path, project: str, tracking_uri: str | None) -> ExportResult:
+    from ..report.output import EXPORT, atomic_report_dir
     from .backends import write
 
     options = {"project": project, "tracking_uri": tracking_uri}
     with atomic_report_dir(out, EXPORT) as tmp:
         written = write(to, data, tmp, out, options)
-        manifest = {"backend": to, "name": name, "written": written, "metric_prefix": PREFIX,
+        manifest = {"backend": to, "name": data.name, "written": written, "metric_prefix": PREFIX,
                     "metrics": data.metrics, "points": data.points.height, "run_values": data.run_values,
                     "facts": data.facts, "notes": data.notes}
         (tmp / EXPORT_JSON).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -114,10 +141,22 @@ def export_run(run: str | Path, to: str, out: str | Path | None = None, *, name:
     (one of `BACKENDS`) in the folder ``out`` (default `default_out`). ``name``: the run's name in the tracker
     (default `run_name`); ``project``: the W&B project / MLflow experiment; ``tracking_uri``: MLflow only, a
     tracking server or store instead of a file store in ``out``. The backend and ``out`` are checked before the
-    run is read."""
+    run is read. A report folder (`is_report_folder`) is exported as written (`data_of_report`): nothing is read
+    again, and run options are refused (they were set when the report was written)."""
     from ..pipeline import load_run
 
     _check_options(to, tracking_uri)
+    if is_report_folder(run):
+        stated = sorted(k for k, v in load_options.items() if v not in (None, False, [], ()) and _UNSTATED.get(k) != v)
+        if stated:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"{run}: a report folder is exported as written; the run options ({', '.join(stated)}) "
+                              "apply when a run is read: give the run itself, or write the report with them")
+        data = data_of_report(run, name)
+        out = Path(out) if out is not None else default_out(to, data.name)
+        _check_out(out)
+        return _write(data, to, out, project, tracking_uri)
     name = name or run_name(run)
     out = Path(out) if out is not None else default_out(to, name)
     _check_out(out)
