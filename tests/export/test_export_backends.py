@@ -140,6 +140,7 @@ def test_wandb_offline_run_read_back_from_its_run_file(report, tmp_path_factory)
     summary_values = {k: v for k, v in run["summary"].items() if k.startswith("vlm_perf/mean/")}
     assert summary_values == pytest.approx(expected_run_values(summary), rel=1e-12)
     check_facts(run["config"], summary)
+    assert run["kinds"][-1] == "exit"  # the whole run is in the file when the export returns
     # wandb's own sync tool finds the run to upload (dry run: nothing leaves the machine)
     wandb = shutil.which("wandb") or str(Path(sys.executable).with_name("wandb"))
     done = subprocess.run([wandb, "sync", "--dry-run", str(run_dir)], capture_output=True, text=True, timeout=120,
@@ -282,3 +283,17 @@ def test_a_report_folder_exports_as_written_with_the_runs_numbers(report, tmp_pa
     done = run_main("export", out, "--to", "csv", "-o", tmp_path / "c", "--peak-tflops", "989")
     assert done.returncode == 2 and not (tmp_path / "c").exists()
     assert "a report folder is exported as written; the run options (peak_tflops)" in done.stderr
+
+
+def test_every_wandb_run_file_is_complete_when_the_export_returns(tmp_path):
+    """Back-to-back exports in one process: wandb's finish() alone can return before the run file is written out
+    (seen: 4 of 6 files held only their 7-byte header); each export's file must hold the whole run at once."""
+    from vlm_perf.export import export_loaded
+    from vlm_perf.pipeline import load_run
+
+    loaded = load_run(SAMPLE_LOGS / SAMPLE, gpu="H100-SXM")
+    for i in range(3):
+        result = export_loaded(loaded, "wandb", tmp_path / f"x{i}")
+        (file,) = Path(result.written["run_dir"]).glob("run-*.wandb")
+        run = wandb_file.read_run(file)
+        assert run["kinds"][-1] == "exit" and len(run["history"]) == len(result.data.metrics), i

@@ -56,18 +56,20 @@ def records(path: Path) -> list[bytes]:
 
 
 def read_run(path: Path) -> dict:
-    """{"history": {key: {step: value}}, "config": {key: value}, "summary": {key: value}, "run": {...}} of a run file,
-    decoded with wandb's own protobuf schema."""
+    """{"history": {key: {step: value}}, "config": {key: value}, "summary": {key: value}, "run": {...}, "kinds": [record
+    type, ...]} of a run file, decoded with wandb's own protobuf schema."""
     from wandb.proto import wandb_internal_pb2 as pb
 
     history: dict[str, dict[int, float]] = {}
     config: dict = {}
     summary: dict = {}
     run: dict = {}
+    kinds: list[str] = []
     for data in records(path):
         record = pb.Record()
         record.ParseFromString(data)
         kind = record.WhichOneof("record_type")
+        kinds.append(kind)
         if kind == "history":
             step = record.history.step.num
             for item in record.history.item:
@@ -85,4 +87,4 @@ def read_run(path: Path) -> dict:
                    "tags": list(record.run.tags), "job_type": record.run.job_type}
             for item in record.run.config.update:
                 config[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
-    return {"history": history, "config": config, "summary": summary, "run": run}
+    return {"history": history, "config": config, "summary": summary, "run": run, "kinds": kinds}

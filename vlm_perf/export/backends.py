@@ -104,20 +104,25 @@ def _tensorboard(data: ExportData, folder: Path, final: Path, options: dict) -> 
 # ------------------------------------------------------------------------------------------------ W&B
 
 def _wandb(data: ExportData, folder: Path, final: Path, options: dict) -> dict[str, Any]:
-    import wandb
+    """The run is written by `vlm_perf.export.wandb_child` in a process of its own (why: its docstring)."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
 
-    settings = wandb.Settings(mode="offline", console="off", disable_git=True, save_code=False, silent=True,
-                              x_disable_stats=True, x_disable_meta=True, x_save_requirements=False)
-    run = wandb.init(dir=str(folder), project=options.get("project") or "vlm-perf", name=data.name,
-                     config=dict(data.facts), settings=settings, job_type="vlm-perf-export", tags=["vlm-perf"],
-                     reinit="create_new")
-    try:
-        for step, values in _rows_by_step(data):
-            run.log(values, step=step)
-        run.summary.update(data.run_values)
-        run_id = run.id
-    finally:
-        run.finish()
+    with tempfile.TemporaryDirectory(prefix="vlm-perf-wandb-") as work:
+        spec = {"dir": str(folder), "project": options.get("project") or "vlm-perf", "name": data.name,
+                "facts": dict(data.facts), "run_values": data.run_values, "points": str(Path(work) / "points.parquet"),
+                "result": str(Path(work) / "result.json")}
+        data.points.select("metric", "step", "value").write_parquet(spec["points"])
+        (Path(work) / "spec.json").write_text(json.dumps(spec))
+        done = subprocess.run([sys.executable, "-m", "vlm_perf.export.wandb_child", str(Path(work) / "spec.json")],
+                              capture_output=True, text=True)
+        result = Path(spec["result"])
+        if done.returncode != 0 or not result.exists():
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise VlmPerfError(f"W&B could not write the offline run (exit status {done.returncode}): {last}")
+        run_id = json.loads(result.read_text())["run_id"]
     runs = sorted(p.name for p in (folder / "wandb").glob("offline-run-*"))
     if len(runs) != 1:
         raise VlmPerfError(f"W&B wrote {len(runs)} offline runs into {final / 'wandb'}, expected one")
