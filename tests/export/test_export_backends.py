@@ -297,3 +297,11 @@ def test_every_wandb_run_file_is_complete_when_the_export_returns(tmp_path):
         (file,) = Path(result.written["run_dir"]).glob("run-*.wandb")
         run = wandb_file.read_run(file)
         assert run["kinds"][-1] == "exit" and len(run["history"]) == len(result.data.metrics), i
+
+
+def test_a_tracking_uri_mlflow_refuses_is_one_line(tmp_path):
+    done = run_main("export", SAMPLE_LOGS / SAMPLE, "--to", "mlflow", "-o", tmp_path / "x", "--tracking-uri",
+                    "nosuch://host/store")
+    assert done.returncode == 2 and not (tmp_path / "x").exists()
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: MLflow (nosuch://host/store): "), done.stderr

@@ -152,6 +152,17 @@ def _chunks(items: list, size: int) -> Iterator[list]:
 
 
 def _mlflow(data: ExportData, folder: Path, final: Path, options: dict) -> dict[str, Any]:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return _mlflow_run(data, folder, final, options)
+    except MlflowException as exc:  # a bad tracking URI, a refused write: one line, not a traceback
+        text = str(exc).strip().splitlines()
+        raise VlmPerfError(f"MLflow ({options.get('tracking_uri') or 'file store'}): "
+                           f"{text[0] if text else type(exc).__name__}") from None
+
+
+def _mlflow_run(data: ExportData, folder: Path, final: Path, options: dict) -> dict[str, Any]:
     from mlflow.entities import Metric, Param, RunStatus
     from mlflow.tracking import MlflowClient
     from mlflow.utils.file_utils import path_to_local_file_uri
@@ -159,7 +170,8 @@ def _mlflow(data: ExportData, folder: Path, final: Path, options: dict) -> dict[
     project = options.get("project") or "vlm-perf"
     uri = options.get("tracking_uri")
     local = uri is None
-    with _file_store_allowed() if local or str(uri).startswith("file:") else contextlib.nullcontext():
+    file_store = local or str(uri).startswith("file:") or "://" not in str(uri) and ":" not in str(uri)[:8]
+    with _file_store_allowed() if file_store else contextlib.nullcontext():
         if local:
             from mlflow.store.tracking.file_store import FileStore
 
@@ -191,8 +203,7 @@ def _mlflow(data: ExportData, folder: Path, final: Path, options: dict) -> dict[
             raise
         client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
     shown = path_to_local_file_uri(str(final / "mlruns")) if local else uri
-    view = (f"MLFLOW_ALLOW_FILE_STORE=true mlflow ui --backend-store-uri {shown}" if local else
-            f"mlflow ui --backend-store-uri {shown}")
+    view = f"{'MLFLOW_ALLOW_FILE_STORE=true ' if file_store else ''}mlflow ui --backend-store-uri {shown}"
     return {"tracking_uri": shown, "experiment_id": experiment_id, "run_id": run_id, "open": view}
 
 
