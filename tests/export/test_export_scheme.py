@@ -1,5 +1,6 @@
 """The export's metric scheme (`vlm_perf.export.scheme`): which number goes under which name at which step, on
-hand-made window tables and summaries whose every expected point is written out here; the refusals (unknown
+hand-made window tables and summaries whose every expected point is written out here, and a seeded fuzz of
+window tables (restarts, missing cells) against the rule stated row by row; the refusals (unknown
 backend, -o a file, a run without windows, a missing backend library) as one error line and exit status 2."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import sys
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.support import SAMPLE_LOGS, run_main
 from vlm_perf.errors import VlmPerfError
@@ -230,3 +233,46 @@ def test_the_docs_metric_table_is_generated_from_the_scheme():
 
     text = DOC.read_text()
     assert with_metrics(text) == text, "docs/export.md is stale: run python -m vlm_perf.export.docs"
+
+
+# ------------------------------------------------------------------------------------------------ fuzz
+
+_cell = st.one_of(st.none(), st.just(NAN), st.just(float("inf")), st.floats(0.0, 1e3, allow_nan=False))
+
+
+@st.composite
+def window_tables(draw):
+    """Segments of increasing iterations, a later segment may go back (a restart); any cell may be missing."""
+    rows, segment, iteration = [], 0, 0
+    for _ in range(draw(st.integers(1, 25))):
+        if rows and draw(st.booleans()) and draw(st.integers(0, 4)) == 0:
+            segment += 1
+            iteration = max(0, iteration - draw(st.integers(0, 6)))
+        iteration += draw(st.integers(1, 3))
+        rows.append((segment, iteration, draw(st.booleans()), *(draw(_cell) for _ in range(7))))
+    return windows(rows)
+
+
+@settings(derandomize=True, deadline=None, max_examples=120, suppress_health_check=list(HealthCheck))
+@given(window_tables())
+def test_fuzz_one_finite_point_per_metric_and_step_from_the_last_segment(w):
+    columns = {"vlm_perf/tflops_per_gpu/exact": "exact_tflops_per_gpu", "vlm_perf/mfu/megatron-lm": "megatron-lm_mfu",
+               "vlm_perf/step_time_s": "step_time_s", "vlm_perf/vision_share": "vision_share",
+               "vlm_perf/logged/tflops_per_gpu": "tflops_per_gpu_logged"}
+    last = {}  # iteration -> the row of its latest segment
+    for row in w.sort("segment", "iteration").iter_rows(named=True):
+        last[row["iteration"]] = row
+    try:
+        data = export_data(w, SUMMARY, ["megatron-lm", "exact"], "a")
+    except VlmPerfError as exc:
+        assert "no logged window has a number" in str(exc)
+        assert not any(row[c] is not None and math.isfinite(row[c]) for row in last.values()
+                       for c in columns.values())
+        return
+    assert data.points.select("metric", "step").is_unique().all()
+    assert all(math.isfinite(v) for v in data.points["value"])
+    for metric, column in columns.items():
+        want = [(it, row[column]) for it, row in sorted(last.items())
+                if row[column] is not None and math.isfinite(row[column])]
+        assert data.series(metric) == want, metric
+    assert data.superseded_windows == w.height - len(last)
