@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1] / "vlm_perf"
-OWNED = [ROOT / "pipeline.py"] + sorted(p for d in ("analysis", "report", "commands", "scale", "run")
+OWNED = [ROOT / "pipeline.py"] + sorted(p for d in ("analysis", "report", "commands", "scale", "run", "export")
                                         for p in (ROOT / d).rglob("*.py"))
 LIBRARY = [p for p in OWNED if "commands" not in p.parts]
 #: registering the same name twice is a programming error, not bad input

@@ -74,6 +74,10 @@ SLOW = {
     "tests/ingest/logs/test_unknown_keys_early.py::test_generated_logs_with_unknown_keys": "generated logs (4 s)",
     "tests/report/test_regime_report.py::test_whole_part_freezing_gives_todays_numbers": "4 full reports (4 s)",
     "tests/scale/test_dask.py::test_logs_mixed_run_bit_identical": "6 Dask reads of one run (3 s)",
+    "tests/export/test_export_scheme.py::test_fuzz_one_finite_point_per_metric_and_step_from_the_last_segment":
+        "fuzz campaign (5 s)",
+    "tests/export/test_export_backends.py": "exports a sample run to every backend and reads each back with the "
+        "backend's own reader (W&B, MLflow, TensorBoard libraries; 50 s)",
 }
 
 

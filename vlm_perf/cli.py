@@ -19,7 +19,7 @@ import typer
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Post-hoc compute accounting for VLM training runs.")
 
-COMMAND_MODULES = ("flops", "parse", "metadata", "report", "explain", "families", "compare", "trace")
+COMMAND_MODULES = ("flops", "parse", "metadata", "report", "explain", "families", "compare", "trace", "export")
 
 
 def _register_all() -> None:

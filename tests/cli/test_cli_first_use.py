@@ -33,7 +33,7 @@ def test_version():
     assert r.returncode == 0 and r.stdout.strip() == f"vlm-perf {vlm_perf.__version__}"
 
 
-@pytest.mark.parametrize("command", ["report", "flops", "parse", "metadata", "compare", "explain"])
+@pytest.mark.parametrize("command", ["report", "flops", "parse", "metadata", "compare", "explain", "export"])
 def test_help_shows_plain_metavars(command):
     r = cli(command, "--help")
     assert r.returncode == 0, r.stderr

@@ -9,7 +9,7 @@ and a folder that exists but does not look like a report (other files in it) is 
 than replaced, so a mistyped ``-o`` cannot delete unrelated data.
 
 The same rule serves every command that writes a folder of results (`OutputKind`: ``report``, ``trace``,
-``compare``):
+``compare``, ``export``):
 each kind names the files its folder may hold, so one kind's folder is never replaced by another's.
 """
 
@@ -33,6 +33,7 @@ REPORT_FILES = {"summary.json", "report.md", "report.html", MARKER, *WINDOWS_FIL
 TRACE_FILES = {"trace_parts.json", "trace_parts.md", "trace_parts.png", "per_step.csv", MARKER}
 COMPARE_FILES = {"compare.json", "compare.md", "compare.html", "compare.png", "compare.csv", "compare.parquet",
                  MARKER}  # csv / parquet: the table of a sweep (report.sweep_page)
+EXPORT_FILES = {"export.json", "metrics.parquet", "metrics.csv", "wandb", "mlruns", MARKER}
 
 
 @dataclass(frozen=True)
@@ -44,11 +45,14 @@ class OutputKind:
     label: str  # what its folder is called in messages
     files: frozenset[str]
     signature: frozenset[str]
+    prefixes: tuple[str, ...] = ()  # names it may hold that start so (TensorBoard's event files)
 
 
 REPORT = OutputKind("report", "report", frozenset(REPORT_FILES), frozenset({"summary.json", "report.md"}))
 TRACE = OutputKind("trace", "trace -o folder", frozenset(TRACE_FILES), frozenset({"trace_parts.json", "trace_parts.md"}))
 COMPARE = OutputKind("compare", "compare -o folder", frozenset(COMPARE_FILES), frozenset({"compare.json", "compare.md"}))
+EXPORT = OutputKind("export", "export -o folder", frozenset(EXPORT_FILES), frozenset({"export.json"}),
+                    ("events.out.tfevents.",))
 
 
 def _is_replaceable(folder: Path, kind: OutputKind = REPORT) -> bool:
@@ -56,7 +60,7 @@ def _is_replaceable(folder: Path, kind: OutputKind = REPORT) -> bool:
     if not entries:
         return True
     if MARKER in entries or kind.signature <= entries:  # ours (older folders had no marker)
-        return all(name in kind.files or name.endswith(".png") for name in entries)
+        return all(name in kind.files or name.endswith(".png") or name.startswith(kind.prefixes) for name in entries)
     return False
 
 
