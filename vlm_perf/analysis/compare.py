@@ -100,7 +100,7 @@ def _decompose(sa: dict, sb: dict, ga: int | None, gb: int | None) -> dict | Non
             "gpus_ratio": gb / ga, "step_time_ratio": tb / ta}
 
 
-def _regime(r: dict | None) -> dict:
+def regime_of(r: dict | None) -> dict:
     """A run's training regime for compare (none stated: full training)."""
     if not r:
         return {"description": "full training (no regime stated)", "source": None, "full_training_over_regime": 1.0}
@@ -118,7 +118,7 @@ def compare_summaries(a: dict, b: dict) -> dict:
                        "dtype": s.get("dtype"), "peak_tflops": s.get("peak_tflops"), "peak": s.get("peak"),
                        "iterations_in_means": (s.get("step") or {}).get("iterations"),
                        "logged": logged_convention(s), "logged_tflops_per_gpu_mean": s.get("logged_tflops_per_gpu_mean"),
-                       "regime": _regime(s.get("regime"))}
+                       "regime": regime_of(s.get("regime"))}
     ha, hb = a.get("hfu") or {}, b.get("hfu") or {}
     hfu = {"a": {k: ha.get(k) for k in ("recompute", "rule", "source")},
            "b": {k: hb.get(k) for k in ("recompute", "rule", "source")},

@@ -16,7 +16,7 @@ from ..arch.spec import ModelSpec
 from ..flops import compute_flops
 from ..flops.regime import exact_flops
 from ..stats import BatchStats
-from .flops_frame import _as_expr
+from .flops_frame import as_expr
 
 #: components whose |delta| is below this fraction of exact's total are not named
 NEGLIGIBLE = 0.001
@@ -27,7 +27,7 @@ def component_totals(per_iteration: pl.DataFrame, spec: ModelSpec, convention: s
     """Run totals (FLOPs) per component of ``convention`` over the rows of ``per_iteration``."""
     b = exact_flops(spec, BatchStats.columns(), frozen) if convention == "exact" else \
         compute_flops(spec, BatchStats.columns(), convention)
-    exprs = [_as_expr(v).cast(pl.Float64).sum().alias(k) for k, v in b.components.items()]
+    exprs = [as_expr(v).cast(pl.Float64).sum().alias(k) for k, v in b.components.items()]
     if not exprs or per_iteration.height == 0:
         return {}
     return {k: float(v) for k, v in per_iteration.select(exprs).row(0, named=True).items()}

@@ -26,13 +26,13 @@ def flops_columns(spec: ModelSpec, conventions: Iterable[str], frozen: Iterable[
         # exact under the run's regime (frozen parts, or a Trainability: `vlm_perf.flops.regime.exact_flops`)
         b = exact_flops(spec, cols, frozen, causal=causal) if name == "exact" else compute_flops(spec, cols, name)
         for part, value in (("total", b.total), ("vision", b.vision), ("language", b.language)):
-            exprs.append(_as_expr(value).cast(pl.Float64).alias(f"{name}_{part}"))
+            exprs.append(as_expr(value).cast(pl.Float64).alias(f"{name}_{part}"))
         if name == components_of:
-            exprs += [_as_expr(v).cast(pl.Float64).alias(f"flops.{k}") for k, v in b.components.items()]
+            exprs += [as_expr(v).cast(pl.Float64).alias(f"flops.{k}") for k, v in b.components.items()]
     return exprs
 
 
-def _as_expr(value) -> pl.Expr:
+def as_expr(value) -> pl.Expr:
     # a Python number (a component the formula does not use) as a Float64 literal of any size
     return value if isinstance(value, pl.Expr) else pl.lit(float(value), dtype=pl.Float64)
 

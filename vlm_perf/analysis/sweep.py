@@ -13,7 +13,7 @@ import math
 from typing import Any, Sequence
 
 from ..errors import ConfigError
-from .compare import _regime, logged_convention
+from .compare import regime_of, logged_convention
 
 __all__ = ["MAX_RUNS", "sweep_table", "sweep_frame_rows", "media_tokens_per_iteration", "CONFIG_FIELDS"]
 
@@ -65,7 +65,7 @@ def _identity(summary: dict) -> dict:
     """What a row compares with run #1 besides the run_config fields."""
     return {"model": summary.get("model"), "GPUs": summary.get("world_size"), "GPU": summary.get("gpu"),
             "dtype": summary.get("dtype"), "peak TFLOP/s": summary.get("peak_tflops"),
-            "regime": _regime(summary.get("regime"))["description"]}
+            "regime": regime_of(summary.get("regime"))["description"]}
 
 
 def changes(summary: dict, first: dict) -> list[str]:
@@ -113,7 +113,7 @@ def _row(index: int, summary: dict, first: dict, runs: Sequence[str], convention
         "gpu": summary.get("gpu"),
         "dtype": summary.get("dtype"),
         "peak_tflops": summary.get("peak_tflops"),
-        "regime": _regime(summary.get("regime"))["description"],
+        "regime": regime_of(summary.get("regime"))["description"],
         "synthetic": bool(summary.get("synthetic")),
         "generator": config.get("generator") if summary.get("synthetic") else None,
         "seed": config.get("seed") if summary.get("synthetic") else None,

@@ -147,9 +147,9 @@ def register(app: typer.Typer) -> None:
 
         if explain:
             from ..ingest.logs.explain import explain_text
-            from ..ingest.logs.parser import _expand
+            from ..ingest.logs.parser import expand_log_paths
 
-            for path in _expand(list(logs)):
+            for path in expand_log_paths(list(logs)):
                 print(explain_text(path))
             return
         check_out_suffix(out)

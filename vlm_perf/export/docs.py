@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from ..report.doc_tables import DOCS, _replace
+from ..report.doc_tables import DOCS, replace_marked_table
 from .scheme import metrics_markdown
 
 DOC = DOCS / "export.md"
@@ -13,7 +13,7 @@ DOC = DOCS / "export.md"
 
 def with_metrics(text: str) -> str:
     """``text`` (docs/export.md) with the generated metric table between its markers."""
-    return _replace(text, "metrics", metrics_markdown(), DOC)
+    return replace_marked_table(text, "metrics", metrics_markdown(), DOC)
 
 
 def main(argv: list[str] | None = None) -> int:

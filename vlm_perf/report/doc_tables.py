@@ -20,7 +20,7 @@ def _section(mark: str) -> re.Pattern:
     return re.compile(rf"(<!-- {mark}:start[^\n]*-->\n)(.*?)(<!-- {mark}:end -->)", re.S)
 
 
-def _replace(text: str, mark: str, table: str, doc: Path) -> str:
+def replace_marked_table(text: str, mark: str, table: str, doc: Path) -> str:
     pattern = _section(mark)
     if not pattern.search(text):
         raise SystemExit(f"{doc}: no <!-- {mark}:start --> / <!-- {mark}:end --> markers")
@@ -29,14 +29,14 @@ def _replace(text: str, mark: str, table: str, doc: Path) -> str:
 
 def with_table(text: str) -> str:
     """``text`` (docs/run-config.md) with the generated option table between its markers."""
-    return _replace(text, "options", options_markdown(), DOC)
+    return replace_marked_table(text, "options", options_markdown(), DOC)
 
 
 def with_schema(text: str) -> str:
     """``text`` (docs/report.md) with the generated summary.json schema between its markers."""
     from .schema import schema_markdown
 
-    return _replace(text, "schema", schema_markdown(), SCHEMA_DOC)
+    return replace_marked_table(text, "schema", schema_markdown(), SCHEMA_DOC)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -330,12 +330,12 @@ def parse_logs_dask(paths: Sequence[str | Path] | str | Path, format: str = "aut
     """
     import dask
 
-    from ..ingest.logs.parser import _expand
+    from ..ingest.logs.parser import expand_log_paths
     from ..ingest.logs.partial import check_format, finish, merge_partials
 
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    files = [str(p) for p in _expand(paths)]  # directories -> their log files, as parse_logs
+    files = [str(p) for p in expand_log_paths(paths)]  # directories -> their log files, as parse_logs
     check_format(format)
     tag = uuid.uuid4().hex[:12]  # unique keys per call: a long-lived client may run many
     leaves = [dask.delayed(_file_partial, pure=True)(f, i, format, dask_key_name=f"vlm-perf-log-{tag}-{i}")

@@ -27,14 +27,14 @@ DEFAULT_VIDEO_PIXEL_BOUNDS: dict[str, tuple[int, int]] = {
 
 
 # ------------------------------------------------------------------------------------ resize
-def _vision(spec: ModelSpec):
+def vision_of(spec: ModelSpec):
     if spec.vision is None:
         raise UnsupportedModelError(f"{spec.name} has no vision tower: it takes no images")
     return spec.vision
 
 
 def _bounds(spec: ModelSpec, table: dict, min_pixels: int | None, max_pixels: int | None) -> tuple[int, int]:
-    lo, hi = table.get(_vision(spec).family, (None, None))
+    lo, hi = table.get(vision_of(spec).family, (None, None))
     lo = min_pixels if min_pixels is not None else lo
     hi = max_pixels if max_pixels is not None else hi
     if lo is None or hi is None:
@@ -43,12 +43,12 @@ def _bounds(spec: ModelSpec, table: dict, min_pixels: int | None, max_pixels: in
     return lo, hi
 
 
-def _own_rule(spec: ModelSpec, min_pixels, max_pixels) -> bool:
+def uses_own_rule(spec: ModelSpec, min_pixels, max_pixels) -> bool:
     """Families without Qwen pixel bounds (InternVL tiling, ...) use their own registered media rule."""
-    return _vision(spec).family not in DEFAULT_PIXEL_BOUNDS and min_pixels is None and max_pixels is None
+    return vision_of(spec).family not in DEFAULT_PIXEL_BOUNDS and min_pixels is None and max_pixels is None
 
 
-def _family_media(spec: ModelSpec):
+def family_media(spec: ModelSpec):
     from ...arch.families import FAMILIES
 
     return FAMILIES[spec.family].media
@@ -59,7 +59,7 @@ def pixel_bounds(spec: ModelSpec, video: bool = False) -> tuple[int, int]:
     return _bounds(spec, DEFAULT_VIDEO_PIXEL_BOUNDS if video else DEFAULT_PIXEL_BOUNDS, None, None)
 
 
-def _hw(image_px: int | Sequence[int]) -> tuple[int, int]:
+def height_width(image_px: int | Sequence[int]) -> tuple[int, int]:
     if isinstance(image_px, (int, float)):
         return int(image_px), int(image_px)
     h, w = image_px
@@ -72,9 +72,9 @@ def image_grid(height_px: int, width_px: int, spec: ModelSpec, min_pixels: int |
 
     448x448 on Qwen2.5-VL (patch 14, merge 2, factor 28): 448 = 16 x 28 -> (1, 32, 32), 256 merged tokens.
     """
-    v = _vision(spec)
-    if _own_rule(spec, min_pixels, max_pixels):
-        return tuple(_family_media(spec).image(spec, int(height_px), int(width_px)).single_grid("explore"))
+    v = vision_of(spec)
+    if uses_own_rule(spec, min_pixels, max_pixels):
+        return tuple(family_media(spec).image(spec, int(height_px), int(width_px)).single_grid("explore"))
     lo, hi = _bounds(spec, DEFAULT_PIXEL_BOUNDS, min_pixels, max_pixels)
     h, w = smart_resize(height_px, width_px, v.patch_size * v.spatial_merge_size, lo, hi)
     return 1, h // v.patch_size, w // v.patch_size
@@ -88,11 +88,11 @@ def video_grid(frames: int, height_px: int, width_px: int, spec: ModelSpec, min_
     padded up to a multiple of ``temporal_patch_size`` (t = ceil(frames / T_p)). Qwen3-VL's video
     processor instead spreads one pixel budget over all frames: pass ``max_pixels`` per frame to model it.
     """
-    v = _vision(spec)
+    v = vision_of(spec)
     if frames <= 0:
         raise ConfigError(f"frames must be positive, got {frames}")
-    if _own_rule(spec, min_pixels, max_pixels):
-        return tuple(_family_media(spec).video(spec, int(frames), int(height_px), int(width_px)).single_grid("explore"))
+    if uses_own_rule(spec, min_pixels, max_pixels):
+        return tuple(family_media(spec).video(spec, int(frames), int(height_px), int(width_px)).single_grid("explore"))
     lo, hi = _bounds(spec, DEFAULT_VIDEO_PIXEL_BOUNDS, min_pixels, max_pixels)
     h, w = smart_resize(height_px, width_px, v.patch_size * v.spatial_merge_size, lo, hi)
     return -(-frames // v.temporal_patch_size), h // v.patch_size, w // v.patch_size
@@ -103,6 +103,6 @@ def merged_tokens(grid: Sequence[int], spec: ModelSpec) -> int:
     one frame's tokens per chunk of frames; ``grid_row_stats``, the statistics' own rule)."""
     from ...stats import grid_row_stats
 
-    v = _vision(spec)
+    v = vision_of(spec)
     t, h, w = grid
     return int(grid_row_stats(t, h, w, v.spatial_merge_size, temporal_chunk=v.temporal_chunk)["merged_tokens"])

@@ -13,7 +13,7 @@ from ..explain import (
     vision_flops_per_visual_token,
     vision_param_ratio,
 )
-from .media import _vision
+from .media import vision_of
 
 
 def ratio_table(spec: ModelSpec, seq_len: int = 4096, patches_per_frame: Iterable[int] = (256, 1024, 4096),
@@ -26,7 +26,7 @@ def ratio_table(spec: ModelSpec, seq_len: int = 4096, patches_per_frame: Iterabl
     ``cost_ratio`` = their quotient, the most counting vision can add (every token visual);
     ``param_ratio`` = (vision tower + mergers) / active LM parameters: the "about 1/6" figure.
     """
-    v = _vision(spec)
+    v = vision_of(spec)
     lm_per_token = lm_flops_per_token(spec, seq_len, lm_convention)
     param_ratio = vision_param_ratio(spec)
     rows = []

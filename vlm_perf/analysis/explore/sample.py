@@ -12,7 +12,7 @@ from ...arch.spec import ModelSpec
 from ...errors import ConfigError
 from ...flops import Breakdown, compute_flops
 from ...stats import BatchStats
-from .media import _family_media, _hw, _own_rule, image_grid, merged_tokens, video_grid
+from .media import family_media, height_width, uses_own_rule, image_grid, merged_tokens, video_grid
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,8 @@ def _item(spec: ModelSpec, kind: str, dims: Sequence[int], min_pixels: int | Non
     overview plus slices of another shape), the placeholders its processor writes (fewer than the fold for
     LLaVA-OneVision's unpadding) and its projector rows where they are not the grid's fold (Phi-4-multimodal).
     Otherwise the Qwen resize with the bounds given: one grid, placeholders = its fold."""
-    if _own_rule(spec, min_pixels, max_pixels):
-        rule = _family_media(spec)
+    if uses_own_rule(spec, min_pixels, max_pixels):
+        rule = family_media(spec)
         item = rule.image(spec, *dims) if kind == "image" else rule.video(spec, *dims)
         grids = [tuple(g) for g in item.grids]
         if item.merged_tokens is not None and (kind == "video" or len(grids) > 1):
@@ -123,7 +123,7 @@ def sample_stats(spec: ModelSpec, image_px: int | Sequence[int] | None = None, i
     video_grids: list = []
     visual = 0
     if image_px is not None and images_per_sample > 0:
-        img, grids, tokens, rows = _item(spec, "image", _hw(image_px), min_pixels, max_pixels)
+        img, grids, tokens, rows = _item(spec, "image", height_width(image_px), min_pixels, max_pixels)
         image_grids = grids * images_per_sample
         image_rows = [rows] * images_per_sample if rows is not None else []
         visual += images_per_sample * tokens
@@ -260,7 +260,7 @@ def sweep(spec: ModelSpec, resolutions: Iterable[int | Sequence[int]] = (224, 44
     for res, n_img, text in itertools.product(list(resolutions), list(images_per_sample), list(text_tokens)):
         split = sample_split(spec, res, n_img, text, frozen=frozen, conventions=conventions,
                              min_pixels=min_pixels, max_pixels=max_pixels)
-        h, w = _hw(res)
+        h, w = height_width(res)
         for conv in split.breakdowns:
             lm = split.language(conv)
             rows.append({

@@ -142,7 +142,7 @@ QWEN3_VIDEO_BOUNDS = (4096, 25165824)
 QWEN3_MAX_VIDEO_TOKENS = 768  # Qwen3VLVideoProcessor.max_video_tokens (used only with cap_pixels_per_frame)
 
 
-def _bounds(files: Mapping[str, Any], default: tuple[int, int], origin: str) -> tuple[int, int, str]:
+def pixel_bounds(files: Mapping[str, Any], default: tuple[int, int], origin: str) -> tuple[int, int, str]:
     """(min_pixels, max_pixels, where from): ``min_pixels``/``max_pixels`` beat ``size`` (as in transformers)."""
     raw_size = files.get("size")
     size: Mapping[str, Any] = raw_size if isinstance(raw_size, dict) else {}
@@ -167,14 +167,14 @@ class QwenMedia(MediaRule):
 
     def settings(self, spec) -> dict:
         pre = spec.processor.get("preprocessor_config.json", {})
-        lo, hi, origin = _bounds(pre, QWEN_IMAGE_BOUNDS[self.family], "reference checkpoint default")
+        lo, hi, origin = pixel_bounds(pre, QWEN_IMAGE_BOUNDS[self.family], "reference checkpoint default")
         out = {"min_pixels": lo, "max_pixels": hi, "source": origin}
         vid = spec.processor.get("video_preprocessor_config.json", {})
         if self.family in QWEN_VIDEO_BOUNDS:
-            vlo, vhi, vorigin = _bounds(vid, QWEN_VIDEO_BOUNDS[self.family], "reference checkpoint default")
+            vlo, vhi, vorigin = pixel_bounds(vid, QWEN_VIDEO_BOUNDS[self.family], "reference checkpoint default")
             out["video"] = {"min_pixels": vlo, "max_pixels": vhi, "source": vorigin}
         else:
-            vlo, vhi, vorigin = _bounds(vid, QWEN3_VIDEO_BOUNDS, "reference checkpoint default")
+            vlo, vhi, vorigin = pixel_bounds(vid, QWEN3_VIDEO_BOUNDS, "reference checkpoint default")
             out["video"] = {"min_pixels": vlo, "max_pixels": vhi, "source": vorigin,
                             "cap_pixels_per_frame": bool(vid.get("cap_pixels_per_frame", False)),
                             "max_video_tokens": int(vid.get("max_video_tokens", QWEN3_MAX_VIDEO_TOKENS))}

@@ -31,7 +31,7 @@ from ..fields import Fields, text_section
 from ..parts import LANGUAGE_MODEL
 from ..spec import LMSpec, ModelSpec, MoESpec, VisionSpec
 from . import Family, register_family
-from .media import QwenMedia, _bounds
+from .media import QwenMedia, pixel_bounds
 from .qwen_vl import vision_blocks
 
 CHUNK = 64  # chunk of the chunked gated-delta rule (transformers' torch fallback and FLA's kernels)
@@ -168,7 +168,7 @@ class Qwen3_5Media(QwenMedia):
 
     def settings(self, spec) -> dict:
         pre = spec.processor.get("preprocessor_config.json", {})
-        lo, hi, origin = _bounds(pre, QWEN3_5_IMAGE_BOUNDS, "reference default (Qwen3-VL checkpoints' bounds)")
+        lo, hi, origin = pixel_bounds(pre, QWEN3_5_IMAGE_BOUNDS, "reference default (Qwen3-VL checkpoints' bounds)")
         video = QwenMedia("qwen3_vl").settings(spec)["video"]  # Qwen3VLVideoProcessor: the Qwen3-VL rule
         return {"min_pixels": lo, "max_pixels": hi, "source": origin, "video": video}
 

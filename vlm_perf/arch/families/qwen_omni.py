@@ -40,7 +40,7 @@ from ..spec import AudioSpec, ModelSpec
 from . import Family, register_family
 from .decoder import lm_blocks, read_lm
 from ..resize import smart_resize
-from .media import DerivedAudio, DerivedMedia, QwenMedia, _bounds, positive
+from .media import DerivedAudio, DerivedMedia, QwenMedia, pixel_bounds, positive
 from .qwen_vl import read_vision, vision_blocks
 
 _LM = {"qwen2_5_omni": "qwen2", "qwen3_omni_moe": "qwen3_moe"}
@@ -154,7 +154,7 @@ class OmniMedia(QwenMedia):
 
     def settings(self, spec) -> dict:
         pre = spec.processor.get("preprocessor_config.json", {})
-        lo, hi, origin = _bounds(pre, IMAGE_BOUNDS, "reference checkpoint default")
+        lo, hi, origin = pixel_bounds(pre, IMAGE_BOUNDS, "reference checkpoint default")
         factor = spec.vision.patch_size * spec.vision.spatial_merge_size
         out: dict[str, Any] = {"min_pixels": lo, "max_pixels": hi, "source": origin}
         out["video"] = {"min_pixels": 128 * factor * factor, "max_pixels": 768 * factor * factor,

@@ -429,7 +429,7 @@ def _split_wrap_tail(batch: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | 
     return (batch, None) if keep <= 0 else (batch.slice(0, keep), batch.slice(keep))
 
 
-def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
+def parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
                 timing: TimingCollector | None = None) -> tuple[pl.DataFrame, list[int], dict]:
     """One text log -> (records, restart-banner ordering keys, run configuration); ``timing`` (when
     given) is fed the same line frames, so per-rank timing lines need no second read."""
@@ -545,7 +545,7 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
     for line in sorted(router.failed):
         diag.fail(f"{path}:{line}")
     df = concat_records(frames) if frames else empty_frame()
-    df = _take_partial(df, path, diag)
+    df = take_partial(df, path, diag)
     for note in drain_renames():
         diag.note(f"{path}: {note}")
     df = df.with_columns(pl.lit(str(path)).alias("file"))
@@ -558,7 +558,7 @@ def _parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
     return df, banners, router.run_config
 
 
-def _feed_file(timing: TimingCollector, path: Path) -> None:
+def feed_file(timing: TimingCollector, path: Path) -> None:
     for frame in line_frames(path):
         timing.feed(frame)
 
@@ -566,7 +566,7 @@ def _feed_file(timing: TimingCollector, path: Path) -> None:
 _records_frame = records_frame  # (kept for callers of the old private name)
 
 
-def _take_partial(df: pl.DataFrame, path: Path, diag: Diagnostics) -> pl.DataFrame:
+def take_partial(df: pl.DataFrame, path: Path, diag: Diagnostics) -> pl.DataFrame:
     """Report rows flagged ``_partial`` (a field lost: not an exact integer, truncated) and drop the flag."""
     if PARTIAL_FLAG not in df.columns:
         return df
@@ -576,7 +576,7 @@ def _take_partial(df: pl.DataFrame, path: Path, diag: Diagnostics) -> pl.DataFra
     return df.drop(PARTIAL_FLAG)
 
 
-def _sort_ord(df: pl.DataFrame) -> pl.DataFrame:
+def sort_ord(df: pl.DataFrame) -> pl.DataFrame:
     """Sort by the ordering key unless already sorted (the usual case: a cheap O(n) check)."""
     return df if df.get_column(ORD).is_sorted() else df.sort(ORD)
 
@@ -585,7 +585,7 @@ def _attach_step_time(df: pl.DataFrame) -> pl.DataFrame:
     """Megatron-Bridge Step Time lines carry no iteration: use the next Megatron iteration line of
     the same file (rank 0 prints it just before the last rank's line), else the previous one."""
     is_st = (pl.col("framework") == "megatron-bridge") & pl.col("iteration").is_null()
-    df = _sort_ord(df)
+    df = sort_ord(df)
     if not df.height or not df.select(is_st.any()).item():
         return df
     mega_it = pl.when(pl.col("framework") == "megatron").then(pl.col("iteration"))
@@ -597,7 +597,7 @@ def diag_lines(diag: Diagnostics, before: int) -> int:
     return diag.lines_read - before
 
 
-def _expand(paths) -> list[Path]:
+def expand_log_paths(paths) -> list[Path]:
     """Directories without event files of their own -> their log files (``discover.expand_dir``)."""
     out: list[Path] = []
     for p in paths:
@@ -616,7 +616,7 @@ def _expand(paths) -> list[Path]:
 
 # ---- structured files ----------------------------------------------------------------------------
 
-def _file_format(path: Path, only: str | None):
+def file_format(path: Path, only: str | None):
     """The registered file format that recognises ``path`` (and is allowed by ``only``), or None."""
     for fmt in file_formats():
         if only is not None and only != fmt.name and only not in fmt.emits:
@@ -649,7 +649,7 @@ def parse_logs(paths: list[str | Path] | str | Path, format: str = "auto", *, em
 
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    paths = _expand(paths)
+    paths = expand_log_paths(paths)
     check_format(format)
     total = sum(file_bytes(p) for p in paths) if progress is not None else 0
     done = 0

@@ -132,7 +132,7 @@ def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") ->
     records is not an error here (`finish` decides: skipped with a note among several files, an
     error alone).
     """
-    from .parser import _feed_file, _file_format, _parse_text, _sort_ord, _take_partial
+    from .parser import feed_file, file_format, parse_text, sort_ord, take_partial
 
     only = check_format(format)
     path = as_path(path)
@@ -146,11 +146,11 @@ def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") ->
         timing.start_file(path)
     part = LogPartial(first_file=file_idx, files=[str(path)], diagnostics=diag, tried=tried_formats(format),
                       timing=timing)
-    reader = _file_format(path, only)
+    reader = file_format(path, only)
     banners: list[int] = []
     run_config: dict = {}
     if reader is not None:
-        df = _take_partial(reader.read(path, LOCAL_FILE, diag), path, diag)
+        df = take_partial(reader.read(path, LOCAL_FILE, diag), path, diag)
         # a structured record (trainer_state.json, a W&B export, TensorBoard events) has the file's identity like a
         # console line, so the cross-examination sees it as one more log file (its run judged by its values), and
         # its format is its own restart stream (`STREAM`): a second record of the run beside the console log
@@ -158,21 +158,21 @@ def parse_file_partial(path: str | Path, file_idx: int, format: str = "auto") ->
         # format (a restart's second TensorBoard folder) still step back against each other
         df = df.with_columns(pl.lit(str(path)).alias("file"), pl.lit(f"structured:{reader.name}").alias(STREAM))
         if text_log:  # a structured file that is not JSON (a W&B CSV export): its timing lines too
-            _feed_file(timing, path)
+            feed_file(timing, path)
         # a structured reader's renames are this file's: said here, not with the next text file's
         for note in drain_renames():
             diag.note(f"{path}: {note}")
     elif path.is_dir():
         raise InputError(f"{path} is a directory without TensorBoard event files")
     else:
-        df, banners, run_config = _parse_text(path, LOCAL_FILE, only, diag, timing if text_log else None)
+        df, banners, run_config = parse_text(path, LOCAL_FILE, only, diag, timing if text_log else None)
     if df.height == 0:  # counts only; skipped with this note among several files (finish)
         diag.records = 0
         diag.note(f"{path}: skipped, no training-log record ({diag.lines_read} lines read)")
         part.empty = 1
         return part
     diag.records = df.height
-    df = _sort_ord(with_kind(df))
+    df = sort_ord(with_kind(df))
     part.frames = [df]
     part.frame_ignored = [dict(diag.ignored)]
     part.banner_rows = [banner_rows(df.get_column(ORD), banners)]

@@ -35,7 +35,7 @@ _CATEGORY = {"cpu_op": _K["cpu_op"], "user_annotation": _K["annotation"], "cuda_
              "gpu_memset": _K["memset"], "gpu_user_annotation": _K["gpu_annotation"],
              "python_function": _K["module"], "Kernel": _K["kernel"], "Memcpy": _K["memcpy"],
              "Memset": _K["memset"], "Runtime": _K["runtime"], "Operator": _K["cpu_op"]}
-_RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
+RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 _WS = " \t\r\n"
 
 
@@ -142,7 +142,7 @@ def _rank_of(path: Path, meta: dict, file_index: int, notes: list[str]) -> int:
     info = meta.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return checked_rank(info["rank"], path, "distributedInfo.rank")
-    m = _RANK_IN_NAME.search(path.name)
+    m = RANK_IN_NAME.search(path.name)
     if m:
         return checked_rank(int(m.group(1)) if len(m.group(1)) < 12 else m.group(1), path, f"file name {path.name[:80]!r}")
     notes.append(f"{path.name}: no distributedInfo.rank and no rank in the file name; rank {file_index} "

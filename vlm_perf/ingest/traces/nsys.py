@@ -22,7 +22,7 @@ from pathlib import Path
 from ...remote import is_url, local_copy, open_binary
 from ...errors import InputError
 from .events import KINDS, EventBuilder, TracePartial, checked_rank, out_of_range
-from .kineto import _RANK_IN_NAME
+from .kineto import RANK_IN_NAME
 
 __all__ = ["read_nsys", "is_sqlite"]
 
@@ -101,7 +101,7 @@ def read_nsys(path: str | Path, file_index: int = 0) -> TracePartial:
             path, "a row of a CUPTI / NVTX table holds a NULL, text or out-of-range number"))
     finally:
         db.close()
-    m = _RANK_IN_NAME.search(path.name)
+    m = RANK_IN_NAME.search(path.name)
     try:
         if not b.times_in_range():
             raise out_of_range(path)
