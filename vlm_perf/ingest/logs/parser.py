@@ -429,113 +429,142 @@ def _split_wrap_tail(batch: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame | 
     return (batch, None) if keep <= 0 else (batch.slice(0, keep), batch.slice(keep))
 
 
-def parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
-                timing: TimingCollector | None = None) -> tuple[pl.DataFrame, list[int], dict]:
-    """One text log -> (records, restart-banner ordering keys, run configuration); ``timing`` (when
-    given) is fed the same line frames, so per-rank timing lines need no second read."""
-    router = Router(file=str(path), only=only)
-    mega_frames: list[pl.DataFrame] = []
-    want_mega = only in (None, "megatron")
-    probe: _Probe | None = None
-    pending: list[pl.DataFrame] = []  # fast-path rows seen before the probe sample is complete
-    early = _UnknownKeys() if EARLY_UNKNOWN else None
-    lane = generic_lane.Lane() if generic_lane.ENABLED and only is None else None
+class _TextPass:
+    """The state of ONE pass over a text log's line frames (``parse_text``): every batch is split three ways
+    (Megatron-style fast lines extracted by the probed plan, lines only the generic extractor reads, the rest
+    routed line by line); `finish` returns the record frames."""
 
-    def extract(rows: pl.DataFrame) -> None:
-        out = probe.plan(rows.lazy()).collect(**_EXTRACT_OPTS)
-        # one chunk per column per batch (the plan leaves columns split differently): misaligned
-        # chunks make the first whole-frame operation after the loop copy every record
-        out = _finish_fast(out, probe)
+    def __init__(self, path: Path, only: str | None, diag: Diagnostics) -> None:
+        self.diag = diag
+        self.router = Router(file=str(path), only=only)
+        self.mega_frames: list[pl.DataFrame] = []
+        self.want_mega = only in (None, "megatron")
+        self.probe: _Probe | None = None
+        self.pending: list[pl.DataFrame] = []  # fast-path rows seen before the probe sample is complete
+        self.early = _UnknownKeys() if EARLY_UNKNOWN else None
+        self.lane = generic_lane.Lane() if generic_lane.ENABLED and only is None else None
+        self.wrap_carry = 0  # last line to route after an unterminated Megatron line of an earlier batch
+
+    def extract(self, rows: pl.DataFrame) -> None:
+        """Fast lines -> records through the probed plan (one chunk per column per batch: misaligned chunks make
+        the first whole-frame operation after the pass copy every record)."""
+        assert self.probe is not None
+        out = self.probe.plan(rows.lazy()).collect(**_EXTRACT_OPTS)
+        out = _finish_fast(out, self.probe)
         out = out.with_columns(pl.lit("train", KIND_DTYPE).alias("kind"))  # per batch: chunked like the rest
-        if early is not None:  # unknown keys extracted now; the text is not kept
-            out = early.take(out)
+        if self.early is not None:  # unknown keys extracted now; the text is not kept
+            out = self.early.take(out)
         elif out.get_column("text").null_count() < out.height:
             # rows kept for the checked redo hold their text as views into the whole batch's buffers:
             # copy those strings, or one such row per batch keeps every batch's text alive
             out = out.with_columns(pl.concat_str([pl.col("text"), pl.lit("")]).alias("text"))
-        mega_frames.append(out.rechunk())
+        self.mega_frames.append(out.rechunk())
 
-    wrap_carry = 0  # last line to route after an unterminated Megatron line of an earlier batch
-    too_long = pl.col("text").str.len_bytes() > MAX_LINE_BYTES
-    # ONE pass over bounded frames (``reader.line_frames``): the fast-line mask is computed once per
-    # batch; each batch is split three ways (see the module docstring)
-    omitted = [0]  # blank lines the reader stood in for by one (a blank stretch is never parsed line by line)
-    for batch in _batches(path, timing, omitted):
+    def batch(self, batch: pl.DataFrame) -> None:
+        """One bounded line frame: the fast-line mask is computed once, then each kind of line goes its way."""
+        too_long = pl.col("text").str.len_bytes() > MAX_LINE_BYTES
         batch = batch.with_columns((_fast_mask() & ~too_long).alias("_fast"), too_long.alias("_long"),
                                    _continuation_expr().alias("_cont"))
-        diag.lines_read += batch.height
+        self.diag.lines_read += batch.height
         if batch.get_column("_long").any():  # over the line-size limit: failed, never scanned
-            router.failed.extend(batch.filter(pl.col("_long")).get_column("line").to_list())
+            self.router.failed.extend(batch.filter(pl.col("_long")).get_column("line").to_list())
             batch = batch.filter(~pl.col("_long"))
         if batch.get_column("_cont").any():  # hard-wrapped records: route them whole
             batch = _route_wrapped(batch)
         is_fast = batch.get_column("_fast")
         n_fast = int(is_fast.sum())
-        if n_fast and not want_mega:
-            diag.ignore("other_format", n_fast)
+        if n_fast and not self.want_mega:
+            self.diag.ignore("other_format", n_fast)
         elif n_fast:
-            fast = batch.filter(is_fast).select("line", "text")
-            if probe is None:  # the layout is probed on the file's first PROBE_ROWS fast lines
-                pending.append(fast)
-                if sum(f.height for f in pending) >= PROBE_ROWS:
-                    fast = pl.concat(pending)
-                    pending.clear()
-                    probe = _probe(fast.head(PROBE_ROWS))
-            if probe is not None:
-                extract(fast)
+            self._fast(batch.filter(is_fast).select("line", "text"))
         rest = batch.filter(~is_fast).select("line", "text", "_cont") if n_fast else batch.select("line", "text", "_cont")
-        if not rest.height:
-            continue
+        if rest.height:
+            self._other(rest)
+
+    def _fast(self, fast: pl.DataFrame) -> None:
+        """Fast lines: held until the file's first PROBE_ROWS of them have probed the layout, then extracted."""
+        if self.probe is None:
+            self.pending.append(fast)
+            if sum(f.height for f in self.pending) < PROBE_ROWS:
+                return
+            fast = pl.concat(self.pending)
+            self.pending.clear()
+            self.probe = _probe(fast.head(PROBE_ROWS))
+        self.extract(fast)
+
+    def _other(self, rest: pl.DataFrame) -> None:
+        """Lines that are not fast lines: candidates go to the generic lane, then to the router; the rest are
+        counted by the reason they were ignored."""
         kinds = rest.select(_candidate_expr() | pl.col("_cont")).to_series()
-        kinds, wrap_carry = _wrapped_followers(rest, kinds, wrap_carry)
+        kinds, self.wrap_carry = _wrapped_followers(rest, kinds, self.wrap_carry)
         cand = rest.filter(kinds).select("line", "text", "_cont")
-        if lane is not None and cand.height:
+        if self.lane is not None and cand.height:
             # lines only the generic extractor reads: one Python extraction per line shape, polars for
             # the lines (generic_lane); what it does not take goes to the router below
             elig = cand.select(generic_lane.lane_mask(pl.col("text"), _LANE_OTHER_RE)
                                & ~pl.col("_cont").fill_null(False)).to_series()
             if elig.any():
                 sub = cand.filter(elig)
-                taken = lane.take(sub.select("line", "text"))
+                taken = self.lane.take(sub.select("line", "text"))
                 if taken.any():
                     cand = cand.filter(~pl.col("line").is_in(sub.filter(taken).get_column("line").implode()))
-        cand = cand.select("line", "text")
-        for line, t in cand.iter_rows():
+        for line, t in cand.select("line", "text").iter_rows():
             if "\ufffd" in t:  # only non-ASCII rows can hold replacement characters
-                diag.decode_errors += t.count("\ufffd")
-            router.feed(line, t)
-        diag.ignore_counts(_count_reasons(rest.get_column("text").filter(~kinds)))
-        rest = rest.drop("_cont")
-    if pending:  # fewer than PROBE_ROWS fast lines in the whole file
-        fast = pl.concat(pending)
-        probe = _probe(fast)
-        extract(fast)
-    if lane is not None:
-        for fw, n in lane.seen.items():
-            router.seen[fw] += n  # counted like the router's records (and the generic note)
-    router.close()
+                self.diag.decode_errors += t.count("\ufffd")
+            self.router.feed(line, t)
+        self.diag.ignore_counts(_count_reasons(rest.get_column("text").filter(~kinds)))
 
-    if router.mega_rows:
-        slow = pl.DataFrame(router.mega_rows, schema={"line": pl.Int64, "_sub": pl.Int64, "rank_label": pl.Utf8, "text": pl.Utf8}, orient="row")
-        slow = _megatron_frame(slow)
-        mega_frames.append(early.take(slow) if early is not None else slow)
-    frames: list[pl.DataFrame] = []
-    if mega_frames:
-        mega = pl.concat(mega_frames, how="diagonal_relaxed") if len(mega_frames) > 1 else mega_frames[0]
-        mega_frames.clear()  # the batches' frames are not needed twice (memory: docs/benchmarks.md)
-        mega = check_int_columns(_finish_mega(mega, early))
+    def finish(self, path: Path) -> list[pl.DataFrame]:
+        """The record frames of the pass (Megatron records checked, router records, generic-lane records)."""
+        if self.pending:  # fewer than PROBE_ROWS fast lines in the whole file
+            fast = pl.concat(self.pending)
+            self.probe = _probe(fast)
+            self.extract(fast)
+        if self.lane is not None:
+            for fw, n in self.lane.seen.items():
+                self.router.seen[fw] += n  # counted like the router's records (and the generic note)
+        self.router.close()
+        if self.router.mega_rows:
+            slow = pl.DataFrame(self.router.mega_rows, schema={"line": pl.Int64, "_sub": pl.Int64,
+                                                               "rank_label": pl.Utf8, "text": pl.Utf8}, orient="row")
+            slow = _megatron_frame(slow)
+            self.mega_frames.append(self.early.take(slow) if self.early is not None else slow)
+        frames: list[pl.DataFrame] = []
+        if self.mega_frames:
+            frames.append(self._megatron_records(path))
+        if self.router.records:
+            frames.append(_records_frame(self.router.records))
+        if self.lane is not None and self.lane.frames:
+            frames.append(pl.concat(self.lane.frames, how="diagonal_relaxed"))
+        return frames
+
+    def _megatron_records(self, path: Path) -> pl.DataFrame:
+        """The Megatron-style records in one frame; lines without an iteration failed, partial records marked."""
+        frames = self.mega_frames
+        mega = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+        frames.clear()  # the batches' frames are not needed twice (memory: docs/benchmarks.md)
+        mega = check_int_columns(_finish_mega(mega, self.early))
         if mega.get_column("iteration").null_count():  # (a filter copies every column: only when needed)
-            router.failed.extend(mega.filter(pl.col("iteration").is_null()).get_column("line").to_list())
+            self.router.failed.extend(mega.filter(pl.col("iteration").is_null()).get_column("line").to_list())
             mega = mega.filter(pl.col("iteration").is_not_null())
         if mega.get_column(PARTIAL_FLAG).any():
             for line in sorted(mega.filter(pl.col(PARTIAL_FLAG)).get_column("line").to_list()):
-                diag.mark_partial(f"{path}:{line}")
-        diag.saw("megatron", mega.height)
-        frames.append(mega.drop(PARTIAL_FLAG))
-    if router.records:
-        frames.append(_records_frame(router.records))
-    if lane is not None and lane.frames:
-        frames.append(pl.concat(lane.frames, how="diagonal_relaxed"))
+                self.diag.mark_partial(f"{path}:{line}")
+        self.diag.saw("megatron", mega.height)
+        return mega.drop(PARTIAL_FLAG)
+
+
+def parse_text(path: Path, file_idx: int, only: str | None, diag: Diagnostics,
+               timing: TimingCollector | None = None) -> tuple[pl.DataFrame, list[int], dict]:
+    """One text log -> (records, restart-banner ordering keys, run configuration); ``timing`` (when
+    given) is fed the same line frames, so per-rank timing lines need no second read. ONE pass over bounded
+    frames (``reader.line_frames``), each split three ways (see the module docstring and `_TextPass`)."""
+    text_pass = _TextPass(path, only, diag)
+    omitted = [0]  # blank lines the reader stood in for by one (a blank stretch is never parsed line by line)
+    for batch in _batches(path, timing, omitted):
+        text_pass.batch(batch)
+    frames = text_pass.finish(path)
+    router = text_pass.router
     for fmt, n in router.seen.items():
         diag.saw(fmt, n)
     diag.ignore_counts(router.ignored)
