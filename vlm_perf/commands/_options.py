@@ -90,20 +90,3 @@ def _check(command: str, name: str, value: Any) -> None:
         if label == opt.name and text.startswith(label):
             raise ConfigError(flag + text[len(label):]) from None
         raise ConfigError(f"{flag}: {text}") from None
-
-
-#: generated parameter -> `vlm_perf.pipeline.load_run` argument, where the names differ
-_LOAD_RUN_NAMES = {"convention": "conventions", "log": "logs"}
-
-
-def load_run_arguments(options: dict, suffix: str = "") -> dict:
-    """`load_run` keyword arguments from a command's generated ``options`` (``suffix`` ``_a`` / ``_b``: one
-    run of `compare`)."""
-    out = {}
-    for name, value in options.items():
-        if suffix and name.endswith(("_a", "_b")):
-            if not name.endswith(suffix):
-                continue
-            name = name[: -len(suffix)]
-        out[_LOAD_RUN_NAMES.get(name, name)] = value
-    return out
