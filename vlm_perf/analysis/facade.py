@@ -42,7 +42,7 @@ from ..arch.spec import ModelSpec
 from ..arch.trainability import Trainability
 from ..errors import InputError
 from ..flops import get_convention
-from ..run.core import RunInputs, open_run, rank_timing_of, read_rl_of
+from ..run.core import RunInputs, open_run, rank_timing_of, read_rl_of, read_trace_inputs
 from ..run.options import RunOptions
 from .balance import BalanceResult, costs_from_row_values, microbatch_cost_columns, microbatch_vision_share
 from .hfu import Recompute, parse_recompute
@@ -249,12 +249,18 @@ class Run:
 
     @cached_property
     def _trace(self) -> tuple[dict | None, Any, list[str]]:
+        from ..errors import VlmPerfError
         from .trace_summary import trace_part
 
         files = self.inputs.files.traces
-        if files:
-            self.on_step(f"attributing {len(files)} profiler trace(s) to parts")
-        return trace_part(files, spec=self.spec, metadata=self.inputs.metadata_paths or None, causal=self.causal,
+        if not files:
+            return None, None, []
+        self.on_step(f"attributing {len(files)} profiler trace(s) to parts")
+        try:
+            partial, metadata = read_trace_inputs(self.inputs)
+        except VlmPerfError as exc:  # a trace that cannot be read is a message, not a failed report
+            return None, None, [f"profiler trace not analysed: {exc}"]
+        return trace_part(files, partial, spec=self.spec, metadata=metadata, causal=self.causal,
                           trainability=self.trainability, world_size=self.config.num_gpus,
                           peak_tflops=self.inputs.peak_tflops, per_iteration=self.numbers.per_iteration)
 

@@ -87,20 +87,18 @@ def trace_summary(result: TraceParts, files: Sequence[Path | str], per_iteration
     }
 
 
-def trace_part(files: Sequence[Path | str], *, spec: Any, metadata: Any, causal: str, trainability: Any,
-               world_size: int | None, peak_tflops: float | None,
+def trace_part(files: Sequence[Path | str], partial: Any, *, spec: Any, metadata: Any, causal: str,
+               trainability: Any, world_size: int | None, peak_tflops: float | None,
                per_iteration: pl.DataFrame | None) -> tuple[dict | None, TraceParts | None, list[str]]:
-    """The report's per-part block when the run folder holds profiler traces: the traces attributed to parts and
-    joined with the exact FLOPs of the run's metadata (its model, regime, causal setting, peak and world size).
-    Returns (summary block, `TraceParts`, messages); a trace that cannot be read is a message, not a failed
-    report."""
+    """The report's per-part block when the run folder holds profiler traces: the traces read (``partial``, from
+    ``files``) attributed to parts and joined with the exact FLOPs of the run's metadata (``metadata``:
+    `vlm_perf.ingest.traces.TraceMetadata`; its model, regime, causal setting, peak and world size). Returns
+    (summary block, `TraceParts`, messages); a trace that cannot be analysed is a message, not a failed report."""
     from ..errors import VlmPerfError
     from .trace_parts import analyze_traces
 
-    if not files:
-        return None, None, []
     try:
-        result = analyze_traces(files, spec=spec, metadata=metadata, causal=causal, frozen=trainability,
+        result = analyze_traces(partial, spec=spec, metadata=metadata, causal=causal, frozen=trainability,
                                 world_size=world_size, peak_flops=peak_tflops * 1e12 if peak_tflops else None)
     except VlmPerfError as exc:
         return None, None, [f"profiler trace not analysed: {exc}"]

@@ -69,12 +69,14 @@ def _analyze(traces: list[str], run: str | None, opts: RunOptions, first_iterati
     report's trace section's. Without it: the model and peak of the flags, FLOPs from the trace's shapes."""
     from ..analysis.trace_parts import analyze_traces
     from ..arch.trainability import Trainability
+    from ..ingest.traces import read_traces, trace_metadata
 
-    source: object = list(traces)
     if client is not None:
         from ..scale.cluster import read_traces_on
 
         source = read_traces_on(client, list(traces))
+    else:
+        source = read_traces(list(traces))
     if run is None:
         from ..arch import load_model
 
@@ -88,7 +90,8 @@ def _analyze(traces: list[str], run: str | None, opts: RunOptions, first_iterati
         raise InputError("not a folder (--run takes a run folder: run.yaml + metadata)", str(run))
     opened = open_run(run, opts, per_rank=True, need_log=False, stats=False, client=client)
     peak = opened.peak_tflops * 1e12 if opened.peak_tflops else None
-    return analyze_traces(source, spec=opened.spec, metadata=opened.metadata, first_iteration=first_iteration,
+    metadata = trace_metadata(opened.metadata, opened.spec) if opened.metadata is not None else None
+    return analyze_traces(source, spec=opened.spec, metadata=metadata, first_iteration=first_iteration,
                           causal=opened.causal, frozen=opened.trainability, peak_flops=peak,
                           world_size=opened.config.num_gpus)
 

@@ -23,7 +23,7 @@ from .discover import RunFiles, discover_run
 from .options import MissingSettings, RunOptions
 from .regime import Regime, resolve_regime
 
-__all__ = ["RunInputs", "open_run", "read_rl_of", "rank_timing_of", "estimate_from_config", "logged_global_batch_size", "links_outside", "ESTIMATE_HELP"]
+__all__ = ["RunInputs", "open_run", "read_rl_of", "rank_timing_of", "read_trace_inputs", "estimate_from_config", "logged_global_batch_size", "links_outside", "ESTIMATE_HELP"]
 
 ESTIMATE_HELP = ("state seq_length and global_batch_size in run.yaml, with the media of each sample as "
                  "image_grid: [t, h, w] or image_size: [h, w] (images_per_sample for several); or give the "
@@ -252,3 +252,13 @@ def rank_timing_of(inputs: RunInputs) -> Any:
 
     timing = inputs.parsed.rank_timing
     return timing if timing is not None else read_rank_timing(inputs.files.logs)
+
+
+def read_trace_inputs(inputs: RunInputs) -> tuple[Any, Any]:
+    """(the run folder's profiler traces read and merged, `TracePartial`; its metadata as the trace join needs it,
+    `TraceMetadata`, or None without metadata)."""
+    from ..ingest.traces import read_traces, trace_metadata
+
+    partial = read_traces(inputs.files.traces)
+    paths = inputs.metadata_paths
+    return partial, trace_metadata(paths, inputs.spec) if paths else None
