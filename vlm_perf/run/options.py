@@ -7,6 +7,11 @@ Precedence of the sources: **command line > run.yaml (manifest) > log > checkpoi
 (`vlm_perf.commands._options`), so an option has one spelling everywhere; ``docs/run-config.md``'s
 option table is generated from it too (`options_markdown`; a test keeps the two in sync).
 
+The same table generates `RunOptions`, the one typed configuration of a run (a frozen dataclass, one field per
+option): ``RunOptions.of(gpus=8, frozen=["vit"])`` checks each value once (library callers),
+``RunOptions.from_command(options)`` takes a command's generated flags (checked there, naming the flag), and
+``RunOptions.overrides()`` is the command line's layer of the configuration (`vlm_perf.run.core.open_run`).
+
 ``field`` is the `vlm_perf.ingest.runconfig.RunConfig` field (and run.yaml key) the option sets, or
 None for an option only the command line states. ``per_run`` options of `compare` come as a pair,
 ``--NAME-a`` / ``--NAME-b``.
