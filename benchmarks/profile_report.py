@@ -92,6 +92,10 @@ def main() -> None:
     out = args.out or args.run.with_name(args.run.name + ".profile-out")
 
     import vlm_perf.analysis.balance as balance
+    import vlm_perf.analysis.checks as checks
+    import vlm_perf.analysis.facade as facade
+    import vlm_perf.analysis.hfu as hfu
+    import vlm_perf.analysis.stragglers as stragglers
     import vlm_perf.ingest.logs as logs
     import vlm_perf.ingest.metadata_source as metadata_source
     import vlm_perf.pipeline as pipeline
@@ -101,17 +105,16 @@ def main() -> None:
 
     with Sampler() as sampler:
         targets = [(logs, "parse_logs", "log parse"), (metadata_source.MetadataSource, "read", "metadata pass"),
-                   (pipeline, "analyze_run", "analyze_run"), (pipeline, "run_checks", "run_checks"),
-                   (providers, "balance_of", "balance analysis"), (providers, "hfu_of", "hfu"),
-                   (providers, "stragglers_of", "stragglers"),
+                   (facade, "analyze_run", "analyze_run"), (checks, "run_checks", "run_checks"),
+                   (balance, "balance_of", "balance analysis"), (hfu, "hfu_of", "hfu"),
+                   (stragglers, "stragglers_of", "stragglers"),
                    (figures, "draw_all", "figures"), (document, "build_sections", "sections (+ balance figure)"),
                    (providers, "balance_figure", "balance figure"), (balance, "lpt_balance", "lpt_balance"),
                    (pipeline, "load_run", "load_run"), (document, "write_report", "write_report")]
         targets += [(balance, "ranks_from_microbatches", "rank sums (group-by)"),
                     (balance, "balance_by_iteration", "balance_by_iteration")]
-        for name in ("costs_from_row_values", "microbatch_vision_share"):
-            if hasattr(pipeline, name):  # whichever the pipeline of this checkout composes
-                targets.append((pipeline, name, name))
+        for name in ("costs_from_row_values", "microbatch_vision_share"):  # composed by the Run facade
+            targets.append((facade, name, name))
         for owner, name, label in targets:
             wrap(owner, name, label, sampler)
         t0 = time.perf_counter()

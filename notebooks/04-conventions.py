@@ -45,7 +45,7 @@ from vlm_perf.pipeline import load_run
 from vlm_perf.report.explore_plots import components_figure, convention_summary_figure
 
 ALL = [name for name, c in CONVENTIONS.items() if c.covers("qwen2_5_vl")]  # the ones defined for this model
-loaded = load_run(sample_run_dir("qwen2.5-vl-7b-video"), conventions=ALL)
+loaded = load_run(sample_run_dir("qwen2.5-vl-7b-video"), convention=ALL)
 run, spec = loaded.analysis, loaded.spec
 frozen = tuple(loaded.context.run_config.get("frozen") or ())
 print(f"{run.model}: {run.world_size} GPUs, peak {run.peak_tflops} TFLOP/s/GPU, frozen: {frozen or 'nothing'}")

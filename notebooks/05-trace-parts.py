@@ -33,13 +33,15 @@ from pathlib import Path
 from IPython.display import display
 
 from vlm_perf.analysis.trace_parts import analyze_traces, trace_parts_figure
+from vlm_perf.ingest.traces import read_traces, trace_metadata
 from vlm_perf.arch import load_model
 
 run = next(p / "sample_logs" / "qwen2-vl-tiny-trace" for p in [Path.cwd(), *Path.cwd().parents]
            if (p / "sample_logs" / "qwen2-vl-tiny-trace").is_dir())
 spec = load_model(str(run / "config.json"))
 # eager attention computes the whole attention square: causal="full"
-result = analyze_traces(run / "trace", spec=spec, metadata=[run / "metadata"], causal="full")
+result = analyze_traces(read_traces(run / "trace"), spec=spec, metadata=trace_metadata([run / "metadata"], spec),
+                        causal="full")
 display(result.steps.to_pandas())
 print(f"parts add up to each step within {100 * result.check_sums():.4f}% of its ProfilerStep time")
 

@@ -68,6 +68,7 @@ SLOW = {
     "tests/report/test_red_flags.py::test_wrong_gpu_count": "4 s",
     "tests/scale/test_trace_scheduler.py::test_many_rank_files_and_an_nsight_url_on_the_cluster": "a cluster (3 s)",
     "tests/cli/test_trace_equals_report.py": "4 perturbed runs through both trace and report (15 s)",
+    "tests/cli/test_cross_command.py": "6 perturbed reports + trace, flops, compare and explain on every sample",
     "tests/arch/test_params.py::test_matches_transformers_modules":
         "45 presets built by transformers on the meta device (7 s); the hand-count tests stay fast",
     "tests/ingest/test_traces.py::test_chunk_boundaries_do_not_matter": "every chunk size of a trace (5 s)",

@@ -123,7 +123,7 @@ def test_two_runs_in_one_folder_are_refused_naming_the_files(tmp_path):
 
 def test_choosing_the_logs_or_merging_is_the_users_call(tmp_path):
     run = _two_run_folder(tmp_path)
-    chosen = load_run(run, logs=[run / "train.log"])
+    chosen = load_run(run, log=[run / "train.log"])
     assert _check(chosen.analysis.checks, "log_files").status == "ok"
     assert "chosen" in _check(chosen.analysis.checks, "log_files").summary
     merged = load_run(run, merge_logs=True)

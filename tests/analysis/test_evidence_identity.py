@@ -65,7 +65,7 @@ def test_another_architecture_behind_a_variant_name_still_fails(logged, used):
 # ---- trainable parameters under the stated regime ----------------------------------------------
 def _lora_regime(spec):
     adapter = read_adapter_config(LORA / "adapter_config.json")
-    return Regime(Trainability.build(adapter=adapter), "adapter_config.json", None, stated=True,
+    return Regime(Trainability.build(adapter=adapter), "adapter_config.json", stated=True,
                   description="LoRA r=4")
 
 
@@ -82,13 +82,13 @@ def test_a_lora_runs_trainable_count_is_the_adapters():
 
 
 def test_selectors_that_train_part_of_a_part_give_a_range():
-    regime = Regime(Trainability.build(trainable=["language_model[0:4]"]), "run.yaml", None, stated=True)
+    regime = Regime(Trainability.build(trainable=["language_model[0:4]"]), "run.yaml", stated=True)
     lo, hi = ev.regime_trainable(SPEC_7B, regime)
     pc = count_params(SPEC_7B)
     assert lo == 0 and hi == pc.lm + pc.audio
     inside = ev.log_vs_model(_ev(SPEC_7B, regime=regime, parameter_counts=[("t.log", "trainable", hi // 7, 1)]))
     assert inside.status == "ok"
-    whole = Regime(Trainability.build(trainable=["language_model"]), "run.yaml", None, stated=True)
+    whole = Regime(Trainability.build(trainable=["language_model"]), "run.yaml", stated=True)
     assert ev.regime_trainable(SPEC_7B, whole) == (pc.lm, pc.lm)
 
 
@@ -99,7 +99,7 @@ def test_selectors_that_train_part_of_a_part_give_a_range():
 ])
 def test_freeze_vit_agrees_with_a_selector_that_freezes_the_tower(regime):
     for key in ("freeze_vit", "freeze_vision_tower"):
-        evidence = _ev(SPEC_7B, {key: "true"}, regime=Regime(regime, "run.yaml", None, stated=True),
+        evidence = _ev(SPEC_7B, {key: "true"}, regime=Regime(regime, "run.yaml", stated=True),
                        config=RunConfig(frozen=()))
         check = ev._training_regime(_inputs(evidence))
         assert check.status == "ok", check.summary
@@ -107,7 +107,7 @@ def test_freeze_vit_agrees_with_a_selector_that_freezes_the_tower(regime):
 
 def test_freeze_vit_with_a_regime_that_trains_the_tower_fails():
     evidence = _ev(SPEC_7B, {"freeze_vit": "true"}, config=RunConfig(frozen=()),
-                   regime=Regime(Trainability.build(trainable=["vision_tower[0:2]"]), "run.yaml", None, stated=True))
+                   regime=Regime(Trainability.build(trainable=["vision_tower[0:2]"]), "run.yaml", stated=True))
     assert ev._training_regime(_inputs(evidence)).status == "fail"
 
 

@@ -24,6 +24,7 @@ from tests.support import run_main
 from vlm_perf.analysis.trace_checks import SHAPES_AGREE
 from vlm_perf.analysis.trace_parts import analyze_traces
 from vlm_perf.arch import load_model
+from vlm_perf.ingest.traces import read_traces, trace_metadata
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE_RUN = ROOT / "sample_logs" / "qwen2-vl-tiny-trace"
@@ -62,8 +63,9 @@ def test_another_runs_metadata_is_named(tmp_path_factory, scale):
 
 
 def test_a_part_above_the_peak_is_implausible():
-    result = analyze_traces(TRACE, spec=load_model(str(TRACE_RUN / "config.json")), causal="full", peak_flops=1e9,
-                            metadata=sorted((TRACE_RUN / "metadata").iterdir()))
+    spec = load_model(str(TRACE_RUN / "config.json"))
+    result = analyze_traces(read_traces(TRACE), spec=spec, causal="full", peak_flops=1e9,
+                            metadata=trace_metadata(sorted((TRACE_RUN / "metadata").iterdir()), spec))
     mfu = {r["part"]: r["mfu"] for r in result.summary().iter_rows(named=True) if r["mfu"] is not None}
     over = {p for p, m in mfu.items() if m > 1}
     assert over  # 1 GFLOP/s is below what the parts achieved
@@ -102,7 +104,7 @@ def test_one_rank_profiled_twice_at_other_steps_is_fine(tmp_path):
 def test_repeated_steps_and_negative_durations_are_named(tmp_path):
     bad = {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 50, "dur": -20}
     path = _trace(tmp_path / "rank0.json", [(0, 0, 100), (0, 200, 100)], [bad])
-    result = analyze_traces(path)
+    result = analyze_traces(read_traces(path))
     assert any("ProfilerStep#0 appears 2 times" in n for n in result.notes)
     assert any("1 event(s) with a negative duration" in n for n in result.notes)
     assert result.check_sums() == pytest.approx(0.0, abs=1e-9)

@@ -19,7 +19,7 @@ import pytest
 
 from vlm_perf.analysis.trace_parts import analyze_traces, attribute, classify_kernel, coarse_part, trace_parts_figure
 from vlm_perf.arch import load_model
-from vlm_perf.ingest.traces import read_traces
+from vlm_perf.ingest.traces import read_traces, trace_metadata
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "ingest" / "fixtures" / "traces"
@@ -189,7 +189,8 @@ def test_hta_gpu_excerpt_against_plain_unions():
 @pytest.fixture(scope="module")
 def real():
     spec = load_model(str(TRACE_RUN / "config.json"))
-    return analyze_traces(TRACE_RUN / "trace", spec=spec, metadata=[TRACE_RUN / "metadata"], causal="full")
+    return analyze_traces(read_traces(TRACE_RUN / "trace"), spec=spec, metadata=trace_metadata([TRACE_RUN / "metadata"], spec),
+                          causal="full")
 
 
 def test_real_trace_sums_to_step_time(real):
@@ -367,7 +368,7 @@ def test_no_timed_events_is_a_typed_error(tmp_path, events, message):
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": events}))
     with pytest.raises(InputError, match=message) as exc:
-        analyze_traces(p)
+        analyze_traces(read_traces(p))
     assert str(p) in str(exc.value)
 
 
@@ -375,7 +376,7 @@ def test_kernels_without_launches_are_unattributed_and_shown(tmp_path):
     p = tmp_path / "k.json"
     p.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1,
                                               "dur": 2, "args": {"correlation": 1}}]}))
-    r = analyze_traces(p)
+    r = analyze_traces(read_traces(p))
     assert _times(r) == {"unattributed": 2000}
     assert any("no ProfilerStep" in n for n in r.notes) and any("no launch" in n for n in r.notes)
 
@@ -396,7 +397,7 @@ def test_real_trace_recorded_shapes_give_the_same_flops(real):
 
 
 def test_without_metadata_flops_come_from_recorded_shapes(real):
-    r = analyze_traces(TRACE_RUN / "trace")
+    r = analyze_traces(read_traces(TRACE_RUN / "trace"))
     assert r.flops_source == "trace shapes" and any("matmul shapes" in n for n in r.notes)
     got = {x["part"]: x["flops"] for x in r.summary().iter_rows(named=True)}
     want = {x["part"]: x["flops"] for x in real.summary().iter_rows(named=True)}
@@ -424,12 +425,13 @@ def _two_rank_run(tmp_path):
 def test_two_dp_ranks_get_their_own_flops(tmp_path):
     run = _two_rank_run(tmp_path)
     spec = load_model(str(TRACE_RUN / "config.json"))
-    r = analyze_traces(run / "trace", spec=spec, metadata=[run / "metadata.jsonl"], causal="full", world_size=2)
+    metadata = trace_metadata([run / "metadata.jsonl"], spec)
+    r = analyze_traces(read_traces(run / "trace"), spec=spec, metadata=metadata, causal="full", world_size=2)
     measured = {s["iteration"]: s["flops"] for s in json.loads(MEASURED.read_text())["per_step"]}
     got = dict(r.flops.filter(pl.col("iteration") == 3).group_by("rank").agg(pl.col("flops").sum()).rows())
     assert got == {0: measured[3], 1: measured[4]}
     # a world size that is not the DP size: each rank gets the iteration's FLOPs / world size
-    r4 = analyze_traces(run / "trace", spec=spec, metadata=[run / "metadata.jsonl"], causal="full", world_size=4)
+    r4 = analyze_traces(read_traces(run / "trace"), spec=spec, metadata=metadata, causal="full", world_size=4)
     got4 = dict(r4.flops.filter(pl.col("iteration") == 3).group_by("rank").agg(pl.col("flops").sum()).rows())
     assert got4 == {0: (measured[3] + measured[4]) / 4, 1: (measured[3] + measured[4]) / 4}
     assert any("/ 4 GPUs" in n for n in r4.notes)

@@ -109,3 +109,42 @@ def test_an_integer_option_has_the_manifest_range_whichever_source_states_it(nam
         check_value(name, high + 1)
     with pytest.raises(ConfigError):
         resolve_run_config({}, None, {opt.field: high + 1})
+
+
+# --- RunOptions: the one typed configuration generated from the declarations -------------------------------------
+def test_run_options_has_one_field_per_declared_option_typed_by_its_kind():
+    import dataclasses
+
+    from vlm_perf.run.options import RunOptions
+
+    fields = {f.name: f for f in dataclasses.fields(RunOptions)}
+    assert list(fields) == [o.name for o in OPTIONS]
+    kinds = {o.name: o.kind for o in OPTIONS}
+    assert fields["frozen"].type == tuple[str, ...] and kinds["frozen"] == "list"
+    assert fields["qlora"].type is bool and fields["causal"].type is str
+    default = RunOptions()
+    assert (default.frozen, default.qlora, default.causal, default.log_format) == ((), False, "half", "auto")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        default.gpus = 8  # type: ignore[misc]
+
+
+def test_run_options_of_checks_each_value_once_and_states_only_what_was_given():
+    from vlm_perf.run.options import RunOptions
+
+    options = RunOptions.of(gpus=64, frozen=["vit", "projector"], qlora=False, peak_tflops=None)
+    assert options.frozen == ("vit", "projector")  # the selectors as written: one type from flag to regime
+    # the command line's layer of the configuration: RunConfig field -> value, unset options state nothing
+    assert options.overrides() == {"num_gpus": 64, "frozen": ["vit", "projector"]}
+    with pytest.raises(ConfigError, match="num_gpus must be a positive integer"):
+        RunOptions.of(gpus=0)
+    with pytest.raises(ConfigError, match="unknown run option"):
+        RunOptions.of(logs=["train.log"])  # the declared name is 'log'
+
+
+def test_run_options_from_a_commands_flags_picks_one_run_of_compare():
+    from vlm_perf.run.options import RunOptions
+
+    flags = {"frozen_a": ["vit"], "frozen_b": [], "gpus_a": 8, "gpus_b": 16, "causal": "full"}
+    a, b = RunOptions.from_command(flags, "_a"), RunOptions.from_command(flags, "_b")
+    assert (a.frozen, a.gpus, a.causal) == (("vit",), 8, "full")
+    assert (b.frozen, b.gpus, b.causal) == ((), 16, "full")

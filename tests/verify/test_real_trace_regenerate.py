@@ -37,5 +37,5 @@ def test_script_reproduces_the_bundled_trace(tmp_path):
     assert_same_records(out, RUN, ("metadata/metadata-rank00000.jsonl", "config.json", "run.yaml"))
     new, old = (read_traces(d / "trace").events.sort("start") for d in (out, RUN))
     assert new.select("kind", "name").rows() == old.select("kind", "name").rows()
-    result = analyze_traces(out / "trace")
+    result = analyze_traces(read_traces(out / "trace"))
     assert result.check_sums() <= 0.01 and result.steps["iteration"].to_list() == [3, 4]

@@ -27,7 +27,7 @@ Everything here is a pure function of polars frames (no I/O). Inputs:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 import polars as pl
@@ -424,3 +424,20 @@ def analyze_balance(ranks: pl.DataFrame, *, costs: pl.DataFrame | None = None,
         per_it = per_it.join(lpt_balance(costs, used_its), on="iteration", how="left")
     summary = _summary(per_it, ranks, dp_ranks, time_model, excluded, rows_without_rank, notes)
     return BalanceResult(ranks, per_it, summary, notes)
+
+
+def balance_of(costs: pl.DataFrame, analysis: Any) -> "BalanceResult | None":
+    """DP load balance from the per-microbatch exact FLOPs (``costs``: iteration, dp_rank, LM and vision FLOPs),
+    over the iterations the report's means use (``analysis``: the run's `RunAnalysis`); the step-time model comes
+    from the attribution when it was fitted. None when no microbatch names its DP rank."""
+    unranked = int(costs["dp_rank"].null_count())
+    if unranked:  # (a filter copies every column: only when there is something to drop)
+        costs = costs.filter(costs["dp_rank"].is_not_null())
+    if costs.height == 0:
+        return None
+    ranks = ranks_from_microbatches(costs)
+    att, dp = analysis.attribution, ranks["dp_rank"].n_unique()
+    model = (TimeModel(att.lm_tflops_per_gpu, att.vision_tflops_per_gpu, analysis.world_size / dp)
+             if att.ok and att.lm_tflops_per_gpu and att.vision_tflops_per_gpu and analysis.world_size else None)
+    return analyze_balance(ranks, costs=costs, iterations=analysis.selection.iterations(), time_model=model,
+                           rows_without_rank=unranked)

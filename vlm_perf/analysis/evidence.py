@@ -31,6 +31,8 @@ from typing import Any, Mapping, Sequence
 
 import polars as pl
 
+from ..arch.parts import frozen_stages, stage_part_names
+from ..arch.trainability import Trainability
 from ..errors import ConfigError
 from .checks import Check, CheckInputs, register_check
 
@@ -123,10 +125,11 @@ def _name(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
-# ---- gathering (called by pipeline.load_run) ---------------------------------------------------
+# ---- gathering (`vlm_perf.analysis.examine.evidence_of`) ---------------------------------------------------
 def gather_evidence(spec, config, ranges, mixed, log_facts, analysis, stats_frame, costs,
-                    overrides: dict, frozen: Any, causal: str, logs_chosen: bool = False, regime: Any = None):
-    """The `Evidence` of a loaded run (`pipeline.load_run` calls this; no I/O): the parsed per-file
+                    overrides: dict, trainability: Trainability, causal: str, logs_chosen: bool = False,
+                    regime: Any = None):
+    """The `Evidence` of a loaded run (no I/O): the parsed per-file
     ranges and facts, the metadata's iterations and DP ranks (``costs``: per-microbatch FLOPs with
     ``dp_rank``), the overrides passed, and exact's FLOPs over the windows the means use with the vision
     tower (+ projector) frozen, for the training-regime line."""
@@ -147,15 +150,16 @@ def gather_evidence(spec, config, ranges, mixed, log_facts, analysis, stats_fram
     per_it = analysis.per_iteration
     # the frozen-tower alternatives answer "which parts are frozen?" for whole-part accounting; a finer stated
     # regime (a Trainability: LoRA, layer ranges) already says what trains
-    if spec.vision is not None and "exact_total" in per_it.columns and per_it.height and isinstance(frozen, tuple):
+    if spec.vision is not None and "exact_total" in per_it.columns and per_it.height and trainability.stage_level:
         # exact's FLOPs over the windows the means use, as counted and with the tower (+ projector) frozen:
         # the same windows and step times, so the ratio is the ratio of the headline TFLOP/s
         from .windows import window_sums
 
         alts = {}
+        frozen = trainability.frozen_stage_set()
         for parts in (("vision_tower",), ("vision_tower", "projector")):
-            if not all(p in frozen for p in parts):
-                alt = tuple(dict.fromkeys((*frozen, *parts)))
+            if not frozen_stages(parts) <= frozen:
+                alt = Trainability.from_frozen(stage_part_names(frozen | frozen_stages(parts)))
                 alts[" + ".join(parts).replace("_", " ")] = flops_columns(spec, ["exact"], alt, causal=causal)[0]
         frame = per_it.select("iteration", "exact_total",
                               *(expr.alias(f"_alt{i}") for i, expr in enumerate(alts.values())))

@@ -168,3 +168,15 @@ def hfu_summary(run: RunAnalysis, spec: ModelSpec, policy: Recompute, frozen: It
             out["mfu_mean"] = exact["mfu_mean"]
             out["hfu_mean"] = exact["mfu_mean"] * ratio
     return out
+
+
+def hfu_of(run: RunAnalysis, spec: ModelSpec, config: Any, trainability: Any, override: Recompute | None = None,
+           causal: str = "half") -> dict:
+    """The HFU block: the ``override`` policy (--recompute), else what run.yaml / the log state (``config``: the
+    resolved `RunConfig`), else no recompute."""
+    sources = {config.sources.get(k) for k in ("recompute_granularity", "gradient_checkpointing")} - {None}
+    policy = override or recompute_from_config(
+        config.recompute_granularity, config.recompute_method, config.recompute_num_layers,
+        config.gradient_checkpointing, config.pipeline_parallel,
+        source="/".join(sorted(sources)) or "run configuration") or Recompute()
+    return hfu_summary(run, spec, policy, trainability, causal)

@@ -22,12 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..arch.parts import stage_part_names
 from ..arch.spec import ModelSpec
 from ..arch.trainability import Trainability
 from ..flops.generation import LogProbHead, actor_update_parts, generation_flops, logprob_forward_parts
 from ..ingest.rl_metadata import PHASE_NAMES, RLRecord, phase_seconds_problem
 
-__all__ = ["PhaseTotal", "RLIteration", "RLAccounting", "rl_accounting", "log_phase_timings",
+__all__ = ["PhaseTotal", "RLIteration", "RLAccounting", "RLResult", "rl_accounting", "rl_part", "log_phase_timings",
            "log_response_check", "PARTS"]
 
 PARTS = ("vision_tower", "projector", "language_model")
@@ -290,3 +291,43 @@ def log_response_check(record: RLRecord, iterations: Any, rel: float = 5e-4) -> 
             bad.append(f"iteration {step.iteration}: the log's mean response length {logged[step.iteration]:g} "
                        f"differs from the recorded rollout's {mean:g}")
     return checked, bad
+
+
+@dataclass(frozen=True)
+class RLResult:
+    """The report's RL block: the accounting, and what the training metadata counts beside it."""
+
+    accounting: RLAccounting
+    training_only_flops: float | None  # what the training metadata counts (the update as plain training steps)
+    log_response_lengths_checked: int = 0  # iterations whose logged mean response length was compared
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.accounting.to_dict(self.training_only_flops),
+                "log_response_lengths_checked": self.log_response_lengths_checked}
+
+
+def rl_part(spec: ModelSpec, record: RLRecord, trainability: Trainability, causal: str, *, num_gpus: int,
+            peak_tflops: float | None, iterations: Any, per_iteration: Any) -> tuple[RLResult, list[str]]:
+    """The RL block of a run (``record``: its ``rl/`` records; ``iterations``: the log's iteration table, for its
+    phase timers and response lengths; ``per_iteration``: the analysis' per-iteration FLOPs, the training-only
+    accounting) and the messages it has for the report."""
+    messages: list[str] = []
+    whole = trainability.stage_level
+    regime = None if whole and not trainability.frozen_stage_set() else (
+        Trainability.from_frozen(stage_part_names(trainability.frozen_stage_set())) if whole else trainability)
+    timings = log_phase_timings(iterations)  # a log's phase timers, where it has them
+    accounting = rl_accounting(spec, record, regime, causal, num_gpus=num_gpus, timings_s=timings,
+                               peak_tflops=peak_tflops)
+    if timings:
+        messages.append(f"RL phase seconds of {len(timings)} iteration(s) from the log's phase timers")
+    checked, disagreements = log_response_check(record, iterations)
+    messages += [f"RL metadata vs log: {text}" for text in disagreements]
+    training_only = float(per_iteration["exact_total"].sum()) if "exact_total" in per_iteration.columns and \
+        per_iteration.height else None
+    rl_iterations = {it.iteration for it in accounting.iterations}
+    meta_iterations = set(per_iteration["iteration"].to_list()) if "iteration" in per_iteration.columns else set()
+    if meta_iterations and rl_iterations != meta_iterations:
+        messages.append(f"RL metadata covers {len(rl_iterations)} iterations, the training metadata "
+                        f"{len(meta_iterations)}: the training-only accounting beside the RL phases is over "
+                        "different steps")
+    return RLResult(accounting, training_only, checked), messages

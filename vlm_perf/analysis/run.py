@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -112,6 +113,7 @@ def analyze_run(
     global_batch_size: int | None = None,
     log_segments: pl.DataFrame | None = None,
     micro_batch_size: int | None = None,
+    log_events: Mapping[str, int] | None = None,
 ) -> RunAnalysis:
     """Recompute FLOPs per iteration under each convention and aggregate over logged windows.
 
@@ -124,7 +126,9 @@ def analyze_run(
     ``global_batch_size``) is what the metadata's ``lm_samples`` per iteration is checked against:
     iterations with fewer samples (e.g. a DP rank's metadata missing) count as not covered, so their
     windows are excluded from means like windows with missing iterations. ``log_segments``: the
-    per-(segment, iteration) log table (iterations a restart redid included) for the run-health block.
+    per-(segment, iteration) log table (iterations a restart redid included) for the run-health block;
+    ``log_events``: kind -> count of the log's events (checkpoints, validations, tracebacks, restart banners), the
+    run-health block's ``log_events``. The analysis is titled `model_title` of the model.
     """
     messages: list[str] = []
     from ..flops.conventions import get_convention
@@ -186,7 +190,9 @@ def analyze_run(
     differences = convention_differences(per_iteration, spec, convs, frozen)
     segments = log_segments if log_segments is not None else iterations
     health = run_health(build_windows(segments, interval), windows, world_size)
-    return RunAnalysis(spec.name, convs, world_size, peak_tflops, estimated, per_iteration, windows, crosscheck,
+    if log_events is not None:
+        health["log_events"] = dict(log_events)
+    return RunAnalysis(model_title(spec.name, spec.source, spec.model_type), convs, world_size, peak_tflops, estimated, per_iteration, windows, crosscheck,
                        attribution, gaps, messages, coverage, differences=differences, health=health)
 
 
@@ -272,3 +278,16 @@ def _gaps(iterations: pl.DataFrame, per_iteration: pl.DataFrame, windows: pl.Dat
             "log_iterations_without_metadata": incomplete.height,
             "incomplete_windows": incomplete.select("iteration").to_series().to_list()[:20],
             "metadata_iterations_outside_log": outside}
+
+
+def model_title(name: str, source: str = "", model_type: str = "") -> str:
+    """A model's name for titles: the preset name, or ``qwen2_vl (run/config.json)`` for a config file
+    whose spec is only called "config"."""
+    generic = not name or name.lower() in ("config", "config.json", "dict")
+    if not generic:
+        return name
+    if source and source not in ("dict",):
+        path = Path(source.removeprefix("preset:"))
+        where = f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+        return f"{model_type or 'model'} ({where})"
+    return model_type or name or "model"

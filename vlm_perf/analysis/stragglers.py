@@ -193,3 +193,15 @@ def _correlate(timing, ranks, tp, cp, dp, interval, notes: list[str]) -> dict | 
             notes.append("no per-rank timing in the logs to correlate with the DP load balance")
         return None
     return result
+
+
+def stragglers_of(timing, config, balance, analysis) -> dict:
+    """The stragglers block: ``timing`` (the logs' per-rank timing lines, `RankTiming`) correlated with the DP load
+    balance (``balance``: a `BalanceResult` or None) when metadata exists; ``config``: the resolved `RunConfig`
+    (parallel sizes, log interval), ``analysis``: the run's `RunAnalysis` (its windows give the log interval)."""
+    from .windows import infer_log_interval
+
+    interval = config.log_interval or infer_log_interval(analysis.windows.select("segment", "iteration"))
+    return straggler_summary(timing, ranks=balance.ranks if balance is not None else None,
+                             tp=config.tensor_parallel, cp=config.context_parallel, dp=config.data_parallel,
+                             interval=interval)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -46,6 +47,9 @@ from ..arch.spec import ModelSpec
 from ..errors import InputError
 from ..flops.breakdown import AUDIO_COMPONENTS, COMPONENTS
 from ..stats import BatchStats
+
+if TYPE_CHECKING:
+    from ..ingest.traces import TraceMetadata, TracePartial
 
 __all__ = ["PART_ORDER", "TraceParts", "attribute", "flops_by_part", "COMPONENT_TRACE_PART", "classify_kernel",
            "efficiency", "trace_parts_figure", "coarse_part"]
@@ -782,12 +786,13 @@ def _rate(v: float) -> str:
 MAX_ITERATION = 10**12
 
 
-def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, first_iteration: int | None = None,
-                   causal: str = "half", frozen=(), peak_flops: float | None = None,
-                   world_size: int | None = None) -> TraceParts:
-    """Read ``traces`` (files / folders / a merged `TracePartial`), attribute the time and, with ``spec`` and
-    ``metadata`` (paths of the run's per-microbatch metadata, or a `MetadataSource` read with ``per_rank=True``),
-    join exact FLOPs per part and iteration.
+def analyze_traces(partial: "TracePartial", *, spec: ModelSpec | None = None, metadata: "TraceMetadata | None" = None,
+                   first_iteration: int | None = None, causal: str = "half", frozen=(),
+                   peak_flops: float | None = None, world_size: int | None = None) -> TraceParts:
+    """Attribute the time of the traces read (``partial``: `vlm_perf.ingest.traces.read_traces`, or the cluster's
+    `read_traces_on`) and, with ``spec`` and ``metadata`` (the run's statistics per iteration and per DP rank:
+    `vlm_perf.ingest.traces.trace_metadata`), join exact FLOPs per part and iteration (``frozen``: the run's
+    regime, a `Trainability`). Reads nothing itself.
 
     ``first_iteration``: the training iteration of ``ProfilerStep#0``; None: the trace's
     ``vlm_perf_first_iteration`` metadata, else 1 (``profile.step()`` after every optimizer step from
@@ -797,10 +802,8 @@ def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, firs
     data parallelism: ``world_size`` equal to the number of DP ranks in the metadata, or one rank only);
     otherwise the iteration's FLOPs divided by ``world_size`` (an average over GPUs, said in ``notes``).
     """
-    from ..ingest.traces import TracePartial, read_traces
     from .trace_checks import checked_events, implausible
 
-    partial = traces if isinstance(traces, TracePartial) else read_traces(traces)
     if not any(f.height for f in partial.frames):
         raise InputError("no timed events (complete 'X' events of profiler categories) in the trace",
                          ", ".join(partial.files[:3]) + (" ..." if len(partial.files) > 3 else ""))
@@ -839,14 +842,9 @@ def analyze_traces(traces, *, spec: ModelSpec | None = None, metadata=None, firs
     return result
 
 
-def _metadata_flops(result: TraceParts, spec: ModelSpec, metadata, frozen, causal: str,
+def _metadata_flops(result: TraceParts, spec: ModelSpec, metadata: "TraceMetadata", frozen, causal: str,
                     world_size: int | None) -> pl.DataFrame:
-    from ..ingest.metadata_source import STAT_FIELDS, MetadataSource
-
-    # a source already read with per-rank statistics (the cluster's `vlm_perf.scale.cluster.read_metadata`), or paths
-    source = metadata if isinstance(metadata, MetadataSource) else MetadataSource(metadata, spec, per_rank=True)
-    per_it = source.result().frame
-    per_rank = source.per_rank
+    per_it, per_rank = metadata.per_iteration, metadata.per_rank
     steps = result.steps.filter(pl.col("iteration").is_not_null())
     wanted = sorted(set(steps["iteration"].to_list()))
     have = set(per_it["iteration"].to_list())
@@ -858,7 +856,7 @@ def _metadata_flops(result: TraceParts, spec: ModelSpec, metadata, frozen, causa
     pure_dp = len(dp_ranks) > 1 and set(trace_ranks) <= dp_ranks and world_size in (None, len(dp_ranks))
 
     def stats(frame: pl.DataFrame) -> BatchStats:
-        return BatchStats(**{k: int(v) for k, v in frame.select(STAT_FIELDS).row(0, named=True).items()})
+        return BatchStats(**{k: int(v) for k, v in frame.select(BatchStats.field_names()).row(0, named=True).items()})
 
     out: dict[tuple[int, int], dict[str, tuple[float, float]]] = {}
     divide = 1

@@ -9,13 +9,13 @@ rank-steps, so the two are comparable in the report and tested equal (tests/repo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import polars as pl
 
 from .trace_parts import TraceParts
 
-__all__ = ["trace_summary", "TOP_OPS", "FLOPS_AGREE"]
+__all__ = ["trace_summary", "trace_part", "TOP_OPS", "FLOPS_AGREE"]
 
 TOP_OPS = 10  # ops / kernels named in the report
 #: relative gap within which the trace's FLOPs and the report's exact FLOPs count as the same number
@@ -85,3 +85,26 @@ def trace_summary(result: TraceParts, files: Sequence[Path | str], per_iteration
         "top": top,
         "notes": list(result.notes),
     }
+
+
+def trace_part(files: Sequence[Path | str], partial: Any, *, spec: Any, metadata: Any, causal: str,
+               trainability: Any, world_size: int | None, peak_tflops: float | None,
+               per_iteration: pl.DataFrame | None) -> tuple[dict | None, TraceParts | None, list[str]]:
+    """The report's per-part block when the run folder holds profiler traces: the traces read (``partial``, from
+    ``files``) attributed to parts and joined with the exact FLOPs of the run's metadata (``metadata``:
+    `vlm_perf.ingest.traces.TraceMetadata`; its model, regime, causal setting, peak and world size). Returns
+    (summary block, `TraceParts`, messages); a trace that cannot be analysed is a message, not a failed report."""
+    from ..errors import VlmPerfError
+    from .trace_parts import analyze_traces
+
+    try:
+        result = analyze_traces(partial, spec=spec, metadata=metadata, causal=causal, frozen=trainability,
+                                world_size=world_size, peak_flops=peak_tflops * 1e12 if peak_tflops else None)
+    except VlmPerfError as exc:
+        return None, None, [f"profiler trace not analysed: {exc}"]
+    summary = trace_summary(result, files, per_iteration, world_size)
+    messages = []
+    if summary["flops_match_report"] is False:
+        messages.append(f"trace FLOPs per part sum to {summary['flops_total']:.6e}, the report's exact FLOPs "
+                        f"of the profiled iterations are {summary['report_exact_flops']:.6e}")
+    return summary, result, messages

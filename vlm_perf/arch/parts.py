@@ -59,6 +59,13 @@ PART_ALIASES = {
 }
 
 
+def stage_part_names(stages: Iterable[str]) -> tuple[str, ...]:
+    """Part names that denote exactly ``stages``, in data-flow order (`frozen_stages` maps them back to the same
+    set): ``main_merger`` for the main merger, since ``merger`` also names the deepstack mergers."""
+    chosen = set(stages)
+    return tuple("main_merger" if s == MERGER else s for s in STAGES if s in chosen)
+
+
 def frozen_stages(parts: Iterable[str]) -> frozenset[str]:
     """Map user-facing part names to stages; unknown names raise ValueError listing the valid ones."""
     stages: set[str] = set()

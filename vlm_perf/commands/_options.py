@@ -92,18 +92,15 @@ def _check(command: str, name: str, value: Any) -> None:
         raise ConfigError(f"{flag}: {text}") from None
 
 
-#: generated parameter -> `vlm_perf.pipeline.load_run` argument, where the names differ
-_LOAD_RUN_NAMES = {"convention": "conventions", "log": "logs"}
-
-
 def load_run_arguments(options: dict, suffix: str = "") -> dict:
-    """`load_run` keyword arguments from a command's generated ``options`` (``suffix`` ``_a`` / ``_b``: one
-    run of `compare`)."""
+    """A command's generated ``options`` as `vlm_perf.pipeline.load_run` keyword arguments (the declared names, each
+    checked again by `RunOptions.of`) for commands that hand them on to a library call (a sweep's runs, `export`);
+    ``suffix`` ``_a`` / ``_b``: the options of one run of a two-run `compare`."""
     out = {}
     for name, value in options.items():
         if suffix and name.endswith(("_a", "_b")):
             if not name.endswith(suffix):
                 continue
             name = name[: -len(suffix)]
-        out[_LOAD_RUN_NAMES.get(name, name)] = value
+        out[name] = value
     return out

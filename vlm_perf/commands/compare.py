@@ -46,12 +46,13 @@ def compare(
     from ..analysis.compare import compare_summaries
     from ..pipeline import load_run
     from ..report import build_summary
+    from ..run.options import RunOptions
     from ..report.compare_page import (FACT_HEADERS, compare_unit, conv_headers, convention_rows, fact_rows, headline,
                                        write_compare)
 
     summaries = []
     for run, suffix in ((run_a, "_a"), (run_b, "_b")):
-        loaded = load_run(run, **load_run_arguments(options or {}, suffix))
+        loaded = load_run(run, RunOptions.from_command(options or {}, suffix))
         summaries.append(build_summary(loaded.analysis, loaded.context))
     cmp = compare_summaries(*summaries)
     if out is not None:

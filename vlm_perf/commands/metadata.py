@@ -111,7 +111,10 @@ def register(app: typer.Typer) -> None:
         from ..ingest.metadata_source import MetadataSource
         from ._progress import byte_progress, input_bytes, want_progress
 
-        model, skip_bad = (options or {}).get("model"), bool((options or {}).get("skip_bad"))
+        from ..run.options import RunOptions
+
+        opts = RunOptions.from_command(options or {})
+        model, skip_bad, scheduler = opts.model, opts.skip_bad, opts.scheduler
         paths = run_metadata_paths(paths)
 
         check_out_suffix(out)
@@ -123,15 +126,14 @@ def register(app: typer.Typer) -> None:
 
             spec = load_model(model)
         total = input_bytes(paths)
-        scheduler = (options or {}).get("scheduler")
         if scheduler and to_parquet is not None:
             raise ConfigError("--to-parquet writes one file from this process; run it without --scheduler")
-        with byte_progress("reading metadata", total, want_progress(sys.stderr, total)) as progress:
-            if scheduler:  # the same pass per partition on the cluster, merged and finished here
-                from ..scale.cluster import connect, read_metadata
+        from ..scale.cluster import read_metadata, scheduled
 
-                with connect(scheduler) as client:
-                    source = read_metadata(client, paths, spec, skip_bad=skip_bad, progress=progress)
+        with byte_progress("reading metadata", total, want_progress(sys.stderr, total)) as progress, \
+                scheduled(scheduler) as client:
+            if client is not None:  # the same pass per partition on the cluster, merged and finished here
+                source = read_metadata(client, paths, spec, skip_bad=skip_bad, progress=progress)
             elif to_parquet is None:
                 source = MetadataSource(paths, spec, skip_bad=skip_bad, progress=progress).read()
             else:

@@ -153,15 +153,18 @@ def register(app: typer.Typer) -> None:
                 print(explain_text(path))
             return
         check_out_suffix(out)
-        log_format, scheduler = (options or {}).get("log_format", "auto"), (options or {}).get("scheduler")
-        if scheduler:  # one task per file on the cluster: the same parse, merged and finished here
-            from ..scale.cluster import connect, parse_logs_on
+        from ..run.options import RunOptions
+        from ..scale.cluster import parse_logs_on, scheduled
 
-            with connect(scheduler) as client:
+        opts = RunOptions.from_command(options or {})
+        log_format, scheduler = opts.log_format, opts.scheduler
+
+        with scheduled(scheduler) as client:
+            if client is not None:  # one task per file on the cluster: the same parse, merged and finished here
                 result = parse_logs_on(client, list(logs), format=log_format)
-        else:
-            with contextlib.ExitStack() as stack:
-                result = parse_logs(list(logs), format=log_format, progress=_progress_callback(stack))
+            else:
+                with contextlib.ExitStack() as stack:
+                    result = parse_logs(list(logs), format=log_format, progress=_progress_callback(stack))
         print(_diagnostics_text(result.diagnostics), file=sys.stderr)
         if out is not None:
             table = result.raw if raw else result.iterations

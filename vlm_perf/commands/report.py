@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from ._options import load_run_arguments, run_options
+from ._options import run_options
 
 
 @run_options("report")
@@ -34,6 +34,7 @@ def report(
     from ..pipeline import load_run
     from ..report import write_report
     from ..report.terminal import number_lines
+    from ..run.options import RunOptions
 
     from ._progress import want_progress
 
@@ -49,8 +50,9 @@ def report(
             if bar:
                 progress.update(bar[0], completed=done, total=total)
 
-        loaded = load_run(run, metadata=metadata, on_step=lambda text: progress.update(task, description=text),
-                          metadata_progress=metadata_progress, **load_run_arguments(options or {}))
+        loaded = load_run(run, RunOptions.from_command(options or {}), metadata=metadata,
+                          on_step=lambda text: progress.update(task, description=text),
+                          metadata_progress=metadata_progress)
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)
     checks = loaded.analysis.checks

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
 from ..errors import InputError
 from ._options import run_options
+
+if TYPE_CHECKING:
+    from ..run.options import RunOptions
 
 
 @run_options("trace")
@@ -30,16 +33,12 @@ def trace(
     optimizer, communication, copies, data loading, idle) and divide each part's exact FLOPs by its time.
 
     --scheduler reads the trace files (one task each) and the metadata on a Dask cluster (the same result)."""
-    opts = options or {}
-    scheduler = opts.get("scheduler")
-    if scheduler:
-        from ..scale.cluster import connect, parse_scheduler
+    from ..run.options import RunOptions
+    from ..scale.cluster import scheduled
 
-        sched = parse_scheduler(scheduler)  # a typo fails before a cluster is started
-        with connect(sched) as client:
-            result = _analyze(traces, run, opts, first_iteration, client)
-    else:
-        result = _analyze(traces, run, opts, first_iteration, None)
+    opts = RunOptions.from_command(options or {})
+    with scheduled(opts.scheduler) as client:
+        result = _analyze(traces, run, opts, first_iteration, client)
     payload = result.to_dict()
     if out is not None:
         import matplotlib.pyplot as plt
@@ -62,49 +61,50 @@ def trace(
         print(f"\nwritten to {out}/ (trace_parts.json, trace_parts.md, trace_parts.png, per_step.csv)")
 
 
-def _analyze(traces: list[str], run: str | None, opts: dict, first_iteration: int | None, client: Any):
+def _analyze(traces: list[str], run: str | None, opts: RunOptions, first_iteration: int | None, client: Any):
     """The attribution, with the trace files and the metadata read here or (``client``) on the cluster.
 
     With ``--run`` the run is opened by `vlm_perf.run.core.open_run`, as the report opens it: the same model,
     regime (frozen parts, selectors, adapter), attention core, peak and world size, so the FLOPs per part are the
     report's trace section's. Without it: the model and peak of the flags, FLOPs from the trace's shapes."""
     from ..analysis.trace_parts import analyze_traces
+    from ..arch.trainability import Trainability
+    from ..ingest.traces import read_traces, trace_metadata
 
-    source: object = list(traces)
     if client is not None:
         from ..scale.cluster import read_traces_on
 
         source = read_traces_on(client, list(traces))
-    causal = opts.get("causal") or "half"
+    else:
+        source = read_traces(list(traces))
     if run is None:
         from ..arch import load_model
 
-        spec = load_model(opts["model"]) if opts.get("model") else None
-        return analyze_traces(source, spec=spec, first_iteration=first_iteration, causal=causal,
-                              frozen=tuple(opts.get("frozen") or ()), peak_flops=_flag_peak(opts))
+        spec = load_model(opts.model) if opts.model else None
+        return analyze_traces(source, spec=spec, first_iteration=first_iteration, causal=opts.causal,
+                              frozen=Trainability.from_frozen(opts.frozen), peak_flops=_flag_peak(opts))
     from ..remote import as_path
     from ..run.core import open_run
-    from ..run.options import overrides_of
 
     if not as_path(run).is_dir():
         raise InputError("not a folder (--run takes a run folder: run.yaml + metadata)", str(run))
-    opened = open_run(run, overrides=overrides_of(opts), peak_tflops=opts.get("peak_tflops"), causal=causal,
-                      per_rank=True, need_log=False, stats=False, client=client)
+    opened = open_run(run, opts, per_rank=True, need_log=False, stats=False, client=client)
     peak = opened.peak_tflops * 1e12 if opened.peak_tflops else None
-    return analyze_traces(source, spec=opened.spec, metadata=opened.metadata, first_iteration=first_iteration,
-                          causal=opened.causal, frozen=opened.frozen, peak_flops=peak,
+    metadata = trace_metadata(opened.metadata, opened.spec) if opened.metadata is not None else None
+    return analyze_traces(source, spec=opened.spec, metadata=metadata, first_iteration=first_iteration,
+                          causal=opened.causal, frozen=opened.trainability, peak_flops=peak,
                           world_size=opened.config.num_gpus)
 
 
-def _flag_peak(opts: dict) -> float | None:
+def _flag_peak(opts: RunOptions) -> float | None:
     """FLOP/s of the --peak-tflops / --gpu (+ --dtype) flags (the run's peak when there is no run folder)."""
-    if opts.get("peak_tflops") is not None:
-        return opts["peak_tflops"] * 1e12
-    if not opts.get("gpu"):
+    if opts.peak_tflops is not None:
+        return opts.peak_tflops * 1e12
+    if not opts.gpu:
         return None
     from ..hardware import peak_flops
 
-    return peak_flops(opts["gpu"], opts.get("dtype") or "bf16")
+    return peak_flops(opts.gpu, opts.dtype or "bf16")
 
 
 def _fmt(v, scale=1.0, digits=2, pct=False) -> str:

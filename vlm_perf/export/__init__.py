@@ -137,7 +137,7 @@ def _write(data: ExportData, to: str, out: Path, project: str, tracking_uri: str
 def export_run(run: str | Path, to: str, out: str | Path | None = None, *, name: str | None = None,
                project: str = "vlm-perf", tracking_uri: str | None = None, **load_options: Any) -> ExportResult:
     """Open ``run`` as ``vlm-perf report`` does (``load_options``: `vlm_perf.pipeline.load_run`'s keyword
-    arguments, e.g. ``gpu``, ``peak_tflops``, ``conventions``, ``metadata``) and export its series to ``to``
+    arguments, e.g. ``gpu``, ``peak_tflops``, ``convention``, ``metadata``) and export its series to ``to``
     (one of `BACKENDS`) in the folder ``out`` (default `default_out`). ``name``: the run's name in the tracker
     (default `run_name`); ``project``: the W&B project / MLflow experiment; ``tracking_uri``: MLflow only, a
     tracking server or store instead of a file store in ``out``. The backend and ``out`` are checked before the

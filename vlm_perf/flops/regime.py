@@ -39,7 +39,7 @@ from ..arch.adapters import ALL_LINEAR, AdapterConfig
 from ..arch.layout import (VERIFIED_TRANSFORMERS, AttnSub, Chain, Layer, Lin, MlpSub, Opaque, Params, StageLayout,
                            layout, module_names, module_names_known, names_verified_on, transformers_version)
 from ..arch.blocks import MoEMLP
-from ..arch.parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER
+from ..arch.parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER, stage_part_names
 from ..arch.spec import ModelSpec
 from ..arch.trainability import EMBEDDINGS, EVERYTHING, HEAD, NORMS, Trainability
 from ..errors import ConfigError, UnsupportedModelError
@@ -702,7 +702,7 @@ def exact_flops(spec: ModelSpec, stats: BatchStats, regime: Any = (), mode: str 
 
     if isinstance(regime, Trainability):
         if regime.stage_level:
-            regime = tuple(s for s in STAGES if s in regime.frozen_stage_set())
+            regime = stage_part_names(regime.frozen_stage_set())
         else:
             return regime_flops(spec, stats, regime, causal=causal, mode=mode, full_reference=False).breakdown
     return compute_flops(spec, stats, "exact", mode=mode, causal=causal, frozen=tuple(regime))

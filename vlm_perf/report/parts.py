@@ -2,7 +2,8 @@
 
 A part states, once: its ``name`` (its summary.json key and the report section's anchor), its ``order``
 (position in the report; the checks headline is 0), the function computing its typed result from the
-opened run (``compute``, called once per run through `PartContext.result`), how that result becomes
+run (``compute``: a one-line read of a `vlm_perf.analysis.facade.Run` property, called once per run through
+`PartContext.result`), how that result becomes
 its summary.json block (``summary``), the schema entries of its summary keys (``keys``: `schema.Key`),
 its section (``section``: `SectionInputs` -> `content.SectionContent` or None), its figures
 (``figures``: `Figure`, each drawing a PNG or raising `figures.Skip` with the reason) and its lines of
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 if TYPE_CHECKING:
     from ..analysis.run import RunAnalysis
-    from ..run.core import Run
+    from ..analysis.facade import Run
     from .content import SectionContent
     from .schema import Key
     from .sections import SectionInputs
@@ -101,14 +102,16 @@ def all_parts() -> list[ReportPart]:
 
 @dataclass
 class PartContext:
-    """What a part's ``compute`` reads: the opened run, its analysis, and options of `pipeline.load_run`
-    (``peak_tflops``: the --peak-tflops override, ``recompute``: the --recompute policy, ``causal``,
-    ``on_step``, ``costs``: the per-microbatch FLOPs while they exist). Results are computed once."""
+    """What a part's ``compute`` reads: the run (`vlm_perf.analysis.facade.Run`: every analysis a cached property,
+    computed once whichever part asks first). Results are computed once."""
 
     run: "Run"
-    analysis: "RunAnalysis"
-    options: dict = field(default_factory=dict)
     results: dict = field(default_factory=dict)
+
+    @property
+    def analysis(self) -> "RunAnalysis":
+        """The run's windows x conventions analysis with its checks and messages."""
+        return self.run.analysis
 
     def result(self, name: str) -> Any:
         """The typed result of part ``name``, computed on first use."""

@@ -1,9 +1,10 @@
 """The report parts of the analysis blocks with their own summary.json key: peak used, training regime,
 HFU, the log reconciliation, DP load balance, stragglers and peak memory (`vlm_perf.report.parts`).
 
-Each part is declared once, at the end of this module: how its result is computed from the opened run,
-its schema keys, its section (a provider `Section`: title, bullet lines, an optional table, figures,
-turned into typed content, so it is escaped like every other section) and its terminal lines.
+Each part is declared once, at the end of this module: the analysis of the run it shows (a property of
+`vlm_perf.analysis.facade.Run`: the part only renders it), its schema keys, its section (a provider `Section`:
+title, bullet lines, an optional table, figures, turned into typed content, so it is escaped like every other
+section) and its terminal lines.
 """
 
 from __future__ import annotations
@@ -19,19 +20,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from ..analysis.log_reconcile import log_reconcile  # noqa: E402
-from ..analysis.memory import peak_memory  # noqa: E402
-from ..analysis.run import RunAnalysis  # noqa: E402
-from ..arch.spec import ModelSpec  # noqa: E402
-from ..hardware import peak_used  # noqa: E402
-from ..stats import BatchStats  # noqa: E402
 from .content import B, Bullets, FigureRef, SectionContent, Span, T, Table, fmt, md_inline  # noqa: E402
 from .parts import ReportPart, register_part  # noqa: E402
 from .schema import _NUM, key  # noqa: E402
 from .units import TFLOPS, RateUnit, run_rate_unit  # noqa: E402
 
 if TYPE_CHECKING:
-    from ..run.core import Run
     from .sections import SectionInputs
 
 _k = key
@@ -276,102 +270,6 @@ def regime_lines(r: dict) -> list:
     return lines
 
 
-# --- what each part computes from the opened run (`parts.PartContext`) ------------------------------
-
-
-def balance_of(costs, spec: ModelSpec, frozen, analysis: RunAnalysis):
-    """DP load balance from the per-microbatch exact FLOPs (`vlm_perf.analysis.balance`), over the
-    iterations the report's means use; the step-time model comes from the attribution when it was fitted."""
-    from ..analysis.balance import TimeModel, analyze_balance, ranks_from_microbatches
-
-    unranked = int(costs["dp_rank"].null_count())
-    if unranked:  # (a filter copies every column: only when there is something to drop)
-        costs = costs.filter(costs["dp_rank"].is_not_null())
-    if costs.height == 0:
-        return None
-    ranks = ranks_from_microbatches(costs)
-    att, dp = analysis.attribution, ranks["dp_rank"].n_unique()
-    model = (TimeModel(att.lm_tflops_per_gpu, att.vision_tflops_per_gpu, analysis.world_size / dp)
-             if att.ok and att.lm_tflops_per_gpu and att.vision_tflops_per_gpu and analysis.world_size else None)
-    return analyze_balance(ranks, costs=costs, iterations=analysis.selection.iterations(), time_model=model,
-                           rows_without_rank=unranked)
-
-
-def hfu_of(analysis: RunAnalysis, spec: ModelSpec, config, frozen, override=None, causal: str = "half") -> dict:
-    """HFU block: the --recompute override, else what run.yaml / the log state, else no recompute."""
-    from ..analysis.hfu import Recompute, hfu_summary, recompute_from_config
-
-    sources = {config.sources.get(k) for k in ("recompute_granularity", "gradient_checkpointing")} - {None}
-    policy = override or recompute_from_config(
-        config.recompute_granularity, config.recompute_method, config.recompute_num_layers,
-        config.gradient_checkpointing, config.pipeline_parallel,
-        source="/".join(sorted(sources)) or "run configuration") or Recompute()
-    return hfu_summary(analysis, spec, policy, frozen, causal)
-
-
-def stragglers_of(logs, config, balance, analysis: RunAnalysis, timing=None) -> dict:
-    """Per-rank timing lines of the logs, correlated with the DP load balance when metadata exists.
-    ``timing``: the `RankTiming` the log parse collected (``ParseResult.rank_timing``); the logs are
-    read again only without it."""
-    from ..analysis.stragglers import straggler_summary
-    from ..analysis.windows import infer_log_interval
-    from ..ingest.logs.timers import read_rank_timing
-
-    timing = timing if timing is not None else read_rank_timing(logs)
-    interval = config.log_interval or infer_log_interval(analysis.windows.select("segment", "iteration"))
-    return straggler_summary(timing, ranks=balance.ranks if balance is not None else None,
-                             tp=config.tensor_parallel, cp=config.context_parallel, dp=config.data_parallel,
-                             interval=interval)
-
-
-def regime_summary(opened: Run, analysis: RunAnalysis) -> dict | None:
-    """The regime block (summary.json ``regime``): what trains, from which source, and full-training accounting
-    beside the run's exact numbers over the windows the means use; contradictions between sources become
-    messages naming the size of the FLOPs difference. None when no source states a regime."""
-    from ..flops.regime import exact_flops
-    from ..arch.trainability import Trainability
-
-    regime = opened.regime
-    if regime is None or not regime.stated:
-        return None
-    frame = analysis.per_iteration.filter(pl.col("iteration").is_in(analysis.selection.iterations().implode()))
-    if frame.height == 0:
-        frame = analysis.per_iteration
-    cols = BatchStats.columns()
-    used = float(frame["exact_total"].sum())
-
-    def total(t) -> float:
-        value = exact_flops(opened.spec, cols, t, causal=opened.causal).total
-        expr = value if isinstance(value, pl.Expr) else pl.lit(float(value))
-        return float(frame.select(expr.cast(pl.Float64)).to_series().sum())
-
-    full = total(Trainability())
-    ratio = full / used if used else None
-    exact = analysis.convention_summary().get("exact", {})
-    rate, mfu = exact.get("tflops_per_gpu_mean"), exact.get("mfu_mean")
-    contradictions = []
-    for source, alternative in regime.alternatives:
-        try:
-            other = total(alternative)
-        except Exception as exc:  # noqa: BLE001 - a source that cannot be counted is named, not fatal
-            contradictions.append(f"{source} could not be counted ({exc})")
-            continue
-        if used and abs(other - used) > 1e-9 * used:
-            contradictions.append(f"{source} says {alternative.describe()}: {100 * (other / used - 1):+.1f}% FLOPs "
-                                  f"({other / max(frame.height, 1):.4g} vs {used / max(frame.height, 1):.4g} per "
-                                  f"iteration); using {regime.source}")
-    for text in contradictions:
-        analysis.messages.append(f"training regime contradiction: {text}")
-    return {"description": regime.description, "source": regime.source, "whole_parts": regime.stage_level,
-            "trainability": regime.trainability.describe(),
-            "flops_per_iteration": used / frame.height if frame.height else None,
-            "full_training_flops_per_iteration": full / frame.height if frame.height else None,
-            "full_training_over_regime": ratio,
-            "full_training_tflops_per_gpu_mean": rate * ratio if rate is not None and ratio else None,
-            "full_training_mfu_mean": mfu * ratio if mfu is not None and ratio else None,
-            "contradictions": contradictions}
-
-
 # --- schema entries of the parts' summary keys -------------------------------------------------------
 _HFU = (
     _k("recompute", "text", str, "recompute policy label (none, selective, full, full:N)", "analysis.hfu"),
@@ -442,17 +340,17 @@ _REGIME = (
     _k("whole_parts", "bool", bool, "only whole parts are frozen (counted exactly as without a regime)", "run.regime"),
     _k("trainability", "text", str, "the trainability's selectors, adapter and hooks", "arch.trainability"),
     _k("flops_per_iteration", "FLOPs", _NUM, "exact FLOPs per iteration under the regime (windows the means use)",
-       "report.providers.regime_summary", nullable=True),
+       "analysis.regime.regime_summary", nullable=True),
     _k("full_training_flops_per_iteration", "FLOPs", _NUM, "exact FLOPs per iteration if every weight trained",
-       "report.providers.regime_summary", nullable=True),
+       "analysis.regime.regime_summary", nullable=True),
     _k("full_training_over_regime", "ratio", _NUM, "full-training FLOPs / regime FLOPs (the overstatement of a tool "
-       "that ignores the regime)", "report.providers.regime_summary", nullable=True),
+       "that ignores the regime)", "analysis.regime.regime_summary", nullable=True),
     _k("full_training_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "conventions.exact.tflops_per_gpu_mean x "
-       "full_training_over_regime", "report.providers.regime_summary", nullable=True),
+       "full_training_over_regime", "analysis.regime.regime_summary", nullable=True),
     _k("full_training_mfu_mean", "fraction", _NUM, "conventions.exact.mfu_mean x full_training_over_regime",
-       "report.providers.regime_summary", nullable=True),
+       "analysis.regime.regime_summary", nullable=True),
     _k("contradictions", "text", list, "sources that state another regime, with the size of the FLOPs difference",
-       "report.providers.regime_summary"),
+       "analysis.regime.regime_summary"),
 )
 
 
@@ -538,48 +436,45 @@ def hfu_terminal(summary: dict) -> list[str]:
 # --- the parts: one declaration each ----------------------------------------------------------------
 register_part(ReportPart(
     "peak", order=12, terminal=peak_terminal, terminal_order=0,
-    compute=lambda c: peak_used(c.run.config.gpu, c.run.config.dtype or "bf16", c.options.get("peak_tflops")),
+    compute=lambda c: c.run.peak,
     keys=(key("peak", "block", dict, "the peak used for MFU and its provenance", "hardware", nullable=True),),
     section=_section("peak", lambda peak, out, s: Section("Peak used for MFU", peak_lines(peak)))))
 register_part(ReportPart(
     "regime", order=13,
-    compute=lambda c: regime_summary(c.run, c.analysis),
+    compute=lambda c: c.run.regime_summary,
     keys=(key("regime", "block", dict, "the training regime (what trains, its source) and full-training accounting "
-              "beside it; null when no source states one", "report.providers.regime_summary", nullable=True,
+              "beside it; null when no source states one", "analysis.regime.regime_summary", nullable=True,
               fields=_REGIME),),
     section=_section("regime", lambda r, out, s: Section("Training regime", regime_lines(r)) if r else None)))
 register_part(ReportPart(
     "hfu", order=14, terminal=hfu_terminal,
-    compute=lambda c: hfu_of(c.analysis, c.run.spec, c.run.config, c.run.frozen, c.options.get("recompute"),
-                             c.run.causal),
+    compute=lambda c: c.run.hfu,
     keys=(key("hfu", "block", dict, "HFU next to MFU under activation recompute", "analysis.hfu", nullable=True,
               fields=_HFU),),
     section=_section("hfu", lambda h, out, s: Section("HFU and activation recompute", hfu_lines(h, run_rate_unit(s))
                                                       if h else ["HFU not computed"]))))
 register_part(ReportPart(  # shown by the "Which number to quote" section (`report.sections.which_number`)
     "log_reconcile", order=15,
-    compute=lambda c: log_reconcile(c.analysis, c.run.spec, c.run.log_facts, c.run.parsed.raw),
+    compute=lambda c: c.run.log_reconcile,
     keys=(key("log_reconcile", "block", dict, "every registered convention (variants included) against the log's "
               "printed TFLOP/s/GPU, within its print precision (flops.conventions.reconcile)",
               "analysis.log_reconcile", fields=_RECONCILE),)))
 register_part(ReportPart(
     "balance", order=32, summary=lambda result: result.summary if result is not None else None,
-    compute=lambda c: (balance_of(c.options["costs"], c.run.spec, c.run.frozen, c.analysis)
-                       if c.options.get("costs") is not None else None),
+    compute=lambda c: c.run.balance,
     keys=(key("balance", "block", dict, "DP load balance from per-microbatch FLOPs", "analysis.balance",
               nullable=True),),
     section=_section("balance", balance_section)))
 register_part(ReportPart(
     "stragglers", order=34,
-    compute=lambda c: stragglers_of(c.run.files.logs, c.run.config, c.result("balance"), c.analysis,
-                                    c.run.parsed.rank_timing),
+    compute=lambda c: c.run.stragglers,
     keys=(key("stragglers", "block", dict, "per-rank timing lines of the logs", "analysis.stragglers",
               nullable=True),),
     section=_section("stragglers", lambda st, out, s: Section("Stragglers", straggler_lines(st) if st else
                                                               ["not computed"]))))
 register_part(ReportPart(
     "memory", order=36,
-    compute=lambda c: peak_memory(c.run.log_facts, c.run.parsed.raw),
+    compute=lambda c: c.run.memory,
     keys=(key("memory", "block", dict, "peak GPU memory per rank from the log's memory reports", "analysis.memory",
               nullable=True, fields=_MEMORY),),
     section=_section("memory", memory_section)))

@@ -99,7 +99,7 @@ CORE: tuple[Key, ...] = (
     _k("health", "block", dict, "wall clock, goodput, lost time, step-time percentiles", "analysis.health"),
     _k("attribution", "block", dict, "step time fitted to LM and vision FLOPs", "analysis.attribution"),
     _k("gaps", "block", dict, "log vs metadata iteration gaps", "analysis.run"),
-    _k("messages", "text", list, "warnings and notes of the analysis", "pipeline.evidence_checks"),
+    _k("messages", "text", list, "warnings and notes of the analysis", "analysis.facade.Run.messages"),
     _k("run_config", "block", dict, "the resolved run configuration with sources and conflicts",
        "ingest.runconfig"),
     _k("inputs", "block", dict, "files and model read", "run.core", fields=_INPUTS),

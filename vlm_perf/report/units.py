@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable
+
+from ..analysis.run import model_title  # noqa: F401 (titles name the model; defined with the analysis)
 
 #: (unit, TFLOP/s per unit), largest first
 UNITS = (("PFLOP/s", 1e3), ("TFLOP/s", 1.0), ("GFLOP/s", 1e-3), ("MFLOP/s", 1e-6), ("kFLOP/s", 1e-9),
@@ -69,14 +70,3 @@ def run_rate_unit(summary: dict) -> RateUnit:
     return rate_unit(e.get("tflops_per_gpu_mean") for e in conventions.values())
 
 
-def model_title(name: str, source: str = "", model_type: str = "") -> str:
-    """A model's name for titles: the preset name, or ``qwen2_vl (run/config.json)`` for a config file
-    whose spec is only called "config"."""
-    generic = not name or name.lower() in ("config", "config.json", "dict")
-    if not generic:
-        return name
-    if source and source not in ("dict",):
-        path = Path(source.removeprefix("preset:"))
-        where = f"{path.parent.name}/{path.name}" if path.parent.name else path.name
-        return f"{model_type or 'model'} ({where})"
-    return model_type or name or "model"

@@ -1,6 +1,6 @@
-"""`Run`: a run on disk opened once — its files, the parsed logs, the resolved configuration, the
-model, the peak and the per-iteration statistics (metadata, read in one pass, or an estimate from the
-configuration). Every analysis and every output starts from one `Run` (`vlm_perf.pipeline.load_run`).
+"""`RunInputs`: a run on disk opened once — its files, the parsed logs, the resolved configuration, the
+model, the peak, the regime and the per-iteration statistics (metadata, read in one pass, or an estimate from the
+configuration). Every analysis and every output starts from one `vlm_perf.analysis.facade.Run` built on it.
 
 Precedence of the configuration (`vlm_perf.run.options`): command line > run.yaml > log > checkpoint
 files (a ``config.json`` in the run folder is the model when no other source names one).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ..arch import load_model
 from ..arch.spec import ModelSpec
@@ -18,10 +18,12 @@ from ..errors import ConfigError, UnsupportedModelError
 from ..hardware import device_peak
 from ..stats import BatchStats
 from ..remote import as_path
+from ..arch.trainability import Trainability
 from .discover import RunFiles, discover_run
-from .options import MissingSettings, check_value
+from .options import MissingSettings, RunOptions
+from .regime import Regime, resolve_regime
 
-__all__ = ["Run", "open_run", "estimate_from_config", "logged_global_batch_size", "links_outside", "ESTIMATE_HELP"]
+__all__ = ["RunInputs", "open_run", "read_rl_of", "rank_timing_of", "read_trace_inputs", "estimate_from_config", "logged_global_batch_size", "links_outside", "ESTIMATE_HELP"]
 
 ESTIMATE_HELP = ("state seq_length and global_batch_size in run.yaml, with the media of each sample as "
                  "image_grid: [t, h, w] or image_size: [h, w] (images_per_sample for several); or give the "
@@ -29,9 +31,11 @@ ESTIMATE_HELP = ("state seq_length and global_batch_size in run.yaml, with the m
 
 
 @dataclass
-class Run:
-    """One run, opened once. ``metadata``: the `MetadataSource` (already read) or None; ``estimate``: the
-    statistics of one iteration from the configuration when there is no metadata."""
+class RunInputs:
+    """What a run folder holds, read once: its files, the parsed logs, the resolved configuration, the model, the
+    peak, the training regime and the per-iteration statistics (``metadata``: the `MetadataSource`, already read,
+    or None; ``estimate``: the statistics of one iteration from the configuration when there is no metadata).
+    The analyses of a run are the `vlm_perf.analysis.facade.Run` built on it."""
 
     path: Path
     files: RunFiles
@@ -40,14 +44,22 @@ class Run:
     config: Any  # vlm_perf.ingest.runconfig.RunConfig
     spec: ModelSpec
     peak_tflops: float | None
-    frozen: Any  # what the FLOPs layer takes: frozen parts (whole-part regimes), else a Trainability
-    causal: str
+    options: RunOptions
+    regime: Regime  # what trains, from which source (`vlm_perf.run.regime`)
     metadata: Any = None
     estimate: BatchStats | None = None
     notes: list[str] = field(default_factory=list)  # what opening the run noticed (for the report's messages)
     log_facts: list = field(default_factory=list)  # what each log file states besides its iterations (ingest.log_facts)
     examined: Any = None  # what ``examine_logs`` returned (the evidence place's first step)
-    regime: Any = None  # vlm_perf.run.regime.Regime: what trains, from which source
+
+    @property
+    def causal(self) -> str:
+        return self.options.causal
+
+    @property
+    def trainability(self) -> Trainability:
+        """What trains: the one type every FLOPs count takes (whole parts are counted as the frozen parts are)."""
+        return self.regime.trainability
 
     @property
     def stats_frame(self):
@@ -122,67 +134,71 @@ def links_outside(paths: Iterable[Path], run_dir: Path) -> list[str]:
     return out
 
 
-def open_run(path: str | Path, *, metadata: Sequence[str | Path] = (), overrides: Mapping[str, Any] | None = None,
-             peak_tflops: float | None = None, causal: str = "half", log_format: str = "auto",
-             skip_bad: bool = False, on_step: Callable[[str], None] = lambda text: None,
+def open_run(path: str | Path, options: RunOptions | None = None, *, metadata: Sequence[str | Path] = (),
+             on_step: Callable[[str], None] = lambda text: None,
              metadata_progress: Callable[[int, int], None] | None = None, per_rank: bool = False,
-             row_columns: Callable[[ModelSpec, tuple[str, ...], str], dict] | None = None,
-             scheduler: str | None = None, logs: Sequence[str | Path] = (),
+             row_columns: Callable[[ModelSpec, Trainability, str], dict] | None = None,
              examine_logs: Callable[[Any, list], Any] | None = None, need_log: bool = True,
-             stats: bool = True, client: Any = None) -> Run:
-    """Open a run: discover its files (`discover_run`), parse the logs, resolve the configuration
-    (``overrides``: RunConfig field -> value from the command line; None values are not stated), load
-    the model, look up the peak and read the metadata once (or build the estimate).
-    ``row_columns(spec, frozen, causal)``: per-microbatch columns the metadata pass computes as it reads.
-    ``logs``: the log files to read instead of the folder's (the folder still gives metadata and manifest).
+             stats: bool = True, client: Any = None) -> RunInputs:
+    """Open a run: discover its files (`discover_run`), parse the logs, resolve the configuration (``options``:
+    the typed run options, `RunOptions`; the ones set override run.yaml, the log and the checkpoint files), load
+    the model, look up the peak, resolve the regime and read the metadata once (or build the estimate).
+    ``row_columns(spec, trainability, causal)``: per-microbatch columns the metadata pass computes as it reads.
+    ``options.log``: the log files to read instead of the folder's (the folder still gives metadata and manifest).
     ``examine_logs(parsed, log_facts)`` is called as soon as the logs are parsed, before anything else is
-    read (the caller's evidence checks may refuse the logs there); its result is ``Run.examined``.
-    ``scheduler`` (``local[:N]``, an address or a scheduler file; `vlm_perf.scale.cluster`): the logs and the
-    metadata are read on that Dask cluster, map + combine with the same per-partition code (same results).
-    ``need_log=False``: a folder without a training log opens too (its configuration from run.yaml and the
-    checkpoint files); ``stats=False``: no estimate is built when there is no metadata (a caller that only needs
-    the resolved model, regime, peak and metadata, as ``vlm-perf trace --run``). ``client``: a Dask client the
-    caller already connected (instead of ``scheduler``), so one cluster serves the run and the caller's own reads."""
-    if client is not None:
-        return _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,
-                         metadata_progress, per_rank, row_columns, client, logs, examine_logs, need_log, stats)
-    if scheduler:
-        from ..scale.cluster import connect, parse_scheduler
+    read (the caller's evidence checks may refuse the logs there); its result is ``RunInputs.examined``.
+    ``options.scheduler`` (``local[:N]``, an address or a scheduler file; `vlm_perf.scale.cluster.scheduled`): the
+    logs and the metadata are read on that Dask cluster, map + combine with the same per-partition code (same
+    results). ``need_log=False``: a folder without a training log opens too (its configuration from run.yaml and
+    the checkpoint files); ``stats=False``: no estimate is built when there is no metadata (a caller that only
+    needs the resolved model, regime, peak and metadata, as ``vlm-perf trace --run``). ``client``: a Dask client
+    the caller already connected (instead of ``options.scheduler``), so one cluster serves the run and the
+    caller's own reads."""
+    options = options if options is not None else RunOptions()
+    how = _How(metadata, on_step, metadata_progress, per_rank, row_columns, examine_logs, need_log, stats)
+    if client is not None or not options.scheduler:
+        return _open_run(path, options, how, client)
+    from ..scale.cluster import scheduled
 
-        sched = parse_scheduler(scheduler)  # a typo fails before anything is read
-        discover_run(path, need_log)  # and a missing run before a cluster is started
-        with connect(sched) as client:
-            return _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,
-                             metadata_progress, per_rank, row_columns, client, logs, examine_logs, need_log, stats)
-    return _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,
-                     metadata_progress, per_rank, row_columns, None, logs, examine_logs, need_log, stats)
+    with scheduled(options.scheduler, before=lambda: discover_run(path, need_log)) as cluster:
+        return _open_run(path, options, how, cluster)
 
 
-def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_bad, on_step,  # type: ignore[no-untyped-def]
-              metadata_progress, per_rank, row_columns, client, logs, examine_logs, need_log=True, stats=True) -> Run:
+@dataclass(frozen=True)
+class _How:
+    """How `open_run` reads (everything that is not a run option)."""
+
+    metadata: Sequence[str | Path]
+    on_step: Callable[[str], None]
+    metadata_progress: Callable[[int, int], None] | None
+    per_rank: bool
+    row_columns: Callable[[ModelSpec, Trainability, str], dict] | None
+    examine_logs: Callable[[Any, list], Any] | None
+    need_log: bool
+    stats: bool
+
+
+def _open_run(path: str | Path, options: RunOptions, how: _How, client: Any) -> RunInputs:
     from ..ingest.log_facts import read_log_facts
     from ..ingest.logs import parse_logs
     from ..ingest.metadata_source import MetadataSource
     from ..ingest.runconfig import resolve_run_config
 
-    check_value("causal", causal)
-    check_value("peak_tflops", peak_tflops)
     path = as_path(path)  # a URL stays one (vlm_perf.remote)
-    files = discover_run(path, need_log)
-    if logs:
-        files = replace(files, logs=[as_path(p) for p in logs])
-    meta_paths = [as_path(p) for p in metadata] or list(files.metadata)
-    on_step(f"parsing {len(files.logs)} log file(s)")
+    files = discover_run(path, how.need_log)
+    if options.log:
+        files = replace(files, logs=[as_path(p) for p in options.log])
+    meta_paths = [as_path(p) for p in how.metadata] or list(files.metadata)
+    how.on_step(f"parsing {len(files.logs)} log file(s)")
     if client is not None and files.logs:
         from ..scale.cluster import parse_logs_on
 
-        parsed = parse_logs_on(client, files.logs, format=log_format)
+        parsed = parse_logs_on(client, files.logs, format=options.log_format)
     else:
-        parsed = parse_logs(files.logs, format=log_format, empty_ok=not files.logs)
+        parsed = parse_logs(files.logs, format=options.log_format, empty_ok=not files.logs)
     log_facts = read_log_facts(files.logs)
-    examined = examine_logs(parsed, log_facts) if examine_logs is not None else None
-    config = resolve_run_config(parsed.run_config, files.manifest,
-                                {k: v for k, v in (overrides or {}).items() if v is not None})
+    examined = how.examine_logs(parsed, log_facts) if how.examine_logs is not None else None
+    config = resolve_run_config(parsed.run_config, files.manifest, options.overrides())
     if not config.model and files.checkpoint_config is not None:  # lowest precedence: the checkpoint files
         config.model = str(files.checkpoint_config)
         config.sources["model"] = "checkpoint:config.json"
@@ -194,30 +210,55 @@ def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_b
         if config.global_batch_size:
             config.sources["global_batch_size"] = "log:iteration lines"
     spec = load_model(config.model)
-    peak, notes = peak_tflops, []
+    peak, notes = options.peak_tflops, []
     if peak is None and config.gpu:
         try:
             peak = device_peak(config.gpu).flops(config.dtype or "bf16") / 1e12
         except ValueError as exc:  # partial results beat none: MFU stays empty, the gap is stated
             notes.append(f"{exc}; MFU left empty")
-    from .regime import resolve_regime
-
     regime = resolve_regime(config, files, spec)
-    frozen = regime.frozen
-    opened = Run(path, files, meta_paths, parsed, config, spec, peak, frozen, causal, notes=notes,
-                 log_facts=log_facts, examined=examined, regime=regime)
+    opened = RunInputs(path, files, meta_paths, parsed, config, spec, peak, options, regime, notes=notes,
+                       log_facts=log_facts, examined=examined)
     if meta_paths:
-        on_step(f"aggregating metadata ({len(meta_paths)} path(s))" + (" on the cluster" if client else ""))
-        columns = row_columns(spec, frozen, causal) if row_columns else None
+        how.on_step(f"aggregating metadata ({len(meta_paths)} path(s))" + (" on the cluster" if client else ""))
+        columns = how.row_columns(spec, regime.trainability, options.causal) if how.row_columns else None
         if client is not None:
             from ..scale.cluster import read_metadata
 
-            opened.metadata = read_metadata(client, meta_paths, spec, skip_bad=skip_bad, per_rank=per_rank,
-                                            row_columns=columns, progress=metadata_progress)
+            opened.metadata = read_metadata(client, meta_paths, spec, skip_bad=options.skip_bad,
+                                            per_rank=how.per_rank, row_columns=columns,
+                                            progress=how.metadata_progress)
             return opened
-        opened.metadata = MetadataSource(meta_paths, spec, skip_bad=skip_bad, progress=metadata_progress,
-                                         per_rank=per_rank,
-                                         row_columns=columns).read()
-    elif stats:
+        opened.metadata = MetadataSource(meta_paths, spec, skip_bad=options.skip_bad, progress=how.metadata_progress,
+                                         per_rank=how.per_rank, row_columns=columns).read()
+    elif how.stats:
         opened.estimate = estimate_from_config(config, spec, path)
     return opened
+
+
+def read_rl_of(folder: Path) -> tuple[Any, str | None]:
+    """(the `RLRecord` of the run folder's ``rl/``, or None; why an ``rl/`` found there is left out, or None)."""
+    from ..ingest.rl_metadata import find_rl, incomplete_rl, read_rl
+
+    found = find_rl(folder)
+    if found is None:
+        return None, incomplete_rl(folder)
+    return read_rl(found), None
+
+
+def rank_timing_of(inputs: RunInputs) -> Any:
+    """The logs' per-rank timing lines (`RankTiming`): what the log parse collected, else read from the logs."""
+    from ..ingest.logs.timers import read_rank_timing
+
+    timing = inputs.parsed.rank_timing
+    return timing if timing is not None else read_rank_timing(inputs.files.logs)
+
+
+def read_trace_inputs(inputs: RunInputs) -> tuple[Any, Any]:
+    """(the run folder's profiler traces read and merged, `TracePartial`; its metadata as the trace join needs it,
+    `TraceMetadata`, or None without metadata)."""
+    from ..ingest.traces import read_traces, trace_metadata
+
+    partial = read_traces(inputs.files.traces)
+    paths = inputs.metadata_paths
+    return partial, trace_metadata(paths, inputs.spec) if paths else None

@@ -7,6 +7,11 @@ Precedence of the sources: **command line > run.yaml (manifest) > log > checkpoi
 (`vlm_perf.commands._options`), so an option has one spelling everywhere; ``docs/run-config.md``'s
 option table is generated from it too (`options_markdown`; a test keeps the two in sync).
 
+The same table generates `RunOptions`, the one typed configuration of a run (a frozen dataclass, one field per
+option): ``RunOptions.of(gpus=8, frozen=["vit"])`` checks each value once (library callers),
+``RunOptions.from_command(options)`` takes a command's generated flags (checked there, naming the flag), and
+``RunOptions.overrides()`` is the command line's layer of the configuration (`vlm_perf.run.core.open_run`).
+
 ``field`` is the `vlm_perf.ingest.runconfig.RunConfig` field (and run.yaml key) the option sets, or
 None for an option only the command line states. ``per_run`` options of `compare` come as a pair,
 ``--NAME-a`` / ``--NAME-b``.
@@ -16,14 +21,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, field, make_dataclass
+from pathlib import PurePath
+from typing import Any, Mapping, Optional
 
 from ..errors import ConfigError
 from ..ingest.runconfig import INT_MAX
 
-__all__ = ["MissingSettings", "RunOption", "OPTIONS", "YAML_ONLY", "option", "options_for", "check_value", "options_markdown",
-           "SOURCES", "COMMANDS"]
+__all__ = ["MissingSettings", "RunOption", "RunOptions", "OPTIONS", "YAML_ONLY", "option", "options_for", "check_value",
+           "options_markdown", "SOURCES", "COMMANDS"]
 
 SOURCES = ("command line", "run.yaml", "log", "checkpoint")
 COMMANDS = ("report", "compare", "parse", "metadata", "trace")
@@ -138,19 +144,6 @@ OPTIONS: tuple[RunOption, ...] = (
               "for the family).", _RUN_CMDS, metavar="NAME", default=[]),
 )
 
-def overrides_of(options: Mapping[str, Any]) -> dict[str, Any]:
-    """RunConfig field -> value for the run options a command was given (``options``: option name -> value, as
-    `vlm_perf.commands._options.run_options` hands them over); options left unset (None, [], False) state nothing,
-    so run.yaml, the log and the checkpoint files still decide them (`vlm_perf.run.core.open_run`'s overrides)."""
-    out: dict[str, Any] = {}
-    for option in OPTIONS:
-        value = options.get(option.name)
-        if option.field is None or value is None or value is False or (option.kind == "list" and not value):
-            continue
-        out[option.field] = list(value) if option.kind == "list" else value
-    return out
-
-
 #: run.yaml keys no command-line flag sets (type, meaning)
 YAML_ONLY: tuple[tuple[str, str, str, str], ...] = (  # (key, type, sources, meaning)
     ("micro_batch_size", "int", "run.yaml, log", "samples per microbatch (metadata coverage counts microbatches x "
@@ -223,3 +216,73 @@ def options_markdown() -> str:
     for key, kind, sources, meaning in YAML_ONLY:
         rows.append(f"| {key} | — | `{key}` | {kind} | — | {sources} | report, compare | {meaning} |")
     return "\n".join(rows) + "\n"
+
+
+# --- the typed configuration: one frozen dataclass generated from OPTIONS --------------------------------------
+_KIND_TYPES: dict[str, Any] = {"int": Optional[int], "float": Optional[float], "str": Optional[str], "choice": str,
+                               "bool": bool, "list": tuple[str, ...]}
+
+
+def _default(o: RunOption) -> Any:
+    if o.kind == "list":
+        return tuple(o.default or ())
+    if o.kind == "bool":
+        return bool(o.default)
+    return o.default
+
+
+def _of(cls: type, **values: Any) -> Any:
+    """``RunOptions`` from option name -> value (library callers: ``load_run(run, gpus=8)``): unknown names are
+    refused, lists become tuples, every value is checked against its declaration (`check_value`) — the one
+    validation of a library call."""
+    unknown = sorted(set(values) - set(_BY_NAME))
+    if unknown:
+        raise ConfigError(f"unknown run option(s) {', '.join(unknown)}; the options are: {', '.join(_BY_NAME)}")
+    return cls(**{name: check_value(name, _normal(_BY_NAME[name], value)) for name, value in values.items()})
+
+
+def _from_command(cls: type, options: Mapping[str, Any], suffix: str = "") -> Any:
+    """``RunOptions`` from a command's generated flags (`vlm_perf.commands._options.run_options`, which checked each
+    value and names the flag in its message): ``suffix`` ``_a`` / ``_b`` picks one run of `compare`."""
+    out: dict[str, Any] = {}
+    for name, value in options.items():
+        if suffix and name.endswith(("_a", "_b")):
+            if not name.endswith(suffix):
+                continue
+            name = name[: -len(suffix)]
+        if name in _BY_NAME:
+            out[name] = _normal(_BY_NAME[name], value)
+    return cls(**out)
+
+
+def _normal(o: RunOption, value: Any) -> Any:
+    if value is None:
+        return _default(o) if o.kind in ("list", "bool", "choice") else None
+    if o.kind == "list":
+        return tuple(str(v) for v in value)
+    if o.kind == "str" and isinstance(value, PurePath):
+        return str(value)
+    return value
+
+
+def _overrides(self: Any) -> dict[str, Any]:
+    """RunConfig field -> value of the options this run was given: the command line's layer of the configuration
+    (`vlm_perf.ingest.runconfig.resolve_run_config`). Options left unset (None, (), False) state nothing, so
+    run.yaml, the log and the checkpoint files still decide them; lists are handed over as lists."""
+    out: dict[str, Any] = {}
+    for o in OPTIONS:
+        value = getattr(self, o.name)
+        if o.field is None or value is None or value is False or (o.kind == "list" and not value):
+            continue
+        out[o.field] = list(value) if o.kind == "list" else value
+    return out
+
+
+#: every run option as one typed, frozen configuration: a field per declaration of `OPTIONS` (its ``name``, the
+#: type of its ``kind``, its ``default``). Built once per run — ``RunOptions.of(**values)`` (validated here) or
+#: ``RunOptions.from_command(options)`` (validated by the command's flags) — and read everywhere after that.
+RunOptions = make_dataclass(
+    "RunOptions", [(o.name, _KIND_TYPES[o.kind], field(default=_default(o))) for o in OPTIONS], frozen=True,
+    namespace={"of": classmethod(_of), "from_command": classmethod(_from_command), "overrides": _overrides,
+               "__module__": __name__,
+               "__doc__": "Every run option of `OPTIONS`, typed and validated once (see `vlm_perf.run.options`)."})

@@ -9,8 +9,8 @@ Sources, highest first (`vlm_perf.run.options`): **command line > run.yaml > fil
 
 When a stated regime and the observed record disagree on the FLOPs they imply, the stated one is used and the
 disagreement is kept (`Regime.alternatives`) so the report names it with the size of the FLOPs difference.
-A regime of whole parts only (`Trainability.stage_level`) is passed on as today's frozen-parts tuple, so its
-numbers are exactly those of a run without a stated regime.
+A regime of whole parts only (`Trainability.stage_level`) is counted by the FLOPs layer exactly as the frozen parts
+it names (`vlm_perf.flops.regime.exact_flops`), so its numbers are those of the frozen-parts count.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..arch.adapters import AdapterConfig
-from ..arch.parts import STAGES
 from ..arch.spec import ModelSpec
 from ..arch.trainability import Trainability
 from ..stats import BatchStats
@@ -33,13 +32,12 @@ _MLP = ("mlp", "gate", "up_proj", "down_proj", "fc1", "fc2", "w1", "w2", "w3")
 
 @dataclass
 class Regime:
-    """``trainability`` used; ``source`` in words; ``frozen``: what the FLOPs layer takes (the frozen-parts tuple
-    for whole-part regimes, else the Trainability); ``alternatives``: (source, Trainability) that other sources
+    """``trainability``: what trains, the one type every FLOPs count takes (a whole-part regime is counted exactly as
+    the frozen parts it names); ``source`` in words; ``alternatives``: (source, Trainability) that other sources
     state and that differ; ``stated``: whether any source beyond the default states a regime."""
 
     trainability: Trainability
     source: str
-    frozen: Any
     stated: bool = False
     alternatives: list[tuple[str, Trainability]] = field(default_factory=list)
     description: str = ""
@@ -47,14 +45,6 @@ class Regime:
     @property
     def stage_level(self) -> bool:
         return self.trainability.stage_level
-
-
-def _frozen_arg(t: Trainability, parts: tuple[str, ...] | None = None) -> Any:
-    if not t.stage_level:
-        return t
-    if parts is not None:  # today's tuple as the user wrote it: the numbers are today's, byte for byte
-        return tuple(parts)
-    return tuple(s for s in STAGES if s in t.frozen_stage_set())
 
 
 def resolve_regime(config: Any, files: Any, spec: ModelSpec) -> Regime:
@@ -92,16 +82,13 @@ def resolve_regime(config: Any, files: Any, spec: ModelSpec) -> Regime:
         who = " and ".join(stated_by) if stated_by else ""
         if adapter is not None and adapter_from not in stated_by:
             who = (who + " + " if who else "") + adapter_from
-        parts = frozen if not trainable and adapter is None and all("[" not in f and "." not in f for f in frozen) \
-            else None
-        regime = Regime(t, who, _frozen_arg(t, parts), stated=True)
+        regime = Regime(t, who, stated=True)
         if observed is not None:
             regime.alternatives.append((f"{files.trainability_record.name} (observed by the callback)", observed))
     elif observed is not None:
-        regime = Regime(observed, f"{files.trainability_record.name} (observed by the callback)",
-                        _frozen_arg(observed), stated=True)
+        regime = Regime(observed, f"{files.trainability_record.name} (observed by the callback)", stated=True)
     else:
-        regime = Regime(Trainability.from_frozen(()), "default (every part trains)", (), stated=False)
+        regime = Regime(Trainability.from_frozen(()), "default (every part trains)", stated=False)
     regime.description = describe_regime(spec, regime.trainability)
     return regime
 

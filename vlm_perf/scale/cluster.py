@@ -51,7 +51,7 @@ from ..errors import ClusterError, ConfigError, VlmPerfError
 if TYPE_CHECKING:  # pragma: no cover
     from ..arch.spec import ModelSpec
 
-__all__ = ["Scheduler", "parse_scheduler", "connect", "read_metadata", "parse_logs_on", "read_traces_on",
+__all__ = ["Scheduler", "parse_scheduler", "scheduled", "connect", "read_metadata", "parse_logs_on", "read_traces_on",
            "CONNECT_TIMEOUT_S", "connect_timeout", "max_local_workers", "done_in_turn"]
 
 #: seconds to reach a scheduler (and, for ``local:N``, for the workers to start), and to wait for a live worker,
@@ -174,6 +174,22 @@ def check_versions(client: Any, where: str) -> None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+@contextlib.contextmanager
+def scheduled(scheduler: str | None, before: Callable[[], object] | None = None) -> Iterator[Any]:
+    """THE ``--scheduler`` dispatch of every command: without a scheduler, yields None (read in this process);
+    with one, the text is parsed first (a typo fails before anything is read), then ``before()`` runs (e.g. a missing
+    run folder fails before a cluster is started), then the connected client is yielded (`connect`) and closed
+    after."""
+    if not scheduler:
+        yield None
+        return
+    sched = parse_scheduler(scheduler)
+    if before is not None:
+        before()
+    with connect(sched) as client:
+        yield client
 
 
 @contextlib.contextmanager

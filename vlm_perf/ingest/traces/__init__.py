@@ -8,8 +8,9 @@ order. The result is one event table (`events`) with a ``rank`` column.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Union
+from typing import Any, Iterable, Union
 
 from ...remote import as_path
 from ...errors import InputError
@@ -17,8 +18,8 @@ from .events import DEVICE_KINDS, HOST_KINDS, KINDS, TracePartial, merge_partial
 from .kineto import read_kineto
 from .nsys import is_sqlite, read_nsys
 
-__all__ = ["DEVICE_KINDS", "HOST_KINDS", "KINDS", "TracePartial", "merge_partials", "read_trace", "read_traces",
-           "trace_files", "is_trace_file"]
+__all__ = ["DEVICE_KINDS", "HOST_KINDS", "KINDS", "TracePartial", "TraceMetadata", "merge_partials", "read_trace",
+           "read_traces", "trace_metadata", "trace_files", "is_trace_file"]
 
 PathsLike = Union[str, Path, Iterable[Union[str, Path]]]
 _SUFFIXES = (".json", ".json.gz", ".json.zst", ".sqlite", ".db")
@@ -62,3 +63,21 @@ def read_traces(paths: PathsLike) -> TracePartial:
     merged = merge_partials(read_trace(f, i) for i, f in enumerate(trace_files(paths)))
     merged.raise_error()
     return merged
+
+
+@dataclass(frozen=True)
+class TraceMetadata:
+    """The run's per-microbatch metadata as the trace join needs it (`vlm_perf.analysis.trace_parts`): the
+    per-iteration statistics and the per-(iteration, dp_rank) statistics, from one pass."""
+
+    per_iteration: Any  # pl.DataFrame: iteration + BatchStats fields
+    per_rank: Any  # pl.DataFrame: iteration, dp_rank + BatchStats fields
+
+
+def trace_metadata(metadata: Any, spec: Any) -> TraceMetadata:
+    """``metadata``: a `MetadataSource` already read with ``per_rank=True`` (e.g. on a cluster), or the paths of the
+    run's per-microbatch metadata (read here for ``spec``, the run's `ModelSpec`)."""
+    from ..metadata_source import MetadataSource
+
+    source = metadata if isinstance(metadata, MetadataSource) else MetadataSource(metadata, spec, per_rank=True)
+    return TraceMetadata(source.result().frame, source.per_rank)

@@ -8,7 +8,6 @@ the same block. Runs without ``rl/`` have ``rl: null`` and no section.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..content import B, Bullets, FigureRef, SectionContent, T, Table, fmt
@@ -16,60 +15,14 @@ from ..parts import Figure, ReportPart, register_part
 from ..schema import _NUM, key
 from ..units import run_rate_unit
 
+from ...analysis.rl import RLResult  # noqa: F401 (its old home)
+
 if TYPE_CHECKING:
-    from ...analysis.rl import RLAccounting
-    from ..parts import PartContext
     from . import SectionInputs
 
 PHASE_TITLES = {"generation": "generation (prefill + KV-cache decode)", "old_log_prob": "old-policy log-probs",
                 "ref": "reference log-probs", "values": "critic values", "update_actor": "actor update (fwd + bwd)",
                 "update_critic": "critic update", "other": "other (rewards, advantages, data, optimizer rest)"}
-
-
-@dataclass(frozen=True)
-class RLResult:
-    accounting: "RLAccounting"
-    training_only_flops: float | None  # what the training metadata counts (the update as plain training steps)
-    log_response_lengths_checked: int = 0  # iterations whose logged mean response length was compared
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.accounting.to_dict(self.training_only_flops),
-                "log_response_lengths_checked": self.log_response_lengths_checked}
-
-
-def compute(ctx: "PartContext") -> RLResult | None:
-    from ...analysis.rl import log_phase_timings, log_response_check, rl_accounting
-    from ...arch.trainability import Trainability
-    from ...ingest.rl_metadata import find_rl, incomplete_rl, read_rl
-
-    opened, analysis = ctx.run, ctx.analysis
-    folder = find_rl(opened.files.folder)
-    if folder is None:
-        why = incomplete_rl(opened.files.folder)
-        if why:  # said, not silently left out
-            analysis.messages.append(f"RL section left out: {why}")
-        return None
-    record = read_rl(folder)
-    frozen = opened.frozen
-    trainability = frozen if isinstance(frozen, Trainability) else (Trainability.from_frozen(tuple(frozen))
-                                                                   if frozen else None)
-    timings = log_phase_timings(opened.parsed.iterations)  # a log's phase timers, where it has them
-    accounting = rl_accounting(opened.spec, record, trainability, opened.causal,
-                               num_gpus=opened.config.num_gpus or 1, timings_s=timings,
-                               peak_tflops=opened.peak_tflops)
-    if timings:
-        analysis.messages.append(f"RL phase seconds of {len(timings)} iteration(s) from the log's phase timers")
-    checked, disagreements = log_response_check(record, opened.parsed.iterations)
-    analysis.messages.extend(f"RL metadata vs log: {text}" for text in disagreements)
-    per_it = analysis.per_iteration
-    training_only = float(per_it["exact_total"].sum()) if "exact_total" in per_it.columns and per_it.height else None
-    rl_iterations = {it.iteration for it in accounting.iterations}
-    meta_iterations = set(per_it["iteration"].to_list()) if "iteration" in per_it.columns else set()
-    if meta_iterations and rl_iterations != meta_iterations:
-        analysis.messages.append(f"RL metadata covers {len(rl_iterations)} iterations, the training metadata "
-                                 f"{len(meta_iterations)}: the training-only accounting beside the RL phases is "
-                                 "over different steps")
-    return RLResult(accounting, training_only, checked)
 
 
 def section(inputs: "SectionInputs") -> SectionContent | None:
@@ -189,7 +142,7 @@ RL_KEYS = (
 )
 
 register_part(ReportPart(
-    "rl", order=11, compute=compute, summary=lambda r: r.to_dict() if r is not None else None,
+    "rl", order=11, compute=lambda c: c.run.rl, summary=lambda r: r.to_dict() if r is not None else None,
     keys=(key("rl", "block", dict, "RL steps (run folder rl/): per phase exact FLOPs, seconds, rates and shares, "
               "the training-only accounting beside them; null without RL metadata", "report.sections.rl",
               nullable=True, fields=RL_KEYS),),

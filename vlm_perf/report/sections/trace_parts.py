@@ -1,22 +1,17 @@
 """Where the time went, per part: the run folder's profiler traces joined with the exact FLOPs per part.
 
-One report part (`vlm_perf.report.parts`): `trace_parts_of` computes it, the block is `summary["trace_parts"]`
+One report part (`vlm_perf.report.parts`): the run's ``trace_parts`` (`vlm_perf.analysis.trace_summary.trace_part`), the block is `summary["trace_parts"]`
 (`vlm_perf.analysis.trace_summary`), the section below draws its figure. Nothing here when the run folder
 holds no trace.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
 
 from ..content import B, Bullets, C, FigureRef, Paragraph, SectionContent, T, Table, fmt, rate_unit
 from ..parts import ReportPart, register_part
 from ..schema import _NUM, key as _k
 from . import SectionInputs
-
-if TYPE_CHECKING:
-    from ...analysis.run import RunAnalysis
-    from ...run.core import Run
 
 TITLE = "Where the time went, per part"
 
@@ -78,33 +73,6 @@ def trace_parts(inputs: SectionInputs) -> SectionContent | None:
     return SectionContent(TITLE, blocks)
 
 
-def trace_parts_of(opened: "Run", analysis: "RunAnalysis", on_step: Callable[[str], None] | None = None):
-    """The report's per-part block when the run folder holds profiler traces (`vlm_perf.run.discover`): the
-    traces attributed to parts and joined with the exact FLOPs of the run's metadata (its model, frozen parts,
-    causal setting, peak and world size); a trace that cannot be read becomes a message, not a failed report."""
-    from ...analysis.trace_parts import analyze_traces
-    from ...analysis.trace_summary import trace_summary
-    from ...errors import VlmPerfError
-
-    files = opened.files.traces
-    if not files:
-        return None, None
-    (on_step or (lambda text: None))(f"attributing {len(files)} profiler trace(s) to parts")
-    config = opened.config
-    try:
-        result = analyze_traces(files, spec=opened.spec, metadata=opened.metadata_paths or None, causal=opened.causal,
-                                frozen=opened.frozen, world_size=config.num_gpus,
-                                peak_flops=opened.peak_tflops * 1e12 if opened.peak_tflops else None)
-    except VlmPerfError as exc:
-        analysis.messages.append(f"profiler trace not analysed: {exc}")
-        return None, None
-    summary = trace_summary(result, files, analysis.per_iteration, config.num_gpus)
-    if summary["flops_match_report"] is False:
-        analysis.messages.append(f"trace FLOPs per part sum to {summary['flops_total']:.6e}, the report's exact FLOPs "
-                                 f"of the profiled iterations are {summary['report_exact_flops']:.6e}")
-    return summary, result
-
-
 _TRACE = tuple(_k(n, u, t, m, "analysis.trace_summary", **kw) for n, u, t, m, kw in (
     ("files", "text", list, "profiler trace files of the run folder (run.discover.traces_of)", {}),
     ("flops_source", "text", str, "metadata (exact per part), trace shapes (recorded matmuls only) or null",
@@ -131,7 +99,7 @@ _TRACE = tuple(_k(n, u, t, m, "analysis.trace_summary", **kw) for n, u, t, m, kw
 
 register_part(ReportPart(
     "trace_parts", order=36, section=trace_parts, summary=lambda result: result[0],
-    compute=lambda c: trace_parts_of(c.run, c.analysis, c.options.get("on_step")),
+    compute=lambda c: c.run.trace_parts,
     keys=(_k("trace_parts", "block", dict, "where the profiled step time went, per part, joined with exact FLOPs "
              "(null when the run folder holds no profiler trace)", "analysis.trace_summary", nullable=True,
              fields=_TRACE),)))
