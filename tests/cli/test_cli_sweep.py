@@ -199,18 +199,19 @@ def test_twenty_runs_compare_in_one_command_serial_and_on_two_workers(tmp_path):
 
 
 def test_every_run_is_opened_by_open_run_as_report_opens_it(monkeypatch):
-    """The sweep has no reader of its own: each run goes through `pipeline.load_run` -> `run.core.open_run`."""
-    import vlm_perf.pipeline as pipeline
+    """The sweep has no reader of its own: each run goes through `pipeline.load_run` -> the `Run` facade ->
+    `run.core.open_run`."""
+    import vlm_perf.analysis.facade as facade
     from vlm_perf.sweep import summarize_runs
 
     opened = []
-    real = pipeline.open_run
+    real = facade.open_run
 
-    def spy(path, **kwargs):
+    def spy(path, *args, **kwargs):
         opened.append(str(path))
-        return real(path, **kwargs)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "open_run", spy)
+    monkeypatch.setattr(facade, "open_run", spy)
     runs = [str(SAMPLE_LOGS / "qwen2-vl-tiny-real"), str(SAMPLE_LOGS / "qwen2-vl-tiny-lora-real")]
     outcomes = summarize_runs(runs, {"causal": "full"})
     assert opened == runs
