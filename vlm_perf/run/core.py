@@ -194,7 +194,7 @@ def _open_run(path, metadata, overrides, peak_tflops, causal, log_format, skip_b
         if config.global_batch_size:
             config.sources["global_batch_size"] = "log:iteration lines"
     spec = load_model(config.model)
-    peak, notes = peak_tflops, []
+    peak, notes = peak_tflops, [f"model config: {n}" for n in spec.extra.get("notes", ())]
     if peak is None and config.gpu:
         try:
             peak = device_peak(config.gpu).flops(config.dtype or "bf16") / 1e12
