@@ -298,7 +298,9 @@ register(LogFormat(
     name="areal",
     source="AReaL / ReaLHF master worker: `Epoch E/N step s/S (global step G) finishes. … #End to end# execution time: "
            "*X*s. Total time consumption: Ys.`",
-    example="(master_worker/0 pid=96390) 20250222-11:11:56.997 master worker INFO: Epoch 1/1 step 1/19 (global step 1) "
+    example="(MasterWorker pid=96390) 20250222-11:10:40.102 realhf.system.model_function_call INFO: Model rpc actor_gen "
+            "finished. Request-reply time 1410.2500s. Detailed time stats:\n"
+            "(master_worker/0 pid=96390) 20250222-11:11:56.997 master worker INFO: Epoch 1/1 step 1/19 (global step 1) "
             "finishes. Average #tokens per batch is 111847. #End to end# execution time: *2124.429*s. Total time "
             "consumption: 2283.862s.",
     notes="iteration = the global step; the end-to-end time → `elapsed_s` (the phase timers `timeperf/<name>` are in its "
