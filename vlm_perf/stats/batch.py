@@ -190,7 +190,7 @@ class BatchStats:
         # a tower that takes only fixed-size tiles (SAM's patch embed, a SigLIP position table without
         # interpolation) states its side: another grid would be counted as a tile it cannot run
         fixed = spec.extra.get("fixed_grid_side") if spec is not None else None
-        fixed_h = (spec.extra.get("fixed_grid_height") or fixed) if fixed else None  # Mllama: the tiles stacked
+        fixed_h = (spec.extra.get("fixed_grid_height") or fixed) if spec is not None and fixed else None  # Mllama
         for kind, grids in (("image", image_grids), ("video", video_grids)):
             for i, row in enumerate(grids):
                 t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
