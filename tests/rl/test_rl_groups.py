@@ -113,6 +113,7 @@ def test_the_cli_refuses_three_rollouts_for_two_generations_on_one_gpu(tmp_path)
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 @FUZZ
 @given(rows=st.integers(0, 40), g=st.integers(1, 16), gpus=st.integers(1, 8), line=st.sampled_from([1, 3]))
 def test_fuzz_rollout_rows_either_read_with_whole_groups_or_one_line(tmp_path_factory, rows, g, gpus, line):

@@ -313,6 +313,7 @@ def test_areal_rpc_with_negative_seconds_is_a_failed_line(tmp_path):
 _RPCS = ["actor_gen", "actor_inf", "ref_inf", "critic_inf", "rew_inf", "actor_train", "critic_train"]
 
 
+@pytest.mark.slow
 @settings(derandomize=True, deadline=None, database=None, max_examples=60,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.lists(st.tuples(st.sampled_from(_RPCS), st.integers(0, 10_000)), max_size=8),
