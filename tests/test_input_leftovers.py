@@ -268,13 +268,13 @@ def test_config_json_numbers_in_json_records():
 def test_a_run_whose_log_and_run_yaml_are_utf16_reports_the_same_and_passes_strict(tmp_path):
     """Near miss: the same run saved by a Windows editor (UTF-16 with BOM) is the same run: summary.json equal, and
     --strict passes."""
-    plain, wide = tmp_path / "plain", tmp_path / "wide"
+    plain, wide = tmp_path / "plain" / "run", tmp_path / "wide" / "run"  # one name: summaries name the folder
     shutil.copytree(TINY, plain)
     shutil.copytree(TINY, wide)
     for name in ("train.log", "run.yaml"):
         (wide / name).write_bytes((plain / name).read_bytes().decode("utf-8").encode("utf-16"))
     for run in (plain, wide):
-        done = run_main("report", run, "-o", tmp_path / f"out-{run.name}", "--strict")
+        done = run_main("report", run, "-o", tmp_path / f"out-{run.parent.name}", "--strict")
         assert done.returncode == 0, done.stderr[-800:]
     a = (tmp_path / "out-plain" / "summary.json").read_text().replace(str(plain), "RUN")
     b = (tmp_path / "out-wide" / "summary.json").read_text().replace(str(wide), "RUN")
