@@ -10,6 +10,9 @@ Specification (`vlm_perf.ingest.rl_metadata`, `vlm_perf.analysis.rl.rl_accountin
   recorded rows are the whole batch: rows not a multiple of ``num_generations`` are refused naming file:line, the
   row count and the setting. On N GPUs only rows x N must be a multiple (each process records its share): a rollout
   that fails even that is a note naming the first step, not a refusal (some GPUs may only generate);
+* settings that switch a role on (``reference`` / ``old_log_prob`` / ``critic`` true) while no step of the run
+  records a forward of it are refused naming settings.json (the role's FLOPs would be silently missing); a role
+  missing from some steps only is read (near miss: steps that reuse a rollout record none);
 * hand arithmetic: 3 rows, num_generations 2, 1 GPU -> refused; 4 rows -> read; 1 row on 2 GPUs, num_generations 2
   -> 2 rows in all, read without a note; 3 rows on 2 GPUs, num_generations 4 -> 6 rows, a note.
 """
@@ -133,3 +136,36 @@ def test_fuzz_rollout_rows_either_read_with_whole_groups_or_one_line(tmp_path_fa
     assert noted == ((rows * gpus) % g != 0)
     counted = next(it for it in accounting.iterations if it.iteration == line)
     assert sum(counted.flops["generation"].values()) > 0
+
+
+# ---- settings that switch a role on with no record of it ---------------------------------------------
+@pytest.mark.parametrize("key,role", [("reference", "ref"), ("old_log_prob", "old_log_prob")])
+def test_a_role_switched_on_that_no_step_records_is_refused(tmp_path, key, role):
+    rl = _rl(tmp_path)
+    steps = rl / "steps.jsonl"
+    for line in range(1, len(steps.read_text().splitlines()) + 1):
+        edit_jsonl_line(steps, line, lambda o: o["log_prob_forwards"].pop(role, None))
+    with pytest.raises(SchemaError) as info:
+        read_rl(rl)
+    text = str(info.value)
+    assert text.startswith(f"{rl / 'settings.json'}: says {key}: true but no step of steps.jsonl records a "
+                           f"log_prob_forwards.{role} forward"), text
+
+
+def test_a_role_missing_in_some_steps_only_is_read(tmp_path):
+    """Near miss: the forwards belong to the steps that generate (num_iterations 2: every other step reuses the
+    rollout and records none); one generating step without them is not the whole run switching the role off."""
+    rl = _rl(tmp_path)
+    edit_jsonl_line(rl / "steps.jsonl", 1, lambda o: o["log_prob_forwards"].pop("ref"))
+    record = read_rl(rl)
+    assert any(step.log_prob_forwards.get("ref") for step in record.steps)
+
+
+def test_the_critic_switched_on_without_values_is_refused(tmp_path):
+    rl = _rl(tmp_path)
+    obj = json.loads((rl / "settings.json").read_text())
+    obj["critic"] = True
+    (rl / "settings.json").write_text(json.dumps(obj))
+    with pytest.raises(SchemaError, match="says critic: true but no step of steps.jsonl records a "
+                                          "log_prob_forwards.values forward"):
+        read_rl(rl)

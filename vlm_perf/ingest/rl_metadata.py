@@ -282,6 +282,20 @@ def _agrees_with_settings(step: RLStep, settings: RLSettings, settings_path: Pat
                               f"{key}: false", where)
 
 
+def _settings_used(settings: RLSettings, steps: list[RLStep], settings_path: Path, steps_path: Path) -> None:
+    """The other direction of `_agrees_with_settings`, over the whole run: a role the settings switch on
+    (``reference`` / ``old_log_prob`` / ``critic`` true) whose forwards no step records at all — while some step
+    generated a rollout for them to score — is refused (its FLOPs would be silently missing)."""
+    if not any(step.rollout is not None for step in steps):
+        return
+    for role, key in _ROLE_SETTING.items():
+        if getattr(settings, key) and not any(step.log_prob_forwards.get(role) for step in steps):
+            raise SchemaError(f"says {key}: true but no step of {steps_path.name} records a log_prob_forwards.{role} "
+                              f"forward ({len(steps)} steps, rollouts in "
+                              f"{sum(step.rollout is not None for step in steps)}); set {key}: false or record them",
+                              str(settings_path))
+
+
 def read_rl(folder: str | Path) -> RLRecord:
     """Read ``folder/settings.json`` and ``folder/steps.jsonl`` (``folder``: the run's ``rl/``)."""
     folder = as_path(folder)
@@ -305,4 +319,5 @@ def read_rl(folder: str | Path) -> RLRecord:
             steps.append(step)
     if not steps:
         raise SchemaError("no steps", str(path))
+    _settings_used(settings, steps, folder / SETTINGS, path)
     return RLRecord(settings, tuple(sorted(steps, key=lambda s: s.iteration)), folder)
