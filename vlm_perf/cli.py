@@ -107,6 +107,35 @@ def _hint(exc: BaseException, args: list[str]) -> str:
     return ""
 
 
+def _click_exceptions() -> dict[str, tuple[type[BaseException], ...]]:
+    """click's exception classes, from click and from the copy newer typer releases vendor (``typer._click``)."""
+    import click
+
+    modules = [click.exceptions]
+    try:
+        from typer import _click as vendored  # typer >= 0.20 ships its own click
+        modules.append(vendored.exceptions)
+    except ImportError:
+        pass
+    return {name: tuple({getattr(m, name) for m in modules if hasattr(m, name)})
+            for name in ("NoArgsIsHelpError", "ClickException", "Abort")}
+
+
+_CLICK = _click_exceptions()
+
+
+def _first_line_of(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " ".join(lines) if len(lines) <= 3 else lines[0]
+
+
+def _usage_hint(exc: BaseException) -> str:
+    """`` (see `vlm-perf CMD --help`)`` for a usage error raised inside a command's context."""
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", "") if ctx is not None else ""
+    return f" (see '{path} --help')" if path else ""
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc)
     return text.splitlines()[0] if text.strip() else type(exc).__name__
@@ -121,7 +150,20 @@ def main(argv: list[str] | None = None) -> None:
     try:
         command = typer.main.get_command(app)
         plain_metavars(command)
-        command.main(args=args, prog_name="vlm-perf", standalone_mode=True)
+        # not standalone: click's usage errors come here and are said in one line (typer's standalone mode
+        # draws them as a six-line box); --help and typer.Exit return their exit status
+        code = command.main(args=args, prog_name="vlm-perf", standalone_mode=False)
+        if isinstance(code, int) and not isinstance(code, bool) and code:
+            sys.exit(code)
+    except _CLICK["NoArgsIsHelpError"] as exc:  # `vlm-perf` or a group alone: its help, as before
+        exc.show()
+        sys.exit(exc.exit_code)
+    except _CLICK["ClickException"] as exc:  # usage errors: no such option, missing or invalid value
+        print(f"error: {_first_line_of(exc.format_message())}{_usage_hint(exc)}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except _CLICK["Abort"]:
+        print("error: aborted", file=sys.stderr)
+        sys.exit(1)
     except (ValueError, OSError) as exc:  # VlmPerfError is a ValueError
         if debug:
             traceback.print_exc()

@@ -26,8 +26,9 @@ FROZEN = [(), ("vision_tower",), ("vision",), ("merger",), ("language_model",), 
 def test_whole_part_freezing_equals_compute_flops_on_every_preset(name):
     """Trainability.from_frozen(parts) moves no number: every component, both causal rules, both modes."""
     spec = load_model(name)
-    side = spec.extra.get("fixed_grid_side") or 64  # PaliGemma runs one fixed tile (16 x 16 patches at 224 px)
-    stats = BatchStats.from_batch(seq_lens=[3000, 1096], image_grids=[(1, side, side)] if spec.is_vlm else [],
+    side = spec.extra.get("fixed_grid_side") or 64  # a fixed-tile tower runs its tile (PaliGemma 16 x 16 patches)
+    height = spec.extra.get("fixed_grid_height") or side  # Mllama stacks its tiles: 1 x (tiles x side) x side
+    stats = BatchStats.from_batch(seq_lens=[3000, 1096], image_grids=[(1, height, side)] if spec.is_vlm else [],
                                   spec=spec)
     for frozen in FROZEN if spec.is_vlm else [()]:
         for causal in ("half", "full"):

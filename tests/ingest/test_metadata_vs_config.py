@@ -15,6 +15,8 @@ from vlm_perf.errors import SchemaError
 from vlm_perf.ingest.metadata_source import MetadataSource
 
 VLMS = {"qwen2.5-vl-7b": 2, "internvl3-8b": 2, "smolvlm2-500m": 4, "gemma3-4b": 4}  # preset -> merge size (hand)
+#: merged tokens a side of the grids below: Gemma 3's tower runs one fixed 64x64-patch tile (16 merged a side)
+MERGED_SIDE = {"gemma3-4b": 16}
 TEXT_ONLY = ["llama3-8b", "qwen3-30b-a3b", "deepseek-v3"]
 OK_ROW = {"iteration": 1, "seq_lens": [4096]}
 
@@ -49,7 +51,7 @@ def test_more_visual_tokens_than_lm_tokens_is_refused_at_its_line(tmp_path, pres
     spec = load_model(preset)
     m = VLMS[preset]
     assert spec.vision.spatial_merge_size == m
-    fields, visual = _media(media, m, 8)
+    fields, visual = _media(media, m, MERGED_SIDE.get(preset, 8))
     row = {"iteration": 1, **fields, **_lm_side(lm, visual - 1)}
     path = _write(tmp_path, [OK_ROW, row])
     with pytest.raises(SchemaError, match=r"meta.jsonl:2: image_grid_thw: the row's media give more visual tokens"):
@@ -62,7 +64,7 @@ def test_more_visual_tokens_than_lm_tokens_is_refused_at_its_line(tmp_path, pres
 @pytest.mark.parametrize("preset", VLMS)
 @pytest.mark.parametrize("media", ["image", "video", "pre-aggregated"])
 def test_exactly_as_many_visual_tokens_as_lm_tokens_is_accepted(tmp_path, preset, media):
-    fields, visual = _media(media, VLMS[preset], 8)
+    fields, visual = _media(media, VLMS[preset], MERGED_SIDE.get(preset, 8))
     src = MetadataSource(_write(tmp_path, [{"iteration": 1, **fields, "seq_lens": [visual]}]), load_model(preset))
     assert src.per_iteration["vision_merged_tokens"].to_list() == [visual]
 

@@ -63,6 +63,58 @@ def test_report_with_local_2_starts_its_own_cluster(tmp_path, capsys, plain_repo
     code, _, err = run(capsys, "report", sample, "-o", tmp_path / "local2", "--scheduler", "local:2")
     assert code == 0, err
     assert (tmp_path / "local2" / "summary.json").read_bytes() == (single_dir / "summary.json").read_bytes()
+    # which cluster ran: said on stderr (its workers and threads, the tasks, none re-run), once
+    said = [line for line in err.splitlines() if line.startswith("cluster local:2 (tcp://")]
+    assert len(said) == 1 and ": 2 worker(s), 2 thread(s); " in said[0] and said[0].endswith("none re-run"), err
+
+
+def test_a_joined_cluster_is_named_with_its_workers(address, capsys):
+    sample = next(p for p in SAMPLES if p.name == "qwen3-vl-30b-a3b-sft")
+    code, _, err = run(capsys, "parse", sample / "train.log", "--scheduler", address)
+    assert code == 0, err
+    said = [line for line in err.splitlines() if line.startswith(f"cluster {address}: ")]
+    assert said == [f"cluster {address}: 2 worker(s), 2 thread(s); 1 task(s) run, none re-run"], err
+
+
+def test_cluster_use_by_hand():
+    use = cluster_mod.ClusterUse("local:3", "tcp://127.0.0.1:1", 3, 6, tasks=12, retried=2,
+                                 workers_at_start={"a", "b", "c"}, workers_lost=1)
+    assert use.describe() == ("cluster local:3 (tcp://127.0.0.1:1): 3 worker(s), 6 thread(s); 12 task(s) run, 2 "
+                              "re-run after a worker was lost; 1 worker(s) left during the read")
+
+    class Scheduler:  # what run_on_scheduler hands the function: the scheduler, its tasks by key
+        tasks = {"a": type("T", (), {"suspicious": 1})(), "b": type("T", (), {"suspicious": 0})()}
+
+    class Client:
+        def run_on_scheduler(self, fn):
+            return fn(dask_scheduler=Scheduler())
+
+    assert cluster_mod._retried(Client(), ["a", "b", "gone"]) == 1
+    assert cluster_mod._retried(object(), ["a"]) == 0  # a client that cannot ask: none counted, no error
+
+
+def _die_once(marker: str) -> int:
+    import os
+
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)  # the worker dies holding the task: the scheduler re-runs it elsewhere
+    return 7
+
+
+@pytest.mark.slow
+def test_a_task_rerun_after_a_lost_worker_is_counted(tmp_path):
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 2}):
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                      silence_logs=50) as cluster:
+            with cluster_mod.connect(cluster.scheduler_address) as client:
+                futures = [client.submit(_die_once, str(tmp_path / "died"), pure=False)]
+                assert [r for _, r in cluster_mod.done_in_turn(client, futures)] == [7]
+                use = cluster_mod.cluster_use(client)
+                assert (use.tasks, use.retried) == (1, 1)
+                assert "1 re-run after a worker was lost" in use.describe(client)
 
 
 def test_parse_and_metadata_on_the_cluster(address, tmp_path, capsys):
@@ -76,6 +128,9 @@ def test_parse_and_metadata_on_the_cluster(address, tmp_path, capsys):
         code_b, out_b, err_b = run(capsys, *clustered, "--scheduler", address)
         assert (code_a, code_b) == (0, 0), err_b
         assert out_a == out_b
+        said = [line for line in err_b.splitlines() if line.startswith(f"cluster {address}: ")]
+        assert len(said) == 1, err_b  # which cluster ran: the one line the cluster run adds
+        err_b = "".join(line for line in err_b.splitlines(keepends=True) if not line.startswith("cluster "))
         assert err_a.replace("AAA", "X") == err_b.replace("BBB", "X")
         if "-o" in args:
             assert (tmp_path / "AAA.csv").read_bytes() == (tmp_path / "BBB.csv").read_bytes()

@@ -26,7 +26,7 @@ from ..arch.parts import stage_part_names
 from ..arch.spec import ModelSpec
 from ..arch.trainability import Trainability
 from ..flops.generation import LogProbHead, actor_update_parts, generation_flops, logprob_forward_parts
-from ..ingest.rl_metadata import PHASE_NAMES, RLRecord, phase_seconds_problem
+from ..ingest.rl_metadata import PHASE_NAMES, RLRecord, phase_seconds_problem, rollout_groups_problem
 
 __all__ = ["PhaseTotal", "RLIteration", "RLAccounting", "RLResult", "rl_accounting", "rl_part", "log_phase_timings",
            "log_response_check", "PARTS"]
@@ -175,8 +175,15 @@ def rl_accounting(spec: ModelSpec, record: RLRecord, trainability: Trainability 
     notes: list[str] = []
     bad_timers: list[str] = []
     iterations = []
+    odd_groups: list[str] = []
     for step in record.steps:
         _media_fit_prompts(spec, step)
+        groups = rollout_groups_problem(step, s, num_gpus)
+        if groups and num_gpus <= 1:  # one process: its rows are the whole generation batch
+            from ..errors import SchemaError
+            raise SchemaError(groups, step.source)
+        if groups:  # several GPUs: only if every one of them is a data-parallel trainer process
+            odd_groups.append(f"{step.source}: {groups}")
         flops: dict[str, dict[str, int]] = {}
         r = step.rollout
         if r is not None and r.prompt_lens:
@@ -218,6 +225,9 @@ def rl_accounting(spec: ModelSpec, record: RLRecord, trainability: Trainability 
         notes.append(f"the log's phase timers of {len(bad_timers)} iteration(s) are not seconds of the step, the "
                      f"recorded phases_s are used there: {bad_timers[0]}"
                      + (f" (+{len(bad_timers) - 1} more)" if len(bad_timers) > 1 else ""))
+    if odd_groups:
+        notes.append(f"{len(odd_groups)} rollout(s) cannot be whole groups of num_generations responses on "
+                     f"{num_gpus} data-parallel GPUs (unless some GPUs only generate): {odd_groups[0]}")
     settings = {"num_generations": s.num_generations, "beta": s.beta, "reference": s.reference,
                 "num_iterations": s.num_iterations, "old_log_prob": s.old_log_prob, "critic": s.critic,
                 "logprob_head": {"positions": s.head_positions, "backward_recompute": s.head_backward_recompute},

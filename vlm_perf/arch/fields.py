@@ -63,6 +63,53 @@ class Fields:
         return tuple(value)
 
 
+def layer_index_note(name: str, indexes: "tuple[builtins.int, ...] | list[builtins.int]", count: builtins.int,
+                     what: str = "layers") -> str | None:
+    """What is wrong with a config's list of layer indexes (``name``: ``section.key``) against the ``count``
+    layers it indexes: entries outside ``0..count-1`` name no layer. transformers tests ``i in indexes`` per layer, so
+    such entries change nothing it runs (they are counted as it runs them); the note names them and the layer count
+    (a config cut down from a deeper model, or one field edited without the other). None when every entry fits."""
+    outside = sorted({i for i in indexes if not 0 <= i < count})
+    if not outside:
+        return None
+    shown = ", ".join(map(str, outside[:8])) + (f" (+{len(outside) - 8} more)" if len(outside) > 8 else "")
+    return (f"{name} names {what} {shown} but there are {count} {what} (0..{count - 1}): those entries select no "
+            "layer (transformers ignores them; so does the count)")
+
+
+#: config keys that list layer indexes -> the keys of the same section that give the layer count (first present)
+LAYER_INDEX_KEYS: dict[str, tuple[str, ...]] = {
+    "fullatt_block_indexes": ("depth", "num_hidden_layers"),  # Qwen2.5-VL / Omni towers
+    "deepstack_visual_indexes": ("depth", "num_hidden_layers"),  # Qwen3-VL towers
+    "global_attn_indexes": ("num_hidden_layers",),  # SAM encoders (GOT-OCR2, DeepSeek-VL-hybrid)
+    "mlp_only_layers": ("num_hidden_layers",),  # Qwen MoE decoders
+    "moe_layers": ("num_hidden_layers",),  # Llama 4
+    "cross_attention_layers": ("num_hidden_layers",),  # Mllama
+}
+
+
+def layer_index_notes(config: Mapping[str, Any], source: str, section: str = "", depth: builtins.int = 0) -> list[str]:
+    """One note per index list of ``config`` (any section, nested configs included) with entries outside the
+    layer count its own section states (:func:`layer_index_note`); lists whose section states no count are left to
+    the family's defaults. Non-integer entries are the family reader's to refuse."""
+    notes: list[str] = []
+    if depth > 4:
+        return notes
+    for key, count_keys in LAYER_INDEX_KEYS.items():
+        indexes = config.get(key)
+        count = next((config[k] for k in count_keys if k in config), None)
+        if (not isinstance(indexes, (list, tuple)) or isinstance(count, bool) or not isinstance(count, builtins.int)
+                or any(isinstance(i, bool) or not isinstance(i, builtins.int) for i in indexes)):
+            continue
+        note = layer_index_note(f"{section}.{key}" if section else key, indexes, count)
+        if note:
+            notes.append(f"{source}: {note}")
+    for key, value in config.items():
+        if isinstance(value, Mapping) and key.endswith("config"):
+            notes += layer_index_notes(value, source, f"{section}.{key}" if section else key, depth + 1)
+    return notes
+
+
 def text_section(config: Mapping[str, Any]) -> tuple[dict, str]:
     """The LM fields: flat at the top level (released Qwen2/2.5-VL) or nested under ``text_config``
     (top-level keys fill gaps only); the top-level ``tie_word_embeddings`` is authoritative."""

@@ -22,6 +22,7 @@ from ..remote import as_path
 from ..errors import InputError, UnsupportedModelError
 from .families import FAMILIES, family_for, supported_model_types
 from .fields import Fields as _Fields  # noqa: F401  (kept importable under its old name)
+from .fields import layer_index_notes
 from .spec import ModelSpec
 from .validate import check_config, check_spec, read_json_file
 
@@ -86,6 +87,7 @@ def spec_from_config(config: Mapping[str, Any], name: str = "", source: str = "c
     check_spec(spec, source)
     if processor:
         spec = replace(spec, processor=dict(processor))
+    notes += layer_index_notes(config, source)  # index lists naming layers the config does not have: said
     if notes:
         spec.extra.setdefault("notes", []).extend(notes)
     if isinstance(config.get("transformers_version"), str):  # the release that wrote the config (module names)

@@ -45,7 +45,8 @@ def write_frame(frame, out) -> None:
     """Write a polars frame as parquet, CSV (scalar columns only) or JSON lines, by suffix."""
     check_out_suffix(out)
     suffix = out.suffix.lower()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    from ..report.output import make_folder
+    make_folder(out.parent)
     if suffix == ".parquet":
         frame.write_parquet(out)
     elif suffix == ".csv":

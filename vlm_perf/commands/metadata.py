@@ -52,7 +52,8 @@ def _convert(paths, spec, skip_bad: bool, progress, target: Path):
 
     from ..ingest.metadata_source import MetadataSource
 
-    target.parent.mkdir(parents=True, exist_ok=True)
+    from ..report.output import make_folder
+    make_folder(target.parent)
     partial = target.with_name(target.name + ".partial")
     writer: list = []
 

@@ -66,7 +66,8 @@ def write_table(frame, out: Path) -> None:
     data = buf.getvalue()
     for token, value in _JSON_SENTINELS.items():
         data = data.replace(repr(value).encode(), token)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    from ..report.output import make_folder
+    make_folder(out.parent)
     out.write_bytes(data)
 
 

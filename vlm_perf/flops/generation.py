@@ -348,6 +348,12 @@ ROLL_TIMERS: dict[str, str] = {"step_generate": "generation", "old_log_probs": "
 AREAL_TIMERS: dict[str, str] = {"rollout": "generation", "recompute_logp": "old_log_prob", "ref_logp": "ref",
                                 "critic_values": "values", "compute_advantage": "adv", "train_step": "update_actor",
                                 "update_weights": "update_weights", "save": "save_checkpoint", "eval": "testing"}
+#: ReaLHF / AReaL 0.1-0.2 model function calls (RPC names of its PPO/GRPO experiment configs) -> phase: the master
+#: worker logs ``Model rpc <name> finished. Request-reply time <s>s.`` per call (realhf/system/model_function_call.py)
+#: before the step's ``#End to end#`` line; another RPC name is kept as a timer, not summed
+AREAL_RPCS: dict[str, str] = {"actor_gen": "generation", "actor_inf": "old_log_prob", "ref_inf": "ref",
+                              "critic_inf": "values", "rew_inf": "reward", "actor_train": "update_actor",
+                              "critic_train": "update_critic"}
 SLIME_KEPT_TIMERS: frozenset[str] = frozenset({"train", "train_wait", "update_weights", "save_model",
                                                "data_preprocess", "sleep", "wake_up"})
 

@@ -118,10 +118,12 @@ REASONS: dict[int, tuple[str, str]] = {
     36: ("image_grid_thw", "the model's image tokens and tower crops are not derivable from per-image grids "
                            "(Phi-4-multimodal); give pre-aggregated vision statistics (vision_patches, "
                            "vision_patches_sq, vision_merged_tokens, vision_frames) instead"),
-    # a tower that runs fixed-size tiles only (spec.extra fixed_grid_side: GOT-OCR2, DeepSeek-VL(-hybrid), Janus);
+    # a tower that runs fixed-size tiles only (spec.extra fixed_grid_side: GOT-OCR2, DeepSeek-VL(-hybrid), Janus,
+    # PaliGemma, Gemma 3, Aya Vision, LLaVA / LLaVA-NeXT with CLIP, LLaVA-OneVision, Llama 4, Mllama);
     # BatchStats.from_batch refuses the same grids
     37: ("image_grid_thw", "the model's tower runs fixed-size tiles only: every grid row must be [tiles, side, side] "
-                           "with the tower's tile side in patches (another grid is a tile it cannot run)"),
+                           "with the tower's tile side in patches (Mllama: [1, tiles x side, side]; another grid is a "
+                           "tile it cannot run)"),
     38: ("video_grid_thw", "the model's tower runs fixed-size tiles only: every grid row must be [tiles, side, side] "
                            "with the tower's tile side in patches (another grid is a tile it cannot run)"),
     # a family with an audio encoder whose geometry vlm-perf does not model (spec.audio None; `flops` refuses too)
@@ -264,7 +266,7 @@ def _audio_parts(audio) -> dict[str, pl.Expr]:
 def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
               with_model: bool = False, audio=None, lm_chunk: int | None = None,
               lm_window: int | None = None, temporal_chunk: int = 0, grids_exact: bool = True,
-              fixed_side: int = 0, audio_unmodelled: bool = False) -> RowExprs:
+              fixed_side: int = 0, audio_unmodelled: bool = False, fixed_height: int = 0) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
 
     Against the model's config (``with_model``: a spec was given, so the merge size is the model's, not a
@@ -290,7 +292,8 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     modelled): audio rows are refused with that reason (code 39) instead of code 35.
 
     ``fixed_side``: the tower runs only fixed ``side x side``-patch tiles (``spec.extra["fixed_grid_side"]``); a
-    grid row of another h or w is refused (codes 37 / 38), as ``BatchStats.from_batch`` refuses it.
+    grid row of another h or w is refused (codes 37 / 38), as ``BatchStats.from_batch`` refuses it; ``fixed_height``:
+    the h those rows must have when it is not ``side`` (Mllama stacks its tiles: h = tiles x side).
 
     ``temporal_chunk``: Kimi K2.5's tower attends over all frames of a video chunk jointly and averages them into
     one frame's merged tokens (``grid_row_stats``); a grid row of more frames counts as consecutive chunks.
@@ -442,7 +445,7 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         checks.append((has_grids, 36))
     if fixed_side:  # a fixed-tile tower: any other grid row is refused (from_batch's rule)
         for col, value in (("image_grid_thw", 37), ("video_grid_thw", 38)):
-            other = c(col).list.eval((el.list.get(1, null_on_oob=True) != fixed_side)
+            other = c(col).list.eval((el.list.get(1, null_on_oob=True) != (fixed_height or fixed_side))
                                      | (el.list.get(2, null_on_oob=True) != fixed_side)).list.any()
             checks.append((other, value))
     if text_only:

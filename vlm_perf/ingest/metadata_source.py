@@ -169,6 +169,7 @@ class MetadataSource:
                                 temporal_chunk=int(getattr(getattr(spec, "vision", None), "temporal_chunk", 0) or 0),
                                 grids_exact=grids_exact(spec),
                                 fixed_side=int((getattr(spec, "extra", None) or {}).get("fixed_grid_side") or 0),
+                                fixed_height=int((getattr(spec, "extra", None) or {}).get("fixed_grid_height") or 0),
                                 audio_unmodelled=audio_unmodelled(spec))
         self._media = MediaConverter(spec)
         self._done = False

@@ -16,7 +16,8 @@ from ..remote import as_path
 from ..flops.generation import HEAD_POSITIONS
 
 __all__ = ["RL_SCHEMA", "RL_DIR", "RLSettings", "Shapes", "Rollout", "RLStep", "RLRecord", "read_rl", "find_rl",
-           "PHASE_NAMES", "incomplete_rl", "phase_seconds_problem"]
+           "PHASE_NAMES", "incomplete_rl", "phase_seconds_problem",
+           "rollout_groups_problem"]
 
 RL_SCHEMA = "vlm-perf-rl/1"
 RL_DIR = "rl"
@@ -160,8 +161,32 @@ def _shapes(obj: Any, where: str, what: str) -> dict:
     response = _ints(obj, "response_lens", f"{where} ({what})", 0)
     if len(prompt) != len(response):
         raise SchemaError(f"{what}: {len(prompt)} prompt_lens but {len(response)} response_lens", where)
+    if not prompt:  # a call over no sequence ran nothing: its media and seconds would be counted for nothing
+        raise SchemaError(f"{what}: holds no sequence (prompt_lens and response_lens are empty); "
+                          + ("a step that generated nothing writes rollout: null" if what == "rollout"
+                             else "leave a call that ran nothing out of the record"), where)
     return {"prompt_lens": prompt, "response_lens": response, "image_grid_thw": _grids(obj, "image_grid_thw", where),
             "video_grid_thw": _grids(obj, "video_grid_thw", where)}
+
+
+def rollout_groups_problem(step: RLStep, settings: RLSettings, num_gpus: int) -> str | None:
+    """Why ``step``'s rollout cannot hold whole groups of ``num_generations`` responses per prompt, else None.
+
+    Every GRPO-family trainer samples ``num_generations`` responses per prompt and needs the generation batch of
+    all its data-parallel processes to hold whole groups (TRL refuses a global batch not divisible by
+    ``num_generations``). The recorded rows are one process's; the processes generate equal batches, so rows x
+    processes is a multiple of ``num_generations``. One process (``num_gpus`` 1): the rows alone are; several: the
+    data-parallel size divides ``num_gpus``, so rows x ``num_gpus`` is a multiple too (a necessary condition only)."""
+    r = step.rollout
+    g = settings.num_generations
+    if r is None or not r.prompt_lens or g <= 1:
+        return None
+    rows, gpus = len(r.prompt_lens), max(1, int(num_gpus))
+    if (rows * gpus) % g == 0:
+        return None
+    where = "" if gpus == 1 else f" x {gpus} GPUs = {rows * gpus:,} rows"
+    return (f"rollout: {rows:,} generated sequence(s){where} cannot be whole groups of num_generations {g} "
+            f"responses per prompt (settings.json); the rollout or num_generations belongs to another run")
 
 
 def _settings(path: Path) -> RLSettings:
@@ -257,6 +282,20 @@ def _agrees_with_settings(step: RLStep, settings: RLSettings, settings_path: Pat
                               f"{key}: false", where)
 
 
+def _settings_used(settings: RLSettings, steps: list[RLStep], settings_path: Path, steps_path: Path) -> None:
+    """The other direction of `_agrees_with_settings`, over the whole run: a role the settings switch on
+    (``reference`` / ``old_log_prob`` / ``critic`` true) whose forwards no step records at all — while some step
+    generated a rollout for them to score — is refused (its FLOPs would be silently missing)."""
+    if not any(step.rollout is not None for step in steps):
+        return
+    for role, key in _ROLE_SETTING.items():
+        if getattr(settings, key) and not any(step.log_prob_forwards.get(role) for step in steps):
+            raise SchemaError(f"says {key}: true but no step of {steps_path.name} records a log_prob_forwards.{role} "
+                              f"forward ({len(steps)} steps, rollouts in "
+                              f"{sum(step.rollout is not None for step in steps)}); set {key}: false or record them",
+                              str(settings_path))
+
+
 def read_rl(folder: str | Path) -> RLRecord:
     """Read ``folder/settings.json`` and ``folder/steps.jsonl`` (``folder``: the run's ``rl/``)."""
     folder = as_path(folder)
@@ -280,4 +319,5 @@ def read_rl(folder: str | Path) -> RLRecord:
             steps.append(step)
     if not steps:
         raise SchemaError("no steps", str(path))
+    _settings_used(settings, steps, folder / SETTINGS, path)
     return RLRecord(settings, tuple(sorted(steps, key=lambda s: s.iteration)), folder)

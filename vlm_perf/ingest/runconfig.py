@@ -17,6 +17,7 @@ from ..remote import as_path
 from ..arch.parts import PART_ALIASES
 from ..arch.validate import bounded
 from ..errors import ConfigError, InputError, SchemaError
+from .textcodec import decode_text
 
 __all__ = ["MANIFEST_KEYS", "MANIFEST_NAMES", "RunConfig", "find_manifest", "image_grid_from_size", "load_manifest",
            "resolve_run_config"]
@@ -102,9 +103,26 @@ def find_manifest(run_dir_or_log: str | Path) -> Path | None:
     path = as_path(run_dir_or_log)
     folder = path if path.is_dir() else path.parent
     found = [folder / name for name in MANIFEST_NAMES if (folder / name).is_file()]
+    for name in MANIFEST_NAMES:  # a directory, FIFO, socket or dangling link under a manifest's name: said
+        candidate = folder / name
+        if not candidate.is_file() and (candidate.exists() or candidate.is_symlink()):
+            raise InputError(f"is {_kind_of(candidate)}, not a file: a manifest is a YAML/JSON file (rename or remove "
+                             "it)", str(candidate))
     if len(found) > 1:
         raise InputError(f"several manifests ({', '.join(p.name for p in found)}); keep one", str(folder))
     return found[0] if found else None
+
+
+def _kind_of(path: Path) -> str:
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a link to nothing"
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a regular file")
 
 
 def load_manifest(path: str | Path) -> dict[str, Any]:
@@ -114,6 +132,8 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
     bounded), JSON with the config reader's limits (size, NaN/Infinity, nesting) and duplicate keys refused;
     every error is one `SchemaError` line naming the file that prints bounded values only."""
     path = as_path(path)
+    if not path.is_file() and (path.exists() or path.is_symlink()):  # never opened: a FIFO's read would block
+        raise SchemaError(f"is {_kind_of(path)}, not a file: a manifest is a YAML/JSON file", str(path))
     if path.suffix == ".json":
         data = _read_json_manifest(path)
     else:
@@ -176,7 +196,10 @@ def _read_yaml(path: Path) -> Any:
 
     if path.stat().st_size > MAX_MANIFEST_BYTES:
         raise SchemaError(f"larger than {MAX_MANIFEST_BYTES} bytes; a manifest is a short list of keys", str(path))
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = decode_text(path.read_bytes(), str(path))  # UTF-16 / UTF-32 by their BOM, else strict UTF-8
+    except InputError as exc:
+        raise _as_schema_error(exc, path) from None
     loader = yaml.SafeLoader(text)
     try:
         try:

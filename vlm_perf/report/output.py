@@ -81,6 +81,25 @@ def _locked(folder: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def make_folder(folder: Path, what: str = "output") -> None:
+    """``folder`` and its parents created (``mkdir -p``); one line naming the first part of the path that is a
+    file (or not writable) instead of ``[Errno 17] File exists`` / ``[Errno 20] Not a directory``."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return
+    except (FileExistsError, NotADirectoryError):
+        pass
+    except PermissionError as exc:
+        raise VlmPerfError(f"{exc.filename or folder}: cannot create the {what} folder there (permission denied)") \
+            from None
+    blocker = next((p for p in [folder, *folder.parents] if p.exists() and not p.is_dir()), folder)
+    if blocker == folder:
+        raise VlmPerfError(f"{folder}: is a file, not a folder: the {what} cannot be written into it; give another "
+                           "path")
+    raise VlmPerfError(f"{blocker}: is a file, so the {what} folder {folder} cannot be created under it; give "
+                       "another path")
+
+
 @contextlib.contextmanager
 def atomic_report_dir(out: Path, kind: OutputKind = REPORT) -> Iterator[Path]:
     """A fresh folder to write ``kind``'s files into, renamed to ``out`` when the block ends (module docstring)."""
@@ -90,7 +109,7 @@ def atomic_report_dir(out: Path, kind: OutputKind = REPORT) -> Iterator[Path]:
         raise VlmPerfError(f"{out}: the output folder would replace the current directory (or one above it); give a "
                            "subfolder, e.g. -o report/")
     parent = out.parent
-    parent.mkdir(parents=True, exist_ok=True)
+    make_folder(parent)
     # checked under the lock: another writer's rename pair (out -> aside, tmp -> out) leaves ``out`` briefly
     # absent, which unlocked exists()/is_dir() calls could see half-way and misreport as "not a folder"
     with _locked(parent):

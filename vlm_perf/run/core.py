@@ -210,7 +210,7 @@ def _open_run(path: str | Path, options: RunOptions, how: _How, client: Any) -> 
         if config.global_batch_size:
             config.sources["global_batch_size"] = "log:iteration lines"
     spec = load_model(config.model)
-    peak, notes = options.peak_tflops, []
+    peak, notes = options.peak_tflops, [f"model config: {n}" for n in spec.extra.get("notes", ())]
     if peak is None and config.gpu:
         try:
             peak = device_peak(config.gpu).flops(config.dtype or "bf16") / 1e12

@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..arch.spec import ModelSpec
 
 __all__ = ["Scheduler", "parse_scheduler", "scheduled", "connect", "read_metadata", "parse_logs_on", "read_traces_on",
-           "CONNECT_TIMEOUT_S", "connect_timeout", "max_local_workers", "done_in_turn"]
+           "CONNECT_TIMEOUT_S", "connect_timeout", "max_local_workers", "done_in_turn", "ClusterUse", "cluster_use"]
 
 #: seconds to reach a scheduler (and, for ``local:N``, for the workers to start), and to wait for a live worker,
 #: before giving up; ``VLM_PERF_CONNECT_TIMEOUT`` overrides it (`connect_timeout`)
@@ -132,6 +132,64 @@ def parse_scheduler(text: str) -> Scheduler:
         return Scheduler("file", str(path))
     raise ConfigError(f"scheduler {text[:200]!r}: expected local[:N], an address such as tcp://host:8786, or an "
                       "existing scheduler file")
+
+
+@dataclass
+class ClusterUse:
+    """What a command's cluster was and did, said when the command ends (``cluster: ...`` on stderr; the report's
+    messages): its workers and threads when reading began, the tasks it ran, how many of them the scheduler re-ran
+    because the worker holding them was lost (Dask's recovery, counted from the scheduler's ``suspicious`` counts),
+    and the workers that left."""
+
+    scheduler: str
+    address: str = ""
+    workers: int = 0
+    threads: int = 0
+    tasks: int = 0
+    retried: int = 0
+    workers_at_start: set = field(default_factory=set)
+    workers_lost: int = 0
+
+    def describe(self, client: Any = None) -> str:
+        """One line; with ``client``, the workers lost are counted first (those present at the start, gone now)."""
+        if client is not None:
+            self.workers_lost = len(self.workers_at_start - set(_worker_threads(client)))
+        text = (f"cluster {self.scheduler}" + (f" ({self.address})" if self.address and self.address != self.scheduler
+                                               else "")
+                + f": {self.workers} worker(s), {self.threads} thread(s); {self.tasks} task(s) run")
+        text += f", {self.retried} re-run after a worker was lost" if self.retried else ", none re-run"
+        if self.workers_lost:
+            text += f"; {self.workers_lost} worker(s) left during the read"
+        return text
+
+
+#: id(client) -> its ClusterUse, while `connect` holds it
+_USES: dict[int, ClusterUse] = {}
+
+
+def cluster_use(client: Any) -> ClusterUse | None:
+    """The `ClusterUse` of a client `connect` made (None for another client)."""
+    return _USES.get(id(client))
+
+
+def _worker_threads(client: Any) -> dict[str, int]:
+    try:
+        return {str(k): int(v) for k, v in client.nthreads().items()}
+    except Exception:  # noqa: BLE001 - the scheduler went away
+        return {}
+
+
+def _retried(client: Any, keys: list) -> int:
+    """How many of ``keys`` the scheduler marks ``suspicious`` (their worker died while holding or running them:
+    they were re-run); 0 when the scheduler cannot be asked."""
+    def count(dask_scheduler: Any, keys: list = keys) -> int:
+        tasks = dask_scheduler.tasks
+        return sum(1 for k in keys if k in tasks and getattr(tasks[k], "suspicious", 0))
+
+    try:
+        return int(client.run_on_scheduler(count))
+    except Exception:  # noqa: BLE001 - an older scheduler without the counter, a closed connection
+        return 0
 
 
 def _import_distributed():
@@ -225,7 +283,18 @@ def connect(scheduler: Scheduler | str) -> Iterator[Any]:
                 raise ClusterError(f"scheduler {sched}: no live worker joined within {timeout:g} s; start workers "
                                    "(dask worker ADDRESS) or check that they can reach the scheduler") from None
         check_versions(client, str(sched))
-        yield client
+        threads = _worker_threads(client)
+        use = ClusterUse(str(sched), str(getattr(getattr(client, "scheduler", None), "address", "") or ""),
+                         len(threads), sum(threads.values()), workers_at_start=set(threads))
+        _USES[id(client)] = use
+        try:
+            yield client
+        finally:
+            _USES.pop(id(client), None)
+        import sys
+
+        # which cluster ran (a failed command says its one error line instead)
+        print(use.describe(client), file=sys.stderr)
 
 
 def _client_within(distributed: Any, sched: Scheduler, kwargs: dict, timeout: float) -> Any:
@@ -283,6 +352,11 @@ def done_in_turn(client: Any, futures: list, timeout: float | None = None) -> It
     limit = connect_timeout() if timeout is None else timeout
     remaining = dict(enumerate(futures))
     alone_since: float | None = None
+    use = cluster_use(client)
+    if use is not None:
+        use.tasks += len(futures)
+    if use is not None and futures:  # asked once every task is done, before the caller releases them
+        remaining_keys = [f.key for f in futures]
     while remaining:
         try:
             with client.as_current():  # distributed.wait looks up the default client; ours is never the default
@@ -291,6 +365,8 @@ def done_in_turn(client: Any, futures: list, timeout: float | None = None) -> It
             if "timeout" not in type(exc).__name__.lower() and not isinstance(exc, TimeoutError):
                 raise
         finished = [i for i, f in remaining.items() if f.done()]
+        if use is not None and futures and len(finished) == len(remaining):
+            use.retried += _retried(client, remaining_keys)
         for i in finished:
             yield i, remaining.pop(i).result()
         if finished or _live_workers(client):

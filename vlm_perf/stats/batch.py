@@ -190,12 +190,16 @@ class BatchStats:
         # a tower that takes only fixed-size tiles (SAM's patch embed, a SigLIP position table without
         # interpolation) states its side: another grid would be counted as a tile it cannot run
         fixed = spec.extra.get("fixed_grid_side") if spec is not None else None
+        fixed_h = (spec.extra.get("fixed_grid_height") or fixed) if spec is not None and fixed else None  # Mllama
         for kind, grids in (("image", image_grids), ("video", video_grids)):
             for i, row in enumerate(grids):
                 t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
-                if spec is not None and fixed and (h, w) != (fixed, fixed):
-                    raise InputError(f"{kind} grid #{i + 1}: {spec.family} runs fixed {fixed}x{fixed}-patch tiles, got "
-                                     f"{t},{h},{w} (give t = tiles, h = w = {fixed})")
+                if spec is not None and fixed and (h, w) != (fixed_h, fixed):
+                    want = (f"t = tiles, h = w = {fixed}" if fixed_h == fixed
+                            else f"1,{fixed_h},{fixed}: every image runs {fixed_h // fixed} stacked tiles")
+                    raise InputError(f"{kind} grid #{i + 1}: {spec.family} runs fixed {fixed}x{fixed}-patch tiles (its "
+                                     f"position embeddings have one entry per patch of a tile), got {t},{h},{w} "
+                                     f"(give {want})")
                 row_stats = grid_row_stats(t, h, w, m, u, cls_per_frame=cls_per_frame, temporal_chunk=chunk)
                 override = image_merged_tokens[i] if kind == "image" and i < len(image_merged_tokens) else None
                 if override is not None:

@@ -31,6 +31,21 @@ def test_every_fixture_cites_a_public_source():
         assert sum("https://github.com/" in ln for ln in head) >= 2, p.name
 
 
+def test_every_json_lines_fixture_has_a_citation_header_file():
+    """A JSON-lines fixture holds no comment: ``<name>.source`` beside it is its header, with at least two public
+    sources, one of them a file at a named commit (repository + path + 40-hex commit)."""
+    import re
+
+    fixtures = sorted(PUBLIC.glob("*.jsonl"))
+    assert fixtures
+    for p in fixtures:
+        header = (PUBLIC / (p.name + ".source")).read_text()
+        assert header.startswith(p.name + ":"), p.name
+        urls = re.findall(r"https://github\.com/\S+", header)
+        assert len(urls) >= 2, p.name
+        assert any(re.search(r"/blob/[0-9a-f]{40}/\S+", u) for u in urls), p.name
+
+
 def test_header_comments_are_not_records():
     for p in sorted(PUBLIC.glob("*.log")):
         r = parse_logs([p])

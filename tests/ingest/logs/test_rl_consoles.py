@@ -221,7 +221,8 @@ def test_roll_phase_table_from_a_wandb_export():
 
 
 # ---- AReaL (timeperf/<name> timers in its W&B history; the master worker's end-to-end line) ---------------------
-# areal_history.jsonl (JSON lines hold no comment) is shaped after AReaL's stats_tracker docs
+# areal_history.jsonl (JSON lines hold no comment: its citation header is areal_history.jsonl.source) is shaped
+# after AReaL's stats_tracker docs
 # (`with stats_tracker.record_timing("rollout")` -> key "timeperf/rollout") and its GRPO example loops
 # (record_timing("rollout" / "recompute_logp" / "ref_logp" / "compute_advantage" / "train_step" / "update_weights"),
 # https://github.com/inclusionAI/AReaL; the console line after its v0.2 blog's "Monitoring the Training Process"
@@ -261,3 +262,77 @@ def test_areal_master_worker_step_line(tmp_path, line, want):
     r = parse_logs([write_log(tmp_path, line + "\n")])
     row = r.raw.row(0, named=True)
     assert (row["framework"], row["iteration"], row["elapsed_s"], row["total_time_s"]) == ("areal", *want)
+
+
+# ---- AReaL 0.1-0.2 (ReaLHF) per-RPC timings: `Model rpc <name> finished. Request-reply time Xs.` -----------------
+# areal_realhf_rpcs.log cites its sources in its header (a real console's prefix from areal-project/AReaL#145, the
+# line's format string in realhf/system/model_function_call.py at a named commit).
+
+def test_areal_rpc_lines_become_the_steps_phases():
+    it = parse_logs([PUBLIC / "areal_realhf_rpcs.log"]).iterations
+    assert it.get_column("iteration").to_list() == [14, 15]
+    first = it.row(0, named=True)
+    assert (first["phase_s_generation"], first["phase_s_reward"], first["phase_s_ref"], first["phase_s_old_log_prob"],
+            first["phase_s_update_actor"]) == (412.3456, 2.2544, 25.289, 25.5, 224.611)
+    assert it.row(1, named=True)["phase_s_update_actor"] == 350.75  # two actor_train calls: 300.5 + 50.25
+    zero = _phases(phase_table(it), 14)
+    assert zero["unaccounted"] == pytest.approx(706.147 - 690.0)  # the RPCs by hand: 690.0 s of the step
+
+
+def test_areal_rpc_names_map_through_the_one_table():
+    from vlm_perf.flops.generation import AREAL_RPCS
+
+    assert AREAL_RPCS == {"actor_gen": "generation", "actor_inf": "old_log_prob", "ref_inf": "ref",
+                          "critic_inf": "values", "rew_inf": "reward", "actor_train": "update_actor",
+                          "critic_train": "update_critic"}
+    assert set(AREAL_RPCS.values()) <= set(PHASES)
+
+
+_STEP = ("(MasterWorker pid=7) 20250701-22:52:55.934 worker INFO: Epoch 1/1 step {g}/9 (global step {g}) finishes. "
+         "#End to end# execution time: *{e2e}*s. Total time consumption: 9999.000s. ")
+_RPC = ("(MasterWorker pid=7) 20250701-22:50:00.000 realhf.system.model_function_call INFO: Model rpc {name} "
+        "finished. Request-reply time {t}s. Detailed time stats:")
+
+
+def test_areal_rpc_near_misses(tmp_path):
+    lines = [_RPC.format(name="actor_gen", t="10.0000"), _RPC.format(name="my_custom_rpc", t="2.5000"),
+             _STEP.format(g=1, e2e="20.000"),
+             _STEP.format(g=2, e2e="5.000")]  # a step with no RPC line before it: no phase, still a step
+    it = parse_logs([write_log(tmp_path, "\n".join(lines) + "\n")]).iterations
+    one, two = it.row(0, named=True), it.row(1, named=True)
+    assert one["phase_s_generation"] == 10.0 and one["timer_s_my_custom_rpc"] == 2.5  # unknown RPC: kept, not summed
+    assert two["phase_s_generation"] is None and two["elapsed_s"] == 5.0
+
+
+def test_areal_rpc_with_negative_seconds_is_a_failed_line(tmp_path):
+    lines = [_RPC.format(name="actor_gen", t="-5.0000"), _STEP.format(g=1, e2e="20.000")]
+    r = parse_logs([write_log(tmp_path, "\n".join(lines) + "\n")])
+    assert r.diagnostics.failed_count == 1 and r.iterations.row(0, named=True).get("phase_s_generation") is None
+
+
+_RPCS = ["actor_gen", "actor_inf", "ref_inf", "critic_inf", "rew_inf", "actor_train", "critic_train"]
+
+
+@pytest.mark.slow
+@settings(derandomize=True, deadline=None, database=None, max_examples=60,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.lists(st.tuples(st.sampled_from(_RPCS), st.integers(0, 10_000)), max_size=8),
+                      min_size=1, max_size=5))
+def test_fuzz_areal_rpc_seconds_sum_per_step_and_phase(tmp_path_factory, steps):
+    from vlm_perf.flops.generation import AREAL_RPCS
+
+    lines, want = [], []
+    for g, calls in enumerate(steps, start=1):
+        sums: dict[str, float] = {}
+        for name, centis in calls:
+            lines.append(_RPC.format(name=name, t=f"{centis / 100:.4f}"))
+            column = "phase_s_" + AREAL_RPCS[name]
+            sums[column] = sums.get(column, 0.0) + centis / 100
+        lines.append(_STEP.format(g=g, e2e="1000.000"))
+        want.append(sums)
+    it = parse_logs([write_log(tmp_path_factory.mktemp("areal"), "\n".join(lines) + "\n")]).iterations
+    assert it.get_column("iteration").to_list() == list(range(1, len(steps) + 1))
+    for row, sums in zip(it.iter_rows(named=True), want):
+        for column, value in sums.items():
+            assert row[column] == pytest.approx(value), (column, row[column], value)
+        assert all(row[c] is None for c in it.columns if c.startswith("phase_s_") and c not in sums)

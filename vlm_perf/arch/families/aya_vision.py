@@ -131,7 +131,8 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     ) + cohere2_lm_blocks(lm)
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or model_type), model_type=model_type, lm=lm,
                      vision=vision, source=source, family=model_type, blocks=blocks)
-    spec.extra.update(image_size=tower.image_size, tile_size=tower.image_size)
+    spec.extra.update(image_size=tower.image_size, tile_size=tower.image_size,
+                      fixed_grid_side=tower.side)  # SigLIP tiles: one position table, no interpolation
     return spec
 
 

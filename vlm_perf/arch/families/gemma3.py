@@ -123,7 +123,9 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     )
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "gemma3"), model_type="gemma3", lm=lm,
                      vision=vision, source=source, family="gemma3", blocks=blocks)
-    spec.extra.update(image_size=tower.image_size, mm_tokens_per_image=tokens)
+    # SigLIP's position table has one entry per patch of image_size (no interpolation): every image and pan-and-scan
+    # crop is that one tile, and the shared fixed-tile rule refuses any other grid
+    spec.extra.update(image_size=tower.image_size, mm_tokens_per_image=tokens, fixed_grid_side=tower.side)
     return spec
 
 

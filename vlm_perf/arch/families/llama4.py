@@ -160,7 +160,9 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
              LMHead(part=LANGUAGE_MODEL, count=1, hidden=hidden, vocab=vocab, tied=tie)]
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "llama4"), model_type="llama4", lm=lm,
                      vision=vision, source=source, family="llama4", blocks=tower + projector + tuple(text))
-    spec.extra.update(image_size=image_size, tile_side=side, tokens_per_tile=(side // merge) ** 2)
+    # the tower's positional_embedding_vlm has one entry per patch of a tile (no interpolation): fixed tiles
+    spec.extra.update(image_size=image_size, tile_side=side, tokens_per_tile=(side // merge) ** 2,
+                      fixed_grid_side=side)
     return spec
 
 

@@ -157,7 +157,10 @@ def llava_parts(config: Mapping[str, Any], source: str, model_type: str = "llava
         MlpProjector(part=MERGER, count=1, in_width=width * n_layers, hidden_width=lm.hidden_size,
                      out_width=lm.hidden_size, norm_width=0, norm="none", bias=bias,
                      cls_rows=clip and strategy == "full"),)
-    return lm, vision, blocks, {"tower": tower, "image_size": image_size, "strategy": strategy}
+    # CLIP's position table has (image_size/patch)^2 + 1 entries and LLaVA never interpolates it: one fixed tile
+    # (the shared fixed-tile rule refuses other grids); Pixtral takes any size
+    fixed = {"fixed_grid_side": side} if clip else {}
+    return lm, vision, blocks, {"tower": tower, "image_size": image_size, "strategy": strategy, **fixed}
 
 
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:

@@ -98,7 +98,8 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     ) + lm_blocks(lm)
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "llava_onevision"), model_type="llava_onevision",
                      lm=lm, vision=vision, source=source, family="llava_onevision", blocks=blocks)
-    spec.extra.update(image_size=tower.image_size, pinpoints=pinpoints, aspect_budget=budget)
+    spec.extra.update(image_size=tower.image_size, pinpoints=pinpoints, aspect_budget=budget,
+                      fixed_grid_side=tower.side)  # SigLIP tiles and video frames: one fixed tile
     return spec
 
 

@@ -183,7 +183,10 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "mllama"), model_type="mllama", lm=lm,
                      vision=vision, source=source, family="mllama", blocks=tower + projector + tuple(text))
     spec.extra.update(image_size=image_size, max_num_tiles=tiles, tile_side=side, tile_positions=with_cls,
-                      padded_tile_positions=padded, cross_attention_layers=tuple(cross))
+                      padded_tile_positions=padded, cross_attention_layers=tuple(cross),
+                      # every image runs max_num_tiles fixed tiles (tile position embeddings, no interpolation):
+                      # its grid is always (1, tiles x side, side); the shared fixed-tile rule refuses any other
+                      fixed_grid_side=side, fixed_grid_height=tiles * side)
     return spec
 
 

@@ -34,6 +34,7 @@ from ..blocks import DecoderAttention, LMLayerNorms, NormLinearProjector, Prefix
 from ..fields import Fields
 from ..parts import LANGUAGE_MODEL, MERGER
 from ..spec import LMSpec, ModelSpec, VisionSpec
+from ..validate import bounded
 from . import Family, register_family
 from .decoder import lm_blocks
 from .media import DerivedMedia, MediaRule, no_video, positive
@@ -99,6 +100,12 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     if isinstance(proj, bool) or not isinstance(proj, int) or proj != lm.hidden_size:
         raise ConfigError(f"{source}: projection_dim {proj!r} must equal text_config.hidden_size {lm.hidden_size} "
                           "(the projected image features replace LM token embeddings)")
+    for section, data in (("text_config", tc), ("vision_config", vc)):  # stated copies of the tower's patch count
+        stated = data.get("num_image_tokens")
+        if stated is not None and (isinstance(stated, bool) or stated != tower.patches):
+            raise ConfigError(f"{source}: {section}.num_image_tokens {bounded(stated)} differs from the "
+                              f"{tower.patches} patches of the tower's tile ((image_size {tower.image_size} / "
+                              f"patch_size {tower.patch_size})^2, one image token per patch)")
     vision = VisionSpec(family="paligemma", depth=tower.depth, hidden_size=tower.width, num_heads=tower.num_heads,
                         head_dim=tower.head_dim, intermediate_size=tower.mlp_width, mlp_gated=False,
                         patch_size=tower.patch_size, temporal_patch_size=1, in_channels=tower.channels,

@@ -1,7 +1,8 @@
 """Read a text log (plain, .gz or .zst) as polars frames of ``(line, text)``, in bounded chunks.
 
 Every input goes through the package's one decompressor (`vlm_perf.ingest.compressed`,
-``open_maybe_compressed``: a plain file is read as is) in blocks of ``CHUNK_BYTES``, cut at the
+``open_maybe_compressed``: a plain file is read as is; a UTF-16 / UTF-32 file, by its BOM, as UTF-8 through
+`vlm_perf.ingest.textcodec.open_text_stream`) in blocks of ``CHUNK_BYTES``, cut at the
 last newline, and each block's lines are read by the polars CSV reader with a separator byte that
 practically never occurs in logs (0x1F), no quoting, and ``utf8-lossy`` decoding, so the line
 splitting happens in Rust. Memory is bounded by the block and one frame, never by the file: a
@@ -23,7 +24,8 @@ from pathlib import Path
 import polars as pl
 
 from ...errors import InputError
-from ..compressed import compression_of, is_blank, open_maybe_compressed
+from ..compressed import compression_of, is_blank
+from ..textcodec import open_text_stream
 
 __all__ = ["CHUNK_BYTES", "FRAME_LINES", "MAX_LINE_BYTES", "compression_of", "head_text", "lazy_line_frames",
            "line_frames", "read_text"]
@@ -65,7 +67,7 @@ def line_frames(path: Path, omitted: list[int] | None = None) -> Iterator[pl.Dat
     `InputError` naming the file and the first line not read."""
     try:
         kind = compression_of(path)
-        fh = open_maybe_compressed(path)
+        fh = open_text_stream(path)  # UTF-16 / UTF-32 (by their BOM) as UTF-8
     except OSError as exc:  # unreadable (permissions, vanished): one line naming the file
         raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
     offset = 1
@@ -148,7 +150,7 @@ def _frame_from_bytes(data: bytes, offset: int) -> pl.DataFrame:
 
 def read_text(path: Path) -> tuple[str, int]:
     """Whole file as text (for small structured files: JSON, JSONL). Returns (text, decode errors)."""
-    with open_maybe_compressed(path) as fh:
+    with open_text_stream(path) as fh:
         data = fh.read()
     text = data.decode("utf-8", errors="replace")
     bad = text.count("\ufffd") - data.count("\ufffd".encode()) if "\ufffd" in text else 0
@@ -159,7 +161,7 @@ def head_text(path: Path, n_bytes: int = 4096) -> str:
     """First bytes of the (decompressed) file, for format sniffing."""
     data = b""
     try:  # small reads, so a truncated or corrupt stream still yields its readable head
-        with open_maybe_compressed(path) as fh:
+        with open_text_stream(path) as fh:
             while len(data) < n_bytes:
                 block = fh.read(min(4096, n_bytes - len(data)))
                 if not block:

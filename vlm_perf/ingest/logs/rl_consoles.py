@@ -233,7 +233,47 @@ AREAL_STEP_RE = re.compile(
     r"(?:.{0,80}?Total time consumption: (?P<total>[-+\d.eE]{1,40})s\.)?")
 
 
+#: the master worker's line after each model function call (ReaLHF / AReaL 0.1-0.2
+#: realhf/system/model_function_call.py: ``Model rpc {name} finished. Request-reply time {t:.4f}s. ...``)
+AREAL_RPC_RE = re.compile(r"Model rpc (?P<name>[A-Za-z0-9_.\-]{1,80}) finished\. Request-reply time "
+                          r"(?P<t>[-+\d.eE]{1,40})s\.")
+
+
+class _ArealState:
+    def __init__(self) -> None:
+        self.rpcs: dict[str, float] = {}  # RPC name -> seconds since the last step line (calls summed)
+
+
+def _areal_rpc_columns(rpcs: dict[str, float]) -> dict[str, float]:
+    """The step's RPC seconds as columns: a known RPC (`flops.generation.AREAL_RPCS`) -> its phase (calls of one
+    phase summed), any other -> a timer kept under its own name."""
+    from ...flops.generation import AREAL_RPCS
+
+    out: dict[str, float] = {}
+    for name, seconds in rpcs.items():
+        phase = AREAL_RPCS.get(name)
+        column = phase_column(phase) if phase else TIMER_PREFIX + snake_case(name)
+        out[column] = out.get(column, 0.0) + seconds
+    return out
+
+
 def _areal_handle(router, line: int, sub: int, label: str | None, text: str, s: str) -> bool:
+    if "Model rpc " in s:
+        r = AREAL_RPC_RE.search(s)
+        if r is None:
+            return False
+        try:
+            seconds = float(r.group("t"))
+        except ValueError:
+            router.fail(line)
+            return True
+        if not 0 <= seconds < 1e7:  # negative / absurd: not seconds of this step
+            router.fail(line)
+            return True
+        st: _ArealState = router.state("areal", _ArealState)
+        st.rpcs[r.group("name")] = st.rpcs.get(r.group("name"), 0.0) + seconds
+        router.ignored["areal_rpc"] += 1  # counted: its seconds go into the next step line's record
+        return True
     if "#End to end#" not in s:
         return False
     m = AREAL_STEP_RE.search(s)
@@ -246,6 +286,9 @@ def _areal_handle(router, line: int, sub: int, label: str | None, text: str, s: 
     except ValueError:
         router.fail(line)
         return True
+    st = router.state("areal", _ArealState)
+    rec.update(_areal_rpc_columns(st.rpcs))
+    st.rpcs = {}
     if router.allowed("areal"):
         router.emit("areal", line, sub, label, rec)
     return True
@@ -255,12 +298,17 @@ register(LogFormat(
     name="areal",
     source="AReaL / ReaLHF master worker: `Epoch E/N step s/S (global step G) finishes. … #End to end# execution time: "
            "*X*s. Total time consumption: Ys.`",
-    example="(master_worker/0 pid=96390) 20250222-11:11:56.997 master worker INFO: Epoch 1/1 step 1/19 (global step 1) "
+    example="(MasterWorker pid=96390) 20250222-11:10:40.102 realhf.system.model_function_call INFO: Model rpc actor_gen "
+            "finished. Request-reply time 1410.2500s. Detailed time stats:\n"
+            "(master_worker/0 pid=96390) 20250222-11:11:56.997 master worker INFO: Epoch 1/1 step 1/19 (global step 1) "
             "finishes. Average #tokens per batch is 111847. #End to end# execution time: *2124.429*s. Total time "
             "consumption: 2283.862s.",
     notes="iteration = the global step; the end-to-end time → `elapsed_s` (the phase timers `timeperf/<name>` are in its "
-          "W&B / TensorBoard logs, mapped by the vocabulary); `Total time consumption` (cumulative) → `total_time_s`",
-    prefilter=r"#End to end# execution time",
+          "W&B / TensorBoard logs, mapped by the vocabulary); `Total time consumption` (cumulative) → `total_time_s`; "
+          "each `Model rpc <name> finished. Request-reply time Xs.` line before it adds X to the step's phase "
+          "(actor_gen generation, actor_inf old log-probs, ref_inf ref, critic_inf values, rew_inf reward, "
+          "actor_train / critic_train the updates; another RPC a timer `timer_s_<name>`)",
+    prefilter=r"#End to end# execution time|Model rpc \S+ finished\. Request-reply time",
     detect=r"\(global step \d+\) finishes\..*#End to end# execution time: \*",
     order=46,
     handle=_areal_handle,

@@ -59,10 +59,16 @@ def _kind(path: Path) -> str | None:
     if path.is_dir():
         return None
     name = path.name.lower()
-    try:
-        if name.endswith(".parquet"):
+    if name.endswith(".parquet"):
+        try:
             schema = pl.read_parquet_schema(open_binary(path) if is_url(path) else path)
-            return "parquet" if "_step" in schema else None
+        except FileNotFoundError:
+            return None
+        except (OSError, pl.exceptions.PolarsError, ValueError) as exc:  # a corrupt footer, a truncated copy
+            first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+            raise InputError(f"cannot read Parquet ({first})", source=str(path)) from None
+        return "parquet" if "_step" in schema else None
+    try:
         head = head_text(path, 1 << 16)
     except (OSError, pl.exceptions.PolarsError):
         return None
