@@ -167,3 +167,52 @@ def test_media_rule_fuzzed_against_the_processor(sizes):
     assert sum(m.visual_tokens for m in media) == int((out["input_ids"] == 7).sum())
     assert [m.grid for m in media] == [(1, 4, 4)] * len(sizes)
     assert tuple(out["pixel_values"].shape) == (len(sizes), 3) + media[0].resized
+
+
+@pytest.mark.parametrize("new_tokens", [1, 4])
+def test_generate_with_kv_cache_per_part(new_tokens):
+    """``Blip2ForConditionalGeneration.generate`` (greedy, fixed ``max_new_tokens``, KV cache): the tower and the
+    Q-Former once, the OPT LM's prefill (head on the last position only) and decode steps, to the FLOP."""
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.flops.generation import generation_flops
+
+    from .families.blip_2 import make_inputs, part_modules
+    from .families.common import _make_counter_class
+
+    images = [(30, 50)]
+    model = build_model(tiny_config(), 0).requires_grad_(False)  # query_tokens.expand under no_grad is a view that
+    # still requires grad, which FlopCounterMode's module tracker cannot hook; generation has no backward anyway
+    inputs, media = make_inputs(model, images)
+    counter = _make_counter_class()(parts=part_modules(model))
+    inputs = {k: v for k, v in inputs.items() if k != "use_cache"}
+    with torch.no_grad(), counter:
+        out = model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                             use_cache=True, pad_token_id=0)
+    assert out.shape[1] == media["seq_len"] + new_tokens
+    measured = {p: n for (phase, p), n in counter.counts.items() if phase == "forward"}
+    spec = _spec(model)
+    grid = FAMILIES["blip-2"].media.image(spec, *images[0]).grid
+    lib = generation_flops(spec, [media["seq_len"]], [new_tokens], [grid], causal="full")
+    assert {k: lib.prefill[k] + lib.decode[k] for k in lib.prefill} == {
+        p: measured.get(p, 0) for p in ("vision_tower", "projector", "language_model")}
+
+
+def test_blip2_opt_2_7b_published_sizes():
+    """Salesforce/blip2-opt-2.7b: the hub config.json sets only the OPT-2.7b text sizes (hidden 2560, 32 layers, 32
+    heads, ffn_dim 10240, word_embed_proj_dim 2560) and num_query_tokens 32; tower and Q-Former take their class
+    defaults (ViT-g 1408 x 39, Q-Former 768 x 12). Published: 3.74B parameters (hub safetensors count of the tied
+    checkpoint; vocab_size 50272 or 50304 both round to it) and 107M trainable in the BLIP-2 paper's Table 1 (Q-Former +
+    queries + projection, which the inventory reports as the projector part). By hand: the Q-Former is
+    32·768 + 2·768 (queries, LayerNorm) + 12·(4·(768² + 768) + 2·768 + 768·3072 + 3072 + 3072·768 + 768 + 2·768)
+    + 6·(2·(768² + 768) + 2·(1408·768 + 768) + 2·768), the projection 768·2560 + 2560."""
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.params import count_params
+
+    text = {"model_type": "opt", "hidden_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 32,
+            "ffn_dim": 10240, "word_embed_proj_dim": 2560, "vocab_size": 50272}
+    c = count_params(spec_from_config({"model_type": "blip-2", "num_query_tokens": 32, "text_config": text}, name="b"))
+    qformer = (32 * 768 + 2 * 768 + 12 * (4 * (768 * 768 + 768) + 2 * 768 + 768 * 3072 + 3072 + 3072 * 768 + 768
+                                          + 2 * 768)
+               + 6 * (2 * (768 * 768 + 768) + 2 * (1408 * 768 + 768) + 2 * 768))
+    assert c.merger == qformer + 768 * 2560 + 2560 == 107_130_880
+    assert round(c.total / 1e9, 2) == 3.74
