@@ -216,3 +216,38 @@ def test_blip2_opt_2_7b_published_sizes():
                + 6 * (2 * (768 * 768 + 768) + 2 * (1408 * 768 + 768) + 2 * 768))
     assert c.merger == qformer + 768 * 2560 + 2560 == 107_130_880
     assert round(c.total / 1e9, 2) == 3.74
+
+
+@pytest.mark.parametrize("trainable", [["vision_tower[-1]"], ["vision_tower[-1]", "projector"],
+                                       ["vision_tower[-1]", "projector", "lm"]], ids=lambda t: "+".join(t))
+def test_tower_layer_regimes(trainable):
+    """Finer regimes (``--trainable``): the last tower layer trains, the Q-Former and the LM train or stay frozen;
+    the Q-Former passes the tower's gradient through its cross-attention keys / values even when frozen. The LM
+    (OPT: no per-layer layout) only trains or freezes as a whole."""
+    import copy
+
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.flops.regime import regime_flops
+    from vlm_perf.stats import BatchStats
+
+    from .families.blip_2 import make_inputs, part_modules
+    from .regimes import measure_regime, measured_parts
+
+    images = [(70, 20), (32, 32)]
+    m = copy.deepcopy(build_model(tiny_config(), 0))
+    m.requires_grad_(False)
+    mods = [m.vision_model.encoder.layers[-1]]
+    if "projector" in trainable:
+        mods += [m.qformer, m.language_projection]
+        m.query_tokens.requires_grad_(True)
+    if "lm" in trainable:
+        mods.append(m.language_model)
+    for mod in mods:
+        mod.requires_grad_(True)
+    inputs, media = make_inputs(m, images)
+    measured = measured_parts(measure_regime(m, inputs, parts=part_modules(m)))
+    spec = _spec(m)
+    grids = [FAMILIES["blip-2"].media.image(spec, h, w).grid for h, w in images]
+    stats = BatchStats.from_batch(seq_lens=[media["seq_len"]] * media["batch"], image_grids=grids, spec=spec)
+    assert regime_flops(spec, stats, Trainability.build(trainable), causal="full").parts == measured
