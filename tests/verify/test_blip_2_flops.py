@@ -251,3 +251,12 @@ def test_tower_layer_regimes(trainable):
     grids = [FAMILIES["blip-2"].media.image(spec, h, w).grid for h, w in images]
     stats = BatchStats.from_batch(seq_lens=[media["seq_len"]] * media["batch"], image_grids=grids, spec=spec)
     assert regime_flops(spec, stats, Trainability.build(trainable), causal="full").parts == measured
+
+
+def test_florence2_is_refused_with_its_reason():
+    """Florence-2 runs in transformers 5.24 but is not built here: a typed refusal naming the missing pieces."""
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.errors import UnsupportedModelError
+
+    with pytest.raises(UnsupportedModelError, match=r"model_type 'florence2' is refused: .*BART, an encoder-decoder"):
+        spec_from_config({"model_type": "florence2"}, name="f2")
