@@ -160,7 +160,7 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
         out_width=lm.hidden_size, text_ffn=bool(q.opt("use_qformer_text_input", dq["use_qformer_text_input"])))
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "blip-2"), model_type="blip-2", lm=lm,
                      vision=vision, source=source, family="blip-2", blocks=tower + (qformer,) + lm_blocks)
-    spec.extra.update(image_size=image_size, num_query_tokens=queries, fixed_grid_side=side)
+    spec.extra.update(image_size=image_size, num_query_tokens=queries, fixed_grid_side=side, lm_tokens_per_frame=queries)
     return spec
 
 
