@@ -260,3 +260,23 @@ def test_florence2_is_refused_with_its_reason():
 
     with pytest.raises(UnsupportedModelError, match=r"model_type 'florence2' is refused: .*BART, an encoder-decoder"):
         spec_from_config({"model_type": "florence2"}, name="f2")
+
+
+VARIANT = dict(vision={"qkv_bias": False}, qformer={"cross_attention_frequency": 1, "use_qformer_text_input": True,
+                                                     "num_hidden_layers": 2},
+               text={"enable_bias": False, "do_layer_norm_before": False})
+
+
+@pytest.mark.parametrize("frozen", [(), ("vision_tower", "language_model")], ids=["all-trainable", "recipe"])
+def test_variant_config_per_part(frozen):
+    """Cross-attention in every layer, stored text FFNs, no tower q/v bias, OPT without biases and post-norm layers
+    (``do_layer_norm_before`` false: no final LayerNorm): parameters, forward and training exact per part."""
+    from vlm_perf.arch.params import count_params
+
+    variant = build_model(tiny_config(**VARIANT), 0)
+    assert count_params(_spec(variant)).total == sum(p.numel() for p in variant.parameters())
+    images = [(70, 20), (9, 90)]
+    for mode in ("forward", "training"):
+        m = measure_family("blip-2", model=variant, image_sizes=images, mode=mode, frozen=frozen)
+        m.check()
+        assert _library(variant, m, images, mode, frozen).parts == m.parts(mode), mode
