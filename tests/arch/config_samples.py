@@ -208,6 +208,13 @@ _BUILDERS: dict[str, Any] = {
                          "num_attention_heads": 2, "intermediate_size": 48, "num_mel_bins": 16,
                          "subsampling_conv_channels": 8, "conv_kernel_size": 5, "projection_hidden_size": 40,
                          "layerdrop": 0.0}},
+    "blip-2": lambda: {  # --- blip_2 --- Salesforce/blip2-opt-2.7b's hub layout (tower / Q-Former: class defaults)
+        "model_type": "blip-2", "num_query_tokens": 32, "image_token_index": 50265,
+        "vision_config": {"model_type": "blip_2_vision_model"},
+        "qformer_config": {"model_type": "blip_2_qformer"},
+        "text_config": {"model_type": "opt", "hidden_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 32,
+                        "ffn_dim": 10240, "word_embed_proj_dim": 2560, "vocab_size": 50272,
+                        "max_position_embeddings": 2048}},
     "gemma3n_text": lambda: {  # --- gemma3n --- hand-written in the Gemma3nTextConfig layout (small dims)
         "model_type": "gemma3n_text", "vocab_size": 1000, "vocab_size_per_layer_input": 800, "hidden_size": 64,
         "intermediate_size": [96, 96, 128, 128, 96, 96], "num_hidden_layers": 6, "num_attention_heads": 4,

@@ -215,7 +215,7 @@ def test_non_integer_dimension_rejected():
         spec_from_config(cfg)
 
 
-@pytest.mark.parametrize("model_type", ["fuyu", "blip-2", None])  # internvl, gemma3, llava_onevision: supported since issue 11; paligemma since issue 21; mllama since issue 21
+@pytest.mark.parametrize("model_type", ["fuyu", "kosmos-2", None])  # internvl, gemma3, llava_onevision: supported since issue 11; paligemma since issue 21; mllama since issue 21; blip-2 since issue 33
 def test_unsupported_model_type(model_type):
     cfg = raw("llama3-8b")
     cfg["model_type"] = model_type

@@ -319,6 +319,10 @@ def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
                sum(grid_row_stats(*g, m, temporal_chunk=chunk)["merged_tokens"] for g in item.grids)
                for item in media)
     visual = stats.vision_merged_tokens - rows + sum(item.visual_tokens for item in media)
+    per_frame = spec.extra.get("lm_tokens_per_frame") if spec is not None else None
+    if per_frame is not None:  # a query transformer (BLIP-2): a fixed number of LM tokens per image, whatever its grid
+        explicit = stats.vision_frames - sum(g[0] for item in media for g in item.grids)
+        visual = explicit * per_frame + sum(item.visual_tokens for item in media)
     if visual > stats.lm_tokens:
         several = sum(1 for item in media if item.kind == "image") > 1 and spec is not None \
             and "multi_image" in inspect.signature(_family(spec).media.image).parameters \

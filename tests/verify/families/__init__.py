@@ -21,7 +21,7 @@ from .common import PARTS, REGISTRY, PartMeasurement
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
                   "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "qwen_omni", "aya_vision",
                   "deepseek_vl", "kimi_k25", "got_ocr2", "deepseek_vl_hybrid", "janus", "minicpmv",
-                  "phi4_multimodal")
+                  "phi4_multimodal", "blip_2")
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -76,6 +76,8 @@ CASES: dict[str, list[dict]] = {
     "janus": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32)])],
     # --- phi4_multimodal --- (aspect-ratio path past dynamic_hd 3, padding rows / columns, crops padded per call)
     "phi4_multimodal": [dict(image_sizes=[(100, 70)]), dict(image_sizes=[(40, 130), (64, 64)])],
+    # --- blip_2 --- (one image per sample: several images are several samples, padded)
+    "blip-2": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32), (9, 90)])],
 }
 
 

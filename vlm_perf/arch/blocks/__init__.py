@@ -12,7 +12,7 @@ inventory:
 
 Modules, one per kind of block (not per family): ``base`` (the Block class and parameter arithmetic),
 ``stored`` (tables and norms: parameters, no matmul), ``wrappers`` (billing modifiers), ``vision``, ``conv``,
-``projectors``, ``attention``, ``mlp``, ``moe``, ``recurrent`` (linear attention, state space), ``heads``,
+``projectors``, ``query_transformer``, ``attention``, ``mlp``, ``moe``, ``recurrent`` (linear attention, state space), ``heads``,
 ``residual_streams`` and ``audio``. A new family reuses kinds; a new kind goes in the module of its kind, with its
 FLOPs function in the matching ``vlm_perf.flops.blocks`` module.
 
@@ -70,6 +70,7 @@ from .projectors import (  # noqa: F401
     TowerTokenLinear,
     WindowAttentionMerger,
 )
+from .query_transformer import QueryTransformer  # noqa: F401
 from .recurrent import GatedDeltaNet, Mamba2Mixer  # noqa: F401
 from .residual_streams import AltUpLayer, AltUpStreams, LaurelBlock, PerLayerInputGate  # noqa: F401
 from .stored import (  # noqa: F401
@@ -93,4 +94,4 @@ from .vision import (  # noqa: F401
 )
 from .wrappers import FoldedTokens, ForwardOnly, TextOnly  # noqa: F401
 
-__all__ = ['AltUpLayer', 'AltUpStreams', 'AudioConvFrontEnd', 'AudioEmbedder', 'AudioHead', 'AudioLayers', 'AudioMlpProjector', 'AudioProjection', 'BiasedMoEMLP', 'Block', 'ChunkedConformerLayers', 'ChunkedDecoderAttention', 'ClsToken', 'ConformerFrontEnd', 'ConformerLayers', 'CrossAttention', 'CrossLayerMLP', 'DecoderAttention', 'DenseMLP', 'DownsampleConv', 'ExtraNorms', 'ExtraParams', 'FinalNorm', 'FoldedTokens', 'ForwardOnly', 'GatedDecoderAttention', 'GatedDeltaNet', 'GatedMergerMLP', 'HybridAligner', 'ImageBlockAttention', 'ImageVideoPatchEmbed', 'LMHead', 'LMLayerNorms', 'LaurelBlock', 'LinearProjector', 'MLAttention', 'MTPModules', 'Mamba2Mixer', 'MlpProjector', 'MoEMLP', 'NemoConformerLayers', 'NormLinearProjector', 'PARTS', 'ParakeetSubsampling', 'PatchEmbed', 'PerLayerInputGate', 'PlainMLP', 'PlainMoEMLP', 'PooledVideoProjector', 'PositionTable', 'PrefixLMSquare', 'SSCPFrontEnd', 'SamEmbed', 'SamNeck', 'SamVisionLayers', 'SeparatorProjector', 'SharedGateMoEMLP', 'SharedKVDecoderAttention', 'SiglipPoolingHead', 'SinkDecoderAttention', 'StoredOnly', 'StridedConvs', 'SwiGLUProjector', 'TextOnly', 'TileMaskProduct', 'TokenEmbedding', 'TowerTokenLinear', 'VisionLayers', 'WindowAttentionMerger', 'halve', 'inventory_params', 'linear_params', 'norm_params', 'sscp_out', 'strided_side']
+__all__ = ['AltUpLayer', 'AltUpStreams', 'AudioConvFrontEnd', 'AudioEmbedder', 'AudioHead', 'AudioLayers', 'AudioMlpProjector', 'AudioProjection', 'BiasedMoEMLP', 'Block', 'ChunkedConformerLayers', 'ChunkedDecoderAttention', 'ClsToken', 'ConformerFrontEnd', 'ConformerLayers', 'CrossAttention', 'CrossLayerMLP', 'DecoderAttention', 'DenseMLP', 'DownsampleConv', 'ExtraNorms', 'ExtraParams', 'FinalNorm', 'FoldedTokens', 'ForwardOnly', 'GatedDecoderAttention', 'GatedDeltaNet', 'GatedMergerMLP', 'HybridAligner', 'ImageBlockAttention', 'ImageVideoPatchEmbed', 'LMHead', 'LMLayerNorms', 'LaurelBlock', 'LinearProjector', 'MLAttention', 'MTPModules', 'Mamba2Mixer', 'MlpProjector', 'MoEMLP', 'NemoConformerLayers', 'NormLinearProjector', 'PARTS', 'ParakeetSubsampling', 'PatchEmbed', 'PerLayerInputGate', 'PlainMLP', 'PlainMoEMLP', 'PooledVideoProjector', 'PositionTable', 'PrefixLMSquare', 'QueryTransformer', 'SSCPFrontEnd', 'SamEmbed', 'SamNeck', 'SamVisionLayers', 'SeparatorProjector', 'SharedGateMoEMLP', 'SharedKVDecoderAttention', 'SiglipPoolingHead', 'SinkDecoderAttention', 'StoredOnly', 'StridedConvs', 'SwiGLUProjector', 'TextOnly', 'TileMaskProduct', 'TokenEmbedding', 'TowerTokenLinear', 'VisionLayers', 'WindowAttentionMerger', 'halve', 'inventory_params', 'linear_params', 'norm_params', 'sscp_out', 'strided_side']
