@@ -13,10 +13,20 @@ from ..schema import key
 from . import SectionInputs
 
 
+#: the before/after figure the report's lead shows on its first screen (not repeated under Figures)
+LEAD_FIGURE = "tflops.png"
+
+
+def caption_of(name: str) -> str:
+    return next(caption for figure, caption, _ in drawing.all_figures() if figure == name)
+
+
 def figures(inputs: SectionInputs) -> SectionContent:
     blocks, skipped = [], []
     for name, caption, _ in drawing.all_figures():
         why = inputs.figures.get(name, "not drawn")
+        if why is None and name == LEAD_FIGURE:
+            continue  # at the top of the report
         if why is None:
             blocks.append(FigureRef(name, caption))
         else:

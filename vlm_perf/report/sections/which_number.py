@@ -14,16 +14,11 @@ def which_number(inputs: SectionInputs) -> SectionContent:
     s = inputs.summary
     conv = s["conventions"]
     exact = conv.get("exact", {})
-    cc = s.get("log_crosscheck", {})
-    logged_as = cc.get("convention") if cc.get("status") == "ok" else None
-    matches = [n for n, r in (cc.get("candidates") or {}).items() if abs(r - 1) <= 0.02]
     mfu = fmt(exact.get("mfu_mean"), 1, True) if exact.get("mfu_mean") is not None else "unknown without a GPU peak"
-    quote = T("Quote ", B("exact"), f" ({run_rate_unit(s).text(exact.get('tflops_per_gpu_mean'))}, MFU {mfu}) as this run's achieved throughput and MFU: it counts every "
-              "FLOP the model performs (vision tower, merger, language model, causal attention as computed). "
-              "To compare with the framework's own logs, or with another run's logged number, use the convention "
-              "the log uses", f" (here {logged_as}, which the cross-check matched)" if logged_as else
-              (f" (the log's number matches {', '.join(matches)})" if matches else
-               " (the cross-check could not tell which one the log uses)"),
+    quote = T("Quote ", B("exact"), f" ({run_rate_unit(s).text(exact.get('tflops_per_gpu_mean'))}, MFU {mfu}) as "
+              "this run's achieved throughput and MFU: it counts every FLOP the model performs (vision tower, merger, "
+              "language model, causal attention as computed). To compare with the framework's own logs, or with "
+              "another run's logged number, use the convention the log uses", compare_clause(s),
               "; never compare numbers of two different conventions.")
     blocks = [Paragraph(quote)]
     items = []
@@ -47,6 +42,19 @@ def which_number(inputs: SectionInputs) -> SectionContent:
         blocks.append(Bullets(items))
     blocks += reconcile_blocks(s.get("log_reconcile") or {})
     return SectionContent("Which number to quote", blocks)
+
+
+def compare_clause(s: dict) -> str:
+    """Which convention the log uses, as far as the cross-check can tell: `` (here megatron-lm, which the
+    cross-check matched)``."""
+    cc = s.get("log_crosscheck", {})
+    logged_as = cc.get("convention") if cc.get("status") == "ok" else None
+    matches = [n for n, r in (cc.get("candidates") or {}).items() if abs(r - 1) <= 0.02]
+    if logged_as:
+        return f" (here {logged_as}, which the cross-check matched)"
+    if matches:
+        return f" (the log's number matches {', '.join(matches)})"
+    return " (the cross-check could not tell which one the log uses)"
 
 
 def reconcile_blocks(r: dict) -> list:
