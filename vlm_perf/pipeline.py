@@ -195,8 +195,7 @@ def evidence_checks(opened: Run, analysis: RunAnalysis, *, costs=None, overrides
             analysis.messages.append(f"metadata: {skipped} bad row(s) skipped (skip-bad); first: "
                                      + "; ".join(meta_diag.get("bad_lines", [])[:3]))
         analysis.messages.extend(f"metadata: {note}" for note in meta_diag.get("notes", []))
-    for conflict in config.conflict_messages():
-        analysis.messages.append(f"configuration conflict: {conflict}")
+    # configuration conflicts are the `configuration` check's (each stated once there, not again as a message)
     ranges, mixed = opened.examined if opened.examined is not None else ([], [])
     return ev_mod.gather_evidence(opened.spec, config, ranges, mixed, opened.log_facts, analysis, stats_frame, costs,
                                   overrides or {}, opened.frozen, opened.causal, logs_chosen=logs_chosen,

@@ -34,6 +34,12 @@ def explain(
         return
     console = Console()
     console.print(result.statement)
+    if result.counts_no_vision:
+        suggested = "exact" if "exact" in result.vision_conventions else next(iter(result.vision_conventions), None)
+        if suggested:
+            console.print(f"[yellow]hint:[/] vlm-perf explain --model {model} --before {before:g} --after {after:g} "
+                          f"--convention {suggested}", highlight=False)
+        return
     table = Table(title=f"solutions at {seq_len} LM tokens per sample (LM {result.lm_flops_per_token / 1e9:.3f} "
                         f"GFLOP/token, {before_convention})")
     for col in ("patches/frame", "vision GFLOP per visual token", "vision/LM per visual token (bound)",
