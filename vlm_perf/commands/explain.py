@@ -9,9 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..analysis import explain_delta
 from ..errors import ConfigError
-from ..arch import load_model
 
 
 def explain(
@@ -24,6 +22,9 @@ def explain(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Solve for the visual-token share that explains a before/after TFLOP/s/GPU pair."""
+    from ..analysis import explain_delta
+    from ..arch import load_model
+
     try:
         result = explain_delta(load_model(model), before, after, convention=convention, seq_len=seq_len,
                                before_convention=before_convention)

@@ -40,7 +40,7 @@ register_part(ReportPart(
     "figures", order=60, section=figures,
     keys=(key("figures", "block", dict, "figure file -> drawn, or skipped: reason", "report.figures"),),
     figures=(
-        Figure("tflops.png", "TFLOP/s/GPU over iterations, before vs after vision accounting",
+        Figure("tflops.png", "FLOP/s per GPU over iterations, before vs after vision accounting",
                lambda run, ctx, path: drawing.tflops_over_time(run, path)),
         Figure("mfu.png", "MFU before/after vision accounting", lambda run, ctx, path: drawing.mfu_over_time(run, path)),
         Figure("components.png", "Share of each component in the exact training FLOPs",
