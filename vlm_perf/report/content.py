@@ -40,7 +40,7 @@ def C(value: object) -> Span:
 def L(text: object, href: str) -> Span:
     """A link to a file of the report folder (``summary.json``) or to an anchor of the page (``#checks``)."""
     if not re.fullmatch(r"#[a-z0-9_-]+|[A-Za-z0-9_.-]+", href) or href.startswith("."):
-        raise ValueError(f"report links point inside the report folder or page: {href!r}")
+        raise RuntimeError(f"report links point inside the report folder or page: {href!r}")  # a bug, not input
     return Span(str(text), href=href)
 
 
