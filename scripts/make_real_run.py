@@ -211,6 +211,8 @@ def main() -> None:
     if a.lora_rank:
         run_yaml = run_yaml.replace("REAL training run of a tiny", f"REAL LoRA (r={a.lora_rank}, every LM Linear; tower "
                                     "and projector frozen; adapter_config.json, trainability.json) training run of a tiny")
+        # no ``frozen: []`` (read as "nothing frozen"): the regime is the adapter's and the callback's record's
+        run_yaml = run_yaml.replace("frozen: []\n", "")
     (out / "run.yaml").write_text(run_yaml)
     remove_tree(out / "_trainer")
     print(f"wrote {out}")

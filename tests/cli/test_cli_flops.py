@@ -107,3 +107,24 @@ def test_packed_rows_with_samples():
 def test_more_bad_input(args, needle):
     r = cli(*args)
     assert r.returncode == 2 and "Traceback" not in r.stderr and needle in r.stderr, r.stderr
+
+
+def test_explain_says_when_its_convention_counts_no_vision():
+    """mbridge-pr2575 (explain's default 'after' convention) counts no vision for Qwen2.5-VL: the answer says so and
+    names the conventions that do, instead of a table of zeros; the suggested one solves the delta."""
+    from vlm_perf.analysis.explain import explain_delta
+    from vlm_perf.arch import load_model
+    from vlm_perf.flops import compute_flops
+    from vlm_perf.stats import BatchStats
+
+    spec = load_model("qwen2.5-vl-7b")
+    image = BatchStats.from_batch(seq_len=4096, image_grids=[(1, 32, 32)], spec=spec)
+    assert compute_flops(spec, image, "mbridge-pr2575").vision == 0 < compute_flops(spec, image, "exact").vision
+    r = cli("explain", "--model", "qwen2.5-vl-7b", "--before", "494", "--after", "554")
+    assert r.returncode == 0, r.stderr
+    assert "mbridge-pr2575 convention counts no vision FLOPs for qwen2.5-vl-7b" in " ".join(r.stdout.split())
+    assert "--convention exact" in " ".join(r.stdout.split()) and "0.00x" not in r.stdout
+    result = explain_delta(spec, 494, 554)
+    assert result.counts_no_vision and "exact" in result.vision_conventions
+    assert "mbridge-pr2575" not in result.vision_conventions
+    assert not explain_delta(spec, 494, 554, convention="exact").counts_no_vision

@@ -42,6 +42,20 @@ def test_precedence_and_conflicts(tmp_path):
     json.dumps(cfg.to_dict())
 
 
+def test_gpu_names_of_one_device_are_no_conflict(tmp_path):
+    """``--gpu H100`` against run.yaml's ``H100-SXM``: one device (plain H100 means SXM), one peak, no conflict;
+    a different device still is one."""
+    manifest = tmp_path / "run.yaml"
+    manifest.write_text("gpu: H100-SXM\n")
+    for same in ("H100", "h100 sxm", "NVIDIA H100 80GB HBM3"):
+        cfg = resolve_run_config({}, manifest, {"gpu": same})
+        assert cfg.conflicts == [] and cfg.gpu == same and cfg.sources["gpu"] == "cli"
+    cfg = resolve_run_config({}, manifest, {"gpu": "H100-PCIe"})
+    assert [c["field"] for c in cfg.conflicts] == ["gpu"]
+    cfg = resolve_run_config({}, manifest, {"gpu": "not-a-gpu"})  # unknown names compare as written
+    assert [c["field"] for c in cfg.conflicts] == ["gpu"]
+
+
 def test_cli_overrides_everything(tmp_path):
     manifest = tmp_path / "run.json"
     manifest.write_text(json.dumps({"num_gpus": 64}))

@@ -180,3 +180,17 @@ def test_a_wrong_gf_matches_nothing(tmp_path):
                      0.001617, "  total_flos               =        14GF\n")
     (console,) = _reconcile(run)["total_flos"]["printed"]
     assert console["matches"] == []
+
+
+def test_an_mfu_over_the_peak_carries_its_reason_in_the_row(sample_report):
+    """hf-trainer / ms-swift bill every expert's parameters per LM token: on the MoE sample their implied MFU is over
+    100%, and the row says why (the convention's documented deviation) rather than a bare 183.9%."""
+    out, s, _ = sample_report("qwen3-vl-30b-a3b-sft")
+    over = {c["convention"]: c["mfu_mean"] for c in s["log_reconcile"]["conventions"] if (c["mfu_mean"] or 0) > 1}
+    assert set(over) >= {"hf-trainer", "ms-swift"}
+    md = (out / "report.md").read_text()
+    for name, mfu in over.items():
+        (row,) = [line for line in md.splitlines() if line.startswith(f"| {name} | ") and "vs printed" not in line
+                  and f"{100 * mfu:.1f}%" in line]
+        assert "over 100% of the peak, not achievable" in row and "expert" in row  # its deviation: all experts billed
+    assert "not achievable" not in next(line for line in md.splitlines() if line.startswith("| exact | "))

@@ -202,9 +202,13 @@ def test_report_pages_show_the_summary_values(shown, page):
         assert hfu == []
     vision = _found(lines, r"Vision share of exact training FLOPs: (\S+) ")
     assert vision == ([] if s["vision_share_mean"] is None else [(_pct(s["vision_share_mean"]),)])
-    regime, shown_regime = s["regime"], _found(lines, r"^Regime: (.+?) \(.*?×([\d.]+) these FLOPs")
-    assert shown_regime == ([] if not regime else [(regime["description"],
-                                                    f"{regime['full_training_over_regime']:.3f}")])
+    # full-training accounting is named beside a regime only where it differs from what ran
+    regime = s["regime"]
+    lead = [line for line in lines if not re.match(r"^Regime: .*? \(from ", line)]  # not the regime section's line
+    shown_regime = _found(lead, r"^Regime: (.+?) \(.*?\)\.(?: Full-training accounting would count ×([\d.]+) these)?")
+    ratio = (regime or {}).get("full_training_over_regime")
+    assert shown_regime == ([] if not regime else [(regime["description"], f"{ratio:.3f}" if ratio and
+                                                    abs(ratio - 1) > 1e-9 else None)])
     b = s["balance"]
     idle = _found(lines, r"idles (\S+) of the step \(median; FLOPs-weighted mean (\S+);")
     heavy = _found(lines, r"Heaviest rank / mean: median ([\d.]+) ")
@@ -213,6 +217,36 @@ def test_report_pages_show_the_summary_values(shown, page):
         assert heavy == [(_num(b["flops_max_over_mean_median"], 3),)]
     else:
         assert idle == heavy == []
+
+
+def _lead_stats(page: str, text: str) -> dict[str, str]:
+    """The headline cards: label -> value (report.html's cards; report.md's first table, labels over values)."""
+    if page == "report.html":
+        cards = re.findall(r'<div class="label">(.*?)</div><div class="value">(.*?)</div>', text, flags=re.S)
+        return {html.unescape(k): html.unescape(v) for k, v in cards}
+    header, values = _cells(text)[:2]
+    return dict(zip(header, (v.strip("*") for v in values)))
+
+
+@pytest.mark.parametrize("page", ["report.md", "report.html"])
+def test_the_lead_shows_the_summary_values(shown, page):
+    """The first screen's verdict and headline cards carry summary.json's numbers, formatted as everywhere else."""
+    s, text, unit = shown["summary"], shown[page], _unit(shown)
+    exact, lm = s["conventions"]["exact"], s["conventions"].get("megatron-lm", {})
+    tf, mfu = _rate(exact["tflops_per_gpu_mean"], unit), _pct(exact["mfu_mean"])
+    if exact["tflops_per_gpu_mean"] is None:
+        assert "No headline number" in text and _lead_stats(page, text).get("quote") is None
+        return
+    stats = _lead_stats(page, text)
+    before = lm.get("tflops_per_gpu_mean")
+    assert stats[f"{unit}/GPU"] == (f"{_rate(before, unit)} → {tf}" if before is not None else tf)
+    assert stats["MFU"] == (mfu if exact["mfu_mean"] is None or before is None else f"{_pct(lm['mfu_mean'])} → {mfu}")
+    assert stats["quote"] == f"exact {tf}"
+    assert stats.get("vision share") == (None if s["vision_share_mean"] is None else _pct(s["vision_share_mean"]))
+    verdict = _text(text) if page == "report.md" else _text(re.search(r'<p class="verdict[^"]*">(.*?)</p>', text,
+                                                                         flags=re.S).group(1))
+    if not s["checks_failed"]:
+        assert f"Quote {tf} {unit}/GPU" + (f" at MFU {mfu}" if exact["mfu_mean"] is not None else "") in verdict
 
 
 def test_terminal_shows_the_summary_values(shown):
@@ -360,10 +394,12 @@ def test_check_counts_are_one_value(shown):
     assert s["checks_failed"] == failed
     tally = _found(shown["terminal"].splitlines(), r"^checks:\s+(none failed|\d+ FAILED)(?: \([^)]*\))?, (\d+) warning")
     assert tally == [("none failed" if not failed else f"{len(failed)} FAILED", str(len(warned)))]
-    messages = [m for m in s["messages"] if m.startswith("configuration conflict:")]
+    # a configuration conflict is stated once: by the configuration check (every conflict), never again as a message
+    assert not [m for m in s["messages"] if "conflict" in m]
     config = next((c for c in s["checks"] if c["name"] == "configuration"), None)
-    if messages:
-        assert config is not None and config["status"] == "warn"
+    if config is not None and config["status"] == "warn":
+        for conflict in config["details"]["conflicts"]:
+            assert config["summary"].count(f"{conflict['field']}: ") >= 1
 
 
 def test_memory_is_one_value(shown):

@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_A = ROOT / "sample_logs" / "qwen3-vl-30b-a3b-sft"
 
 
-def first_lines(out: Path, n: int = 10) -> str:
+def first_lines(out: Path, n: int = 16) -> str:
+    """The lead of report.md: the verdict, the headline numbers' table, the checks line and every failed or warned
+    check (a failed check before the numbers)."""
     return "\n".join((out / "report.md").read_text().splitlines()[:n])
 
 

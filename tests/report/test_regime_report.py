@@ -99,7 +99,7 @@ def test_run_yaml_regime_and_its_contradiction(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(LORA, run)
     (run / "adapter_config.json").unlink()  # the record carries the adapter itself
-    yaml = (run / "run.yaml").read_text().replace("frozen: []", "frozen: [vision]")
+    yaml = (run / "run.yaml").read_text() + "frozen: [vision]\n"
     (run / "run.yaml").write_text(yaml)
     loaded = load_run(run, causal="full")
     regime = loaded.context.block("regime")
@@ -171,3 +171,18 @@ def test_compare_per_run_adapter_flag(tmp_path, cli):
     exact = cmp["conventions"]["exact"]
     assert exact["b"] / exact["a"] == pytest.approx(1 / b["full_training_over_regime"], rel=1e-9)
     assert cmp["conventions"]["megatron-lm"]["a"] == cmp["conventions"]["megatron-lm"]["b"]
+
+
+def test_an_empty_frozen_list_that_the_record_contradicts_is_a_warning(tmp_path):
+    """run.yaml's ``frozen: []`` reads "nothing frozen"; the callback's record shows tower and projector frozen (LoRA
+    on the LM): the training-regime check says they disagree and which one is counted. The bundled sample states no
+    frozen list, so it agrees with its own record."""
+    run = tmp_path / "run"
+    shutil.copytree(LORA, run)
+    (run / "run.yaml").write_text((run / "run.yaml").read_text() + "frozen: []\n")
+    check = next(c for c in load_run(run, causal="full").analysis.checks if c.name == "training_regime")
+    assert check.status == "warn"
+    assert check.summary.startswith("training regime: run.yaml says frozen: [] (nothing frozen) but trainability.json")
+    assert "says tower and projector frozen" in check.summary
+    sample = next(c for c in load_run(LORA, causal="full").analysis.checks if c.name == "training_regime")
+    assert sample.status == "ok" and "tower and projector frozen" in sample.summary

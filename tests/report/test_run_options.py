@@ -40,11 +40,19 @@ def test_every_command_spells_each_option_as_declared(command):
     flags = _flags(command)
     for o in options_for(command):
         if command == "compare" and o.per_run:
-            assert flags[o.name + "_a"] == [o.flag + "-a"] and flags[o.name + "_b"] == [o.flag + "-b"]
+            for run in ("a", "b"):
+                assert flags[f"{o.name}_{run}"] == sorted(f"{s}-{run}" for s in (o.flag, *o.aliases))
         else:
-            assert flags[o.name] == sorted([o.flag] + ([o.short] if o.short else []))
+            assert flags[o.name] == sorted([o.flag, *o.aliases] + ([o.short] if o.short else []))
+    # one help text and one metavar, the declaration's, wherever the option is a flag
+    params = {p.name: p for p in typer.main.get_command(app).commands[command].params}
+    for o in options_for(command):
+        for name in ([o.name + "_a", o.name + "_b"] if command == "compare" and o.per_run else [o.name]):
+            assert params[name].help.startswith(o.help), (command, name)
+            if o.kind != "bool":
+                assert params[name].metavar == o.metavar, (command, name, params[name].metavar)
     # no hand-written flag of this command spells a declared option differently
-    declared = {o.flag for o in OPTIONS}
+    declared = {s for o in OPTIONS for s in (o.flag, *o.aliases)}
     for name, opts in flags.items():
         base = name[:-2] if name.endswith(("_a", "_b")) else name
         match = [o for o in OPTIONS if o.name == base]
@@ -86,6 +94,27 @@ def test_report_frozen_flag_equals_the_run_yaml_key(tmp_path, cli):
             assert s["run_config"]["frozen"] == ["vision"]
     assert exact["flag"] == exact["yaml"]
     assert exact["none"] > exact["flag"] * 1.05
+
+
+def test_every_spelling_of_an_option_is_accepted_where_one_is():
+    """Across every command (the run commands and the hand-declared ones: flops, explain, families, conventions): a
+    flag that takes a declared option's spelling takes all of that option's spellings (``--seq-length`` and
+    ``--seq-len`` together, never one of them)."""
+    spellings = {o.name: {o.flag, *o.aliases} for o in OPTIONS}
+    group = typer.main.get_command(app)
+    for command, cmd in group.commands.items():
+        for param in cmd.params:
+            opts = {o[:-2] if command == "compare" and o.endswith(("-a", "-b")) else o for o in param.opts}
+            for spelled in spellings.values():
+                if opts & spelled:
+                    assert spelled <= opts, (command, param.name, sorted(param.opts), sorted(spelled))
+
+
+def test_report_takes_the_seq_len_spelling_too(tmp_path, cli):
+    """``report --seq-len`` was refused while ``flops`` took both spellings: now both commands take both."""
+    r = cli("report", str(VIDEO), "-o", str(tmp_path / "out"), "--seq-len", "8192")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["run_config"]["seq_length"] == 8192
 
 
 @pytest.mark.parametrize("command", ["flops", "explain"])

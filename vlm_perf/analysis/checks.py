@@ -236,12 +236,12 @@ def _headline_numbers(inputs: CheckInputs) -> Check:
         why = ("the GPU count is unknown (state num_gpus)" if not run.world_size else
                "no usable window (see the step-time and coverage checks)")
         status = "warn" if not run.world_size else "fail"
-        return Check("headline_numbers", status, f"headline numbers MISSING: no TFLOP/s/GPU or MFU computed: {why}",
+        return Check("headline_numbers", status, f"headline numbers MISSING: no FLOP/s per GPU or MFU computed: {why}",
                      details)
     if mfu is None:
-        return Check("headline_numbers", "warn", "headline numbers partial: TFLOP/s/GPU computed, MFU missing (the "
+        return Check("headline_numbers", "warn", "headline numbers partial: FLOP/s per GPU computed, MFU missing (the "
                      "GPU peak is unknown: state the GPU type or its peak)", details)
-    return Check("headline_numbers", "ok", "headline numbers computed: TFLOP/s/GPU and MFU for every window used",
+    return Check("headline_numbers", "ok", "headline numbers computed: FLOP/s per GPU and MFU for every window used",
                  details)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import polars as pl
@@ -565,6 +566,22 @@ def _base_weights_train(spec, regime, part: str) -> bool:
     return bool(r.by_part.get(part, {}).get("weight_grad", 0))
 
 
+def _frozen_parts(spec, regime) -> list[str]:
+    """The parts (``tower``, ``projector``, ``LM``) whose base weights get no gradient and carry no adapter under
+    the regime: what a ``frozen`` list would have to name."""
+    from ..flops.regime import regime_flops
+    from ..run.regime import _probe
+
+    try:
+        r = regime_flops(spec, _probe(spec), regime.trainability, full_reference=False)
+    except Exception:  # noqa: BLE001 - the FLOPs path reports its own error
+        return []
+    adapted = {{"vision_tower": "vision_tower", "language_model": "language_model"}.get(m.stage, "projector")
+               for m in r.adapted}
+    short = {"vision_tower": "tower", "projector": "projector", "language_model": "LM"}
+    return [short.get(p, p) for p, c in r.by_part.items() if not c.get("weight_grad", 0) and p not in adapted]
+
+
 def _fmt_params(n: float) -> str:
     return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n:,.0f}"
 
@@ -767,6 +784,15 @@ def _training_regime(inputs: CheckInputs) -> Check | None:
         key = next(k for k, v in vision_logged.items() if v)
         return Check("training_regime", "fail", f"training regime: the log says {key} true but the vision tower is "
                      "counted as trained" + (f"; {lines[0]}" if lines else ""), details)
+    said_nothing_frozen = stated and not frozen and (cfg.sources or {}).get("frozen") != "default"
+    whole_frozen = _frozen_parts(ev.spec, ev.regime) if ev.regime is not None and said_nothing_frozen else []
+    if whole_frozen:  # ``frozen: []`` states nothing frozen, the regime counted freezes whole parts: they disagree
+        details["regime"] = ev.regime.description
+        who = {"manifest": Path(cfg.manifest_path).name if cfg.manifest_path else "run.yaml",
+               "cli": "the command line"}.get((cfg.sources or {}).get("frozen", ""), "the configuration")
+        return Check("training_regime", "warn", f"training regime: {who} says frozen: [] (nothing frozen) but "
+                     f"{ev.regime.source} says {' and '.join(whole_frozen)} frozen; counted as the latter "
+                     f"({ev.regime.description}): drop the empty list or name the frozen parts", details)
     if ev.regime is not None and (not ev.regime.stage_level or not stated):  # LoRA, layer ranges, trainability.json
         details["regime"] = ev.regime.description
         return Check("training_regime", "ok", f"training regime stated: {ev.regime.description} "
@@ -805,8 +831,8 @@ def _configuration(inputs: CheckInputs) -> Check | None:
     if not conflicts:
         return Check("configuration", "ok", "configuration: command line, run.yaml and log agree where they overlap")
     messages = ev.config.conflict_messages()
-    return Check("configuration", "warn", f"configuration: {len(conflicts)} conflict(s): " + "; ".join(messages[:2])
-                 + (f" (+{len(messages) - 2} more)" if len(messages) > 2 else ""), {"conflicts": conflicts})
+    return Check("configuration", "warn", f"configuration: {len(conflicts)} conflict(s): " + "; ".join(messages),
+                 {"conflicts": conflicts})
 
 
 # ---- tokens per second the log prints ---------------------------------------------------------

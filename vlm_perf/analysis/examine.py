@@ -54,7 +54,8 @@ def examine_log_files(parsed, log_facts, merge_logs: bool, run: str):
 def evidence_messages(inputs: "RunInputs") -> list[str]:
     """What the inputs say against each other, as report messages (in this order): the notes of opening the run
     (and the full-square attention core), vision that would count as zero, inputs that are links outside the run
-    folder, what the metadata reader noticed, configuration conflicts."""
+    folder, what the metadata reader noticed. Configuration conflicts are the ``configuration`` check's (each
+    stated once there, not again as a message)."""
     out = list(inputs.notes)
     if inputs.causal == "full":
         out.append("exact counts the LM attention core as the full square (as eager/masked attention computes it), "
@@ -69,7 +70,6 @@ def evidence_messages(inputs: "RunInputs") -> list[str]:
             out.append(f"metadata: {skipped} bad row(s) skipped (skip-bad); first: "
                        + "; ".join(meta_diag.get("bad_lines", [])[:3]))
         out += [f"metadata: {note}" for note in meta_diag.get("notes", [])]
-    out += [f"configuration conflict: {conflict}" for conflict in inputs.config.conflict_messages()]
     return out
 
 

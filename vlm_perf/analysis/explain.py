@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..arch.spec import ModelSpec
 from ..errors import ConfigError, UnsupportedModelError
-from ..flops import compute_flops
+from ..flops import CONVENTIONS, compute_flops
 from ..stats import BatchStats
 
 DEFAULT_FRAMES = (256, 1024, 4096)  # ViT patches per frame: 448, 896, 1792 px squares at patch 14-16
@@ -49,6 +49,9 @@ class Explanation:
     param_ratio: float  # vision params / active LM params (the "1/6" intuition)
     frames: list[FrameSolution] = field(default_factory=list)
     statement: str = ""
+    #: the 'after' convention counts no vision FLOPs for this model; then the conventions that do
+    counts_no_vision: bool = False
+    vision_conventions: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -86,6 +89,14 @@ def explain_delta(spec: ModelSpec, before: float, after: float, convention: str 
             frames_per_sample=tokens / (side * side / m2) if tokens is not None else None))
     param_ratio = vision_param_ratio(spec)
     mid = solutions[len(solutions) // 2]
+    if all(s.vision_flops_per_visual_token <= 0 for s in solutions):  # nothing to solve for: say so, name what does
+        side = frame_side(mid.patches_per_frame, spec.vision.spatial_merge_size)
+        others = [name for name in CONVENTIONS if name != convention and _counts_vision(spec, side, name, seq_len)]
+        statement = (f"{spec.name}: {before:g} -> {after:g} TFLOP/s/GPU is +{100 * (ratio - 1):.1f}%, but the "
+                     f"{convention} convention counts no vision FLOPs for {spec.name}, so no data mix explains a "
+                     "delta under it. Conventions that count its vision: " + (", ".join(others) or "none") + ".")
+        return Explanation(spec.name, before, after, ratio, seq_len, before_convention, convention, lm_per_token,
+                           param_ratio, solutions, statement, counts_no_vision=True, vision_conventions=others)
     statement = (
         f"{spec.name}: {before:g} -> {after:g} TFLOP/s/GPU is +{100 * (ratio - 1):.1f}%, i.e. vision FLOPs = "
         f"{ratio - 1:.3f} x LM FLOPs at unchanged step time. One visual token costs {mid.vision_to_lm_per_visual_token:.2f}x "
@@ -97,6 +108,13 @@ def explain_delta(spec: ModelSpec, before: float, after: float, convention: str 
            f"pushes {m2} patches through the ViT." if param_ratio else ""))
     return Explanation(spec.name, before, after, ratio, seq_len, before_convention, convention, lm_per_token,
                        param_ratio, solutions, statement)
+
+
+def _counts_vision(spec: ModelSpec, side: int, convention: str, seq_len: int) -> bool:
+    try:
+        return vision_flops_per_visual_token(spec, side, convention, seq_len) > 0
+    except (ConfigError, UnsupportedModelError, ValueError):  # a convention not defined for this family
+        return False
 
 
 def frame_side(patches: int, merge: int) -> int:

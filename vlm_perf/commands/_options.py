@@ -28,7 +28,8 @@ def _params(command: str) -> list[tuple[str, Any, Any]]:
         variants = [("_a", "-a", " (run A)"), ("_b", "-b", " (run B)")] if (command == "compare" and opt.per_run) \
             else [("", "", "")]
         for suffix, flag_suffix, note in variants:
-            decls = [opt.flag + flag_suffix] + ([opt.short] if opt.short and not flag_suffix else [])
+            decls = [opt.flag + flag_suffix] + ([opt.short] if opt.short and not flag_suffix else []) + \
+                [alias + flag_suffix for alias in opt.aliases]
             default = list(opt.default) if isinstance(opt.default, list) else opt.default
             info = typer.Option(default, *decls, help=opt.help + note,
                                 metavar=None if opt.kind == "bool" else opt.metavar, show_default=opt.kind != "list")

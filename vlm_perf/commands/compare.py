@@ -48,7 +48,8 @@ def compare(
     from ..report import build_summary
     from ..run.options import RunOptions
     from ..report.compare_page import (FACT_HEADERS, compare_unit, conv_headers, convention_rows, fact_rows, headline,
-                                       write_compare)
+                                       lead, write_compare)
+    from ..report.content import plain
 
     summaries = []
     for run, suffix in ((run_a, "_a"), (run_b, "_b")):
@@ -67,6 +68,10 @@ def compare(
     from rich.table import Table
 
     console = Console()
+    verdict, stats = lead(cmp)  # the page's order: the verdict and headline numbers, then the details
+    console.print(plain(verdict), highlight=False, markup=False)
+    for stat in stats:
+        console.print(f"  {stat.label:<20} {stat.value:<24} {plain(stat.detail)}", highlight=False, markup=False)
     for line in headline(cmp):  # input strings (run paths, model, GPU) are text, never rich markup
         console.print(line, highlight=False, markup=False)
     # the rows of compare.md / compare.html (one formatting of every number)

@@ -9,9 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..analysis import explain_delta
 from ..errors import ConfigError
-from ..arch import load_model
 
 
 def explain(
@@ -24,6 +22,9 @@ def explain(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Solve for the visual-token share that explains a before/after TFLOP/s/GPU pair."""
+    from ..analysis import explain_delta
+    from ..arch import load_model
+
     try:
         result = explain_delta(load_model(model), before, after, convention=convention, seq_len=seq_len,
                                before_convention=before_convention)
@@ -34,6 +35,12 @@ def explain(
         return
     console = Console()
     console.print(result.statement)
+    if result.counts_no_vision:
+        suggested = "exact" if "exact" in result.vision_conventions else next(iter(result.vision_conventions), None)
+        if suggested:
+            console.print(f"[yellow]hint:[/] vlm-perf explain --model {model} --before {before:g} --after {after:g} "
+                          f"--convention {suggested}", highlight=False)
+        return
     table = Table(title=f"solutions at {seq_len} LM tokens per sample (LM {result.lm_flops_per_token / 1e9:.3f} "
                         f"GFLOP/token, {before_convention})")
     for col in ("patches/frame", "vision GFLOP per visual token", "vision/LM per visual token (bound)",

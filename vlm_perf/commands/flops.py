@@ -5,16 +5,16 @@ from __future__ import annotations
 import inspect
 
 import json
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..arch import load_model
-from ..flops import CONVENTIONS, compute_flops, get_convention
 from ..errors import ConfigError, ConventionNotDefined, UnsupportedModelError
-from ..stats import BatchStats
+
+if TYPE_CHECKING:
+    from ..stats import BatchStats
 from ._common import human_flops, parse_grid, parse_int_list
 
 
@@ -75,6 +75,10 @@ def flops(
         raise ConfigError("--seq-lens lists packed sequences; do not combine it with --seq-len")
     if seq_lens is None and seq_len is None:
         raise ConfigError("give the LM tokens: --seq-len S [--samples B] or --seq-lens L1,L2,...")
+    from ..arch import load_model
+    from ..flops import CONVENTIONS, compute_flops
+    from ..stats import BatchStats
+
     generate = None
     if new_tokens is not None:
         from ._generate import parse_new_tokens, refuse_training_flags
@@ -399,6 +403,8 @@ def conventions(name: Optional[str] = typer.Argument(None, help="Show one conven
 
         print(conventions_markdown(), end="")
         return
+    from ..flops import CONVENTIONS, get_convention
+
     console = Console()
     selected = [get_convention(name)] if name else list(CONVENTIONS.values())
     for conv in selected:

@@ -33,6 +33,7 @@ def report(
     """
     from ..pipeline import load_run
     from ..report import write_report
+    from ..report.sections.headline import stats_terminal, verdict_terminal
     from ..report.terminal import number_lines
     from ..run.options import RunOptions
 
@@ -55,23 +56,30 @@ def report(
                           metadata_progress=metadata_progress)
         progress.update(task, description="writing report and figures")
         paths = write_report(loaded.analysis, out, loaded.context)
+    # the terminal summary in the report's order: the verdict and the headline numbers, the checks (failed and
+    # warned ones spelled out, once, on stderr), where the files are, then every number (summary.json's, formatted
+    # by the report's own functions)
+    summary = json.loads(paths["summary.json"].read_text())
     checks = loaded.analysis.checks
-    mark = {"fail": "[red]FAIL[/]", "warn": "[yellow]WARN[/]", "ok": "[green]ok[/]  ", "skip": "[dim]skip[/]"}
-    for check in checks:
-        console.print(f"{mark[check.status]} {escape(check.summary)}")
-    console.print(f"report written to {out}/")
-    for message in loaded.analysis.messages:
-        console.print(f"[yellow]warning:[/] {escape(message)}")
     bad = [c for c in checks if c.status == "fail"]
     warned = [c for c in checks if c.status == "warn"]
-    print(f"checks:  {len(bad)} FAILED ({', '.join(c.name for c in bad)}), {len(warned)} warning(s)" if bad else
-          f"checks:  none failed, {len(warned)} warning(s)" + (f" ({', '.join(c.name for c in warned)})" if warned
-                                                                else ""))
-    print(f"report:  {out / 'report.html'}  (also report.md, summary.json)")
+    for line in verdict_terminal(summary) + ([] if bad else stats_terminal(summary)):
+        print(line)
+    rest = f"{sum(c.status == 'ok' for c in checks)} ok, {sum(c.status == 'skip' for c in checks)} skipped"
+    print(f"checks:  {len(bad)} FAILED ({', '.join(c.name for c in bad)}), {len(warned)} warning(s); {rest}" if bad
+          else f"checks:  none failed, {len(warned)} warning(s)" + (f" ({', '.join(c.name for c in warned)})" if warned
+                                                                   else "") + f"; {rest}", flush=True)
+    mark = {"fail": "[red]FAIL[/]", "warn": "[yellow]WARN[/]"}
+    for check in bad + warned:
+        console.print(f"{mark[check.status]} {escape(check.summary)}")
+    for message in loaded.analysis.messages:
+        console.print(f"[yellow]warning:[/] {escape(message)}")
+    for line in stats_terminal(summary) if bad else []:  # a failed check comes before the numbers it taints
+        print(line)
+    print(f"report:  {out / 'report.html'}  (also report.md, summary.json; every check listed there)")
     print(f"windows: {out / 'windows.csv'}  (also windows.parquet: every window, every convention)")
     print(f"figures: {', '.join(str(out / name) for name in paths if name.endswith('.png'))}")
-    # the numbers as summary.json states them (the file just written), in the report's own formatting
-    for line in number_lines(json.loads(paths["summary.json"].read_text())):
+    for line in number_lines(summary):
         print(line)
     if bad:
         print(f"checks: {len(bad)} FAILED ({', '.join(c.name for c in bad)}); see the top of report.md")

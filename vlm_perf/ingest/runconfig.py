@@ -430,11 +430,24 @@ def resolve_run_config(log_config: Mapping[str, Any] | None = None, manifest_pat
         src, value = stated[0]
         setattr(cfg, name, value)
         cfg.sources[name] = src
-        if len({repr(v) for _, v in stated}) > 1:
+        if len({_identity(name, v) for _, v in stated}) > 1:
             cfg.conflicts.append({"field": name, "used": src, "values": {s: v for s, v in stated}})
     _derive_world_size(cfg)
     _check_consistency(cfg)
     return cfg
+
+
+def _identity(name: str, value: Any) -> str:
+    """What makes two stated values of ``name`` the same value: a GPU by the device it names (``H100`` and
+    ``H100-SXM`` are one device with one peak, so no conflict), anything else by its value."""
+    if name == "gpu":
+        from ..hardware import resolve_gpu
+
+        try:
+            return resolve_gpu(str(value))
+        except ValueError:
+            pass
+    return repr(value)
 
 
 def _derive_world_size(cfg: RunConfig) -> None:

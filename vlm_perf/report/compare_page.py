@@ -11,7 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .content import B, Bullets, FigureRef, Inline, Paragraph, SectionContent, T, Table, plain  # noqa: E402
+from .content import (B, Bullets, FigureRef, Inline, Paragraph, SectionContent, Stat, Stats, T, Table,  # noqa: E402
+                      Verdict, plain)
 from .document import _clean  # noqa: E402
 from .render import render_html as render_page, render_markdown as render_md  # noqa: E402
 from .units import RateUnit, rate_unit  # noqa: E402
@@ -114,6 +115,34 @@ def headline_inline(cmp: dict) -> list[Inline]:
     return lines
 
 
+def lead(cmp: dict) -> tuple[Inline, list[Stat]]:
+    """The page's answer first, as a report's lead: one verdict line and the headline numbers, A -> B (exact)."""
+    unit = compare_unit(cmp)
+    exact = cmp["conventions"].get("exact") or {}
+    a, b, mfu = exact.get("a"), exact.get("b"), exact.get("mfu") or {}
+    step = cmp["step"].get("seconds_per_iteration") or {}
+    d = cmp.get("decomposition")
+    parts: list = ["B vs A, exact: ", B(f"{unit.fmt(a)} → {unit.fmt(b)} {unit.per_gpu}")]
+    if exact.get("ratio") is not None:
+        parts.append(f" ({100 * (exact['ratio'] - 1):+.1f}%)")
+    if mfu.get("a") is not None or mfu.get("b") is not None:
+        parts += [", MFU ", B(f"{_f(mfu.get('a'), '%')} → {_f(mfu.get('b'), '%')}")]
+    if d:
+        parts += [f"; step time {d['step_time_delta_s']:+.3f} s = data changed ", B(f"{d['data_changed_s']:+.3f} s"),
+                  " + system changed ", B(f"{d['system_changed_s']:+.3f} s")]
+    parts.append(".")
+    stats = [Stat(f"exact {unit.per_gpu}", f"{unit.fmt(a)} → {unit.fmt(b)}", T("A → B" + (
+        f", {100 * (exact['ratio'] - 1):+.1f}%" if exact.get("ratio") is not None else ""))),
+             Stat("MFU (exact)", f"{_f(mfu.get('a'), '%')} → {_f(mfu.get('b'), '%')}", T("A → B"))]
+    if step:
+        stats.append(Stat("step time (s)", f"{_f(step.get('a'), 3)} → {_f(step.get('b'), 3)}", T("A → B")))
+    share = cmp["step"].get("vision_share") or {}
+    if share:
+        stats.append(Stat("vision share", f"{_f(share.get('a'), '%')} → {_f(share.get('b'), '%')}",
+                          T("of the exact FLOPs, A → B")))
+    return T(*parts), stats
+
+
 def headline(cmp: dict) -> list[str]:
     """The headline lines as plain text (the terminal)."""
     return [plain(line) for line in headline_inline(cmp)]
@@ -151,14 +180,15 @@ FACT_HEADERS = ["per iteration", "A", "B", "delta", "B/A"]
 def compare_sections(cmp: dict) -> list[SectionContent]:
     """The comparison page as typed sections, rendered by the report's own templates (`render`)."""
     unit = compare_unit(cmp)
-    sections = [SectionContent("", [Bullets(headline_inline(cmp))], anchor="headline"),
+    verdict, stats = lead(cmp)
+    sections = [SectionContent("", [Verdict(verdict), Stats(stats), FigureRef("compare.png", "A vs B"),
+                                    Bullets(headline_inline(cmp))], anchor="headline"),
                 SectionContent(f"{unit.per_gpu} and MFU by convention", [
                     Table(conv_headers(unit), [[T(c) for c in row] for row in convention_rows(cmp)]),
                     Paragraph(T("Means are time-weighted over the windows each run's report uses, exactly as in "
                                 "each run's report."))], anchor="conventions"),
                 SectionContent("Step time, tokens and media", [
-                    Table(FACT_HEADERS, [[T(c) for c in row] for row in fact_rows(cmp)]),
-                    FigureRef("compare.png", "A vs B")], anchor="step")]
+                    Table(FACT_HEADERS, [[T(c) for c in row] for row in fact_rows(cmp)])], anchor="step")]
     if cmp["messages"]:
         sections.append(SectionContent("Gaps and warnings", [Bullets([T(m) for m in cmp["messages"]])],
                                        anchor="messages"))

@@ -1,7 +1,7 @@
 """Typed report content: what a section says, independent of Markdown or HTML.
 
-A section builds a list of blocks (`Paragraph`, `Bullets`, `Table`, `FigureRef`, `Code`) whose text is
-made of `Span`s. One Jinja template per output format renders the same blocks, and every span is
+A section builds a list of blocks (`Paragraph`, `Bullets`, `Table`, `FigureRef`, `Code`, and for the
+report's lead `Verdict`, `Stats` and the collapsible `Details`) whose text is made of `Span`s. One Jinja template per output format renders the same blocks, and every span is
 escaped for that format when rendered, so a string from the input (a model name, a GPU string, a
 file name) can never become Markdown syntax or live HTML. Emphasis is a property of a span, never
 markup inside its text.
@@ -20,6 +20,7 @@ class Span:
     bold: bool = False
     code: bool = False
     tone: str = ""  # "fail" | "warn": coloured in HTML (a CSS class), plain in Markdown
+    href: str = ""  # a link: only to a file of the report folder or an anchor of the page (never an input string)
 
 
 Inline = tuple[Span, ...]
@@ -34,6 +35,13 @@ def B(value: object) -> Span:
 def C(value: object) -> Span:
     """A code span (file names, keys, flags)."""
     return Span(str(value), code=True)
+
+
+def L(text: object, href: str) -> Span:
+    """A link to a file of the report folder (``summary.json``) or to an anchor of the page (``#checks``)."""
+    if not re.fullmatch(r"#[a-z0-9_-]+|[A-Za-z0-9_.-]+", href) or href.startswith("."):
+        raise RuntimeError(f"report links point inside the report folder or page: {href!r}")  # a bug, not input
+    return Span(str(text), href=href)
 
 
 def T(*parts: Part) -> Inline:
@@ -74,7 +82,38 @@ class Code:
     kind: str = "code"
 
 
-Block = Union[Paragraph, Bullets, Table, FigureRef, Code]
+@dataclass
+class Verdict:
+    """The report's answer in one line (HTML: large type; ``tone`` fail / warn / ok colours its border)."""
+    text: Inline
+    tone: str = ""
+    kind: str = "verdict"
+
+
+@dataclass
+class Stat:
+    """One headline number: a short label, the value in large type (``492.7 → 553.7``), what it is."""
+    label: str
+    value: str
+    detail: Inline = ()
+
+
+@dataclass
+class Stats:
+    """Headline numbers side by side (HTML: cards; Markdown: a table of one value row and one detail row)."""
+    items: list[Stat]
+    kind: str = "stats"
+
+
+@dataclass
+class Details:
+    """A summary line and the blocks it opens (HTML: a closed ``<details>``; Markdown: the line, then the blocks)."""
+    summary: Inline
+    blocks: list = field(default_factory=list)
+    kind: str = "details"
+
+
+Block = Union[Paragraph, Bullets, Table, FigureRef, Code, Verdict, Stats, Details]
 
 
 @dataclass
@@ -122,6 +161,8 @@ def md_inline(inline: Iterable[Span], line_start: bool = True, cell: bool = Fals
                 text = text.replace("|", "\\|")
             ticks = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
             out.append(f"{ticks} {text} {ticks}" if "`" in text else f"{ticks}{text}{ticks}")
+        elif span.href:
+            out.append(f"[{md_escape(span.text)}]({span.href})")
         elif span.bold:
             out.append(f"**{md_escape(span.text)}**")
         else:

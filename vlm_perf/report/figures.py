@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
@@ -38,6 +39,11 @@ def _save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _integer_iterations(ax) -> None:
+    """Iterations are whole numbers: no 2.5 tick on a 20-iteration run."""
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _note(fig, text: str) -> None:
@@ -127,7 +133,7 @@ def tflops_over_time(run: RunAnalysis, path: Path) -> Path:
     d = _with_breaks(drawn, cols)
     unit = rate_unit(e["tflops_per_gpu_mean"] for e in run.convention_summary().values())
     d = {c: (v if c == "x" else v / unit.tflops) for c, v in d.items()}
-    fig, ax = plt.subplots(figsize=(11, 4.2))
+    fig, ax = plt.subplots(figsize=(12, 3.4))  # the report's lead figure: wide and short, to fit its first screen
     if logged:
         ax.scatter(d["x"], d["tflops_per_gpu_logged"], s=10, color="black", label="logged by the framework", zorder=3)
     for conv in run.conventions:
@@ -139,6 +145,7 @@ def tflops_over_time(run: RunAnalysis, path: Path) -> Path:
     ax.set_ylabel(f"{unit.name} per GPU")
     ax.set_title(safe(f"{run.model}: {unit.per_gpu} per logging window" + (" (ESTIMATE)" if run.estimated else "")))
     ax.grid(alpha=0.3)
+    _integer_iterations(ax)
     _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _notes(fig, _skipped_text(run), _thinned_text(k, w.height))
     return _save(fig, path)
@@ -162,6 +169,7 @@ def mfu_over_time(run: RunAnalysis, path: Path) -> Path:
     ax.set_ylabel("MFU (% of dense peak)")
     ax.set_title(safe(f"{run.model}: MFU before / after vision accounting ({run.peak_tflops:g} TFLOP/s per GPU)"))
     ax.grid(alpha=0.3)
+    _integer_iterations(ax)
     _legend(ax, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _notes(fig, _skipped_text(run), _thinned_text(k, w.height))
     return _save(fig, path)
@@ -223,15 +231,17 @@ def vision_share_hist(run: RunAnalysis, per_microbatch: pl.Series | None, path: 
     panels = [("per iteration", per_iteration, "iterations")]
     if per_microbatch is not None and per_microbatch.drop_nulls().len():
         panels.insert(0, ("per microbatch", per_microbatch, "microbatches"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.8), squeeze=False)
     for ax, (title, values, unit) in zip(axes[0], panels):
         edges, counts, _ = share_histogram(values)
         ax.hist(edges[:-1], bins=edges, weights=counts, color="#1f77b4" if unit == "microbatches" else "#ff7f0e")
         ax.axvline(100 * share, color="black", lw=1, ls="--")
         ax.set_xlabel("vision share of training FLOPs (%, exact)")
         ax.set_ylabel(f"number of {unit}")
-        ax.set_title(safe(f"{run.model}: vision share {title} (dashed: run share {100 * share:.1f}%)"))
+        ax.set_title(title)  # short: the model and the run share are the figure's one title (never side by side)
         ax.grid(alpha=0.3)
+    fig.suptitle(safe(f"{run.model}: vision share of FLOPs (dashed: the run's share, {100 * share:.1f}%)"))
+    fig.tight_layout()
     _note(fig, "run share = Σ exact vision FLOPs / Σ exact training FLOPs over the windows the means use; "
                "the histograms show the iterations of those windows")
     return _save(fig, path)

@@ -253,18 +253,19 @@ def memory_lines(m: dict) -> list[str]:
 
 
 # --- training regime ---------------------------------------------------------------------------
-def regime_lines(r: dict) -> list:
-    """Typed lines (`content.Inline`): the regime, its source (input strings stay text), full training beside it."""
+def regime_lines(r: dict, s: dict | None = None) -> list:
+    """Typed lines (`content.Inline`): the regime, its source (input strings stay text), full training beside it
+    (where it differs from what ran), rates in the run's unit (``s``: the summary)."""
     lines = [T("Regime: ", B(r["description"]), " (from ", r["source"], ")."), T("What trains: ", r["trainability"], ".")]
     ratio = r.get("full_training_over_regime")
-    if ratio:
+    if ratio and abs(ratio - 1) > 1e-9:
         lines.append(T(f"Exact FLOPs per iteration under this regime {r['flops_per_iteration']:.4g}; full training of "
                        f"every weight would count {r['full_training_flops_per_iteration']:.4g} "
                        f"({100 * (ratio - 1):+.1f}%): a tool that ignores the regime overstates TFLOP/s and MFU by "
                        f"×{ratio:.3f}."))
-    if r.get("full_training_tflops_per_gpu_mean") is not None:
+    if r.get("full_training_tflops_per_gpu_mean") is not None and ratio and abs(ratio - 1) > 1e-9:
         mfu = r.get("full_training_mfu_mean")
-        lines.append(T(f"Full-training accounting: {r['full_training_tflops_per_gpu_mean']:,.2f} TFLOP/s/GPU",
+        lines.append(T("Full-training accounting: ", run_rate_unit(s or {}).text(r["full_training_tflops_per_gpu_mean"]),
                        f", MFU {_pct(mfu)}" if mfu is not None else None, " (not what ran)."))
     lines += [T("Contradiction: ", c) for c in r.get("contradictions", [])]
     return lines
@@ -445,7 +446,7 @@ register_part(ReportPart(
     keys=(key("regime", "block", dict, "the training regime (what trains, its source) and full-training accounting "
               "beside it; null when no source states one", "analysis.regime.regime_summary", nullable=True,
               fields=_REGIME),),
-    section=_section("regime", lambda r, out, s: Section("Training regime", regime_lines(r)) if r else None)))
+    section=_section("regime", lambda r, out, s: Section("Training regime", regime_lines(r, s)) if r else None)))
 register_part(ReportPart(
     "hfu", order=14, terminal=hfu_terminal,
     compute=lambda c: c.run.hfu,

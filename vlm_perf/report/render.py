@@ -21,6 +21,8 @@ def _html_inline(inline) -> Markup:
             text = Markup(f"<b>{text}</b>")
         if span.tone in ("fail", "warn"):
             text = Markup(f'<span class="{span.tone}">{text}</span>')
+        if span.href:  # content.L: a file of the report folder or an anchor, checked when the span was made
+            text = Markup(f'<a href="{escape(span.href)}">{text}</a>')
         out.append(text)
     return Markup("").join(out)
 
@@ -37,6 +39,11 @@ _MD = _environment(autoescape=False)
 _HTML = _environment(autoescape=True)
 
 
+def _blocks(blocks: list) -> list:
+    """Every block, those inside `Details` included."""
+    return [inner for b in blocks for inner in ([b] + (_blocks(b.blocks) if b.kind == "details" else []))]
+
+
 def render_markdown(title: str, sections: list[SectionContent], kind: str = "report") -> str:
     """Markdown of a report (``kind`` report) or a comparison page (``kind`` compare): one template, one escaping."""
     text = _MD.get_template("report.md.j2").render(title=title, sections=sections, kind=kind)
@@ -47,6 +54,6 @@ def render_markdown(title: str, sections: list[SectionContent], kind: str = "rep
 
 def render_html(title: str, sections: list[SectionContent], figure_dir: Path, kind: str = "report") -> str:
     """Self-contained HTML (figures inlined from ``figure_dir``) of the same sections as `render_markdown`."""
-    files = {b.file for s in sections for b in s.blocks if b.kind == "figure"}
+    files = {b.file for s in sections for b in _blocks(s.blocks) if b.kind == "figure"}
     images = {name: base64.b64encode((figure_dir / name).read_bytes()).decode() for name in files}
     return _HTML.get_template("report.html.j2").render(title=title, sections=sections, images=images, kind=kind)

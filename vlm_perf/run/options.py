@@ -26,7 +26,6 @@ from pathlib import PurePath
 from typing import Any, Mapping, Optional
 
 from ..errors import ConfigError
-from ..ingest.runconfig import INT_MAX
 
 __all__ = ["MissingSettings", "RunOption", "RunOptions", "OPTIONS", "YAML_ONLY", "option", "options_for", "check_value",
            "options_markdown", "SOURCES", "COMMANDS"]
@@ -62,11 +61,14 @@ class RunOption:
     per_run: bool = False  # compare: one flag per run (--NAME-a / --NAME-b)
     pattern: str | None = None  # a str value must match (case-insensitive, whole value)
     shape: str = ""  # what ``pattern`` accepts, in words
+    aliases: tuple[str, ...] = ()  # other spellings every command accepts for it (e.g. --seq-len)
 
     @property
     def maximum(self) -> int | None:
         """The upper bound of an integer option: the manifest's (``ingest.runconfig.INT_MAX``), so that a value
         has one range whichever source states it."""
+        from ..ingest.runconfig import INT_MAX  # lazy: the CLI's flags (and --version) load no model family
+
         return INT_MAX.get(self.field or "", 1 << 31) if self.kind == "int" else None
 
     def bounds(self) -> str:
@@ -116,7 +118,7 @@ OPTIONS: tuple[RunOption, ...] = (
     RunOption("causal", "--causal", "choice", "exact's LM attention core: half (causal kernels) or full "
               "(eager/masked).", _PEAK_CMDS, choices=("half", "full"), default="half", metavar="MODE"),
     RunOption("seq_length", "--seq-length", "int", "Estimate mode: LM tokens per sample.", _REPORT_ESTIMATE,
-              ("command line", "run.yaml", "log"), "seq_length", metavar="TOKENS", minimum=1),
+              ("command line", "run.yaml", "log"), "seq_length", metavar="TOKENS", minimum=1, aliases=("--seq-len",)),
     RunOption("global_batch_size", "--global-batch-size", "int", "Samples per iteration: estimate mode, and what "
               "metadata coverage is checked against (default: what the log prints).", _REPORT_ESTIMATE,
               ("command line", "run.yaml", "log"), "global_batch_size", metavar="SAMPLES", minimum=1),
@@ -161,7 +163,8 @@ YAML_ONLY: tuple[tuple[str, str, str, str], ...] = (  # (key, type, sources, mea
 )
 
 _BY_NAME = {o.name: o for o in OPTIONS}
-if len(_BY_NAME) != len(OPTIONS) or len({o.flag for o in OPTIONS}) != len(OPTIONS):
+_SPELLINGS = [s for o in OPTIONS for s in (o.flag, *o.aliases)]
+if len(_BY_NAME) != len(OPTIONS) or len(set(_SPELLINGS)) != len(_SPELLINGS):
     raise RuntimeError("run options: a name or flag is declared twice")
 
 
@@ -207,7 +210,7 @@ def options_markdown() -> str:
     rows = ["| option | flag | run.yaml key | type | bounds | sources (highest first) | commands | meaning |",
             "|---|---|---|---|---|---|---|---|"]
     for o in OPTIONS:
-        flag = f"`{o.flag}`" + (f" / `{o.short}`" if o.short else "")
+        flag = f"`{o.flag}`" + "".join(f" / `{s}`" for s in (*o.aliases, *([o.short] if o.short else [])))
         if o.per_run:
             flag += f" (compare: `{o.flag}-a`, `{o.flag}-b`)" if "compare" in o.commands else ""
         key = f"`{o.field}`" if o.field else "—"

@@ -13,10 +13,20 @@ from ..schema import key
 from . import SectionInputs
 
 
+#: the before/after figure the report's lead shows on its first screen (not repeated under Figures)
+LEAD_FIGURE = "tflops.png"
+
+
+def caption_of(name: str) -> str:
+    return next(caption for figure, caption, _ in drawing.all_figures() if figure == name)
+
+
 def figures(inputs: SectionInputs) -> SectionContent:
     blocks, skipped = [], []
     for name, caption, _ in drawing.all_figures():
         why = inputs.figures.get(name, "not drawn")
+        if why is None and name == LEAD_FIGURE:
+            continue  # at the top of the report
         if why is None:
             blocks.append(FigureRef(name, caption))
         else:
@@ -30,7 +40,7 @@ register_part(ReportPart(
     "figures", order=60, section=figures,
     keys=(key("figures", "block", dict, "figure file -> drawn, or skipped: reason", "report.figures"),),
     figures=(
-        Figure("tflops.png", "TFLOP/s/GPU over iterations, before vs after vision accounting",
+        Figure("tflops.png", "FLOP/s per GPU over iterations, before vs after vision accounting",
                lambda run, ctx, path: drawing.tflops_over_time(run, path)),
         Figure("mfu.png", "MFU before/after vision accounting", lambda run, ctx, path: drawing.mfu_over_time(run, path)),
         Figure("components.png", "Share of each component in the exact training FLOPs",

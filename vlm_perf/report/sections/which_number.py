@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..content import B, Bullets, Paragraph, SectionContent, T, Table, fmt
-from ..units import run_rate_unit
+from ..content import B, Bullets, Paragraph, SectionContent, Span, T, Table, fmt
+from ..units import TFLOPS, RateUnit, run_rate_unit
 from . import SectionInputs, register_section
 
 TOP = 3  # components named per convention
@@ -14,16 +14,11 @@ def which_number(inputs: SectionInputs) -> SectionContent:
     s = inputs.summary
     conv = s["conventions"]
     exact = conv.get("exact", {})
-    cc = s.get("log_crosscheck", {})
-    logged_as = cc.get("convention") if cc.get("status") == "ok" else None
-    matches = [n for n, r in (cc.get("candidates") or {}).items() if abs(r - 1) <= 0.02]
     mfu = fmt(exact.get("mfu_mean"), 1, True) if exact.get("mfu_mean") is not None else "unknown without a GPU peak"
-    quote = T("Quote ", B("exact"), f" ({run_rate_unit(s).text(exact.get('tflops_per_gpu_mean'))}, MFU {mfu}) as this run's achieved throughput and MFU: it counts every "
-              "FLOP the model performs (vision tower, merger, language model, causal attention as computed). "
-              "To compare with the framework's own logs, or with another run's logged number, use the convention "
-              "the log uses", f" (here {logged_as}, which the cross-check matched)" if logged_as else
-              (f" (the log's number matches {', '.join(matches)})" if matches else
-               " (the cross-check could not tell which one the log uses)"),
+    quote = T("Quote ", B("exact"), f" ({run_rate_unit(s).text(exact.get('tflops_per_gpu_mean'))}, MFU {mfu}) as "
+              "this run's achieved throughput and MFU: it counts every FLOP the model performs (vision tower, merger, "
+              "language model, causal attention as computed). To compare with the framework's own logs, or with "
+              "another run's logged number, use the convention the log uses", compare_clause(s),
               "; never compare numbers of two different conventions.")
     blocks = [Paragraph(quote)]
     items = []
@@ -45,14 +40,43 @@ def which_number(inputs: SectionInputs) -> SectionContent:
         blocks.append(Paragraph(T("Why each convention differs from exact on this run (run totals, computed per "
                                   "component):")))
         blocks.append(Bullets(items))
-    blocks += reconcile_blocks(s.get("log_reconcile") or {})
+    blocks += reconcile_blocks(s.get("log_reconcile") or {}, run_rate_unit(s))
     return SectionContent("Which number to quote", blocks)
 
 
-def reconcile_blocks(r: dict) -> list:
+def compare_clause(s: dict) -> str:
+    """Which convention the log uses, as far as the cross-check can tell: `` (here megatron-lm, which the
+    cross-check matched)``."""
+    cc = s.get("log_crosscheck", {})
+    logged_as = cc.get("convention") if cc.get("status") == "ok" else None
+    matches = [n for n, r in (cc.get("candidates") or {}).items() if abs(r - 1) <= 0.02]
+    if logged_as:
+        return f" (here {logged_as}, which the cross-check matched)"
+    if matches:
+        return f" (the log's number matches {', '.join(matches)})"
+    return " (the cross-check could not tell which one the log uses)"
+
+
+def _mfu_cell(convention: str, mfu: float | None):
+    """An MFU cell; over 100% of the peak (no hardware achieves that) with the reason beside it: what the convention
+    counts that the run did not compute (its first documented deviation, `vlm_perf.flops` registry)."""
+    if mfu is None or mfu <= 1.0:
+        return T(fmt(mfu, 1, True))
+    from ...flops import get_convention
+
+    try:
+        deviations = get_convention(convention).deviations
+    except Exception:  # noqa: BLE001 - an unknown name still gets the plain reason
+        deviations = ()
+    why = f": {deviations[0]}" if deviations else ""
+    return T(Span(fmt(mfu, 1, True), bold=True, tone="warn"), f" (over 100% of the peak, not achievable; the "
+             f"convention overcounts{why})")
+
+
+def reconcile_blocks(r: dict, unit_of: RateUnit = TFLOPS) -> list:
     """Every registered convention (variants included) against the log's printed TFLOP/s/GPU
     (`vlm_perf.analysis.log_reconcile`): the matches within print precision and the closest one's
-    component differences from exact."""
+    component differences from exact; rates in the run's unit ``unit_of``."""
     if r.get("status") != "ok":
         if not r:
             return []
@@ -67,10 +91,10 @@ def reconcile_blocks(r: dict) -> list:
     parts += (["matches within print precision: ", B(", ".join(matches)), "; "] if matches else
               ["no convention matches within print precision; "])
     intro = T(*parts, "closest: ", B(r["closest"]), ".")
-    rows = [[T(c["convention"]), T(fmt(c["tflops_per_gpu_mean"])), T(fmt(c["mfu_mean"], 1, True)),
+    rows = [[T(c["convention"]), T(unit_of.fmt(c["tflops_per_gpu_mean"])), _mfu_cell(c["convention"], c["mfu_mean"]),
              T("—" if c["rel_diff_median"] is None else f"{100 * c['rel_diff_median']:+.2f}%"),
              T(f"{c['windows_matched']} of {n}"), T("yes" if c["matches"] else "")] for c in r["conventions"]]
-    blocks: list = [Paragraph(intro), Table(["convention", "TFLOP/s/GPU", "MFU", "vs printed (median window)",
+    blocks: list = [Paragraph(intro), Table(["convention", unit_of.per_gpu, "MFU", "vs printed (median window)",
                                              "windows within print precision", "matches"], rows),
                     Paragraph(T("TFLOP/s/GPU and MFU: time-weighted means over the windows the means use, as in the "
                                 "table by convention; vs printed: the convention's number for each window against "
