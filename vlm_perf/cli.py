@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> None:
         # not standalone: click's usage errors come here and are said in one line (typer's standalone mode
         # draws them as a six-line box); --help and typer.Exit return their exit status
         code = command.main(args=args, prog_name="vlm-perf", standalone_mode=False)
-        if isinstance(code, int) and not isinstance(code, bool) and code:
-            sys.exit(code)
+        # as in standalone mode (and as a process): main always ends in SystemExit, 0 on success
+        sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
     except _CLICK["NoArgsIsHelpError"] as exc:  # `vlm-perf` or a group alone: its help, as before
         exc.show()
         sys.exit(exc.exit_code)

@@ -58,3 +58,21 @@ def test_mllama_pixels_per_sample_end_to_end(tmp_path):
     s = iteration_stats(_write(tmp_path / "m.jsonl", [row]), spec).stats_for(1)
     assert s.vision_patches == 3 * 4 * 1600
     assert s.lm_x_vision_patches + 4 * s.lm_x_vision_frames == 100 * 2 * 6404 + 50 * 6404
+
+
+def test_inconsistent_counts_are_refused_with_one_polars_thread(tmp_path):
+    """The same refusal when polars runs on one thread (a 1-core machine, POLARS_MAX_THREADS=1): it evaluates both
+    branches of a when/then on every row, and the exact per-sample product of a row whose counts do not match
+    seq_lens raised polars' ShapeError (an internal error) before the row's own check could name it."""
+    import subprocess
+    import sys
+
+    good = {"iteration": 1, "seq_lens": [10, 30], "image_grid_thw": [[1, 2, 2]], "images_per_sample": [0, 1]}
+    path = _write(tmp_path / "m.jsonl", [good, {**good, "images_per_sample": [1, 1, 1]}])
+    code = ("import sys; from vlm_perf.ingest.metadata_source import MetadataSource; from vlm_perf.errors import "
+            "SchemaError\ntry:\n    MetadataSource(sys.argv[1], None).read()\nexcept SchemaError as exc:\n"
+            "    print(exc)")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "POLARS_MAX_THREADS": "1"})
+    assert done.returncode == 0, done.stderr
+    assert f"{path}:2" in done.stdout and "images_per_sample: must hold one non-negative integer" in done.stdout

@@ -75,12 +75,9 @@ def explain_delta(spec: ModelSpec, before: float, after: float, convention: str 
     for patches in frames:
         side = frame_side(patches, spec.vision.spatial_merge_size)
         v = vision_flops_per_visual_token(spec, side, convention, seq_len)
-        if v <= 0:
-            raise UnsupportedModelError(f"{convention} counts no vision FLOPs for {spec.name}: a number of that "
-                                        "convention cannot move with vision, so no visual-token share explains a "
-                                        "change (name a convention that counts them, e.g. exact)")
         bound = v / lm_per_token
-        phi = (ratio - 1) / bound if 0 <= ratio - 1 <= bound else None
+        # a convention that counts no vision here (bound 0) solves nothing: said below, never a division by 0
+        phi = (ratio - 1) / bound if bound > 0 and 0 <= ratio - 1 <= bound else None
         tokens = phi * seq_len if phi is not None else None
         solutions.append(FrameSolution(
             patches_per_frame=side * side, vision_flops_per_visual_token=v, vision_to_lm_per_visual_token=bound,

@@ -240,12 +240,16 @@ def _cross_parts() -> dict[str, pl.Expr]:
         total = values.list.sum().fill_null(0)
         out[f"__xb_hi_{key}"] = pl.when(bounded).then(seq.list.max() * total).otherwise(0)
         out[f"__xb_lo_{key}"] = pl.when(bounded).then(seq.list.min() * total).otherwise(0)
+    consistent = counts.is_not_null() & seq.is_not_null() & ok
+    # only consistent rows reach the element-wise product: polars may evaluate both branches of the when below on
+    # every row (it does with one thread), and a count list of another length than seq_lens is a ShapeError there
+    seq_consistent = pl.when(consistent).then(seq)
     for key, values in per_image.items():
         cum = pl.concat_list([pl.lit([0], dtype=_INTS), values.list.eval(el.cum_sum())])
         per_sample = cum.list.gather(ends, null_on_oob=True) - cum.list.gather(starts, null_on_oob=True)
-        exact = (seq * per_sample).list.sum()
+        exact = (seq_consistent * pl.when(consistent).then(per_sample)).list.sum()
         bound = longest * values.list.sum().fill_null(0)
-        out[f"__x_{key}"] = (pl.when(counts.is_not_null() & seq.is_not_null() & ok).then(exact).otherwise(bound)
+        out[f"__x_{key}"] = (pl.when(consistent).then(exact).otherwise(bound)
                              .fill_null(0) + longest * video_parts[key])
     return out
 def _audio_parts(audio) -> dict[str, pl.Expr]:
