@@ -102,15 +102,14 @@ def test_explain_494_to_554():
     assert e.param_ratio == pytest.approx(538_631_408 / 3_041_867_776, rel=1e-3)
 
 
-def test_explain_with_a_convention_that_counts_no_vision_is_one_line():
+def test_explain_with_a_convention_that_counts_no_vision_says_so():
     """mbridge-pr2575 counts no vision for Qwen2.5-VL (its number is megatron-lm's): 'after' cannot move with vision.
-    Before: ZeroDivisionError (an internal error) when the two numbers were equal, as such a report prints them."""
-    import pytest
-
-    from vlm_perf.errors import UnsupportedModelError
-
-    with pytest.raises(UnsupportedModelError, match="mbridge-pr2575 counts no vision FLOPs for qwen2.5-vl-7b"):
-        explain_delta(load_model("qwen2.5-vl-7b"), 391.9, 391.9, seq_len=8192)
+    Before: ZeroDivisionError (an internal error) when the two numbers were equal, as such a report prints them; now
+    the answer says so, solves nothing, and names the conventions that count its vision."""
+    equal = explain_delta(load_model("qwen2.5-vl-7b"), 391.9, 391.9, seq_len=8192)
+    assert equal.counts_no_vision and "exact" in equal.vision_conventions
+    assert all(f.visual_token_share is None for f in equal.frames)
+    assert "mbridge-pr2575 convention counts no vision FLOPs for qwen2.5-vl-7b" in equal.statement
     assert explain_delta(load_model("qwen2.5-vl-7b"), 391.9, 420.8, convention="exact", seq_len=8192).ratio > 1
 
 
