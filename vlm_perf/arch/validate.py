@@ -233,7 +233,12 @@ TEXT_FIELDS: dict[str, Kind] = {
                      "conv_kernel", "mamba_d_conv", "chunk_size", "mamba_chunk_size",
                      # Gemma 3n's per-layer inputs, LAuReL and AltUp streams
                      "vocab_size_per_layer_input", "hidden_size_per_layer_input", "laurel_rank",
-                     "altup_num_inputs"), POS),
+                     "altup_num_inputs",
+                     # OPT (BLIP-2's LM): its MLP width
+                     "ffn_dim"), POS),
+    # OPT's learned position table (BLIP-2) has max_position_embeddings + 2 rows; other families do not read it,
+    # and released configs state up to ~10^7 (Llama 4), so the bound is wide
+    "max_position_embeddings": Kind(high=1 << 40),
     # 0 allowed: an MoE model whose every layer is MoE may state no dense width
     **dict.fromkeys(("intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
                      "max_window_layers", "num_kv_shared_layers"), NONNEG),
@@ -279,7 +284,9 @@ TOP_FIELDS: dict[str, Kind] = {
     **dict.fromkeys(("spatial_merge_size", "scale_factor", "mm_tokens_per_image", "image_seq_length",
                      "downsample_factor", "alignment_intermediate_size",
                      "projector_hidden_size", "vision_hidden_size", "video_temporal_patch_size",
-                     "projection_hidden_size"), POS),  # projector_hidden_size: Nemotron omni's projector MLP
+                     "projection_hidden_size",
+                     "num_query_tokens"), POS),  # projector_hidden_size: Nemotron omni's projector MLP;
+    # num_query_tokens: BLIP-2's Q-Former queries
     "downsample_ratio": RATIO,
 }
 
