@@ -51,9 +51,11 @@ def test_notebook_executes(path: Path):
     _import("ipykernel")
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    for attempt in (1, 2):  # a kernel that stops answering (a lost ZMQ reply, seen rarely) gets one fresh retry
+    # a kernel that stops answering (a lost ZMQ reply, seen rarely) gets one fresh retry; every cell runs in well
+    # under 10 s, so a cell still running after 60 s is that hang (a fresh-clone full tier lost 180 s to one)
+    for attempt in (1, 2):
         nb = nbformat.read(path, as_version=4)
-        client = nbclient.NotebookClient(nb, timeout=180, kernel_name="python3",
+        client = nbclient.NotebookClient(nb, timeout=60, kernel_name="python3",
                                          resources={"metadata": {"path": str(NOTEBOOKS)}})
         try:
             client.execute()  # raises CellExecutionError on the first failing cell
