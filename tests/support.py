@@ -105,3 +105,16 @@ def edit_jsonl_line(path: Path, line: int, edit) -> None:
     edit(record)
     lines[line - 1] = json.dumps(record)
     path.write_text("\n".join(lines) + "\n")
+
+
+# A tiny Qwen2 LM and its FLOPs by hand (h 64, 4 heads of 16, 2 KV heads, MLP 96, vocab 1000, untied), shared by the
+# generation / RL / CLI tests that check those paths against hand arithmetic.
+TINY_QWEN2 = {"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "tie_word_embeddings": False,
+              "max_position_embeddings": 4096}
+#: forward FLOPs per token and layer of the weight GEMMs: q, k + v, o, the gated MLP
+TINY_QWEN2_PER_TOKEN_LAYER = 2 * 64 * 64 + 2 * 2 * 64 * 32 + 2 * 64 * 64 + 3 * 2 * 64 * 96
+#: per layer and (query, key) position pair: QK^T and AV, 2*H*d each
+TINY_QWEN2_CORE_PER_POSITION = 2 * 4 * 2 * 16
+#: the logits GEMM per token
+TINY_QWEN2_HEAD = 2 * 64 * 1000

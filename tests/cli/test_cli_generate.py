@@ -14,12 +14,10 @@ import pytest
 
 from tests.support import run_main as cli
 
-TINY = {"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "tie_word_embeddings": False,
-        "max_position_embeddings": 4096}
-PER_TOKEN_LAYER = 2 * 64 * 64 + 2 * 2 * 64 * 32 + 2 * 64 * 64 + 3 * 2 * 64 * 96  # q, k+v, o, MLP
-CORE_PER_POSITION = 2 * 4 * 2 * 16  # per layer: QK^T and AV, 2*H*d each
-HEAD = 2 * 64 * 1000
+from tests.support import TINY_QWEN2_CORE_PER_POSITION as CORE_PER_POSITION  # noqa: E402
+from tests.support import TINY_QWEN2_HEAD as HEAD  # noqa: E402
+from tests.support import TINY_QWEN2_PER_TOKEN_LAYER as PER_TOKEN_LAYER  # noqa: E402
+from tests.support import TINY_QWEN2 as TINY  # noqa: E402
 VLM = ("flops", "--model", "qwen2.5-vl-7b", "--seq-len", "1024", "--grid", "1,32,32")
 
 
