@@ -220,6 +220,28 @@ def test_roll_phase_table_from_a_wandb_export():
     assert zero["unaccounted"] == pytest.approx(880.25 - (96.75 + 141.75 + 148.0 + 452.0 + 20.25))
 
 
+def test_roll_phase_table_from_its_stdout_tracker_console():
+    """ROLL's stdout tracker prints `metrics_tag: {"step": N, "metrics": {...}}` (fixture header: the tracker and the
+    pipeline at their commits): the nested metrics are the step's record, read as the W&B export's keys are."""
+    it = parse_logs([PUBLIC / "roll_stdout_tracker.log"]).iterations
+    assert it.get_column("iteration").to_list() == [0, 1]
+    assert it.get_column("elapsed_s").to_list() == [880.0, 870.5]
+    one = _phases(phase_table(it), 1)
+    assert (one["generation"], one["ref_values"], one["old_log_prob"], one["ppo_train"], one["update_weights"]) == (
+        91.25, 140.5, 146.75, 451.0, 20.25)
+    assert one["unaccounted"] == pytest.approx(870.5 - (91.25 + 140.5 + 146.75 + 451.0 + 20.25))
+
+
+def test_a_step_and_metrics_dict_is_one_record_in_any_trainer_line(tmp_path):
+    """The shape, not the framework: any line holding {"step": N, "metrics": {...}} is the step beside its metrics
+    (a key the step dict holds itself wins over a nested one of the same name)."""
+    text = ('x metrics_tag: {"step": 7, "metrics": {"loss": 1.5, "lr": 1e-05, "step": 99}}\n'
+            'x metrics_tag: {"step": 8, "metrics": {"loss": 1.25, "lr": 1e-05}}\n')
+    it = parse_logs([write_log(tmp_path, text)]).iterations
+    assert it.get_column("iteration").to_list() == [7, 8]
+    assert it.get_column("loss").to_list() == [1.5, 1.25]
+
+
 # ---- AReaL (timeperf/<name> timers in its W&B history; the master worker's end-to-end line) ---------------------
 # areal_history.jsonl (JSON lines hold no comment: its citation header is areal_history.jsonl.source) is shaped
 # after AReaL's stats_tracker docs

@@ -127,12 +127,25 @@ def dict_kind(d: dict) -> str:
     return record_kind(k for k, v in d.items() if v is not None)
 
 
+def flatten_step_metrics(d: dict) -> dict:
+    """``{"step": N, "metrics": {...}}`` (ROLL's driver prints it after ``metrics_tag:``, alibaba/ROLL
+    ``roll/utils/tracking.py``-style trackers) -> one flat record: the step beside its metrics, so that the metrics'
+    keys (``time/step_generate``, ...) go through the vocabulary as they do in a W&B export. Any other dict as is."""
+    metrics = d.get("metrics")
+    if "step" not in d or not isinstance(metrics, dict):
+        return d
+    flat = {k: v for k, v in d.items() if k != "metrics"}
+    flat.update((k, v) for k, v in metrics.items() if k not in flat)
+    return flat
+
+
 def record_from_dict(d: dict) -> tuple[str, dict]:
     """(format, record) for any supported dict shape. ``iteration`` may be absent (HF console).
     ``kind``: see ``dict_kind``."""
     fmt = classify(d)
     if fmt == "verl-jsonl":
         return fmt, verl.record_from_items(d.get("step"), d["data"])
+    d = flatten_step_metrics(d)
     rec = {}
     kind = dict_kind(d)
     if kind != "train":

@@ -63,6 +63,10 @@ def line_keys(clean: str) -> tuple[str, list[tuple[str, object]]]:
         if d is not None:
             if "step" in d and isinstance(d.get("data"), dict):  # veRL file logger
                 return "veRL JSON step", [("step", d["step"]), *d["data"].items()]
+            if "step" in d and isinstance(d.get("metrics"), dict):  # ROLL's metrics_tag: the record the parser reads
+                from .dicts import flatten_step_metrics
+
+                return "step + metrics dict", [(str(k), v) for k, v in flatten_step_metrics(d).items()]
             return "metrics dict", [(str(k), v) for k, v in d.items()]
     from .verl import DETECT_RE as _VERL
 
