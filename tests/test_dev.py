@@ -5,7 +5,9 @@ functions are called on paths, and the extras are read from pyproject.toml."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -110,3 +112,34 @@ def test_what_dev_py_installs_is_pinned_in_the_verified_lock(extra):
     pins = dev.parse_pins((ROOT / "requirements" / "verified.txt").read_text())
     missing = sorted(_requirements(extra) - set(pins))
     assert not missing, f"not pinned in requirements/verified.txt: {missing} (python3 dev.py test --latest, then lock)"
+
+
+# ---- the base install is enough for the command-line tool ------------------------------------------------------
+#: packages the test environment has that the base install (`python3 dev.py main`) does not bring: the notebook stack
+#: and what only it pulled in (click too: typer >= 0.20 vendors its own and depends on none)
+NOT_IN_BASE = ("click", "IPython", "ipykernel", "ipywidgets", "jupyter_client", "jupyter_core", "jupyter_server",
+               "jupyterlab", "jupytext", "nbformat", "nbclient", "notebook", "tornado", "traitlets", "requests")
+
+
+def _cli_without_extras(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``vlm-perf ARGS`` in a fresh interpreter where importing any of NOT_IN_BASE fails, as in a base install."""
+    code = ("import sys\n"
+            f"for name in {NOT_IN_BASE!r}:\n"
+            "    sys.modules[name] = None  # import -> ImportError\n"
+            "from vlm_perf.cli import main\n"
+            f"main({list(args)!r})\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_cli_starts_without_the_notebook_stack(tmp_path):
+    for args in (["--version"], ["report", "--help"]):
+        done = _cli_without_extras(*args, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.slow  # one end-to-end report in a fresh interpreter
+def test_dev_py_main_report_runs_without_the_notebook_stack(tmp_path):
+    done = _cli_without_extras("report", str(ROOT / dev.SAMPLE), "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "out" / "report.html").is_file()
