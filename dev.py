@@ -171,10 +171,10 @@ def shown(path: Path) -> str:
 
 
 def where_vlm_perf(env: Env) -> str:
-    """The lines that tell a new user how to call the vlm-perf this environment installed."""
+    """The line that tells a new user how to call the vlm-perf this environment installed."""
     exe = shown(env.bin / "vlm-perf")
-    activate = f"{shown(env.bin / 'activate')}" if os.name != "nt" else shown(env.bin / "activate.bat")
-    return (f"[dev] the vlm-perf command is {exe}: run `{exe} --help`, or `source {activate}` (once per shell) and "
+    activate = f"source {shown(env.bin / 'activate')}" if os.name != "nt" else shown(env.bin / "activate.bat")
+    return (f"[dev] the vlm-perf command is {exe}: run `{exe} --help`, or `{activate}` (once per shell) and "
             f"then `vlm-perf ...`; `python3 dev.py main ARGS...` runs it too")
 
 
