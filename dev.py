@@ -2,6 +2,8 @@
 """One-command set-up: creates or reuses a virtual environment, installs what the task needs, runs it.
 
     python3 dev.py main             # report on the bundled (synthetic) sample run -> out/qwen3-vl-30b-a3b-sft/
+                                    #   (then: .venv/bin/vlm-perf ..., or `source .venv/bin/activate` and vlm-perf ...)
+    python3 dev.py lab              # JupyterLab on notebooks/ (the notebooks extra; --allow-root when run as root)
     python3 dev.py test             # FULL tier: every test, on every core (what CI runs); ~6-8 min on 2 idle cores
     python3 dev.py test --fast      # FAST tier: every package, no torch measurement, no slow end-to-end; <= 2 min
     python3 dev.py test --latest    # the measured tests on the NEWEST published libraries; names what drifted
@@ -53,7 +55,7 @@ class Env:
     def ensure(self, extra: str) -> None:
         """Create the environment if missing and install vlm-perf[extra] unless the same request is installed."""
         if not self.python.exists():
-            print(f"[dev] creating virtual environment {self.root}", flush=True)
+            say(f"[dev] creating virtual environment {self.root}")
             venv.EnvBuilder(with_pip=True).create(self.root)
         lock = LOCK.read_bytes() if self.locked else b"newest"
         digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + lock + extra.encode()).hexdigest()
@@ -63,16 +65,20 @@ class Env:
         target = f".[{extra}]" if extra else "."
         what = f"vlm-perf{f'[{extra}]' if extra else ''}"
         how = f"verified versions from {LOCK.relative_to(ROOT)}" if self.locked else "the newest published versions"
-        print(f"[dev] installing {what} into {self.root.name} ({how}; a first install takes a few minutes)",
-              flush=True)
-        run([str(self.python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"])
-        cmd = [str(self.python), "-m", "pip", "install", "--quiet", "-e", target]
+        say(f"[dev] 1/2 upgrading pip in {self.root.name}")
+        run([str(self.python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], stdout=sys.stderr)
+        say(f"[dev] 2/2 installing {what} into {self.root.name} ({how}); pip's progress follows, a first install "
+            "takes a few minutes")
+        # pip's own lines (Collecting ..., Downloading ..., Installing collected packages ...) are the progress; they go
+        # to stderr with the [dev] lines, so `dev.py main flops ... --json` keeps stdout for vlm-perf's answer
+        cmd = [str(self.python), "-m", "pip", "install", "-e", target]
         if self.locked:
             cmd += ["--constraint", str(LOCK)]
         else:
             cmd += ["--upgrade", "--upgrade-strategy", "eager"]
-        run(cmd)
+        run(cmd, stdout=sys.stderr)
         stamp.write_text(digest)
+        say(f"[dev] installed {what} into {self.root.name}")
 
     def fetch_framework_wheels(self) -> None:
         wheel_dir = self.root / "framework-wheels"
@@ -145,10 +151,42 @@ def failures(junit: Path) -> list[str]:
     return out
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None) -> None:
-    result = subprocess.run(cmd, cwd=ROOT, env=env)
+def say(line: str) -> None:
+    """dev.py's own progress and hints: on stderr, so stdout is the command's (``dev.py main flops ... --json``)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None, stdout=None) -> None:
+    result = subprocess.run(cmd, cwd=ROOT, env=env, stdout=stdout)
     if result.returncode:
         sys.exit(result.returncode)
+
+
+def shown(path: Path) -> str:
+    """``path`` as the reader types it from the working directory (relative inside it, else absolute)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def where_vlm_perf(env: Env) -> str:
+    """The line that tells a new user how to call the vlm-perf this environment installed."""
+    exe = shown(env.bin / "vlm-perf")
+    activate = f"source {shown(env.bin / 'activate')}" if os.name != "nt" else shown(env.bin / "activate.bat")
+    return (f"[dev] the vlm-perf command is {exe}: run `{exe} --help`, or `{activate}` (once per shell) and "
+            f"then `vlm-perf ...`; `python3 dev.py main ARGS...` runs it too")
+
+
+def lab_command(env: Env, rest: list[str], uid: int | None) -> list[str]:
+    """``jupyter lab`` on notebooks/ (unless a path of the repository is given), with ``--allow-root`` when run as root
+    (uid 0, as in a container), where JupyterLab otherwise refuses to start. It runs in the repository root."""
+    cmd = [str(env.bin / "jupyter"), "lab", *rest]
+    if not any(not a.startswith("-") and (ROOT / a).exists() for a in rest):  # `--ip 0.0.0.0`: a value
+        cmd.append("notebooks/")
+    if uid == 0 and "--allow-root" not in rest:
+        cmd.append("--allow-root")
+    return cmd
 
 
 def pytest_cmd(env: Env, marker: str | None, rest: list[str], ignore: tuple[str, ...] = ()) -> list[str]:
@@ -202,7 +240,14 @@ def main() -> None:
     rest = sys.argv[2:]
     if task == "main":
         LOCKED.ensure("")
-        run([str(LOCKED.bin / "vlm-perf"), *(rest or MAIN_ARGS)])
+        code = subprocess.run([str(LOCKED.bin / "vlm-perf"), *(rest or MAIN_ARGS)], cwd=ROOT).returncode
+        say(where_vlm_perf(LOCKED))
+        sys.exit(code)
+    elif task == "lab":
+        LOCKED.ensure("notebooks")
+        cmd = lab_command(LOCKED, rest, os.geteuid() if hasattr(os, "geteuid") else None)
+        say(f"[dev] {' '.join(shown(Path(cmd[0])) if i == 0 else a for i, a in enumerate(cmd))}")
+        run(cmd)
     elif task == "test":
         flags = [a for a in rest[:1] if a in ("--fast", "--latest", "--full")]
         rest = rest[len(flags):]
@@ -219,7 +264,7 @@ def main() -> None:
             sys.exit("[dev] no .venv-latest: run `python3 dev.py test --latest` first (and read its drift report)")
         write_lock(LATEST.freeze(), ".venv-latest")
     else:
-        sys.exit(f"usage: python3 dev.py main|test [--fast|--latest]|lock [args...] (got {task!r})")
+        sys.exit(f"usage: python3 dev.py main|lab|test [--fast|--latest]|lock [args...] (got {task!r})")
 
 
 if __name__ == "__main__":

@@ -108,10 +108,16 @@ def _hint(exc: BaseException, args: list[str]) -> str:
 
 
 def _click_exceptions() -> dict[str, tuple[type[BaseException], ...]]:
-    """click's exception classes, from click and from the copy newer typer releases vendor (``typer._click``)."""
-    import click
+    """click's exception classes, from click and from the copy newer typer releases vendor (``typer._click``).
 
-    modules = [click.exceptions]
+    Either may be missing: typer >= 0.20 depends on no click (a base install without another package that pulls it
+    in has none), older typer releases vendor none."""
+    modules = []
+    try:
+        import click
+        modules.append(click.exceptions)
+    except ImportError:
+        pass
     try:
         from typer import _click as vendored  # typer >= 0.20 ships its own click
         modules.append(vendored.exceptions)

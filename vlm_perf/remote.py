@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterator, cast
 
 from .errors import ConfigError
+from .extras import install_hint
 
 __all__ = ["RemotePath", "as_path", "is_url", "filesystem", "local_copy", "PROTOCOL_PACKAGES"]
 
@@ -53,13 +54,13 @@ def filesystem(url: str) -> tuple[Any, str]:
     try:
         import fsspec
     except ImportError:  # pragma: no cover - fsspec comes with the dask extra
-        raise ConfigError(f"{url}: reading URLs needs fsspec: pip install 'vlm-perf[remote]'") from None
+        raise ConfigError(f"{url}: reading URLs needs fsspec: {install_hint('remote')}") from None
     try:
         return fsspec.core.url_to_fs(url)
     except ImportError:
         package, extra = PROTOCOL_PACKAGES.get(proto, (None, None))
         if package:
-            raise ConfigError(f"{url}: reading {proto}:// URLs needs {package}: pip install 'vlm-perf[{extra}]'") \
+            raise ConfigError(f"{url}: reading {proto}:// URLs needs {package}: {install_hint(extra)}") \
                 from None
         raise ConfigError(f"{url}: the package fsspec needs for {proto}:// is not installed") from None
     except ValueError as exc:

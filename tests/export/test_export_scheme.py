@@ -18,6 +18,7 @@ from tests.support import SAMPLE_LOGS, run_main
 from vlm_perf.errors import VlmPerfError
 from vlm_perf.export import BACKENDS, MissingBackend, export_data, metric_segment, run_name
 from vlm_perf.export.backends import require
+from vlm_perf.extras import install_hint
 
 NAN = float("nan")
 
@@ -222,9 +223,9 @@ def test_missing_backend_names_the_extra_and_the_install_command(backend, module
     monkeypatch.setitem(sys.modules, module, None)  # import -> ImportError, as when the package is absent
     with pytest.raises(MissingBackend) as info:
         require(backend)
-    assert str(info.value).endswith(f"pip install 'vlm-perf[{extra}]'")
+    assert str(info.value).endswith(install_hint(extra))  # tests/test_extras.py: what the hint says
     done = run_main("export", SAMPLE_LOGS / "qwen2-vl-tiny-real", "--to", backend, "-o", tmp_path / "x")
-    _one_line_error(done, f"the {extra} extra", f"pip install 'vlm-perf[{extra}]'")
+    _one_line_error(done, f"the {extra} extra", f"pip install 'vlm-perf[{extra}]'", install_hint(extra))
     assert not (tmp_path / "x").exists()
 
 

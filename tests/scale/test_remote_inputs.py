@@ -23,6 +23,7 @@ import pytest
 from fsspec.implementations.local import LocalFileSystem
 
 from vlm_perf.cli import main
+from vlm_perf.extras import install_hint
 
 ROOT = Path(__file__).resolve().parents[2] / "sample_logs"
 
@@ -121,7 +122,7 @@ def test_a_missing_protocol_package_is_one_line(tmp_path, capsys):
     code, _, err = run(capsys, "report", f"{proto}://bucket/run", "-o", tmp_path / "x")
     assert code == 2
     assert err.strip().count("\n") == 0
-    assert f"needs {pkg}: pip install 'vlm-perf[{extra}]'" in err
+    assert f"needs {pkg}: {install_hint(extra)}" in err
 
 
 def test_unknown_protocol_and_missing_url_are_one_line(tmp_path, capsys):

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import VlmPerfError
+from ..extras import install_hint
 from .scheme import ExportData
 
 __all__ = ["BACKENDS", "EXTRAS", "MissingBackend", "require", "write"]
@@ -52,8 +53,8 @@ def require(backend: str) -> None:
         try:
             importlib.import_module(module)
         except ImportError:
-            raise MissingBackend(f"exporting to {backend} needs {package} (the {extra} extra): pip install "
-                                 f"'vlm-perf[{extra}]'") from None
+            raise MissingBackend(f"exporting to {backend} needs {package} (the {extra} extra): "
+                                 f"{install_hint(extra)}") from None
 
 
 def _rows_by_step(data: ExportData) -> Iterator[tuple[int, dict[str, float]]]:

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from ..errors import ClusterError, ConfigError, VlmPerfError
+from ..extras import install_hint
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..arch.spec import ModelSpec
@@ -196,7 +197,7 @@ def _import_distributed():
     try:
         import distributed
     except ImportError:  # pragma: no cover - the dask extra is not installed
-        raise ConfigError("a Dask scheduler needs dask.distributed: pip install 'vlm-perf[dask]'") from None
+        raise ConfigError(f"a Dask scheduler needs dask.distributed: {install_hint('dask')}") from None
     return distributed
 
 

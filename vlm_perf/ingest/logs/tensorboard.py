@@ -12,6 +12,7 @@ import polars as pl
 
 from ...remote import local_copy, open_binary
 from ...errors import InputError
+from ...extras import install_hint
 from .diagnostics import Diagnostics
 from .formats import LogFormat, register
 from .schema import check_int_columns, conform, snake_case
@@ -90,7 +91,7 @@ def parse_tensorboard(path: Path, ord_base: int, diag: Diagnostics) -> pl.DataFr
         from tbparse import SummaryReader
     except ImportError as exc:  # optional extra
         raise InputError(
-            f"{path}: reading TensorBoard event files needs the optional extra: pip install 'vlm-perf[tensorboard]'"
+            f"{path}: reading TensorBoard event files needs the optional extra: {install_hint('tensorboard')}"
         ) from exc
     files = sorted(p for p in path.iterdir() if p.is_file() and "tfevents" in p.name) if path.is_dir() else [path]
     for f in files:
