@@ -53,3 +53,21 @@ def write_frame(frame, out) -> None:
         frame.write_csv(out)
     else:
         frame.write_ndjson(out)
+
+
+def name_table(headers, rows, *, names=(0,), title=None, justify="left"):
+    """A rich table for the terminal whose ``names`` columns (conventions, runs) are never cut: each does not wrap
+    and is as wide as its longest name; the other columns fold (a long number goes on to the next line) so the
+    table fits the terminal. ``rows``: the cells, already escaped for rich markup."""
+    from rich.cells import cell_len
+    from rich.table import Table
+
+    table = Table(title=title)
+    for i, header in enumerate(headers):
+        if i in names:
+            table.add_column(header, no_wrap=True, min_width=max([cell_len(str(r[i])) for r in rows] + [1]))
+        else:
+            table.add_column(header, overflow="fold", justify=justify)
+    for row in rows:
+        table.add_row(*row)
+    return table

@@ -10,18 +10,20 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import ConfigError
+from ._options import declared
 
 
 def explain(
-    model: str = typer.Option(..., "--model", "-m", help="Preset name or config.json path."),
+    model: str = declared("model", "explain"),
     before: float = typer.Option(..., "--before", help="TFLOP/s/GPU printed before vision was counted."),
     after: float = typer.Option(..., "--after", help="TFLOP/s/GPU printed after vision was counted."),
-    convention: str = typer.Option("mbridge-pr2575", "--convention", help="Convention of the 'after' number."),
+    convention: str = declared("convention", "explain", "mbridge-pr2575"),
     before_convention: str = typer.Option("megatron-lm", "--before-convention", help="Convention of 'before'."),
-    seq_len: int = typer.Option(4096, "--seq-length", "--seq-len", help="LM sequence length (tokens per sample)."),
+    seq_length: int = declared("seq_length", "explain", 4096),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Solve for the visual-token share that explains a before/after TFLOP/s/GPU pair."""
+    seq_len = seq_length
     from ..analysis import explain_delta
     from ..arch import load_model
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ._options import run_options
 
 if TYPE_CHECKING:
@@ -79,6 +79,10 @@ def _analyze(traces: list[str], run: str | None, opts: RunOptions, first_iterati
         source = read_traces(list(traces))
     if run is None:
         from ..arch import load_model
+
+        if opts.gpus is not None:  # a flag that would change nothing is refused, not ignored
+            raise ConfigError("--gpus divides the metadata's FLOPs of an iteration among the run's GPUs: give --run "
+                              "RUN (its metadata); without it each rank's FLOPs come from its own trace's shapes")
 
         spec = load_model(opts.model) if opts.model else None
         return analyze_traces(source, spec=spec, first_iteration=first_iteration, causal=opts.causal,
