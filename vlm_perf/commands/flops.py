@@ -226,7 +226,7 @@ def _print_readings(console: Console, readings: dict, printed: str) -> None:
              "yes" if r["matches"] else "", *((f"{100 * r['mfu']:.1f}%",) if peak else ())]
             for r in readings["conventions"]]
     console.print(name_table(headers, rows, title=f"printed {printed} TFLOP/s/GPU: which convention gives it",
-                             justify="right"))  # convention names whole at any width
+                             justify="right", width=console.width))  # convention names whole at any width
     if peak:
         console.print(f"MFU of {peak['tflops']:g} TFLOP/s/GPU ({peak.get('device') or 'the given peak'}, "
                       f"{peak.get('dtype') or 'bf16'}; {peak.get('source_short') or peak.get('source')})",
