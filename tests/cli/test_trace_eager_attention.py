@@ -13,6 +13,7 @@ import shutil
 from types import SimpleNamespace
 
 import polars as pl
+import pytest
 
 from tests.support import SAMPLE_LOGS, invoke_cli
 from vlm_perf.analysis.trace_checks import attention_core
@@ -42,6 +43,7 @@ def test_the_fix_removes_the_warning_and_the_shapes_then_agree():
     assert "match the exact FLOPs within 0.000%" in text
 
 
+@pytest.mark.slow
 def test_json_carries_the_warning(tmp_path):
     half = json.loads(invoke_cli("trace", TRACE_RUN / "trace", "--run", TRACE_RUN, "--json").stdout)
     full = json.loads(invoke_cli("trace", TRACE_RUN / "trace", "--run", TRACE_RUN, "--json", "--causal",
