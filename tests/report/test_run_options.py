@@ -35,31 +35,74 @@ def test_doc_table_is_generated_from_the_declaration():
     assert with_schema(schema) == schema, "docs/report.md's summary schema is stale: run python -m vlm_perf.report.doc_tables"
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+#: every command of the CLI (the run commands and the others: flops, explain, families, ...), read from the app
+ALL_COMMANDS = sorted(typer.main.get_command(app).commands)
+#: commands that take another command's run options whole: `export` opens the run as `report` does
+OPTIONS_OF = {"export": "report"}
+
+
+def test_the_flag_test_sees_every_command():
+    assert {"flops", "explain", "families", "parse", "metadata", "report", "compare", "trace", "export"} <= set(
+        ALL_COMMANDS)
+    assert set(COMMANDS) <= set(ALL_COMMANDS)
+
+
+@pytest.mark.parametrize("command", ALL_COMMANDS)
 def test_every_command_spells_each_option_as_declared(command):
-    flags = _flags(command)
+    """One flag per option: every flag of every command that takes a declared option's spelling IS that option,
+    with the declaration's spellings, metavar and help text (the command's note after it, compare's "(run A)"),
+    and every command a declaration lists has the flag."""
+    params = {p.name: p for p in typer.main.get_command(app).commands[command].params}
+    command = OPTIONS_OF.get(command, command)
+    by_spelling = {s: o for o in OPTIONS for s in (o.flag, *o.aliases)}
+
+    def expect(o, name, run=""):
+        param = params.get(name)
+        assert param is not None, f"{command} has no {o.flag}{'-' + run if run else ''} (declared for it)"
+        suffix = f"-{run}" if run else ""
+        spellings = [s + suffix for s in (o.flag, *o.aliases)] + ([o.short] if o.short and not run else [])
+        assert sorted(param.opts) == sorted(spellings), (command, name, param.opts)
+        note = {"a": " (run A)", "b": " (run B)"}.get(run, "")
+        assert param.help == o.help_for(command) + note, (command, name, param.help)
+        assert param.metavar == (None if o.kind == "bool" else o.metavar), (command, name, param.metavar)
+
     for o in options_for(command):
         if command == "compare" and o.per_run:
-            for run in ("a", "b"):
-                assert flags[f"{o.name}_{run}"] == sorted(f"{s}-{run}" for s in (o.flag, *o.aliases))
+            expect(o, f"{o.name}_a", "a")
+            expect(o, f"{o.name}_b", "b")
         else:
-            assert flags[o.name] == sorted([o.flag, *o.aliases] + ([o.short] if o.short else []))
-    # one help text and one metavar, the declaration's, wherever the option is a flag
-    params = {p.name: p for p in typer.main.get_command(app).commands[command].params}
-    for o in options_for(command):
-        for name in ([o.name + "_a", o.name + "_b"] if command == "compare" and o.per_run else [o.name]):
-            assert params[name].help.startswith(o.help), (command, name)
-            if o.kind != "bool":
-                assert params[name].metavar == o.metavar, (command, name, params[name].metavar)
-    # no hand-written flag of this command spells a declared option differently
-    declared = {s for o in OPTIONS for s in (o.flag, *o.aliases)}
-    for name, opts in flags.items():
-        base = name[:-2] if name.endswith(("_a", "_b")) else name
-        match = [o for o in OPTIONS if o.name == base]
-        if match:
-            assert any(opt.startswith(match[0].flag) for opt in opts), (command, name, opts)
-        else:
-            assert not set(opts) & declared, (command, name, opts)
+            expect(o, o.name)
+    for name, param in params.items():  # no flag of this command spells a declared option any other way
+        for spelled in param.opts:
+            base = spelled[:-2] if command == "compare" and spelled.endswith(("-a", "-b")) else spelled
+            o = by_spelling.get(base)
+            if o is not None:
+                assert command in o.commands, f"{command} {spelled}: declare {o.name} for {command} in run/options.py"
+                assert name in (o.name, f"{o.name}_a", f"{o.name}_b"), (command, name, spelled)
+
+
+def test_flops_gpu_is_reports_gpu():
+    """`flops --gpu` (the peak of a --log-tflops reading's MFU) is the flag `report --gpu` is."""
+    group = typer.main.get_command(app)
+    flops = {p.name: p for p in group.commands["flops"].params}
+    report = {p.name: p for p in group.commands["report"].params}
+    for name in ("gpu", "dtype", "peak_tflops", "gpus", "model", "frozen", "causal"):
+        assert flops[name].opts == report[name].opts and flops[name].metavar == report[name].metavar
+        assert flops[name].help.startswith(report[name].help.split(" (default: run.yaml")[0])
+
+
+def test_frozen_names_the_projector_part_alike_in_flops_report_and_compare():
+    """The canonical projector part (the ``parts`` name `arch.parts.PROJECTOR`) is what --frozen's help names
+    first in every command, with ``merger`` as its alias."""
+    from vlm_perf.arch.parts import PART_ALIASES, PROJECTOR
+
+    group = typer.main.get_command(app)
+    helps = {c: next(p.help for p in group.commands[c].params if p.name in ("frozen", "frozen_a"))
+             for c in ("flops", "report", "compare", "trace")}
+    for command, text in helps.items():
+        assert text.startswith(f"Frozen part or selector (repeatable): vision_tower, {PROJECTOR}, "), command
+        assert "aliases vit, merger," in text, command
+    assert PART_ALIASES["merger"] == PART_ALIASES[PROJECTOR]
 
 
 def test_run_yaml_keys_are_the_declared_ones():
@@ -122,7 +165,7 @@ def test_model_level_commands_accept_the_declared_spelling(command):
     """`flops` and `explain` are not run commands, but where they take the same quantity (LM tokens per
     sample) they accept the declared spelling too (``--seq-len`` stays as an alias)."""
     flags = _flags(command)
-    assert "--seq-length" in flags["seq_len"] and "--seq-len" in flags["seq_len"]
+    assert "--seq-length" in flags["seq_length"] and "--seq-len" in flags["seq_length"]
     assert "--model" in flags["model"] and "-m" in flags["model"]
 
 
@@ -177,3 +220,13 @@ def test_run_options_from_a_commands_flags_picks_one_run_of_compare():
     a, b = RunOptions.from_command(flags, "_a"), RunOptions.from_command(flags, "_b")
     assert (a.frozen, a.gpus, a.causal) == (("vit",), 8, "full")
     assert (b.frozen, b.gpus, b.causal) == ((), 16, "full")
+
+
+def test_trace_gpus_divides_the_runs_flops_and_is_refused_without_a_run():
+    """`trace --gpus` (report's flag) sets the world size the metadata's FLOPs are divided by (with --run); without
+    a run folder nothing would use it, so it is refused by name rather than ignored."""
+    from tests.support import SAMPLE_LOGS, run_main
+
+    r = run_main("trace", SAMPLE_LOGS / "qwen2-vl-tiny-trace" / "trace", "--gpus", "8")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "--gpus" in r.stderr and "--run" in r.stderr

@@ -17,7 +17,12 @@ After (`implausible`), on the per-part result joined with FLOPs:
 * where the trace recorded the matmul shapes (``record_shapes``), the parts whose recorded matmul FLOPs and the
   metadata's exact FLOPs differ by more than `SHAPES_AGREE` are named (`shapes_gap`): expected for a fused
   attention core (not recorded) or recomputed activations (recorded twice), otherwise a sign that the metadata
-  is not of the profiled run.
+  is not of the profiled run;
+* `attention_core`: evidence that the language model's attention core ran unfused (eager: the score and value
+  matmuls ``aten::bmm`` and a ``softmax`` recorded in ``language_model.attention``, no fused attention kernel;
+  or the model config's ``attn_implementation: eager``) computes every query x key score, the causal mask applied
+  after: counted ``--causal half``, that part's FLOPs read low, so it is a warning naming the evidence and the fix
+  (``--causal full``), never a pass.
 """
 
 from __future__ import annotations
@@ -28,13 +33,20 @@ import polars as pl
 
 from ..errors import InputError
 
-__all__ = ["MFU_PLAUSIBLE", "SHAPES_AGREE", "checked_events", "implausible", "shapes_gap"]
+__all__ = ["MFU_PLAUSIBLE", "SHAPES_AGREE", "attention_core", "checked_events", "explained_by_attention",
+           "implausible", "shapes_gap"]
 
 #: the largest MFU a part can have (the peak is what the hardware can do)
 MFU_PLAUSIBLE = 1.0
 #: relative gap within which the recorded matmul FLOPs and the exact FLOPs of a part agree
 SHAPES_AGREE = 0.01
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
+#: the LM's attention part, and the ops of an unfused (eager) core there: scores and values by batched matmuls, a
+#: softmax between them; a fused kernel (flash / memory-efficient / cuDNN SDPA, flash-attn) computes no such ops
+LM_ATTENTION = "language_model.attention"
+_EAGER_MATMUL = re.compile(r"^aten::(bmm|baddbmm)$")
+_EAGER_SOFTMAX = re.compile(r"^aten::_?(safe_)?softmax$")
+_FUSED = re.compile(r"flash|efficient_attention|cudnn_attention|fused_attention|fmha", re.IGNORECASE)
 
 
 def checked_events(partial) -> tuple[pl.DataFrame, list[str]]:
@@ -93,8 +105,48 @@ def implausible(result) -> list[str]:
                          "its FLOPs are not the profiled work's (is the metadata of the run and iterations the trace "
                          "profiled? is the GPU peak right?)")
     gap = shapes_gap(eff) if result.flops_source == "metadata" else None
-    if gap is not None and gap[1]:
+    if gap is not None and gap[1] and not explained_by_attention(result, gap[1]):
         notes.append(f"the matmul FLOPs the trace recorded differ from the metadata's exact FLOPs by up to "
                      f"{100 * gap[0]:.1f}% ({', '.join(gap[1])}): expected for a fused attention core (not recorded) "
                      "or recomputed activations (recorded twice); otherwise the metadata is not of the profiled run")
     return notes
+
+
+def explained_by_attention(result, beyond: list[str]) -> bool:
+    """The recorded matmul FLOPs depart from the exact ones in the LM's attention only, and the attention-core
+    warning says why (an eager core counted causal half): no other explanation to offer."""
+    return bool(getattr(result, "attention_warning", None)) and beyond == [LM_ATTENTION]
+
+
+def attention_core(result, causal: str, spec=None) -> str | None:
+    """A warning when ``causal`` (the exact FLOPs' LM attention core) is ``half`` but the trace or the model config
+    says the core ran eager (full square scores): the evidence, what it does to the numbers, and the fix. None
+    when nothing contradicts ``causal``."""
+    if causal != "half":
+        return None
+    evidence = []
+    ops = result.attention_ops.filter(pl.col("part") == LM_ATTENTION)
+    counts = {name: int(n) for name, n in ops.group_by("name").agg(pl.col("count").sum()).iter_rows()}
+    matmuls = {k: v for k, v in counts.items() if _EAGER_MATMUL.match(k)}
+    softmax = {k: v for k, v in counts.items() if _EAGER_SOFTMAX.match(k)}
+    if matmuls and softmax and not any(_FUSED.search(k) for k in counts):
+        named = ", ".join(f"{k} x{v:,}" for k, v in [*sorted(matmuls.items()), *sorted(softmax.items())])
+        evidence.append(f"the trace records {named} in {LM_ATTENTION} and no fused attention kernel")
+    implementation = (getattr(spec, "extra", None) or {}).get("attn_implementation")
+    if implementation == "eager":
+        evidence.append("the model config says attn_implementation: eager")
+    if not evidence:
+        return None
+    eff = result.summary()
+    gap = ""
+    if "shape_flops" in eff.columns and result.flops_source == "metadata":
+        row = eff.filter((pl.col("part") == LM_ATTENTION) & (pl.col("flops").fill_null(0) > 0)
+                         & pl.col("shape_flops").is_not_null())
+        if row.height:
+            over = float(row["shape_flops"][0]) / float(row["flops"][0]) - 1
+            gap = (f"; the matmul FLOPs the trace recorded there are {100 * over:+.3f}% off the exact count"
+                   if abs(over) > SHAPES_AGREE else "")
+    return (f"WARNING: eager attention counted causal half: {'; '.join(evidence)}. An eager core computes every "
+            f"query x key score and applies the causal mask after, but the exact FLOPs count half of them "
+            f"(--causal half), so {LM_ATTENTION}'s FLOPs, achieved FLOP/s and MFU read low{gap}. Fix: rerun with "
+            "--causal full")

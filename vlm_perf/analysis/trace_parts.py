@@ -273,6 +273,11 @@ class TraceParts:
     #: where ``flops`` comes from: "metadata" (exact, the FLOPs library), "trace shapes" (the recorded matmuls
     #: only, when there is no model + metadata) or None
     flops_source: str | None = None
+    #: the ops recorded inside attention parts (name, part, count): what ran the core (`trace_checks.attention_core`)
+    attention_ops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(
+        schema={"name": pl.String, "part": pl.String, "count": pl.Int64}))
+    #: a --causal setting the trace contradicts (eager attention counted causal half), with its evidence and fix
+    attention_warning: str | None = None
 
     def check_sums(self) -> float:
         """Largest |attributed - step| / step over ranks and steps (0 when exact)."""
@@ -291,7 +296,7 @@ class TraceParts:
             "steps": self.steps.to_dicts(), "parts": eff.to_dicts(),
             "per_step": self.per_step().to_dicts(), "top": self.top.to_dicts(),
             "max_sum_gap": self.check_sums(), "notes": self.notes, "peak_flops": self.peak_flops,
-            "flops_source": self.flops_source,
+            "flops_source": self.flops_source, "attention_warning": self.attention_warning,
         }
 
     def per_step(self) -> pl.DataFrame:
@@ -399,11 +404,13 @@ def attribute(events: pl.DataFrame, first_iteration: int | None = None) -> Trace
                                             "comm_ns": pl.Int64, "overlap_ns": pl.Int64})
     top = pl.DataFrame([{"name": k[0], "part": k[1], "time_ns": v[0], "count": v[1]} for k, v in top_rows.items()],
                        schema={"name": pl.String, "part": pl.String, "time_ns": pl.Int64, "count": pl.Int64})
+    attention = top.filter(pl.col("part").str.ends_with(".attention")).select("name", "part", "count")
     top = top.sort("time_ns", descending=True).head(50)
     shape = pl.DataFrame(shape_rows, schema={"rank": pl.Int64, "step": pl.Int64, "part": pl.String,
                                              "flops": pl.Int64})
     shape = shape.group_by("rank", "step", "part").agg(pl.col("flops").sum()).sort("rank", "step", "part")
-    return TraceParts(parts=parts, steps=steps, top=top, notes=list(dict.fromkeys(notes)), shape_flops=shape)
+    return TraceParts(parts=parts, steps=steps, top=top, notes=list(dict.fromkeys(notes)), shape_flops=shape,
+                      attention_ops=attention)
 
 
 def _host_contexts(ev: pl.DataFrame) -> tuple[dict[int, tuple[Ctx, str]], dict[int, list], np.ndarray]:
@@ -802,7 +809,7 @@ def analyze_traces(partial: "TracePartial", *, spec: ModelSpec | None = None, me
     data parallelism: ``world_size`` equal to the number of DP ranks in the metadata, or one rank only);
     otherwise the iteration's FLOPs divided by ``world_size`` (an average over GPUs, said in ``notes``).
     """
-    from .trace_checks import checked_events, implausible
+    from .trace_checks import attention_core, checked_events, implausible
 
     if not any(f.height for f in partial.frames):
         raise InputError("no timed events (complete 'X' events of profiler categories) in the trace",
@@ -838,7 +845,8 @@ def analyze_traces(partial: "TracePartial", *, spec: ModelSpec | None = None, me
         result.notes.append("no model: times only (pass a run folder with run.yaml + metadata, or --model)")
     else:
         result.notes.append("no per-microbatch metadata: times only, no FLOPs per part")
-    result.notes += implausible(result)  # MFU beyond the peak, recorded shapes vs the metadata
+    result.attention_warning = attention_core(result, causal, spec)  # eager attention counted causal half
+    result.notes += implausible(result) + ([result.attention_warning] if result.attention_warning else [])
     return result
 
 

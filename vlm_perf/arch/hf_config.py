@@ -92,4 +92,9 @@ def spec_from_config(config: Mapping[str, Any], name: str = "", source: str = "c
         spec.extra.setdefault("notes", []).extend(notes)
     if isinstance(config.get("transformers_version"), str):  # the release that wrote the config (module names)
         spec.extra["transformers_version"] = config["transformers_version"]
+    text = config.get("text_config")
+    for where in (config, text if isinstance(text, dict) else {}):  # the kernels it was saved with (eager, sdpa, ...)
+        value = where.get("attn_implementation", where.get("_attn_implementation"))
+        if isinstance(value, str) and value:
+            spec.extra.setdefault("attn_implementation", value)
     return spec

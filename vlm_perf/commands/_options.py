@@ -3,7 +3,9 @@ help text and one metavar for every command an option affects.
 
 ``@run_options("report")`` on a command function adds a keyword parameter per declared option and
 hands their values to the function as one dict, ``options`` (``compare``'s per-run options as
-``NAME_a`` / ``NAME_b``).
+``NAME_a`` / ``NAME_b``). A command that is not a run command (``flops``, ``explain``) declares the options it
+shares with them one by one, ``name: int = declared("gpus", "flops", default=1)``: the same spellings, metavar
+and help text, its own default and type.
 """
 
 from __future__ import annotations
@@ -31,10 +33,26 @@ def _params(command: str) -> list[tuple[str, Any, Any]]:
             decls = [opt.flag + flag_suffix] + ([opt.short] if opt.short and not flag_suffix else []) + \
                 [alias + flag_suffix for alias in opt.aliases]
             default = list(opt.default) if isinstance(opt.default, list) else opt.default
-            info = typer.Option(default, *decls, help=opt.help + note,
+            info = typer.Option(default, *decls, help=opt.help_for(command) + note,
                                 metavar=None if opt.kind == "bool" else opt.metavar, show_default=opt.kind != "list")
             out.append((opt.name + suffix, _TYPES[opt.kind], info))
     return out
+
+
+_REQUIRED = object()
+
+
+def declared(name: str, command: str, default: Any = _REQUIRED) -> Any:
+    """The ``typer.Option`` of declared option ``name`` in ``command`` (one whose declaration lists it): the
+    declared spellings (flag, short form, aliases), metavar and help (with the command's note); ``default``:
+    the command's own (none given: the flag is required). The parameter's name and type are the command's."""
+    opt = option(name)
+    if command not in opt.commands:
+        raise RuntimeError(f"{command}: option {name} is not declared for it in vlm_perf.run.options")
+    decls = [opt.flag] + ([opt.short] if opt.short else []) + list(opt.aliases)
+    value = ... if default is _REQUIRED else default
+    return typer.Option(value, *decls, help=opt.help_for(command), metavar=None if opt.kind == "bool" else opt.metavar,
+                        show_default=not isinstance(value, list) and value is not ...)
 
 
 def run_options(command: str) -> Callable[[Callable], Callable]:

@@ -65,7 +65,8 @@ def compare(
         return
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
+
+    from ._common import name_table
 
     console = Console()
     verdict, stats = lead(cmp)  # the page's order: the verdict and headline numbers, then the details
@@ -75,14 +76,11 @@ def compare(
     for line in headline(cmp):  # input strings (run paths, model, GPU) are text, never rich markup
         console.print(line, highlight=False, markup=False)
     # the rows of compare.md / compare.html (one formatting of every number)
-    table = Table(*conv_headers(compare_unit(cmp)))  # one display unit for both runs (report/units.py)
-    for row in convention_rows(cmp):
-        table.add_row(*map(escape, row))
-    console.print(table)
-    facts = Table(*FACT_HEADERS)
-    for row in fact_rows(cmp):
-        facts.add_row(*map(escape, row))
-    console.print(facts)
+    # one display unit for both runs (report/units.py); convention names whole at any width (the numbers fold)
+    console.print(name_table(conv_headers(compare_unit(cmp)), [list(map(escape, r)) for r in convention_rows(cmp)],
+                             width=console.width))
+    console.print(name_table(FACT_HEADERS, [list(map(escape, r)) for r in fact_rows(cmp)], names=(),
+                             width=console.width))
     if out is not None:
         console.print(f"comparison written to {out}/ (compare.html, compare.md, compare.json, compare.png)")
 
@@ -106,12 +104,12 @@ def _sweep_arguments(options: dict) -> tuple[dict, str | None]:
 def _sweep(runs: list[str], out: Optional[Path], as_json: bool, skip_bad_runs: bool, options: dict) -> None:
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
 
     from ..analysis.sweep import sweep_table
     from ..report.document import _clean
     from ..report.sweep_page import headline, terminal_table, write_sweep
     from ..sweep import check_run_list, summarize_runs
+    from ._common import name_table
 
     check_run_list(runs)  # too many runs, or one run twice: refused before any is opened
     arguments, scheduler = _sweep_arguments(options)
@@ -146,12 +144,8 @@ def _sweep(runs: list[str], out: Optional[Path], as_json: bool, skip_bad_runs: b
     for line in headline(table):
         console.print(line, highlight=False, markup=False)
     headers, cells = terminal_table(table)  # the page's cells, fewer columns (compare.md / .csv: all of them)
-    rows = Table(*headers)
-    for column in rows.columns:
-        column.overflow = "fold"
-    for row in cells:
-        rows.add_row(*map(escape, row))
-    console.print(rows)
+    console.print(name_table(headers, [list(map(escape, row)) for row in cells], names=(1,),  # runs whole
+                             width=console.width))
     if out is not None:
         console.print(f"sweep written to {out}/ (compare.html, compare.md, compare.json, compare.csv, "
                       "compare.parquet, sweep_*.png)", highlight=False, markup=False)

@@ -15,26 +15,24 @@ from ..errors import ConfigError, ConventionNotDefined, UnsupportedModelError
 
 if TYPE_CHECKING:
     from ..stats import BatchStats
-from ._common import human_flops, parse_grid, parse_int_list
+from ._common import human_flops, name_table, parse_grid, parse_int_list
+from ._options import declared
 
 
 def flops(
-    model: str = typer.Option(..., "--model", "-m", help="Preset name (or its Hugging Face repo id: vlm-perf families --presets), path to config.json, or a checkpoint directory "
-                              "(config.json + optional preprocessor_config.json / processor_config.json / "
-                              "video_preprocessor_config.json)."),
-    seq_len: Optional[int] = typer.Option(None, "--seq-length", "--seq-len",
-                                          help="Tokens per LM sequence (visual tokens included)."),
-    samples: Optional[int] = typer.Option(None, "--samples", help="Samples: sequences of --seq-len tokens (default 1), "
-                                          "or rows the --seq-lens documents are packed into (default: one per document)."),
+    model: str = declared("model", "flops"),
+    seq_length: Optional[int] = declared("seq_length", "flops", None),
+    samples: Optional[int] = typer.Option(None, "--samples", help="Samples: sequences of --seq-length tokens "
+                                          "(default 1), or rows the --seq-lens documents are packed into (default: "
+                                          "one per document)."),
     seq_lens: Optional[str] = typer.Option(None, "--seq-lens", help="Packed causal sub-sequence lengths L1,L2,..."),
-    image_size: List[str] = typer.Option([], "--image-size", help="Image H,W in pixels, through the family's own "
-                                         "processor rule (repeatable)."),
+    image_size: List[str] = declared("image_size", "flops", []),
     video_size: List[str] = typer.Option([], "--video-size", help="Video T,H,W: sampled frames and pixels "
                                          "(repeatable)."),
     multi_image: bool = typer.Option(False, "--multi-image", help="The --image-size images form ONE sample (its "
                                      "processor's several-images rule: LLaVA-OneVision pads each image square to its "
                                      "base tile, no anyres); default: each image is a sample of its own."),
-    grid: List[str] = typer.Option([], "--grid", help="Image grid T,H,W in patches before merging (repeatable)."),
+    image_grid: List[str] = declared("image_grid", "flops", []),
     video_grid: List[str] = typer.Option([], "--video-grid", help="Video grid T,H,W in patches (repeatable)."),
     audio_frames: Optional[str] = typer.Option(None, "--audio-frames", help="Audio clips of the batch (one audio-"
                                                "encoder call), mel frames each: F1,F2,... (models with an audio "
@@ -43,18 +41,12 @@ def flops(
                                                 "N1,N2,..., one feature-extractor call, through the family's own "
                                                 "audio rule (mel frames, LM tokens)."),
     mode: Optional[str] = typer.Option(None, "--mode", help="training | forward (default training)."),
-    causal: str = typer.Option("half", "--causal", help="half (flash-style) | full (square, as eager kernels)"),
-    convention: str = typer.Option("exact", "--convention", help="A convention name (list: vlm-perf conventions), or 'all'."),
-    frozen: List[str] = typer.Option([], "--frozen", help="Frozen part: vision_tower, projector, language_model, "
-                                     "deepstack_merger (aliases: merger, vision, vit, lm, ...)."),
-    trainable: List[str] = typer.Option([], "--trainable", help="What trains (repeatable / comma-separated): "
-                                        "PART[SLICE][.KIND+KIND], e.g. 'vision_tower[-4:]', 'lm.attention+mlp', "
-                                        "'projector'. --frozen takes the same syntax. See docs/training-regimes.md."),
-    adapter: Optional[str] = typer.Option(None, "--adapter", help="A PEFT adapter_config.json, or a folder (checkpoint "
-                                          "or run) holding one: LoRA / DoRA FLOPs; base weights frozen unless "
-                                          "--trainable names them."),
-    qlora: bool = typer.Option(False, "--qlora", help="The adapter's base weights are 4/8-bit (QLoRA): counted at "
-                               "the dequantised matmuls' FLOPs (dequantisation not counted)."),
+    causal: str = declared("causal", "flops", "half"),
+    convention: str = declared("convention", "flops", "exact"),
+    frozen: List[str] = declared("frozen", "flops", []),
+    trainable: List[str] = declared("trainable", "flops", []),
+    adapter: Optional[str] = declared("adapter", "flops", None),
+    qlora: bool = declared("qlora", "flops", False),
     input_require_grads: bool = typer.Option(False, "--input-require-grads", help="The gradient-checkpointing "
                                              "hook (enable_input_require_grads) is on: input gradients run down to "
                                              "the LM embeddings and the tower's patch embedding."),
@@ -62,19 +54,24 @@ def flops(
     log_tflops: Optional[str] = typer.Option(None, "--log-tflops", help="TFLOP/s per GPU a log printed for this "
                                              "batch: which conventions give it within its print precision."),
     step_time: Optional[float] = typer.Option(None, "--step-time", help="Seconds per step (with --log-tflops)."),
-    gpus: int = typer.Option(1, "--gpus", help="GPUs the step ran on (with --log-tflops)."),
+    gpus: int = declared("gpus", "flops", 1),
+    gpu: Optional[str] = declared("gpu", "flops", None),
+    dtype: Optional[str] = declared("dtype", "flops", None),
+    peak_tflops: Optional[float] = declared("peak_tflops", "flops", None),
     new_tokens: Optional[str] = typer.Option(None, "--new-tokens", metavar="TOKENS", help="Generation instead of "
-                                             "a training step: the prefill of each prompt (--seq-len / --seq-lens "
+                                             "a training step: the prefill of each prompt (--seq-length / --seq-lens "
                                              "and the media) plus TOKENS generated per prompt with a KV cache, as "
                                              "Hugging Face generate() runs it, by part (--adapter: its forward on "
                                              "every token)."),
 ) -> None:
     """FLOPs of one batch (one iteration's worth of media and tokens), by component; with --new-tokens, of
     generating that many tokens after each prompt."""
+    seq_len, grid = seq_length, image_grid
     if seq_lens is not None and seq_len is not None:
-        raise ConfigError("--seq-lens lists packed sequences; do not combine it with --seq-len")
+        raise ConfigError("--seq-lens lists packed sequences; do not combine it with --seq-length")
     if seq_lens is None and seq_len is None:
-        raise ConfigError("give the LM tokens: --seq-len S [--samples B] or --seq-lens L1,L2,...")
+        raise ConfigError("give the LM tokens: --seq-length S [--samples B] or --seq-lens L1,L2,...")
+    peak = _peak(gpu, dtype, peak_tflops, log_tflops)
     from ..arch import load_model
     from ..flops import CONVENTIONS, compute_flops
     from ..stats import BatchStats
@@ -147,7 +144,7 @@ def flops(
     model_notes = tuple(spec.extra.get("notes", ())) + cross_bound_notes(spec, stats, parse_int_list(
         seq_lens, "--seq-lens") if seq_lens is not None else None)
     results = [r.__class__(r.convention, r.components, r.options, model_notes + r.notes) for r in results]
-    readings = _reconcile(results, log_tflops, step_time, gpus) if log_tflops is not None else None
+    readings = _reconcile(results, log_tflops, step_time, gpus, peak) if log_tflops is not None else None
     if as_json:
         payload = _payload(results[0], inputs, stats) if not every else {
             "inputs": inputs, "stats": stats.as_dict(),
@@ -176,8 +173,32 @@ def flops(
         _print_readings(console, readings, log_tflops)
 
 
-def _reconcile(results, printed: str, step_time, gpus: int) -> dict:
-    """Every computed convention's TFLOP/s/GPU against the printed one; the closest one's departure from exact."""
+def _peak(gpu: Optional[str], dtype: Optional[str], peak_tflops: Optional[float],
+          log_tflops: Optional[str]) -> Optional[dict]:
+    """The peak behind the MFU of a --log-tflops reading (`vlm_perf.hardware.peak_used`, as the report records it),
+    from --gpu (+ --dtype) or --peak-tflops; None when neither is given. They are refused without --log-tflops
+    (one batch's FLOPs have no time, hence no MFU)."""
+    given = [flag for flag, value in (("--gpu", gpu), ("--dtype", dtype), ("--peak-tflops", peak_tflops))
+             if value is not None]
+    if not given:
+        return None
+    if log_tflops is None:
+        raise ConfigError(f"{', '.join(given)} set the peak for the MFU of a --log-tflops reading: give --log-tflops "
+                          f"and --step-time, or drop {', '.join(given)}")
+    if peak_tflops is not None and not (peak_tflops > 0 and peak_tflops != float("inf")):
+        raise ConfigError(f"--peak-tflops must be a positive number, got {peak_tflops!r}")
+    if gpu is None and peak_tflops is None:
+        raise ConfigError("--dtype picks the peak of a --gpu: give --gpu TYPE (or --peak-tflops)")
+    from ..hardware import peak_flops, peak_used
+
+    if gpu is not None and peak_tflops is None:
+        peak_flops(gpu, dtype or "bf16")  # an unknown GPU or dtype: its one-line error, naming --peak-tflops
+    return peak_used(gpu, dtype or "bf16", peak_tflops)
+
+
+def _reconcile(results, printed: str, step_time, gpus: int, peak: Optional[dict] = None) -> dict:
+    """Every computed convention's TFLOP/s/GPU against the printed one (and its MFU of ``peak``, a
+    `vlm_perf.hardware.peak_used` record); the closest one's departure from exact."""
     from ..flops.conventions.reconcile import component_difference, reconcile
 
     if step_time is None or not step_time > 0 or gpus <= 0:
@@ -185,23 +206,31 @@ def _reconcile(results, printed: str, step_time, gpus: int) -> dict:
     by_name = {r.convention: r for r in results}
     readings = reconcile(by_name, printed, 1 / (step_time * gpus * 1e12))
     best = readings[0]
+    tflops = peak["tflops"] if peak else None
     out = {"printed": printed, "step_time": step_time, "gpus": gpus,
            "conventions": [{"convention": r.convention, "tflops_per_gpu": r.value, "matches": r.matches,
-                            "rel_diff": r.rel_diff} for r in readings],
+                            "rel_diff": r.rel_diff, **({"mfu": r.value / tflops} if tflops else {})}
+                           for r in readings],
            "matches": [r.convention for r in readings if r.matches], "closest": best.convention}
+    if peak is not None:
+        out["peak"] = peak
     if "exact" in by_name and best.convention != "exact":
         out["closest_minus_exact"] = component_difference(by_name[best.convention], by_name["exact"])
     return out
 
 
 def _print_readings(console: Console, readings: dict, printed: str) -> None:
-    table = Table(title=f"printed {printed} TFLOP/s/GPU: which convention gives it")
-    for col in ("convention", "TFLOP/s/GPU", "vs printed", "within print precision"):
-        table.add_column(col, justify="left" if col == "convention" else "right")
-    for r in readings["conventions"]:
-        table.add_row(r["convention"], f"{r['tflops_per_gpu']:.4g}", f"{100 * r['rel_diff']:+.2f}%",
-                      "yes" if r["matches"] else "")
-    console.print(table)
+    peak = readings.get("peak")
+    headers = ("convention", "TFLOP/s/GPU", "vs printed", "within print precision") + (("MFU",) if peak else ())
+    rows = [[r["convention"], f"{r['tflops_per_gpu']:.4g}", f"{100 * r['rel_diff']:+.2f}%",
+             "yes" if r["matches"] else "", *((f"{100 * r['mfu']:.1f}%",) if peak else ())]
+            for r in readings["conventions"]]
+    console.print(name_table(headers, rows, title=f"printed {printed} TFLOP/s/GPU: which convention gives it",
+                             justify="right", width=console.width))  # convention names whole at any width
+    if peak:
+        console.print(f"MFU of {peak['tflops']:g} TFLOP/s/GPU ({peak.get('device') or 'the given peak'}, "
+                      f"{peak.get('dtype') or 'bf16'}; {peak.get('source_short') or peak.get('source')})",
+                      highlight=False, markup=False)
     names = ", ".join(readings["matches"]) or "none"
     console.print(f"matches: {names}; closest: {readings['closest']}")
     for comp, diff in readings.get("closest_minus_exact", {}).items():
@@ -334,7 +363,7 @@ def _check_visual_tokens(stats: BatchStats, spec=None, media=()) -> None:
         hint = ("; if the images are one sample, --multi-image applies its processor's several-images rule"
                 if several else "")
         raise ConfigError(f"the media give {visual} visual tokens, more than the "
-                         f"{stats.lm_tokens} LM tokens; --seq-len counts every LM token, visual placeholders "
+                         f"{stats.lm_tokens} LM tokens; --seq-length counts every LM token, visual placeholders "
                          f"included{hint}")
 
 

@@ -4,8 +4,11 @@ commands whose result it changes.
 Precedence of the sources: **command line > run.yaml (manifest) > log > checkpoint files** (a
 ``config.json`` in the run folder is the model when nothing else names one). The command-line flags of
 `vlm-perf report`, `compare`, `parse`, `metadata` and `trace` are generated from this table
-(`vlm_perf.commands._options`), so an option has one spelling everywhere; ``docs/run-config.md``'s
-option table is generated from it too (`options_markdown`; a test keeps the two in sync).
+(`vlm_perf.commands._options.run_options`), and so are the flags `flops` and `explain` share with them
+(`vlm_perf.commands._options.declared`: the model, tokens per sample, peak, regime, attention core,
+convention), so an option has one spelling, one metavar and one help text everywhere (``notes``: what it
+means or defaults to in one command, after that help); ``docs/run-config.md``'s option table is generated
+from it too (`options_markdown`; a test keeps the two in sync).
 
 The same table generates `RunOptions`, the one typed configuration of a run (a frozen dataclass, one field per
 option): ``RunOptions.of(gpus=8, frozen=["vit"])`` checks each value once (library callers),
@@ -62,6 +65,12 @@ class RunOption:
     pattern: str | None = None  # a str value must match (case-insensitive, whole value)
     shape: str = ""  # what ``pattern`` accepts, in words
     aliases: tuple[str, ...] = ()  # other spellings every command accepts for it (e.g. --seq-len)
+    notes: tuple[tuple[str, str], ...] = ()  # (command, what the option means or defaults to there), after help
+
+    def help_for(self, command: str) -> str:
+        """The help text of the option's flag in ``command``: the declared ``help``, then that command's note."""
+        note = next((text for name, text in self.notes if name == command), "")
+        return f"{self.help} {note}" if note else self.help
 
     @property
     def maximum(self) -> int | None:
@@ -82,34 +91,44 @@ class RunOption:
 
 _REPORT_ESTIMATE = ("report",)
 _RUN_CMDS = ("report", "compare")
-_PEAK_CMDS = ("report", "compare", "trace")  # options the trace attribution uses too (peak, attention core)
+_PEAK_CMDS = ("report", "compare", "trace", "flops")  # the peak: MFU (flops: of a --log-tflops reading)
 _REGIME_CMDS = ("report", "compare", "trace")  # what trains: the trace's FLOPs per part are the report's
+_ESTIMATE = (("report", "(estimate mode)"),)
 
 OPTIONS: tuple[RunOption, ...] = (
-    RunOption("model", "--model", "str", "Model: preset name, config.json or checkpoint folder (default: run.yaml's "
-              "model, else a config.json in the run folder).", ("report", "compare", "metadata", "trace"),
-              ("command line", "run.yaml", "log", "checkpoint"), "model", "-m", "NAME_OR_CONFIG", per_run=True),
-    RunOption("gpus", "--gpus", "int", "World size: the number of GPUs of the run.", _REGIME_CMDS,
-              ("command line", "run.yaml", "log"), "num_gpus", metavar="N", minimum=1, per_run=True),
+    RunOption("model", "--model", "str", "Model: preset name or its Hugging Face repo id (vlm-perf families "
+              "--presets), config.json or checkpoint folder.", ("report", "compare", "metadata", "trace", "flops",
+                                                                 "explain"),
+              ("command line", "run.yaml", "log", "checkpoint"), "model", "-m", "NAME_OR_CONFIG", per_run=True,
+              notes=tuple((c, "(default: run.yaml's model, else a config.json in the run folder)")
+                          for c in ("report", "compare", "metadata", "trace"))
+              + (("flops", "(a checkpoint folder: config.json and its processor files)"),)),
+    RunOption("gpus", "--gpus", "int", "World size: the number of GPUs of the run.", (*_REGIME_CMDS, "flops"),
+              ("command line", "run.yaml", "log"), "num_gpus", metavar="N", minimum=1, per_run=True,
+              notes=(("flops", "(with --log-tflops: the step's GPUs)"),
+                     ("trace", "(with --run: the iteration's FLOPs per GPU)"))),
     RunOption("gpu", "--gpu", "str", "GPU type for the peak, e.g. H100-SXM, GB200, MI300X.", _PEAK_CMDS,
-              ("command line", "run.yaml", "log"), "gpu", metavar="TYPE", per_run=True),
+              ("command line", "run.yaml", "log"), "gpu", metavar="TYPE", per_run=True,
+              notes=(("flops", "(with --log-tflops: the MFU of each convention's reading)"),)),
     RunOption("peak_tflops", "--peak-tflops", "float", "Dense peak TFLOP/s per GPU (overrides the GPU table).",
               _PEAK_CMDS, metavar="TFLOPS", minimum=0, exclusive=True),
     RunOption("dtype", "--dtype", "str", "Training dtype for the peak (default bf16).", _PEAK_CMDS,
               ("command line", "run.yaml", "log"), "dtype", metavar="DTYPE", per_run=True),
-    RunOption("frozen", "--frozen", "list", "Frozen part or selector (repeatable): vision_tower, merger, vision, "
-              "language_model (aliases vit, projector, lm, ...), or PART[SLICE][.KIND+KIND], e.g. 'vit[:-4]', "
-              "'lm.embeddings'.", _REGIME_CMDS, ("command line", "run.yaml", "checkpoint"), "frozen",
+    RunOption("frozen", "--frozen", "list", "Frozen part or selector (repeatable): vision_tower, projector, vision, "
+              "language_model (aliases vit, merger, lm, ...), or PART[SLICE][.KIND+KIND], e.g. 'vit[:-4]', "
+              "'lm.embeddings'.", (*_REGIME_CMDS, "flops"), ("command line", "run.yaml", "checkpoint"), "frozen",
               metavar="SELECTOR", default=[], per_run=True),
     RunOption("trainable", "--trainable", "list", "What trains (repeatable selector PART[SLICE][.KIND+KIND], e.g. "
               "'vit[-4:]', 'lm.attention+mlp'; default: everything, or nothing of the base with an adapter).",
-              _REGIME_CMDS, ("command line", "run.yaml", "checkpoint"), "trainable", metavar="SELECTOR", default=[],
-              per_run=True),
+              (*_REGIME_CMDS, "flops"), ("command line", "run.yaml", "checkpoint"), "trainable", metavar="SELECTOR",
+              default=[], per_run=True),
     RunOption("adapter", "--adapter", "str", "LoRA/DoRA adapter: an adapter_config.json or a PEFT checkpoint "
-              "folder (default: trainability.json / adapter_config.json found in the run folder).", _REGIME_CMDS,
-              ("command line", "run.yaml", "checkpoint"), "adapter", metavar="PATH", per_run=True),
+              "folder.", (*_REGIME_CMDS, "flops"), ("command line", "run.yaml", "checkpoint"), "adapter",
+              metavar="PATH", per_run=True,
+              notes=tuple((c, "(default: trainability.json / adapter_config.json found in the run folder)")
+                          for c in _REGIME_CMDS)),
     RunOption("qlora", "--qlora", "bool", "The adapter's base weights are quantised (QLoRA: base matmuls counted "
-              "at the dequantised weights' FLOPs).", _REGIME_CMDS, ("command line", "run.yaml"), "qlora",
+              "at the dequantised weights' FLOPs).", (*_REGIME_CMDS, "flops"), ("command line", "run.yaml"), "qlora",
               default=False, per_run=True),
     RunOption("recompute", "--recompute", "str", "Activation recompute for HFU: none, selective, full or full:N "
               "layers (default: what the log / run.yaml state).", _RUN_CMDS, ("command line", "run.yaml", "log"),
@@ -117,16 +136,20 @@ OPTIONS: tuple[RunOption, ...] = (
               shape="none, selective, full or full:N (N > 0 layers)"),
     RunOption("causal", "--causal", "choice", "exact's LM attention core: half (causal kernels) or full "
               "(eager/masked).", _PEAK_CMDS, choices=("half", "full"), default="half", metavar="MODE"),
-    RunOption("seq_length", "--seq-length", "int", "Estimate mode: LM tokens per sample.", _REPORT_ESTIMATE,
-              ("command line", "run.yaml", "log"), "seq_length", metavar="TOKENS", minimum=1, aliases=("--seq-len",)),
+    RunOption("seq_length", "--seq-length", "int", "LM tokens per sample, visual placeholders included.",
+              (*_REPORT_ESTIMATE, "flops", "explain"), ("command line", "run.yaml", "log"), "seq_length",
+              metavar="TOKENS", minimum=1, aliases=("--seq-len",),
+              notes=_ESTIMATE + (("flops", "(--samples of them; packed documents: --seq-lens)"),)),
     RunOption("global_batch_size", "--global-batch-size", "int", "Samples per iteration: estimate mode, and what "
               "metadata coverage is checked against (default: what the log prints).", _REPORT_ESTIMATE,
               ("command line", "run.yaml", "log"), "global_batch_size", metavar="SAMPLES", minimum=1),
-    RunOption("image_size", "--image-size", "str", "Estimate mode: H,W pixels of each sample's image (through the "
-              "family's processor rule).", _REPORT_ESTIMATE, ("command line", "run.yaml"), "image_size",
-              metavar="H,W"),
-    RunOption("image_grid", "--grid", "str", "Estimate mode: T,H,W patches of each sample's image, as "
-              "image_grid_thw.", _REPORT_ESTIMATE, ("command line", "run.yaml"), "image_grid", metavar="T,H,W"),
+    RunOption("image_size", "--image-size", "str", "Image H,W in pixels, through the family's processor rule.",
+              (*_REPORT_ESTIMATE, "flops"), ("command line", "run.yaml"), "image_size", metavar="H,W",
+              notes=(("report", "(estimate mode: each sample's image)"),
+                     ("flops", "(repeatable; each image a sample of its own unless --multi-image)"))),
+    RunOption("image_grid", "--grid", "str", "Image grid T,H,W in patches before merging, as image_grid_thw.",
+              (*_REPORT_ESTIMATE, "flops"), ("command line", "run.yaml"), "image_grid", metavar="T,H,W",
+              notes=(("report", "(estimate mode: each sample's image)"), ("flops", "(repeatable)"))),
     RunOption("images_per_sample", "--images-per-sample", "int", "Estimate mode: images per sample (default 1).",
               _REPORT_ESTIMATE, ("command line", "run.yaml"), "images_per_sample", metavar="N", minimum=1),
     RunOption("log_interval", "--log-interval", "int", "Iterations per log line (default: inferred from the log).",
@@ -142,8 +165,10 @@ OPTIONS: tuple[RunOption, ...] = (
               "gives the metadata and run.yaml.", ("report",), metavar="FILE", default=[]),
     RunOption("merge_logs", "--merge-logs", "bool", "Merge log files that look like two different runs (refused by "
               "default; the checks then say so).", ("report",), default=False),
-    RunOption("convention", "--convention", "list", "Conventions to show (repeatable; default: every one defined "
-              "for the family).", _RUN_CMDS, metavar="NAME", default=[]),
+    RunOption("convention", "--convention", "list", "FLOPs convention by name (vlm-perf conventions lists them).",
+              (*_RUN_CMDS, "flops", "explain"), metavar="NAME", default=[],
+              notes=tuple((c, "(repeatable; default: every one defined for the family)") for c in _RUN_CMDS)
+              + (("flops", "(one, or 'all')"), ("explain", "(the --after number's)"))),
 )
 
 #: run.yaml keys no command-line flag sets (type, meaning)
@@ -214,8 +239,9 @@ def options_markdown() -> str:
         if o.per_run:
             flag += f" (compare: `{o.flag}-a`, `{o.flag}-b`)" if "compare" in o.commands else ""
         key = f"`{o.field}`" if o.field else "—"
+        meaning = " ".join([o.help] + [f"*{command}:* {note.strip('()')}." for command, note in o.notes])
         rows.append(f"| {o.name} | {flag} | {key} | {o.kind} | {o.bounds() or '—'} | {', '.join(o.sources)} | "
-                    f"{', '.join(o.commands)} | {o.help} |")
+                    f"{', '.join(o.commands)} | {meaning} |")
     for key, kind, sources, meaning in YAML_ONLY:
         rows.append(f"| {key} | — | `{key}` | {kind} | — | {sources} | report, compare | {meaning} |")
     return "\n".join(rows) + "\n"
