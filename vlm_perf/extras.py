@@ -48,8 +48,8 @@ def install_hint(extra: str, *, root: Path | None = None, python: str | None = N
     if root is None:
         return generic
     cwd = (cwd or Path.cwd()).resolve()
-    python = Path(python or sys.executable)  # not resolved: a venv's python is a link to the base interpreter
-    pip = python.with_name("pip.exe" if os.name == "nt" else "pip")
-    command = _program(pip, cwd) if pip.exists() else f"{_program(python, cwd)} -m pip"
+    interpreter = Path(python or sys.executable)  # not resolved: a venv's python is a link to the base interpreter
+    pip = interpreter.with_name("pip.exe" if os.name == "nt" else "pip")
+    command = _program(pip, cwd) if pip.exists() else f"{_program(interpreter, cwd)} -m pip"
     lock = _shown(root / "requirements" / "verified.txt", cwd)
     return f"{generic} (in this checkout: {command} install -e '{_shown(root, cwd)}[{extra}]' --constraint {lock})"

@@ -59,7 +59,7 @@ def filesystem(url: str) -> tuple[Any, str]:
         return fsspec.core.url_to_fs(url)
     except ImportError:
         package, extra = PROTOCOL_PACKAGES.get(proto, (None, None))
-        if package:
+        if package and extra:
             raise ConfigError(f"{url}: reading {proto}:// URLs needs {package}: {install_hint(extra)}") \
                 from None
         raise ConfigError(f"{url}: the package fsspec needs for {proto}:// is not installed") from None
