@@ -91,13 +91,13 @@ def summarize_runs(runs: Sequence[str], arguments: Mapping[str, Any], scheduler:
             out.append(summarize_run(run, arguments))
             on_done(i, out[-1])
         return out
-    from .scale.cluster import _gather_in_order, connect, parse_scheduler
+    from .scale.cluster import gather_in_order, connect, parse_scheduler
 
     sched = parse_scheduler(scheduler)  # a typo fails before a cluster is started
     with connect(sched) as client:
         futures = [client.submit(summarize_run, run, arguments, key=f"vlm-perf-sweep-{os.getpid()}-{id(runs)}-{i}",
                                  pure=False) for i, run in enumerate(runs)]
-        gathered = _gather_in_order(client, futures, lambda i: f"run {runs[i]}",
+        gathered = gather_in_order(client, futures, lambda i: f"run {runs[i]}",
                                     lambda i: on_done(i, futures[i].result()))
     if any(not isinstance(r, RunOutcome) for r in gathered):  # pragma: no cover - a worker answered something else
         raise VlmPerfError("a Dask worker returned no run summary; install the same vlm-perf on the workers")

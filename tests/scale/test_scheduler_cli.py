@@ -224,7 +224,7 @@ def test_worker_failure_is_one_clear_line(address):
         futures = [client.submit(_die, pure=False)]
         start = time.monotonic()
         with pytest.raises(ClusterError, match="a Dask worker failed reading shard 0: KilledWorker"):
-            cluster_mod._gather_in_order(client, futures, lambda i: f"shard {i}")
+            cluster_mod.gather_in_order(client, futures, lambda i: f"shard {i}")
         assert time.monotonic() - start < 60
 
 

@@ -530,12 +530,12 @@ def regime_trainable(spec, regime) -> tuple[int, int] | None:
     cannot be walked."""
     from ..arch.params import count_params
     from ..flops.regime import regime_flops
-    from ..run.regime import _probe
+    from ..run.regime import probe_batch
 
     t = regime.trainability
     try:
-        r = regime_flops(spec, _probe(spec), t, full_reference=False)
-        whole = regime_flops(spec, _probe(spec), type(t)(), full_reference=False).by_part
+        r = regime_flops(spec, probe_batch(spec), t, full_reference=False)
+        whole = regime_flops(spec, probe_batch(spec), type(t)(), full_reference=False).by_part
     except Exception:  # noqa: BLE001 - the FLOPs path reports its own error; this check then compares whole parts
         return None
     pc = count_params(spec)
@@ -557,10 +557,10 @@ def _base_weights_train(spec, regime, part: str) -> bool:
     """Whether any base weight of ``part`` gets a weight gradient under the regime (an adapter's own weights
     on it do not count: ``freeze_vit`` freezes the tower's base weights)."""
     from ..flops.regime import regime_flops
-    from ..run.regime import _probe
+    from ..run.regime import probe_batch
 
     try:
-        r = regime_flops(spec, _probe(spec), regime.trainability, full_reference=False)
+        r = regime_flops(spec, probe_batch(spec), regime.trainability, full_reference=False)
     except Exception:  # noqa: BLE001 - the FLOPs path reports its own error
         return True
     return bool(r.by_part.get(part, {}).get("weight_grad", 0))
@@ -570,10 +570,10 @@ def _frozen_parts(spec, regime) -> list[str]:
     """The parts (``tower``, ``projector``, ``LM``) whose base weights get no gradient and carry no adapter under
     the regime: what a ``frozen`` list would have to name."""
     from ..flops.regime import regime_flops
-    from ..run.regime import _probe
+    from ..run.regime import probe_batch
 
     try:
-        r = regime_flops(spec, _probe(spec), regime.trainability, full_reference=False)
+        r = regime_flops(spec, probe_batch(spec), regime.trainability, full_reference=False)
     except Exception:  # noqa: BLE001 - the FLOPs path reports its own error
         return []
     adapted = {{"vision_tower": "vision_tower", "language_model": "language_model"}.get(m.stage, "projector")

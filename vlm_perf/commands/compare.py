@@ -59,9 +59,9 @@ def compare(
     if out is not None:
         write_compare(cmp, out)
     if as_json:
-        from ..report.document import _clean
+        from ..report.document import json_safe
 
-        print(json.dumps(_clean(cmp["conventions"]), indent=2))
+        print(json.dumps(json_safe(cmp["conventions"]), indent=2))
         return
     from rich.console import Console
     from rich.markup import escape
@@ -106,7 +106,7 @@ def _sweep(runs: list[str], out: Optional[Path], as_json: bool, skip_bad_runs: b
     from rich.markup import escape
 
     from ..analysis.sweep import sweep_table
-    from ..report.document import _clean
+    from ..report.document import json_safe
     from ..report.sweep_page import headline, terminal_table, write_sweep
     from ..sweep import check_run_list, summarize_runs
     from ._common import name_table
@@ -137,7 +137,7 @@ def _sweep(runs: list[str], out: Optional[Path], as_json: bool, skip_bad_runs: b
     if out is not None:
         write_sweep(table, out)
     if as_json:
-        print(json.dumps(_clean(table), indent=2))
+        print(json.dumps(json_safe(table), indent=2))
         return
     # a pipe or file gets the whole table's width; a terminal its own, with cells folded (never cut with "…")
     console = Console() if sys.stdout.isatty() else Console(width=200)

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 
 from .content import (B, Bullets, FigureRef, Inline, Paragraph, SectionContent, Stat, Stats, T, Table,  # noqa: E402
                       Verdict, plain)
-from .document import _clean  # noqa: E402
+from .document import json_safe  # noqa: E402
 from .render import render_html as render_page, render_markdown as render_md  # noqa: E402
 from .units import RateUnit, rate_unit  # noqa: E402
 
@@ -211,7 +211,7 @@ def write_compare(cmp: dict, out_dir: Path) -> dict[str, Path]:
     names = ("compare.json", "compare.md", "compare.html", "compare.png")
     with atomic_report_dir(out_dir, COMPARE) as tmp:
         figure(cmp, tmp / "compare.png")
-        (tmp / "compare.json").write_text(json.dumps(_clean(cmp), indent=2) + "\n")
+        (tmp / "compare.json").write_text(json.dumps(json_safe(cmp), indent=2) + "\n")
         (tmp / "compare.md").write_text(render_markdown(cmp))
         (tmp / "compare.html").write_text(render_html(cmp, tmp))
     return {name: out_dir / name for name in names}

@@ -28,14 +28,14 @@ from .sections import SectionInputs, build_sections
 __all__ = ["ReportContext", "build_summary", "write_report"]
 
 
-def _clean(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [json_safe(v) for v in value]
     if hasattr(value, "to_dict") and not isinstance(value, (str, bytes, dict)) and hasattr(value, "status"):
-        return _clean(value.to_dict())
+        return json_safe(value.to_dict())
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -48,7 +48,7 @@ def build_summary(run: RunAnalysis, ctx: ReportContext) -> dict:
     conventions = run.convention_summary()
     checks = [c.to_dict() for c in run.checks]
     failed = [c["name"] for c in checks if c["status"] == "fail"]
-    return _clean({
+    return json_safe({
         "checks_status": "fail" if failed else ("warn" if any(c["status"] == "warn" for c in checks) else "ok"),
         "checks_failed": failed,
         "checks": checks,

@@ -17,7 +17,7 @@ import polars as pl  # noqa: E402
 
 from ..analysis.sweep import sweep_frame_rows  # noqa: E402
 from .content import B, Bullets, C, FigureRef, Inline, Paragraph, SectionContent, T, Table, plain  # noqa: E402
-from .document import _clean  # noqa: E402
+from .document import json_safe  # noqa: E402
 from .render import render_html as render_page, render_markdown as render_md  # noqa: E402
 from .units import RateUnit, rate_unit  # noqa: E402
 
@@ -253,7 +253,7 @@ def write_sweep(sweep: dict, out_dir: Path) -> dict[str, Path]:
         frame = sweep_frame(sweep)
         frame.write_csv(tmp / "compare.csv")
         frame.write_parquet(tmp / "compare.parquet")
-        (tmp / "compare.json").write_text(json.dumps(_clean(sweep), indent=2) + "\n")
+        (tmp / "compare.json").write_text(json.dumps(json_safe(sweep), indent=2) + "\n")
         (tmp / "compare.md").write_text(render_markdown(sweep))
         (tmp / "compare.html").write_text(render_html(sweep, tmp))
     return {name: out_dir / name for name in SWEEP_FILES}

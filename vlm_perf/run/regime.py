@@ -93,7 +93,9 @@ def resolve_regime(config: Any, files: Any, spec: ModelSpec) -> Regime:
     return regime
 
 
-def _probe(spec: ModelSpec) -> BatchStats:
+def probe_batch(spec: ModelSpec) -> BatchStats:
+    """A tiny batch of the model (one 16-token sequence, with one 4x4 image when it has a tower): the stand-in that
+    regime and evidence checks count on when only the shape of the accounting matters."""
     grids = [(1, 4, 4)] if spec.vision is not None else []
     return BatchStats.from_batch(seq_lens=[16], image_grids=grids, spec=spec)
 
@@ -113,7 +115,7 @@ def describe_regime(spec: ModelSpec, t: Trainability) -> str:
     from ..flops.regime import regime_flops
 
     try:
-        r = regime_flops(spec, _probe(spec), t, full_reference=False)
+        r = regime_flops(spec, probe_batch(spec), t, full_reference=False)
     except Exception:  # noqa: BLE001 - words only; the FLOPs path raises its own typed error
         return t.describe()
     short = {"language_model": "LM", "vision_tower": "tower", "projector": "projector"}
@@ -135,7 +137,7 @@ def describe_regime(spec: ModelSpec, t: Trainability) -> str:
     frozen = [p for p, c in r.by_part.items() if not c.get("weight_grad", 0) and p not in adapted]
     fine = not t.stage_level and t.adapter is None
     if fine:  # e.g. the callback's observed names: a part whose weight gradients are all there trains whole
-        whole = regime_flops(spec, _probe(spec), Trainability(), full_reference=False).by_part
+        whole = regime_flops(spec, probe_batch(spec), Trainability(), full_reference=False).by_part
         partly = [p for p in trained if r.by_part[p].get("weight_grad", 0) < whole.get(p, {}).get("weight_grad", 0)]
         if not partly and not frozen:
             return "full training, every weight trains: " + t.describe()

@@ -381,7 +381,7 @@ def done_in_turn(client: Any, futures: list, timeout: float | None = None) -> It
                                "rerun")
 
 
-def _gather_in_order(client: Any, futures: list, what: Callable[[int], str],
+def gather_in_order(client: Any, futures: list, what: Callable[[int], str],
                      on_done: Callable[[int], None] = lambda i: None) -> list:
     """Results of ``futures`` in their order, fetched as each finishes; a worker failure is a `ClusterError`."""
     results: list = [None] * len(futures)
@@ -496,7 +496,7 @@ def read_metadata(client: Any, paths: Sequence[str | Path], spec: "ModelSpec | N
     futures = [client.submit(_metadata_partial, group, offset, spec, skip_bad, per_rank, dict(row_columns or {}),
                              key=f"vlm-perf-metadata-{os.getpid()}-{id(whole)}-{i}", pure=False)
                for i, (group, offset) in enumerate(zip(groups, offsets))]
-    parts = _gather_in_order(client, futures, lambda i: f"metadata shards {groups[i][0]} ..", on_done)
+    parts = gather_in_order(client, futures, lambda i: f"metadata shards {groups[i][0]} ..", on_done)
     for part in parts:  # the first error in file order: the one the single pass raises
         if part.error is not None:
             raise part.error
@@ -549,6 +549,6 @@ def read_traces_on(client: Any, paths: Any) -> Any:
     files = trace_files(paths)
     futures = [client.submit(read_trace, f, i, key=f"vlm-perf-trace-{os.getpid()}-{id(files)}-{i}", pure=False)
                for i, f in enumerate(files)]
-    merged = merge_partials(_gather_in_order(client, futures, lambda i: f"trace {files[i]}"))
+    merged = merge_partials(gather_in_order(client, futures, lambda i: f"trace {files[i]}"))
     merged.raise_error()
     return merged
