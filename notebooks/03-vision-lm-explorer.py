@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -132,8 +132,9 @@ for name, regimes in (("qwen2.5-vl-7b", [r for r in REGIMES if r != "lora_lm_exp
 # %% [markdown]
 # ## Interactive controls
 #
-# These need a live widget front end (JupyterLab with ipywidgets). Set `VLM_PERF_NO_WIDGETS=1` to skip
-# them. If `ipywidgets` is missing, the cell says so and the static grid above stands in.
+# These need a live widget front end (JupyterLab with ipywidgets). With `VLM_PERF_NO_WIDGETS=1` (headless runs,
+# the tests) the explorer runs once at the controls' default values instead. If `ipywidgets` is missing, the cell
+# says so and the static grid above stands in.
 
 # %%
 def explore(model, image_px, images_per_sample, text_tokens, frozen_vision, gpu, before_tflops_per_gpu, regime,
@@ -155,27 +156,27 @@ def explore(model, image_px, images_per_sample, text_tokens, frozen_vision, gpu,
                             before_tflops_per_gpu))
 
 
-if os.environ.get("VLM_PERF_NO_WIDGETS"):
-    print("VLM_PERF_NO_WIDGETS is set: interactive controls skipped (see the static grid above)")
-else:
-    try:
-        import ipywidgets as w
+try:
+    import ipywidgets as w
 
-        controls = dict(
-            model=w.Dropdown(options=VLMS, value="qwen3-vl-30b-a3b", description="model"),
-            image_px=w.IntSlider(value=448, min=112, max=2048, step=32, description="image px"),
-            images_per_sample=w.IntSlider(value=1, min=1, max=8, description="images"),
-            text_tokens=w.IntSlider(value=1024, min=0, max=16384, step=128, description="text tokens"),
-            frozen_vision=w.Checkbox(value=False, description="frozen vision tower"),
-            gpu=w.Dropdown(options=list(GPU_TYPES), value="H100 SXM", description="GPU"),
-            before_tflops_per_gpu=w.FloatSlider(value=400.0, min=50.0, max=1500.0, step=10.0,
-                                                description="logged TFLOP/s"),
-            regime=w.Dropdown(options=list(REGIMES), value="full", description="regime"),
-            lora_rank=w.IntSlider(value=16, min=1, max=256, description="LoRA rank"),
-        )
+    controls = dict(
+        model=w.Dropdown(options=VLMS, value="qwen3-vl-30b-a3b", description="model"),
+        image_px=w.IntSlider(value=448, min=112, max=2048, step=32, description="image px"),
+        images_per_sample=w.IntSlider(value=1, min=1, max=8, description="images"),
+        text_tokens=w.IntSlider(value=1024, min=0, max=16384, step=128, description="text tokens"),
+        frozen_vision=w.Checkbox(value=False, description="frozen vision tower"),
+        gpu=w.Dropdown(options=list(GPU_TYPES), value="H100 SXM", description="GPU"),
+        before_tflops_per_gpu=w.FloatSlider(value=400.0, min=50.0, max=1500.0, step=10.0,
+                                            description="logged TFLOP/s"),
+        regime=w.Dropdown(options=list(REGIMES), value="full", description="regime"),
+        lora_rank=w.IntSlider(value=16, min=1, max=256, description="LoRA rank"),
+    )
+    if os.environ.get("VLM_PERF_NO_WIDGETS"):  # headless (the tests): one static run at the controls' values
+        print("VLM_PERF_NO_WIDGETS is set: the explorer runs once at the controls' default values")
+        explore(**{name: control.value for name, control in controls.items()})
+    else:
         ui = w.VBox([w.HBox(list(controls.values())[:4]), w.HBox(list(controls.values())[4:7]),
                      w.HBox(list(controls.values())[7:])])
-        out = w.interactive_output(explore, controls)
-        display(ui, out)
-    except ImportError as err:  # no widget library: the static grid above is the view
-        print(f"ipywidgets unavailable ({err}); use the static grid above")
+        display(ui, w.interactive_output(explore, controls))
+except ImportError as err:  # no widget library: the static grid above is the view
+    print(f"ipywidgets unavailable ({err}); use the static grid above")

@@ -76,9 +76,12 @@ def sample_report(tmp_path_factory):
 
 def pytest_collection_modifyitems(config, items):
     """Files tests into the tiers (tests/tiers.py): ``measured`` for the torch-measured directories, ``slow`` for the
-    listed heavy tests; ``dev.py test --fast`` deselects both."""
-    from tests.tiers import tier_markers
+    listed heavy tests; ``dev.py test --fast`` deselects both. Under pytest-xdist, whole modules are ordered
+    heaviest first (``dev.py`` passes ``--no-loadscope-reorder``, so the workers take them in this order)."""
+    from tests.tiers import heaviest_modules_first, tier_markers
 
     for item in items:
         for name in tier_markers(item.nodeid):
             item.add_marker(getattr(pytest.mark, name))
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker collects the same order; dev.py keeps it
+        items[:] = [items[i] for i in heaviest_modules_first([item.nodeid for item in items])]

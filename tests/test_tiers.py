@@ -41,3 +41,37 @@ def test_the_measured_slow_list_names_existing_test_files():
         assert (ROOT / path).is_file(), nodeid
         function = name.split("[")[0]
         assert re.search(rf"^(async )?def {re.escape(function)}\(", (ROOT / path).read_text(), re.M), nodeid
+
+
+def test_modules_run_heaviest_first_and_keep_their_inner_order(monkeypatch):
+    import tests.tiers as tiers
+
+    monkeypatch.setattr(tiers, "module_seconds", lambda: {"tests/b.py": 30.0, "tests/c.py": 5.0})
+    ids = ["tests/a.py::t1", "tests/b.py::t1", "tests/c.py::t1", "tests/b.py::t2[x]", "tests/d.py::t1"]
+    order = [ids[i] for i in tiers.heaviest_modules_first(ids)]
+    assert order == ["tests/b.py::t1", "tests/b.py::t2[x]", "tests/c.py::t1", "tests/a.py::t1", "tests/d.py::t1"]
+
+
+def test_module_seconds_file_names_existing_modules_with_their_seconds():
+    from tests.tiers import module_seconds
+
+    weights = module_seconds()
+    assert weights, "tests/module_seconds.txt is missing or empty: write it with `python -m tests.tiers --modules`"
+    stale = [path for path in weights if not (ROOT / path).is_file()]
+    assert not stale, f"modules gone since the last measurement (re-measure): {stale}"
+    assert all(seconds >= 0 for seconds in weights.values())
+
+
+def test_the_full_tier_keeps_the_collection_order(tmp_path):
+    """dev.py turns xdist's reorder-by-test-count off, or the heaviest-first order would be undone."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dev_for_tiers", ROOT / "dev.py")
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+
+    class Env:
+        python = "python"
+
+    cmd = dev.pytest_cmd(Env(), None, [])
+    assert cmd[cmd.index("--dist") + 1] == "loadscope" and "--no-loadscope-reorder" in cmd

@@ -20,6 +20,10 @@ from pathlib import Path
 # ``python -m tests.tiers JUNIT.xml`` (a new test is fast until measured; re-measure when the fast tier grows).
 FAST_BUDGET_S = 1.0
 MEASURED_SLOW_FILE = Path(__file__).with_name("slow_tests.txt")
+# Seconds each test module took in a full-tier run, written from its JUnit XML by ``python -m tests.tiers --modules
+# JUNIT.xml``. The full tier hands modules to the two workers heaviest first (longest-processing-time order), so no
+# worker is left running a 20-60 s module alone at the end while the other idles; a module not listed counts 0 s.
+MODULE_SECONDS_FILE = Path(__file__).with_name("module_seconds.txt")
 
 # Every test in these directories measures FLOPs with torch's FlopCounterMode on transformers' own classes, or
 # trains a tiny model (the verify extra): ~57% of the suite's CPU time.
@@ -101,6 +105,48 @@ def tier_markers(nodeid: str) -> tuple[str, ...]:
     return tuple(marks)
 
 
+@lru_cache(maxsize=1)
+def module_seconds() -> dict[str, float]:
+    """Module path -> the seconds it took in the last measured full-tier run (`MODULE_SECONDS_FILE`)."""
+    if not MODULE_SECONDS_FILE.is_file():
+        return {}
+    pairs = (line.split(maxsplit=1) for line in MODULE_SECONDS_FILE.read_text().splitlines()
+             if line.strip() and not line.startswith("#"))
+    return {path.strip(): float(seconds) for seconds, path in pairs}
+
+
+def heaviest_modules_first(nodeids: list[str]) -> list[int]:
+    """The order (indexes into ``nodeids``) that runs whole modules heaviest first by `module_seconds`, keeping the
+    order of tests inside a module and of modules that weigh the same (a stable sort)."""
+    weights = module_seconds()
+
+    def weight(i: int) -> float:
+        return -weights.get(nodeids[i].split("::", 1)[0], 0.0)
+
+    return sorted(range(len(nodeids)), key=weight)
+
+
+def _module_path(case: ET.Element) -> str:
+    """The file of a JUnit test case: its classname's module part (a test class adds a capitalised last part)."""
+    parts = (case.get("classname") or "").split(".")
+    while len(parts) > 1 and parts[-1][:1].isupper():
+        parts.pop()
+    return "/".join(parts) + ".py"
+
+
+def write_module_seconds(junit: Path) -> int:
+    """Write `MODULE_SECONDS_FILE` from a full-tier JUnit XML: each module's summed test time, heaviest first."""
+    seconds: dict[str, float] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        path = _module_path(case)
+        seconds[path] = seconds.get(path, 0.0) + float(case.get("time") or 0)
+    header = (f"# Seconds per test module in a full-tier run (2 workers); the full tier runs modules heaviest first.\n"
+              f"# Written by `python -m tests.tiers --modules {junit.name}`; re-measure when modules grow.\n")
+    rows = sorted(seconds.items(), key=lambda item: -item[1])
+    MODULE_SECONDS_FILE.write_text(header + "".join(f"{value:.1f} {path}\n" for path, value in rows if value >= 1.0))
+    return sum(value >= 1.0 for _, value in rows)
+
+
 def write_measured_slow(junit: Path) -> int:
     """Write `MEASURED_SLOW_FILE` from a JUnit XML (pytest --junitxml): the tests over `FAST_BUDGET_S` seconds."""
     slow = []
@@ -117,4 +163,7 @@ def write_measured_slow(junit: Path) -> int:
 
 
 if __name__ == "__main__":
-    print(f"{write_measured_slow(Path(sys.argv[1]))} tests listed in {MEASURED_SLOW_FILE}")
+    if sys.argv[1] == "--modules":
+        print(f"{write_module_seconds(Path(sys.argv[2]))} modules listed in {MODULE_SECONDS_FILE}")
+    else:
+        print(f"{write_measured_slow(Path(sys.argv[1]))} tests listed in {MEASURED_SLOW_FILE}")
