@@ -66,7 +66,7 @@ def _candidates(windows: pl.DataFrame, world_size: int) -> dict[str, float]:
     return out
 
 
-def _plausible_world(implied: float, world: int) -> bool:
+def plausible_world(implied: float, world: int) -> bool:
     """``implied`` is (within 1%) a GPU count a misconfigured world size would give: a whole multiple or
     fraction of the stated one, or a multiple of 8 GPUs (a node count off)."""
     n = round(implied)
@@ -84,7 +84,7 @@ def _causes(ratio: float, world: int, implied: float, candidates: dict[str, floa
     matching = [name for name, r in candidates.items() if abs(r - 1) <= TOLERANCE]
     if matching:
         causes.append(f"the log's number matches the {' / '.join(matching)} convention instead")
-    if _plausible_world(implied, world):
+    if plausible_world(implied, world):
         causes.append(f"wrong world size: the log's number fits {round(implied)} GPUs, not {world}")
     if ratio > 1:
         causes.append("the log counts padded tokens (or the configured sequence length) where the metadata has "

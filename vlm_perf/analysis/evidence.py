@@ -36,6 +36,7 @@ from ..arch.parts import frozen_stages, stage_part_names
 from ..arch.trainability import Trainability
 from ..errors import ConfigError
 from .checks import Check, CheckInputs, register_check
+from .crosscheck import plausible_world
 
 #: arguments that define a run: two log files that disagree on one are two runs
 RUN_DEFINING = ("world_size", "data_parallel_size", "tensor_model_parallel_size", "pipeline_model_parallel_size",
@@ -586,124 +587,157 @@ def _fmt_params(n: float) -> str:
     return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n:,.0f}"
 
 
-def log_vs_model(ev: Evidence, crosscheck: Mapping[str, Any] | None = None) -> Check:
-    """What the log states about the model vs the model used (see the module doc)."""
-    spec, cfg = ev.spec, ev.config
-    problems: list[str] = []
-    agreed: list[str] = []
-    details: dict = {"model": spec.name}
+@dataclass
+class _Findings:
+    """What one comparison of the log with the model found: disagreements, agreements, recorded details."""
+
+    problems: list[str] = field(default_factory=list)
+    agreed: list[str] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+
+
+def _logged_arguments(ev: Evidence) -> dict[str, tuple[str, str]]:
+    """argument -> (value, file) over the log's files, the first file that states it winning."""
     args: dict[str, tuple[str, str]] = {}
     for f in ev.files:
         for k, v in f.arguments.items():
             args.setdefault(k, (v, f.path))
-    # architecture arguments
+    return args
+
+
+def _architecture_arguments(spec, args: Mapping[str, tuple[str, str]], out: _Findings) -> None:
+    """The log's architecture arguments (layers, widths, heads, experts) against the model's."""
     for key, (path, label) in ARCH_ARGUMENTS.items():
         if key not in args:
             continue
         logged, ours = _as_int(args[key][0]), _attr(spec, path)
         if key == "num_experts" and logged and ours is None:  # the log trained an MoE, the model is dense
-            problems.append(f"{label}: the log's {key} is {logged}, {spec.name} has no experts (dense)")
+            out.problems.append(f"{label}: the log's {key} is {logged}, {spec.name} has no experts (dense)")
             continue
         if logged is None or ours is None:
             continue
         if key == "num_query_groups" and _norm(args.get("group_query_attention", ("true", ""))[0]) == "false":
             continue
         if logged != int(ours):
-            problems.append(f"{label}: the log's {key} is {logged}, {spec.name} has {ours}")
+            out.problems.append(f"{label}: the log's {key} is {logged}, {spec.name} has {ours}")
         else:
-            agreed.append(key)
-    # the model the log names
-    for key in MODEL_NAME_ARGUMENTS:
-        if key in args and _norm(args[key][0]) not in ("", "none", "null"):
-            logged_name = args[key][0]
-            details["log_model_name"] = logged_name
-            preset = None if _same_model(logged_name, spec) else named_preset(logged_name)
-            arch = _same_architecture(preset, spec) if preset else None
-            if _same_model(logged_name, spec):
-                agreed.append(key)
-            elif arch is not None and arch[0]:
-                # another name of the same architecture (a fine-tune, a quantised copy, --model config.json):
-                # identity is the architecture, judged by its parameter count and depth
-                agreed.append(f"{key} ({preset}'s architecture, {_fmt_params(arch[1])} parameters)")
-            else:
-                size = _named_model_size(preset or logged_name, spec)
-                # a name that is a preset or carries a size ("…-7B") names a model; anything else (a class
-                # name, a recipe) is recorded, not judged
-                if size or _SIZED_NAME.search(normalise_model_name(logged_name)):
-                    problems.append(f"the log's {key} is {logged_name!r}, the model used is {spec.name}" + size)
-                else:
-                    details["log_model_name_unjudged"] = logged_name
-            break
-    # parameter counts
-    frozen = tuple(getattr(cfg, "frozen", ()) or ())
-    shards = {}
+            out.agreed.append(key)
+
+
+def _model_name_argument(spec, args: Mapping[str, tuple[str, str]], out: _Findings) -> None:
+    """The model the log names (the first of `MODEL_NAME_ARGUMENTS` it states) against the model used."""
+    key = next((k for k in MODEL_NAME_ARGUMENTS if k in args and _norm(args[k][0]) not in ("", "none", "null")), None)
+    if key is None:
+        return
+    logged_name = args[key][0]
+    out.details["log_model_name"] = logged_name
+    if _same_model(logged_name, spec):
+        out.agreed.append(key)
+        return
+    preset = named_preset(logged_name)
+    arch = _same_architecture(preset, spec) if preset else None
+    if arch is not None and arch[0]:
+        # another name of the same architecture (a fine-tune, a quantised copy, --model config.json):
+        # identity is the architecture, judged by its parameter count and depth
+        out.agreed.append(f"{key} ({preset}'s architecture, {_fmt_params(arch[1])} parameters)")
+        return
+    size = _named_model_size(preset or logged_name, spec)
+    # a name that is a preset or carries a size ("…-7B") names a model; anything else (a class name, a recipe)
+    # is recorded, not judged
+    if size or _SIZED_NAME.search(normalise_model_name(logged_name)):
+        out.problems.append(f"the log's {key} is {logged_name!r}, the model used is {spec.name}" + size)
+    else:
+        out.details["log_model_name_unjudged"] = logged_name
+
+
+def _printed_parameter_count(ev: Evidence, frozen: tuple[str, ...], out: _Findings) -> None:
+    """The first total or trainable parameter count the log prints against the model's (under the stated regime
+    when there is one; a trainable count that fits a frozen vision tower says so)."""
+    spec = ev.spec
+    file, kind, count, line = next(((f, k, c, ln) for f, k, c, ln in ev.parameter_counts
+                                    if not k.startswith("megatron:")), (None, None, None, None))
+    if kind is None:
+        return
+    ours = _param_total(spec, trainable_only=kind == "trainable", frozen=frozen)
+    what = "trainable" if kind == "trainable" else "total"
+    label = f"{what} parameters: {_name(file)}:{line} prints {count:,}, {spec.name}"
+    label += f" with frozen {', '.join(frozen)}" if frozen and kind == "trainable" else ""
+    span = regime_trainable(spec, ev.regime) if kind == "trainable" and ev.regime is not None else None
+    if span is not None:  # the stated regime (adapter, selectors, trainability.json) says what trains
+        lo, hi = span
+        ours = lo if count < lo else hi if count > hi else count
+        label = f"{what} parameters: {_name(file)}:{line} prints {count:,}, {spec.name} under " \
+                f"{ev.regime.description or ev.regime.source} trains " + (f"{lo:,}" if lo == hi else f"{lo:,}..{hi:,}")
+    rel = count / ours - 1 if ours else (0.0 if count == 0 else math.inf)
+    if abs(rel) <= PARAM_TOLERANCE:
+        out.agreed.append(f"{what} parameters" + (" under the stated regime" if span is not None else ""))
+    elif span is not None:
+        out.problems.append(f"{label} ({100 * rel:+.1f}%)")
+    else:
+        hint = ""
+        if kind == "trainable" and spec.vision is not None and "vision_tower" not in frozen:
+            alt = _param_total(spec, trainable_only=True, frozen=frozen + ("vision_tower",))
+            if alt and abs(count / alt - 1) <= PARAM_TOLERANCE:
+                hint = " (it matches a frozen vision tower: state frozen: [vision_tower])"
+        out.problems.append(f"{label} has {ours:,} ({100 * rel:+.1f}%){hint}")
+
+
+def _model_parallel_shards(ev: Evidence, out: _Findings) -> None:
+    """Megatron's per-shard parameter counts (one per tensor x pipeline rank, no expert parallelism) summed
+    against the model's total (a pipeline with tied embeddings stores the embedding twice)."""
+    spec, cfg = ev.spec, ev.config
+    shards: dict[str, int] = {}
     for _, kind, count, _line in ev.parameter_counts:
         if kind.startswith("megatron:"):
             shards.setdefault(kind, count)
-    for file, kind, count, line in ev.parameter_counts:
-        if kind.startswith("megatron:"):
-            continue
-        ours = _param_total(spec, trainable_only=kind == "trainable", frozen=frozen)
-        what = "trainable" if kind == "trainable" else "total"
-        label = f"{what} parameters: {_name(file)}:{line} prints {count:,}, {spec.name}"
-        label += f" with frozen {', '.join(frozen)}" if frozen and kind == "trainable" else ""
-        span = regime_trainable(spec, ev.regime) if kind == "trainable" and ev.regime is not None else None
-        if span is not None:  # the stated regime (adapter, selectors, trainability.json) says what trains
-            lo, hi = span
-            ours = lo if count < lo else hi if count > hi else count
-            label = f"{what} parameters: {_name(file)}:{line} prints {count:,}, {spec.name} under " \
-                    f"{ev.regime.description or ev.regime.source} trains " + \
-                    (f"{lo:,}" if lo == hi else f"{lo:,}..{hi:,}")
-        rel = count / ours - 1 if ours else (0.0 if count == 0 else math.inf)
-        if span is not None:
-            if abs(rel) > PARAM_TOLERANCE:
-                problems.append(f"{label} ({100 * rel:+.1f}%)")
-            else:
-                agreed.append(f"{what} parameters under the stated regime")
-        elif abs(rel) > PARAM_TOLERANCE:
-            hint = ""
-            if kind == "trainable" and spec.vision is not None:
-                alt = _param_total(spec, trainable_only=True, frozen=frozen + ("vision_tower",))
-                if alt and abs(count / alt - 1) <= PARAM_TOLERANCE and "vision_tower" not in frozen:
-                    hint = " (it matches a frozen vision tower: state frozen: [vision_tower])"
-            problems.append(f"{label} has {ours:,} ({100 * rel:+.1f}%){hint}")
-        else:
-            agreed.append(f"{what} parameters")
-        break
-    ep = getattr(cfg, "expert_parallel", None) or 1
-    if shards and ep == 1:
-        total = sum(shards.values())
-        tp, pp = getattr(cfg, "tensor_parallel", None), getattr(cfg, "pipeline_parallel", None)
-        if tp and pp and len(shards) == tp * pp:
-            ours = _param_total(spec)
-            embed = spec.lm.hidden_size * spec.lm.vocab_size
-            # PP > 1 with tied embeddings stores the embedding twice (first and last stage)
-            low, high = ours * (1 - PARAM_TOLERANCE), (ours + (embed if pp > 1 else 0)) * (1 + PARAM_TOLERANCE)
-            if not low <= total <= high:
-                problems.append(f"parameters: the log's {len(shards)} model-parallel shards hold {total:,} together, "
-                                f"{spec.name} has {ours:,} ({100 * (total / ours - 1):+.1f}%)")
-            else:
-                agreed.append("parameters per shard")
-    # the log's own TFLOP/s against every convention of this model
-    cc = crosscheck or {}
-    candidates = cc.get("candidates") or {}
-    from .crosscheck import _plausible_world
+    tp, pp = getattr(cfg, "tensor_parallel", None), getattr(cfg, "pipeline_parallel", None)
+    if not shards or (getattr(cfg, "expert_parallel", None) or 1) != 1 or not (tp and pp and len(shards) == tp * pp):
+        return
+    total, ours = sum(shards.values()), _param_total(spec)
+    embed = spec.lm.hidden_size * spec.lm.vocab_size
+    low, high = ours * (1 - PARAM_TOLERANCE), (ours + (embed if pp > 1 else 0)) * (1 + PARAM_TOLERANCE)
+    if low <= total <= high:
+        out.agreed.append("parameters per shard")
+    else:
+        out.problems.append(f"parameters: the log's {len(shards)} model-parallel shards hold {total:,} together, "
+                            f"{spec.name} has {ours:,} ({100 * (total / ours - 1):+.1f}%)")
 
+
+def _logged_rate(ev: Evidence, cc: Mapping[str, Any], out: _Findings) -> None:
+    """The log's own TFLOP/s against every convention of this model: a mismatch no convention explains blames the
+    model, unless a GPU count explains it (not the model) or the run is an estimate (its tokens and media set the
+    recomputed rate as much as the model does)."""
+    candidates = cc.get("candidates") or {}
     world_explains = bool(cc.get("world_size") and cc.get("implied_world_size")
-                          and _plausible_world(cc["implied_world_size"], cc["world_size"]))
-    if cc.get("status") == "mismatch" and candidates and not world_explains:  # (a GPU count off: not the model)
-        best = min(candidates, key=lambda n: abs(math.log(candidates[n])) if candidates[n] > 0 else math.inf)
-        ratio = candidates[best]
-        if abs(ratio - 1) > 0.02 and ev.estimated:
-            # an ESTIMATE (every sample seq_length tokens with the stated media) explains a rate gap as well as
-            # a wrong model does: the log cross-check names that; the model is not blamed for it
-            details["rate_not_judged"] = (f"estimate mode: closest {best} {ratio:.3f} (the estimate's tokens and "
+                          and plausible_world(cc["implied_world_size"], cc["world_size"]))
+    if cc.get("status") != "mismatch" or not candidates or world_explains:
+        return
+    best = min(candidates, key=lambda n: abs(math.log(candidates[n])) if candidates[n] > 0 else math.inf)
+    ratio = candidates[best]
+    if abs(ratio - 1) <= 0.02:
+        return
+    if ev.estimated:
+        out.details["rate_not_judged"] = (f"estimate mode: closest {best} {ratio:.3f} (the estimate's tokens and "
                                           "media, not only the model, set the recomputed rate)")
-        elif abs(ratio - 1) > 0.02:
-            listed = ", ".join(f"{n} {r:.3f}" for n, r in candidates.items())
-            problems.append(f"the log's TFLOP/s/GPU matches no convention for {spec.name} (logged / recomputed: "
-                            f"{listed}; closest {best}, {100 * (ratio - 1):+.1f}%)")
-    details.update(problems=problems, agreed=agreed)
+        return
+    listed = ", ".join(f"{n} {r:.3f}" for n, r in candidates.items())
+    out.problems.append(f"the log's TFLOP/s/GPU matches no convention for {ev.spec.name} (logged / recomputed: "
+                        f"{listed}; closest {best}, {100 * (ratio - 1):+.1f}%)")
+
+
+def log_vs_model(ev: Evidence, crosscheck: Mapping[str, Any] | None = None) -> Check:
+    """What the log states about the model vs the model used (see the module doc): architecture arguments, the
+    model it names, the parameter counts it prints (whole and per model-parallel shard) and its own TFLOP/s."""
+    spec = ev.spec
+    out = _Findings(details={"model": spec.name})
+    args = _logged_arguments(ev)
+    _architecture_arguments(spec, args, out)
+    _model_name_argument(spec, args, out)
+    _printed_parameter_count(ev, tuple(getattr(ev.config, "frozen", ()) or ()), out)
+    _model_parallel_shards(ev, out)
+    _logged_rate(ev, crosscheck or {}, out)
+    problems, agreed = out.problems, out.agreed
+    details = {**out.details, "problems": problems, "agreed": agreed}
     if problems:
         return Check("log_vs_model", "fail", "log vs model: " + "; ".join(problems[:3])
                      + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""), details)
