@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, List, Optional
 
 import typer
@@ -66,15 +67,12 @@ def flops(
 ) -> None:
     """FLOPs of one batch (one iteration's worth of media and tokens), by component; with --new-tokens, of
     generating that many tokens after each prompt."""
-    seq_len, grid = seq_length, image_grid
-    if seq_lens is not None and seq_len is not None:
+    if seq_lens is not None and seq_length is not None:
         raise ConfigError("--seq-lens lists packed sequences; do not combine it with --seq-length")
-    if seq_lens is None and seq_len is None:
+    if seq_lens is None and seq_length is None:
         raise ConfigError("give the LM tokens: --seq-length S [--samples B] or --seq-lens L1,L2,...")
     peak = _peak(gpu, dtype, peak_tflops, log_tflops)
     from ..arch import load_model
-    from ..flops import CONVENTIONS, compute_flops
-    from ..stats import BatchStats
 
     generate = None
     if new_tokens is not None:
@@ -86,87 +84,132 @@ def flops(
                               seq_lens=seq_lens, audio=bool(audio_frames or audio_samples))
     mode = mode or "training"
     spec = load_model(model)
-    if grid and spec.vision is not None:
-        from ..ingest.metadata_source import grids_exact
-
-        if not grids_exact(spec):  # the metadata path's code 36 and the run estimate's refusal
-            raise UnsupportedModelError(f"--grid: {spec.name}'s image tokens and tower crops are not derivable from "
-                                        "per-image grids (separators, un-padded crops); give --image-size")
-    media = derive_media(spec, [parse_grid(x, "--image-size", 2) for x in image_size],
-                         [parse_grid(x, "--video-size") for x in video_size], multi_image=multi_image)
-    images = [parse_grid(g, "--grid") for g in grid] + [g for m in media if m.kind == "image" for g in m.grids]
-    videos = [parse_grid(g, "--video-grid") for g in video_grid] + [g for m in media if m.kind == "video" for g in m.grids]
-    clips = _audio_clips(spec, audio_frames, audio_samples)
-    # per image GRID (an item may hold several): the family's projector rows on the item's first grid
-    merged = [None] * len(grid) + [rows for m in media if m.kind == "image"
-                                   for rows in [m.merged_tokens] + [None] * (len(m.grids) - 1)]
-    stats = BatchStats.from_batch(
-        seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
-        seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec,
-        audio_frames=[c.mel_frames for c in clips], image_merged_tokens=merged)
-    _check_visual_tokens(stats, spec, media)
+    batch = _Batch.build(spec, seq_length, samples, parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None
+                         else None, image_size=image_size, video_size=video_size, multi_image=multi_image,
+                         image_grid=image_grid, video_grid=video_grid, audio_frames=audio_frames,
+                         audio_samples=audio_samples)
     if generate is not None:
         from ._generate import generation
 
-        prompts = parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else [seq_len] * (samples or 1)
-        inputs = {"model": model, "model_name": spec.name, "seq_len": seq_len, "samples": samples,
-                  "seq_lens": parse_int_list(seq_lens, "--seq-lens") if seq_lens else None,
-                  "grids": [list(g) for g in images], "video_grids": [list(g) for g in videos],
-                  "image_sizes": [list(m.pixels) for m in media if m.kind == "image"],
-                  "video_sizes": [list(m.pixels) for m in media if m.kind == "video"], "causal": causal,
-                  "family": spec.family}
-        generation(spec, generate, prompts, images, videos, merged, causal=causal, adapter=adapter, qlora=qlora,
-                   as_json=as_json, inputs=inputs, media=media, notes=tuple(spec.extra.get("notes", ())))
+        prompts = batch.packed if batch.packed is not None else [seq_length] * (samples or 1)
+        generation(spec, generate, prompts, batch.images, batch.videos, batch.merged, causal=causal, adapter=adapter,
+                   qlora=qlora, as_json=as_json, inputs=batch.inputs(model, spec, causal), media=batch.media,
+                   notes=tuple(spec.extra.get("notes", ())))
         return
     if trainable or adapter or qlora or input_require_grads or any(_fine(x) for x in frozen):
-        _regime(spec, stats, model, media, convention=convention, mode=mode, causal=causal, frozen=frozen,
-                trainable=trainable, adapter=adapter, qlora=qlora, input_require_grads=input_require_grads,
-                as_json=as_json)
+        _regime(spec, batch.stats, model, batch.media, convention=convention, mode=mode, causal=causal,
+                frozen=frozen, trainable=trainable, adapter=adapter, qlora=qlora,
+                input_require_grads=input_require_grads, as_json=as_json)
         return
     every = convention.strip().lower() == "all"
-    names = list(CONVENTIONS) if every else [convention]
+    results, not_defined = _by_convention(spec, batch, convention, mode=mode, causal=causal, frozen=frozen)
+    inputs = batch.inputs(model, spec, causal, training={"mode": mode, "causal": causal, "frozen": list(frozen)})
+    if batch.clips:
+        inputs["audio"] = [c.as_dict() for c in batch.clips]
+    readings = _reconcile(results, log_tflops, step_time, gpus, peak) if log_tflops is not None else None
+    if as_json:
+        _print_json(spec, batch, results, not_defined, inputs, readings, every)
+    else:
+        _print_tables(spec, batch, results, not_defined, readings, log_tflops)
+
+
+@dataclass
+class _Batch:
+    """One batch as the flags describe it: media (derived from pixel sizes by the family's processor rule, or
+    given as grids), audio clips, and the statistics the FLOPs formulas read."""
+
+    media: list
+    images: list  # image grids (T, H, W): --grid first, then each derived image's
+    videos: list
+    clips: list
+    merged: list  # per image grid: the family's projector rows on an item's first grid, else None
+    stats: BatchStats
+    seq_len: Optional[int]
+    samples: Optional[int]
+    packed: Optional[list[int]]  # --seq-lens
+
+    @classmethod
+    def build(cls, spec, seq_len: Optional[int], samples: Optional[int], packed: Optional[list[int]], *,
+              image_size: List[str], video_size: List[str], multi_image: bool, image_grid: List[str],
+              video_grid: List[str], audio_frames: Optional[str], audio_samples: Optional[str]) -> "_Batch":
+        from ..stats import BatchStats
+
+        if image_grid and spec.vision is not None:
+            from ..ingest.metadata_source import grids_exact
+
+            if not grids_exact(spec):  # the metadata path's code 36 and the run estimate's refusal
+                raise UnsupportedModelError(f"--grid: {spec.name}'s image tokens and tower crops are not derivable "
+                                            "from per-image grids (separators, un-padded crops); give --image-size")
+        media = derive_media(spec, [parse_grid(x, "--image-size", 2) for x in image_size],
+                             [parse_grid(x, "--video-size") for x in video_size], multi_image=multi_image)
+        images = [parse_grid(g, "--grid") for g in image_grid] + [g for m in media if m.kind == "image"
+                                                                   for g in m.grids]
+        videos = [parse_grid(g, "--video-grid") for g in video_grid] + [g for m in media if m.kind == "video"
+                                                                         for g in m.grids]
+        clips = _audio_clips(spec, audio_frames, audio_samples)
+        merged = [None] * len(image_grid) + [rows for m in media if m.kind == "image"
+                                             for rows in [m.merged_tokens] + [None] * (len(m.grids) - 1)]
+        stats = BatchStats.from_batch(seq_lens=packed, seq_len=seq_len, samples=samples, image_grids=images,
+                                      video_grids=videos, spec=spec, audio_frames=[c.mel_frames for c in clips],
+                                      image_merged_tokens=merged)
+        _check_visual_tokens(stats, spec, media)
+        return cls(media, images, videos, clips, merged, stats, seq_len, samples, packed)
+
+    def inputs(self, model: str, spec, causal: str, training: Optional[dict] = None) -> dict:
+        """The ``inputs`` record of the JSON output: generation's, or with ``training`` (mode, causal, frozen)
+        a training step's."""
+        return {"model": model, "model_name": spec.name, "seq_len": self.seq_len, "samples": self.samples,
+                "seq_lens": self.packed or None,
+                "grids": [list(g) for g in self.images], "video_grids": [list(g) for g in self.videos],
+                "image_sizes": [list(m.pixels) for m in self.media if m.kind == "image"],
+                "video_sizes": [list(m.pixels) for m in self.media if m.kind == "video"],
+                **(training or {"causal": causal}), "family": spec.family}
+
+
+def _by_convention(spec, batch: _Batch, convention: str, *, mode: str, causal: str, frozen: List[str]):
+    """(results, {convention: why not defined}) of one convention, or of every one for ``all``; the model's notes
+    (and the cross-attention bound's) are put in front of each result's own."""
+    from ..flops import CONVENTIONS, compute_flops
+
+    every = convention.strip().lower() == "all"
     results, not_defined = [], {}
-    for name in names:
+    for name in (list(CONVENTIONS) if every else [convention]):
         try:
-            results.append(compute_flops(spec, stats, name, mode=mode, causal=causal, frozen=frozen))
+            results.append(compute_flops(spec, batch.stats, name, mode=mode, causal=causal, frozen=frozen))
         except ConventionNotDefined as exc:
             if not every:
                 raise
             not_defined[name] = str(exc)
-    inputs = {"model": model, "model_name": spec.name, "seq_len": seq_len, "samples": samples,
-              "seq_lens": parse_int_list(seq_lens, "--seq-lens") if seq_lens else None,
-              "grids": [list(g) for g in images], "video_grids": [list(g) for g in videos],
-              "image_sizes": [list(m.pixels) for m in media if m.kind == "image"],
-              "video_sizes": [list(m.pixels) for m in media if m.kind == "video"],
-              "mode": mode, "causal": causal, "frozen": list(frozen), "family": spec.family}
-    if clips:
-        inputs["audio"] = [c.as_dict() for c in clips]
-    model_notes = tuple(spec.extra.get("notes", ())) + cross_bound_notes(spec, stats, parse_int_list(
-        seq_lens, "--seq-lens") if seq_lens is not None else None)
-    results = [r.__class__(r.convention, r.components, r.options, model_notes + r.notes) for r in results]
-    readings = _reconcile(results, log_tflops, step_time, gpus, peak) if log_tflops is not None else None
-    if as_json:
-        payload = _payload(results[0], inputs, stats) if not every else {
-            "inputs": inputs, "stats": stats.as_dict(),
-            "conventions": {r.convention: _payload(r, None, None) for r in results},
-            "not_defined": not_defined}
-        if readings is not None:
-            payload["reconcile"] = readings
-        if media:
-            payload["media"] = [m.as_dict() for m in media]
-            payload["processor"] = _family(spec).media.settings(spec)
-        print(json.dumps(payload))
-        return
+    model_notes = tuple(spec.extra.get("notes", ())) + cross_bound_notes(spec, batch.stats, batch.packed)
+    return [r.__class__(r.convention, r.components, r.options, model_notes + r.notes) for r in results], not_defined
+
+
+def _print_json(spec, batch: _Batch, results: list, not_defined: dict, inputs: dict, readings: Optional[dict],
+                every: bool) -> None:
+    payload = _payload(results[0], inputs, batch.stats) if not every else {
+        "inputs": inputs, "stats": batch.stats.as_dict(),
+        "conventions": {r.convention: _payload(r, None, None) for r in results},
+        "not_defined": not_defined}
+    if readings is not None:
+        payload["reconcile"] = readings
+    if batch.media:
+        payload["media"] = [m.as_dict() for m in batch.media]
+        payload["processor"] = _family(spec).media.settings(spec)
+    print(json.dumps(payload))
+
+
+def _print_tables(spec, batch: _Batch, results: list, not_defined: dict, readings: Optional[dict],
+                  log_tflops: Optional[str]) -> None:
     console = Console()
-    for item in media:
+    for item in batch.media:
         tiles = f", {item.tiles} tiles" if item.tiles is not None else ""
         console.print(f"{item.kind} {'x'.join(map(str, item.pixels))} px -> resized {item.resized[0]}x{item.resized[1]}"
                       f"{tiles}, grid {' + '.join(','.join(map(str, g)) for g in item.grids)}, {item.visual_tokens} visual tokens")
-    for clip in clips:
+    for clip in batch.clips:
         console.print(f"audio {clip.samples:,} samples -> {clip.mel_frames:,} mel frames -> {clip.encoder_tokens:,} "
                       f"encoder tokens, {clip.audio_tokens:,} LM tokens")
     for result in results:
-        _print_table(console, spec.name, result, stats)
+        _print_table(console, spec.name, result, batch.stats)
     for name, message in not_defined.items():
         console.print(f"[yellow]{name}:[/] {message}")
     if readings is not None:
