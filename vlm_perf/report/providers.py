@@ -22,7 +22,7 @@ import polars as pl  # noqa: E402
 
 from .content import B, Bullets, FigureRef, SectionContent, Span, T, Table, fmt, md_inline  # noqa: E402
 from .parts import ReportPart, register_part  # noqa: E402
-from .schema import _NUM, key  # noqa: E402
+from .schema import NUMBER, key  # noqa: E402
 from .units import TFLOPS, RateUnit, run_rate_unit  # noqa: E402
 
 if TYPE_CHECKING:
@@ -277,15 +277,15 @@ _HFU = (
     _k("source", "text", str, "where the policy came from", "analysis.hfu"),
     _k("rule", "text", str, "what is recomputed, in words", "analysis.hfu"),
     _k("policy", "block", dict, "the policy's fields", "analysis.hfu"),
-    _k("model_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "= conventions.exact.tflops_per_gpu_mean", "analysis.hfu",
+    _k("model_tflops_per_gpu_mean", "TFLOP/s/GPU", NUMBER, "= conventions.exact.tflops_per_gpu_mean", "analysis.hfu",
        nullable=True),
-    _k("hardware_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "model x hardware_over_model", "analysis.hfu",
+    _k("hardware_tflops_per_gpu_mean", "TFLOP/s/GPU", NUMBER, "model x hardware_over_model", "analysis.hfu",
        nullable=True),
-    _k("mfu_mean", "fraction", _NUM, "= conventions.exact.mfu_mean", "analysis.hfu", nullable=True),
-    _k("hfu_mean", "fraction", _NUM, "mfu_mean x hardware_over_model", "analysis.hfu", nullable=True),
-    _k("hardware_over_model", "ratio", _NUM, "(model + recomputed FLOPs) / model FLOPs", "analysis.hfu",
+    _k("mfu_mean", "fraction", NUMBER, "= conventions.exact.mfu_mean", "analysis.hfu", nullable=True),
+    _k("hfu_mean", "fraction", NUMBER, "mfu_mean x hardware_over_model", "analysis.hfu", nullable=True),
+    _k("hardware_over_model", "ratio", NUMBER, "(model + recomputed FLOPs) / model FLOPs", "analysis.hfu",
        nullable=True),
-    _k("recompute_flops_share_of_model", "fraction", _NUM, "recomputed FLOPs / model FLOPs", "analysis.hfu",
+    _k("recompute_flops_share_of_model", "fraction", NUMBER, "recomputed FLOPs / model FLOPs", "analysis.hfu",
        nullable=True, required=False),
 )
 _RECONCILE = tuple(_k(n, u, t, m, "analysis.log_reconcile", required=False, **kw) for n, u, t, m, kw in (
@@ -293,7 +293,7 @@ _RECONCILE = tuple(_k(n, u, t, m, "analysis.log_reconcile", required=False, **kw
     ("message", "text", str, "why there is nothing to reconcile", {}),
     ("windows", "count", int, "windows the means use with a logged TFLOP/s/GPU", {}),
     ("printed_decimals", "count", int, "print precision inferred from the logged values", {}),
-    ("printed_median", "TFLOP/s/GPU", _NUM, "median logged value over those windows", {}),
+    ("printed_median", "TFLOP/s/GPU", NUMBER, "median logged value over those windows", {}),
     ("conventions", "block", list, "every registered convention computed for the run, closest first: convention, "
      "tflops_per_gpu_mean (TFLOP/s/GPU), mfu_mean (fraction; both as conventions.<name>), rel_diff_median (fraction), windows_matched (count), matches (bool: "
      "within print precision in at least half of the windows)", {}),
@@ -313,9 +313,9 @@ _RECONCILE = tuple(_k(n, u, t, m, "analysis.log_reconcile", required=False, **kw
 ))
 _MEMORY_RANK = (
     _k("rank", "count", int, "the rank the memory report names (0: the rank that logs)", "analysis.memory"),
-    _k("max_allocated_bytes", "bytes", _NUM, "largest max-allocated value of the rank's reports", "analysis.memory",
+    _k("max_allocated_bytes", "bytes", NUMBER, "largest max-allocated value of the rank's reports", "analysis.memory",
        nullable=True),
-    _k("max_reserved_bytes", "bytes", _NUM, "largest max-reserved value of the rank's reports", "analysis.memory",
+    _k("max_reserved_bytes", "bytes", NUMBER, "largest max-reserved value of the rank's reports", "analysis.memory",
        nullable=True),
     _k("reports", "count", int, "memory reports of the rank", "analysis.memory"),
     _k("last_iteration", "count", int, "iteration of the rank's last report", "analysis.memory", nullable=True),
@@ -326,10 +326,10 @@ _MEMORY = (
     _k("ranks_reported", "count", int, "ranks that print memory reports", "analysis.memory"),
     _k("units_in_log", "text", list, "units the log prints (MB = MiB for Megatron-LM, GB = 1e9 for "
        "Megatron-Bridge, ...)", "analysis.memory"),
-    _k("max_allocated_bytes", "bytes", _NUM, "highest max-allocated over the ranks", "analysis.memory",
+    _k("max_allocated_bytes", "bytes", NUMBER, "highest max-allocated over the ranks", "analysis.memory",
        nullable=True),
-    _k("max_reserved_bytes", "bytes", _NUM, "highest max-reserved over the ranks", "analysis.memory", nullable=True),
-    _k("min_max_allocated_bytes", "bytes", _NUM, "lowest max-allocated over the ranks", "analysis.memory",
+    _k("max_reserved_bytes", "bytes", NUMBER, "highest max-reserved over the ranks", "analysis.memory", nullable=True),
+    _k("min_max_allocated_bytes", "bytes", NUMBER, "lowest max-allocated over the ranks", "analysis.memory",
        nullable=True),
     _k("peak_rank", "count", int, "the rank with the highest peak", "analysis.memory"),
 )
@@ -340,15 +340,15 @@ _REGIME = (
        "run.regime"),
     _k("whole_parts", "bool", bool, "only whole parts are frozen (counted exactly as without a regime)", "run.regime"),
     _k("trainability", "text", str, "the trainability's selectors, adapter and hooks", "arch.trainability"),
-    _k("flops_per_iteration", "FLOPs", _NUM, "exact FLOPs per iteration under the regime (windows the means use)",
+    _k("flops_per_iteration", "FLOPs", NUMBER, "exact FLOPs per iteration under the regime (windows the means use)",
        "analysis.regime.regime_summary", nullable=True),
-    _k("full_training_flops_per_iteration", "FLOPs", _NUM, "exact FLOPs per iteration if every weight trained",
+    _k("full_training_flops_per_iteration", "FLOPs", NUMBER, "exact FLOPs per iteration if every weight trained",
        "analysis.regime.regime_summary", nullable=True),
-    _k("full_training_over_regime", "ratio", _NUM, "full-training FLOPs / regime FLOPs (the overstatement of a tool "
+    _k("full_training_over_regime", "ratio", NUMBER, "full-training FLOPs / regime FLOPs (the overstatement of a tool "
        "that ignores the regime)", "analysis.regime.regime_summary", nullable=True),
-    _k("full_training_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "conventions.exact.tflops_per_gpu_mean x "
+    _k("full_training_tflops_per_gpu_mean", "TFLOP/s/GPU", NUMBER, "conventions.exact.tflops_per_gpu_mean x "
        "full_training_over_regime", "analysis.regime.regime_summary", nullable=True),
-    _k("full_training_mfu_mean", "fraction", _NUM, "conventions.exact.mfu_mean x full_training_over_regime",
+    _k("full_training_mfu_mean", "fraction", NUMBER, "conventions.exact.mfu_mean x full_training_over_regime",
        "analysis.regime.regime_summary", nullable=True),
     _k("contradictions", "text", list, "sources that state another regime, with the size of the FLOPs difference",
        "analysis.regime.regime_summary"),

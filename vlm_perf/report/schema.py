@@ -16,7 +16,7 @@ from typing import Any
 
 __all__ = ["Key", "key", "CORE", "summary_keys", "check_summary", "schema_markdown"]
 
-_NUM = (int, float)
+NUMBER = (int, float)  # the types a numeric summary key accepts (check_summary refuses a bool for it)
 
 
 @dataclass(frozen=True)
@@ -41,12 +41,12 @@ _k = key
 
 
 _CONVENTION = (
-    _k("tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "time-weighted mean over the windows the means use",
+    _k("tflops_per_gpu_mean", "TFLOP/s/GPU", NUMBER, "time-weighted mean over the windows the means use",
        "analysis.run", nullable=True),
-    _k("mfu_mean", "fraction", _NUM, "tflops_per_gpu_mean / peak_tflops", "analysis.run", nullable=True),
-    _k("flops_total", "FLOPs", _NUM, "training FLOPs of every iteration with statistics", "analysis.run"),
+    _k("mfu_mean", "fraction", NUMBER, "tflops_per_gpu_mean / peak_tflops", "analysis.run", nullable=True),
+    _k("flops_total", "FLOPs", NUMBER, "training FLOPs of every iteration with statistics", "analysis.run"),
 )
-_STEP = tuple(_k(n, u, _NUM, m, "analysis.compare.step_facts", nullable=True) for n, u, m in (
+_STEP = tuple(_k(n, u, NUMBER, m, "analysis.compare.step_facts", nullable=True) for n, u, m in (
     ("iterations", "count", "iterations of the windows the means use"),
     ("seconds_per_iteration", "s", "Σ window seconds / Σ window iterations"),
     ("exact_flops_per_iteration", "FLOPs", "exact training FLOPs per iteration"),
@@ -83,14 +83,14 @@ CORE: tuple[Key, ...] = (
     _k("world_size", "count", int, "GPUs of the run", "run configuration", nullable=True),
     _k("gpu", "text", str, "GPU type", "run configuration", nullable=True),
     _k("dtype", "text", str, "dtype of the peak", "run configuration"),
-    _k("peak_tflops", "TFLOP/s/GPU", _NUM, "dense peak per GPU the MFUs divide by", "hardware", nullable=True),
-    _k("vision_share_mean", "fraction", _NUM, "Σ exact vision FLOPs / Σ exact training FLOPs over the windows the "
+    _k("peak_tflops", "TFLOP/s/GPU", NUMBER, "dense peak per GPU the MFUs divide by", "hardware", nullable=True),
+    _k("vision_share_mean", "fraction", NUMBER, "Σ exact vision FLOPs / Σ exact training FLOPs over the windows the "
        "means use (analysis.selection.VISION_SHARE)", "analysis.selection", nullable=True),
     _k("conventions", "block", dict, "per convention: rates over the windows the means use", "analysis.run",
        each=_CONVENTION),
     _k("convention_differences", "block", dict, "per convention: component differences vs exact",
        "analysis.differences"),
-    _k("logged_tflops_per_gpu_mean", "TFLOP/s/GPU", _NUM, "the log's own number, time-weighted over the same "
+    _k("logged_tflops_per_gpu_mean", "TFLOP/s/GPU", NUMBER, "the log's own number, time-weighted over the same "
        "windows", "report.document", nullable=True),
     _k("step", "block", dict, "per-iteration facts over the windows the means use", "analysis.compare",
        fields=_STEP),

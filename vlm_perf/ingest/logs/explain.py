@@ -157,14 +157,14 @@ _JOIN_SPAN = 2000
 def _joined_onto(clean: str, line: int, by_line: dict[int, dict], want: str = "") -> tuple[str, int] | None:
     """(framework, record line) when ``clean`` is a piece of a record the assembler joined onto an earlier line:
     a DeepSpeed-Chat step / timing / reward line, a NeMo-RL bullet, a veRL step dump's ``key:value`` item."""
-    from .rl_consoles import _BULLET_RE, _DS_NEW_STEP, _DS_NEW_TIMING, _DS_OLD_STEP, _DS_REWARD
+    from .rl_consoles import BULLET_RE, DS_NEW_STEP, DS_NEW_TIMING, DS_OLD_STEP, DS_REWARD
 
     s = clean.strip()
     if want:
         pass
-    elif _DS_OLD_STEP.match(s) or _DS_NEW_STEP.match(s) or _DS_NEW_TIMING.match(s) or _DS_REWARD.match(s):
+    elif DS_OLD_STEP.match(s) or DS_NEW_STEP.match(s) or DS_NEW_TIMING.match(s) or DS_REWARD.match(s):
         want = "deepspeed-chat"
-    elif _BULLET_RE.match(s):
+    elif BULLET_RE.match(s):
         want = "nemo-rl"
     elif re.match(r"^[^\s{}\[\]:]{1,300}:[^\s{}\[\]]{1,300}$", s):
         want = "verl"

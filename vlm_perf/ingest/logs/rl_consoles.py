@@ -49,7 +49,7 @@ NEMO_RL_TIMERS: dict[str, str] = {
 _NEMO_RESULTS = {"loss": "loss", "mean generation length": "response_len_mean", "grad norm": "grad_norm",
                  "learning rate": "lr"}
 NEMO_HEADER_RE = re.compile(r"^={5,}\s*Step (\d{1,19})/(\d{1,19})\s*={5,}$")
-_BULLET_RE = re.compile(r"^•\s{0,8}(?P<key>[^:]{1,160}?):\s{0,8}(?P<num>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+BULLET_RE = re.compile(r"^•\s{0,8}(?P<key>[^:]{1,160}?):\s{0,8}(?P<num>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
                         r"|nan|inf)\s{0,4}(?P<unit>ms|s)?\b")
 
 
@@ -90,7 +90,7 @@ def _nemo_handle(router, line: int, sub: int, label: str | None, text: str, s: s
         low = s.lower()
         st.section = "timing" if "timing" in low else ("eval" if "validation" in low else "results")
         return s.isascii() is False  # emoji titles are NeMo-RL's; an ASCII `key:` line is left to others
-    b = _BULLET_RE.match(s)
+    b = BULLET_RE.match(s)
     if b is None:
         return False
     key, v = b.group("key").strip(), float(b.group("num"))
@@ -125,11 +125,11 @@ def _nemo_finish(router) -> None:
 _DS_OLD_TIMING = re.compile(r"^\|\s?E2E latency=")
 _DS_PAIR = re.compile(r"\|\s?(?P<key>[A-Za-z][A-Za-z0-9 ]{0,40}?)=(?P<num>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
                       r"|nan|inf)(?P<unit>s)?")
-_DS_OLD_STEP = re.compile(r"^epoch: ?(\d{1,9})\s?\|\s?step: ?(\d{1,19})\s?\|")
-_DS_NEW_STEP = re.compile(r"^Epoch: ?(\d{1,9}) \| Step: ?(\d{1,19}) \| PPO Epoch:")
-_DS_NEW_TIMING = re.compile(r"^(?P<what>End-to-End|Generation|Training)\s{1,4}=> Latency: ?(?P<num>[-+\d.eE]{1,40}|nan|inf)"
+DS_OLD_STEP = re.compile(r"^epoch: ?(\d{1,9})\s?\|\s?step: ?(\d{1,19})\s?\|")
+DS_NEW_STEP = re.compile(r"^Epoch: ?(\d{1,9}) \| Step: ?(\d{1,19}) \| PPO Epoch:")
+DS_NEW_TIMING = re.compile(r"^(?P<what>End-to-End|Generation|Training)\s{1,4}=> Latency: ?(?P<num>[-+\d.eE]{1,40}|nan|inf)"
                             r"\s?s\b(?P<rest>.*)$")
-_DS_REWARD = re.compile(r"^(?:a|A)verage reward score: ?(?P<num>[-+\d.eE]{1,40}|nan|inf)"
+DS_REWARD = re.compile(r"^(?:a|A)verage reward score: ?(?P<num>[-+\d.eE]{1,40}|nan|inf)"
                         r"(?: \| EMA reward score: ?(?P<ema>[-+\d.eE]{1,40}|nan|inf))?")
 _DS_STEP_PAIRS = re.compile(r"(?P<key>[A-Za-z_][A-Za-z_ ]{0,40}?): ?(?P<num>[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
                             r"|nan|inf)(?=\s?\||\s*$)")
@@ -173,7 +173,7 @@ def _ds_handle(router, line: int, sub: int, label: str | None, text: str, s: str
     if s[:1] not in _DS_FIRST:
         return False
     st: _DsState = router.state("deepspeed-chat", _DsState)
-    m = _DS_OLD_STEP.match(s) or _DS_NEW_STEP.match(s)
+    m = DS_OLD_STEP.match(s) or DS_NEW_STEP.match(s)
     if m:
         if "iteration" in st.rec:
             _ds_flush(router, st)
@@ -194,7 +194,7 @@ def _ds_handle(router, line: int, sub: int, label: str | None, text: str, s: str
             key = p.group("key").strip()
             st.rec.setdefault(_DS_OLD_KEYS.get(key, snake_case(key)), float(p.group("num")))
         return True
-    t = _DS_NEW_TIMING.match(s)
+    t = DS_NEW_TIMING.match(s)
     if t:
         what = t.group("what")
         if what == "End-to-End" and "elapsed_s" in st.rec:
@@ -210,7 +210,7 @@ def _ds_handle(router, line: int, sub: int, label: str | None, text: str, s: str
             v = float(p.group("num")) * (1e-3 if p.group("unit") == "ms" else 1.0)
             st.rec.setdefault(prefix + key, v)
         return True
-    r = _DS_REWARD.match(s)
+    r = DS_REWARD.match(s)
     if r and st.rec:
         st.rec.setdefault("reward_score", float(r.group("num")))
         if r.group("ema"):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..content import B, Bullets, FigureRef, SectionContent, T, Table, fmt
 from ..parts import Figure, ReportPart, register_part
-from ..schema import _NUM, key
+from ..schema import NUMBER, key
 from ..units import run_rate_unit
 
 from ...analysis.rl import RLResult  # noqa: F401 (its old home)
@@ -108,13 +108,13 @@ def terminal(summary: dict) -> list[str]:
 
 _P = "analysis.rl"
 PHASE_KEYS = (
-    key("seconds", "s", _NUM, "recorded seconds of the phase over the RL steps (null: not timed)", _P, nullable=True),
-    key("flops", "FLOPs", _NUM, "exact FLOPs of the phase over the RL steps", _P),
+    key("seconds", "s", NUMBER, "recorded seconds of the phase over the RL steps (null: not timed)", _P, nullable=True),
+    key("flops", "FLOPs", NUMBER, "exact FLOPs of the phase over the RL steps", _P),
     key("parts", "block", dict, "FLOPs by part (vision_tower, projector, language_model)", _P),
-    key("tflops_per_gpu", "TFLOP/s/GPU", _NUM, "flops / seconds / GPUs", _P, nullable=True),
-    key("mfu", "fraction", _NUM, "tflops_per_gpu / the GPU's peak (null: no peak, or not timed)", _P, nullable=True),
-    key("time_share", "fraction", _NUM, "seconds / the steps' seconds", _P, nullable=True),
-    key("flops_share", "fraction", _NUM, "flops / the steps' FLOPs", _P),
+    key("tflops_per_gpu", "TFLOP/s/GPU", NUMBER, "flops / seconds / GPUs", _P, nullable=True),
+    key("mfu", "fraction", NUMBER, "tflops_per_gpu / the GPU's peak (null: no peak, or not timed)", _P, nullable=True),
+    key("time_share", "fraction", NUMBER, "seconds / the steps' seconds", _P, nullable=True),
+    key("flops_share", "fraction", NUMBER, "flops / the steps' FLOPs", _P),
 )
 RL_KEYS = (
     key("algorithm", "text", str, "RL algorithm (grpo, ppo, ...)", "ingest.rl_metadata"),
@@ -123,18 +123,18 @@ RL_KEYS = (
     key("settings", "block", dict, "num_generations, beta, reference, num_iterations, old_log_prob, critic, "
         "logprob_head", _P),
     key("iterations", "count", int, "RL steps recorded", _P),
-    key("step_seconds", "s", _NUM, "Σ recorded step seconds", _P),
-    key("flops_total", "FLOPs", _NUM, "exact FLOPs of every phase of every RL step", _P),
-    key("tflops_per_gpu", "TFLOP/s/GPU", _NUM, "flops_total / step_seconds / GPUs", _P, nullable=True),
-    key("mfu", "fraction", _NUM, "tflops_per_gpu / the GPU's peak (null without a peak)", _P, nullable=True),
+    key("step_seconds", "s", NUMBER, "Σ recorded step seconds", _P),
+    key("flops_total", "FLOPs", NUMBER, "exact FLOPs of every phase of every RL step", _P),
+    key("tflops_per_gpu", "TFLOP/s/GPU", NUMBER, "flops_total / step_seconds / GPUs", _P, nullable=True),
+    key("mfu", "fraction", NUMBER, "tflops_per_gpu / the GPU's peak (null without a peak)", _P, nullable=True),
     key("parts", "block", dict, "flops_total by part", _P),
     key("phases", "block", dict, "per phase (generation, old_log_prob, ref, values, update_actor, update_critic, "
         "other)", _P, each=PHASE_KEYS),
     key("per_iteration", "block", list, "per RL step: iteration, step_s, flops, parts, phases (FLOPs), seconds", _P),
-    key("update_flops", "FLOPs", _NUM, "the actor update's FLOPs (forward + backward, as the RL step ran it)", _P),
-    key("training_only_flops", "FLOPs", _NUM, "exact FLOPs the training metadata counts (the update's microbatches "
+    key("update_flops", "FLOPs", NUMBER, "the actor update's FLOPs (forward + backward, as the RL step ran it)", _P),
+    key("training_only_flops", "FLOPs", NUMBER, "exact FLOPs the training metadata counts (the update's microbatches "
         "as plain training steps: no generation, no log-prob forwards)", "report.sections.rl", nullable=True),
-    key("training_only_share", "fraction", _NUM, "training_only_flops / flops_total", "report.sections.rl",
+    key("training_only_share", "fraction", NUMBER, "training_only_flops / flops_total", "report.sections.rl",
         nullable=True),
     key("notes", "text", list, "what the per-sample counting leaves out (padding of batched generation)", _P),
     key("log_response_lengths_checked", "count", int, "iterations whose logged mean response length was compared "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..content import B, Bullets, C, FigureRef, Paragraph, SectionContent, T, Table, fmt, rate_unit
 from ..parts import ReportPart, register_part
-from ..schema import _NUM, key as _k
+from ..schema import NUMBER, key as _k
 from . import SectionInputs
 
 TITLE = "Where the time went, per part"
@@ -80,18 +80,18 @@ _TRACE = tuple(_k(n, u, t, m, "analysis.trace_summary", **kw) for n, u, t, m, kw
     ("ranks", "count", int, "ranks the traces hold", {}),
     ("iterations", "count", list, "training iterations of the profiled steps", {}),
     ("steps", "block", list, "per profiled step: rank, step, iteration, step_s (the ProfilerStep range, s)", {}),
-    ("step_time_s", "s", _NUM, "Σ profiled step time over ranks and steps", {}),
-    ("max_sum_gap", "fraction", _NUM, "largest |Σ parts - step| / step over the steps", {}),
+    ("step_time_s", "s", NUMBER, "Σ profiled step time over ranks and steps", {}),
+    ("max_sum_gap", "fraction", NUMBER, "largest |Σ parts - step| / step over the steps", {}),
     ("parts", "block", list, "per part: time_s, time_share, forward_s, backward_s (s, fraction); flops, flops_share "
      "(FLOPs, fraction); flops_per_s (FLOP/s); mfu (fraction); rate_vs_lm (ratio); excess_vs_lm_s (s)", {}),
-    ("unattributed_s", "s", _NUM, "time in no known range (shown, never hidden)", {}),
-    ("unattributed_share", "fraction", _NUM, "unattributed_s / step_time_s", {"nullable": True}),
-    ("flops_total", "FLOPs", _NUM, "Σ FLOPs of the parts over the profiled rank-steps", {"nullable": True}),
-    ("report_exact_flops", "FLOPs", _NUM, "the report's exact FLOPs (analysis.run per_iteration exact_total) of the "
+    ("unattributed_s", "s", NUMBER, "time in no known range (shown, never hidden)", {}),
+    ("unattributed_share", "fraction", NUMBER, "unattributed_s / step_time_s", {"nullable": True}),
+    ("flops_total", "FLOPs", NUMBER, "Σ FLOPs of the parts over the profiled rank-steps", {"nullable": True}),
+    ("report_exact_flops", "FLOPs", NUMBER, "the report's exact FLOPs (analysis.run per_iteration exact_total) of the "
      "profiled iterations, per rank-step / world size", {"nullable": True}),
     ("flops_match_report", "bool", bool, "flops_total = report_exact_flops (null when not comparable: not every "
      "rank traced, or no metadata)", {"nullable": True}),
-    ("peak_tflops", "TFLOP/s/GPU", _NUM, "the peak the per-part MFU divides by", {"nullable": True}),
+    ("peak_tflops", "TFLOP/s/GPU", NUMBER, "the peak the per-part MFU divides by", {"nullable": True}),
     ("top", "block", list, "top ops / kernels by time: name, part, time_s, count", {}),
     ("notes", "text", list, "what the attribution assumed or could not do", {}),
 ))
