@@ -1,0 +1,125 @@
+"""Ovis2 (transformers ``Ovis2ForConditionalGeneration``) against FlopCounterMode, per part.
+
+Reference: the famverify harness (``tests/verify/families/ovis2.py``): a tiny random Ovis2 (AIMv2-style tower at
+32 px, patch 4, 2 layers, hidden_stride 2; visual vocabulary 64 with 5 indicator tokens; Qwen2 LM of 2 layers, tied
+head), eager attention, float64, images through transformers' own ``Ovis2ImageProcessorPil`` (crop_to_patches,
+max_patches 6) and ``Ovis2Processor.replace_image_token``. The library starts from the SAME pixel sizes, derives
+the tiles and placeholders with its own rule and counts ``exact`` with ``causal="full"``. Parts: vision_tower =
+``Ovis2VisionModel`` (the visual head included, as in transformers), projector = ``visual_embeddings_table``
+(probabilities @ table). Tolerance 0.5 % per part (all exact to the FLOP).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.measured
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from .families import measure_family  # noqa: E402
+from .families.ovis2 import PROCESSOR, SIZE  # noqa: E402
+from .fixed_tile import FROZEN_CASES, FixedTileFamily, check_parts, numel  # noqa: E402
+
+FILES = {"preprocessor_config.json": PROCESSOR, "processor_config.json": {"image_seq_length": 16}}
+TINY = FixedTileFamily("ovis2", "tiny-ovis2", FILES)
+CASES = pytest.mark.parametrize("images", [[(30, 30)], [(40, 90)], [(70, 20), (32, 32), (9, 90)]],
+                                ids=["one-tile", "3x2-split", "three-images"])
+TRAINING_IMAGES = [(40, 90), (32, 32)]
+
+
+def tiles_as_processed(media: list, got: dict) -> None:
+    """The processor made as many 32-px tiles as the rule's grids hold, in the tile grids the rule chose."""
+    assert sum(d.grid[0] for d in media) == got["images_in_tower"]
+    assert all(d.resized == got["pixel_shape"][1:] for d in media)
+    assert [d.detail["tile_grid"][0] * d.detail["tile_grid"][1] for d in media] == [r * c for r, c in got["grids"]]
+
+
+def model(**vision):
+    return TINY.model(**vision)
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["no-bias", "qkv-mlp-bias"])
+@CASES
+def test_forward_per_part(bias, images):
+    m = model(qkv_bias=bias, mlp_bias=bias)
+    measured = measure_family("ovis2", model=m, image_sizes=images)
+    check_parts(measured.parts("forward"), TINY.library(m, measured, images, check_media=tiles_as_processed).parts)
+
+
+@FROZEN_CASES
+def test_training_per_part(frozen):
+    m = model()
+    measured = measure_family("ovis2", model=m, image_sizes=TRAINING_IMAGES, mode="training", frozen=frozen)
+    library = TINY.library(m, measured, TRAINING_IMAGES, mode="training", frozen=frozen, check_media=tiles_as_processed)
+    check_parts(measured.parts("training"), library.parts)
+
+
+def test_projector_by_hand():
+    """One 30x30 image = one tile: 16 folded tokens x (64-word vocabulary @ 64-wide table) = 2·16·64·64 forward;
+    training with a frozen tower: + the weight gradient only (its input, the tower's probabilities, needs none)."""
+    m = model()
+    measured = measure_family("ovis2", model=m, image_sizes=[(30, 30)])
+    assert measured.parts("forward")["projector"] == 2 * 16 * 64 * 64
+    measured = measure_family("ovis2", model=m, image_sizes=[(30, 30)], mode="training", frozen=("vision_tower",))
+    assert measured.parts("training")["projector"] == 2 * (2 * 16 * 64 * 64)
+
+
+def test_parameters_per_part():
+    from vlm_perf.arch.params import count_params
+
+    m = model()
+    c = count_params(TINY.spec(m))
+    assert c.vision_tower == numel(m.model.vision_tower)
+    # head: Linear(2·2·32 -> 64 - 5, no bias) + LayerNorm(59); by hand
+    assert numel(m.model.vision_tower.head_linear) + numel(m.model.vision_tower.head_norm) == 128 * 59 + 2 * 59
+    assert c.merger == numel(m.model.visual_embeddings_table) == 64 * 64
+    assert c.lm_embedding + c.lm_layers + c.lm_final_norm == numel(m.model.language_model)  # lm_head tied
+    assert c.total == numel(m)
+
+
+def test_refusals():
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.errors import UnsupportedModelError
+
+    m = model()
+    rule, cfg = FAMILIES["ovis2"].media, m.config.to_dict()
+    with pytest.raises(UnsupportedModelError, match="no video"):
+        rule.video(TINY.spec(m), 2, 32, 32)
+    # no processor file: the class default size 384 is not the tower's 32-px tile
+    with pytest.raises(UnsupportedModelError, match="class default"):
+        rule.image(TINY.spec(m, {}), 30, 50)
+    with pytest.raises(UnsupportedModelError, match="image_seq_length"):
+        rule.image(TINY.spec(m, {**FILES, "processor_config.json": {"image_seq_length": 256}}), 30, 50)
+    with pytest.raises(UnsupportedModelError, match="qwen2"):
+        spec_from_config(dict(cfg, text_config=dict(cfg["text_config"], model_type="llama")), name="t")
+    with pytest.raises(UnsupportedModelError, match="hidden_stride"):
+        spec_from_config(dict(cfg, vision_config=dict(cfg["vision_config"], hidden_stride=3)), name="t")
+    with pytest.raises(UnsupportedModelError, match="vocab_size"):
+        spec_from_config({k: v for k, v in cfg.items() if k != "vocab_size"}, name="t")  # class default 151643
+
+
+def test_conventions_coverage():
+    """hf-trainer / ms-swift: transformers' own ``Trainer.floating_point_ops`` on the same ids; 6nd by hand."""
+    # 6nd: 2 Qwen2 layers of q/o 64x64, k/v 64x32, SwiGLU 3 x 64x96 (matrices only: Qwen2's q/k/v biases are not
+    # billed), tied head 64 x 1000; hf-trainer leaves out the visual embedding table (an nn.Embedding subclass)
+    per_layer = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 96
+    TINY.check_conventions(model(), 80, 6 * (2 * per_layer + 64 * 1000) * 160)
+
+
+hyp = pytest.importorskip("hypothesis")
+st = hyp.strategies
+
+
+@hyp.settings(derandomize=True, deadline=None, max_examples=60)
+@hyp.given(h=st.integers(1, 400), w=st.integers(1, 400), covering=st.booleans(), most=st.integers(1, 12))
+def test_media_rule_equals_hf_processor(h, w, covering, most):
+    """Any image, either tiling rule, any max_patches: the processor's tiles and placeholders equal the rule's."""
+    from vlm_perf.arch.families import FAMILIES
+
+    pre = dict(PROCESSOR, use_covering_area_grid=covering, max_patches=most)
+    _, got = __import__("tests.verify.families.ovis2", fromlist=["make_inputs"]).make_inputs(
+        model(), image_sizes=[(h, w)], processor=pre)
+    d = FAMILIES["ovis2"].media.image(TINY.spec(model(), {**FILES, "preprocessor_config.json": pre}), h, w)
+    assert (d.grid[0], d.resized, d.visual_tokens) == (got["images_in_tower"], (SIZE, SIZE), got["visual_tokens"])
