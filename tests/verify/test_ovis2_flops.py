@@ -55,6 +55,33 @@ def test_training_per_part(frozen):
     check_parts(measured.parts("training"), library.parts)
 
 
+def test_last_tower_layer_only_regime(monkeypatch):
+    """``--trainable 'vit[-1:]'``: only the tower's last layer trains (its norms included); the visual head, the
+    table and the LM run their input gradients back to it. Measured by freezing everything else."""
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.flops.regime import regime_flops
+    from vlm_perf.stats import BatchStats
+
+    from .families import common, harness
+
+    m, h = model(), harness("ovis2")
+    last = m.model.vision_tower.transformer.encoder.layers[-1]
+
+    def only_last(model_, parts, frozen, loose_params=None):
+        model_.requires_grad_(False)
+        last.requires_grad_(True)
+
+    monkeypatch.setattr(common, "freeze_parts", only_last)
+    inputs, media = h.make_inputs(m, image_sizes=TRAINING_IMAGES)
+    measured = common.count(m, inputs, h.part_modules(m), training=True)
+    spec = TINY.spec(m)
+    grids = [FAMILIES["ovis2"].media.image(spec, a, b).grid for a, b in TRAINING_IMAGES]
+    stats = BatchStats.from_batch(seq_lens=[media["seq_len"]], image_grids=grids, spec=spec)
+    library = regime_flops(spec, stats, Trainability.build(trainable=["vit[-1:]"]), causal="full").parts
+    check_parts(measured.parts("training"), library)
+
+
 def test_projector_by_hand():
     """One 30x30 image = one tile: 16 folded tokens x (64-word vocabulary @ 64-wide table) = 2·16·64·64 forward;
     training with a frozen tower: + the weight gradient only (its input, the tower's probabilities, needs none)."""

@@ -135,7 +135,8 @@ def _covered(height: int, width: int, grid: tuple[int, int], side: int) -> float
         for c in range(grid[1]):
             cell_h = height - r * rows_h if r == grid[0] - 1 else rows_h
             cell_w = width - c * cols_w if c == grid[1] - 1 else cols_w
-            long, short = max(cell_h, cell_w), min(cell_h, cell_w)
+            long: float = max(cell_h, cell_w)
+            short: float = min(cell_h, cell_w)
             if long > side:
                 short, long = short / long * side, side
             total += long * short
