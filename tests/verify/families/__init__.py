@@ -21,7 +21,7 @@ from .common import PARTS, REGISTRY, PartMeasurement
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
                   "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "qwen_omni", "aya_vision",
                   "deepseek_vl", "kimi_k25", "got_ocr2", "deepseek_vl_hybrid", "janus", "minicpmv",
-                  "phi4_multimodal", "blip_2", "ovis2")
+                  "phi4_multimodal", "blip_2", "ovis2", "ernie4_5_vl")
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
