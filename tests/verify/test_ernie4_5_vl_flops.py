@@ -166,3 +166,31 @@ def test_image_rule_equals_hf_processor(h, w):
         return
     out = proc([np.zeros((h, w, 3), dtype=np.uint8)], return_tensors="pt", input_data_format="channels_last")
     assert tuple(out["image_grid_thw"][0].tolist()) == d.grid
+
+
+def test_last_tower_layer_only_regime(monkeypatch):
+    """``--trainable 'vit[-1:]'``: only the tower's last layer trains (its norms included); the frozen resampler and
+    LM still run their input gradients back to it. Measured by freezing everything else."""
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.flops.regime import regime_flops
+    from vlm_perf.stats import BatchStats
+
+    from .families import common
+
+    m, h, case = model(), harness("ernie4_5_vl_moe"), CASES[2]
+    last = m.model.vision_tower.blocks[-1]
+
+    def only_last(model_, parts, frozen, loose_params=None):
+        model_.requires_grad_(False)
+        last.requires_grad_(True)
+
+    monkeypatch.setattr(common, "freeze_parts", only_last)
+    inputs, media = h.make_inputs(m, **case)
+    measured = common.count(m, inputs, h.part_modules(m), training=True)
+    s = spec()
+    grids = [FAMILIES["ernie4_5_vl_moe"].media.image(s, a, b).grid for a, b in case["image_sizes"]]
+    stats = BatchStats.from_batch(seq_lens=[media["seq_len"]], image_grids=grids, video_grids=case["video_grids"],
+                                  spec=s)
+    library = regime_flops(s, stats, Trainability.build(trainable=["vit[-1:]"]), causal="full").parts
+    check_parts(measured.parts("training"), library)
