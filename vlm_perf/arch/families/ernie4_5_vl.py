@@ -208,5 +208,5 @@ register_family(Family(
            "(moe_mm_token_type_ids as the processor writes it); the shared MLP and both routers' rows cover every token",
            "the tower attends within each frame; the resampler pairs frames (an image with itself)",
            "RoPE (2D in the tower, 3D in the LM), norms and the folds are not matmuls",
-           "adapters / finer-than-part regimes: the modality MoE and the resampler have no per-Linear layout "
-           "(refused in one line)")))
+           "adapters are refused in one line (no module-name layout for this family); tower-layer slices work, the "
+           "resampler and the LM (modality MoE) train or freeze as whole parts")))

@@ -244,5 +244,5 @@ register_family(Family(
            "embedding table's probabilities @ table matmul is the projector (vision.merger)",
            "softmax / LayerNorm / RMSNorm, the hidden_stride fold and the indicator-token look-ups are not matmuls",
            "every tile (and the thumbnail of a split image) is one fixed image_size tile with its own attention",
-           "LoRA / adapters: the visual head and table have no per-Linear layout here (a target in them is refused "
-           "by the layout rule)")))
+           "adapters are refused in one line (no module-name layout for this family); tower-layer slices work, the "
+           "visual head and table train or freeze with their parts")))
