@@ -80,6 +80,8 @@ CASES: dict[str, list[dict]] = {
     "blip-2": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32), (9, 90)])],
     # --- ovis2 --- (one tile; a 3 x 2 split + thumbnail; several images of different splits)
     "ovis2": [dict(image_sizes=[(30, 30)]), dict(image_sizes=[(40, 90)]), dict(image_sizes=[(70, 20), (32, 32), (9, 90)])],
+    # --- ernie4_5_vl_moe --- (videos as grids: the video processor needs torchvision)
+    "ernie4_5_vl_moe": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20)], video_grids=[(2, 4, 6)])],
 }
 
 
