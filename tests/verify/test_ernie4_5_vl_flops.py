@@ -194,3 +194,14 @@ def test_last_tower_layer_only_regime(monkeypatch):
                                   spec=s)
     library = regime_flops(s, stats, Trainability.build(trainable=["vit[-1:]"]), causal="full").parts
     check_parts(measured.parts("training"), library)
+
+
+def test_class_default_parameters_equal_transformers_meta_model():
+    """``Ernie4_5_VLMoeConfig()`` (its class defaults: the docstring's baidu/ERNIE-4.5-VL-28B-A3B-PT dims) built on
+    the meta device: the inventory's count equals transformers' to the parameter, per part and in total."""
+    from .fixed_tile import meta_default
+
+    counts, meta = meta_default("Ernie4_5_VLMoeConfig", "Ernie4_5_VLMoeForConditionalGeneration", "ernie-defaults")
+    assert counts.vision_tower == numel(meta.model.vision_tower)
+    assert counts.merger == numel(meta.model.resampler_model)
+    assert counts.total == numel(meta) == 29_399_294_336

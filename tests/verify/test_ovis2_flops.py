@@ -150,3 +150,25 @@ def test_media_rule_equals_hf_processor(h, w, covering, most):
         model(), image_sizes=[(h, w)], processor=pre)
     d = FAMILIES["ovis2"].media.image(TINY.spec(model(), {**FILES, "preprocessor_config.json": pre}), h, w)
     assert (d.grid[0], d.resized, d.visual_tokens) == (got["images_in_tower"], (SIZE, SIZE), got["visual_tokens"])
+
+
+def test_full_scale_parameters_equal_transformers_meta_model():
+    """Ovis2Config's vision defaults (16384-word visual vocabulary, 24 x 1024 tower at 224 px) with a Qwen2 LM of the
+    top-level class-default width (1536) and vocabulary (151643), on the meta device: the inventory's count equals
+    transformers' per part. (``Ovis2Config()`` alone pairs hidden_size 1536 with Qwen2Config's 4096-wide LM, a model
+    whose forward cannot run: the library refuses it.)"""
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.errors import UnsupportedModelError
+
+    from .fixed_tile import meta_default
+
+    text = dict(model_type="qwen2", hidden_size=1536, vocab_size=151643, intermediate_size=8960, num_hidden_layers=28,
+                num_attention_heads=12, num_key_value_heads=2)
+    counts, meta = meta_default("Ovis2Config", "Ovis2ForConditionalGeneration", "ovis2-defaults", text_config=text)
+    assert counts.vision_tower == numel(meta.model.vision_tower)
+    assert counts.merger == numel(meta.model.visual_embeddings_table) == 16384 * 1536
+    assert counts.total == numel(meta)
+    import transformers
+
+    with pytest.raises(UnsupportedModelError, match="hidden_size 1536 .*differs from text_config.hidden_size 4096"):
+        spec_from_config(transformers.Ovis2Config().to_dict(), name="t")
