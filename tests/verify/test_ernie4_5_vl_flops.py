@@ -205,3 +205,28 @@ def test_class_default_parameters_equal_transformers_meta_model():
     assert counts.vision_tower == numel(meta.model.vision_tower)
     assert counts.merger == numel(meta.model.resampler_model)
     assert counts.total == numel(meta) == 29_399_294_336
+
+
+def test_generate_with_kv_cache_per_part():
+    """Greedy ``generate(max_new_tokens=5)`` with a KV cache after an image and a video: the tower and the resampler
+    run once, the LM prefills (vision tokens to the vision experts) then decodes 4 text tokens (text experts);
+    ``generation_flops`` to the FLOP per part."""
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.flops.generation import generation_flops
+
+    from .measure import _make_counter_class
+
+    m, h, case = model(), harness("ernie4_5_vl_moe"), CASES[2]
+    inputs, media = h.make_inputs(m, **case)
+    counter = _make_counter_class()(m, parts=h.part_modules(m))
+    with torch.no_grad(), counter:
+        out = m.generate(**{k: v for k, v in inputs.items() if k != "use_cache"}, max_new_tokens=5, min_new_tokens=5,
+                         do_sample=False, use_cache=True, pad_token_id=0)
+    assert out.shape[1] == media["seq_len"] + 5
+    measured = {p: n for (phase, p), n in counter.counts.items() if phase == "forward"}
+    s = spec()
+    grids = [FAMILIES["ernie4_5_vl_moe"].media.image(s, a, b).grid for a, b in case["image_sizes"]]
+    lib = generation_flops(s, [media["seq_len"]], [5], image_grids=grids, video_grids=case["video_grids"],
+                           causal="full")
+    assert {k: lib.prefill[k] + lib.decode[k] for k in lib.prefill} == {
+        p: measured.get(p, 0) for p in ("vision_tower", "projector", "language_model")}

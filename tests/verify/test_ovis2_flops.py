@@ -172,3 +172,27 @@ def test_full_scale_parameters_equal_transformers_meta_model():
 
     with pytest.raises(UnsupportedModelError, match="hidden_size 1536 .*differs from text_config.hidden_size 4096"):
         spec_from_config(transformers.Ovis2Config().to_dict(), name="t")
+
+
+def test_generate_with_kv_cache_per_part():
+    """Greedy ``generate(max_new_tokens=5)`` with a KV cache on a 3 x 2 split + thumbnail: the tower and the table run
+    once (prefill), the LM prefills then decodes 4 tokens; ``generation_flops`` to the FLOP per part."""
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.flops.generation import generation_flops
+
+    from .families import harness
+    from .measure import _make_counter_class
+
+    m, h = model(), harness("ovis2")
+    inputs, media = h.make_inputs(m, image_sizes=[(40, 90)])
+    counter = _make_counter_class()(m, parts=h.part_modules(m))
+    with torch.no_grad(), counter:
+        out = m.generate(**{k: v for k, v in inputs.items() if k != "use_cache"}, max_new_tokens=5, min_new_tokens=5,
+                         do_sample=False, use_cache=True, pad_token_id=0)
+    assert out.shape[1] == media["seq_len"] + 5
+    measured = {p: n for (phase, p), n in counter.counts.items() if phase == "forward"}
+    spec = TINY.spec(m)
+    lib = generation_flops(spec, [media["seq_len"]], [5], image_grids=[FAMILIES["ovis2"].media.image(spec, 40, 90).grid],
+                           causal="full")
+    assert {k: lib.prefill[k] + lib.decode[k] for k in lib.prefill} == {
+        p: measured.get(p, 0) for p in ("vision_tower", "projector", "language_model")}
