@@ -230,3 +230,17 @@ def test_generate_with_kv_cache_per_part():
                            causal="full")
     assert {k: lib.prefill[k] + lib.decode[k] for k in lib.prefill} == {
         p: measured.get(p, 0) for p in ("vision_tower", "projector", "language_model")}
+
+
+def test_grids_the_resampler_cannot_pair_are_refused():
+    """The resampler pairs an image's one frame with itself and a video's frames two by two (transformers'
+    ``_temporal_slicing`` drops an odd last frame; the processor never makes one): other grids are one-line errors."""
+    from vlm_perf.errors import InputError
+    from vlm_perf.stats import BatchStats
+
+    with pytest.raises(InputError, match=r"image grid #1: .*t = 1\), got 2,8,12"):
+        BatchStats.from_batch(seq_len=200, image_grids=[(2, 8, 12)], spec=spec())
+    with pytest.raises(InputError, match=r"video grid #2: .*even frame count.*got 3,4,4"):
+        BatchStats.from_batch(seq_len=200, video_grids=[(2, 4, 4), (3, 4, 4)], spec=spec())
+    assert BatchStats.from_batch(seq_len=200, image_grids=[(1, 8, 12)], video_grids=[(4, 4, 4)],
+                                 spec=spec()).vision_merged_tokens == 24 + 2 * 4

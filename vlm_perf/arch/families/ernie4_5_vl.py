@@ -153,8 +153,10 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
                                      router_bias=True, vision_width=vision_width, markers_per_item=MARKERS_PER_ITEM))
     blocks += [FinalNorm(part=LANGUAGE_MODEL, count=1, hidden=h),
                LMHead(part=LANGUAGE_MODEL, count=1, hidden=h, vocab=lm.vocab_size, tied=lm.tie_word_embeddings)]
-    return ModelSpec(name=name or str(config.get("_name_or_path") or "ernie4_5_vl_moe"), model_type="ernie4_5_vl_moe",
+    spec = ModelSpec(name=name or str(config.get("_name_or_path") or "ernie4_5_vl_moe"), model_type="ernie4_5_vl_moe",
                      lm=lm, vision=vision, source=source, family="ernie4_5_vl_moe", blocks=tuple(blocks))
+    spec.extra["frame_pairs"] = True  # image grids t = 1, video grids t even (the statistics refuse others)
+    return spec
 
 
 class ErnieMedia(MediaRule):
