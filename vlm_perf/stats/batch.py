@@ -196,7 +196,7 @@ class BatchStats:
         for kind, grids in (("image", image_grids), ("video", video_grids)):
             for i, row in enumerate(grids):
                 t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
-                if pairs and (t != 1 if kind == "image" else t % 2):
+                if pairs and spec is not None and (t != 1 if kind == "image" else t % 2):
                     want = "an image is one frame: t = 1" if kind == "image" else \
                         "a video has an even frame count (its processor copies the last frame)"
                     raise InputError(f"{kind} grid #{i + 1}: {spec.family} pairs frames in its resampler ({want}), "
