@@ -221,6 +221,21 @@ _BUILDERS: dict[str, Any] = {
         "num_key_value_heads": 2, "head_dim": 16, "sliding_window": 8, "hidden_size_per_layer_input": 8,
         "laurel_rank": 4, "altup_num_inputs": 4, "num_kv_shared_layers": 2,
         "layer_types": ["sliding_attention", "sliding_attention", "full_attention"] * 2},
+    "ovis2": lambda: {  # --- ovis2 --- hand-written in the Ovis2Config layout (small dims)
+        "model_type": "ovis2", "hidden_size": 64, "vocab_size": 1000, "image_token_id": 990,
+        "vision_config": {"model_type": "ovis2_vision", "hidden_size": 32, "intermediate_size": 48,
+                          "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 32, "patch_size": 4,
+                          "hidden_stride": 2, "vocab_size": 64, "num_visual_indicator_tokens": 5},
+        "text_config": {"model_type": "qwen2", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 96,
+                        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}},
+    "ernie4_5_vl_moe": lambda: {  # --- ernie4_5_vl_moe --- hand-written in the Ernie4_5_VLMoeConfig layout
+        "model_type": "ernie4_5_vl_moe", "image_token_id": 990,
+        "vision_config": {"model_type": "ernie4_5_vl_moe_vision", "depth": 2, "hidden_size": 32, "num_heads": 2,
+                          "intermediate_size": 48, "patch_size": 4, "spatial_merge_size": 2},
+        "text_config": {"model_type": "ernie4_5_vl_moe_text", "vocab_size": 1000, "hidden_size": 64,
+                        "intermediate_size": 96, "num_hidden_layers": 3, "num_attention_heads": 4,
+                        "num_key_value_heads": 2, "moe_intermediate_size": [32, 16], "moe_k": 2,
+                        "moe_num_experts": 4, "moe_num_shared_experts": 2}},
 }
 _CACHE: dict[str, dict] = {}
 

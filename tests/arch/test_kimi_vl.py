@@ -17,6 +17,7 @@ Source lines (vllm-project/vllm @ 97d4c384 ``vllm/model_executor/models/moonvit.
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -212,9 +213,14 @@ def test_tiny_params_match_reimplementation():
 # ------------------------------------------------------------------- image rule
 
 
+# Kimi-VL-A3B-Instruct's preprocessor_config.json (the checkpoint's file)
+CHECKPOINT_FILE = {"patch_size": 14, "in_token_limit": 4096, "pad_input": True, "merge_kernel_size": [2, 2]}
+
+
 def _spec(**pre):
+    """The preset's config with the checkpoint's processor file, ``pre`` overriding its keys."""
     return spec_from_config(preset_config("kimi-vl-a3b-instruct"),
-                            processor={"preprocessor_config.json": pre} if pre else {})
+                            processor={"preprocessor_config.json": {**CHECKPOINT_FILE, **pre}})
 
 
 @pytest.mark.parametrize("size,resized", [((1080, 1920), (672, 1204)), ((100, 100), (112, 112)),
@@ -273,3 +279,41 @@ def test_refusals():
     cfg["text_config"]["model_type"] = "qwen2"
     with pytest.raises(UnsupportedModelError, match="deepseek_v3"):
         spec_from_config(cfg)
+
+
+# ------------------------------------------------- no processor file: the class defaults
+
+
+def test_no_processor_file_uses_the_class_defaults_which_crop(tmp_path):
+    # KimiVLImageProcessor() (hub remote code; transformers 5.24 has no Kimi-VL class): pad_input False, so each
+    # side is centre-cropped DOWN to a multiple of 2 x 14 = 28: 100 -> 84 (3 x 28), 1000 -> 980 (35 x 28)
+    (tmp_path / "config.json").write_text(json.dumps(preset_config("kimi-vl-a3b-instruct")))
+    spec = load_model(tmp_path)
+    assert spec.processor == {}
+    s = RULE.settings(spec)
+    assert (s["patch_size"], s["in_token_limit"], s["pad_input"], s["merge_kernel_size"]) == (14, 4096, False, [2, 2])
+    assert "KimiVLImageProcessor class defaults" in s["source"] and "transformers 5.24" in s["source"]
+    m = RULE.image(spec, 100, 1000)
+    assert m.resized == (84, 980)
+    assert m.grid == (1, 6, 70)
+    assert m.visual_tokens == 3 * 35
+    # 1080x1920 scales to 672x1196 (see test_image_by_hand), then crops to 672x1176 (42 x 28)
+    assert RULE.image(spec, 1080, 1920).resized == (672, 1176)
+    with pytest.raises(UnsupportedModelError, match="cropped"):
+        RULE.image(spec, 20, 20)
+
+
+def test_a_key_the_file_omits_takes_the_class_default():
+    spec = spec_from_config(preset_config("kimi-vl-a3b-instruct"),
+                            processor={"preprocessor_config.json": {"in_token_limit": 1024}})
+    s = RULE.settings(spec)
+    assert (s["in_token_limit"], s["pad_input"]) == (1024, False)
+    assert s["source"].startswith("processor files; patch_size, pad_input, merge_kernel_size: KimiVLImageProcessor")
+    assert RULE.image(spec, 100, 100).resized == (84, 84)
+
+
+def test_the_preset_uses_its_checkpoints_file():
+    spec = load_model("kimi-vl-a3b-instruct")
+    s = RULE.settings(spec)
+    assert s["pad_input"] is True and "preprocessor_config.json" in s["source"]
+    assert RULE.image(spec, 100, 100).resized == (112, 112)

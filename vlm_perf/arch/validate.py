@@ -311,6 +311,8 @@ def _int(section: Mapping[str, Any], *keys: str) -> tuple[str, int] | tuple[None
 
 #: model types whose ``intermediate_size`` may also be a list with one width per layer
 PER_LAYER_WIDTH_TYPES = ("gemma3n_text",)
+#: model types whose ``moe_intermediate_size`` is a list (ERNIE-4.5-VL: [text experts' width, vision experts' width])
+MOE_WIDTH_LIST_TYPES = ("ernie4_5_vl_moe_text",)
 
 
 def check_text(text: Mapping[str, Any], prefix: str, source: str) -> None:
@@ -318,6 +320,8 @@ def check_text(text: Mapping[str, Any], prefix: str, source: str) -> None:
     kinds = TEXT_FIELDS
     if text.get("model_type") in PER_LAYER_WIDTH_TYPES:
         kinds = {**TEXT_FIELDS, "intermediate_size": Kind(low=0, per_layer=True)}
+    if text.get("model_type") in MOE_WIDTH_LIST_TYPES:
+        kinds = {**kinds, "moe_intermediate_size": Kind(low=1, per_layer=True)}
     _check_fields(text, kinds, prefix, source)
     hk, heads = _int(text, "num_attention_heads")
     wk, hidden = _int(text, "hidden_size")

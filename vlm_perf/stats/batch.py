@@ -191,9 +191,16 @@ class BatchStats:
         # interpolation) states its side: another grid would be counted as a tile it cannot run
         fixed = spec.extra.get("fixed_grid_side") if spec is not None else None
         fixed_h = (spec.extra.get("fixed_grid_height") or fixed) if spec is not None and fixed else None  # Mllama
+        # a resampler that pairs frames (ERNIE-4.5-VL) runs an image as one frame and a video as frame pairs
+        pairs = bool(spec.extra.get("frame_pairs")) if spec is not None else False
         for kind, grids in (("image", image_grids), ("video", video_grids)):
             for i, row in enumerate(grids):
                 t, h, w = validate_grid(row, m, where=f"{kind} grid #{i + 1}")
+                if pairs and spec is not None and (t != 1 if kind == "image" else t % 2):
+                    want = "an image is one frame: t = 1" if kind == "image" else \
+                        "a video has an even frame count (its processor copies the last frame)"
+                    raise InputError(f"{kind} grid #{i + 1}: {spec.family} pairs frames in its resampler ({want}), "
+                                     f"got {t},{h},{w}")
                 if spec is not None and fixed and (h, w) != (fixed_h, fixed):
                     want = (f"t = tiles, h = w = {fixed}" if fixed_h == fixed
                             else f"1,{fixed_h},{fixed}: every image runs {fixed_h // fixed} stacked tiles")

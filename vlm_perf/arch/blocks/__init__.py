@@ -57,7 +57,7 @@ from .conv import DownsampleConv, SamNeck, StridedConvs, strided_side  # noqa: F
 from .heads import LMHead, MTPModules  # noqa: F401
 from .inventory import inventory_params  # noqa: F401
 from .mlp import CrossLayerMLP, DenseMLP, PlainMLP  # noqa: F401
-from .moe import BiasedMoEMLP, MoEMLP, PlainMoEMLP, SharedGateMoEMLP  # noqa: F401
+from .moe import BiasedMoEMLP, ModalityMoEMLP, MoEMLP, PlainMoEMLP, SharedGateMoEMLP  # noqa: F401
 from .projectors import (  # noqa: F401
     GatedMergerMLP,
     HybridAligner,
@@ -67,6 +67,7 @@ from .projectors import (  # noqa: F401
     PooledVideoProjector,
     SeparatorProjector,
     SwiGLUProjector,
+    TemporalResampler,
     TowerTokenLinear,
     WindowAttentionMerger,
 )
@@ -91,7 +92,8 @@ from .vision import (  # noqa: F401
     SiglipPoolingHead,
     TileMaskProduct,
     VisionLayers,
+    VisualVocabularyHead,
 )
 from .wrappers import FoldedTokens, ForwardOnly, TextOnly  # noqa: F401
 
-__all__ = ['AltUpLayer', 'AltUpStreams', 'AudioConvFrontEnd', 'AudioEmbedder', 'AudioHead', 'AudioLayers', 'AudioMlpProjector', 'AudioProjection', 'BiasedMoEMLP', 'Block', 'ChunkedConformerLayers', 'ChunkedDecoderAttention', 'ClsToken', 'ConformerFrontEnd', 'ConformerLayers', 'CrossAttention', 'CrossLayerMLP', 'DecoderAttention', 'DenseMLP', 'DownsampleConv', 'ExtraNorms', 'ExtraParams', 'FinalNorm', 'FoldedTokens', 'ForwardOnly', 'GatedDecoderAttention', 'GatedDeltaNet', 'GatedMergerMLP', 'HybridAligner', 'ImageBlockAttention', 'ImageVideoPatchEmbed', 'LMHead', 'LMLayerNorms', 'LaurelBlock', 'LinearProjector', 'MLAttention', 'MTPModules', 'Mamba2Mixer', 'MlpProjector', 'MoEMLP', 'NemoConformerLayers', 'NormLinearProjector', 'PARTS', 'ParakeetSubsampling', 'PatchEmbed', 'PerLayerInputGate', 'PlainMLP', 'PlainMoEMLP', 'PooledVideoProjector', 'PositionTable', 'PrefixLMSquare', 'QueryTransformer', 'SSCPFrontEnd', 'SamEmbed', 'SamNeck', 'SamVisionLayers', 'SeparatorProjector', 'SharedGateMoEMLP', 'SharedKVDecoderAttention', 'SiglipPoolingHead', 'SinkDecoderAttention', 'StoredOnly', 'StridedConvs', 'SwiGLUProjector', 'TextOnly', 'TileMaskProduct', 'TokenEmbedding', 'TowerTokenLinear', 'VisionLayers', 'WindowAttentionMerger', 'halve', 'inventory_params', 'linear_params', 'norm_params', 'sscp_out', 'strided_side']
+__all__ = ['AltUpLayer', 'AltUpStreams', 'AudioConvFrontEnd', 'AudioEmbedder', 'AudioHead', 'AudioLayers', 'AudioMlpProjector', 'AudioProjection', 'BiasedMoEMLP', 'Block', 'ChunkedConformerLayers', 'ChunkedDecoderAttention', 'ClsToken', 'ConformerFrontEnd', 'ConformerLayers', 'CrossAttention', 'CrossLayerMLP', 'DecoderAttention', 'DenseMLP', 'DownsampleConv', 'ExtraNorms', 'ExtraParams', 'FinalNorm', 'FoldedTokens', 'ForwardOnly', 'GatedDecoderAttention', 'GatedDeltaNet', 'GatedMergerMLP', 'HybridAligner', 'ImageBlockAttention', 'ImageVideoPatchEmbed', 'LMHead', 'LMLayerNorms', 'LaurelBlock', 'LinearProjector', 'MLAttention', 'MTPModules', 'Mamba2Mixer', 'MlpProjector', 'ModalityMoEMLP', 'MoEMLP', 'NemoConformerLayers', 'NormLinearProjector', 'PARTS', 'ParakeetSubsampling', 'PatchEmbed', 'PerLayerInputGate', 'PlainMLP', 'PlainMoEMLP', 'PooledVideoProjector', 'PositionTable', 'PrefixLMSquare', 'QueryTransformer', 'SSCPFrontEnd', 'SamEmbed', 'SamNeck', 'SamVisionLayers', 'SeparatorProjector', 'SharedGateMoEMLP', 'SharedKVDecoderAttention', 'SiglipPoolingHead', 'SinkDecoderAttention', 'StoredOnly', 'StridedConvs', 'SwiGLUProjector', 'TemporalResampler', 'TextOnly', 'TileMaskProduct', 'TokenEmbedding', 'TowerTokenLinear', 'VisionLayers', 'VisualVocabularyHead', 'WindowAttentionMerger', 'halve', 'inventory_params', 'linear_params', 'norm_params', 'sscp_out', 'strided_side']

@@ -136,3 +136,27 @@ class PlainMoEMLP(Block):
         return (f"{self.count} MoE MLP: {self.num_experts} plain experts top-{self.top_k} of width "
                 f"{self.expert_width}{latent} + 1 shared ({self.shared_width}), router {self.hidden} -> "
                 f"{self.num_experts}")
+
+
+@dataclass(frozen=True)
+class ModalityMoEMLP(MoEMLP):
+    """ERNIE-4.5-VL's modality-isolated MoE MLP (``Ernie4_5_VLMoeMoeBlock``): one shared gated MLP of width
+    ``shared_width`` (= n_shared x F_text: ``num_shared`` is 1) on every LM token; the text pool (router h -> E with
+    a per-expert correction bias, E experts of width ``expert_width``, top-k) on text tokens; the vision pool (its
+    own router and bias, E experts of width ``vision_width``, top-k) on vision tokens: the visual placeholders plus
+    ``markers_per_item`` start / end tokens per image or video (the processor's ``moe_mm_token_type_ids``).
+    ``per_token`` / ``active_params`` are a TEXT token's (what a rule of thumb over active parameters reads)."""
+
+    kind: ClassVar[str] = "modality_moe_mlp"
+    vision_width: int = 0
+    markers_per_item: int = 2
+
+    def params(self) -> int:
+        h, e = self.hidden, self.num_experts
+        return super().params() + e * h + (e if self.router_bias else 0) + e * 3 * h * self.vision_width
+
+    def describe(self) -> str:
+        return (f"{self.count} modality-isolated MoE MLP: text {self.num_experts} experts top-{self.top_k} of width "
+                f"{self.expert_width}, vision {self.num_experts} experts top-{self.top_k} of width {self.vision_width}, "
+                f"each with its router {self.hidden} -> {self.num_experts}; shared MLP {self.shared_width} on every "
+                "token")

@@ -271,3 +271,33 @@ class SeparatorProjector(LinearProjector):
         chain = " -> ".join(str(w) for w in self.widths)
         return (f"{self.count} {self.label}: Linear chain {chain} on every image placeholder (learned row / "
                 f"global separators: {self.separators} x {self.widths[0]})")
+
+
+@dataclass(frozen=True)
+class TemporalResampler(Block):
+    """ERNIE-4.5-VL's ``Ernie4_5_VLMoeVariableResolutionResamplerModel``: the m x m fold of the tower output
+    (D = m²·h_v wide), ``spatial_linear`` Linear(D -> D) -> GELU -> Linear(D -> D) -> LayerNorm on every folded token,
+    then frames paired (an image's one frame with itself, a video's even frames with its odd ones: 2D wide),
+    ``temporal_linear`` Linear(2D -> D) -> GELU -> Linear(D -> D) -> LayerNorm, ``mlp`` Linear(D -> h_text) and an
+    RMSNorm on every pair (the LM's visual tokens). All Linears with bias."""
+
+    kind: ClassVar[str] = "temporal_resampler"
+    in_width: int  # the tower width h_v
+    merge: int
+    out_width: int
+
+    @property
+    def folded(self) -> int:
+        return self.in_width * self.merge * self.merge
+
+    def params(self) -> int:
+        d, o = self.folded, self.out_width
+        spatial = 2 * linear_params(d, d, True) + norm_params(d, "layernorm")
+        temporal = linear_params(2 * d, d, True) + linear_params(d, d, True) + norm_params(d, "layernorm")
+        return spatial + temporal + linear_params(d, o, True) + norm_params(o, "rmsnorm")
+
+    def describe(self) -> str:
+        d = self.folded
+        return (f"temporal resampler: {self.merge}x{self.merge} fold -> Linear {d} -> {d} -> {d} + LayerNorm per folded "
+                f"token; frame pairs -> Linear {2 * d} -> {d} -> {d} + LayerNorm -> Linear {d} -> {self.out_width} + "
+                "RMSNorm per pair")

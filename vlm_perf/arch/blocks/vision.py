@@ -218,3 +218,22 @@ class SamVisionLayers(Block):
         rel = ", decomposed relative positions" if self.rel_pos else ""
         return (f"{self.count} SAM layers, width {self.width}, {self.num_heads} heads, {where}{rel}, "
                 f"MLP {self.width}->{self.mlp_width}->{self.width}")
+
+
+@dataclass(frozen=True)
+class VisualVocabularyHead(Block):
+    """Ovis2's visual head (``Ovis2VisionModel.head_linear`` + ``head_norm``): after the tower's ``hidden_stride``
+    fold (s x s neighbouring patches concatenated: a reshape), Linear(``in_width`` = s²·h -> ``vocab``, no bias)
+    on every folded token (``vision_merged_tokens``), then LayerNorm(``vocab``) and a softmax over the visual
+    vocabulary (not matmuls). ``vocab`` = the visual vocabulary less the indicator tokens."""
+
+    kind: ClassVar[str] = "visual_vocabulary_head"
+    in_width: int
+    vocab: int
+
+    def params(self) -> int:
+        return linear_params(self.in_width, self.vocab, False) + norm_params(self.vocab, "layernorm")
+
+    def describe(self) -> str:
+        return (f"visual head: Linear {self.in_width} -> {self.vocab} (no bias) + LayerNorm + softmax on every "
+                "folded token (a probability over the visual vocabulary)")

@@ -242,9 +242,17 @@ def encoder_outputs(audio: AudioSpec, frames: int) -> int:
     return -(-t2 // audio.reduction)
 
 
+# why a timm tower cannot be verified here (docs/families-notes.md, "Not built"); shared with perception_lm
+TIMM_UNAVAILABLE = (
+    "transformers builds it only with timm (TimmWrapperModel: 'requires the timm library'), and timm cannot join the "
+    "locked CPU stack: timm 1.0.29 imports torchvision, whose only torch-2.13 wheel on the install indexes "
+    "(torchvision 0.28.0) is the CUDA build and fails to load on torch 2.13.0+cpu ('operator torchvision::nms does "
+    "not exist'), so nothing could verify a count")
+
+
 refuse_model_type("gemma3n", (
     "Gemma 3n's vision tower is timm's MobileNetV5 ('mobilenetv5_300m_enc' through TimmWrapper), which is not "
-    "modelled (its parameters and FLOPs are neither counted nor guessed: timm, which needs torchvision, is not in the "
-    "verification environment, so nothing could verify a count); the text decoder is supported: pass the config's text_config "
+    "modelled (its parameters and FLOPs are neither counted nor guessed: " + TIMM_UNAVAILABLE + "); the text decoder "
+    "is supported: pass the config's text_config "
     "(model_type gemma3n_text, transformers Gemma3nForCausalLM), which leaves out the whole model's towers and its "
     "embed_vision / embed_audio projections that run on every LM token"))

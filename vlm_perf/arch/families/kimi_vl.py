@@ -36,9 +36,18 @@ from . import Family, register_family
 from .decoder import lm_blocks, read_lm, vision_and_text_sections
 from .media import DerivedMedia, MediaRule, positive
 
-# Kimi-VL-A3B-Instruct preprocessor_config.json (KimiVLImageProcessor): patch_size 14, in_token_limit 4096,
-# pad_input true, merge_kernel_size [2, 2]
+# Kimi-VL-A3B-Instruct's preprocessor_config.json (KimiVLImageProcessor): patch_size 14, in_token_limit 4096,
+# pad_input true, merge_kernel_size [2, 2]; used for the shipped preset (that checkpoint) only
 REFERENCE_PROCESSOR = {"patch_size": 14, "in_token_limit": 4096, "pad_input": True, "merge_kernel_size": [2, 2]}
+REFERENCE_PRESET = "preset:kimi-vl-a3b-instruct"
+# KimiVLImageProcessor.__init__'s defaults: the class a checkpoint's remote code builds (hub
+# moonshotai/Kimi-VL-A3B-Instruct image_processing_kimi_vl.py; transformers 5.24 has no Kimi-VL class). Read from
+# its port Blaizzy/mlx-vlm mlx_vlm/models/kimi_vl/processing_kimi_vl.py @ 9e4016d0f920f9b82cb9ae0d18f5f4ef3821e962
+# (same signature: patch_size 14, pad_input False, in_token_limit 4096, merge_kernel_size None -> [2, 2]).
+# pad_input False CENTRE-CROPS each side down to a multiple of merge x patch where the checkpoint's file pads up.
+CLASS_DEFAULTS = {"patch_size": 14, "in_token_limit": 4096, "pad_input": False, "merge_kernel_size": [2, 2]}
+CLASS_SOURCE = ("KimiVLImageProcessor class defaults (hub remote code image_processing_kimi_vl.py, as ported in "
+                "mlx-vlm @ 9e4016d; transformers 5.24 has no Kimi-VL class)")
 MAX_GRID_SIDE = 512  # Rope2DPosEmb(head_dim, 512, 512): a grid side must be < 512 patches
 
 
@@ -106,20 +115,26 @@ def kimi_vl_resize(height: int, width: int, patch: int, in_token_limit: int, ste
 
 class KimiVLMedia(MediaRule):
     """Kimi-VL images: ``kimi_vl_resize`` with ``patch_size``, ``in_token_limit``, ``pad_input`` and
-    ``merge_kernel_size`` from preprocessor_config.json (else Kimi-VL-A3B-Instruct's file: 14, 4096, true,
-    [2, 2]). Grid (1, H'/p, W'/p) (one attention sequence per image); LM placeholder tokens
-    (H'/p)(W'/p)/k^2 (vLLM ``KimiVLProcessingInfo.get_num_image_tokens``). A side of >= 512 patches is
-    refused, as the processor does ("Exceed pos emb"); so is an image cropped to nothing."""
+    ``merge_kernel_size`` from preprocessor_config.json; a key the file omits, or every key when the checkpoint
+    folder ships no file, takes ``KimiVLImageProcessor``'s class default (14, 4096, **false**, [2, 2]: the remote
+    class is built with the file's keys as keyword arguments). The shipped preset (no folder) uses
+    Kimi-VL-A3B-Instruct's own file (pad_input true). Grid (1, H'/p, W'/p) (one attention sequence per image); LM
+    placeholder tokens (H'/p)(W'/p)/k^2 (vLLM ``KimiVLProcessingInfo.get_num_image_tokens``). A side of >= 512
+    patches is refused, as the processor does ("Exceed pos emb"); so is an image cropped to nothing."""
 
     family = "kimi_vl"
 
     def settings(self, spec) -> dict:
         pre = spec.processor.get("preprocessor_config.json", {})
-        out: dict[str, Any] = {}
-        for key, default in REFERENCE_PROCESSOR.items():
-            out[key] = pre.get(key, default)
-        out["source"] = "processor files" if any(k in pre for k in REFERENCE_PROCESSOR) else \
-            "reference checkpoint default (Kimi-VL-A3B-Instruct preprocessor_config.json)"
+        if not pre and spec.source == REFERENCE_PRESET:
+            out: dict[str, Any] = dict(REFERENCE_PROCESSOR)
+            out["source"] = "Kimi-VL-A3B-Instruct preprocessor_config.json (the preset's checkpoint)"
+        else:
+            out = {key: pre.get(key, default) for key, default in CLASS_DEFAULTS.items()}
+            given = [key for key in CLASS_DEFAULTS if key in pre]
+            out["source"] = (CLASS_SOURCE if not given else "processor files" if len(given) == len(CLASS_DEFAULTS)
+                             else f"processor files; {', '.join(k for k in CLASS_DEFAULTS if k not in pre)}: "
+                                  + CLASS_SOURCE)
         merge = out["merge_kernel_size"]
         if list(merge) != [spec.vision.spatial_merge_size] * 2 or int(out["patch_size"]) != spec.vision.patch_size:
             raise UnsupportedModelError(f"{spec.name}: processor patch {out['patch_size']} / merge {merge} disagree "

@@ -4,7 +4,7 @@ routed experts, shared experts (gated or not), biased routers.
 
 from __future__ import annotations
 
-from ...arch.blocks import BiasedMoEMLP, MoEMLP, PlainMoEMLP, SharedGateMoEMLP
+from ...arch.blocks import BiasedMoEMLP, ModalityMoEMLP, MoEMLP, PlainMoEMLP, SharedGateMoEMLP
 from ...stats.batch import BatchStats
 from ..terms import Term
 from .base import FlopsContext, block_flops
@@ -32,3 +32,21 @@ def _plain_moe_mlp(b: PlainMoEMLP, s: BatchStats, ctx: FlopsContext) -> list[Ter
     return [Term("lm.routed_experts", b.count * per["routed"] * s.lm_tokens, b.part),
             Term("lm.shared_experts", b.count * per["shared"] * s.lm_tokens, b.part),
             Term("lm.router", b.count * per["router"] * s.lm_tokens, b.part)]
+
+
+def vision_routed_tokens(b: ModalityMoEMLP, s: BatchStats):
+    """LM tokens the vision pool takes: the resampler's output rows (``vision_merged_tokens``: one per folded token
+    of an image, one per pair of video frames) plus the start / end markers of every image or video."""
+    return s.vision_merged_tokens + b.markers_per_item * s.vision_items
+
+
+@block_flops(ModalityMoEMLP)
+def _modality_moe_mlp(b: ModalityMoEMLP, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """per layer 2·S·3·h·F_sh + 2·S·h·E (both routers) + 2·k·3·h·(T·F_text + V·F_vision) (V vision tokens, T = S - V)"""
+    h, k = b.hidden, b.top_k
+    vision = vision_routed_tokens(b, s)
+    text = s.lm_tokens - vision
+    return [Term("lm.routed_experts", b.count * 2 * k * 3 * h * (text * b.expert_width + vision * b.vision_width),
+                 b.part),
+            Term("lm.shared_experts", b.count * 2 * 3 * h * b.shared_width * b.num_shared * s.lm_tokens, b.part),
+            Term("lm.router", b.count * 2 * h * b.num_experts * s.lm_tokens, b.part)]

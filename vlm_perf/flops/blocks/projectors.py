@@ -15,6 +15,7 @@ from ...arch.blocks import (
     PooledVideoProjector,
     SeparatorProjector,
     SwiGLUProjector,
+    TemporalResampler,
     TowerTokenLinear,
     WindowAttentionMerger,
 )
@@ -114,3 +115,15 @@ def _separator_projector(b: SeparatorProjector, s: BatchStats, ctx: FlopsContext
     return [Term("vision.merger", b.count * matmul(s.vision_merged_tokens, n_in, n_out), b.part,
                  input_kind=INPUT_TOWER if i == 0 else INPUT_STAGE)
             for i, (n_in, n_out, _) in enumerate(b.linears())]
+
+
+@block_flops(TemporalResampler)
+def _temporal_resampler(b: TemporalResampler, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·F·2·D² (F = folded tokens = M + M_video: an image row is one frame, a video's M counts frame pairs) +
+    2·M·(2D·D + D·D + D·out) (M = vision_merged_tokens: frame pairs)"""
+    d, pairs = b.folded, s.vision_merged_tokens
+    folded = s.vision_merged_tokens + s.video_merged_tokens
+    return [Term("vision.merger", b.count * matmul(folded, d, d), b.part, input_kind=INPUT_UPSTREAM),
+            Term("vision.merger", b.count * matmul(folded, d, d), b.part),
+            Term("vision.merger", b.count * (matmul(pairs, 2 * d, d) + matmul(pairs, d, d) + matmul(pairs, d, b.out_width)),
+                 b.part)]

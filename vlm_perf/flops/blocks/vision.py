@@ -14,6 +14,7 @@ from ...arch.blocks import (
     SiglipPoolingHead,
     TileMaskProduct,
     VisionLayers,
+    VisualVocabularyHead,
 )
 from ...stats.batch import BatchStats
 from ..terms import INPUT_PIXELS, Term, matmul
@@ -40,6 +41,12 @@ def _vision_layers(b: VisionLayers, s: BatchStats, ctx: FlopsContext) -> list[Te
         Term("vision.attn_core", 4 * attn_width * (b.count * squares), b.part, weights=False),
         Term("vision.mlp", b.count * b.mlp_matrices * matmul(rows, width, b.mlp_width), b.part),
     ]
+
+
+@block_flops(VisualVocabularyHead)
+def _visual_vocabulary_head(b: VisualVocabularyHead, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·M·in·vocab (M = vision_merged_tokens: the tower's folded tokens); billed as the tower's vision.mlp"""
+    return [Term("vision.mlp", b.count * matmul(s.vision_merged_tokens, b.in_width, b.vocab), b.part)]
 
 
 class _TermKind(TypedDict):

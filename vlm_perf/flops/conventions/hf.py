@@ -30,6 +30,9 @@ from .base import Convention, Pin, register_convention
 POSITION_PARAMETER_FAMILIES = ("internvl", "kimi_vl", "kimi_k25", "nemotron_h_omni")  # kimi_vl:
 # Learnable2DInterpPosEmb.weight; kimi_k25: Kimi_K25VisionPositionEmbeddings.position_embeddings;
 # nemotron_h_omni: RadioPatchEmbeddings.position_embedding
+# families whose projector is an nn.Embedding subclass whose weight is excluded too (ovis2:
+# Ovis2VisualEmbeddingTable, the visual vocabulary's table, used as a matmul on probabilities)
+EMBEDDING_PROJECTOR_FAMILIES = ("ovis2",)
 # LMs whose router "bias" is DeepSeek's e_score_correction_bias: an nn.Buffer in transformers (checkpoints store it,
 # so params.py counts it), hence not in num_parameters(); gpt-oss's router bias is a real nn.Linear bias
 CORRECTION_BUFFER_LMS = ("deepseek_v3", "glm4v_moe_text")
@@ -60,6 +63,8 @@ def hf_parameters_by_component(spec: ModelSpec) -> dict[str, int]:
             continue  # nn.Embedding weight (excluded); MTP modules: not built by transformers
         if isinstance(b, PositionTable) and family not in POSITION_PARAMETER_FAMILIES:
             continue  # nn.Embedding position table (excluded)
+        if b.part == MERGER and family in EMBEDDING_PROJECTOR_FAMILIES:
+            continue  # the projector is an nn.Embedding (excluded)
         if isinstance(inner, VisionLayers):
             mlp = _vision_mlp_params(inner)
             add("vision.mlp", copies * mlp)
