@@ -30,7 +30,7 @@ from .formats import LogFormat, register
 STEP_RE = re.compile(r"^Step (\d{1,19})\s*$")
 #: a YAML mapping line of the block: ``key:`` (a section) or ``key: scalar``, any indentation; metric keys
 #: and YAML scalars hold no spaces
-_ENTRY_RE = re.compile(r"^(?P<indent> *)(?P<key>[^\s:#{}\[\]][^\s:]{0,300}):(?: (?P<value>[^\s:]{1,300}))?\s*$")
+ENTRY_RE = re.compile(r"^(?P<indent> *)(?P<key>[^\s:#{}\[\]][^\s:]{0,300}):(?: (?P<value>[^\s:]{1,300}))?\s*$")
 _YAML_SPECIAL = {".nan": "nan", ".NaN": "nan", ".NAN": "nan", ".inf": "inf", ".Inf": "inf", "-.inf": "-inf",
                  "-.Inf": "-inf", "+.inf": "inf"}
 #: lines in a block at most (a step's metrics are ~100 lines; beyond, the block is cut and the rest ignored)
@@ -47,7 +47,7 @@ def parse_block(text: str) -> dict | None:
     items: dict[str, str] = {}
     stack: list[tuple[int, str]] = []  # (indent, key) of the open sections
     for ln in lines[1:]:
-        e = _ENTRY_RE.match(ln.rstrip())
+        e = ENTRY_RE.match(ln.rstrip())
         if e is None:
             continue
         indent, key, value = len(e.group("indent")), e.group("key").strip().strip("'\""), e.group("value")
@@ -72,7 +72,7 @@ def _handle(router, line: int, sub: int, label: str | None, text: str, s: str) -
 
 
 def _continues(text: str, s: str) -> bool:
-    return not s.startswith("Step ") and _ENTRY_RE.match(s) is not None
+    return not s.startswith("Step ") and ENTRY_RE.match(s) is not None
 
 
 def _glue(so_far: str, piece_text: str, piece_stripped: str) -> str:

@@ -55,20 +55,39 @@ class ShapeInfo:
 def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], int]:
     """(the first ``max_shapes`` shapes of ``path``: the shapes that gave records first, then the others by
     count, number of distinct shapes seen)."""
-    from .generic import extract, find_step, pairs, shape_of
-    from .keys import account
     from .parser import parse_logs
-    from .reader import line_frames
-    from .vocab import is_rl_column, lookup
 
     path = as_path(path)  # a URL too (vlm_perf.remote)
     result = parse_logs([path], empty_ok=True)
-    raw = result.raw
     by_line: dict[int, dict] = {}
-    for row in raw.rows(named=True):
+    for row in result.raw.rows(named=True):
         by_line.setdefault(row["line"], row)
     failed = {int(loc.rsplit(":", 1)[1]) for loc in result.diagnostics.failed if ":" in loc}
     easyr1_blocks = any(row["framework"] == "easyr1" for row in by_line.values())
+    shapes, order, distinct = _count_shapes(path, by_line)
+    # record shapes first (in order of appearance), then the others, most frequent first
+    order = ([s for s in order if shapes[s].framework is not None]
+             + sorted((s for s in order if shapes[s].framework is None), key=lambda s: -shapes[s].count))
+    out = []
+    full = _full_lines(path, {shapes[sig].first_line for sig in order[:max_shapes]})
+    for sig in order[:max_shapes]:
+        info = shapes[sig]
+        _, clean = clean_line(full.get(info.first_line, info.sample).split("\r")[-1])
+        row = by_line.get(info.first_line)
+        if row is not None:
+            _describe_record(info, clean, row)
+        else:
+            _explain_no_record(info, clean, by_line, info.first_line in failed, easyr1_blocks)
+        out.append(info)
+    return out, distinct
+
+
+def _count_shapes(path: Path, by_line: dict[int, dict]) -> tuple[dict[str, ShapeInfo], list[str], int]:
+    """(shape -> its ShapeInfo, shapes in order of first appearance, distinct shapes seen): one read of the file;
+    a shape's sample line is the first line of it that gave a record, else its first line. Beyond `MAX_TRACKED`
+    shapes, new ones are only counted."""
+    from .reader import line_frames
+
     shapes: dict[str, ShapeInfo] = {}
     order: list[str] = []
     distinct = 0
@@ -87,67 +106,90 @@ def explain(path: str | Path, max_shapes: int = 40) -> tuple[list[ShapeInfo], in
             if info.framework is None and line in by_line:  # a shape may be read on some lines only
                 info.first_line, info.sample = line, text[:200]
                 info.framework = by_line[line]["framework"]
-    # record shapes first (in order of appearance), then the others, most frequent first
-    order = ([s for s in order if shapes[s].framework is not None]
-             + sorted((s for s in order if shapes[s].framework is None), key=lambda s: -shapes[s].count))
-    out = []
-    full = _full_lines(path, {shapes[sig].first_line for sig in order[:max_shapes]})
-    for sig in order[:max_shapes]:
-        info = shapes[sig]
-        _, clean = clean_line(full.get(info.first_line, info.sample).split("\r")[-1])
-        row = by_line.get(info.first_line)
-        if row is not None:
-            info.framework = row["framework"]
-            info.kind = str(row.get("kind") or "train")
-            info.confidence = "lower (generic extractor, no declared format)" if info.framework == "generic" else "declared format"
-            if info.framework in ("generic", "nanochat", "mmengine", "composer"):
-                shape = shape_of(clean)
-                ex = extract(clean, shape.overrides if shape is not None else None)
-                info.fields = [f"{k} -> {col} ({why})" for k, (col, why) in ex.mapped.items()]
-                info.unknown = list(ex.unknown)
-            if not info.fields:  # a declared format, or a block record (Composer) read from several lines
+    return shapes, order, distinct
 
-                info.fields = [f"{c}={_fmt(v)}" for c, v in row.items() if v is not None and c not in _NOT_KEYS
-                               and c in _CORE_VALUES]
-                info.unknown = info.unknown or [c for c, v in row.items() if v is not None and c not in _NOT_KEYS
-                                                and c not in _CORE_VALUES and not is_rl_column(c)]
-            info.rl = [f"{c}={_fmt(v)}" for c, v in row.items() if v is not None and is_rl_column(c)]
-            info.unknown = [u for u in info.unknown if not is_rl_column(u.split(" -> ")[-1].split(" ")[0])]
-            info.line_shape, info.keys = account(clean, row)
-        elif info.first_line in failed:
-            info.why_not = _failed_why(clean)
-            info.line_shape, info.keys = account(clean, None, info.why_not)
-        elif not clean.strip():
-            info.why_not = "ignored: blank"
-        elif _COMPOSER_PIECE.match(clean.strip()):
-            info.why_not = "joined onto the Composer block record above it (its fields are that record's)"
-            joined = _joined_onto(clean, info.first_line, by_line, "composer")
-            if joined is not None:
-                info.line_shape, info.keys = account(clean, by_line[joined[1]])
-        elif easyr1_blocks and _easyr1_entry(clean):
-            info.why_not = "joined onto the EasyR1 `Step N` block above it (its fields are that record's)"
-            joined = _joined_onto(clean, info.first_line, by_line, "easyr1")
-            if joined is not None:
-                info.line_shape, info.keys = account(clean, by_line[joined[1]])
-        elif (joined := _joined_onto(clean, info.first_line, by_line)) is not None:
-            fw, at = joined
-            info.why_not = f"joined onto the {fw} record of line {at} (a record spread over lines; its keys are that record's)"
-            info.line_shape, info.keys = account(clean, by_line[at])
-        else:
-            step = find_step(clean)
-            if step is not None:
-                ks = [k for k, _ in pairs(clean)]
-                known = [f"{k} -> {m.column or '(extra)'}" for k in ks if (m := lookup(k)) is not None]
-                lr_only = known and all(k.split(" -> ")[-1] in ("lr", "(extra)") for k in known)
-                info.why_not = (f"not a record: a step ({step.n}) but no training metric"
-                                + (" (a learning rate alone is not one)" if lr_only else "")
-                                + f"; keys: {', '.join(ks) or 'none'}"
-                                + (f"; they would map: {', '.join(known)}" if known else ""))
-                info.line_shape, info.keys = account(clean, None, "the line gave no record: " + info.why_not)
-            else:
-                info.why_not = f"ignored: {reason_of(clean)} (no step found)"
-        out.append(info)
-    return out, distinct
+
+def _describe_record(info: ShapeInfo, clean: str, row: dict) -> None:
+    """A shape that gave a record: its format, kind, each key's column and rule, the extra and RL columns."""
+    from .generic import extract, shape_of
+    from .keys import account
+    from .vocab import is_rl_column
+
+    info.framework = row["framework"]
+    info.kind = str(row.get("kind") or "train")
+    info.confidence = "lower (generic extractor, no declared format)" if info.framework == "generic" else "declared format"
+    if info.framework in ("generic", "nanochat", "mmengine", "composer"):
+        shape = shape_of(clean)
+        ex = extract(clean, shape.overrides if shape is not None else None)
+        info.fields = [f"{k} -> {col} ({why})" for k, (col, why) in ex.mapped.items()]
+        info.unknown = list(ex.unknown)
+    if not info.fields:  # a declared format, or a block record (Composer) read from several lines
+        info.fields = [f"{c}={_fmt(v)}" for c, v in row.items() if v is not None and c not in _NOT_KEYS
+                       and c in _CORE_VALUES]
+        info.unknown = info.unknown or [c for c, v in row.items() if v is not None and c not in _NOT_KEYS
+                                        and c not in _CORE_VALUES and not is_rl_column(c)]
+    info.rl = [f"{c}={_fmt(v)}" for c, v in row.items() if v is not None and is_rl_column(c)]
+    info.unknown = [u for u in info.unknown if not is_rl_column(u.split(" -> ")[-1].split(" ")[0])]
+    info.line_shape, info.keys = account(clean, row)
+
+
+def _explain_no_record(info: ShapeInfo, clean: str, by_line: dict[int, dict], failed: bool,
+                       easyr1_blocks: bool) -> None:
+    """A shape that gave no record: why (a failed claim, blank, a piece joined onto an earlier record, a step
+    without a training metric, or the router's ignore reason), and the keys of the record it joined."""
+    from .keys import account
+
+    if failed:
+        info.why_not = _failed_why(clean)
+        info.line_shape, info.keys = account(clean, None, info.why_not)
+        return
+    if not clean.strip():
+        info.why_not = "ignored: blank"
+        return
+    joined, info.why_not = _joined_piece(clean, info.first_line, by_line, easyr1_blocks)
+    if info.why_not:
+        if joined is not None:
+            info.line_shape, info.keys = account(clean, by_line[joined[1]])
+        return
+    _explain_stepped_line(info, clean)
+
+
+def _joined_piece(clean: str, line: int, by_line: dict[int, dict],
+                  easyr1_blocks: bool) -> tuple[tuple[str, int] | None, str]:
+    """((framework, record line) or None, why) for a line that is a piece of a multi-line record; ("", None)
+    when it is not one."""
+    if _COMPOSER_PIECE.match(clean.strip()):
+        return (_joined_onto(clean, line, by_line, "composer"),
+                "joined onto the Composer block record above it (its fields are that record's)")
+    if easyr1_blocks and _easyr1_entry(clean):
+        return (_joined_onto(clean, line, by_line, "easyr1"),
+                "joined onto the EasyR1 `Step N` block above it (its fields are that record's)")
+    joined = _joined_onto(clean, line, by_line)
+    if joined is None:
+        return None, ""
+    fw, at = joined
+    return joined, f"joined onto the {fw} record of line {at} (a record spread over lines; its keys are that record's)"
+
+
+def _explain_stepped_line(info: ShapeInfo, clean: str) -> None:
+    """A line with a step but no training metric (its keys and what they would map to), else the router's
+    ignore reason."""
+    from .generic import find_step, pairs
+    from .keys import account
+    from .vocab import lookup
+
+    step = find_step(clean)
+    if step is None:
+        info.why_not = f"ignored: {reason_of(clean)} (no step found)"
+        return
+    ks = [k for k, _ in pairs(clean)]
+    known = [f"{k} -> {m.column or '(extra)'}" for k in ks if (m := lookup(k)) is not None]
+    lr_only = known and all(k.split(" -> ")[-1] in ("lr", "(extra)") for k in known)
+    info.why_not = (f"not a record: a step ({step.n}) but no training metric"
+                    + (" (a learning rate alone is not one)" if lr_only else "")
+                    + f"; keys: {', '.join(ks) or 'none'}"
+                    + (f"; they would map: {', '.join(known)}" if known else ""))
+    info.line_shape, info.keys = account(clean, None, "the line gave no record: " + info.why_not)
 
 
 #: Lines a multi-line record may span after its first (the assemblers' bounds: NeMo-RL blocks, step dumps)
@@ -217,9 +259,9 @@ def _failed_why(clean: str) -> str:
 
 
 def _easyr1_entry(clean: str) -> bool:
-    from .easyr1 import _ENTRY_RE
+    from .easyr1 import ENTRY_RE
 
-    return _ENTRY_RE.match(clean.rstrip()) is not None
+    return ENTRY_RE.match(clean.rstrip()) is not None
 
 
 def _fmt(v) -> str:
