@@ -21,7 +21,7 @@ from .common import PARTS, REGISTRY, PartMeasurement
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
                   "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "qwen_omni", "aya_vision",
                   "deepseek_vl", "kimi_k25", "got_ocr2", "deepseek_vl_hybrid", "janus", "minicpmv",
-                  "phi4_multimodal", "blip_2")
+                  "phi4_multimodal", "blip_2", "florence2")
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -78,6 +78,8 @@ CASES: dict[str, list[dict]] = {
     "phi4_multimodal": [dict(image_sizes=[(100, 70)]), dict(image_sizes=[(40, 130), (64, 64)])],
     # --- blip_2 --- (one image per sample: several images are several samples, padded)
     "blip-2": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (32, 32), (9, 90)])],
+    # --- florence2 --- (one image per sample; texts and labels of different lengths, padded)
+    "florence2": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (56, 56), (9, 90)])],
 }
 
 

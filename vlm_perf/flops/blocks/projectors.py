@@ -12,6 +12,7 @@ from ...arch.blocks import (
     LinearProjector,
     MlpProjector,
     NormLinearProjector,
+    PooledTokenProjector,
     PooledVideoProjector,
     SeparatorProjector,
     SwiGLUProjector,
@@ -114,3 +115,10 @@ def _separator_projector(b: SeparatorProjector, s: BatchStats, ctx: FlopsContext
     return [Term("vision.merger", b.count * matmul(s.vision_merged_tokens, n_in, n_out), b.part,
                  input_kind=INPUT_TOWER if i == 0 else INPUT_STAGE)
             for i, (n_in, n_out, _) in enumerate(b.linears())]
+
+
+@block_flops(PooledTokenProjector)
+def _pooled_token_projector(b: PooledTokenProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·(M + F)·in·out (M = tower output positions, F = images: one mean-pooled token each)"""
+    return [Term("vision.merger", b.count * matmul(s.vision_merged_tokens + s.vision_frames, b.in_width, b.out_width),
+                 b.part, input_kind=INPUT_TOWER)]
