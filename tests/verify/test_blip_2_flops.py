@@ -253,15 +253,6 @@ def test_tower_layer_regimes(trainable):
     assert regime_flops(spec, stats, Trainability.build(trainable), causal="full").parts == measured
 
 
-def test_florence2_is_refused_with_its_reason():
-    """Florence-2 runs in transformers 5.24 but is not built here: a typed refusal naming the missing pieces."""
-    from vlm_perf.arch import spec_from_config
-    from vlm_perf.errors import UnsupportedModelError
-
-    with pytest.raises(UnsupportedModelError, match=r"model_type 'florence2' is refused: .*BART, an encoder-decoder"):
-        spec_from_config({"model_type": "florence2"}, name="f2")
-
-
 VARIANT = dict(vision={"qkv_bias": False}, qformer={"cross_attention_frequency": 1, "use_qformer_text_input": True,
                                                      "num_hidden_layers": 2},
                text={"enable_bias": False, "do_layer_norm_before": False})

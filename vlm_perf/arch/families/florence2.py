@@ -168,6 +168,12 @@ def build(config: Mapping[str, Any], source: str, name: str = "", image_size: in
     if text_type != "bart":
         raise UnsupportedModelError(f"{source}: florence2 with text_config.model_type {text_type!r} is not modelled; "
                                     "only bart (the LM of every Florence-2 checkpoint)")
+    if "dim_embed" in vc or "image_pos_embed" in vc:
+        raise UnsupportedModelError(f"{source}: vision_config holds dim_embed / image_pos_embed, the original remote-code "
+                                    "layout (microsoft/Florence-2-*, trust_remote_code); transformers 5.24's "
+                                    "Florence2VisionConfig reads embed_dim and max_position_embeddings instead and would "
+                                    "take its defaults: use the transformers-native config.json (florence-community/"
+                                    "Florence-2-*) or the presets florence-2-base / florence-2-large")
     lm, lm_blocks = read_bart(tc, source)
     tie = config.get("tie_word_embeddings", True)
     if not isinstance(tie, bool):
