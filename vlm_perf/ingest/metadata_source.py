@@ -170,7 +170,8 @@ class MetadataSource:
                                 grids_exact=grids_exact(spec),
                                 fixed_side=int((getattr(spec, "extra", None) or {}).get("fixed_grid_side") or 0),
                                 fixed_height=int((getattr(spec, "extra", None) or {}).get("fixed_grid_height") or 0),
-                                audio_unmodelled=audio_unmodelled(spec))
+                                audio_unmodelled=audio_unmodelled(spec),
+                                encoder_decoder=bool((getattr(spec, "extra", None) or {}).get("encoder_decoder")))
         self._media = MediaConverter(spec)
         self._done = False
         self._total = 0
