@@ -40,6 +40,10 @@ def flops(
     audio_samples: Optional[str] = typer.Option(None, "--audio-samples", help="Audio clips in samples (16 kHz) "
                                                 "N1,N2,..., one feature-extractor call, through the family's own "
                                                 "audio rule (mel frames, LM tokens)."),
+    decoder_lens: Optional[str] = typer.Option(None, "--decoder-lens", help="Encoder-decoder LMs (Florence-2): the "
+                                               "decoder (label) length of each sample D1,D2,...; --seq-length / "
+                                               "--seq-lens are then the encoder's. Default: each sample's encoder "
+                                               "length (docs/metadata-schema.md)."),
     mode: Optional[str] = typer.Option(None, "--mode", help="training | forward (default training)."),
     causal: str = declared("causal", "flops", "half"),
     convention: str = declared("convention", "flops", "exact"),
@@ -103,7 +107,8 @@ def flops(
     stats = BatchStats.from_batch(
         seq_lens=parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None else None,
         seq_len=seq_len, samples=samples, image_grids=images, video_grids=videos, spec=spec,
-        audio_frames=[c.mel_frames for c in clips], image_merged_tokens=merged)
+        audio_frames=[c.mel_frames for c in clips], image_merged_tokens=merged,
+        decoder_lens=parse_int_list(decoder_lens, "--decoder-lens") if decoder_lens is not None else None)
     _check_visual_tokens(stats, spec, media)
     if generate is not None:
         from ._generate import generation
