@@ -122,7 +122,7 @@ def read_opt(tc: Mapping[str, Any], source: str) -> tuple[LMSpec, tuple]:
 
 
 # T5Config class defaults (transformers 5.24 configuration_t5.py)
-T5_DEFAULTS = {"vocab_size": 32128, "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8,
+T5_DEFAULTS: dict[str, Any] = {"vocab_size": 32128, "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8,
                "relative_attention_num_buckets": 32, "feed_forward_proj": "relu"}
 
 
