@@ -72,3 +72,13 @@ def test_decoder_lens_on_a_decoder_only_model_is_refused(tmp_path):
     path = _write(tmp_path / "m.jsonl", [row])
     with pytest.raises(SchemaError, match="decoder_lens: the model has no encoder-decoder language model"):
         MetadataSource(path, load_model("qwen2.5-vl-3b")).read()
+
+
+def test_pixels_rows_go_through_the_family_rule(tmp_path, spec):
+    """Schema v2: images in pixels become Florence-2's fixed (1, 24, 24) grids (any size: the processor resizes to the
+    768 square), and the row's decoder statistics come with them."""
+    row = {"schema_version": 2, "iteration": 1, "seq_lens": [590, 600], "decoder_lens": [12, 40],
+           "image_sizes": [[480, 640], [1000, 200]]}
+    s = iteration_stats(_write(tmp_path / "m.jsonl", [row]), spec).stats_for(1)
+    assert (s.vision_frames, s.vision_patches, s.vision_merged_tokens) == (2, 2 * 576, 2 * 576)
+    assert (s.lm_decoder_tokens, s.lm_decoder_x_encoder) == (52, 12 * 590 + 40 * 600)
