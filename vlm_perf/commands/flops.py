@@ -148,6 +148,9 @@ def flops(
         inputs["audio"] = [c.as_dict() for c in clips]
     model_notes = tuple(spec.extra.get("notes", ())) + cross_bound_notes(spec, stats, parse_int_list(
         seq_lens, "--seq-lens") if seq_lens is not None else None)
+    if spec.extra.get("encoder_decoder") and decoder_lens is None:
+        model_notes += ("assumed: each sample's decoder (label) length equals its encoder length (no --decoder-lens; "
+                        "docs/metadata-schema.md); give --decoder-lens for the decoder's exact FLOPs",)
     results = [r.__class__(r.convention, r.components, r.options, model_notes + r.notes) for r in results]
     readings = _reconcile(results, log_tflops, step_time, gpus, peak) if log_tflops is not None else None
     if as_json:
