@@ -78,6 +78,23 @@ def _pos(f: Fields, key: str, default: int) -> int:
     return value
 
 
+# BartConfig.attribute_map: a config may name these fields by their generic aliases (transformers maps them)
+BART_ALIASES = {"d_model": "hidden_size", "encoder_attention_heads": "num_attention_heads",
+                "encoder_layers": "num_hidden_layers"}
+
+
+def _aliased(f: Fields, key: str, aliases: Mapping[str, str], default: int) -> int:
+    """``key`` or its attribute-map alias (transformers sets one through the other); both given must agree."""
+    alias = aliases.get(key)
+    if alias is None or f.opt(alias) is None:
+        return _pos(f, key, default)
+    value = _pos(f, alias, default)
+    if f.opt(key) is not None and _pos(f, key, default) != value:
+        raise ConfigError(f"{f.source}: fields {f.name_of(key)} {f.opt(key)!r} and {f.name_of(alias)} {value!r} "
+                          "name the same setting (the config's attribute map) but differ")
+    return value
+
+
 def _stage_lists(f: Fields) -> dict[str, list]:
     """The per-stage lists, all of one length (``Florence2VisionBackbone`` indexes them by stage)."""
     out: dict[str, list] = {}
@@ -93,9 +110,11 @@ def _stage_lists(f: Fields) -> dict[str, list]:
                 raise ConfigError(f"{f.source}: field {f.name_of(key)} holds {v!r}; expected "
                                   f"{'booleans' if want_bool else 'positive integers'}")
         out[key] = list(value)
-    lengths = {key: len(v) for key, v in out.items()}
-    if len(set(lengths.values())) != 1:
-        raise ConfigError(f"{f.source}: vision_config's per-stage lists differ in length: {lengths}")
+    stages = len(out["depths"])
+    for key, v in out.items():
+        if len(v) != stages:
+            raise ConfigError(f"{f.source}: field {f.name_of(key)} has {len(v)} entries but {f.name_of('depths')} "
+                              f"has {stages}: one per stage")
     return out
 
 
@@ -136,16 +155,17 @@ def read_bart(tc: Mapping[str, Any], source: str) -> tuple[LMSpec, tuple]:
     """(LMSpec, LM blocks) of a BART ``text_config`` as ``BartModel`` + a top-level head (Florence-2)."""
     f = Fields(dict(tc), "text_config", source)
     d = BART_DEFAULTS
-    hidden = _pos(f, "d_model", d["d_model"])
-    enc_heads = _pos(f, "encoder_attention_heads", d["encoder_attention_heads"])
+    hidden = _aliased(f, "d_model", BART_ALIASES, d["d_model"])
+    enc_heads = _aliased(f, "encoder_attention_heads", BART_ALIASES, d["encoder_attention_heads"])
     dec_heads = _pos(f, "decoder_attention_heads", d["decoder_attention_heads"])
     for key, heads in (("encoder_attention_heads", enc_heads), ("decoder_attention_heads", dec_heads)):
         if hidden % heads:
-            raise ConfigError(f"{source}: text_config.d_model {hidden} is not divisible by text_config.{key} {heads}")
+            raise ConfigError(f"{source}: text_config.d_model (hidden_size) {hidden} is not divisible by "
+                              f"text_config.{key} {heads}")
     vocab, positions = _pos(f, "vocab_size", d["vocab_size"]), _pos(f, "max_position_embeddings",
                                                                     d["max_position_embeddings"])
-    enc_layers, dec_layers = _pos(f, "encoder_layers", d["encoder_layers"]), _pos(f, "decoder_layers",
-                                                                                 d["decoder_layers"])
+    enc_layers = _aliased(f, "encoder_layers", BART_ALIASES, d["encoder_layers"])
+    dec_layers = _pos(f, "decoder_layers", d["decoder_layers"])
     enc_ffn, dec_ffn = _pos(f, "encoder_ffn_dim", d["encoder_ffn_dim"]), _pos(f, "decoder_ffn_dim",
                                                                               d["decoder_ffn_dim"])
     lm = LMSpec(family="bart", num_layers=enc_layers + dec_layers, hidden_size=hidden, num_heads=enc_heads,
