@@ -82,3 +82,14 @@ def test_pixels_rows_go_through_the_family_rule(tmp_path, spec):
     s = iteration_stats(_write(tmp_path / "m.jsonl", [row]), spec).stats_for(1)
     assert (s.vision_frames, s.vision_patches, s.vision_merged_tokens) == (2, 2 * 576, 2 * 576)
     assert (s.lm_decoder_tokens, s.lm_decoder_x_encoder) == (52, 12 * 590 + 40 * 600)
+
+
+def test_the_stand_in_is_counted_and_named(tmp_path, spec):
+    rows = [{"iteration": 1, "seq_lens": [600], "image_grid_thw": [GRID]},
+            {"iteration": 1, "seq_lens": [600], "decoder_lens": [9], "image_grid_thw": [GRID]},
+            {"iteration": 2, "seq_lens": [590], "image_grid_thw": [GRID]}]
+    d = iteration_stats(_write(tmp_path / "m.jsonl", rows), spec).diagnostics
+    assert d.rows_decoder_assumed == 2
+    assert any(n.startswith("assumed: 2 row(s) of an encoder-decoder model give no decoder_lens") for n in d.notes)
+    exact = iteration_stats(_write(tmp_path / "e.jsonl", rows[1:2]), spec).diagnostics
+    assert exact.rows_decoder_assumed == 0 and not any(n.startswith("assumed:") for n in exact.notes)

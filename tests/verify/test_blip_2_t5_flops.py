@@ -133,3 +133,38 @@ def test_generation_is_refused():
     spec = spec_from_config(tiny_config(text=T5).to_dict(), name="t")
     with pytest.raises(UnsupportedModelError, match="encoder-decoder"):
         generation_flops(spec, [20], [2], [(1, 4, 4)])
+
+
+@pytest.mark.parametrize("trainable", [["vision_tower[-1]"], ["vision_tower[-1]", "projector"]],
+                         ids=lambda t: "+".join(t))
+def test_tower_layer_regimes_through_a_frozen_t5(trainable):
+    """--trainable: the last tower layer trains (and the Q-Former or not); the frozen Q-Former and the frozen T5
+    encoder-decoder pass nothing back but what their inputs need (the regime engine; the T5 LM, without a per-Linear
+    layout, trains or freezes as a whole)."""
+    import copy
+
+    from vlm_perf.arch import spec_from_config
+    from vlm_perf.arch.families import FAMILIES
+    from vlm_perf.arch.trainability import Trainability
+    from vlm_perf.flops.regime import regime_flops
+    from vlm_perf.stats import BatchStats
+
+    from .regimes import measure_regime, measured_parts
+
+    images = [(70, 20), (32, 32)]
+    m = copy.deepcopy(_model())
+    m.requires_grad_(False)
+    mods = [m.vision_model.encoder.layers[-1]]
+    if "projector" in trainable:
+        mods += [m.qformer, m.language_projection]
+        m.query_tokens.requires_grad_(True)
+    for mod in mods:
+        mod.requires_grad_(True)
+    inputs, media = make_inputs(m, images)
+    inputs["labels"] = torch.tensor([[9, 10, 11, -100], [12, 13, 14, 15]])
+    measured = measured_parts(measure_regime(m, inputs, parts=part_modules(m)))
+    spec = spec_from_config(m.config.to_dict(), name="t5", processor=PROCESSOR)
+    grids = [FAMILIES["blip-2"].media.image(spec, h, w).grid for h, w in images]
+    stats = BatchStats.from_batch(seq_lens=[media["seq_len"]] * media["batch"], image_grids=grids, spec=spec,
+                                  decoder_lens=[4, 4])
+    assert regime_flops(spec, stats, Trainability.build(trainable), causal="full").parts == measured

@@ -173,6 +173,8 @@ class RowExprs:
     #: sliding-window statistic is unknown (0: sliding layers counted as full causal; see `row_exprs`)
     window_bound: tuple[pl.Expr, ...] = ()
     checks: tuple[tuple[pl.Expr, int], ...] = ()
+    #: rows of an encoder-decoder model without decoder_lens (each decoder length taken as the encoder's)
+    decoder_assumed: pl.Expr = pl.lit(False)
 
     def apply(self, lf: pl.LazyFrame) -> pl.LazyFrame:
         """``lf`` with the intermediate columns added (select the other expressions from it)."""
@@ -496,5 +498,6 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     code = code.otherwise(pl.lit(0, pl.UInt8))
     cross_bound = tuple(c(f"__xb_{k}") for k in ("rows", "hi_patches", "lo_patches", "hi_frames", "lo_frames"))
     return RowExprs(code=code, stats=stats, pre_lm=has_pre_lm, pre_vision=has_pre_vis, padded_only=padded_only,
+                    decoder_assumed=~has_dec if encoder_decoder else pl.lit(False),
                     stage1=tuple(expr.alias(name) for name, expr in stage1.items()), checks=tuple(checks),
                     cross_bound=cross_bound, window_bound=window_bound)
