@@ -32,6 +32,19 @@ def _idefics3() -> dict:
     return cfg
 
 
+def _florence2() -> dict:
+    """florence-2-base with BART's width / heads / layers under their attribute-map aliases (hidden_size,
+    num_attention_heads, num_hidden_layers: BartConfig maps them to d_model, encoder_attention_heads,
+    encoder_layers), so the generic LM-field checks reach them."""
+    cfg = {k: v for k, v in preset_config("florence-2-base").items() if not k.startswith("_")}
+    text = dict(cfg["text_config"])
+    for key, alias in (("d_model", "hidden_size"), ("encoder_attention_heads", "num_attention_heads"),
+                       ("encoder_layers", "num_hidden_layers")):
+        text[alias] = text.pop(key)
+    cfg["text_config"] = text
+    return cfg
+
+
 def _glm46v() -> dict:
     cfg = preset_config("glm-4.5v")
     cfg["model_type"] = "glm46v"
@@ -215,6 +228,7 @@ _BUILDERS: dict[str, Any] = {
         "text_config": {"model_type": "opt", "hidden_size": 2560, "num_hidden_layers": 32, "num_attention_heads": 32,
                         "ffn_dim": 10240, "word_embed_proj_dim": 2560, "vocab_size": 50272,
                         "max_position_embeddings": 2048}},
+    "florence2": _florence2,
     "gemma3n_text": lambda: {  # --- gemma3n --- hand-written in the Gemma3nTextConfig layout (small dims)
         "model_type": "gemma3n_text", "vocab_size": 1000, "vocab_size_per_layer_input": 800, "hidden_size": 64,
         "intermediate_size": [96, 96, 128, 128, 96, 96], "num_hidden_layers": 6, "num_attention_heads": 4,

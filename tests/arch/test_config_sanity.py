@@ -158,7 +158,8 @@ def test_vision_heads_not_dividing_width_is_refused(family):
     heads_key = "num_heads" if "num_heads" in vc else "num_attention_heads"
     heads = vc.get(heads_key) or 16  # class default where the sample leaves it out
     vc[heads_key] = heads
-    vc[width_key] = heads * 64 + 1
+    # a hierarchical tower (Florence-2's DaViT) lists one width and one head count per stage
+    vc[width_key] = [h * 64 + 1 for h in heads] if isinstance(heads, list) else heads * 64 + 1
     with pytest.raises(ConfigError, match="not divisible by"):
         spec_from_config(cfg)
 

@@ -122,6 +122,8 @@ ROUNDED_TOTAL.update({  # --- nemotron_h --- (exact = transformers' meta count: 
     "nemotron-h-8b": (8e9, 1e9, "model name nvidia/Nemotron-H-8B-Base-8K: 8B"),
     "nemotron-h-56b": (56e9, 1e9, "model name nvidia/Nemotron-H-56B-Base-8K: 56B"),
     "nemotron-nano-9b-v2": (9e9, 1e9, "model name nvidia/NVIDIA-Nemotron-Nano-9B-v2: 9B"),
+    "florence-2-base": (0.23e9, 1e7, "Florence-2 paper / model card: 0.23B"),
+    "florence-2-large": (0.77e9, 1e7, "Florence-2 paper / model card: 0.77B"),
 })
 
 

@@ -41,8 +41,11 @@ MINICPMV = ["minicpm-v-4.6"]  # tests/verify/test_minicpmv_flops.py (hub total =
 EXPECTED += MINICPMV
 NEMOTRON_H = ["nemotron-h-8b", "nemotron-h-56b", "nemotron-nano-9b-v2"]  # LM only; tests/verify/families/test_presets.py
 EXPECTED += NEMOTRON_H
+FLORENCE2 = ["florence-2-base", "florence-2-large"]  # tests/verify/test_florence2_flops.py (meta-device count)
+EXPECTED += FLORENCE2
 NO_DTYPE_HUB = set(GPT_OSS)  # the hub files state no torch_dtype (MXFP4 experts, quantization_config)
 NO_DTYPE_HUB |= set(MINICPMV)  # transformers 5.7 wrote no dtype key into MiniCPM-V 4.6's config.json
+NO_DTYPE_HUB |= set(FLORENCE2)  # architecture fields only: the dtype keys were not re-read (they do not change FLOPs)
 FLOAT32_HUB = {"paligemma-3b-224"}  # the hub file says float32 (PaliGemma 1 was released in float32)
 
 
@@ -57,7 +60,8 @@ def test_every_preset_loads(name):
     assert spec.source == f"preset:{name}"
     assert spec.lm.num_layers > 0 and spec.lm.vocab_size > 0
     assert spec.is_vlm == (name in FLAT_VL + NESTED_VL + INTERNVL + OTHER_VL + GEMMA3_LLAVA_OV + QWEN3_5
-                           + MISTRAL_IDEFICS + PALIGEMMA + LLAVA_NEXT + MLLAMA + LLAMA4 + OMNI + KIMI_VL + MINICPMV)
+                           + MISTRAL_IDEFICS + PALIGEMMA + LLAVA_NEXT + MLLAMA + LLAMA4 + OMNI + KIMI_VL + MINICPMV
+                           + FLORENCE2)
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -159,6 +163,9 @@ LM_DIMS.update({  # --- glm4v --- (hub config.json values)
     "nemotron-h-8b": (52, 4096, 32, 8, 128, 21504, 131072, False),  # hybrid: 24 Mamba-2, 4 attention, 24 MLP
     "nemotron-h-56b": (118, 8192, 64, 8, 128, 32768, 131072, False),
     "nemotron-nano-9b-v2": (56, 4480, 40, 8, 128, 15680, 131072, False),
+    # BART LMs: num_layers = encoder + decoder layers, intermediate = the encoder FFN
+    "florence-2-base": (12, 768, 12, 12, 64, 3072, 51328, True),
+    "florence-2-large": (24, 1024, 16, 16, 64, 4096, 51328, True),
 })
 
 

@@ -87,6 +87,8 @@ def spec_from_config(config: Mapping[str, Any], name: str = "", source: str = "c
     check_spec(spec, source)
     if processor:
         spec = replace(spec, processor=dict(processor))
+        if family.with_processor is not None:
+            spec = family.with_processor(spec)
     notes += layer_index_notes(config, source)  # index lists naming layers the config does not have: said
     if notes:
         spec.extra.setdefault("notes", []).extend(notes)

@@ -358,8 +358,17 @@ def check_text(text: Mapping[str, Any], prefix: str, source: str) -> None:
             raise ConfigError(f"{source}: field {prefix}{key} must be a list of layer indexes, got {bounded(value)}")
 
 
-def check_vision(vision: Mapping[str, Any], source: str, prefix: str = "vision_config.") -> None:
-    """Kinds and cross-field rules of a ``vision_config`` section."""
+#: model types whose tower is hierarchical: ``vision_config`` widths, heads and patch sizes are lists, one per stage
+PER_STAGE_VISION_TYPES = ("florence2",)
+
+
+def check_vision(vision: Mapping[str, Any], source: str, prefix: str = "vision_config.", per_stage: bool = False) -> None:
+    """Kinds and cross-field rules of a ``vision_config`` section (``per_stage``: a hierarchical tower whose fields
+    may be lists with one value per stage; the family checks those lists itself)."""
+    if per_stage:
+        kinds = {k: Kind(v.low, v.high, v.number, per_layer=True) for k, v in VISION_FIELDS.items()}
+        _check_fields(vision, kinds, prefix, source)
+        return
     _check_fields(vision, VISION_FIELDS, prefix, source)
     for key in VISION_SQUARE:
         value = vision.get(key)
@@ -393,7 +402,7 @@ def check_config(config: Mapping[str, Any], source: str) -> None:
     if vision is not None:
         if not isinstance(vision, dict):
             raise ConfigError(f"{source}: field {outer}vision_config must be an object, got {bounded(vision)}")
-        check_vision(vision, source, f"{outer}vision_config.")
+        check_vision(vision, source, f"{outer}vision_config.", per_stage=config.get("model_type") in PER_STAGE_VISION_TYPES)
     audio = config.get("audio_config")
     if audio is not None:
         if not isinstance(audio, dict):

@@ -41,6 +41,10 @@ def flops(
     audio_samples: Optional[str] = typer.Option(None, "--audio-samples", help="Audio clips in samples (16 kHz) "
                                                 "N1,N2,..., one feature-extractor call, through the family's own "
                                                 "audio rule (mel frames, LM tokens)."),
+    decoder_lens: Optional[str] = typer.Option(None, "--decoder-lens", help="Encoder-decoder LMs (Florence-2): the "
+                                               "decoder (label) length of each sample D1,D2,...; --seq-length / "
+                                               "--seq-lens are then the encoder's. Default: each sample's encoder "
+                                               "length (docs/metadata-schema.md)."),
     mode: Optional[str] = typer.Option(None, "--mode", help="training | forward (default training)."),
     causal: str = declared("causal", "flops", "half"),
     convention: str = declared("convention", "flops", "exact"),
@@ -87,7 +91,7 @@ def flops(
     batch = _Batch.build(spec, seq_length, samples, parse_int_list(seq_lens, "--seq-lens") if seq_lens is not None
                          else None, image_size=image_size, video_size=video_size, multi_image=multi_image,
                          image_grid=image_grid, video_grid=video_grid, audio_frames=audio_frames,
-                         audio_samples=audio_samples)
+                         audio_samples=audio_samples, decoder_lens=decoder_lens)
     if generate is not None:
         from ._generate import generation
 
@@ -127,11 +131,13 @@ class _Batch:
     seq_len: Optional[int]
     samples: Optional[int]
     packed: Optional[list[int]]  # --seq-lens
+    decoder_lens_given: bool = False  # --decoder-lens (encoder-decoder LMs)
 
     @classmethod
     def build(cls, spec, seq_len: Optional[int], samples: Optional[int], packed: Optional[list[int]], *,
               image_size: List[str], video_size: List[str], multi_image: bool, image_grid: List[str],
-              video_grid: List[str], audio_frames: Optional[str], audio_samples: Optional[str]) -> "_Batch":
+              video_grid: List[str], audio_frames: Optional[str], audio_samples: Optional[str],
+              decoder_lens: Optional[str] = None) -> "_Batch":
         from ..stats import BatchStats
 
         if image_grid and spec.vision is not None:
@@ -151,9 +157,10 @@ class _Batch:
                                              for rows in [m.merged_tokens] + [None] * (len(m.grids) - 1)]
         stats = BatchStats.from_batch(seq_lens=packed, seq_len=seq_len, samples=samples, image_grids=images,
                                       video_grids=videos, spec=spec, audio_frames=[c.mel_frames for c in clips],
-                                      image_merged_tokens=merged)
+                                      image_merged_tokens=merged, decoder_lens=parse_int_list(
+                                          decoder_lens, "--decoder-lens") if decoder_lens is not None else None)
         _check_visual_tokens(stats, spec, media)
-        return cls(media, images, videos, clips, merged, stats, seq_len, samples, packed)
+        return cls(media, images, videos, clips, merged, stats, seq_len, samples, packed, decoder_lens is not None)
 
     def inputs(self, model: str, spec, causal: str, training: Optional[dict] = None) -> dict:
         """The ``inputs`` record of the JSON output: generation's, or with ``training`` (mode, causal, frozen)
@@ -181,6 +188,9 @@ def _by_convention(spec, batch: _Batch, convention: str, *, mode: str, causal: s
                 raise
             not_defined[name] = str(exc)
     model_notes = tuple(spec.extra.get("notes", ())) + cross_bound_notes(spec, batch.stats, batch.packed)
+    if spec.extra.get("encoder_decoder") and not batch.decoder_lens_given:
+        model_notes += ("assumed: each sample's decoder (label) length equals its encoder length (no --decoder-lens; "
+                        "docs/metadata-schema.md); give --decoder-lens for the decoder's exact FLOPs",)
     return [r.__class__(r.convention, r.components, r.options, model_notes + r.notes) for r in results], not_defined
 
 

@@ -93,6 +93,10 @@ def generation_flops(spec: ModelSpec, prompt_lens: Sequence[int], response_lens:
     forward on every prefill and decode token; DoRA's and target_parameters' per-call terms are refused). ``image_merged_tokens``: per image
     grid, the family's projector rows where they are not the grid's fold (``BatchStats.from_batch``). See the
     module docstring."""
+    if spec.extra.get("encoder_decoder"):
+        raise UnsupportedModelError(f"{spec.name}: generation with an encoder-decoder LM (the encoder once, then the "
+                                    "decoder's self- and cross-attention KV caches per step) is not modelled; count "
+                                    "training or forward passes with decoder_lens instead")
     if adapters is not None and adapters.adapter is not None and adapters.adapter.use_dora:
         raise UnsupportedModelError("generation under DoRA (a weight-norm term per forward call) is not modelled")
     if adapters is not None and adapters.adapter is not None and adapters.adapter.target_parameters:

@@ -577,6 +577,10 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
         # PEFT target names (q_proj, fc1...) also match the audio encoder's modules, whose names are not modelled
         raise UnsupportedModelError(f"{spec.name}: adapters on a model with an audio encoder are not modelled (its "
                                     "modules' names are not in the layout); state whole frozen parts instead")
+    if trainability.adapter is not None and spec.extra.get("encoder_decoder"):
+        raise UnsupportedModelError(f"{spec.name}: adapters on an encoder-decoder LM are not modelled (its encoder, "
+                                    "decoder and cross-attention Linears have no per-Linear layout in "
+                                    "vlm_perf/arch/layout.py); state whole frozen parts instead")
     w = _Walker(spec, stats, trainability, causal, mode == "training", forward_calls)
     w.run()
     name_notes = _check_target_names(spec, trainability) if trainability.adapter is not None else []

@@ -37,6 +37,8 @@ class MetadataDiagnostics:
     cleaned: list[str] = field(default_factory=list)  # shards with lines the fast engine could not parse
     # rows with images of several samples of unequal lengths and no images_per_sample: the text x vision sums are the
     # longest sample's bound (counted) and the shortest sample's value (the exact sum lies between); totals of the run
+    #: rows of an encoder-decoder model (Florence-2) without decoder_lens: decoder length taken as the encoder's
+    rows_decoder_assumed: int = 0
     rows_cross_bound: int = 0
     cross_bound_patches: int = 0
     cross_bound_patches_low: int = 0
@@ -124,6 +126,11 @@ def finish_notes(diag: MetadataDiagnostics) -> None:
             "(a resumed job re-recording replayed iterations); they are not counted twice")
     if diag.rows_preaggregated_lm:
         diag.notes.append(f"{diag.rows_preaggregated_lm} row(s) carry pre-aggregated LM statistics")
+    if diag.rows_decoder_assumed:
+        diag.notes.append(
+            f"assumed: {diag.rows_decoder_assumed} row(s) of an encoder-decoder model give no decoder_lens: each "
+            "sample's decoder (label) length is taken equal to its encoder length (neither exact nor a bound; "
+            "docs/metadata-schema.md); record decoder_lens for the decoder's exact FLOPs")
     for note in (cross_bound_note(diag), window_bound_note(diag)):
         if note:
             diag.notes.append(note)

@@ -46,6 +46,8 @@ SCHEMA: dict[str, pl.DataType] = {
     "images_per_sample": _INTS,
     # schema v2: audio clips of the microbatch (one audio-encoder call), mel frames each (models with an audio encoder)
     "audio_frames": _INTS,
+    # encoder-decoder LMs (Florence-2): the decoder (label) length of each sample, one per entry of seq_lens
+    "decoder_lens": _INTS,
     # pre-aggregated fields (lossy; see the schema document)
     "lm_tokens": _INT,
     "lm_tokens_sq": _INT,
@@ -58,7 +60,7 @@ SCHEMA: dict[str, pl.DataType] = {
 }
 
 INT_FIELDS = tuple(k for k, v in SCHEMA.items() if v == _INT)
-INT_LIST_FIELDS = ("seq_lens", "image_tiles", "images_per_sample", "audio_frames")
+INT_LIST_FIELDS = ("seq_lens", "image_tiles", "images_per_sample", "audio_frames", "decoder_lens")
 GRID_FIELDS = ("image_grid_thw", "video_grid_thw", "image_sizes", "video_sizes")  # lists of int rows
 
 #: Row codes: 0 = valid; every other code names the first rule a row breaks (field, message).
@@ -129,6 +131,12 @@ REASONS: dict[int, tuple[str, str]] = {
     # a family with an audio encoder whose geometry vlm-perf does not model (spec.audio None; `flops` refuses too)
     39: ("audio_frames", "the model's audio encoder geometry is not modelled (e.g. Phi-4-multimodal's time_reduction "
                          "other than 8): its clips cannot be counted; drop the audio or use a modelled config"),
+    # encoder-decoder LMs (spec.extra encoder_decoder: Florence-2)
+    40: ("decoder_lens", f"must hold one positive integer (<= {1 << 26}) per sample: per entry of seq_lens, or "
+                         "`samples` entries for a padded_tokens row; pre-aggregated LM rows cannot pair them with "
+                         "encoder lengths"),
+    41: ("decoder_lens", "the model has no encoder-decoder language model (or no model config was given): nothing "
+                         "reads a decoder length; drop it or give the encoder-decoder model's config"),
 }
 #: Sane bounds that keep every Int64 statistic of a row (and sums of many rows) exact.
 GRID_SIDE_MAX = 1 << 20
@@ -165,6 +173,8 @@ class RowExprs:
     #: sliding-window statistic is unknown (0: sliding layers counted as full causal; see `row_exprs`)
     window_bound: tuple[pl.Expr, ...] = ()
     checks: tuple[tuple[pl.Expr, int], ...] = ()
+    #: rows of an encoder-decoder model without decoder_lens (each decoder length taken as the encoder's)
+    decoder_assumed: pl.Expr = pl.lit(False)
 
     def apply(self, lf: pl.LazyFrame) -> pl.LazyFrame:
         """``lf`` with the intermediate columns added (select the other expressions from it)."""
@@ -270,7 +280,8 @@ def _audio_parts(audio) -> dict[str, pl.Expr]:
 def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, text_only: bool = False,
               with_model: bool = False, audio=None, lm_chunk: int | None = None,
               lm_window: int | None = None, temporal_chunk: int = 0, grids_exact: bool = True,
-              fixed_side: int = 0, audio_unmodelled: bool = False, fixed_height: int = 0) -> RowExprs:
+              fixed_side: int = 0, audio_unmodelled: bool = False, fixed_height: int = 0,
+              encoder_decoder: bool = False) -> RowExprs:
     """Expressions over a frame scanned with `SCHEMA` (one row per microbatch line).
 
     Against the model's config (``with_model``: a spec was given, so the merge size is the model's, not a
@@ -302,6 +313,12 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     ``temporal_chunk``: Kimi K2.5's tower attends over all frames of a video chunk jointly and averages them into
     one frame's merged tokens (``grid_row_stats``); a grid row of more frames counts as consecutive chunks.
     Pre-aggregated ``vision_patches_sq`` is then read as the per-sequence sum (images: the same value).
+
+    ``encoder_decoder``: the LM is an encoder-decoder (Florence-2): the ``lm_*`` statistics are the encoder's and
+    ``decoder_lens`` (one per sample) gives ``lm_decoder_tokens`` / ``_sq`` / ``_x_encoder`` (Σ d·e per sample against
+    the ``seq_lens`` entry, or the uniform ``padded_tokens / samples`` length); a row without it takes every decoder
+    length equal to its encoder length (``BatchStats.from_batch``'s stand-in). Without the flag ``decoder_lens`` is
+    refused (code 41); a bad list, or one on a pre-aggregated LM row, is code 40.
 
     ``lm_window``: the LM's sliding window W (Gemma 3, gpt-oss, Mistral, Qwen2 with ``use_sliding_window``);
     ``lm_tokens_sq_beyond_window`` (Σ max(s - W, 0)²) is then summed per document of ``seq_lens`` (transformers'
@@ -394,7 +411,25 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
             return pl.when(has_pre_vis).then(0).otherwise(grid_sum)
         return pl.coalesce(c(pre), grid_sum)
 
+    dec = c("decoder_lens")
+    has_dec = dec.is_not_null()
+    el0 = pl.element()
+    uniform_len = padded // n_uniform
+    dec_bad = has_dec & (
+        has_pre_lm | dec.list.eval(el0.is_null() | (el0 <= 0) | (el0 > SEQ_LEN_MAX)).list.any()
+        | pl.when(has_seq).then(dec.list.len() != seq_count).otherwise(dec.list.len() != n_uniform))
+    decoder: dict[str, pl.Expr] = {}
+    if encoder_decoder:
+        ok_dec = has_dec & ~dec_bad.fill_null(True)
+        paired = pl.when(ok_dec & has_seq).then(seq)
+        x_seq = (paired * pl.when(ok_dec & has_seq).then(dec)).list.sum()
+        decoder = dict(
+            lm_decoder_tokens=pl.when(ok_dec).then(dec.list.sum()).otherwise(lm_tokens),
+            lm_decoder_tokens_sq=pl.when(ok_dec).then((dec * dec).list.sum()).otherwise(lm_tokens_sq),
+            lm_decoder_x_encoder=pl.when(ok_dec & has_seq).then(x_seq)
+            .when(ok_dec).then(dec.list.sum() * uniform_len).otherwise(lm_tokens_sq))
     stats = BatchStats(
+        **decoder,
         lm_tokens=lm_tokens, lm_tokens_sq=lm_tokens_sq, lm_sequences=lm_sequences, lm_samples=lm_samples,
         lm_padded_tokens=lm_padded,
         vision_patches=pick("vision_patches", "patches"),
@@ -437,6 +472,7 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
         (vis_bad, 15),
         (~c("__x_ok"), 33),
     ]
+    checks.append((dec_bad, 40) if encoder_decoder else (has_dec, 41))
     clips = c("audio_frames")
     el = pl.element()
     audio_bad = clips.is_not_null() & clips.list.eval(el.is_null() | (el <= 0) | (el > (1 << 26))).list.any()
@@ -462,5 +498,6 @@ def row_exprs(merge_size: int, window_side: int | None, cls_per_frame: int = 0, 
     code = code.otherwise(pl.lit(0, pl.UInt8))
     cross_bound = tuple(c(f"__xb_{k}") for k in ("rows", "hi_patches", "lo_patches", "hi_frames", "lo_frames"))
     return RowExprs(code=code, stats=stats, pre_lm=has_pre_lm, pre_vision=has_pre_vis, padded_only=padded_only,
+                    decoder_assumed=~has_dec if encoder_decoder else pl.lit(False),
                     stage1=tuple(expr.alias(name) for name, expr in stage1.items()), checks=tuple(checks),
                     cross_bound=cross_bound, window_bound=window_bound)

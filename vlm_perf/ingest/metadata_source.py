@@ -89,7 +89,7 @@ MAX_BAD_LINES = 20
 SAMPLE_LINES = 200  # lines per shard (first 4 shards) checked for keys outside schema v1
 _BOM = b"\xef\xbb\xbf"
 _CODE = "_code"
-_FLAGS = ("_pre_lm", "_pre_vision", "_padded_only")
+_FLAGS = ("_pre_lm", "_pre_vision", "_padded_only", "_dec_assumed")
 # rows on the longest-sample text x vision bound, and their sums (counted, shortest sample): RowExprs.cross_bound
 _XBOUND = ("_xb_rows", "_xb_hi_patches", "_xb_lo_patches", "_xb_hi_frames", "_xb_lo_frames")
 # pre-aggregated LM rows whose sliding-window statistic is unknown, their lm_tokens_sq and least windowed Σ (RowExprs.window_bound)
@@ -170,7 +170,8 @@ class MetadataSource:
                                 grids_exact=grids_exact(spec),
                                 fixed_side=int((getattr(spec, "extra", None) or {}).get("fixed_grid_side") or 0),
                                 fixed_height=int((getattr(spec, "extra", None) or {}).get("fixed_grid_height") or 0),
-                                audio_unmodelled=audio_unmodelled(spec))
+                                audio_unmodelled=audio_unmodelled(spec),
+                                encoder_decoder=bool((getattr(spec, "extra", None) or {}).get("encoder_decoder")))
         self._media = MediaConverter(spec)
         self._done = False
         self._total = 0
@@ -383,7 +384,8 @@ class MetadataSource:
         cols = [pl.col("iteration"), pl.col("microbatch"), pl.col("dp_rank"), ex.code.alias(_CODE)]
         cols += [(expr if isinstance(expr, pl.Expr) else pl.lit(expr, pl.Int64)).alias(name)  # 0: a statistic metadata cannot give
                  for name, expr in ex.stats.as_dict().items()]
-        cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
+        cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2]),
+                 ex.decoder_assumed.alias(_FLAGS[3])]
         cols += [expr.cast(pl.Int64).alias(name) for name, expr in zip(_BOUNDS, (*ex.cross_bound, *ex.window_bound))]
         raw = frame  # as read (v2 sizes, no derived grids): what raw_sink receives
         frame, media_code = self._convert_media(frame, count=True)
@@ -458,8 +460,9 @@ class MetadataSource:
             per_iteration = grouped if state.keys == ["iteration"] else grouped.group_by("iteration").agg(_MERGE)
             diag.rows_duplicate = before - int(per_iteration["microbatches"].sum())
         _check_overflow(per_iteration)
-        flags = per_iteration.select(pl.col(f).sum() for f in _FLAGS).row(0) if per_iteration.height else (0, 0, 0)
-        diag.rows_preaggregated_lm, diag.rows_preaggregated_vision, diag.rows_padded_tokens_only = map(int, flags)
+        flags = per_iteration.select(pl.col(f).sum() for f in _FLAGS).row(0) if per_iteration.height else (0,) * 4
+        (diag.rows_preaggregated_lm, diag.rows_preaggregated_vision, diag.rows_padded_tokens_only,
+         diag.rows_decoder_assumed) = map(int, flags)
         if per_iteration.height:
             bound = per_iteration.select(pl.col(f).sum() for f in _XBOUND).row(0)
             (diag.rows_cross_bound, diag.cross_bound_patches, diag.cross_bound_patches_low, diag.cross_bound_frames,
@@ -491,7 +494,8 @@ class MetadataSource:
         cols = [pl.col("iteration"), pl.col("microbatch"), pl.col("dp_rank"), ex.code.alias(_CODE)]
         cols += [(expr if isinstance(expr, pl.Expr) else pl.lit(expr, pl.Int64)).alias(name)  # 0: a statistic metadata cannot give
                  for name, expr in ex.stats.as_dict().items()]
-        cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2])]
+        cols += [ex.pre_lm.alias(_FLAGS[0]), ex.pre_vision.alias(_FLAGS[1]), ex.padded_only.alias(_FLAGS[2]),
+                 ex.decoder_assumed.alias(_FLAGS[3])]
         cols += [expr.cast(pl.Int64).alias(name) for name, expr in zip(_BOUNDS, (*ex.cross_bound, *ex.window_bound))]
         wanted = pl.Series(replayed, dtype=pl.Int64).implode()
         parts = []

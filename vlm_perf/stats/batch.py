@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..errors import InputError
-from .lm import seq_len_stats, text_x_vision, uniform_stats
+from .lm import decoder_stats, seq_len_stats, text_x_vision, uniform_stats
 from .vision import grid_row_stats, validate_grid
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,6 +59,16 @@ class BatchStats:
                         holds one sample, or when every sample has the same length; otherwise the longest
                         sample's length x the microbatch's patches / frames (an upper bound, never an
                         under-count). Only cross-attention blocks read them.
+    Encoder-decoder LMs (Florence-2's BART): the ``lm_*`` statistics above are the ENCODER's sequences (image
+    tokens + prompt); the decoder reads a second, target sequence per sample:
+      lm_decoder_tokens     sum over samples of the decoder length (labels, padding included when the batch
+                        pads them: transformers runs the decoder on every label position)
+      lm_decoder_tokens_sq  sum over samples of the squared decoder length (decoder self-attention)
+      lm_decoder_x_encoder  sum over samples of decoder length x encoder length (cross-attention: every decoder
+                        position attends to its own sample's encoder positions)
+                        ``from_batch`` fills them from ``decoder_lens``; for an encoder-decoder model given none, each
+                        sample's decoder length is taken equal to its encoder length (a stated stand-in, see
+                        docs/metadata-schema.md); 0 for decoder-only models (no block reads them there)
     Audio (models with an audio encoder; exact per encoder call, additive over calls -- ``stats/audio.py``):
       audio_items (clips), audio_conv_frames (chunks x the call's longest chunk: the convolutions' input
       positions, padding included), audio_conv_frames_s2 / _s4 / _s8 (that length halved 1 / 2 / 3 times by
@@ -102,6 +112,9 @@ class BatchStats:
     audio_calls: Any = 0  # encoder calls (Gemma 3n: pos_proj runs once per layer per call)
     audio_sequences: Any = 0  # the audio encoder's attention sequences (Phi-4-multimodal's depthwise-conv padding)
     lm_tokens_no_vision: Any = 0
+    lm_decoder_tokens: Any = 0
+    lm_decoder_tokens_sq: Any = 0
+    lm_decoder_x_encoder: Any = 0
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -138,6 +151,7 @@ class BatchStats:
         audio_frames: Sequence[int] = (),
         images_per_sample: Sequence[int] | None = None,
         image_merged_tokens: Sequence[int | None] = (),
+        decoder_lens: Sequence[int] | None = None,
     ) -> "BatchStats":
         """Statistics of one batch given explicitly (Python numbers; validates every value).
 
@@ -151,6 +165,9 @@ class BatchStats:
         ``image_merged_tokens``: per image grid, the projector rows when the family's media rule says they are
         not the grid's m x m fold (``DerivedMedia.merged_tokens``: Phi-4-multimodal projects its crops after
         dropping padding and adding separators); None or absent entries keep the fold.
+        ``decoder_lens``: an encoder-decoder model's decoder (target) length per sample, one per entry of
+        ``seq_lens`` (or per sample of ``seq_len``); without it such a model's decoder length is each sample's
+        encoder length (:func:`~vlm_perf.stats.lm.decoder_stats`); a decoder-only model refuses it.
         """
         if seq_lens is not None and seq_len is not None:
             raise InputError("give either seq_lens or seq_len/samples, not both")
@@ -239,8 +256,11 @@ class BatchStats:
             from .audio import audio_call_stats
 
             audio = audio_call_stats(encoder, list(audio_frames))
+        decoder = decoder_stats(seq_lens, seq_len, n_samples, decoder_lens,
+                                encoder_decoder=bool(spec is not None and spec.extra.get("encoder_decoder")),
+                                model=spec.name if spec is not None else "the model")
         return cls(
-            **audio,
+            **audio, **decoder,
             lm_tokens=lm["tokens"], lm_tokens_sq=lm["tokens_sq"], lm_sequences=lm["sequences"],
             lm_samples=n_samples, lm_padded_tokens=padded,
             vision_patches=totals["patches"], vision_patches_sq_frame=totals["patches_sq_per_frame"],

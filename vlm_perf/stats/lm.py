@@ -92,3 +92,33 @@ def text_x_vision(seq_lens: Sequence[int] | None, seq_len: int | None, per_image
             x_frames += length * f
         start += count
     return x_patches, x_frames
+
+
+def decoder_stats(seq_lens: Sequence[int] | None, seq_len: int | None, samples: int, decoder_lens: Sequence[int] | None,
+                  encoder_decoder: bool, model: str = "the model") -> dict[str, int]:
+    """The decoder statistics of an encoder-decoder LM (``lm_decoder_tokens``, ``_sq``, ``_x_encoder``).
+
+    ``decoder_lens``: one decoder length per sample (per entry of ``seq_lens``, or ``samples`` entries of the
+    uniform ``seq_len``). Not given for an encoder-decoder model: every sample's decoder length is its encoder
+    length (a stand-in that the docs state; it is exact only when the targets are as long as the inputs). Given
+    for a decoder-only model: refused (nothing would read it). The encoder lengths are validated by the caller.
+    """
+    if decoder_lens is None:
+        if not encoder_decoder:
+            return {}
+        enc = [int(s) for s in seq_lens] if seq_lens is not None else [int(seq_len or 0)] * int(samples or 0)
+        dec = enc
+    else:
+        if not encoder_decoder:
+            raise InputError(f"decoder_lens given, but {model} has no encoder-decoder language model (its LM reads "
+                             "one sequence per sample)")
+        enc = [int(s) for s in seq_lens] if seq_lens is not None else [int(seq_len or 0)] * int(samples or 0)
+        dec = list(decoder_lens)
+        if len(dec) != len(enc):
+            raise InputError(f"decoder_lens must hold one length per sample ({len(enc)}), got {len(dec)}")
+        for i, d in enumerate(dec):
+            if isinstance(d, bool) or not isinstance(d, (int, float)) or int(d) != d or d <= 0:
+                raise InputError(f"decoder_lens[{i}]: decoder lengths must be positive integers, got {d!r}")
+        dec = [int(d) for d in dec]
+    return {"lm_decoder_tokens": sum(dec), "lm_decoder_tokens_sq": sum(d * d for d in dec),
+            "lm_decoder_x_encoder": sum(d * e for d, e in zip(dec, enc))}

@@ -21,7 +21,7 @@ from .common import PARTS, REGISTRY, PartMeasurement
 _FAMILY_MODULES = ("internvl", "glm4v", "gemma3", "llava_onevision", "qwen3_5", "mistral3", "idefics3", "llama4",
                   "llava", "paligemma", "llava_next", "llava_next_video", "mllama", "qwen_omni", "aya_vision",
                   "deepseek_vl", "kimi_k25", "got_ocr2", "deepseek_vl_hybrid", "janus", "minicpmv",
-                  "phi4_multimodal", "blip_2", "ovis2", "ernie4_5_vl")
+                  "phi4_multimodal", "blip_2", "ovis2", "ernie4_5_vl", "florence2")
 
 
 # Representative media per family for per-part comparisons (keyword arguments of :func:`measure_family`):
@@ -82,6 +82,8 @@ CASES: dict[str, list[dict]] = {
     "ovis2": [dict(image_sizes=[(30, 30)]), dict(image_sizes=[(40, 90)]), dict(image_sizes=[(70, 20), (32, 32), (9, 90)])],
     # --- ernie4_5_vl_moe --- (videos as grids: the video processor needs torchvision)
     "ernie4_5_vl_moe": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20)], video_grids=[(2, 4, 6)])],
+    # --- florence2 --- (one image per sample; texts and labels of different lengths, padded)
+    "florence2": [dict(image_sizes=[(30, 50)]), dict(image_sizes=[(70, 20), (56, 56), (9, 90)])],
 }
 
 

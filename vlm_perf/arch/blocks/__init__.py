@@ -12,7 +12,7 @@ inventory:
 
 Modules, one per kind of block (not per family): ``base`` (the Block class and parameter arithmetic),
 ``stored`` (tables and norms: parameters, no matmul), ``wrappers`` (billing modifiers), ``vision``, ``conv``,
-``projectors``, ``query_transformer``, ``attention``, ``mlp``, ``moe``, ``recurrent`` (linear attention, state space), ``heads``,
+``projectors``, ``query_transformer``, ``hierarchical`` (DaViT stages), ``encoder_decoder`` (encoder-decoder LMs), ``attention``, ``mlp``, ``moe``, ``recurrent`` (linear attention, state space), ``heads``,
 ``residual_streams`` and ``audio``. A new family reuses kinds; a new kind goes in the module of its kind, with its
 FLOPs function in the matching ``vlm_perf.flops.blocks`` module.
 
@@ -54,7 +54,9 @@ from .audio import (  # noqa: F401
 )
 from .base import PARTS, Block, linear_params, norm_params  # noqa: F401
 from .conv import DownsampleConv, SamNeck, StridedConvs, strided_side  # noqa: F401
+from .encoder_decoder import DecoderLMHead, EncoderDecoderLayers  # noqa: F401
 from .heads import LMHead, MTPModules  # noqa: F401
+from .hierarchical import DaViTStage  # noqa: F401
 from .inventory import inventory_params  # noqa: F401
 from .mlp import CrossLayerMLP, DenseMLP, PlainMLP  # noqa: F401
 from .moe import BiasedMoEMLP, ModalityMoEMLP, MoEMLP, PlainMoEMLP, SharedGateMoEMLP  # noqa: F401
@@ -64,6 +66,7 @@ from .projectors import (  # noqa: F401
     LinearProjector,
     MlpProjector,
     NormLinearProjector,
+    PooledTokenProjector,
     PooledVideoProjector,
     SeparatorProjector,
     SwiGLUProjector,
@@ -96,4 +99,4 @@ from .vision import (  # noqa: F401
 )
 from .wrappers import FoldedTokens, ForwardOnly, TextOnly  # noqa: F401
 
-__all__ = ['AltUpLayer', 'AltUpStreams', 'AudioConvFrontEnd', 'AudioEmbedder', 'AudioHead', 'AudioLayers', 'AudioMlpProjector', 'AudioProjection', 'BiasedMoEMLP', 'Block', 'ChunkedConformerLayers', 'ChunkedDecoderAttention', 'ClsToken', 'ConformerFrontEnd', 'ConformerLayers', 'CrossAttention', 'CrossLayerMLP', 'DecoderAttention', 'DenseMLP', 'DownsampleConv', 'ExtraNorms', 'ExtraParams', 'FinalNorm', 'FoldedTokens', 'ForwardOnly', 'GatedDecoderAttention', 'GatedDeltaNet', 'GatedMergerMLP', 'HybridAligner', 'ImageBlockAttention', 'ImageVideoPatchEmbed', 'LMHead', 'LMLayerNorms', 'LaurelBlock', 'LinearProjector', 'MLAttention', 'MTPModules', 'Mamba2Mixer', 'MlpProjector', 'ModalityMoEMLP', 'MoEMLP', 'NemoConformerLayers', 'NormLinearProjector', 'PARTS', 'ParakeetSubsampling', 'PatchEmbed', 'PerLayerInputGate', 'PlainMLP', 'PlainMoEMLP', 'PooledVideoProjector', 'PositionTable', 'PrefixLMSquare', 'QueryTransformer', 'SSCPFrontEnd', 'SamEmbed', 'SamNeck', 'SamVisionLayers', 'SeparatorProjector', 'SharedGateMoEMLP', 'SharedKVDecoderAttention', 'SiglipPoolingHead', 'SinkDecoderAttention', 'StoredOnly', 'StridedConvs', 'SwiGLUProjector', 'TemporalResampler', 'TextOnly', 'TileMaskProduct', 'TokenEmbedding', 'TowerTokenLinear', 'VisionLayers', 'VisualVocabularyHead', 'WindowAttentionMerger', 'halve', 'inventory_params', 'linear_params', 'norm_params', 'sscp_out', 'strided_side']
+__all__ = ['AltUpLayer', 'AltUpStreams', 'AudioConvFrontEnd', 'AudioEmbedder', 'AudioHead', 'AudioLayers', 'AudioMlpProjector', 'AudioProjection', 'BiasedMoEMLP', 'Block', 'ChunkedConformerLayers', 'ChunkedDecoderAttention', 'ClsToken', 'ConformerFrontEnd', 'ConformerLayers', 'CrossAttention', 'CrossLayerMLP', 'DaViTStage', 'DecoderAttention', 'DecoderLMHead', 'DenseMLP', 'DownsampleConv', 'EncoderDecoderLayers', 'ExtraNorms', 'ExtraParams', 'FinalNorm', 'FoldedTokens', 'ForwardOnly', 'GatedDecoderAttention', 'GatedDeltaNet', 'GatedMergerMLP', 'HybridAligner', 'ImageBlockAttention', 'ImageVideoPatchEmbed', 'LMHead', 'LMLayerNorms', 'LaurelBlock', 'LinearProjector', 'MLAttention', 'MTPModules', 'Mamba2Mixer', 'MlpProjector', 'MoEMLP', 'ModalityMoEMLP', 'NemoConformerLayers', 'NormLinearProjector', 'PARTS', 'ParakeetSubsampling', 'PatchEmbed', 'PerLayerInputGate', 'PlainMLP', 'PlainMoEMLP', 'PooledTokenProjector', 'PooledVideoProjector', 'PositionTable', 'PrefixLMSquare', 'QueryTransformer', 'SSCPFrontEnd', 'SamEmbed', 'SamNeck', 'SamVisionLayers', 'SeparatorProjector', 'SharedGateMoEMLP', 'SharedKVDecoderAttention', 'SiglipPoolingHead', 'SinkDecoderAttention', 'StoredOnly', 'StridedConvs', 'SwiGLUProjector', 'TemporalResampler', 'TextOnly', 'TileMaskProduct', 'TokenEmbedding', 'TowerTokenLinear', 'VisionLayers', 'VisualVocabularyHead', 'WindowAttentionMerger', 'halve', 'inventory_params', 'linear_params', 'norm_params', 'sscp_out', 'strided_side']

@@ -301,3 +301,26 @@ class TemporalResampler(Block):
         return (f"temporal resampler: {self.merge}x{self.merge} fold -> Linear {d} -> {d} -> {d} + LayerNorm per folded "
                 f"token; frame pairs -> Linear {2 * d} -> {d} -> {d} + LayerNorm -> Linear {d} -> {self.out_width} + "
                 "RMSNorm per pair")
+
+
+@dataclass(frozen=True)
+class PooledTokenProjector(Block):
+    """Florence-2's ``multi_modal_projector``: learned 2D positions added to the tower's s x s output (row and
+    column tables of ``position_entries`` entries, w//2 and w - w//2 wide, concatenated), a fixed cosine temporal
+    embedding (a buffer), then per image the spatial mean as one extra token in front of its s² tokens (means are not
+    matmuls), Linear(``in_width`` -> ``out_width``, no bias) and LayerNorm(``out_width``) on those s² + 1 rows:
+    ``vision_merged_tokens`` + ``vision_frames`` rows. The learned positions in front of the GEMM make its input
+    gradient due whenever the projector trains."""
+
+    kind: ClassVar[str] = "pooled_token_projector"
+    in_width: int
+    out_width: int
+    position_entries: int
+
+    def params(self) -> int:
+        return (linear_params(self.in_width, self.out_width, False) + norm_params(self.out_width, "layernorm")
+                + self.position_entries * self.in_width)
+
+    def describe(self) -> str:
+        return (f"{self.count} projector: learned 2D positions ({self.position_entries} rows / columns), mean-pooled "
+                f"token + every position -> Linear {self.in_width} -> {self.out_width} -> LayerNorm")

@@ -41,6 +41,9 @@ class Family:
     media: Any = None
     notes: tuple[str, ...] = field(default=())
     has_audio: bool = False  # an audio encoder (part ``audio``: Omni thinkers)
+    # spec -> spec, applied once the processor files are attached: a family whose inventory depends on a processor
+    # setting (Florence-2's tower runs on the processor's fixed square) rebuilds it there
+    with_processor: Callable[[ModelSpec], ModelSpec] | None = None
 
 
 FAMILIES: dict[str, Family] = {}  # family name -> Family

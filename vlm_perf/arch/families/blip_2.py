@@ -20,8 +20,17 @@ and ``models/opt/modeling_opt.py``:
   -> fc2 (bias ``enable_bias``), two LayerNorms (``layer_norm_elementwise_affine``), a final LayerNorm when
   ``do_layer_norm_before`` and not ``_remove_final_layer_norm``, lm_head (tied by default).
 
-Refused: a T5 ``text_config`` (``Blip2ForConditionalGeneration`` then runs ``T5ForConditionalGeneration``, an
-encoder-decoder LM whose blocks are not modelled here), OPT's ``project_in`` / ``project_out`` (``word_embed_proj_dim``
+* **LM** (``text_config`` ``t5``, BLIP-2 FLAN-T5: ``T5ForConditionalGeneration``, ``models/t5/modeling_t5.py``): an
+  encoder over the query tokens + prompt (the ``lm_*`` statistics) and a decoder over the labels (``decoder_lens``):
+  :class:`~vlm_perf.arch.blocks.EncoderDecoderLayers` with bias-free q / k / v / o of ``num_heads`` x ``d_kv``, the
+  FFN ``wi`` -> act -> ``wo`` or gated ``wi_0`` / ``wi_1`` (``feed_forward_proj`` ``gated-*``), RMSNorms (T5LayerNorm:
+  weight only) -- 2 per encoder and 3 per decoder layer, one final norm per stack --, relative position buckets in the
+  first self-attention of each stack (``relative_attention_num_buckets`` x heads, looked up and added to the scores:
+  no matmul), a shared embedding; the head runs on the decoder positions. transformers 5.24's ``T5Config`` always ties
+  the head to the embedding (``__post_init__`` sets ``tie_word_embeddings`` True; a false value only turns off the
+  output rescaling, an elementwise multiply), so the head stores no parameters here.
+
+Refused: another ``text_config.model_type``, OPT's ``project_in`` / ``project_out`` (``word_embed_proj_dim``
 different from ``hidden_size``, OPT-350m only; no BLIP-2 checkpoint uses it), and ``use_qformer_text_input`` is
 billed as stored-only text FFNs (``Blip2ForConditionalGeneration`` never feeds the Q-Former text).
 
@@ -34,8 +43,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ...errors import ConfigError, UnsupportedModelError
-from ..blocks import (ClsToken, DecoderAttention, ExtraParams, LMHead, PatchEmbed, PlainMLP, PositionTable,
-                      TokenEmbedding, VisionLayers)
+from ..blocks import (ClsToken, DecoderAttention, DecoderLMHead, EncoderDecoderLayers, ExtraParams, LMHead,
+                      PatchEmbed, PlainMLP, PositionTable, TokenEmbedding, VisionLayers)
 from ..blocks.query_transformer import QueryTransformer
 from ..fields import Fields
 from ..parts import LANGUAGE_MODEL, MERGER, VISION_TOWER
@@ -112,16 +121,47 @@ def read_opt(tc: Mapping[str, Any], source: str) -> tuple[LMSpec, tuple]:
     return lm, blocks
 
 
+# T5Config class defaults (transformers 5.24 configuration_t5.py)
+T5_DEFAULTS: dict[str, Any] = {"vocab_size": 32128, "d_model": 512, "d_kv": 64, "d_ff": 2048, "num_layers": 6, "num_heads": 8,
+               "relative_attention_num_buckets": 32, "feed_forward_proj": "relu"}
+
+
+def read_t5(tc: Mapping[str, Any], source: str) -> tuple[LMSpec, tuple]:
+    """(LMSpec, LM blocks) of a T5 ``text_config`` as ``T5ForConditionalGeneration`` builds it (head tied)."""
+    f = Fields(dict(tc), "text_config", source)
+    d = T5_DEFAULTS
+    hidden, heads, d_kv = _pos(f, "d_model", d["d_model"]), _pos(f, "num_heads", d["num_heads"]), _pos(f, "d_kv",
+                                                                                                       d["d_kv"])
+    enc = _pos(f, "num_layers", d["num_layers"])
+    dec = _pos(f, "num_decoder_layers", enc)
+    ffn, vocab = _pos(f, "d_ff", d["d_ff"]), _pos(f, "vocab_size", d["vocab_size"])
+    buckets = _pos(f, "relative_attention_num_buckets", d["relative_attention_num_buckets"])
+    proj = f.opt("feed_forward_proj", d["feed_forward_proj"])
+    parts = proj.split("-") if isinstance(proj, str) else []
+    if not parts or len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated"):
+        raise ConfigError(f"{source}: field text_config.feed_forward_proj must be 'ACT' or 'gated-ACT', got {proj!r}")
+    gated = len(parts) == 2
+    lm = LMSpec(family="t5", num_layers=enc + dec, hidden_size=hidden, num_heads=heads, num_kv_heads=heads,
+                head_dim=d_kv, intermediate_size=ffn, vocab_size=vocab, tie_word_embeddings=True)
+    blocks: tuple = (
+        TokenEmbedding(part=LANGUAGE_MODEL, count=1, vocab=vocab, width=hidden),
+        ExtraParams(part=LANGUAGE_MODEL, count=2, label="relative position buckets (first self-attention of each "
+                    "stack)", numel=buckets * heads),
+        ExtraParams(part=LANGUAGE_MODEL, count=2, label="final RMSNorm (encoder, decoder)", numel=hidden),
+        EncoderDecoderLayers(part=LANGUAGE_MODEL, count=1, hidden=hidden, num_heads=heads, head_dim=d_kv,
+                             encoder_layers=enc, decoder_layers=dec, encoder_ffn=ffn, decoder_ffn=ffn, bias=False,
+                             gated=gated, norm="rmsnorm"),
+        DecoderLMHead(part=LANGUAGE_MODEL, count=1, hidden=hidden, vocab=vocab, tied=True))
+    return lm, blocks
+
+
 def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     vc, qc, tc = (_section(config, k, source) for k in ("vision_config", "qformer_config", "text_config"))
     text_type = tc.get("model_type", "opt")
-    if text_type != "opt":
-        runs = ("T5ForConditionalGeneration, an encoder-decoder LM (encoder over the query tokens + prompt, decoder "
-                "over the labels)") if text_type == "t5" else "another language model"
-        raise UnsupportedModelError(f"{source}: blip-2 with text_config.model_type {text_type!r} is not modelled: "
-                                    f"Blip2ForConditionalGeneration runs it as {runs}, whose blocks are not built "
-                                    "here; only opt (decoder-only)")
-    lm, lm_blocks = read_opt(tc, source)
+    if text_type not in ("opt", "t5"):
+        raise UnsupportedModelError(f"{source}: blip-2 with text_config.model_type {text_type!r} is not modelled; "
+                                    "only opt (decoder-only) and t5 (encoder-decoder, BLIP-2 FLAN-T5)")
+    lm, lm_blocks = read_t5(tc, source) if text_type == "t5" else read_opt(tc, source)
     f = Fields(vc, "vision_config", source)
     d = VISION_DEFAULTS
     width, heads = _pos(f, "hidden_size", d["hidden_size"]), _pos(f, "num_attention_heads", d["num_attention_heads"])
@@ -161,6 +201,8 @@ def build(config: Mapping[str, Any], source: str, name: str = "") -> ModelSpec:
     spec = ModelSpec(name=name or str(config.get("_name_or_path") or "blip-2"), model_type="blip-2", lm=lm,
                      vision=vision, source=source, family="blip-2", blocks=tower + (qformer,) + lm_blocks)
     spec.extra.update(image_size=image_size, num_query_tokens=queries, fixed_grid_side=side, lm_tokens_per_frame=queries)
+    if text_type == "t5":
+        spec.extra["encoder_decoder"] = True
     return spec
 
 
@@ -207,5 +249,6 @@ register_family(Family(
     notes=("Q-Former per image: num_query_tokens learned queries, self-attention over them, cross-attention to the "
            "image's n + 1 tower rows (CLS included) every cross_attention_frequency layers; billed in the projector part",
            "LM tokens per image: num_query_tokens (the processor prepends them to the text)",
-           "text_config t5 (encoder-decoder LM) refused",
+           "text_config t5 (BLIP-2 FLAN-T5): an encoder-decoder LM, the encoder over the query tokens + prompt, the "
+           "decoder over the labels (decoder_lens; the encoder length when not given)",
            "norms, GELU / ReLU, position lookups are not matmuls (0 FLOPs)")))

@@ -18,7 +18,7 @@ module of :mod:`vlm_perf.arch.blocks`; importing the package registers all of th
 
 from __future__ import annotations
 
-from . import attention, audio, conv, heads, mlp, moe, projectors, query_transformer, recurrent, residual_streams, stored, vision, wrappers  # noqa: E402,F401  (registers every kind's formulas)
+from . import attention, audio, conv, encoder_decoder, heads, hierarchical, mlp, moe, projectors, query_transformer, recurrent, residual_streams, stored, vision, wrappers  # noqa: E402,F401  (registers every kind's formulas)
 from .base import BLOCK_FLOPS, BlockFlopsFn, FlopsContext, block_flops, inventory_terms  # noqa: F401
 
 __all__ = ["BLOCK_FLOPS", "BlockFlopsFn", "FlopsContext", "block_flops", "inventory_terms"]

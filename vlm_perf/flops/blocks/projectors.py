@@ -12,6 +12,7 @@ from ...arch.blocks import (
     LinearProjector,
     MlpProjector,
     NormLinearProjector,
+    PooledTokenProjector,
     PooledVideoProjector,
     SeparatorProjector,
     SwiGLUProjector,
@@ -127,3 +128,10 @@ def _temporal_resampler(b: TemporalResampler, s: BatchStats, ctx: FlopsContext) 
             Term("vision.merger", b.count * matmul(folded, d, d), b.part),
             Term("vision.merger", b.count * (matmul(pairs, 2 * d, d) + matmul(pairs, d, d) + matmul(pairs, d, b.out_width)),
                  b.part)]
+
+
+@block_flops(PooledTokenProjector)
+def _pooled_token_projector(b: PooledTokenProjector, s: BatchStats, ctx: FlopsContext) -> list[Term]:
+    """2·(M + F)·in·out (M = tower output positions, F = images: one mean-pooled token each)"""
+    return [Term("vision.merger", b.count * matmul(s.vision_merged_tokens + s.vision_frames, b.in_width, b.out_width),
+                 b.part, input_kind=INPUT_TOWER)]
