@@ -32,7 +32,7 @@ from .trainability import MLP
 
 __all__ = ["AttnSub", "Chain", "Lin", "Layer", "MlpSub", "Opaque", "Params", "StageLayout", "VERIFIED_TRANSFORMERS",
            "layout", "module_names", "module_names_known", "named_model_types", "names_of", "names_verified_on",
-           "transformers_version"]
+           "stage_ops", "transformers_version"]
 
 # per stage: its per-layer slots in the order a layer runs them, and whether each layer has exactly one filler
 _SLOTS: dict[str, tuple[tuple[str, bool], ...]] = {
@@ -139,6 +139,16 @@ def _projector_stage(ctx: LayoutContext, head: tuple[Any, ...]) -> StageLayout |
     return StageLayout(ctx.stage, 0, head=head, taps=taps)
 
 
+def stage_ops(s: StageLayout) -> list[tuple[int | None, Any]]:
+    """(layer index or None, op) of every op of a stage in order: head, layers, tail, then the forward-only ops."""
+    out: list[tuple[int | None, Any]] = [(None, op) for op in s.head]
+    out += [(layer.index, op) for layer in s.layers for op in layer.subs]
+    out += [(None, op) for op in s.tail]
+    for op in s.dead:
+        out += [(op.index, o) for o in op.subs] if isinstance(op, Layer) else [(None, op)]
+    return out
+
+
 def module_names(stages: tuple[StageLayout, ...]) -> set[str]:
     """Every module name the layout knows: its Linears, parameter-only modules, blocks laid out whole and the
     Linears inside them (what an adapter config's ``target_modules`` can name)."""
@@ -148,9 +158,8 @@ def module_names(stages: tuple[StageLayout, ...]) -> set[str]:
         if isinstance(op, Params):
             out.add(op.name)
         elif isinstance(op, (AttnSub, MlpSub, Chain)):
-            for x in vars(op).values():
-                for y in (x if isinstance(x, tuple) else (x,)):
-                    visit(y)
+            for x in op.members():
+                visit(x)
         elif isinstance(op, Opaque):
             visit(op.norm)
             if op.name:
@@ -159,11 +168,8 @@ def module_names(stages: tuple[StageLayout, ...]) -> set[str]:
                 out.update(f"{op.name}.{p.rsplit('.', 1)[0]}" for p, _ in op.params)
 
     for s in stages:
-        for op in s.head + s.tail + tuple(o for layer in s.layers for o in layer.subs):
+        for _, op in stage_ops(s):
             visit(op)
-        for op in s.dead:
-            for o in (op.subs if isinstance(op, Layer) else (op,)):
-                visit(o)
     return out
 
 
@@ -174,28 +180,13 @@ def names_of(stages: tuple[StageLayout, ...]) -> list[tuple[str, Lin]]:
     def visit(stage: str, op: Any) -> None:
         if isinstance(op, Lin):
             out.append((stage, op))
-        elif isinstance(op, AttnSub):
-            for p in op.projections + (op.out,):
-                out.append((stage, p))
-        elif isinstance(op, MlpSub):
-            for p in op.ins + (op.out,):
-                out.append((stage, p))
-        elif isinstance(op, Chain):
-            for p in op.linears:
-                out.append((stage, p))
+        elif isinstance(op, (AttnSub, MlpSub, Chain)):
+            out.extend((stage, x) for x in op.members() if isinstance(x, Lin))
         elif isinstance(op, Opaque):
             for x in op.shared:
                 visit(stage, x)
 
     for s in stages:
-        for op in s.head:
+        for _, op in stage_ops(s):
             visit(s.stage, op)
-        for layer in s.layers:
-            for op in layer.subs:
-                visit(s.stage, op)
-        for op in s.tail:
-            visit(s.stage, op)
-        for op in s.dead:
-            for o in (op.subs if isinstance(op, Layer) else (op,)):
-                visit(s.stage, o)
     return out

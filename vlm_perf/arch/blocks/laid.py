@@ -90,6 +90,10 @@ class AttnSub:
     post_norm: Params | None = None  # a norm on the sublayer output before the residual add (Gemma)
     core_params: tuple[Params, ...] = ()  # weights inside the core's softmax (gpt-oss attention sinks)
 
+    def members(self) -> tuple[Lin | Params, ...]:
+        """Its weights in data-flow order (norm, projections, q/k norms, core weights, out, post norm)."""
+        return _present(self.norm, *self.projections, *self.qk_norms, *self.core_params, self.out, self.post_norm)
+
 
 @dataclass(frozen=True)
 class MlpSub:
@@ -100,6 +104,10 @@ class MlpSub:
     out: Lin
     post_norm: Params | None = None
 
+    def members(self) -> tuple[Lin | Params, ...]:
+        """Its weights in data-flow order (norm, ins, out, post norm)."""
+        return _present(self.norm, *self.ins, self.out, self.post_norm)
+
 
 @dataclass(frozen=True)
 class Chain:
@@ -107,6 +115,14 @@ class Chain:
 
     norm: Params | None
     linears: tuple[Lin, ...]
+
+    def members(self) -> tuple[Lin | Params, ...]:
+        """Its weights in data-flow order (norm, Linears)."""
+        return _present(self.norm, *self.linears)
+
+
+def _present(*ops: Lin | Params | None) -> tuple[Lin | Params, ...]:
+    return tuple(op for op in ops if op is not None)
 
 
 @dataclass(frozen=True)
