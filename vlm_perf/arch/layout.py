@@ -84,7 +84,7 @@ def _stage(ctx: LayoutContext, blocks: list[Block]) -> StageLayout | None:
         placed.append(p)
     head = tuple(op for p in placed for op in p.head)
     if ctx.stage in (MERGER, DEEPSTACK_MERGER):
-        return _projector_stage(ctx, head)
+        return _projector_stage(ctx, head, tuple(t for p in placed for t in p.taps))
     layers = _layers(ctx, placed)
     if layers is None:
         return None
@@ -125,17 +125,13 @@ def _layers(ctx: LayoutContext, placed: list[Placed]) -> tuple[tuple[Layer, ...]
     return tuple(live), tuple(dead)
 
 
-def _projector_stage(ctx: LayoutContext, head: tuple[Any, ...]) -> StageLayout | None:
-    """A projector stage: its ops in order; it needs a Linear chain or MLP. The deepstack mergers each read one
-    tower layer (``taps``: the distinct configured indexes inside the tower, one per merger)."""
+def _projector_stage(ctx: LayoutContext, head: tuple[Any, ...], taps: tuple[int, ...]) -> StageLayout | None:
+    """A projector stage: its ops in order; it needs a Linear chain or MLP. The deepstack mergers each read the
+    tower layer their block names (``taps``, one per merger)."""
     if not any(isinstance(op, (Chain, MlpSub)) for op in head):
         return None
-    taps: tuple[int, ...] = ()
-    if ctx.stage == DEEPSTACK_MERGER:
-        v = ctx.spec.vision
-        taps = tuple(sorted({i for i in v.deepstack_visual_indexes if 0 <= i < v.depth})) if v else ()
-        if len(taps) != len(head):
-            return None
+    if ctx.stage == DEEPSTACK_MERGER and len(taps) != len(head):
+        return None
     return StageLayout(ctx.stage, 0, head=head, taps=taps)
 
 

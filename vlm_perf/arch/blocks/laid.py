@@ -21,9 +21,10 @@ A hook gets the block and a :class:`LayoutContext` (the model, the stage, the fa
 :class:`ModuleNames` table, which layers earlier blocks filled) and returns a :class:`Placed`: ops before the
 stage's layers (``head``), after them (``tail``), after the stage's output is taken (``dead``), and/or the
 layers it fills in one per-layer ``slot`` with a ``build(frame)`` giving its sublayers in layer
-``frame.index``. ``None`` (from the hook or from ``build``) means "no per-Linear layout here": the whole stage
-is then laid out as :class:`Opaque` blocks, which trains or freezes as a whole. A kind with no hook gets
-:func:`default_placement` (an :class:`Opaque` block after the layers; in a projector stage, no layout).
+``frame.index``; ``taps``: the tower layer each of its ``head`` chains reads. ``None`` (from the hook or from
+``build``) means "no per-Linear layout here": the whole stage is then laid out as :class:`Opaque` blocks, which
+trains or freezes as a whole. A kind with no hook gets :func:`default_placement` (an :class:`Opaque` block after
+the layers; in a projector stage, no layout).
 """
 
 from __future__ import annotations
@@ -261,6 +262,7 @@ class Placed:
     build: Callable[[LayerFrame], tuple[Any, ...] | None] | None = None
     forward_only: bool = False
     norms: Callable[[int], dict[str, Params | None]] | None = None
+    taps: tuple[int, ...] = ()  # the tower layer each ``head`` chain reads (deepstack mergers)
 
 
 LayoutFn = Callable[[Any, LayoutContext], "Placed | None"]

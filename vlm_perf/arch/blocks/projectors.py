@@ -36,6 +36,7 @@ class MlpProjector(Block):
     bias: bool = True
     component: str = "vision.merger"
     cls_rows: bool = False
+    taps: tuple[int, ...] = ()  # deepstack mergers: the tower layer each copy reads, in order (per-Linear layout)
 
     @property
     def rows_stats(self) -> tuple[str, ...]:
@@ -284,7 +285,9 @@ _ROWS = ("vision_merged_tokens",)
 @block_layout(MlpProjector, stages=(MERGER, DEEPSTACK_MERGER))
 def _mlp_projector_layout(b: MlpProjector, ctx: LayoutContext) -> Placed | None:
     chains = _mlp_chains(b, ctx)
-    return None if chains is None else Placed(head=chains)
+    if chains is None or (ctx.stage == DEEPSTACK_MERGER and len(b.taps) != b.count):
+        return None
+    return Placed(head=chains, taps=b.taps if ctx.stage == DEEPSTACK_MERGER else ())
 
 
 def _mlp_chains(b: MlpProjector, ctx: LayoutContext, pool: int = 1) -> tuple[Any, ...] | None:

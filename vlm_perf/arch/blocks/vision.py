@@ -40,6 +40,8 @@ class VisionLayers(Block):
     ``cls``: the sequence carries one CLS token per frame/tile (rows ``vision_patches + vision_cls_tokens``).
     ``mlp_gated``: gate/up/down (3 matrices) vs fc1/fc2 (2).
     ``layer_scale``: two learned per-channel scales (InternViT ``lambda_1``/``lambda_2``).
+    ``layer_indexes``: which tower layers these copies are, where they are not the next ``count`` ones (Qwen2.5-VL's
+    full-attention layers among its windowed ones); read by the per-Linear layout only.
     """
 
     kind: ClassVar[str] = "vision_layers"
@@ -56,6 +58,7 @@ class VisionLayers(Block):
     norm: str = "layernorm"
     qk_norm: str = "none"  # norm kind over the full q/k width (InternViT use_qk_norm: rmsnorm)
     layer_scale: bool = False
+    layer_indexes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -238,16 +241,11 @@ def _image_video_patch_embed_layout(b: ImageVideoPatchEmbed, ctx: LayoutContext)
 
 @block_layout(VisionLayers, stages=(VISION_TOWER,))
 def _vision_layers_layout(b: VisionLayers, ctx: LayoutContext) -> Placed | None:
-    """Qwen2.5-VL's windowed layers fill the layers outside ``fullatt_block_indexes`` and its full-attention ones
-    the rest; any other layers fill the tower from its first layer (a second such block: its layers are not known,
-    no layout)."""
-    v = ctx.spec.vision
-    full = set(v.full_attention_layers)
+    """The layers the block names (``layer_indexes``), else the tower's layers from the first (a second block
+    without indexes: which layers it is is not known, no layout)."""
     free = ctx.free("layer")
-    if b.attention == "window":
-        layers = [i for i in free if i not in full]
-    elif b.attention == "frame" and v.window_size:
-        layers = [i for i in free if i in full]
+    if b.layer_indexes:
+        layers = [i for i in b.layer_indexes if i in free]
     elif ctx.taken.get("layer"):
         return None
     else:
@@ -277,7 +275,8 @@ def vision_layer(b: VisionLayers, i: int, names: ModuleNames | None) -> tuple[An
     # InternViT layer scale: lambda_1 / lambda_2 scale each sublayer's output before the residual add
     scale = ((Params(pre + "lambda_1", NORMS, h, 0), Params(pre + "lambda_2", NORMS, h, 0)) if b.layer_scale
              else (None, None))
-    attn = AttnSub(norm(pre + norms[0], h, b.norm), projections, sources, qk, replace(b, count=1),
+    core = replace(b, count=1, layer_indexes=())
+    attn = AttnSub(norm(pre + norms[0], h, b.norm), projections, sources, qk, core,
                    Lin(pre + (names.tower_out if names else "attn.proj"), ATTENTION, rows, q, h, "vision.attn_proj",
                        b.proj_bias), scale[0])
     mlp_in = (names.tower_mlp_in if names else (("mlp.gate_proj", "mlp.up_proj") if b.mlp_gated else ("mlp.fc1",)))
