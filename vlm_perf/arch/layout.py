@@ -95,34 +95,40 @@ def _stage(ctx: LayoutContext, blocks: list[Block]) -> StageLayout | None:
 
 def _layers(ctx: LayoutContext, placed: list[Placed]) -> tuple[tuple[Layer, ...], tuple[Layer, ...]] | None:
     """(live layers, forward-only layers after them), each layer's sublayers in slot order."""
-    slots = _SLOTS.get(ctx.stage, ())
-    fillers: dict[tuple[str, int], list[Placed]] = {}
-    for p in placed:
-        for i in p.layers:
-            fillers.setdefault((p.slot, i), []).append(p)
-    if any(s not in dict(slots) for s, _ in fillers):
-        return None
-    for slot, single in slots:
-        if single and any(len(fillers.get((slot, i), ())) != 1 for i in range(ctx.num_layers)):
-            return None
+    fillers = _fillers(ctx, placed)
     norms = next((p.norms for p in reversed(placed) if p.norms is not None), None)
-    if ctx.stage == LANGUAGE_MODEL and norms is None:
-        return None  # decoder layers are laid out around their norms
+    if fillers is None or (ctx.stage == LANGUAGE_MODEL and norms is None):
+        return None  # a layer not filled once per slot; decoder layers are laid out around their norms
     live: list[Layer] = []
     dead: list[Layer] = []
     for i in range(ctx.num_layers):
         frame = LayerFrame(i, ctx, norms(i) if norms else None)
-        subs: list[Any] = []
-        owners = [p for slot, _ in slots for p in fillers.get((slot, i), ())]
-        for p in owners:
-            ops = p.build(frame) if p.build else None
-            if ops is None:
-                return None
-            subs += ops
-        (dead if any(p.forward_only for p in owners) else live).append(Layer(i, tuple(subs)))
+        owners = fillers.get(i, [])
+        subs = [p.build(frame) if p.build else None for p in owners]
+        if any(ops is None for ops in subs):
+            return None
+        layer = Layer(i, tuple(op for ops in subs if ops is not None for op in ops))
+        (dead if any(p.forward_only for p in owners) else live).append(layer)
     if dead and live and dead[0].index < live[-1].index:
         return None  # forward-only layers run after the layers whose output is read
     return tuple(live), tuple(dead)
+
+
+def _fillers(ctx: LayoutContext, placed: list[Placed]) -> dict[int, list[Placed]] | None:
+    """Layer -> the blocks filling it, in the stage's slot order; None when a slot the stage lacks is used or a
+    one-per-layer slot is not filled exactly once in every layer."""
+    slots = _SLOTS.get(ctx.stage, ())
+    order = {slot: k for k, (slot, _) in enumerate(slots)}
+    if any(p.slot not in order for p in placed if p.layers):
+        return None
+    out: dict[int, list[Placed]] = {}
+    for p in sorted(placed, key=lambda p: order.get(p.slot, 0)):  # stable: inventory order within a slot
+        for i in p.layers:
+            out.setdefault(i, []).append(p)
+    for slot, single in slots:
+        if single and any(sum(p.slot == slot for p in out.get(i, ())) != 1 for i in range(ctx.num_layers)):
+            return None
+    return out
 
 
 def _projector_stage(ctx: LayoutContext, head: tuple[Any, ...], taps: tuple[int, ...]) -> StageLayout | None:

@@ -331,8 +331,12 @@ class _Walker:
             for role in _MOE_ROLES[term.component]:
                 if role in wrapped:
                     self.add(term.component, WEIGHT_GRAD, self.moe_matmul(op, role))
-        if term.input_kind == INPUT_PIXELS:
-            return
+        if term.input_kind != INPUT_PIXELS:
+            self.opaque_input_grad(op, term, live_n, trains, wrapped)
+
+    def opaque_input_grad(self, op: Opaque, term: Any, live_n: bool, trains: bool, wrapped: dict[str, str]) -> None:
+        """The input gradient of one term of a block laid out whole, when what it reads needs one (an MoE's down
+        projections also when only its own weights' gradients need them)."""
         moe = isinstance(op.block, MoEMLP) and term.component in _MOE_TERMS
         if term.input_kind == INPUT_UPSTREAM:
             # an LM op reading the vision output directly (Mllama's cross-attention k/v): only a live vision stage
