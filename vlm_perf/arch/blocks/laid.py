@@ -251,8 +251,8 @@ class LayerFrame:
 class Placed:
     """Where one block goes in its stage. ``slot``/``layers``/``build``: it fills ``slot`` in ``layers`` and
     ``build(frame)`` gives its sublayers there (None: no layout); ``forward_only``: those layers run after the
-    stage output is taken (:attr:`StageLayout.dead`); ``norms(frame)``: the block is the stage's per-layer norms,
-    by role (see :class:`LayerFrame`)."""
+    stage output is taken (:attr:`StageLayout.dead`); ``norms(i)``: the block is the stage's per-layer norms, those
+    of layer ``i`` by role (see :class:`LayerFrame`); ``taps``: the tower layer each ``head`` chain reads."""
 
     head: tuple[Any, ...] = ()
     tail: tuple[Any, ...] = ()
@@ -262,7 +262,7 @@ class Placed:
     build: Callable[[LayerFrame], tuple[Any, ...] | None] | None = None
     forward_only: bool = False
     norms: Callable[[int], dict[str, Params | None]] | None = None
-    taps: tuple[int, ...] = ()  # the tower layer each ``head`` chain reads (deepstack mergers)
+    taps: tuple[int, ...] = ()  # deepstack mergers
 
 
 LayoutFn = Callable[[Any, LayoutContext], "Placed | None"]
