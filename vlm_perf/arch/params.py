@@ -2,7 +2,9 @@
 
 Every whole-model count sums ``count x params()`` over ``ModelSpec.blocks`` (:mod:`vlm_perf.arch.blocks`),
 the same inventory the exact FLOPs are computed from. The per-module helpers below (``vision_block_params``,
-``lm_layer_params``, ...) read the same blocks.
+``lm_layer_params``, ...) read the same blocks: a :class:`ModelSpec`'s own inventory, or the inventory its family
+builds from a part's spec (a :class:`VisionSpec` is rebuilt only for the Qwen-VL towers it describes completely;
+any other tower's parameters come from its ModelSpec). The ``MTP`` counts read the inventory's ``MTPModules``.
 
 Conventions (they match how the released Hugging Face checkpoints store tensors):
 
@@ -61,7 +63,16 @@ __all__ = [
 ]
 
 
+# the towers a VisionSpec describes completely (the Qwen-VL family builds their inventory from it); any other
+# family's VisionSpec is a summary (statistics, conventions) and its inventory is the ModelSpec's
+_QWEN_TOWERS = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
+
+
 def _vision_blocks(v: VisionSpec) -> tuple:
+    if v.family not in _QWEN_TOWERS:
+        raise UnsupportedModelError(f"a {v.family!r} tower: its VisionSpec does not describe the tower's modules "
+                                    "(only Qwen-VL towers are rebuilt from one); pass the ModelSpec, whose block "
+                                    "inventory does")
     from .families.qwen_vl import vision_blocks
 
     return vision_blocks(v)
@@ -90,23 +101,32 @@ def _first(blocks, kind, **match):
     return None
 
 
+def _one(spec, kind, **match):
+    """The first block of ``kind`` in ``spec``'s inventory; a model without one is refused (never a silent 0)."""
+    block = _first(_blocks(spec), kind, **match)
+    if block is None:
+        name = getattr(spec, "name", "") or getattr(spec, "family", "")
+        raise UnsupportedModelError(f"{name}: no {kind.__name__} block in its inventory")
+    return block
+
+
 # --------------------------------------------------------------------------- vision
 
 
-def vision_patch_embed_params(v: VisionSpec) -> int:
-    """Conv3d(C, h_v, kernel=(T_p, P, P)) (+ bias for Qwen3-VL)."""
-    return _first(_vision_blocks(v), PatchEmbed).params()
+def vision_patch_embed_params(spec: ModelSpec | VisionSpec) -> int:
+    """The patch embed, e.g. Qwen's Conv3d(C, h_v, kernel=(T_p, P, P)) (+ bias for Qwen3-VL)."""
+    return _one(spec, PatchEmbed).params()
 
 
-def vision_pos_embed_params(v: VisionSpec) -> int:
+def vision_pos_embed_params(spec: ModelSpec | VisionSpec) -> int:
     """Learned absolute position table (Qwen3-VL: 2304 x h_v); 0 for RoPE-only towers."""
-    table = _first(_vision_blocks(v), PositionTable)
+    table = _first(_blocks(spec), PositionTable, part=VISION_TOWER)
     return table.params() if table else 0
 
 
-def vision_block_params(v: VisionSpec) -> int:
+def vision_block_params(spec: ModelSpec | VisionSpec) -> int:
     """One ViT block: norm1, norm2, qkv (+b), proj (+b), MLP (+b)."""
-    return _first(_vision_blocks(v), VisionLayers).params()
+    return _one(spec, VisionLayers).params()
 
 
 def vision_tower_params(spec: ModelSpec | VisionSpec) -> int:
@@ -116,17 +136,17 @@ def vision_tower_params(spec: ModelSpec | VisionSpec) -> int:
     return inventory_params(_blocks(spec), VISION_TOWER)
 
 
-def main_merger_params(v: VisionSpec) -> int:
-    """``ln_q`` over h_v (pre-shuffle) + the two merger Linears."""
-    return _first(_vision_blocks(v), MlpProjector, part=MERGER).params()
+def main_merger_params(spec: ModelSpec | VisionSpec) -> int:
+    """An MLP projector (Qwen: ``ln_q`` over h_v, pre-shuffle, + the two merger Linears)."""
+    return _one(spec, MlpProjector, part=MERGER).params()
 
 
-def deepstack_merger_params(v: VisionSpec) -> int:
-    """ONE deepstack merger: post-shuffle LayerNorm over m^2 h_v + the two Linears."""
-    from .families.qwen_vl import vision_blocks
-
-    probe = VisionSpec(**{**v.__dict__, "deepstack_visual_indexes": (0,)})
-    return _first(vision_blocks(probe), MlpProjector, part=DEEPSTACK_MERGER).params()
+def deepstack_merger_params(spec: ModelSpec | VisionSpec) -> int:
+    """ONE deepstack merger: post-shuffle LayerNorm over m^2 h_v + the two Linears (of a Qwen-VL tower's
+    VisionSpec, also when its config stores none)."""
+    if isinstance(spec, VisionSpec):
+        spec = VisionSpec(**{**spec.__dict__, "deepstack_visual_indexes": (0,)})
+    return _one(spec, MlpProjector, part=DEEPSTACK_MERGER).params()
 
 
 def merger_params(spec: ModelSpec | VisionSpec) -> int:
@@ -138,52 +158,57 @@ def merger_params(spec: ModelSpec | VisionSpec) -> int:
 # --------------------------------------------------------------------------- language model
 
 
-def lm_attention_params(lm: LMSpec) -> int:
+def lm_attention_params(spec: ModelSpec | LMSpec) -> int:
     """Self-attention of one decoder layer (GQA or MLA), incl. q/k-norm and MLA's latent layernorms."""
-    for b in _lm_blocks(lm):
-        if isinstance(b, (DecoderAttention, MLAttention)):
+    for b in _blocks(spec):
+        if b.part == LANGUAGE_MODEL and isinstance(b, (DecoderAttention, MLAttention)):
             return b.params()
-    raise UnsupportedModelError(f"{lm.family}: no attention block")
+    raise UnsupportedModelError(f"{_lm_of(spec).family}: no attention block")
 
 
-def lm_layer_params(lm: LMSpec, moe_layer: bool) -> int:
+def lm_layer_params(spec: ModelSpec | LMSpec, moe_layer: bool) -> int:
     """One decoder layer: attention + MLP + input/post-attention RMSNorms."""
-    blocks = _lm_blocks(lm)
+    blocks, lm = _blocks(spec), _lm_of(spec)
     mlp = _first(blocks, MoEMLP) if moe_layer else _first(blocks, DenseMLP)
     if mlp is None:  # a layer kind this LM does not have: build it from the spec's widths
         mlp = DenseMLP(part=LANGUAGE_MODEL, count=1, hidden=lm.hidden_size, width=lm.intermediate_size)
-    return lm_attention_params(lm) + mlp.params() + _first(blocks, LMLayerNorms).params()
+    return lm_attention_params(spec) + mlp.params() + _one(spec, LMLayerNorms).params()
 
 
-def lm_embedding_params(lm: LMSpec) -> int:
-    return _first(_lm_blocks(lm), TokenEmbedding).params()
+def lm_embedding_params(spec: ModelSpec | LMSpec) -> int:
+    return _one(spec, TokenEmbedding, part=LANGUAGE_MODEL).params()
 
 
-def lm_head_params(lm: LMSpec) -> int:
+def lm_head_params(spec: ModelSpec | LMSpec) -> int:
     """Stored lm_head parameters: 0 when tied to the embedding."""
-    return _first(_lm_blocks(lm), LMHead).params()
+    return _one(spec, LMHead).params()
 
 
-def mtp_params(lm: LMSpec) -> int:
+def _lm_of(spec: ModelSpec | LMSpec) -> LMSpec:
+    return spec.lm if isinstance(spec, ModelSpec) else spec
+
+
+def mtp_params(spec: ModelSpec | LMSpec) -> int:
     """Unique MTP parameters (enorm, hnorm, eh_proj, decoder layer, shared_head.norm) over all modules.
 
     Excludes the embedding and output head, which the MTP modules share with the main model.
     """
-    mtp = _first(_lm_blocks(lm), MTPModules)
+    mtp = _first(_blocks(spec), MTPModules)
     return mtp.count * mtp.params() if mtp else 0
 
 
-def mtp_checkpoint_params(lm: LMSpec) -> int:
+def mtp_checkpoint_params(spec: ModelSpec | LMSpec) -> int:
     """MTP parameters as stored in the checkpoint: :func:`mtp_params` + a copy of embed_tokens and of
     shared_head.head (V x h each) per module."""
-    return mtp_params(lm) + lm.num_mtp_layers * 2 * lm.vocab_size * lm.hidden_size
+    mtp = _first(_blocks(spec), MTPModules)
+    return mtp_params(spec) + (mtp.count * 2 * mtp.vocab * mtp.hidden if mtp else 0)
 
 
-def _mtp_term(lm: LMSpec, include_mtp: bool | str) -> int:
+def _mtp_term(spec: ModelSpec | LMSpec, include_mtp: bool | str) -> int:
     if include_mtp == "checkpoint":
-        return mtp_checkpoint_params(lm)
+        return mtp_checkpoint_params(spec)
     if include_mtp is True:
-        return mtp_params(lm)
+        return mtp_params(spec)
     if include_mtp is False:
         return 0
     raise ValueError(f"include_mtp must be False, True or 'checkpoint', got {include_mtp!r}")
@@ -191,8 +216,7 @@ def _mtp_term(lm: LMSpec, include_mtp: bool | str) -> int:
 
 def lm_params(spec: ModelSpec | LMSpec, include_mtp: bool | str = False) -> int:
     """Total LM parameters: embedding + layers + final norm + untied lm_head (+ MTP if asked)."""
-    lm = spec.lm if isinstance(spec, ModelSpec) else spec
-    return inventory_params(_blocks(spec), LANGUAGE_MODEL) + _mtp_term(lm, include_mtp)
+    return inventory_params(_blocks(spec), LANGUAGE_MODEL) + _mtp_term(spec, include_mtp)
 
 
 def _active(block) -> int:
@@ -274,12 +298,12 @@ def count_params(spec: ModelSpec) -> ParamCount:
         lm_final_norm=final,
         lm_head=head,
         lm_active=lm_active_params(spec),
-        mtp=mtp_params(spec.lm),
-        mtp_checkpoint=mtp_checkpoint_params(spec.lm),
+        mtp=mtp_params(spec),
+        mtp_checkpoint=mtp_checkpoint_params(spec),
         audio=inventory_params(spec.blocks, AUDIO),
     )
 
 
 def total_params(spec: ModelSpec, include_mtp: bool | str = False) -> int:
     """Vision tower + projector + LM (+ MTP: ``True`` unique part, ``"checkpoint"`` as stored)."""
-    return inventory_params(spec.blocks) + _mtp_term(spec.lm, include_mtp)
+    return inventory_params(spec.blocks) + _mtp_term(spec, include_mtp)

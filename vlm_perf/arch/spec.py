@@ -1,8 +1,11 @@
 """Typed architecture description: vision tower, merger/projector, language model.
 
-Everything here is a plain frozen dataclass of integers and flags: the FLOPs formulas read
-only these fields, never a raw config dict. `vlm_perf.arch.hf_config` builds them from a
-Hugging Face ``config.json``.
+Everything here is a plain frozen dataclass of integers and flags, built from a Hugging Face ``config.json`` by
+the model's family (`vlm_perf.arch.families`). The one description of what a model computes is its block
+inventory (``ModelSpec.blocks``): parameters, exact FLOPs and the per-Linear layout of every regime derive from
+it. The part specs here are summaries that other readers need: the media statistics (patch and merge sizes, CLS
+tokens, temporal patches, window geometry), the named conventions (frameworks' own formulas), and families that
+build an inventory from them. No FLOPs formula reads a raw config dict.
 """
 
 from __future__ import annotations
@@ -12,14 +15,29 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class VisionSpec:
-    """A Qwen-style ViT: Conv3d patch embed, ``depth`` pre-norm blocks, bidirectional attention.
+    """A vision tower's summary, in the terms of the Qwen-VL towers (the first family described).
 
-    Attention sequences are per temporal slice (frame pair) of one image/video, as the
-    Hugging Face Qwen2/2.5/3-VL towers build ``cu_seqlens``; layers outside
-    ``fullatt_block_indexes`` use windows when ``window_size`` is set (Qwen2.5-VL).
+    Every VLM family fills one; what it means depends on the reader:
+
+    * the **media statistics** and processors read the geometry (``patch_size``, ``temporal_patch_size``,
+      ``spatial_merge_size``, ``cls_per_frame``, ``temporal_chunk``, the window side of Qwen2.5-VL's windowed
+      layers) for every family;
+    * the **named conventions** (`vlm_perf.flops.conventions`) read the widths and depth exactly as a framework
+      that applies its Qwen formula to the family reads them (e.g. Megatron-Bridge on GLM-4.5V takes
+      ``intermediate_size`` as the block MLP width although the real block is gated and wider); for a non-Qwen
+      family these are the config's fields in Qwen terms, not necessarily the real module shapes;
+    * the **inventory** holds the real shapes: parameters, exact FLOPs and the regime layout read the blocks, not
+      these fields (the Qwen-VL family builds its blocks from this spec, `families.qwen_vl.vision_blocks`; the
+      per-module helpers in `vlm_perf.arch.params` rebuild a tower from a VisionSpec only for those towers).
+
+    The Qwen-only fields (``window_size`` and ``fullatt_block_indexes`` of Qwen2.5-VL, ``deepstack_visual_indexes``
+    of Qwen3-VL) stay at their defaults in every other family; ``num_position_embeddings`` and ``patch_embed_bias``
+    are filled by most families (the conventions read them). In the Qwen towers, attention sequences are per
+    temporal slice (frame pair) of one image/video, as transformers builds ``cu_seqlens``; layers outside
+    ``fullatt_block_indexes`` use windows when ``window_size`` is set.
     """
 
-    family: str  # "qwen2_vl" | "qwen2_5_vl" | "qwen3_vl"
+    family: str  # the tower's family ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "internvl", "gemma3", ...)
     depth: int
     hidden_size: int  # ViT width h_v (Qwen2-VL calls it embed_dim)
     num_heads: int

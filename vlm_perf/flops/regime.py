@@ -37,7 +37,8 @@ from typing import Any
 
 from ..arch.adapters import ALL_LINEAR, AdapterConfig
 from ..arch.layout import (VERIFIED_TRANSFORMERS, AttnSub, Chain, Layer, Lin, MlpSub, Opaque, Params, StageLayout,
-                           layout, module_names, module_names_known, names_verified_on, transformers_version)
+                           layout, module_names, module_names_known, names_verified_on, stage_ops,
+                           transformers_version)
 from ..arch.blocks import MoEMLP
 from ..arch.parts import AUDIO, DEEPSTACK_MERGER, LANGUAGE_MODEL, MERGER, STAGES, VISION_TOWER, stage_part_names
 from ..arch.spec import ModelSpec
@@ -45,6 +46,7 @@ from ..arch.trainability import EMBEDDINGS, EVERYTHING, HEAD, NORMS, Trainabilit
 from ..errors import ConfigError, UnsupportedModelError
 from ..stats.batch import BatchStats
 from .blocks import FlopsContext, inventory_terms
+from .blocks.moe import moe_weight_forward
 from .breakdown import Breakdown, Options, component_names
 from .terms import INPUT_OWN, INPUT_PIXELS, INPUT_UPSTREAM, matmul
 
@@ -216,28 +218,34 @@ class _Walker:
             if needs_input:
                 self.add(lin.component, INPUT_GRAD, fwd)
         a = self.adapter
-        # a targeted Linear keeps its adapter even when its base weight is also unfrozen (PEFT injects it either
-        # way; only modules_to_save are never adapted, which ``targets`` handles)
-        adapted = bool(a is not None and lin.adaptable and a.targets(lin.name, is_linear=not lin.conv, is_head=lin.head))
-        if adapted and a is not None and a.use_dora and lin.conv:
-            raise UnsupportedModelError(f"{self.spec.name}: DoRA on {lin.name} (a convolution): PEFT's convolutional "
-                                        "DoRA weight norm is not modelled; exclude it or use LoRA there")
-        if adapted and a is not None:
-            r = a.rank(lin.name)
-            self.adapted.append(AdaptedModule(lin.name, self.stage, r, lin.n_in, lin.n_out))
-            a_fwd, b_fwd = matmul(rows, lin.n_in, r), matmul(rows, r, lin.n_out)
-            self.add(lin.component, ADAPTER_FORWARD, a_fwd + b_fwd)
-            if self.training:
-                self.add(lin.component, ADAPTER_BACKWARD, 2 * b_fwd + a_fwd + (a_fwd if needs_input else 0))
-            if a.use_dora:
-                self.add(lin.component, DORA_EXTRA, self.calls() * (matmul(lin.n_in, lin.n_in, r)
-                                                                    + matmul(lin.n_in, r, lin.n_out)))
-                if self.training and a.lora_dropout > 0:
-                    self.add(lin.component, DORA_EXTRA, fwd + (fwd if needs_input else 0))
+        adapted = self.lora(lin, rows, fwd, needs_input)
         bias_trains = lin.bias and ((a is not None and (a.bias == "all" or (a.bias == "lora_only" and adapted)))
                                     or lin.name in self.t.biases)
         self.any_trains = self.any_trains or trains or adapted or bias_trains
         return live_in or trains or adapted or bias_trains
+
+    def lora(self, lin: Lin, rows: Any, fwd: Any, needs_input: bool) -> bool:
+        """Count the adapter on ``lin`` if the adapter targets it (its base matmul ``fwd`` over ``rows``); returns
+        whether it does. A targeted Linear keeps its adapter even when its base weight is also unfrozen (PEFT
+        injects it either way; only modules_to_save are never adapted, which ``targets`` handles)."""
+        a = self.adapter
+        if a is None or not lin.adaptable or not a.targets(lin.name, is_linear=not lin.conv, is_head=lin.head):
+            return False
+        if a.use_dora and lin.conv:
+            raise UnsupportedModelError(f"{self.spec.name}: DoRA on {lin.name} (a convolution): PEFT's convolutional "
+                                        "DoRA weight norm is not modelled; exclude it or use LoRA there")
+        r = a.rank(lin.name)
+        self.adapted.append(AdaptedModule(lin.name, self.stage, r, lin.n_in, lin.n_out))
+        a_fwd, b_fwd = matmul(rows, lin.n_in, r), matmul(rows, r, lin.n_out)
+        self.add(lin.component, ADAPTER_FORWARD, a_fwd + b_fwd)
+        if self.training:
+            self.add(lin.component, ADAPTER_BACKWARD, 2 * b_fwd + a_fwd + (a_fwd if needs_input else 0))
+        if a.use_dora:
+            self.add(lin.component, DORA_EXTRA, self.calls() * (matmul(lin.n_in, lin.n_in, r)
+                                                                + matmul(lin.n_in, r, lin.n_out)))
+            if self.training and a.lora_dropout > 0:
+                self.add(lin.component, DORA_EXTRA, fwd + (fwd if needs_input else 0))
+        return True
 
     def core(self, sub: AttnSub, q: bool, k: bool, v: bool, p: bool = False) -> None:
         """``p``: a weight inside the softmax trains (gpt-oss sinks): the gradient of the probabilities, dP, runs."""
@@ -279,16 +287,10 @@ class _Walker:
             x = self.linear(lin, x, None)
         return x
 
-    def opaque(self, op: Opaque, live: bool, layer: int | None, ) -> bool:
-        a = self.adapter
-        if a is not None and op.name:
-            for inner in op.inner:
-                full = f"{op.name}.{inner}"
-                if a.targets(full, is_linear=inner not in ("conv1d", "gate", "experts", "router")):
-                    raise UnsupportedModelError(
-                        f"{self.spec.name}: the adapter targets {full}, inside a {op.block.kind} sublayer that has no "
-                        "per-Linear layout (its adapter FLOPs and the gradient flow through it cannot be placed "
-                        "exactly); exclude it (exclude_modules) or target other modules")
+    def opaque(self, op: Opaque, live: bool, layer: int | None) -> bool:
+        """Count a block laid out whole: its terms' forward, weight and input gradients by the block's own
+        trainability and by what reaches its input; its laid-out shared expert per Linear."""
+        self.refuse_inner_targets(op)
         live_n = live or self.params(op.norm, layer)
         trains = self.trains(layer, op.kind, op.name)
         self.any_trains = self.any_trains or trains
@@ -302,37 +304,57 @@ class _Walker:
             if op.shared and term.component == "lm.shared_experts":
                 continue  # counted per Linear above
             self.add(term.component, FORWARD, term.forward)
-            if not self.training:
-                continue
-            if term.weights and trains:
-                self.add(term.component, WEIGHT_GRAD, term.forward)
-            elif wrapped and term.component in _MOE_ROLES:
-                # PEFT's parameter wrapper: the effective weight W + ΔW requires grad, so the block's own weight
-                # gradient runs on the routed tokens (per expert as executed) for each wrapped stack
-                for role in _MOE_ROLES[term.component]:
-                    if role in wrapped:
-                        self.add(term.component, WEIGHT_GRAD, self.moe_matmul(op, role))
-            if term.input_kind == INPUT_PIXELS:
-                continue
-            moe = isinstance(op.block, MoEMLP) and term.component in _MOE_TERMS
-            if term.input_kind == INPUT_UPSTREAM:
-                # an LM op reading the vision output directly (Mllama's cross-attention k/v): only a live vision stage
-                reaches = self.vision_into_lm if self.stage == LANGUAGE_MODEL else live_n
-            elif moe:
-                reaches = live_n
-            else:
-                reaches = trains if term.input_kind == INPUT_OWN else (live_n or trains)
-            if reaches:
-                grad = term.input_grad if term.input_grad is not None else (
-                    term.forward if term.weights else 2 * term.forward)
-                self.add(term.component, INPUT_GRAD, grad)
-            elif moe and (trains or (term.component == "lm.routed_experts" and "gate_up" in wrapped)):
-                # an MoE whose input needs no gradient: only the input gradient of each down projection, which
-                # the gate/up weight gradient behind it needs (the router's and gate/up's input gradients go to
-                # the block input: not run)
-                self.add(term.component, INPUT_GRAD, self.moe_matmul(op, "down" if term.component ==
-                                                                     "lm.routed_experts" else "shared_down"))
+            if self.training:
+                self.opaque_backward(op, term, live_n, trains, wrapped)
         return live_n or trains or bool(wrapped) or shared_live
+
+    def refuse_inner_targets(self, op: Opaque) -> None:
+        """An adapter on a Linear inside a block laid out whole cannot be placed: refused."""
+        a = self.adapter
+        if a is None or not op.name:
+            return
+        for inner in op.inner:
+            full = f"{op.name}.{inner}"
+            if a.targets(full, is_linear=inner not in ("conv1d", "gate", "experts", "router")):
+                raise UnsupportedModelError(
+                    f"{self.spec.name}: the adapter targets {full}, inside a {op.block.kind} sublayer that has no "
+                    "per-Linear layout (its adapter FLOPs and the gradient flow through it cannot be placed "
+                    "exactly); exclude it (exclude_modules) or target other modules")
+
+    def opaque_backward(self, op: Opaque, term: Any, live_n: bool, trains: bool, wrapped: dict[str, str]) -> None:
+        """The backward of one term of a block laid out whole (``live_n``: its input needs a gradient)."""
+        if term.weights and trains:
+            self.add(term.component, WEIGHT_GRAD, term.forward)
+        elif wrapped and term.component in _MOE_ROLES:
+            # PEFT's parameter wrapper: the effective weight W + ΔW requires grad, so the block's own weight
+            # gradient runs on the routed tokens (per expert as executed) for each wrapped stack
+            for role in _MOE_ROLES[term.component]:
+                if role in wrapped:
+                    self.add(term.component, WEIGHT_GRAD, self.moe_matmul(op, role))
+        if term.input_kind != INPUT_PIXELS:
+            self.opaque_input_grad(op, term, live_n, trains, wrapped)
+
+    def opaque_input_grad(self, op: Opaque, term: Any, live_n: bool, trains: bool, wrapped: dict[str, str]) -> None:
+        """The input gradient of one term of a block laid out whole, when what it reads needs one (an MoE's down
+        projections also when only its own weights' gradients need them)."""
+        moe = isinstance(op.block, MoEMLP) and term.component in _MOE_TERMS
+        if term.input_kind == INPUT_UPSTREAM:
+            # an LM op reading the vision output directly (Mllama's cross-attention k/v): only a live vision stage
+            reaches = self.vision_into_lm if self.stage == LANGUAGE_MODEL else live_n
+        elif moe:
+            reaches = live_n
+        else:
+            reaches = trains if term.input_kind == INPUT_OWN else (live_n or trains)
+        if reaches:
+            grad = term.input_grad if term.input_grad is not None else (
+                term.forward if term.weights else 2 * term.forward)
+            self.add(term.component, INPUT_GRAD, grad)
+        elif moe and (trains or (term.component == "lm.routed_experts" and "gate_up" in wrapped)):
+            # an MoE whose input needs no gradient: only the input gradient of each down projection, which
+            # the gate/up weight gradient behind it needs (the router's and gate/up's input gradients go to
+            # the block input: not run)
+            self.add(term.component, INPUT_GRAD, self.moe_matmul(op, "down" if term.component ==
+                                                                 "lm.routed_experts" else "shared_down"))
 
     def wrapped_params(self, op: Opaque) -> dict[str, str]:
         """role -> parameter key of the MoE parameters the adapter's ``target_parameters`` wrap in ``op``; each adds
@@ -348,8 +370,8 @@ class _Walker:
         if not wrapped:
             return {}
         m = op.block
-        h, f, e = m.hidden, m.expert_width, m.num_experts  # type: ignore[attr-defined]
-        shapes = {"gate_up": (e, 2 * f, h), "down": (e, h, f), "router": (1, e, h)}
+        assert isinstance(m, MoEMLP)
+        shapes = m.weight_shapes()
         for role, key in wrapped.items():
             stacks, n_out, n_in = shapes[role]
             r = a.rank(key)
@@ -363,16 +385,8 @@ class _Walker:
         return wrapped
 
     def moe_matmul(self, op: Opaque, role: str) -> Any:
-        """Forward FLOPs of one MoE weight over the tokens that reach it: each token's top-k experts (gate_up:
-        h -> 2F, down: F -> h), the router (h -> E) on every token."""
-        m = op.block
-        h, f, e, k = m.hidden, m.expert_width, m.num_experts, m.top_k  # type: ignore[attr-defined]
-        tokens = self.stats.lm_tokens
-        if role == "shared_down":
-            return m.num_shared * matmul(tokens, m.shared_width, h)  # type: ignore[attr-defined]
-        if role == "router":
-            return matmul(tokens, h, e)
-        return {"gate_up": matmul(tokens * k, h, 2 * f), "down": matmul(tokens * k, f, h)}[role]
+        assert isinstance(op.block, MoEMLP)
+        return moe_weight_forward(op.block, role, self.stats.lm_tokens)
 
     def sub(self, op: Any, live: bool, layer: int | None) -> bool:
         if isinstance(op, AttnSub):
@@ -454,15 +468,7 @@ class _Walker:
             live, _ = self.stage_walk(stages[MERGER], tower_live)
             into_lm = into_lm or live
         if DEEPSTACK_MERGER in stages:
-            s = stages[DEEPSTACK_MERGER]
-            self.stage, self.num_layers = s.stage, 0
-            if not s.expanded:
-                self.check_uniform(s)
-                live, _ = self.stage_walk(s, tower_live)
-                into_lm = into_lm or live
-            for chain, tap in zip(s.head, s.taps):
-                tap_live = tower_after[tap] if tap < len(tower_after) else tower_live
-                into_lm = self.chain(chain, tap_live) or into_lm  # chain first: always counted
+            into_lm = self.deepstack_walk(stages[DEEPSTACK_MERGER], tower_live, tower_after) or into_lm
         if AUDIO in stages:  # reads mel features (nothing upstream), feeds the LM
             live, _ = self.stage_walk(stages[AUDIO], False)
             into_lm = into_lm or live
@@ -471,34 +477,31 @@ class _Walker:
             self.stage_walk(stages[LANGUAGE_MODEL], into_lm or self.t.input_require_grads)
 
 
+    def deepstack_walk(self, s: StageLayout, tower_live: bool, tower_after: list[bool]) -> bool:
+        """The deepstack mergers, each reading the tower layer it taps; returns whether any output needs a
+        gradient."""
+        self.stage, self.num_layers = s.stage, 0
+        into_lm = False
+        if not s.expanded:
+            self.check_uniform(s)
+            into_lm, _ = self.stage_walk(s, tower_live)
+        for chain, tap in zip(s.head, s.taps):
+            tap_live = tower_after[tap] if tap < len(tower_after) else tower_live
+            into_lm = self.chain(chain, tap_live) or into_lm  # chain first: always counted
+        return into_lm
+
+
 def _weights(stages: tuple[StageLayout, ...]) -> list[tuple[str, int | None, str, int]]:
     """(stage, layer, kind, number of layers) of every weight-bearing op of the layout."""
     out: list[tuple[str, int | None, str, int]] = []
-
-    def visit(stage: StageLayout, layer: int | None, op: Any) -> None:
-        if isinstance(op, (Lin, Params)):
-            out.append((stage.stage, layer, op.kind, stage.num_layers))
-        elif isinstance(op, Opaque):
-            out.append((stage.stage, layer, op.kind, stage.num_layers))
-            if op.norm is not None:
-                visit(stage, layer, op.norm)
-        elif isinstance(op, (AttnSub, MlpSub, Chain)):
-            parts = ([op.norm, *op.projections, *op.qk_norms, *op.core_params, op.out, op.post_norm]
-                     if isinstance(op, AttnSub) else
-                     [op.norm, *op.ins, op.out, op.post_norm] if isinstance(op, MlpSub) else [op.norm, *op.linears])
-            for x in parts:
-                if x is not None:
-                    visit(stage, layer, x)
-
     for s in stages:
-        for op in s.head + s.tail:
-            visit(s, None, op)
-        for layer in s.layers:
-            for op in layer.subs:
-                visit(s, layer.index, op)
-        for op in s.dead:
-            for o in (op.subs if isinstance(op, Layer) else (op,)):
-                visit(s, op.index if isinstance(op, Layer) else None, o)
+        for layer, op in stage_ops(s):
+            if isinstance(op, Opaque):
+                out.append((s.stage, layer, op.kind, s.num_layers))
+                ops: tuple[Any, ...] = (op.norm,) if op.norm is not None else ()
+            else:
+                ops = op.members() if isinstance(op, (AttnSub, MlpSub, Chain)) else (op,)
+            out += [(s.stage, layer, x.kind, s.num_layers) for x in ops if isinstance(x, (Lin, Params))]
     return out
 
 
@@ -584,16 +587,39 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
     w = _Walker(spec, stats, trainability, causal, mode == "training", forward_calls)
     w.run()
     name_notes = _check_target_names(spec, trainability) if trainability.adapter is not None else []
+    if mode == "training":
+        _check_something_trains(spec, trainability, w)
+    components, by_part = _sums(spec, w)
+    notes = [f"regime: {trainability.describe()}", *name_notes]
     a = trainability.adapter
-    if mode == "training" and not w.any_trains and a is not None and not w.adapted:
+    adapter_params, saved, unsized = adapter_param_count(spec, a, w.adapted) if a is not None else (0, 0, [])
+    if a is not None:
+        notes += _adapter_notes(a, w.adapted, adapter_params, unsized)
+    options = Options(mode=mode, causal=causal, frozen=())
+    full = None
+    if mode == "training" and full_reference:
+        full = regime_flops(spec, stats, Trainability(), causal=causal, mode=mode, full_reference=False).breakdown
+    return RegimeFlops(Breakdown("exact", components, options, tuple(notes)), by_part, tuple(w.adapted),
+                       tuple(w.trained_linears), adapter_params, tuple(notes), full, saved)
+
+
+def _check_something_trains(spec: ModelSpec, trainability: Trainability, w: _Walker) -> None:
+    """A training step needs something that trains: an adapter that adapts nothing, or a regime that trains
+    nothing, is a ConfigError."""
+    a = trainability.adapter
+    if not w.any_trains and a is not None and not w.adapted:
         where = f"{a.source}: " if a.source else "adapter: "
         targets = list(a.target_modules) if isinstance(a.target_modules, tuple) else a.target_modules
         raise ConfigError(f"{where}target_modules {targets!r} match no module of {spec.name}: the adapter adapts "
                           "nothing and nothing else trains (PEFT refuses such a config too); name modules the model "
                           "has (e.g. q_proj, v_proj) or state what trains")
-    if mode == "training" and not w.any_trains:
+    if not w.any_trains:
         raise ConfigError(f"{spec.name}: nothing trains under '{trainability.describe()}', so a training step has "
                           "no backward pass; count it with mode 'forward' instead")
+
+
+def _sums(spec: ModelSpec, w: _Walker) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The walk's sums by component (every component of the model, 0 where none) and by part and category."""
     components: dict[str, Any] = dict.fromkeys(component_names(spec), 0)
     by_part: dict[str, dict[str, Any]] = {}
     for stage in STAGES:
@@ -605,37 +631,34 @@ def regime_flops(spec: ModelSpec, stats: BatchStats, trainability: Trainability,
                 value = summed.value()
                 components[component] = components[component] + value
                 cats[category] = cats[category] + value
-    notes = [f"regime: {trainability.describe()}", *name_notes]
-    a = trainability.adapter
-    adapter_params, saved, unsized = adapter_param_count(spec, a, w.adapted) if a is not None else (0, 0, [])
-    if a is not None:
-        per_part: dict[str, int] = {}
-        for m in w.adapted:
-            per_part[_PART[m.stage]] = per_part.get(_PART[m.stage], 0) + 1
-        where = ", ".join(f"{n} in the {p.replace('_', ' ')}" for p, n in per_part.items()) or "none"
-        notes.append(f"{len(w.adapted)} Linears adapted ({a.describe()}): {where}; {adapter_params:,} trainable adapter "
-                     "parameters (PEFT's count: low-rank pairs" + (", DoRA magnitudes" if a.use_dora else "")
-                     + (", modules_to_save copies" if a.modules_to_save else "")
-                     + (", biases" if a.bias != "none" else "") + ")")
-        if unsized:
-            notes.append(f"the adapter parameter count omits {len(unsized)} weight(s) whose size the layout does not "
-                         f"carry (e.g. {unsized[0]}): it is a lower bound")
-        wrapped = [m for m in w.adapted if m.parameter]
-        if wrapped:
-            notes.append(f"{len(wrapped)} MoE parameters wrapped through target_parameters: the low-rank delta over "
-                         "every expert once per forward call, and the experts' weight gradient on the routed tokens")
-        if a.quantized_base:
-            notes.append("QLoRA: base matmuls counted at the dequantised weights' FLOPs; the dequantisation "
-                         "(elementwise, twice per Linear per step) is not counted")
-        if a.use_dora:
-            notes.append("DoRA: the weight-norm term (low-rank update through an identity) is counted once per "
-                         "forward call per adapted Linear; the norm itself is elementwise and not counted")
-    options = Options(mode=mode, causal=causal, frozen=())
-    full = None
-    if mode == "training" and full_reference:
-        full = regime_flops(spec, stats, Trainability(), causal=causal, mode=mode, full_reference=False).breakdown
-    return RegimeFlops(Breakdown("exact", components, options, tuple(notes)), by_part, tuple(w.adapted),
-                       tuple(w.trained_linears), adapter_params, tuple(notes), full, saved)
+    return components, by_part
+
+
+def _adapter_notes(a: AdapterConfig, adapted: list[AdaptedModule], adapter_params: int, unsized: list[str]
+                   ) -> list[str]:
+    """What the adapter adapted, its parameter count, and what of it is counted how."""
+    per_part: dict[str, int] = {}
+    for m in adapted:
+        per_part[_PART[m.stage]] = per_part.get(_PART[m.stage], 0) + 1
+    where = ", ".join(f"{n} in the {p.replace('_', ' ')}" for p, n in per_part.items()) or "none"
+    notes = [f"{len(adapted)} Linears adapted ({a.describe()}): {where}; {adapter_params:,} trainable adapter "
+             "parameters (PEFT's count: low-rank pairs" + (", DoRA magnitudes" if a.use_dora else "")
+             + (", modules_to_save copies" if a.modules_to_save else "")
+             + (", biases" if a.bias != "none" else "") + ")"]
+    if unsized:
+        notes.append(f"the adapter parameter count omits {len(unsized)} weight(s) whose size the layout does not "
+                     f"carry (e.g. {unsized[0]}): it is a lower bound")
+    wrapped = [m for m in adapted if m.parameter]
+    if wrapped:
+        notes.append(f"{len(wrapped)} MoE parameters wrapped through target_parameters: the low-rank delta over "
+                     "every expert once per forward call, and the experts' weight gradient on the routed tokens")
+    if a.quantized_base:
+        notes.append("QLoRA: base matmuls counted at the dequantised weights' FLOPs; the dequantisation "
+                     "(elementwise, twice per Linear per step) is not counted")
+    if a.use_dora:
+        notes.append("DoRA: the weight-norm term (low-rank update through an identity) is counted once per "
+                     "forward call per adapted Linear; the norm itself is elementwise and not counted")
+    return notes
 
 
 def adapter_param_count(spec: ModelSpec, a: AdapterConfig, adapted: Any) -> tuple[int, int, list[str]]:
@@ -681,13 +704,8 @@ def adapter_param_count(spec: ModelSpec, a: AdapterConfig, adapted: Any) -> tupl
             return visit(op.norm) + sum(visit(x) for x in op.shared)
         if isinstance(op, Layer):
             return sum(visit(x) for x in op.subs)
-        if isinstance(op, AttnSub):
-            return sum(visit(x) for x in (op.norm, *op.projections, *op.qk_norms, *op.core_params, op.out,
-                                          op.post_norm))
-        if isinstance(op, MlpSub):
-            return sum(visit(x) for x in (op.norm, *op.ins, op.out, op.post_norm))
-        if isinstance(op, Chain):
-            return sum(visit(x) for x in (op.norm, *op.linears))
+        if isinstance(op, (AttnSub, MlpSub, Chain)):
+            return sum(visit(x) for x in op.members())
         raise TypeError(op)
 
     if a.modules_to_save or a.bias != "none":

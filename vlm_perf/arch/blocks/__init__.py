@@ -2,13 +2,16 @@
 
 A family (``vlm_perf.arch.families``) turns a config into a tuple of blocks; each block says which
 trainable part it belongs to (``part``: one of :data:`vlm_perf.arch.parts.STAGES`), how many identical
-copies the model has (``count``) and the shapes of its weights. Two things derive from the same
+copies the model has (``count``) and the shapes of its weights. Three things derive from the same
 inventory:
 
 * **parameters**: every block's :meth:`Block.params` (stored tensors of ONE copy, times ``count`` in
   :func:`inventory_params`);
 * **FLOPs**: ``vlm_perf.flops.blocks`` registers one FLOPs function per block kind (a block kind without
-  one is an error, not a silent 0), in a module of the same name as the kind's module here.
+  one is an error, not a silent 0), in a module of the same name as the kind's module here;
+* **per-Linear layout** (what finer regimes and adapters walk, :func:`vlm_perf.arch.layout.layout`): each kind's
+  ``@block_layout`` hook, in the kind's own module here (the vocabulary and registry are in ``laid``; a kind
+  without a hook is laid out whole).
 
 Modules, one per kind of block (not per family): ``base`` (the Block class and parameter arithmetic),
 ``stored`` (tables and norms: parameters, no matmul), ``wrappers`` (billing modifiers), ``vision``, ``conv``,

@@ -4,10 +4,14 @@ attention, cross-attention to vision tokens, and the mask shapes that make image
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
+from ..parts import LANGUAGE_MODEL
+from ..trainability import ATTENTION
 from .base import Block, linear_params
+from .laid import (AttnSub, LayerFrame, LayoutContext, Lin, Params, Placed, block_layout, decoder_layers, norm,
+                   opaque_sublayer)
 
 
 @dataclass(frozen=True)
@@ -260,3 +264,45 @@ class SharedKVDecoderAttention(DecoderAttention):
 
     def describe(self) -> str:
         return super().describe() + " reusing an earlier layer's keys / values (q/o only)"
+
+
+# --------------------------------------------------------------------------- per-Linear layout (vlm_perf.arch.layout)
+@block_layout(DecoderAttention, GatedDecoderAttention, SinkDecoderAttention, stages=(LANGUAGE_MODEL,))
+def _decoder_attention_layout(a: DecoderAttention, ctx: LayoutContext) -> Placed | None:
+    layers = decoder_layers(a, ctx, window=a.window)
+    if layers is None:
+        return None
+    return Placed(slot="attention", layers=layers, build=lambda frame: _decoder_attention_sub(a, frame))
+
+
+def _decoder_attention_sub(a: DecoderAttention, frame: LayerFrame) -> tuple[Any, ...] | None:
+    """q/k/v projections (Qwen3.5's gated attention: q_proj also emits the output gate, h -> 2·H·d, an elementwise
+    multiply), optional q/k RMSNorms over one head, the core (gpt-oss: its sinks inside the softmax), o_proj."""
+    if frame.norms is None:
+        return None
+    pre = f"{frame.ctx.lm_prefix}.layers.{frame.index}."
+    rows = ("lm_tokens",)
+    q_out = 2 * a.q_width if isinstance(a, GatedDecoderAttention) else a.q_width
+    projections = (Lin(pre + "self_attn.q_proj", ATTENTION, rows, a.hidden, q_out, "lm.attn_proj", a.qkv_bias),
+                   Lin(pre + "self_attn.k_proj", ATTENTION, rows, a.hidden, a.kv_width, "lm.attn_proj", a.qkv_bias),
+                   Lin(pre + "self_attn.v_proj", ATTENTION, rows, a.hidden, a.kv_width, "lm.attn_proj", a.qkv_bias))
+    qk = ((norm(pre + "self_attn.q_norm", a.head_dim, "rmsnorm"), norm(pre + "self_attn.k_norm", a.head_dim, "rmsnorm"))
+          if a.qk_norm else ())
+    sinks = (Params(pre + "self_attn.sinks", ATTENTION),) if isinstance(a, SinkDecoderAttention) else ()
+    return (AttnSub(frame.norm("attention_in"), projections, (0, 1, 2), qk, replace(a, count=1),
+                    Lin(pre + "self_attn.o_proj", ATTENTION, rows, a.q_width, a.hidden, "lm.attn_proj", a.o_bias),
+                    frame.norm("attention_out"), sinks),)
+
+
+# the nn.Linear modules inside attention kinds laid out whole (transformers 5 names, relative to ``self_attn``)
+_MLA_LINEARS = ("q_a_proj", "q_b_proj", "q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
+
+
+@block_layout(ChunkedDecoderAttention, SharedKVDecoderAttention, MLAttention, stages=(LANGUAGE_MODEL,))
+def _whole_attention_layout(a: Block, ctx: LayoutContext) -> Placed | None:
+    """Attention kinds without a per-Linear layout: in their decoder layers, laid out whole."""
+    layers = decoder_layers(a, ctx, window=getattr(a, "window", None))
+    if layers is None:
+        return None
+    inner = _MLA_LINEARS if isinstance(a, MLAttention) else ()
+    return Placed(slot="attention", layers=layers, build=opaque_sublayer(a, "self_attn", inner))

@@ -6,7 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..parts import MERGER
+from ..trainability import MLP
 from .base import Block, linear_params, norm_params
+from .laid import LayoutContext, Lin, Placed, block_layout
 
 
 @dataclass(frozen=True)
@@ -108,3 +111,13 @@ class StridedConvs(Block):
         lin = f", Linear {self.channels[-1]} -> {self.linear}" if self.linear else ""
         runs = f", run {self.runs} times per tile" if self.runs != 1 else ""
         return f"{self.count} x {resize}convs 3x3/2 {chain} on {sides}{lin}{runs}"
+
+
+# --------------------------------------------------------------------------- per-Linear layout (vlm_perf.arch.layout)
+@block_layout(DownsampleConv, stages=(MERGER,))
+def _downsample_conv_layout(b: DownsampleConv, ctx: LayoutContext) -> Placed | None:
+    """GLM's downsample in front of its merger: kernel = stride, one GEMM on the merged rows (named families)."""
+    if b.count != 1 or not ctx.names or not ctx.names.downsample:
+        return None
+    return Placed(head=(Lin(ctx.names.downsample, MLP, ("vision_merged_tokens",), b.in_width, b.out_width,
+                            "vision.merger", b.bias, conv=True),))

@@ -6,8 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..parts import LANGUAGE_MODEL
+from ..trainability import HEAD
 from .attention import DecoderAttention, MLAttention
 from .base import Block, linear_params
+from .laid import LayoutContext, Lin, Placed, block_layout
 from .mlp import DenseMLP
 from .moe import MoEMLP
 
@@ -58,3 +61,10 @@ class MTPModules(Block):
 
     def describe(self) -> str:
         return f"{self.count} MTP modules (eh_proj 2h -> h, one decoder layer, logits); not in the total"
+
+
+# --------------------------------------------------------------------------- per-Linear layout (vlm_perf.arch.layout)
+@block_layout(LMHead, stages=(LANGUAGE_MODEL,))
+def _lm_head_layout(b: LMHead, ctx: LayoutContext) -> Placed:
+    name = "lm_head" if ctx.known else "<language_model>.lm_head"
+    return Placed(tail=(Lin(name, HEAD, ("lm_tokens",), b.hidden, b.vocab, "lm.logits", head=True, tied=b.tied),))

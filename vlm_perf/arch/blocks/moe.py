@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
+from ..parts import LANGUAGE_MODEL
+from ..trainability import MLP
 from .base import Block, linear_params
+from .laid import LayerFrame, LayoutContext, Lin, MlpSub, Opaque, Placed, block_layout
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,12 @@ class MoEMLP(Block):
         h = self.hidden
         router = self.num_experts * h + (self.num_experts if self.router_bias else 0)
         return self.top_k * 3 * h * self.expert_width + self.num_shared * 3 * h * self.shared_width + router
+
+    def weight_shapes(self) -> dict[str, tuple[int, int, int]]:
+        """(stacks, n_out, n_in) of the weights PEFT ``target_parameters`` can wrap, by role: the fused expert
+        stacks ``gate_up`` (E, 2F, h) and ``down`` (E, h, F), and the ``router`` weight (E, h)."""
+        h, f, e = self.hidden, self.expert_width, self.num_experts
+        return {"gate_up": (e, 2 * f, h), "down": (e, h, f), "router": (1, e, h)}
 
     def describe(self) -> str:
         shared = f" + {self.num_shared} shared ({self.shared_width})" if self.num_shared else ""
@@ -160,3 +169,69 @@ class ModalityMoEMLP(MoEMLP):
                 f"{self.expert_width}, vision {self.num_experts} experts top-{self.top_k} of width {self.vision_width}, "
                 f"each with its router {self.hidden} -> {self.num_experts}; shared MLP {self.shared_width} on every "
                 "token")
+
+
+# --------------------------------------------------------------------------- per-Linear layout (vlm_perf.arch.layout)
+# transformers 5's fused MoE (Qwen3-VL-MoE, GLM-4.xV-MoE, Qwen3.5-MoE): experts.gate_up_proj (E, 2F, h),
+# experts.down_proj (E, h, F), the router's gate.weight (E, h); gpt-oss: experts (E, h, 2F) / (E, F, h) and
+# router.weight (E, h)
+_FUSED = (("experts.gate_up_proj", "gate_up"), ("experts.down_proj", "down"))
+_WRAPPABLE = {MoEMLP: _FUSED + (("gate.weight", "router"),), SharedGateMoEMLP: _FUSED + (("gate.weight", "router"),),
+              BiasedMoEMLP: _FUSED + (("router.weight", "router"),)}
+
+
+@block_layout(MoEMLP, SharedGateMoEMLP, BiasedMoEMLP, stages=(LANGUAGE_MODEL,))
+def _moe_layout(m: MoEMLP, ctx: LayoutContext) -> Placed | None:
+    """In the MoE layers, laid out whole under ``mlp`` (its wrappable parameters and its inner modules named
+    where the module names are known), its shared expert per Linear where transformers builds one."""
+    moe = set(ctx.spec.lm.moe_layers)
+    layers = tuple(i for i in range(ctx.num_layers) if i in moe)
+    if len(layers) != m.count:
+        return None
+    return Placed(slot="mlp", layers=layers, build=lambda frame: _moe_sub(m, frame))
+
+
+def _moe_sub(m: MoEMLP, frame: LayerFrame) -> tuple[Any, ...] | None:
+    if frame.norms is None or frame.norm("attention_out") is not None:
+        return None  # an Opaque has no place for norms after its sublayers
+    pre = f"{frame.ctx.lm_prefix}.layers.{frame.index}.mlp"
+    known = frame.ctx.known
+    shared = _moe_shared(pre + ".", m) if known else ()
+    return (Opaque(replace(m, count=1), MLP, frame.norm("mlp_in"), name=pre, inner=_moe_inner(m, shared),
+                   params=_WRAPPABLE[type(m)] if known else (), shared=shared),)
+
+
+def _moe_shared(prefix: str, m: MoEMLP) -> tuple[Any, ...]:
+    """The shared expert of an MoE MLP laid out per Linear, where transformers 5 builds it as one gated MLP module
+    reading the block input: ``shared_experts`` of width n_shared x F_sh (GLM-4.xV-MoE ``Glm4vMoeTextMoE``,
+    DeepSeek-V3 ``DeepseekV3MoE``), or Qwen3.5-MoE's ``shared_expert`` (one, of width F_sh) plus its
+    ``shared_expert_gate`` Linear(h -> 1) whose sigmoid scales it (``Qwen3_5MoeSparseMoeBlock``); the sum with the
+    routed experts and the gate's product are elementwise. () where the kind has no such layout."""
+    n = m.num_shared
+    if not n or type(m) not in (MoEMLP, SharedGateMoEMLP):
+        return ()
+    gated = isinstance(m, SharedGateMoEMLP)
+    if gated and n != 1:
+        return ()
+    h, w, rows = m.hidden, n * m.shared_width, ("lm_tokens",)
+    pre = prefix + ("shared_expert." if gated else "shared_experts.")
+    sub = MlpSub(None, (Lin(pre + "gate_proj", MLP, rows, h, w, "lm.shared_experts"),
+                        Lin(pre + "up_proj", MLP, rows, h, w, "lm.shared_experts")),
+                 Lin(pre + "down_proj", MLP, rows, w, h, "lm.shared_experts"))
+    if gated:
+        return (sub, Lin(prefix + "shared_expert_gate", MLP, rows, h, 1, "lm.shared_experts"))
+    return (sub,)
+
+
+def _moe_inner(m: MoEMLP, laid: tuple[Any, ...] = ()) -> tuple[str, ...]:
+    """The Linears of an MoE MLP not laid out in ``laid`` (shared experts, gpt-oss's Linear router); the routed
+    experts are fused 3-D parameters (``experts.gate_up_proj`` / ``experts.down_proj``), not modules."""
+    inner: tuple[str, ...] = ()
+    if m.num_shared and not laid:
+        shared = "shared_expert" if isinstance(m, SharedGateMoEMLP) else "shared_experts"
+        inner += tuple(f"{shared}.{x}" for x in ("gate_proj", "up_proj", "down_proj"))
+        if isinstance(m, SharedGateMoEMLP):
+            inner += ("shared_expert_gate",)
+    if isinstance(m, BiasedMoEMLP):
+        inner += ("router",)
+    return inner + ("gate", "experts")

@@ -5,10 +5,13 @@ window-merging and two-tower aligners).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ...errors import ConfigError
+from ..parts import DEEPSTACK_MERGER, MERGER
+from ..trainability import MLP, NORMS
 from .base import Block, linear_params, norm_params
+from .laid import Chain, LayoutContext, Lin, MlpSub, Params, Placed, block_layout, norm
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class MlpProjector(Block):
     bias: bool = True
     component: str = "vision.merger"
     cls_rows: bool = False
+    taps: tuple[int, ...] = ()  # deepstack mergers: the tower layer each copy reads, in order (per-Linear layout)
 
     @property
     def rows_stats(self) -> tuple[str, ...]:
@@ -324,3 +328,88 @@ class PooledTokenProjector(Block):
     def describe(self) -> str:
         return (f"{self.count} projector: learned 2D positions ({self.position_entries} rows / columns), mean-pooled "
                 f"token + every position -> Linear {self.in_width} -> {self.out_width} -> LayerNorm")
+
+
+# --------------------------------------------------------------------------- per-Linear layout (vlm_perf.arch.layout)
+# Without the family's module names only the plain kinds (MLP, norm + Linear) are laid out, with generic names.
+_ROWS = ("vision_merged_tokens",)
+
+
+@block_layout(MlpProjector, stages=(MERGER, DEEPSTACK_MERGER))
+def _mlp_projector_layout(b: MlpProjector, ctx: LayoutContext) -> Placed | None:
+    chains = _mlp_chains(b, ctx)
+    if chains is None or (ctx.stage == DEEPSTACK_MERGER and len(b.taps) != b.count):
+        return None
+    return Placed(head=chains, taps=b.taps if ctx.stage == DEEPSTACK_MERGER else ())
+
+
+def _mlp_chains(b: MlpProjector, ctx: LayoutContext, pool: int = 1) -> tuple[Any, ...] | None:
+    """One chain (norm, fc1, fc2) per copy: deepstack merger k under the family's ``deepstack`` prefix, the main
+    projector under its ``merger_linears`` (two needed; a norm needs its name)."""
+    names, chains = ctx.names, []
+    for k in range(b.count):
+        if ctx.stage == DEEPSTACK_MERGER:
+            pre = names.deepstack.format(k=k) + "." if names and names.deepstack else f"<deepstack>.{k}."
+            norm_name = pre + (names.deepstack_norm if names else "norm")
+            lin_names = tuple(pre + n for n in (names.deepstack_linears if names else ("fc1", "fc2")))
+        elif names:
+            if len(names.merger_linears) != 2 or (b.norm != "none" and not names.merger_norm):
+                return None
+            norm_name, lin_names = names.merger_norm, names.merger_linears
+        else:
+            norm_name, lin_names = "<merger>.norm", ("<merger>.fc1", "<merger>.fc2")
+        rows = b.rows_stats
+        chains.append(Chain(norm(norm_name, b.norm_width, b.norm) if b.norm != "none" else None,
+                            (Lin(lin_names[0], MLP, rows, b.in_width, b.hidden_width, b.component, b.bias, pool=pool),
+                             Lin(lin_names[1], MLP, rows, b.hidden_width, b.out_width, b.component, b.bias,
+                                 pool=pool))))
+    return tuple(chains)
+
+
+@block_layout(PooledVideoProjector, stages=(MERGER,))
+def _pooled_video_projector_layout(b: PooledVideoProjector, ctx: LayoutContext) -> Placed | None:
+    """The wrapped MLP, on video rows pooled ``pool`` x ``pool`` (LLaVA-NeXT-Video; named families)."""
+    if b.count != 1 or not ctx.names or type(b.module) is not MlpProjector or b.module.count != 1:
+        return None
+    chains = _mlp_chains(b.module, ctx, b.pool)
+    return None if chains is None else Placed(head=chains)
+
+
+@block_layout(NormLinearProjector, stages=(MERGER,))
+def _norm_linear_projector_layout(b: NormLinearProjector, ctx: LayoutContext) -> Placed | None:
+    """Gemma 3's projector: a bare weight matmul (``merger_adaptable`` False: PEFT cannot wrap it)."""
+    names = ctx.names
+    if b.count != 1 or (names and not names.merger_linears):
+        return None
+    lin_name = names.merger_linears[0] if names else "<merger>.linear"
+    return Placed(head=(Chain(norm(names.merger_norm if names else "<merger>.norm", b.norm_width, b.norm)
+                              if b.norm != "none" else None,
+                              (Lin(lin_name, MLP, _ROWS, b.in_width, b.out_width, b.component, b.bias,
+                                   adaptable=bool(names and names.merger_adaptable)),)),))
+
+
+@block_layout(LinearProjector, stages=(MERGER,))
+def _linear_projector_layout(b: LinearProjector, ctx: LayoutContext) -> Placed | None:
+    """Mistral 3 / Idefics3: a chain of Linears, one name each (named families)."""
+    names = ctx.names
+    if b.count != 1 or not names or len(names.merger_linears) != len(b.linears()):
+        return None
+    if b.norm != "none" and not names.merger_norm:
+        return None
+    return Placed(head=(Chain(norm(names.merger_norm, b.norm_width, b.norm) if b.norm != "none" else None,
+                              tuple(Lin(n, MLP, _ROWS, i, o, "vision.merger", bias)
+                                    for n, (i, o, bias) in zip(names.merger_linears, b.linears()))),))
+
+
+@block_layout(GatedMergerMLP, stages=(MERGER,))
+def _gated_merger_layout(b: GatedMergerMLP, ctx: LayoutContext) -> Placed | None:
+    """GLM's merger: ``proj`` (d -> d), then its post-projection norm and a gated MLP (named families)."""
+    names = ctx.names
+    if b.count != 1 or not names or not names.merger_mlp[0] or len(names.merger_linears) != 1:
+        return None
+    d, f = b.width, b.hidden_width
+    norm_name, gate, up, down = names.merger_mlp
+    return Placed(head=(Lin(names.merger_linears[0], MLP, _ROWS, d, d, "vision.merger", b.bias),
+                        MlpSub(Params(norm_name, NORMS), (Lin(gate, MLP, _ROWS, d, f, "vision.merger", b.bias),
+                                                          Lin(up, MLP, _ROWS, d, f, "vision.merger", b.bias)),
+                               Lin(down, MLP, _ROWS, f, d, "vision.merger", b.bias))))

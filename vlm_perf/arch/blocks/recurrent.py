@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..parts import LANGUAGE_MODEL
 from .base import Block, linear_params
+from .laid import LayoutContext, Placed, block_layout, decoder_layers, opaque_sublayer
 
 
 @dataclass(frozen=True)
@@ -140,3 +142,15 @@ class Mamba2Mixer(Block):
     def describe(self) -> str:
         return (f"{self.count} Mamba-2 mixers, {self.num_heads} heads x {self.head_dim}, state {self.state_size}, "
                 f"{self.n_groups} groups, depthwise conv k={self.conv_kernel}, SSD chunked scan (chunk {self.chunk})")
+
+
+# --------------------------------------------------------------------------- per-Linear layout (vlm_perf.arch.layout)
+@block_layout(GatedDeltaNet, stages=(LANGUAGE_MODEL,))
+def _gated_delta_net_layout(b: GatedDeltaNet, ctx: LayoutContext) -> Placed | None:
+    """On the config's ``linear_attention`` layers, laid out whole (``linear_attn``; its Linears and conv named
+    so that an adapter targeting one is refused)."""
+    layers = decoder_layers(b, ctx, linear=True)
+    if layers is None:
+        return None
+    inner = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj", "conv1d")
+    return Placed(slot="attention", layers=layers, build=opaque_sublayer(b, "linear_attn", inner))

@@ -1,13 +1,16 @@
 """Vision-tower blocks: patch embeddings (a Conv as a GEMM on ``vision_patches``), ViT / SAM layers, pooling heads,
-and the tower's own mask products. FLOPs: ``vlm_perf.flops.blocks.vision``.
+and the tower's own mask products. FLOPs: ``vlm_perf.flops.blocks.vision``; per-Linear layout: the hooks at the end.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
+from ..parts import VISION_TOWER
+from ..trainability import ATTENTION, EMBEDDINGS, MLP, NORMS
 from .base import Block, linear_params, norm_params
+from .laid import AttnSub, Lin, LayoutContext, MlpSub, ModuleNames, Params, Placed, block_layout, norm
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class VisionLayers(Block):
     ``cls``: the sequence carries one CLS token per frame/tile (rows ``vision_patches + vision_cls_tokens``).
     ``mlp_gated``: gate/up/down (3 matrices) vs fc1/fc2 (2).
     ``layer_scale``: two learned per-channel scales (InternViT ``lambda_1``/``lambda_2``).
+    ``layer_indexes``: which tower layers these copies are, where they are not the next ``count`` ones (Qwen2.5-VL's
+    full-attention layers among its windowed ones); read by the per-Linear layout only.
     """
 
     kind: ClassVar[str] = "vision_layers"
@@ -53,6 +58,7 @@ class VisionLayers(Block):
     norm: str = "layernorm"
     qk_norm: str = "none"  # norm kind over the full q/k width (InternViT use_qk_norm: rmsnorm)
     layer_scale: bool = False
+    layer_indexes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -237,3 +243,68 @@ class VisualVocabularyHead(Block):
     def describe(self) -> str:
         return (f"visual head: Linear {self.in_width} -> {self.vocab} (no bias) + LayerNorm + softmax on every "
                 "folded token (a probability over the visual vocabulary)")
+
+
+# --------------------------------------------------------------------------- per-Linear layout (vlm_perf.arch.layout)
+
+
+@block_layout(PatchEmbed, stages=(VISION_TOWER,))
+def _patch_embed_layout(b: PatchEmbed, ctx: LayoutContext) -> Placed:
+    name = ctx.names.patch if ctx.names else "<vision_tower>.patch_embed"
+    return Placed(head=(Lin(name, EMBEDDINGS, ("vision_patches",), b.in_volume, b.width, "vision.patch_embed", b.bias,
+                            pixels=True, conv=True),))
+
+
+@block_layout(ImageVideoPatchEmbed, stages=(VISION_TOWER,))
+def _image_video_patch_embed_layout(b: ImageVideoPatchEmbed, ctx: LayoutContext) -> None:
+    return None  # two projections on two row kinds: no per-Linear layout (the tower trains or freezes whole)
+
+
+@block_layout(VisionLayers, stages=(VISION_TOWER,))
+def _vision_layers_layout(b: VisionLayers, ctx: LayoutContext) -> Placed | None:
+    """The layers the block names (``layer_indexes``), else the tower's layers from the first (a second block
+    without indexes: which layers it is is not known, no layout)."""
+    free = ctx.free("layer")
+    if b.layer_indexes:
+        layers = [i for i in b.layer_indexes if i in free]
+    elif ctx.taken.get("layer"):
+        return None
+    else:
+        layers = free[:b.count]
+    if len(layers) != b.count:
+        return None
+    return Placed(slot="layer", layers=tuple(layers), build=lambda frame: vision_layer(b, frame.index, ctx.names))
+
+
+def vision_layer(b: VisionLayers, i: int, names: ModuleNames | None) -> tuple[Any, ...]:
+    """Tower layer ``i`` of ``b``: (attention sublayer, MLP sublayer), named by the family's table."""
+    pre = names.tower_layer.format(i=i) + "." if names else f"<vision_tower>.layers.{i}."
+    rows = ("vision_patches", "vision_cls_tokens") if b.cls else ("vision_patches",)
+    h, q = b.width, b.attn_width
+    norms = names.tower_norms if names else ("norm1", "norm2")
+    qkv_names = names.tower_qkv if names else ("attn.qkv",)
+    sources: tuple[int, int, int]
+    if len(qkv_names) == 1:
+        projections: tuple[Lin, ...] = (Lin(pre + qkv_names[0], ATTENTION, rows, h, 3 * q, "vision.attn_proj",
+                                            b.qkv_bias),)
+        sources = (0, 0, 0)
+    else:
+        projections = tuple(Lin(pre + n, ATTENTION, rows, h, q, "vision.attn_proj", b.qkv_bias) for n in qkv_names)
+        sources = (0, 1, 2)
+    qk_names = names.tower_qk_norms if names else ("attn.q_norm", "attn.k_norm")
+    qk = tuple(norm(pre + n, q, b.qk_norm) for n in qk_names) if b.qk_norm != "none" else ()
+    # InternViT layer scale: lambda_1 / lambda_2 scale each sublayer's output before the residual add
+    scale = ((Params(pre + "lambda_1", NORMS, h, 0), Params(pre + "lambda_2", NORMS, h, 0)) if b.layer_scale
+             else (None, None))
+    core = replace(b, count=1, layer_indexes=())
+    attn = AttnSub(norm(pre + norms[0], h, b.norm), projections, sources, qk, core,
+                   Lin(pre + (names.tower_out if names else "attn.proj"), ATTENTION, rows, q, h, "vision.attn_proj",
+                       b.proj_bias), scale[0])
+    mlp_in = (names.tower_mlp_in if names else (("mlp.gate_proj", "mlp.up_proj") if b.mlp_gated else ("mlp.fc1",)))
+    if len(mlp_in) != b.mlp_matrices - 1:
+        raise ValueError(f"layout: {len(mlp_in)} MLP input names for a {b.mlp_matrices}-matrix MLP")
+    mlp = MlpSub(norm(pre + norms[1], h, b.norm),
+                 tuple(Lin(pre + n, MLP, rows, h, b.mlp_width, "vision.mlp", b.mlp_bias) for n in mlp_in),
+                 Lin(pre + (names.tower_mlp_out if names else "mlp.fc2"), MLP, rows, b.mlp_width, h, "vision.mlp",
+                     b.mlp_bias), scale[1])
+    return (attn, mlp)

@@ -4,11 +4,13 @@ loss (forward only), a module on the text-only path, tower layers run on folded 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from ..parts import VISION_TOWER
 from .base import Block
-from .vision import VisionLayers
+from .laid import LayoutContext, Placed, block_layout, default_placement
+from .vision import VisionLayers, vision_layer
 
 
 @dataclass(frozen=True)
@@ -66,3 +68,20 @@ class FoldedTokens(Block):
 
     def describe(self) -> str:
         return f"after a {self.fold}x{self.fold} fold (1/{self.fold ** 2} of the patches): {self.module.describe()}"
+
+
+# --------------------------------------------------------------------------- per-Linear layout (vlm_perf.arch.layout)
+@block_layout(ForwardOnly, stages=(VISION_TOWER,))
+def _forward_only_layout(b: ForwardOnly, ctx: LayoutContext) -> Placed | None:
+    """Tower layers past the one the projector reads: the tower's last layers, laid out per Linear but run after
+    the stage output is taken (forward only). Only with the family's module names; other modules: whole."""
+    if type(b.module) is not VisionLayers:
+        return default_placement(b, ctx)
+    if ctx.names is None:
+        return None
+    free, total = ctx.free("layer"), b.count * b.module.count
+    if total > len(free):
+        return None
+    module, names = replace(b.module, count=1), ctx.names
+    return Placed(slot="layer", layers=tuple(free[len(free) - total:]), forward_only=True,
+                  build=lambda frame: vision_layer(module, frame.index, names))

@@ -90,15 +90,18 @@ def vision_blocks(v: VisionSpec) -> tuple:
                                     width=v.hidden_size))
     layer = _TowerLayerShape(part=VISION_TOWER, width=v.hidden_size, num_heads=v.num_heads, head_dim=v.head_dim,
                              mlp_width=v.intermediate_size, mlp_gated=v.mlp_gated, norm=v.norm)
+    full = v.full_attention_layers if v.num_window_layers and v.num_full_layers else ()  # which layers are which
     if v.num_full_layers:
-        blocks.append(VisionLayers(count=v.num_full_layers, attention="frame", **layer))
+        blocks.append(VisionLayers(count=v.num_full_layers, attention="frame", layer_indexes=full, **layer))
     if v.num_window_layers:
-        blocks.append(VisionLayers(count=v.num_window_layers, attention="window", **layer))
+        window = tuple(i for i in range(v.depth) if i not in full) if full else ()
+        blocks.append(VisionLayers(count=v.num_window_layers, attention="window", layer_indexes=window, **layer))
     merger = _MergerWidths(in_width=v.merger_width, hidden_width=v.merger_width, out_width=v.out_hidden_size)
     blocks.append(MlpProjector(part=MERGER, count=1, norm_width=v.hidden_size, norm=v.norm, **merger))
     if v.num_deepstack_stored:
+        taps = tuple(sorted({i for i in v.deepstack_visual_indexes if 0 <= i < v.depth}))  # the layers they read
         blocks.append(MlpProjector(part=DEEPSTACK_MERGER, count=v.num_deepstack, norm_width=v.merger_width,
-                                   norm="layernorm", component="vision.deepstack_merger", **merger))
+                                   norm="layernorm", component="vision.deepstack_merger", taps=taps, **merger))
         if v.num_deepstack_stored != v.num_deepstack:
             # stored but never run (duplicate or out-of-range index): parameters only
             module = MlpProjector(part=DEEPSTACK_MERGER, count=1, norm_width=v.merger_width, norm="layernorm",

@@ -4,9 +4,11 @@ routed experts, shared experts (gated or not), biased routers.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...arch.blocks import BiasedMoEMLP, ModalityMoEMLP, MoEMLP, PlainMoEMLP, SharedGateMoEMLP
 from ...stats.batch import BatchStats
-from ..terms import Term
+from ..terms import Term, matmul
 from .base import FlopsContext, block_flops
 
 
@@ -50,3 +52,15 @@ def _modality_moe_mlp(b: ModalityMoEMLP, s: BatchStats, ctx: FlopsContext) -> li
                  b.part),
             Term("lm.shared_experts", b.count * 2 * 3 * h * b.shared_width * b.num_shared * s.lm_tokens, b.part),
             Term("lm.router", b.count * 2 * h * b.num_experts * s.lm_tokens, b.part)]
+
+
+def moe_weight_forward(b: MoEMLP, role: str, tokens: Any) -> Any:
+    """Forward FLOPs of one weight of ONE MoE MLP over the tokens that reach it (what a regime counts when only
+    that weight's gradient runs): each token's top-k experts (``gate_up``: h -> 2F, ``down``: F -> h), the
+    ``router`` (h -> E) on every token, the shared experts' down projections (``shared_down``)."""
+    h, f, k = b.hidden, b.expert_width, b.top_k
+    if role == "shared_down":
+        return b.num_shared * matmul(tokens, b.shared_width, h)
+    if role == "router":
+        return matmul(tokens, h, b.num_experts)
+    return {"gate_up": matmul(tokens * k, h, 2 * f), "down": matmul(tokens * k, f, h)}[role]
