@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 
-from tests.support import SAMPLE_LOGS, run_main
+from tests.support import ROOT, SAMPLE_LOGS, run_main
 from vlm_perf.analysis.attention_kernel import SDPA_NOTE, attention_messages, lm_attn_implementation
 from vlm_perf.arch.hf_config import spec_from_config
 
@@ -46,6 +46,10 @@ def test_the_lora_sample_counted_causal_half_warns_with_its_size_and_the_fix(sam
     low = float(re.search(r"read (\d+\.\d)% low", text).group(1))
     assert low == pytest.approx(100 * (1 - half_rate / full_rate), abs=0.05)
     assert 4.0 < low < 6.0  # the ~5% the issue measured
+    # and docs/conventions.md quotes these very numbers
+    doc = " ".join((ROOT / "docs" / "conventions.md").read_text().split())
+    assert (f"×{factor:.4f}, {1e6 * half_rate:.1f} → {1e6 * full_rate:.1f} MFLOP/s/GPU, so its default numbers read "
+            f"{low:.1f}% low") in doc
     # rendered, not recomputed: the report's "Gaps and warnings" and the terminal summary's warnings (stderr)
     assert WARNING in (out / "report.md").read_text().replace("\\_", "_")
     assert f"warning: {WARNING}" in " ".join(done.stderr.split())
