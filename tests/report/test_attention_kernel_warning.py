@@ -50,11 +50,19 @@ def test_the_lora_sample_counted_causal_half_warns_with_its_size_and_the_fix(sam
     doc = " ".join((ROOT / "docs" / "conventions.md").read_text().split())
     assert (f"×{factor:.4f}, {1e6 * half_rate:.1f} → {1e6 * full_rate:.1f} MFLOP/s/GPU, so its default numbers read "
             f"{low:.1f}% low") in doc
+    # summary.json's block holds the same factor; the verdict (first line of the terminal and of the page) says it
+    block = summary["attention_kernel"]
+    assert block["warning"] == text and block["full_over_half"] == pytest.approx(factor, abs=5e-5)
+    assert block["implementation"] == "eager" and block["causal"] == "half"
+    verdict = done.stdout.splitlines()[0]
+    assert verdict.startswith("Quote ") and f"Eager attention counted causal half: these read {low:.1f}% low; " \
+        "rerun with --causal full." in verdict
     # rendered, not recomputed: the report's "Gaps and warnings" and the terminal summary's warnings (stderr)
     assert WARNING in (out / "report.md").read_text().replace("\\_", "_")
     assert f"warning: {WARNING}" in " ".join(done.stderr.split())
     # the fix silences it (and nothing else says eager is counted half)
     assert not any("eager attention counted causal half" in m for m in full["messages"])
+    assert full["attention_kernel"]["warning"] is None and full["attention_kernel"]["full_over_half"] is None
 
 
 @pytest.mark.slow
@@ -65,7 +73,9 @@ def test_a_config_without_attn_implementation_gives_no_warning(sample_run, tmp_p
     (run / "config.json").write_text(json.dumps(config))
     r, summary = _report(run, tmp_path / "out")
     assert not any("attn_implementation" in m or "eager attention" in m for m in summary["messages"])
-    assert WARNING not in r.stderr
+    assert WARNING not in r.stderr and "Eager attention" not in r.stdout
+    assert summary["attention_kernel"] == {"causal": "half", "implementation": None, "evidence": [],
+                                           "full_over_half": None, "warning": None}
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ whole square (PaliGemma's prefix-LM mask) gets no warning: nothing there is coun
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -34,7 +35,8 @@ import polars as pl
 from .flops_frame import STAT_COLUMNS, with_flops
 from .trace_checks import eager_ops
 
-__all__ = ["attention_messages", "config_evidence", "full_over_half", "lm_attn_implementation", "SDPA_NOTE"]
+__all__ = ["AttentionKernel", "attention_kernel", "attention_messages", "config_evidence", "full_over_half",
+           "lm_attn_implementation", "SDPA_NOTE"]
 
 #: what a config saying ``sdpa`` means for ``--causal half`` (a note: the config cannot say which kernel ran)
 SDPA_NOTE = ("the model config says attn_implementation: sdpa: --causal half (the default) is right when "
@@ -74,20 +76,48 @@ def full_over_half(numbers: Any, spec: Any, trainability: Any) -> float | None:
     return full / half
 
 
-def attention_messages(numbers: Any, spec: Any, causal: str, trainability: Any, trace: Any = None) -> list[str]:
-    """The run's messages about its attention kernel under ``causal``: a WARNING with the evidence, the size and the
-    fix when an eager core is counted ``--causal half`` (``trace``: the run's `TraceParts`, whose recorded ops are
-    evidence too), the `SDPA_NOTE` when the config says ``sdpa``; nothing otherwise (and nothing under
-    ``--causal full``)."""
+@dataclass(frozen=True)
+class AttentionKernel:
+    """What the run says about its LM attention kernel against ``--causal``: the config's ``implementation``, the
+    ``evidence`` of an eager core, and, when it is counted half, the ``warning`` with ``full_over_half`` (the
+    factor every exact number is low by); ``note``: the `SDPA_NOTE` for a config that says ``sdpa``."""
+
+    causal: str
+    implementation: str | None = None
+    evidence: tuple[str, ...] = ()
+    full_over_half: float | None = None
+    warning: str | None = None
+    note: str | None = None
+
+    @property
+    def messages(self) -> list[str]:
+        return [m for m in (self.warning, self.note) if m]
+
+    def to_dict(self) -> dict:
+        return {"causal": self.causal, "implementation": self.implementation, "evidence": list(self.evidence),
+                "full_over_half": self.full_over_half, "warning": self.warning}
+
+
+def attention_kernel(numbers: Any, spec: Any, causal: str, trainability: Any, trace: Any = None) -> AttentionKernel:
+    """The run's attention kernel against ``causal``: a WARNING with the evidence, the size and the fix when an eager
+    core is counted ``--causal half`` (``trace``: the run's `TraceParts`, whose recorded ops are evidence too), the
+    `SDPA_NOTE` when the config says ``sdpa``; nothing otherwise (and nothing under ``--causal full``)."""
+    implementation = lm_attn_implementation(spec)
     if causal != "half":
-        return []
-    evidence = [e for e in (config_evidence(spec), eager_ops(trace) if trace is not None else None) if e]
+        return AttentionKernel(causal, implementation)
+    evidence = tuple(e for e in (config_evidence(spec), eager_ops(trace) if trace is not None else None) if e)
     if not evidence:
-        return [SDPA_NOTE] if lm_attn_implementation(spec) == "sdpa" else []
+        return AttentionKernel(causal, implementation, note=SDPA_NOTE if implementation == "sdpa" else None)
     factor = full_over_half(numbers, spec, trainability)
     if factor is None or factor <= 1.0:  # nothing is counted half (e.g. a prefix-LM square): nothing to fix
-        return []
-    return [f"WARNING: eager attention counted causal half: {'; '.join(evidence)}. An eager core computes every "
-            "query x key score and applies the causal mask after, but --causal half counts half of the language "
-            f"model's scores, so the exact FLOPs, TFLOP/s/GPU and MFU read {100 * (1 - 1 / factor):.1f}% low "
-            f"(x{factor:.4f} under --causal full). Fix: rerun with --causal full"]
+        return AttentionKernel(causal, implementation, evidence)
+    warning = (f"WARNING: eager attention counted causal half: {'; '.join(evidence)}. An eager core computes every "
+               "query x key score and applies the causal mask after, but --causal half counts half of the language "
+               f"model's scores, so the exact FLOPs, TFLOP/s/GPU and MFU read {100 * (1 - 1 / factor):.1f}% low "
+               f"(x{factor:.4f} under --causal full). Fix: rerun with --causal full")
+    return AttentionKernel(causal, implementation, evidence, factor, warning)
+
+
+def attention_messages(numbers: Any, spec: Any, causal: str, trainability: Any, trace: Any = None) -> list[str]:
+    """`attention_kernel`'s messages: its warning and its note."""
+    return attention_kernel(numbers, spec, causal, trainability, trace).messages
