@@ -47,6 +47,7 @@ def test_without_them_trace_runs_and_the_peak_flags_still_apply():
     assert '"peak_flops": 100000000000000.0' in r.stdout
 
 
+@pytest.mark.slow
 def test_with_run_the_same_flags_are_accepted():
     r = run_main("trace", TRACE_RUN / "trace", "--run", TRACE_RUN, "--causal", "full", "--frozen", "vision_tower",
                  "--gpus", "1", "--json")
