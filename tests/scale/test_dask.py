@@ -226,17 +226,16 @@ def test_metadata_from_fsspec_urls(tmp_path, client):
 
 
 def test_auto_partition_size_keeps_workers_busy():
-    from vlm_perf.scale.cluster import DEFAULT_PARTITION_BYTES, MIN_PARTITION_BYTES
-    from vlm_perf.scale.cluster import auto_partition_bytes as _auto_partition_bytes
+    from vlm_perf.scale.cluster import DEFAULT_PARTITION_BYTES, MIN_PARTITION_BYTES, auto_partition_bytes
 
     class FakeClient:
         def nthreads(self):
             return {"w1": 2, "w2": 2}
 
     gb = 1 << 30
-    assert _auto_partition_bytes([gb] * 4, FakeClient()) == gb * 4 // 16  # 4 threads x 4 tasks
-    assert _auto_partition_bytes([100 << 30], FakeClient()) == DEFAULT_PARTITION_BYTES
-    assert _auto_partition_bytes([1 << 20], FakeClient()) == MIN_PARTITION_BYTES
+    assert auto_partition_bytes([gb] * 4, FakeClient()) == gb * 4 // 16  # 4 threads x 4 tasks
+    assert auto_partition_bytes([100 << 30], FakeClient()) == DEFAULT_PARTITION_BYTES
+    assert auto_partition_bytes([1 << 20], FakeClient()) == MIN_PARTITION_BYTES
 
 
 @pytest.mark.parametrize("fpp", [1, None])
