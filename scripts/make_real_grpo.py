@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tiny_vlm import (IMAGE_SIZES, WORDS, build_config, build_processor, build_tokenizer, make_image,  # noqa: E402
-                      remove_tree, run_child)
+                      remove_tree, run_child, write_config)
 
 CHAT_WORDS = ("user", "assistant")
 CHAT_TEMPLATE = (
@@ -252,7 +252,7 @@ def train(out: Path, steps: int, seed: int, generations: int, completion: int, b
     by_part = {f"{d}.{p}": n for (d, p), n in sorted(counter.counts.items())}
     assert not any(k.endswith(".other") for k in by_part), by_part
     assert {k[0] for k in counter.by_phase} <= set(PHASES), counter.by_phase.keys()
-    config.to_json_file(str(out / "config.json"))
+    write_config(config, out / "config.json")  # + the kernel it ran: attn_implementation
     measured = {
         "what": ("torch.utils.flop_counter.FlopCounterMode FLOPs of every optimizer step of this REAL GRPO run, by "
                  "RL phase (generation: inside model.generate with its KV cache; ref: the reference model's "

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tiny_vlm import (IMAGE_SIZES, WORDS, build_config, build_processor, build_tokenizer, make_image,  # noqa: E402
-                      remove_tree, run_child)
+                      remove_tree, run_child, write_config)
 
 
 def make_dataset(processor, n: int, seed: int) -> list[dict]:
@@ -148,7 +148,7 @@ def train(out: Path, steps: int, accumulation: int, seed: int, lora_rank: int = 
     assert sum(s["flops"] for s in measure.steps) == total, "per-step FLOPs must add up to the counter's total"
     parts = {f"{phase}.{part}": n for (phase, part), n in sorted(counter.counts.items())}
     assert sum(parts.values()) == total and not any(k.endswith(".other") for k in parts), parts
-    config.to_json_file(str(out / "config.json"))
+    write_config(config, out / "config.json")  # + the kernel it ran: attn_implementation
     if lora_rank:
         model.save_pretrained(str(out / "_trainer" / "adapter"))
         (out / "adapter_config.json").write_bytes((out / "_trainer" / "adapter" / "adapter_config.json").read_bytes())

@@ -119,7 +119,7 @@ def child(out: Path, steps: int, accumulation: int, seed: int, wait: int, active
     with gzip.GzipFile(out / "trace" / "rank0.pt.trace.json.gz", "wb", mtime=0) as fh:
         fh.write(json.dumps(trimmed, separators=(",", ":")).encode())
     raw_path.unlink()
-    config.to_json_file(str(out / "config.json"))
+    base.write_config(config, out / "config.json")  # + attn_implementation (eager)
     # the same microbatches as the bundled run, iteration by iteration
     bundled = (ROOT / "sample_logs" / "qwen2-vl-tiny-real" / "metadata" / "metadata-rank00000.jsonl").read_text()
     mine = (out / "metadata" / "metadata-rank00000.jsonl").read_text().splitlines()

@@ -7,6 +7,9 @@ seeded synthetic images. The scripts put this folder on ``sys.path`` (it is a sc
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 WORDS = ("the a an cat dog bird sees image picture photo of red blue green yellow square circle disc box on left "
          "right top bottom middle describe what is in this there two one three small large near far above below "
          "and with without color shape count how many which where").split()
@@ -61,6 +64,15 @@ def build_config(tokenizer):
                            vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=False)
     config._attn_implementation = "eager"
     return config
+
+
+def write_config(config, path) -> None:
+    """The tiny model's ``config.json`` (``config.to_json_file``'s text) with the LM's attention kernel added as
+    ``attn_implementation``: transformers does not save it (``_remove_keys_not_serialized``), and vlm-perf reads it
+    to warn when an eager core is counted ``--causal half``."""
+    data = json.loads(config.to_json_string())
+    data["attn_implementation"] = config.text_config._attn_implementation
+    Path(path).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def make_image(rng, height: int, width: int):

@@ -62,7 +62,7 @@ def test_a_configs_attn_implementation_eager_is_evidence_too(tmp_path):
     ``attn_implementation: eager`` is enough; ``sdpa`` is not evidence either way."""
     empty = SimpleNamespace(attention_ops=pl.DataFrame(schema={"name": pl.String, "part": pl.String,
                                                                 "count": pl.Int64}),
-                            flops_source=None, summary=lambda: pl.DataFrame({"part": []}))
+                            flops_source="metadata", summary=lambda: pl.DataFrame({"part": []}))
     eager = SimpleNamespace(extra={"attn_implementation": "eager"})
     warning = attention_core(empty, "half", eager)
     assert warning is not None and "attn_implementation: eager" in warning and "--causal full" in warning
@@ -85,5 +85,18 @@ def test_fused_attention_is_no_evidence():
                         "part": ["language_model.attention"] * 3, "count": [4, 2, 2]})
     fused = SimpleNamespace(attention_ops=ops, flops_source=None, summary=lambda: pl.DataFrame({"part": []}))
     assert attention_core(fused, "half", None) is None
-    eager = SimpleNamespace(attention_ops=ops.head(2), flops_source=None, summary=lambda: pl.DataFrame({"part": []}))
+    eager = SimpleNamespace(attention_ops=ops.head(2), flops_source="metadata",
+                            summary=lambda: pl.DataFrame({"part": []}))
     assert "aten::bmm x4, aten::_softmax x2" in attention_core(eager, "half", None)
+
+
+def test_no_warning_when_the_flops_are_the_recorded_shapes():
+    """Without the run's metadata the FLOPs per part are the matmuls the trace recorded, which for an eager core
+    already hold the whole score square: nothing is counted half, so the warning (and its fix) would be false."""
+    ops = pl.DataFrame({"name": ["aten::bmm", "aten::_softmax"], "part": ["language_model.attention"] * 2,
+                        "count": [4, 2]})
+    shapes = SimpleNamespace(attention_ops=ops, flops_source="trace shapes", summary=lambda: pl.DataFrame({"part": []}))
+    assert attention_core(shapes, "half", SimpleNamespace(extra={"attn_implementation": "eager"})) is None
+    r = invoke_cli("trace", TRACE_RUN / "trace")
+    assert r.exit_code == 0, r.output
+    assert "WARNING" not in r.stdout and "FLOPs from: trace shapes" in r.stdout

@@ -1,4 +1,5 @@
-"""Dask backend: per-partition single-machine code + tree reduction == the single-machine path, exactly."""
+"""Dask backend: per-partition single-machine code, merged by the single pass's own finish == the single-machine
+path, exactly. ONE metadata reader: `aggregate_metadata_dask` forwards to `vlm_perf.scale.cluster.read_metadata`."""
 
 from __future__ import annotations
 
@@ -71,12 +72,12 @@ def _same(a, b) -> None:
     assert a.diagnostics.to_dict() == b.diagnostics.to_dict()
 
 
-@pytest.mark.parametrize("fpp,split_every", [(1, 2), (2, 3), (None, 8)])
-def test_metadata_bit_identical(tmp_path, client, fpp, split_every):
+@pytest.mark.parametrize("fpp,partition_bytes", [(1, None), (2, None), (None, None), (None, 1)])
+def test_metadata_bit_identical(tmp_path, client, fpp, partition_bytes):
     d = write_shards(tmp_path / "md")
     spec = SimpleNamespace(vision=SimpleNamespace(spatial_merge_size=2, window_side_merged=4))
     ref = iteration_stats(d, spec=spec)
-    got = aggregate_metadata_dask(d, spec=spec, client=client, files_per_partition=fpp, split_every=split_every)
+    got = aggregate_metadata_dask(d, spec=spec, client=client, files_per_partition=fpp, partition_bytes=partition_bytes)
     _same(got, ref)
     assert got.frame["iteration"].is_sorted() and got.diagnostics.rows_used == 6 * 40 * 3
     assert all(dt == pl.Int64 for dt in got.frame.schema.values())
@@ -113,7 +114,7 @@ def test_metadata_bad_lines_consistent(tmp_path, client):
             aggregate_metadata_dask(d, client=client, files_per_partition=fpp)
         assert str(err.value) == str(ref_err.value)
         assert "rank00001.jsonl:4" in str(err.value)
-        got = aggregate_metadata_dask(d, client=client, skip_bad=True, files_per_partition=fpp, split_every=2)
+        got = aggregate_metadata_dask(d, client=client, skip_bad=True, files_per_partition=fpp)
         ref = iteration_stats(d, skip_bad=True)
         _same(got, ref)
         assert got.diagnostics.rows_skipped_total == 4 and len(got.diagnostics.bad_lines) == 4
@@ -225,29 +226,52 @@ def test_metadata_from_fsspec_urls(tmp_path, client):
 
 
 def test_auto_partition_size_keeps_workers_busy():
-    from vlm_perf.scale.dask_backend import DEFAULT_PARTITION_BYTES, MIN_PARTITION_BYTES, _auto_partition_bytes
+    from vlm_perf.scale.cluster import DEFAULT_PARTITION_BYTES, MIN_PARTITION_BYTES, auto_partition_bytes
 
     class FakeClient:
         def nthreads(self):
             return {"w1": 2, "w2": 2}
 
     gb = 1 << 30
-    assert _auto_partition_bytes([gb] * 4, FakeClient()) == gb * 4 // 16  # 4 threads x 4 tasks
-    assert _auto_partition_bytes([100 << 30], FakeClient()) == DEFAULT_PARTITION_BYTES
-    assert _auto_partition_bytes([1 << 20], FakeClient()) == MIN_PARTITION_BYTES
+    assert auto_partition_bytes([gb] * 4, FakeClient()) == gb * 4 // 16  # 4 threads x 4 tasks
+    assert auto_partition_bytes([100 << 30], FakeClient()) == DEFAULT_PARTITION_BYTES
+    assert auto_partition_bytes([1 << 20], FakeClient()) == MIN_PARTITION_BYTES
 
 
-@pytest.mark.parametrize("fpp,split_every", [(1, 2), (None, 8)])
-def test_per_rank_bit_identical(tmp_path, client, fpp, split_every):
-    """Per-(iteration, dp_rank) statistics: the Dask map + combine equals the single pass."""
+@pytest.mark.parametrize("fpp", [1, None])
+def test_per_rank_bit_identical(tmp_path, client, fpp):
+    """Per-(iteration, dp_rank) statistics: the Dask map + merge equals the single pass."""
     from vlm_perf.ingest.metadata_source import MetadataSource
 
     d = write_shards(tmp_path / "md")
     ref = MetadataSource(d, per_rank=True).read()
-    got = aggregate_metadata_dask(d, client=client, files_per_partition=fpp, split_every=split_every, per_rank=True)
+    got = aggregate_metadata_dask(d, client=client, files_per_partition=fpp, per_rank=True)
     assert got.per_rank.equals(ref.per_rank) and got.per_rank.schema == ref.per_rank.schema
     assert got.frame.equals(ref.per_iteration)
     assert aggregate_metadata_dask(d, client=client, files_per_partition=fpp).per_rank is None
+
+
+@pytest.mark.parametrize("fpp", [1, 2, None])
+def test_one_metadata_reader_whatever_the_entry_point(tmp_path, client, fpp):
+    """`aggregate_metadata_dask` (the library's) and `read_metadata` (the one `--scheduler` uses) are one reader:
+    with a cluster, with the default client, and with no client at all (the partitions read in this process), the
+    frame, the per-rank frame and the diagnostics are the same objects' values as the single pass's."""
+    from vlm_perf.ingest.metadata_source import MetadataSource
+    from vlm_perf.scale import cluster
+
+    d = _with_bad_lines(tmp_path)
+    ref = MetadataSource(d, skip_bad=True, per_rank=True).read()
+    on_cluster = cluster.read_metadata(client, d, skip_bad=True, per_rank=True, files_per_partition=fpp)
+    in_process = cluster.read_metadata(None, d, skip_bad=True, per_rank=True, files_per_partition=fpp)
+    library = aggregate_metadata_dask(d, client=client, skip_bad=True, per_rank=True, files_per_partition=fpp)
+    for got in (on_cluster, in_process):
+        assert got.per_iteration.equals(ref.per_iteration) and got.per_rank.equals(ref.per_rank)
+        assert got.diagnostics.to_dict() == ref.diagnostics.to_dict()
+    assert library.frame.equals(ref.per_iteration) and library.per_rank.equals(ref.per_rank)
+    assert library.diagnostics.to_dict() == ref.diagnostics.to_dict()
+    import vlm_perf.scale.dask_backend as backend
+
+    assert not hasattr(backend, "_metadata_partial")  # no second map task, no second merge
 
 
 # ---------------------------------------------- logs: the same map + combine as parse_logs

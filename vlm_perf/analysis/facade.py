@@ -22,6 +22,8 @@ property                 forwards to
 ``rl``                   `analysis.rl.rl_part`
 ``trace_parts``          `analysis.trace_summary.trace_part`
 ``attribution``          `analysis.attribution.fit_step_time` (``analysis.attribution``)
+``attention``            `analysis.attention_kernel.attention_kernel`: an eager attention core counted
+                         ``--causal half`` (config or trace evidence) as a warning with its size and fix
 ``messages``             every analysis' messages, in one fixed order (never the order parts ran)
 =======================  ==========================================================================
 
@@ -44,6 +46,7 @@ from ..errors import InputError
 from ..flops import get_convention
 from ..run.core import RunInputs, open_run, rank_timing_of, read_rl_of, read_trace_inputs
 from ..run.options import RunOptions
+from .attention_kernel import AttentionKernel, attention_kernel
 from .balance import BalanceResult, costs_from_row_values, microbatch_cost_columns, microbatch_vision_share
 from .hfu import Recompute, parse_recompute
 from .rl import RLResult
@@ -270,12 +273,19 @@ class Run:
         return self._trace[0], self._trace[1]
 
     @cached_property
+    def attention(self) -> AttentionKernel:
+        """The attention kernel against ``--causal`` (`AttentionKernel`): a WARNING (evidence, how low, the fix) when
+        an eager core is counted causal half, a note for ``sdpa``; the config's and the profiler trace's evidence."""
+        return attention_kernel(self.numbers, self.spec, self.causal, self.trainability, self.trace_parts[1])
+
+    @cached_property
     def messages(self) -> list[str]:
-        """Every message of the run, in one fixed order: the windows analysis', the regime's contradictions, the
-        evidence place's, the RL part's, the trace part's."""
+        """Every message of the run, in one fixed order: the attention kernel's warning (it changes every exact
+        number), the windows analysis', the regime's contradictions, the evidence place's, the RL part's, the trace
+        part's."""
         from .examine import evidence_messages
 
         regime = self.regime_summary
-        return [*self.numbers.messages,
+        return [*self.attention.messages, *self.numbers.messages,
                 *(f"training regime contradiction: {text}" for text in (regime or {}).get("contradictions", [])),
                 *evidence_messages(self.inputs), *self._rl[1], *self._trace[2]]

@@ -21,8 +21,10 @@ After (`implausible`), on the per-part result joined with FLOPs:
 * `attention_core`: evidence that the language model's attention core ran unfused (eager: the score and value
   matmuls ``aten::bmm`` and a ``softmax`` recorded in ``language_model.attention``, no fused attention kernel;
   or the model config's ``attn_implementation: eager``) computes every query x key score, the causal mask applied
-  after: counted ``--causal half``, that part's FLOPs read low, so it is a warning naming the evidence and the fix
-  (``--causal full``), never a pass.
+  after: counted ``--causal half``, that part's exact FLOPs (the metadata's) read low, so it is a warning naming
+  the evidence and the fix (``--causal full``), never a pass. FLOPs from the recorded shapes (no metadata) already
+  hold the eager square: no warning there. The run-level warning (every exact number) is
+  `vlm_perf.analysis.attention_kernel`'s.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import polars as pl
 
 from ..errors import InputError
 
-__all__ = ["MFU_PLAUSIBLE", "SHAPES_AGREE", "attention_core", "checked_events", "explained_by_attention",
+__all__ = ["MFU_PLAUSIBLE", "SHAPES_AGREE", "attention_core", "checked_events", "eager_ops", "explained_by_attention",
            "implausible", "shapes_gap"]
 
 #: the largest MFU a part can have (the peak is what the hardware can do)
@@ -118,28 +120,34 @@ def explained_by_attention(result, beyond: list[str]) -> bool:
     return bool(getattr(result, "attention_warning", None)) and beyond == [LM_ATTENTION]
 
 
-def attention_core(result, causal: str, spec=None) -> str | None:
-    """A warning when ``causal`` (the exact FLOPs' LM attention core) is ``half`` but the trace or the model config
-    says the core ran eager (full square scores): the evidence, what it does to the numbers, and the fix. None
-    when nothing contradicts ``causal``."""
-    if causal != "half":
-        return None
-    evidence = []
+def eager_ops(result) -> str | None:
+    """The trace's evidence of an unfused (eager) LM attention core, in words: batched matmuls and a softmax recorded
+    in `LM_ATTENTION` and no fused attention kernel there (with their counts); None when the trace shows none."""
     ops = result.attention_ops.filter(pl.col("part") == LM_ATTENTION)
     counts = {name: int(n) for name, n in ops.group_by("name").agg(pl.col("count").sum()).iter_rows()}
     matmuls = {k: v for k, v in counts.items() if _EAGER_MATMUL.match(k)}
     softmax = {k: v for k, v in counts.items() if _EAGER_SOFTMAX.match(k)}
-    if matmuls and softmax and not any(_FUSED.search(k) for k in counts):
-        named = ", ".join(f"{k} x{v:,}" for k, v in [*sorted(matmuls.items()), *sorted(softmax.items())])
-        evidence.append(f"the trace records {named} in {LM_ATTENTION} and no fused attention kernel")
-    implementation = (getattr(spec, "extra", None) or {}).get("attn_implementation")
-    if implementation == "eager":
-        evidence.append("the model config says attn_implementation: eager")
+    if not (matmuls and softmax) or any(_FUSED.search(k) for k in counts):
+        return None
+    named = ", ".join(f"{k} x{v:,}" for k, v in [*sorted(matmuls.items()), *sorted(softmax.items())])
+    return f"the trace records {named} in {LM_ATTENTION} and no fused attention kernel"
+
+
+def attention_core(result, causal: str, spec=None) -> str | None:
+    """A warning when ``causal`` (the exact FLOPs' LM attention core) is ``half`` but the trace or the model config
+    says the core ran eager (full square scores): the evidence, what it does to the numbers, and the fix. None
+    when nothing contradicts ``causal``, and when the FLOPs per part are not the exact ones of the run's metadata
+    (the recorded matmul shapes of an eager core already hold the whole square: nothing is counted half)."""
+    from .attention_kernel import config_evidence
+
+    if causal != "half" or result.flops_source != "metadata":
+        return None
+    evidence = [e for e in (eager_ops(result), config_evidence(spec)) if e]
     if not evidence:
         return None
     eff = result.summary()
     gap = ""
-    if "shape_flops" in eff.columns and result.flops_source == "metadata":
+    if "shape_flops" in eff.columns:
         row = eff.filter((pl.col("part") == LM_ATTENTION) & (pl.col("flops").fill_null(0) > 0)
                          & pl.col("shape_flops").is_not_null())
         if row.height:

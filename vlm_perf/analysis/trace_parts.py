@@ -842,7 +842,7 @@ def analyze_traces(partial: "TracePartial", *, spec: ModelSpec | None = None, me
                             "(aten::mm/addmm/bmm/baddbmm only; convolutions, fused attention (SDPA / flash) and "
                             "grouped GEMMs are not counted, so those parts read low)")
     elif spec is None:
-        result.notes.append("no model: times only (pass a run folder with run.yaml + metadata, or --model)")
+        result.notes.append("no model: times only (pass the run folder: --run RUN_DIR, with run.yaml + metadata)")
     else:
         result.notes.append("no per-microbatch metadata: times only, no FLOPs per part")
     result.attention_warning = attention_core(result, causal, spec)  # eager attention counted causal half

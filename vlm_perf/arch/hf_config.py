@@ -94,8 +94,11 @@ def spec_from_config(config: Mapping[str, Any], name: str = "", source: str = "c
         spec.extra.setdefault("notes", []).extend(notes)
     if isinstance(config.get("transformers_version"), str):  # the release that wrote the config (module names)
         spec.extra["transformers_version"] = config["transformers_version"]
+    # the LM's attention kernel as the config states it (eager, sdpa, ...): text_config's, else the top level's
+    # (transformers hands the top level's to every sub-config); vision_config's is not the LM's, and a vision tower's
+    # attention is bidirectional (the whole square under any --causal), so it is not read
     text = config.get("text_config")
-    for where in (config, text if isinstance(text, dict) else {}):  # the kernels it was saved with (eager, sdpa, ...)
+    for where in (text if isinstance(text, dict) else {}, config):
         value = where.get("attn_implementation", where.get("_attn_implementation"))
         if isinstance(value, str) and value:
             spec.extra.setdefault("attn_implementation", value)

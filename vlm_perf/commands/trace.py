@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 import typer
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 @run_options("trace")
 def trace(
+    ctx: typer.Context,
     traces: List[str] = typer.Argument(..., help="Trace files (.json, .json.gz, Nsight .sqlite) or folders of them; "
                                        "paths or URLs (s3://, gs://, any fsspec protocol)."),
     run: Optional[str] = typer.Option(None, "--run", help="Run folder (path or URL), opened as `vlm-perf report` "
@@ -36,6 +37,8 @@ def trace(
     from ..run.options import RunOptions
     from ..scale.cluster import scheduled
 
+    if run is None:  # a flag that would change nothing is refused, not ignored
+        refuse_without_run(options or {}, ctx.get_parameter_source)
     opts = RunOptions.from_command(options or {})
     with scheduled(opts.scheduler) as client:
         result = _analyze(traces, run, opts, first_iteration, client)
@@ -61,14 +64,44 @@ def trace(
         print(f"\nwritten to {out}/ (trace_parts.json, trace_parts.md, trace_parts.png, per_step.csv)")
 
 
+#: the trace flags that act on the run folder's metadata FLOPs (the model, the world size they are divided by, the
+#: regime, the attention core): without --run the FLOPs per part are the matmul shapes the trace recorded, which none
+#: of them changes
+RUN_ONLY = ("model", "gpus", "frozen", "trainable", "adapter", "qlora", "causal")
+
+
+def refuse_without_run(options: dict, source_of: Callable[[str], Any] | None = None) -> None:
+    """One usage error (`ConfigError`, exit 2) naming every `RUN_ONLY` flag given without ``--run``. ``source_of``:
+    the command line's parameter source by name (click's ``Context.get_parameter_source``): a flag typed out counts,
+    its declared default too (``--causal half``); without it, a value other than the declared default counts."""
+    from ..run.options import option
+
+    given = []
+    for name in RUN_ONLY:
+        if name not in options:
+            continue
+        source = source_of(name) if source_of is not None else None
+        if source is not None:
+            typed = getattr(source, "name", str(source)) not in ("DEFAULT", "DEFAULT_MAP")
+        else:
+            typed = options[name] not in (None, False, [], (), option(name).default)
+        if typed:
+            given.append(option(name).flag)
+    if given:
+        flags = ", ".join(given)
+        raise ConfigError(f"{flags} {'acts' if len(given) == 1 else 'act'} on the run's metadata FLOPs: add --run "
+                          "RUN_DIR (the run folder: run.yaml, metadata); without it the FLOPs per part are the "
+                          "matmul shapes the trace recorded")
+
+
 def _analyze(traces: list[str], run: str | None, opts: RunOptions, first_iteration: int | None, client: Any):
     """The attribution, with the trace files and the metadata read here or (``client``) on the cluster.
 
     With ``--run`` the run is opened by `vlm_perf.run.core.open_run`, as the report opens it: the same model,
     regime (frozen parts, selectors, adapter), attention core, peak and world size, so the FLOPs per part are the
-    report's trace section's. Without it: the model and peak of the flags, FLOPs from the trace's shapes."""
+    report's trace section's. Without it: the peak of the flags, FLOPs from the trace's shapes (the flags that act on
+    a run's metadata are refused before: `refuse_without_run`)."""
     from ..analysis.trace_parts import analyze_traces
-    from ..arch.trainability import Trainability
     from ..ingest.traces import read_traces, trace_metadata
 
     if client is not None:
@@ -78,15 +111,7 @@ def _analyze(traces: list[str], run: str | None, opts: RunOptions, first_iterati
     else:
         source = read_traces(list(traces))
     if run is None:
-        from ..arch import load_model
-
-        if opts.gpus is not None:  # a flag that would change nothing is refused, not ignored
-            raise ConfigError("--gpus divides the metadata's FLOPs of an iteration among the run's GPUs: give --run "
-                              "RUN (its metadata); without it each rank's FLOPs come from its own trace's shapes")
-
-        spec = load_model(opts.model) if opts.model else None
-        return analyze_traces(source, spec=spec, first_iteration=first_iteration, causal=opts.causal,
-                              frozen=Trainability.from_frozen(opts.frozen), peak_flops=_flag_peak(opts))
+        return analyze_traces(source, first_iteration=first_iteration, peak_flops=_flag_peak(opts))
     from ..remote import as_path
     from ..run.core import open_run
 

@@ -26,7 +26,7 @@ from ..errors import InputError
 
 from ..stats import BatchStats
 from .metadata_schema import SCHEMA, SCHEMA_VERSION
-from .metadata_source import MAX_BAD_LINES, STAT_FIELDS, MetadataDiagnostics, MetadataSource, finish_notes
+from .metadata_source import MAX_BAD_LINES, STAT_FIELDS, MetadataDiagnostics, MetadataSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..arch.spec import ModelSpec
@@ -35,7 +35,6 @@ __all__ = ["MAX_BAD_LINES", "MetadataDiagnostics", "MetadataResult", "MetadataSo
            "STAT_FIELDS", "iteration_stats", "scan_microbatches"]
 
 PathsLike = Union[str, Path, Iterable[Union[str, Path]]]
-_finish_notes = finish_notes  # the Dask backend recomputes the count-based notes after merging
 
 
 @dataclass

@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Union
 
@@ -71,7 +72,8 @@ from .metadata_schema import SCHEMA, reason_key, row_exprs
 if TYPE_CHECKING:  # pragma: no cover
     from ..arch.spec import ModelSpec
 
-__all__ = ["CHUNK_BYTES", "ENGINES", "MAX_LINE_BYTES", "MetadataSource", "ParseEngine", "register_engine",
+__all__ = ["CHUNK_BYTES", "ENGINES", "MAX_LINE_BYTES", "MetadataPartition", "MetadataSource", "ParseEngine",
+           "register_engine",
            "DEFAULT_ENGINE",
            # re-exported from the modules they moved to (metadata_engines, metadata_notes, metadata_geometry)
            "arrow_schema", "BAD_ROW_HINT", "MetadataDiagnostics", "bad_row_error", "finish_notes", "grids_exact",
@@ -175,6 +177,7 @@ class MetadataSource:
         self._media = MediaConverter(spec)
         self._done = False
         self._total = 0
+        self._offset = 0  # the run-wide index of this source's first shard (a partition of the run: read_partition)
         self._per_iteration: pl.DataFrame | None = None
         self._per_rank: pl.DataFrame | None = None
         self._per_microbatch: pl.DataFrame | None = None
@@ -229,13 +232,24 @@ class MetadataSource:
     def read(self) -> "MetadataSource":
         if self._done:
             return self
+        state, unknown = self._pass()
+        self._finish(state, unknown)
+        self._done = True
+        return self
+
+    def _start(self, total_bytes: int | None = None) -> tuple["_PassState", dict[str, int]]:
+        """The diagnostics' file lists and the input size (``total_bytes``, else one stat per shard), and an empty
+        pass state."""
         diag = self._diag
         diag.files = list(self.displays)
         diag.decompressed = [d for p, d in zip(self.files, self.displays) if not is_parquet(p) and compression_of(p)]
-        keys = ["iteration", "dp_rank"] if self.want_per_rank else ["iteration"]
-        state = _PassState(keys)
-        unknown: dict[str, int] = {}
-        total = self._total = sum(p.stat().st_size for p in self.files)
+        self._total = total_bytes if total_bytes is not None else sum(p.stat().st_size for p in self.files)
+        return _PassState(["iteration", "dp_rank"] if self.want_per_rank else ["iteration"]), {}
+
+    def _pass(self) -> tuple["_PassState", dict[str, int]]:
+        """The pass over every shard, without the finish: (state, keys outside the schema with their counts)."""
+        state, unknown = self._start()
+        total = self._total
         # One pipeline over all shards: the engine parses the next chunk (possibly the next
         # shard's first) in a worker thread while this one is aggregated; reading, callbacks and
         # aggregation stay on this thread, in file order. At most two chunks are held at once.
@@ -252,6 +266,50 @@ class MetadataSource:
         finally:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
+        return state, unknown
+
+    # ----------------------------------------------------------------------------- partitions of a run
+    def read_partition(self, offset: int) -> "MetadataPartition":
+        """The pass over this source's shards as shards ``offset``.. of a run (keys outside the schema sampled from
+        the run's first shards, bad lines numbered run-wide), without the finish: one map task of a cluster's read,
+        merged by the whole run's `finish_partitions`. Raises what the pass raises (a bad line without
+        ``skip_bad``)."""
+        self._offset = offset
+        state, unknown = self._pass()
+        bad = sorted(state.bad, key=lambda b: (b.file_index, b.line))[:MAX_BAD_LINES]
+        for b in bad:
+            b.file_index += offset
+        diag = self._diag
+        return MetadataPartition(grouped=state.merged(), values=pl.concat(state.values) if state.values else None,
+                                 bad=bad, unknown=unknown, rows_read=diag.rows_read,
+                                 rows_skipped=dict(diag.rows_skipped), cleaned=list(diag.cleaned),
+                                 rows_media_in_pixels=diag.rows_media_in_pixels)
+
+    def finish_partitions(self, parts: Iterable["MetadataPartition"],
+                          total_bytes: int | None = None) -> "MetadataSource":
+        """This source (the whole run) finished from its partitions' `read_partition` states, in file order: the
+        single pass's own finish over the merged state, so every output and diagnostic equals `read`'s. The first
+        partition's error (file order) is raised, as the single pass raises it. ``total_bytes``: the shards' size
+        when the caller has it (else one stat per shard)."""
+        parts = list(parts)
+        for part in parts:
+            if part.error is not None:
+                raise part.error
+        state, unknown = self._start(total_bytes)
+        diag = self._diag
+        for part in parts:
+            if part.grouped is not None and part.grouped.height:
+                state.partials.append(part.grouped)
+            if part.values is not None:
+                state.values.append(part.values)
+            state.bad.extend(part.bad)
+            for key, n in part.unknown.items():
+                unknown[key] = unknown.get(key, 0) + n
+            diag.rows_read += part.rows_read
+            for key, n in part.rows_skipped.items():
+                diag.rows_skipped[key] = diag.rows_skipped.get(key, 0) + n
+            diag.cleaned += part.cleaned
+            diag.rows_media_in_pixels += part.rows_media_in_pixels
         self._finish(state, unknown)
         self._done = True
         return self
@@ -264,7 +322,7 @@ class MetadataSource:
             if is_parquet(path):
                 yield "parquet", index, display, path
             else:
-                for chunk in self._chunks(index, path, display, state, unknown if index < 4 else None,
+                for chunk in self._chunks(index, path, display, state, unknown if index + self._offset < 4 else None,
                                           done_before, total):
                     yield "chunk", index, display, chunk
             done_before += path.stat().st_size
@@ -549,6 +607,22 @@ def _public(grouped: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return (grouped.select(*keys, *STAT_FIELDS, "microbatches")
             .with_columns(pl.col("microbatches").cast(pl.Int64))
             .sort(keys, nulls_last=True))
+
+
+@dataclass
+class MetadataPartition:
+    """What `MetadataSource.read_partition` hands to the whole run's `MetadataSource.finish_partitions`: one
+    partition's pass state (file indices run-wide), or the error its pass raised."""
+
+    grouped: pl.DataFrame | None = None
+    values: pl.DataFrame | None = None
+    bad: list = field(default_factory=list)
+    unknown: dict = field(default_factory=dict)
+    rows_read: int = 0
+    rows_skipped: dict = field(default_factory=dict)
+    cleaned: list = field(default_factory=list)
+    rows_media_in_pixels: int = 0
+    error: BaseException | None = None
 
 
 class _PassState:

@@ -94,6 +94,8 @@ _RUN_CMDS = ("report", "compare")
 _PEAK_CMDS = ("report", "compare", "trace", "flops")  # the peak: MFU (flops: of a --log-tflops reading)
 _REGIME_CMDS = ("report", "compare", "trace")  # what trains: the trace's FLOPs per part are the report's
 _ESTIMATE = (("report", "(estimate mode)"),)
+#: trace: an option that acts on the run folder's metadata FLOPs (without --run the FLOPs are the trace's shapes)
+_WITH_RUN = ("trace", "(with --run)")
 
 OPTIONS: tuple[RunOption, ...] = (
     RunOption("model", "--model", "str", "Model: preset name or its Hugging Face repo id (vlm-perf families "
@@ -101,7 +103,8 @@ OPTIONS: tuple[RunOption, ...] = (
                                                                  "explain"),
               ("command line", "run.yaml", "log", "checkpoint"), "model", "-m", "NAME_OR_CONFIG", per_run=True,
               notes=tuple((c, "(default: run.yaml's model, else a config.json in the run folder)")
-                          for c in ("report", "compare", "metadata", "trace"))
+                          for c in ("report", "compare", "metadata"))
+              + (("trace", "(with --run; default: the run folder's run.yaml model, else its config.json)"),)
               + (("flops", "(a checkpoint folder: config.json and its processor files)"),)),
     RunOption("gpus", "--gpus", "int", "World size: the number of GPUs of the run.", (*_REGIME_CMDS, "flops"),
               ("command line", "run.yaml", "log"), "num_gpus", metavar="N", minimum=1, per_run=True,
@@ -117,25 +120,27 @@ OPTIONS: tuple[RunOption, ...] = (
     RunOption("frozen", "--frozen", "list", "Frozen part or selector (repeatable): vision_tower, projector, vision, "
               "language_model (aliases vit, merger, lm, ...), or PART[SLICE][.KIND+KIND], e.g. 'vit[:-4]', "
               "'lm.embeddings'.", (*_REGIME_CMDS, "flops"), ("command line", "run.yaml", "checkpoint"), "frozen",
-              metavar="SELECTOR", default=[], per_run=True),
+              metavar="SELECTOR", default=[], per_run=True, notes=(_WITH_RUN,)),
     RunOption("trainable", "--trainable", "list", "What trains (repeatable selector PART[SLICE][.KIND+KIND], e.g. "
               "'vit[-4:]', 'lm.attention+mlp'; default: everything, or nothing of the base with an adapter).",
               (*_REGIME_CMDS, "flops"), ("command line", "run.yaml", "checkpoint"), "trainable", metavar="SELECTOR",
-              default=[], per_run=True),
+              default=[], per_run=True, notes=(_WITH_RUN,)),
     RunOption("adapter", "--adapter", "str", "LoRA/DoRA adapter: an adapter_config.json or a PEFT checkpoint "
               "folder.", (*_REGIME_CMDS, "flops"), ("command line", "run.yaml", "checkpoint"), "adapter",
               metavar="PATH", per_run=True,
               notes=tuple((c, "(default: trainability.json / adapter_config.json found in the run folder)")
-                          for c in _REGIME_CMDS)),
+                          for c in _RUN_CMDS) + (("trace", "(with --run; default: trainability.json / "
+                                                          "adapter_config.json found in the run folder)"),)),
     RunOption("qlora", "--qlora", "bool", "The adapter's base weights are quantised (QLoRA: base matmuls counted "
               "at the dequantised weights' FLOPs).", (*_REGIME_CMDS, "flops"), ("command line", "run.yaml"), "qlora",
-              default=False, per_run=True),
+              default=False, per_run=True, notes=(_WITH_RUN,)),
     RunOption("recompute", "--recompute", "str", "Activation recompute for HFU: none, selective, full or full:N "
               "layers (default: what the log / run.yaml state).", _RUN_CMDS, ("command line", "run.yaml", "log"),
               metavar="POLICY", per_run=True, pattern=r"\s*(none|selective|full(:[1-9][0-9]*)?)\s*",
               shape="none, selective, full or full:N (N > 0 layers)"),
     RunOption("causal", "--causal", "choice", "exact's LM attention core: half (causal kernels) or full "
-              "(eager/masked).", _PEAK_CMDS, choices=("half", "full"), default="half", metavar="MODE"),
+              "(eager/masked).", _PEAK_CMDS, choices=("half", "full"), default="half", metavar="MODE",
+              notes=(_WITH_RUN,)),
     RunOption("seq_length", "--seq-length", "int", "LM tokens per sample, visual placeholders included.",
               (*_REPORT_ESTIMATE, "flops", "explain"), ("command line", "run.yaml", "log"), "seq_length",
               metavar="TOKENS", minimum=1, aliases=("--seq-len",),

@@ -7,13 +7,13 @@ default: the CPU count) for the duration of the command; ``tcp://host:8786`` (an
 
 On the cluster the run is read as map + combine with the single-machine code per partition:
 
-* metadata: each partition of consecutive shards is read by `MetadataSource` itself (a subclass that
-  stops before the finish and hands back its pass state: the internal per-(iteration[, dp_rank])
-  partial sums with the replay keys, the per-microbatch row values, the bad lines, the sampled keys
-  and the counters); the client merges the partials in file order (the source's own merge) and runs
-  the source's own finish over the merged state, so the statistics, the row values, the diagnostics
-  and the error raised for bad input are those of the single-machine pass (the re-read of iterations
-  a resumed job recorded twice, rare, runs on the client);
+* metadata (`read_metadata`, THE partitioned reader; `vlm_perf.scale.aggregate_metadata_dask` forwards to it):
+  each partition of consecutive shards is read by `MetadataSource.read_partition` (the single pass, stopped
+  before its finish: the per-(iteration[, dp_rank]) partial sums with the replay keys, the per-microbatch row
+  values, the bad lines, the sampled keys and the counters); the client merges them in file order and runs the
+  source's own finish over the merged state (`MetadataSource.finish_partitions`), so the statistics, the row
+  values, the diagnostics and the error raised for bad input are those of the single-machine pass (the re-read of
+  iterations a resumed job recorded twice, rare, runs on the client);
 * logs: one task per file, `vlm_perf.ingest.logs.partial.parse_file_partial` (the map of
   ``parse_logs``), merged and finished once (`vlm_perf.scale.dask_backend.parse_logs_dask`);
 * profiler traces: one task per file, `vlm_perf.ingest.traces.read_trace` (the map of ``read_traces``),
@@ -53,7 +53,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..arch.spec import ModelSpec
 
 __all__ = ["Scheduler", "parse_scheduler", "scheduled", "connect", "read_metadata", "parse_logs_on", "read_traces_on",
-           "CONNECT_TIMEOUT_S", "connect_timeout", "max_local_workers", "done_in_turn", "ClusterUse", "cluster_use"]
+           "CONNECT_TIMEOUT_S", "connect_timeout", "max_local_workers", "done_in_turn", "ClusterUse", "cluster_use",
+           "plan_partitions", "auto_partition_bytes", "DEFAULT_PARTITION_BYTES", "TASKS_PER_THREAD",
+           "MIN_PARTITION_BYTES"]
 
 #: seconds to reach a scheduler (and, for ``local:N``, for the workers to start), and to wait for a live worker,
 #: before giving up; ``VLM_PERF_CONNECT_TIMEOUT`` overrides it (`connect_timeout`)
@@ -402,84 +404,86 @@ def gather_in_order(client: Any, futures: list, what: Callable[[int], str],
 
 
 # ------------------------------------------------------------------------------------ metadata
-def _partition_source_class():
-    from ..ingest.metadata_source import MetadataSource
-
-    class PartitionSource(MetadataSource):
-        """`MetadataSource` over one partition of the run's shards: the pass, without the finish."""
-
-        def __init__(self, files: Sequence[str], offset: int, *args: Any, **kwargs: Any) -> None:
-            super().__init__(files, *args, **kwargs)
-            self.offset = offset
-            self.state: Any = None
-            self.unknown: dict[str, int] = {}
-
-        def _chunks(self, index, path, display, state, sample, done_before, total):  # type: ignore[no-untyped-def]
-            # keys are sampled from the first shards OF THE RUN, as the single pass does
-            return super()._chunks(index, path, display, state, sample if index + self.offset < 4 else None,
-                                   done_before, total)
-
-        def _finish(self, state, unknown) -> None:  # type: ignore[no-untyped-def]
-            self.state, self.unknown = state, unknown
-
-    return PartitionSource
+#: Default input bytes per metadata partition (consecutive shards are grouped up to this size).
+DEFAULT_PARTITION_BYTES = 256 << 20
+#: Automatic sizing: aim for this many partitions per worker thread, none below MIN_PARTITION_BYTES.
+TASKS_PER_THREAD = 4
+MIN_PARTITION_BYTES = 16 << 20
 
 
-@dataclass
-class MetadataPartial:
-    """The pass state of one partition (file indices global), or the error it raised."""
+def plan_partitions(files: Sequence[str], files_per_partition: int | None = None,
+                    partition_bytes: int = DEFAULT_PARTITION_BYTES,
+                    sizes: Sequence[int] | None = None) -> list[list[str]]:
+    """Consecutive groups of shards: ``files_per_partition`` each, or (default) by input size (``sizes``, else one
+    stat per shard), closing a group once it holds ``partition_bytes``. File order is preserved."""
+    from ..remote import as_path
 
-    grouped: Any = None
-    values: Any = None
-    bad: list = field(default_factory=list)
-    unknown: dict = field(default_factory=dict)
-    rows_read: int = 0
-    rows_skipped: dict = field(default_factory=dict)
-    cleaned: list = field(default_factory=list)
-    rows_media_in_pixels: int = 0
-    error: BaseException | None = None
+    if files_per_partition is not None:
+        if files_per_partition < 1:
+            raise ConfigError("files_per_partition must be >= 1")
+        return [list(files[i:i + files_per_partition]) for i in range(0, len(files), files_per_partition)]
+    groups: list[list[str]] = []
+    cur: list[str] = []
+    size = 0
+    for k, name in enumerate(files):
+        cur.append(name)
+        size += sizes[k] if sizes is not None else as_path(name).stat().st_size
+        if size >= partition_bytes:
+            groups.append(cur)
+            cur, size = [], 0
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def auto_partition_bytes(sizes: Sequence[int], client: Any) -> int:
+    """`DEFAULT_PARTITION_BYTES`, or less so that each worker thread of ``client`` (None: this machine's CPUs) gets
+    ~`TASKS_PER_THREAD` tasks (a run split into as many partitions as workers leaves workers idle while the last
+    ones finish)."""
+    threads = (os.cpu_count() or 1) if client is None else max(1, sum(_worker_threads(client).values()))
+    per_task = sum(sizes) // (TASKS_PER_THREAD * threads)
+    return int(min(DEFAULT_PARTITION_BYTES, max(MIN_PARTITION_BYTES, per_task)))
 
 
 def _metadata_partial(files: Sequence[str], offset: int, spec: "ModelSpec | None", skip_bad: bool, per_rank: bool,
-                      row_columns: Mapping[str, Callable] | None) -> MetadataPartial:
-    """Map task: the single-machine pass over ``files`` (shards ``offset``.. of the run)."""
-    import polars as pl
+                      row_columns: Mapping[str, Callable] | None) -> Any:
+    """Map task: the single-machine pass over ``files`` (shards ``offset``.. of the run), without its finish
+    (`MetadataSource.read_partition`); the error it raises is handed back as data, so that the merge raises the
+    first one in file order."""
+    from ..ingest.metadata_source import MetadataPartition, MetadataSource
 
-    from ..ingest.metadata_source import MAX_BAD_LINES
-
-    source = _partition_source_class()(files, offset, spec, skip_bad=skip_bad, per_rank=per_rank,
-                                       row_columns=row_columns, prefetch=False)
+    source = MetadataSource(files, spec, skip_bad=skip_bad, per_rank=per_rank, row_columns=row_columns,
+                            prefetch=False)
     try:
-        source.read()
+        return source.read_partition(offset)
     except VlmPerfError as exc:
-        return MetadataPartial(error=exc)
-    state, diag = source.state, source._diag
-    bad = sorted(state.bad, key=lambda b: (b.file_index, b.line))[:MAX_BAD_LINES]
-    for b in bad:
-        b.file_index += offset
-    return MetadataPartial(grouped=state.merged(), values=pl.concat(state.values) if state.values else None,
-                           bad=bad, unknown=source.unknown, rows_read=diag.rows_read,
-                           rows_skipped=dict(diag.rows_skipped), cleaned=list(diag.cleaned),
-                           rows_media_in_pixels=diag.rows_media_in_pixels)
+        return MetadataPartition(error=exc)
 
 
-def read_metadata(client: Any, paths: Sequence[str | Path], spec: "ModelSpec | None" = None, *, skip_bad: bool = False,
+def read_metadata(client: Any, paths: Any, spec: "ModelSpec | None" = None, *, skip_bad: bool = False,
                   per_rank: bool = False, row_columns: Mapping[str, Callable] | None = None,
-                  progress: Callable[[int, int], None] | None = None,
-                  files_per_partition: int | None = None) -> Any:
-    """A read `MetadataSource` equal to ``MetadataSource(paths, spec, ...).read()``, computed on ``client``.
+                  progress: Callable[[int, int], None] | None = None, files_per_partition: int | None = None,
+                  partition_bytes: int | None = None) -> Any:
+    """THE partitioned metadata reader: a read `MetadataSource` equal to ``MetadataSource(paths, spec, ...).read()``
+    (every output, diagnostic and error), its partitions read on ``client``.
 
-    Partitions: consecutive shards, grouped by size (`vlm_perf.scale.dask_backend.plan_partitions`:
-    about `TASKS_PER_THREAD` per worker thread) or ``files_per_partition`` each.
-    ``progress(done_bytes, total_bytes)``: called as partitions finish (input bytes of the finished ones).
+    ``paths``: files, folders, globs or URLs, expanded as the single pass expands them. Partitions: consecutive
+    shards, ``files_per_partition`` each, else grouped up to ``partition_bytes`` of input (default: about
+    `TASKS_PER_THREAD` per worker thread, `auto_partition_bytes`). Each is read by `MetadataSource.read_partition`
+    on a worker (a URL shard streamed there); the client merges the states in file order with the source's own
+    finish (`MetadataSource.finish_partitions`). ``client``: a ``distributed.Client``; None: the current default
+    client if there is one, else the partitions are read in this process, one after another (the same map and
+    merge). ``progress(done_bytes, total_bytes)``: called as partitions finish (input bytes of the finished ones).
     """
-    from ..ingest.metadata_source import MetadataSource, _PassState, compression_of, is_parquet
-    from .dask_backend import _auto_partition_bytes, plan_partitions
+    from ..ingest.metadata_source import MetadataSource
 
+    if client is None:
+        client = _default_client()
     whole = MetadataSource(paths, spec, skip_bad=skip_bad, per_rank=per_rank, row_columns=row_columns)
     files = [str(p) for p in whole.files]
-    sizes = [p.stat().st_size for p in whole.files]
-    groups = plan_partitions(files, files_per_partition, _auto_partition_bytes(sizes, client), sizes)
+    sizes = [p.stat().st_size for p in whole.files]  # once: a HEAD request each for URLs
+    chosen = partition_bytes if partition_bytes is not None else auto_partition_bytes(sizes, client)
+    groups = plan_partitions(files, files_per_partition, chosen, sizes)
     offsets, start = [], 0
     for group in groups:
         offsets.append(start)
@@ -493,36 +497,28 @@ def read_metadata(client: Any, paths: Sequence[str | Path], spec: "ModelSpec | N
         if progress is not None:
             progress(done[0], total)
 
-    futures = [client.submit(_metadata_partial, group, offset, spec, skip_bad, per_rank, dict(row_columns or {}),
-                             key=f"vlm-perf-metadata-{os.getpid()}-{id(whole)}-{i}", pure=False)
-               for i, (group, offset) in enumerate(zip(groups, offsets))]
-    parts = gather_in_order(client, futures, lambda i: f"metadata shards {groups[i][0]} ..", on_done)
-    for part in parts:  # the first error in file order: the one the single pass raises
-        if part.error is not None:
-            raise part.error
-    keys = ["iteration", "dp_rank"] if per_rank else ["iteration"]
-    state = _PassState(keys)
-    unknown: dict[str, int] = {}
-    diag = whole._diag
-    diag.files = list(whole.displays)
-    diag.decompressed = [d for p, d in zip(whole.files, whole.displays) if not is_parquet(p) and compression_of(p)]
-    for part in parts:
-        if part.grouped is not None and part.grouped.height:
-            state.partials.append(part.grouped)
-        if part.values is not None:
-            state.values.append(part.values)
-        state.bad.extend(part.bad)
-        for key, n in part.unknown.items():
-            unknown[key] = unknown.get(key, 0) + n
-        diag.rows_read += part.rows_read
-        for key, n in part.rows_skipped.items():
-            diag.rows_skipped[key] = diag.rows_skipped.get(key, 0) + n
-        diag.cleaned += part.cleaned
-        diag.rows_media_in_pixels += part.rows_media_in_pixels
-    whole._total = total
-    whole._finish(state, unknown)  # the single pass's own finish, over the merged state
-    whole._done = True
-    return whole
+    row_columns = dict(row_columns or {})
+    if client is None:
+        parts = []
+        for i, (group, offset) in enumerate(zip(groups, offsets)):
+            parts.append(_metadata_partial(group, offset, spec, skip_bad, per_rank, row_columns))
+            on_done(i)
+    else:
+        futures = [client.submit(_metadata_partial, group, offset, spec, skip_bad, per_rank, row_columns,
+                                 key=f"vlm-perf-metadata-{os.getpid()}-{id(whole)}-{i}", pure=False)
+                   for i, (group, offset) in enumerate(zip(groups, offsets))]
+        parts = gather_in_order(client, futures, lambda i: f"metadata shards {groups[i][0]} ..", on_done)
+    return whole.finish_partitions(parts, total)
+
+
+def _default_client() -> Any:
+    """The current default ``distributed`` client, or None (no distributed install, or no client)."""
+    try:
+        from distributed import default_client
+
+        return default_client()
+    except (ImportError, ValueError):
+        return None
 
 
 # ------------------------------------------------------------------------------------ logs

@@ -66,6 +66,11 @@ def verdict(s: dict) -> tuple[Inline, str]:
     if before:
         parts += [": ", B(f"{100 * (after / before - 1):+.1f}%"), " vs LM-only"]
     parts.append(f"; {checks_state(s['checks'])}.")
+    factor = (s.get("attention_kernel") or {}).get("full_over_half")
+    if factor:  # the number to quote itself is low: said where it is quoted (the warning says why, below)
+        parts += [" ", Span("Eager attention counted causal half", bold=True, tone="warn"),
+                  f": these read {100 * (1 - 1 / factor):.1f}% low; rerun with --causal full."]
+        tone = "warn" if tone == "ok" else tone
     return T(*parts), tone
 
 
