@@ -311,6 +311,19 @@ class Measured:
                                                                                           self.backward)
 
 
+def measure_generate(model, inputs: dict, parts: dict, new_tokens: int, prompt_len: int) -> dict[str, float]:
+    """Forward FLOPs per part of greedy ``model.generate`` with a KV cache and exactly ``new_tokens`` new tokens
+    (``parts``: part name -> modules, a family harness's ``part_modules``); checks the output grew by that many."""
+    import torch
+
+    counter = _make_counter_class()(model, parts=parts)
+    with torch.no_grad(), counter:
+        out = model.generate(**{k: v for k, v in inputs.items() if k != "use_cache"}, max_new_tokens=new_tokens,
+                             min_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=0)
+    assert out.shape[1] == prompt_len + new_tokens
+    return {p: n for (phase, p), n in counter.counts.items() if phase == "forward"}
+
+
 def freeze(model, frozen: Sequence[str] = ()) -> None:
     """requires_grad_ on everything, then off for the named parts.
 

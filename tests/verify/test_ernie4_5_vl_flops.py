@@ -214,16 +214,11 @@ def test_generate_with_kv_cache_per_part():
     from vlm_perf.arch.families import FAMILIES
     from vlm_perf.flops.generation import generation_flops
 
-    from .measure import _make_counter_class
+    from .measure import measure_generate
 
     m, h, case = model(), harness("ernie4_5_vl_moe"), CASES[2]
     inputs, media = h.make_inputs(m, **case)
-    counter = _make_counter_class()(m, parts=h.part_modules(m))
-    with torch.no_grad(), counter:
-        out = m.generate(**{k: v for k, v in inputs.items() if k != "use_cache"}, max_new_tokens=5, min_new_tokens=5,
-                         do_sample=False, use_cache=True, pad_token_id=0)
-    assert out.shape[1] == media["seq_len"] + 5
-    measured = {p: n for (phase, p), n in counter.counts.items() if phase == "forward"}
+    measured = measure_generate(m, inputs, h.part_modules(m), 5, media["seq_len"])
     s = spec()
     grids = [FAMILIES["ernie4_5_vl_moe"].media.image(s, a, b).grid for a, b in case["image_sizes"]]
     lib = generation_flops(s, [media["seq_len"]], [5], image_grids=grids, video_grids=case["video_grids"],

@@ -181,16 +181,11 @@ def test_generate_with_kv_cache_per_part():
     from vlm_perf.flops.generation import generation_flops
 
     from .families import harness
-    from .measure import _make_counter_class
+    from .measure import measure_generate
 
     m, h = model(), harness("ovis2")
     inputs, media = h.make_inputs(m, image_sizes=[(40, 90)])
-    counter = _make_counter_class()(m, parts=h.part_modules(m))
-    with torch.no_grad(), counter:
-        out = m.generate(**{k: v for k, v in inputs.items() if k != "use_cache"}, max_new_tokens=5, min_new_tokens=5,
-                         do_sample=False, use_cache=True, pad_token_id=0)
-    assert out.shape[1] == media["seq_len"] + 5
-    measured = {p: n for (phase, p), n in counter.counts.items() if phase == "forward"}
+    measured = measure_generate(m, inputs, h.part_modules(m), 5, media["seq_len"])
     spec = TINY.spec(m)
     lib = generation_flops(spec, [media["seq_len"]], [5], image_grids=[FAMILIES["ovis2"].media.image(spec, 40, 90).grid],
                            causal="full")
