@@ -235,13 +235,17 @@ TEXT_FIELDS: dict[str, Kind] = {
                      "vocab_size_per_layer_input", "hidden_size_per_layer_input", "laurel_rank",
                      "altup_num_inputs",
                      # OPT (BLIP-2's LM): its MLP width
-                     "ffn_dim"), POS),
+                     "ffn_dim",
+                     # BART (Florence-2's encoder-decoder LM): decoder depth, encoder / decoder MLP widths
+                     "decoder_layers", "encoder_ffn_dim", "decoder_ffn_dim",
+                     # ERNIE-4.5-VL-MoE: experts per modality pool
+                     "moe_num_experts"), POS),
     # OPT's learned position table (BLIP-2) has max_position_embeddings + 2 rows; other families do not read it,
     # and released configs state up to ~10^7 (Llama 4), so the bound is wide
     "max_position_embeddings": Kind(high=1 << 40),
     # 0 allowed: an MoE model whose every layer is MoE may state no dense width
     **dict.fromkeys(("intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_nextn_predict_layers",
-                     "max_window_layers", "num_kv_shared_layers"), NONNEG),
+                     "max_window_layers", "num_kv_shared_layers", "moe_num_shared_experts"), NONNEG),
     "sliding_window": WINDOW,
 }
 #: Vision tower fields (under ``vision_config``), by name, for every family.
@@ -254,9 +258,14 @@ VISION_FIELDS: dict[str, Kind] = {
                      "init_pos_emb_height", "init_pos_emb_width",
                      # Kimi K2.5's position tables, SAM / ViTDet towers (GOT-OCR2, DeepSeek-VL-hybrid), RADIO
                      "pos_emb_height", "pos_emb_width", "pos_emb_time", "mlp_dim", "output_channels",
-                     "max_img_size", "video_temporal_patch_size", "projection_dim", "crop_size"), POS),
+                     "max_img_size", "video_temporal_patch_size", "projection_dim", "crop_size",
+                     # Ovis2's visual vocabulary and fold
+                     "vocab_size", "hidden_stride"), POS),
+    # Florence-2's learned position table rows (DaViT tower output side at most)
+    "max_position_embeddings": Kind(high=1 << 40),
     # RADIO's class-token prefix (Nemotron omni): 0 is a tower without class tokens
-    **dict.fromkeys(("num_cls_tokens", "num_registers"), NONNEG),
+    **dict.fromkeys(("num_cls_tokens", "num_registers",
+                     "num_visual_indicator_tokens"), NONNEG),  # Ovis2: 0 is a visual vocabulary without indicators
     "mlp_ratio": RATIO,
     "pixel_shuffle_ratio": RATIO,
 }
