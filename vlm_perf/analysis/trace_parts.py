@@ -479,13 +479,23 @@ def analyze_traces(partial: "TracePartial", *, spec: ModelSpec | None = None, me
     data parallelism: ``world_size`` equal to the number of DP ranks in the metadata, or one rank only);
     otherwise the iteration's FLOPs divided by ``world_size`` (an average over GPUs, said in ``notes``).
     """
-    from .trace_checks import attention_core, checked_events, implausible
+    from .trace_attribute import combine, rank_parts
+    from .trace_checks import checked_frames
 
     if not any(f.height for f in partial.frames):
         raise InputError("no timed events (complete 'X' events of profiler categories) in the trace",
                          ", ".join(partial.files[:3]) + (" ..." if len(partial.files) > 3 else ""))
-    events, checked = checked_events(partial)  # duplicate rank-steps refused, negative durations dropped
-    notes = list(partial.notes) + checked
+    by_rank, checked = checked_frames(partial)  # duplicate rank-steps refused, negative durations dropped
+    first_iteration, notes = _first_iteration(partial, first_iteration, list(partial.notes) + checked)
+    if not by_rank:
+        raise InputError("the trace holds no timed events")
+    result = combine([rank_parts(rank, frame) for rank, frame in by_rank], first_iteration)
+    return complete(result, notes, spec=spec, metadata=metadata, causal=causal, frozen=frozen, peak_flops=peak_flops,
+                    world_size=world_size)
+
+
+def _first_iteration(partial: "TracePartial", first_iteration: int | None, notes: list[str]) -> tuple[int, list[str]]:
+    """The training iteration of ProfilerStep#0: given, else the traces' ``vlm_perf_first_iteration``, else 1."""
     if first_iteration is None:
         stated = {m.get("vlm_perf_first_iteration") for m in partial.meta} - {None}
         if len(stated) == 1:
@@ -500,7 +510,15 @@ def analyze_traces(partial: "TracePartial", *, spec: ModelSpec | None = None, me
                          "step from the first); pass the first iteration when the profiler started later")
     elif not 0 <= first_iteration <= MAX_ITERATION:
         raise InputError(f"first iteration {str(first_iteration)[:40]} is not an iteration (0 to {MAX_ITERATION})")
-    result = attribute(events, first_iteration)
+    return first_iteration, notes
+
+
+def complete(result: TraceParts, notes: list[str], *, spec: ModelSpec | None, metadata: "TraceMetadata | None",
+             causal: str, frozen, peak_flops: float | None, world_size: int | None) -> TraceParts:
+    """The attribution joined with FLOPs (metadata or the trace's shapes) and checked (`analyze_traces`' last half;
+    ``notes``: the reading's and the checks' notes, first)."""
+    from .trace_checks import attention_core, implausible
+
     result.notes = list(dict.fromkeys(notes + result.notes))
     result.peak_flops = peak_flops
     if spec is not None and metadata is not None:
