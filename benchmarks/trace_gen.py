@@ -265,7 +265,7 @@ def _step(w: _Writer, step: int, t: float, vision_blocks: int, layers: int) -> f
         w.x("cpu_op", f"autograd::engine::evaluate_function: {node}", _PID, _BWD, s, bt - s + 0.5,
             f'"External id": {w.ext}, "Record function id": 0, "Sequence number": {sq}, "Fwd thread id": 1')
         bt += 1.0
-        if i % 400 == 399:  # a gradient bucket is ready: all-reduce it on the NCCL stream
+        if i % 400 == 399 or i == len(seqs) - 1:  # a gradient bucket is ready: all-reduce it on the NCCL stream
             w.ext += 1
             cs = bt
             w.corr += 1
