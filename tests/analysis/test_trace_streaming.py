@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from vlm_perf.analysis import trace_attribute
 from vlm_perf.analysis.trace_attribute import attribute
 from vlm_perf.analysis.trace_parts import analyze_traces
 from vlm_perf.analysis.trace_ranks import analyze_trace_files
@@ -130,6 +131,7 @@ def test_streamed_equals_whole_file_table_and_attribution(which, synthetic, back
     path = {"hta-gpu": HTA, "real-cpu": REAL, "synthetic": synthetic["rank3.json"],
             "synthetic-gz": synthetic["rank3.json.gz"]}[which]
     monkeypatch.setattr(kineto, "CHUNK", 4093)  # events cut at every kind of place
+    monkeypatch.setattr(trace_attribute, "WINDOW", 97)  # host events walked in many windows
     streamed = _streamed(path)
     whole = _whole_file(path, int(streamed["rank"][0]))
     assert streamed.equals(whole)
