@@ -268,3 +268,12 @@ def test_two_copies_of_one_rank_are_refused_on_both_paths(tmp_path, ranks):
                 lambda: analyze_trace_files([ranks[0], copy], workers=1)):
         with pytest.raises(InputError, match="two copies of one rank's trace"):
             run()
+
+
+@pytest.mark.slow
+def test_per_rank_files_on_dask_workers_equal_the_sequential_result(ranks):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+        parallel = analyze_trace_files(ranks, client=client)
+    _same(parallel, analyze_traces(read_traces(ranks)))
