@@ -277,3 +277,25 @@ def test_per_rank_files_on_dask_workers_equal_the_sequential_result(ranks):
                                   silence_logs=50) as cluster, distributed.Client(cluster) as client:
         parallel = analyze_trace_files(ranks, client=client)
     _same(parallel, analyze_traces(read_traces(ranks)))
+
+
+def test_kernel_names_holding_brace_comma_keep_the_fast_path(synthetic, monkeypatch):
+    """Real kernel names contain ``}, `` (``{lambda(float)#1}, at::detail::Array<...>``): a batch must end at an event
+    boundary, not inside such a name, or the whole chunk would fall back to event-by-event decoding."""
+    pytest.importorskip("msgspec")
+    calls = []
+
+    class Counting(json.JSONDecoder):
+        def raw_decode(self, s, idx=0):
+            calls.append(idx)
+            return super().raw_decode(s, idx)
+
+    monkeypatch.setattr(kineto, "_FAST", [])
+    monkeypatch.setattr(kineto.json, "JSONDecoder", Counting)
+    monkeypatch.setattr(kineto, "CHUNK", 1 << 14)  # many batches
+    text = synthetic["rank3.json"].read_text()
+    assert "}, at::detail::Array" in text
+    events = _streamed(synthetic["rank3.json"])
+    batches = len(text) // (1 << 14)
+    # the stdlib decodes the top-level keys and about the one event cut at each batch's end
+    assert len(calls) < batches + 25, (len(calls), events.height)  # 61 for 42 batches; 125 before the fix

@@ -293,7 +293,7 @@ def _fast_batch(fast, buf: str, i: int, b: EventBuilder) -> int:
     n = len(buf)
     while i < n and buf[i] in " \t\r\n,":
         i += 1
-    j = buf.rfind("},", i)
+    j = _last_boundary(buf, i)
     if j < 0 or i >= n or buf[i] != "{":
         return i
     try:
@@ -307,6 +307,24 @@ def _fast_batch(fast, buf: str, i: int, b: EventBuilder) -> int:
     if kept and not _columns(kept, b):
         _rows(kept, b)
     return j + 1
+
+
+def _last_boundary(buf: str, i: int) -> int:
+    """The position of the last ``}`` of ``buf`` (from ``i``) followed by ``,`` and the ``{`` of another object (or by
+    the end of the text read so far): the end of the last complete event, as far as the text shows (a ``},`` inside a kernel name such as
+    ``{lambda(float)#1}, at::...`` is passed over; one that still fools it fails the batch, which the stdlib path then
+    reads); -1 when there is none."""
+    end = len(buf)
+    while True:
+        j = buf.rfind("},", i, end)
+        if j < 0:
+            return -1
+        k = j + 2
+        while k < len(buf) and buf[k] in " \t\r\n":
+            k += 1
+        if k == len(buf) or buf[k] == "{":  # the next event, or the end of the text read so far
+            return j
+        end = j + 1
 
 
 def _columns(kept: list, b: EventBuilder) -> bool:
