@@ -99,6 +99,7 @@ def main() -> None:
     ap.add_argument("--min-free-gb", type=float, default=12.0)
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--trace", help="reuse this generated trace (else a temporary one is written)")
+    ap.add_argument("--skip", nargs="*", default=[], help="runs to leave out (vlm-perf, hta-load, hta-parse)")
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--started", help="with --from-log: when that run started (UTC)")
     ap.add_argument("--from-log", help="re-render the section from the JSON lines this script printed (no measuring)")
@@ -130,6 +131,8 @@ def main() -> None:
             order = ["vlm-perf", "hta-load", "vlm-perf", "hta-parse"] if rep % 2 == 0 else \
                 ["hta-parse", "vlm-perf", "hta-load", "vlm-perf"]
             for mode in order:
+                if mode in a.skip:
+                    continue
                 if mode.startswith("hta"):
                     if not hta:
                         continue

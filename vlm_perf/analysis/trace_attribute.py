@@ -9,7 +9,7 @@ Memory. The per-event state is numpy arrays over the rank's rows (the context of
 4-byte id into a table of the distinct contexts; names are codes into the distinct names); Python
 objects exist only for a window at a time: host events are walked in time order in slices of `WINDOW`
 rows, device events one profiler step at a time (the elementary-interval sweep needs that step's events
-only). So beyond the event table itself, the peak is about 40 bytes per event plus one step's device
+only). So beyond the event table itself, the peak is a few numpy values per event plus one step's device
 events as Python objects (`docs/traces.md`, "Reading large traces").
 
 The rules and the order of every accumulation are those of the module docstring of `trace_parts`;
