@@ -153,6 +153,11 @@ def main() -> None:
         replace_section(HEADING, section, NOTES_MARK)
 
 
+def _sitting(row: dict) -> str:
+    """The run-column suffix " (sitting N)" for rows of a merged log (``--from-log`` over several runs' lines, each tagged "sitting")."""
+    return f" (sitting {row['sitting']})" if "sitting" in row else ""
+
+
 def _section(rows: list[dict], facts: dict, started: str, generator: str, a) -> str:
     size = facts["size"]
     ok = [r for r in rows if "error" not in r]
@@ -164,13 +169,14 @@ def _section(rows: list[dict], facts: dict, started: str, generator: str, a) -> 
              f"jobs. Trace: SYNTHETIC, `{generator}` seed {a.seed}, {size / 1e6:,.0f} MB plain JSON"
              + (f", {facts['events']:,} JSON events, {facts['steps']} profiler steps" if facts.get("events") else "")
              + ". Each run a fresh subprocess, in the order listed; RSS = its peak resident set (`ru_maxrss`, imports "
-             "included); load = 1-minute load average when the run started.", "",
+             "included); load = 1-minute load average when the run started; ratios = HTA's fastest run of that kind "
+             "(wall and CPU separately, any sitting: the conservative comparison) over this run.", "",
              "| # | run | load | wall (s) | CPU (s) | peak RSS (MB) | RSS / file | read wall / CPU (s) | read peak RSS "
              "(MB) | events kept | HTA load / this (wall, CPU) | HTA parse / this (wall, CPU) |",
              "|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
     for i, r in enumerate(rows, 1):
         if "error" in r:
-            lines.append(f"| {i} | {r['mode']} | {r['load']:.1f} | {r['error']} | | | | | | | | |")
+            lines.append(f"| {i} | {r['mode']}{_sitting(r)} | {r['load']:.1f} | {r['error']} | | | | | | | | |")
             continue
         read = f"{r['read_wall']:.1f} / {r['read_cpu']:.1f}" if "read_wall" in r else "—"
         read_rss = f"{r['read_rss'] / 1e6:,.0f}" if "read_rss" in r else "—"
@@ -179,7 +185,7 @@ def _section(rows: list[dict], facts: dict, started: str, generator: str, a) -> 
             best = best_hta[m]
             ratios.append(f"{best[0] / r['wall']:.1f}x, {best[1] / r['cpu']:.1f}x" if best and r["mode"] == "vlm-perf"
                           else "—")
-        lines.append(f"| {i} | {r['mode']} | {r['load']:.1f} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['rss'] / 1e6:,.0f} "
+        lines.append(f"| {i} | {r['mode']}{_sitting(r)} | {r['load']:.1f} | {r['wall']:.1f} | {r['cpu']:.1f} | {r['rss'] / 1e6:,.0f} "
                      f"| {r['rss'] / size:.2f}x | {read} | {read_rss} | {r.get('events', 0):,} | {ratios[0]} "
                      f"| {ratios[1]} |")
     return "\n".join(lines) + "\n"
