@@ -35,8 +35,8 @@ import polars as pl
 
 from ..errors import InputError
 
-__all__ = ["MFU_PLAUSIBLE", "SHAPES_AGREE", "attention_core", "checked_events", "eager_ops", "explained_by_attention",
-           "implausible", "shapes_gap"]
+__all__ = ["MFU_PLAUSIBLE", "SHAPES_AGREE", "attention_core", "checked_events", "checked_frames", "checked_steps",
+           "eager_ops", "explained_by_attention", "implausible", "negative_notes", "profiler_steps", "shapes_gap"]
 
 #: the largest MFU a part can have (the peak is what the hardware can do)
 MFU_PLAUSIBLE = 1.0
@@ -51,15 +51,16 @@ _EAGER_SOFTMAX = re.compile(r"^aten::_?(safe_)?softmax$")
 _FUSED = re.compile(r"flash|efficient_attention|cudnn_attention|fused_attention|fmha", re.IGNORECASE)
 
 
-def checked_events(partial) -> tuple[pl.DataFrame, list[str]]:
-    """The merged events of ``partial`` (a `TracePartial`) without negative-duration events, and notes; raises
-    `InputError` when two files hold the same rank's same profiler step."""
+def profiler_steps(frame: pl.DataFrame, path: str) -> pl.DataFrame | None:
+    """The ``ProfilerStep#N`` ranges of one file's events (rank, name, file), or None without any."""
+    named = frame.filter((pl.col("kind") == "annotation") & pl.col("name").str.starts_with("ProfilerStep#"))
+    return named.select("rank", "name").with_columns(pl.lit(path).alias("file")) if named.height else None
+
+
+def checked_steps(steps: list[pl.DataFrame]) -> list[str]:
+    """Notes on the files' ``ProfilerStep#N`` tables (`profiler_steps`, in file order); raises `InputError` when two
+    files hold the same rank's same profiler step."""
     notes: list[str] = []
-    steps = []
-    for path, frame in zip(partial.files, partial.frames):
-        named = frame.filter((pl.col("kind") == "annotation") & pl.col("name").str.starts_with("ProfilerStep#"))
-        if named.height:
-            steps.append(named.select("rank", "name").with_columns(pl.lit(path).alias("file")))
     if steps:
         table = pl.concat(steps)
         per_file = table.unique(["rank", "name", "file"], maintain_order=True)
@@ -74,13 +75,44 @@ def checked_events(partial) -> tuple[pl.DataFrame, list[str]]:
         for row in repeated.head(5).iter_rows(named=True):
             notes.append(f"rank {row['rank']}: {row['name']} appears {row['len']} times in its trace (repeated or "
                          "overlapping profiler steps); each range is attributed as recorded")
-    events = partial.events
-    negative = events.filter(pl.col("end") < pl.col("start"))
-    if negative.height:
-        for row in negative.group_by("rank", maintain_order=True).len().iter_rows(named=True):
-            notes.append(f"rank {row['rank']}: {row['len']} event(s) with a negative duration (end before start) "
-                         "dropped: their time cannot be placed")
-        events = events.filter(pl.col("end") >= pl.col("start"))
+    return notes
+
+
+def negative_notes(dropped: dict[int, int]) -> list[str]:
+    """Notes for the events dropped for a negative duration ({rank: count}, in order of first appearance)."""
+    return [f"rank {rank}: {n} event(s) with a negative duration (end before start) dropped: their time cannot be "
+            "placed" for rank, n in dropped.items()]
+
+
+def checked_frames(partial) -> tuple[list[tuple[int, pl.DataFrame]], list[str]]:
+    """The events of ``partial`` (a `TracePartial`) per rank, in order of first appearance, without negative-duration
+    events, and notes; raises `InputError` when two files hold the same rank's same profiler step. No copy of the
+    event table is made where each rank's events are one file's (the usual layout: one file per rank)."""
+    steps = [t for t in (profiler_steps(f, p) for p, f in zip(partial.files, partial.frames)) if t is not None]
+    notes = checked_steps(steps)
+    dropped: dict[int, int] = {}
+    by_rank: dict[int, list[pl.DataFrame]] = {}
+    for frame in partial.frames:
+        if not frame.height:
+            continue
+        ranks = frame["rank"].unique(maintain_order=True).to_list()
+        parts = [frame] if len(ranks) == 1 else frame.partition_by("rank", maintain_order=True)
+        for rank, part in zip(ranks, parts):
+            negative = int((part["end"] < part["start"]).sum())
+            if negative:
+                dropped[rank] = dropped.get(rank, 0) + negative
+                part = part.filter(pl.col("end") >= pl.col("start"))
+            if part.height:
+                by_rank.setdefault(rank, []).append(part)
+    frames = [(rank, fs[0] if len(fs) == 1 else pl.concat(fs)) for rank, fs in by_rank.items()]
+    return frames, notes + negative_notes(dropped)
+
+
+def checked_events(partial) -> tuple[pl.DataFrame, list[str]]:
+    """The merged events of ``partial`` (a `TracePartial`) without negative-duration events, and notes (one table:
+    `checked_frames` per rank)."""
+    frames, notes = checked_frames(partial)
+    events = pl.concat([f for _, f in frames]) if frames else partial.events
     return events, notes
 
 

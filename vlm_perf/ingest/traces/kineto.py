@@ -17,6 +17,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
+from array import array
 from pathlib import Path
 from typing import List, Optional, Union
 
@@ -28,6 +29,9 @@ from .events import KINDS, MATMUL_OPS, EventBuilder, TracePartial, checked_rank,
 __all__ = ["read_kineto", "CHUNK", "MAX_PENDING"]
 
 CHUNK = 1 << 20
+#: the largest |ts| / |dur| (ns) rounded with numpy; beyond it (never in a real trace) the event-by-event path
+#: rounds and range-checks exactly as the standard-library path does
+_VECTOR_NS = float(1 << 62)
 MAX_PENDING = 64 << 20  # an event longer than this is taken as bad JSON, not as incomplete
 _K = {k: i for i, k in enumerate(KINDS)}
 _CATEGORY = {"cpu_op": _K["cpu_op"], "user_annotation": _K["annotation"], "cuda_runtime": _K["runtime"],
@@ -269,10 +273,10 @@ def _fast_decoder():
             # defstruct (not class syntax): this module's annotations are strings (PEP 563)
             opt_int = Optional[int]
             args = msgspec.defstruct("Args", [
-                ("ext", opt_int, msgspec.field(name="External id", default=None)),
-                ("corr", opt_int, msgspec.field(name="correlation", default=None)),
-                ("seq", opt_int, msgspec.field(name="Sequence number", default=None)),
-                ("fwd", opt_int, msgspec.field(name="Fwd thread id", default=None)),
+                ("ext", opt_int, msgspec.field(name="External id", default=-1)),
+                ("corr", opt_int, msgspec.field(name="correlation", default=-1)),
+                ("seq", opt_int, msgspec.field(name="Sequence number", default=-1)),
+                ("fwd", opt_int, msgspec.field(name="Fwd thread id", default=-1)),
                 # left undecoded (a slice of the text) unless the op is a matmul
                 ("dims", msgspec.Raw, msgspec.field(name="Input Dims", default=msgspec.Raw()))])
             event = msgspec.defstruct("Event", [
@@ -289,7 +293,7 @@ def _fast_batch(fast, buf: str, i: int, b: EventBuilder) -> int:
     n = len(buf)
     while i < n and buf[i] in " \t\r\n,":
         i += 1
-    j = buf.rfind("},", i)
+    j = _last_boundary(buf, i)
     if j < 0 or i >= n or buf[i] != "{":
         return i
     try:
@@ -298,16 +302,66 @@ def _fast_batch(fast, buf: str, i: int, b: EventBuilder) -> int:
         return i
     category = _CATEGORY
     module_kind = _K["module"]
+    kept = [(k, e) for e in events if e.ph == "X" and e.ts is not None and (k := category.get(e.cat)) is not None
+            and (k != module_kind or e.name.startswith("nn.Module: "))]
+    if kept and not _columns(kept, b):
+        _rows(kept, b)
+    return j + 1
+
+
+def _last_boundary(buf: str, i: int) -> int:
+    """The position of the last ``}`` of ``buf`` (from ``i``) followed by ``,`` and the ``{`` of another object (or by
+    the end of the text read so far): the end of the last complete event, as far as the text shows (a ``},`` inside a kernel name such as
+    ``{lambda(float)#1}, at::...`` is passed over; one that still fools it fails the batch, which the stdlib path then
+    reads); -1 when there is none."""
+    end = len(buf)
+    while True:
+        j = buf.rfind("},", i, end)
+        if j < 0:
+            return -1
+        k = j + 2
+        while k < len(buf) and buf[k] in " \t\r\n":
+            k += 1
+        if k == len(buf) or buf[k] == "{":  # the next event, or the end of the text read so far
+            return j
+        end = j + 1
+
+
+def _columns(kept: list, b: EventBuilder) -> bool:
+    """Append the kept events column by column (numpy for the times); False, appending nothing, when a value needs
+    the event-by-event path (a string pid, a null id, a time too large for the vectorised rounding)."""
+    import numpy as np
+
+    ts = np.array([e.ts for _, e in kept], dtype=np.float64) * 1000
+    dur = np.array([0.0 if e.dur is None else e.dur for _, e in kept], dtype=np.float64) * 1000
+    if not (np.isfinite(ts).all() and np.isfinite(dur).all()) or max(np.abs(ts).max(), np.abs(dur).max()) >= _VECTOR_NS:
+        return False
+    start = np.rint(ts).astype(np.int64)  # round-half-even, as Python's round()
+    end = start + np.rint(dur).astype(np.int64)
+    no_args = (-1, -1, -1, -1, None)
+    args = [no_args if e.args is None else e.args for _, e in kept]
+    try:
+        pid = array("q", [e.pid for _, e in kept])
+        tid = array("q", [e.tid for _, e in kept])
+        ext = array("q", [-1 if a is no_args else a.ext for a in args])
+        corr = array("q", [-1 if a is no_args else a.corr for a in args])
+        seq = array("q", [-1 if a is no_args else a.seq for a in args])
+        fwd = array("q", [-1 if a is no_args else a.fwd for a in args])
+    except TypeError:  # a string / null pid or tid, a null id
+        return False
+    names = [e.name for _, e in kept]
+    flops = array("q", [0 if name not in MATMUL_OPS or a is no_args else matmul_flops(name, _raw_json(a.dims))
+                        for name, a in zip(names, args)])
+    b.extend(array("b", [k for k, _ in kept]), names, pid, tid, array("q", start.tobytes()), array("q", end.tobytes()),
+             ext, corr, seq, fwd, flops)
+    return True
+
+
+def _rows(kept: list, b: EventBuilder) -> None:
+    """Append the kept events one by one (any value the decoder accepted)."""
     add = b.add
-    for e in events:
-        if e.ph != "X" or e.ts is None:
-            continue
-        kind = category.get(e.cat)  # type: ignore[arg-type]
-        if kind is None:
-            continue
+    for kind, e in kept:
         name = e.name
-        if kind == module_kind and not name.startswith("nn.Module: "):
-            continue
         start = round(e.ts * 1000)
         a = e.args
         pid, tid = e.pid, e.tid
@@ -317,7 +371,6 @@ def _fast_batch(fast, buf: str, i: int, b: EventBuilder) -> int:
               (-1 if a.ext is None else a.ext, -1 if a.corr is None else a.corr, -1 if a.seq is None else a.seq,
                -1 if a.fwd is None else a.fwd,
                matmul_flops(name, _raw_json(a.dims)) if name in MATMUL_OPS else 0)))
-    return j + 1
 
 
 def _raw_json(raw):
