@@ -299,3 +299,26 @@ def test_kernel_names_holding_brace_comma_keep_the_fast_path(synthetic, monkeypa
     batches = len(text) // (1 << 14)
     # the stdlib decodes the top-level keys and about the one event cut at each batch's end
     assert len(calls) < batches + 25, (len(calls), events.height)  # 61 for 42 batches; 125 before the fix
+
+
+@pytest.mark.slow
+def test_the_trace_command_takes_worker_processes_for_large_inputs_with_the_same_output(ranks, monkeypatch):
+    """`vlm-perf trace` analyses per-rank files in worker processes once they are `PARALLEL_BYTES` together (here
+    lowered to 0 bytes); its JSON equals the one-process run's, byte for byte."""
+    import json
+
+    import vlm_perf.analysis.trace_ranks as trace_ranks
+    from tests.support import invoke_cli
+
+    calls = []
+    real = trace_ranks.analyze_trace_files
+    monkeypatch.setattr(trace_ranks, "analyze_trace_files", lambda *a, **k: calls.append(k) or real(*a, **k))
+    one = invoke_cli("trace", *ranks, "--json")
+    assert one.exit_code == 0, one.output
+    assert calls == [] and not trace_ranks.worth_parallel(ranks)  # small files: the command's own process
+    monkeypatch.setattr(trace_ranks, "PARALLEL_BYTES", 0)
+    assert trace_ranks.worth_parallel(ranks) and not trace_ranks.worth_parallel(ranks[:1])
+    many = invoke_cli("trace", *ranks, "--json")
+    assert many.exit_code == 0, many.output
+    assert len(calls) == 1 and "client" not in calls[0]  # worker processes (no cluster)
+    assert json.loads(many.stdout) == json.loads(one.stdout)

@@ -486,7 +486,7 @@ def analyze_traces(partial: "TracePartial", *, spec: ModelSpec | None = None, me
         raise InputError("no timed events (complete 'X' events of profiler categories) in the trace",
                          ", ".join(partial.files[:3]) + (" ..." if len(partial.files) > 3 else ""))
     by_rank, checked = checked_frames(partial)  # duplicate rank-steps refused, negative durations dropped
-    first_iteration, notes = _first_iteration(partial, first_iteration, list(partial.notes) + checked)
+    first_iteration, notes = first_iteration_of(partial, first_iteration, list(partial.notes) + checked)
     if not by_rank:
         raise InputError("the trace holds no timed events")
     result = combine([rank_parts(rank, frame) for rank, frame in by_rank], first_iteration)
@@ -494,7 +494,7 @@ def analyze_traces(partial: "TracePartial", *, spec: ModelSpec | None = None, me
                     world_size=world_size)
 
 
-def _first_iteration(partial: "TracePartial", first_iteration: int | None, notes: list[str]) -> tuple[int, list[str]]:
+def first_iteration_of(partial: "TracePartial", first_iteration: int | None, notes: list[str]) -> tuple[int, list[str]]:
     """The training iteration of ProfilerStep#0: given, else the traces' ``vlm_perf_first_iteration``, else 1."""
     if first_iteration is None:
         stated = {m.get("vlm_perf_first_iteration") for m in partial.meta} - {None}

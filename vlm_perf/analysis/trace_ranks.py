@@ -21,7 +21,26 @@ from typing import Any
 from ..errors import InputError
 from .trace_parts import TraceParts
 
-__all__ = ["FileParts", "file_parts", "analyze_trace_files"]
+__all__ = ["FileParts", "file_parts", "analyze_trace_files", "PARALLEL_BYTES", "worth_parallel"]
+
+#: Trace bytes (all files together) from which `vlm-perf trace` analyses per-rank files in worker processes: below
+#: it, starting the processes (about 1-2 s each: Python, polars) costs more than the parallel read and attribution
+#: saves (about 15 s per GB, measured: docs/benchmarks.md#traces-at-production-size).
+PARALLEL_BYTES = 256 << 20
+
+
+def worth_parallel(paths: Any) -> bool:
+    """Whether ``paths`` (trace files, folders, globs) are two or more local files of `PARALLEL_BYTES` or more
+    together: the case where worker processes pay for themselves."""
+    from ..ingest.traces import trace_files
+
+    files = trace_files(paths)
+    if len(files) < 2 or not all(hasattr(f, "stat") for f in files):
+        return False
+    try:
+        return sum(f.stat().st_size for f in files) >= PARALLEL_BYTES
+    except Exception:  # noqa: BLE001 - a size that cannot be read (a remote store): the one-process path
+        return False
 
 
 @dataclass
@@ -95,7 +114,7 @@ def analyze_trace_files(paths: Any, *, workers: int | None = None, client: Any =
     from ..ingest.traces import merge_partials, read_traces, trace_files
     from .trace_attribute import combine
     from .trace_checks import checked_steps, negative_notes
-    from .trace_parts import _first_iteration, analyze_traces, complete
+    from .trace_parts import analyze_traces, complete, first_iteration_of
 
     files = trace_files(paths)
     results = _map(files, workers, client)
@@ -112,7 +131,7 @@ def analyze_trace_files(paths: Any, *, workers: int | None = None, client: Any =
     notes = checked_steps([r.steps for r in results if r.steps is not None])
     dropped = {r.rank: r.dropped for r in with_events if r.dropped}
     notes = list(partial.notes) + notes + negative_notes(dropped)
-    first_iteration, notes = _first_iteration(partial, kwargs.pop("first_iteration", None), notes)
+    first_iteration, notes = first_iteration_of(partial, kwargs.pop("first_iteration", None), notes)
     parts = [r.parts for r in with_events if r.parts is not None]
     if not parts:
         raise InputError("the trace holds no timed events")

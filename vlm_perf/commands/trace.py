@@ -33,7 +33,9 @@ def trace(
     """Attribute profiled step time to model parts (vision tower, projector, LM attention/MLP/head, loss,
     optimizer, communication, copies, data loading, idle) and divide each part's exact FLOPs by its time.
 
-    --scheduler reads the trace files (one task each) and the metadata on a Dask cluster (the same result)."""
+    Per-rank trace files are read and attributed in parallel: with --scheduler one task per file on the Dask
+    cluster (the metadata too), else in worker processes when the files are large (256 MiB together); the same
+    result as one process."""
     from ..run.options import RunOptions
     from ..scale.cluster import scheduled
 
@@ -101,17 +103,11 @@ def _analyze(traces: list[str], run: str | None, opts: RunOptions, first_iterati
     regime (frozen parts, selectors, adapter), attention core, peak and world size, so the FLOPs per part are the
     report's trace section's. Without it: the peak of the flags, FLOPs from the trace's shapes (the flags that act on
     a run's metadata are refused before: `refuse_without_run`)."""
-    from ..analysis.trace_parts import analyze_traces
-    from ..ingest.traces import read_traces, trace_metadata
+    from ..ingest.traces import trace_files, trace_metadata
 
-    if client is not None:
-        from ..scale.cluster import read_traces_on
-
-        source = read_traces_on(client, list(traces))
-    else:
-        source = read_traces(list(traces))
+    files = trace_files(list(traces))  # a missing or empty trace path is named before the run is opened
     if run is None:
-        return analyze_traces(source, first_iteration=first_iteration, peak_flops=_flag_peak(opts))
+        return _attribute(files, client, first_iteration=first_iteration, peak_flops=_flag_peak(opts))
     from ..remote import as_path
     from ..run.core import open_run
 
@@ -120,9 +116,24 @@ def _analyze(traces: list[str], run: str | None, opts: RunOptions, first_iterati
     opened = open_run(run, opts, per_rank=True, need_log=False, stats=False, client=client)
     peak = opened.peak_tflops * 1e12 if opened.peak_tflops else None
     metadata = trace_metadata(opened.metadata, opened.spec) if opened.metadata is not None else None
-    return analyze_traces(source, spec=opened.spec, metadata=metadata, first_iteration=first_iteration,
-                          causal=opened.causal, frozen=opened.trainability, peak_flops=peak,
-                          world_size=opened.config.num_gpus)
+    return _attribute(files, client, spec=opened.spec, metadata=metadata, first_iteration=first_iteration,
+                      causal=opened.causal, frozen=opened.trainability, peak_flops=peak,
+                      world_size=opened.config.num_gpus)
+
+
+def _attribute(files: list, client: Any, **kwargs):
+    """The attribution of the trace ``files``: per-rank files read and attributed on the cluster's workers
+    (``client``), in worker processes when they are large (`analysis.trace_ranks.worth_parallel`), else in this
+    process; the same result each way (tests/analysis/test_trace_streaming.py)."""
+    from ..analysis.trace_parts import analyze_traces
+    from ..analysis.trace_ranks import analyze_trace_files, worth_parallel
+    from ..ingest.traces import read_traces
+
+    if client is not None:
+        return analyze_trace_files(files, client=client, **kwargs)
+    if worth_parallel(files):
+        return analyze_trace_files(files, **kwargs)
+    return analyze_traces(read_traces(files), **kwargs)
 
 
 def _flag_peak(opts: RunOptions) -> float | None:
