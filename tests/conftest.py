@@ -47,6 +47,20 @@ def sample_run(tmp_path):
     return copy
 
 
+@pytest.fixture(params=["msgspec", "stdlib"])
+def kineto_decoder(request, monkeypatch):
+    """Both decoding paths of the Kineto trace reader (the optional msgspec fast path and the stdlib one), one per
+    test run: whatever a trace test checks must hold on each."""
+    from vlm_perf.ingest.traces import kineto
+
+    if request.param == "msgspec":
+        pytest.importorskip("msgspec")
+        monkeypatch.setattr(kineto, "_FAST", [])
+    else:
+        monkeypatch.setattr(kineto, "_FAST", [None])
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def sample_report(tmp_path_factory):
     """``sample_report(name, *flags)`` -> ``(out, summary, completed)``: the report of the bundled sample run

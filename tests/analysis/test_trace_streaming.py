@@ -104,15 +104,6 @@ def _streamed(path: Path) -> pl.DataFrame:
     return part.events
 
 
-@pytest.fixture(params=["msgspec", "stdlib"])
-def backend(request, monkeypatch):
-    if request.param == "msgspec":
-        pytest.importorskip("msgspec")
-        monkeypatch.setattr(kineto, "_FAST", [])
-    else:
-        monkeypatch.setattr(kineto, "_FAST", [None])
-    return request.param
-
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory) -> dict[str, Path]:
@@ -127,7 +118,7 @@ def synthetic(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.parametrize("which", ["hta-gpu", pytest.param("real-cpu", marks=pytest.mark.slow), "synthetic",
                                    "synthetic-gz"])
-def test_streamed_equals_whole_file_table_and_attribution(which, synthetic, backend, monkeypatch):
+def test_streamed_equals_whole_file_table_and_attribution(which, synthetic, kineto_decoder, monkeypatch):
     path = {"hta-gpu": HTA, "real-cpu": REAL, "synthetic": synthetic["rank3.json"],
             "synthetic-gz": synthetic["rank3.json.gz"]}[which]
     monkeypatch.setattr(kineto, "CHUNK", 4093)  # events cut at every kind of place

@@ -43,25 +43,15 @@ def _rows(events: pl.DataFrame) -> list[tuple]:
     return list(events.select("name", "start", "end", "ext", "corr", "seq").iter_rows())
 
 
-@pytest.fixture(params=["msgspec", "stdlib"])
-def backend(request, monkeypatch):
-    """Both decoding paths (the optional msgspec fast path and the stdlib one) must keep the same events."""
-    if request.param == "msgspec":
-        pytest.importorskip("msgspec")
-        monkeypatch.setattr(kineto, "_FAST", [])
-    else:
-        monkeypatch.setattr(kineto, "_FAST", [None])
-    return request.param
-
 
 @pytest.mark.parametrize("path", [HTA, REAL], ids=["hta-gpu", "real-cpu"])
-def test_streamed_equals_json_load(path, backend):
+def test_streamed_equals_json_load(path, kineto_decoder):
     part = read_trace(path)
     part.raise_error()
     assert _rows(part.events) == _reference(path)
 
 
-def test_chunk_boundaries_do_not_matter(monkeypatch, tmp_path, backend):
+def test_chunk_boundaries_do_not_matter(monkeypatch, tmp_path, kineto_decoder):
     ref = _rows(read_trace(HTA).events)
     for chunk in (7, 333, 4096):
         monkeypatch.setattr(kineto, "CHUNK", chunk)
@@ -99,7 +89,7 @@ def test_rank_from_file_name_and_position(tmp_path):
     ("[1, 2]", "expected '{'"),
     ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "x"}, {"ph": "X"}]}', "not a number"),
 ])
-def test_bad_files_give_one_line_errors(tmp_path, text, message, backend):
+def test_bad_files_give_one_line_errors(tmp_path, text, message, kineto_decoder):
     p = tmp_path / "bad.json"
     p.write_text(text)
     with pytest.raises(InputError) as exc:
@@ -181,7 +171,7 @@ def test_odd_but_valid_events_same_on_both_paths(tmp_path, monkeypatch):
     assert out[0][0][2:] == ("a},{b", 1, 2, 1000, 1000, 7, -1, -1, -1, 0)
 
 
-def test_matmul_flops_from_recorded_shapes(tmp_path, backend):
+def test_matmul_flops_from_recorded_shapes(tmp_path, kineto_decoder):
     """2*m*k*n per multiply-add, worked by hand; the bias of addmm/baddbmm is not a matmul; bad shapes -> 0."""
     ops = [("aten::mm", [[3, 4], [4, 5]], 2 * 3 * 4 * 5), ("aten::addmm", [[5], [3, 4], [4, 5]], 2 * 3 * 4 * 5),
            ("aten::bmm", [[2, 3, 4], [2, 4, 5]], 2 * 2 * 3 * 4 * 5),
